@@ -1,0 +1,1 @@
+//! GPU patches (cuBLASLt GEMM, attention).

@@ -1,0 +1,399 @@
+//! The per-rank execution plan: what lowering produces and every runtime backend consumes.
+//!
+//! A plan is plain data (serde). Each rank runs a sequence of *stages*. Inside a stage the
+//! `compute` ops run in order on the rank's compute stream, while the `comm` ops run
+//! concurrently on transfer streams; a stage ends with a barrier over all ranks, so every
+//! transfer of stage `t` has landed before stage `t + 1` starts. `verify` checks that the
+//! concurrent parts of a stage never touch the same memory (the double-buffering contract),
+//! that transfers match, and that every view stays inside its slot.
+//!
+//! Memory of a rank is a list of *slots* (local allocations). A slot may be initialised from a
+//! region of a global input buffer (its shard), and a region of a global output buffer is read
+//! back from a slot at the end (`outputs`).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub mod verify;
+pub use verify::{verify, PlanError};
+
+/// Element type of a buffer or slot. Backends may store with more precision (the CPU executor
+/// uses f64 for everything); the type says what the device representation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    F64,
+    F32,
+    F16,
+    BF16,
+}
+
+impl DType {
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::F64 => 8,
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F64 => "f64",
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+        }
+    }
+}
+
+/// Whether a global buffer is an input of the operator or its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Input,
+    Output,
+}
+
+/// A logical tensor of the operator, as the caller sees it (unsharded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GlobalBuffer {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub role: Role,
+}
+
+/// A box `[offset, offset + extent)` per dimension.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Region {
+    pub offset: Vec<usize>,
+    pub extent: Vec<usize>,
+}
+
+impl Region {
+    pub fn full(shape: &[usize]) -> Self {
+        Region {
+            offset: vec![0; shape.len()],
+            extent: shape.to_vec(),
+        }
+    }
+    pub fn numel(&self) -> usize {
+        self.extent.iter().product()
+    }
+    pub fn rank(&self) -> usize {
+        self.extent.len()
+    }
+    /// True when `self` fits inside a tensor of `shape`.
+    pub fn fits_in(&self, shape: &[usize]) -> bool {
+        self.rank() == shape.len()
+            && self
+                .offset
+                .iter()
+                .zip(&self.extent)
+                .zip(shape)
+                .all(|((o, e), s)| o + e <= *s)
+    }
+    /// True when the two boxes share at least one element.
+    pub fn overlaps(&self, other: &Region) -> bool {
+        self.rank() == other.rank()
+            && (0..self.rank()).all(|d| {
+                let (a0, a1) = (self.offset[d], self.offset[d] + self.extent[d]);
+                let (b0, b1) = (other.offset[d], other.offset[d] + other.extent[d]);
+                a0 < b1 && b0 < a1
+            })
+            && self.numel() > 0
+            && other.numel() > 0
+    }
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[")?;
+        for d in 0..self.rank() {
+            if d > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{}:{}", self.offset[d], self.offset[d] + self.extent[d])?;
+        }
+        write!(f, "]")
+    }
+}
+
+/// How a slot is filled before the first stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotInit {
+    /// Contents undefined (backends poison it).
+    Uninit,
+    /// All zeros (additive accumulators).
+    Zero,
+    /// Output part zero and log-sum-exp part minus infinity (an empty softmax accumulator).
+    NegInf,
+    /// Copy of `region` of global input buffer `buffer` (an index into `Plan::buffers`).
+    FromGlobal { buffer: usize, region: Region },
+}
+
+/// A local allocation of one rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slot {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub init: SlotInit,
+}
+
+impl Slot {
+    pub fn bytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size_bytes()
+    }
+}
+
+/// A sub-box of a slot (offsets relative to the slot).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct View {
+    pub slot: usize,
+    pub region: Region,
+}
+
+/// Local library kernels (the paper's patches).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum PatchKind {
+    /// `out[m, n] (=|+=) a[m, k] * b[k, n]`; views are 2-D after dropping leading unit dims.
+    /// With `accumulate`, the product is added to `out`.
+    Gemm { accumulate: bool },
+    /// Attention forward on one tile: q `[b, hq, sq, d]`, k and v `[b, hk, sk, d]` with
+    /// `hq = hk * group`; outputs o `[b, hq, sq, d]` (normalised) and lse `[b, hq, sq]`
+    /// (natural log of the softmax denominator, scaled logits). With `causal`, key position
+    /// `k_offset + c` is visible to query position `q_offset + r` iff it is not larger.
+    /// Fully masked rows give o = 0 and lse = -inf.
+    Attention {
+        causal: bool,
+        scale: f64,
+        q_offset: usize,
+        k_offset: usize,
+    },
+}
+
+/// How a partial result is combined into an accumulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CombineKind {
+    /// acc += part.
+    Add,
+    /// (o, lse) softmax merge: views are `[o, lse]` for acc and for part.
+    LseMerge,
+}
+
+/// Compute-stream operations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum ComputeOp {
+    Patch {
+        patch: PatchKind,
+        inputs: Vec<View>,
+        outputs: Vec<View>,
+    },
+    /// `acc = combine(acc, part)`; for `LseMerge` both lists are `[o, lse]`.
+    Combine {
+        kind: CombineKind,
+        acc: Vec<View>,
+        part: Vec<View>,
+    },
+    /// Local copy (pack/unpack); shapes must have equal element counts.
+    Copy { src: View, dst: View },
+}
+
+/// Collective operations over a group of ranks (ordered; a rank's position is its index).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "collective")]
+pub enum Collective {
+    /// dst = concat over group of each member's src along `axis` of dst.
+    AllGather { src: View, dst: View, axis: usize },
+    /// In place: every member's `bufs` become the combination over the group.
+    AllReduce { bufs: Vec<View>, kind: CombineKind },
+    /// Combine each member's `src` over the group, member `p` keeps chunk `p` along `axis`.
+    ReduceScatter {
+        src: View,
+        dst: View,
+        axis: usize,
+        kind: CombineKind,
+    },
+    /// Member p sends chunk q of `src` (split along `split_axis`) to member q, which stores
+    /// it as chunk p of `dst` along `concat_axis`.
+    AllToAll {
+        src: View,
+        dst: View,
+        split_axis: usize,
+        concat_axis: usize,
+    },
+    /// Member `root`'s `buf` is copied to every member's `buf`.
+    Broadcast { buf: View, root: usize },
+}
+
+/// Transfer-stream operations. `Send`/`Recv` pairs match on (sender, receiver, tag).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum CommOp {
+    Send {
+        peer: usize,
+        src: View,
+        tag: u64,
+    },
+    Recv {
+        peer: usize,
+        dst: View,
+        tag: u64,
+    },
+    Collective {
+        group: Vec<usize>,
+        collective: Collective,
+    },
+}
+
+/// One bulk-synchronous step of a rank.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stage {
+    pub compute: Vec<ComputeOp>,
+    pub comm: Vec<CommOp>,
+}
+
+/// A region of a global output buffer held by a rank's slot after the last stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputPiece {
+    pub buffer: usize,
+    pub region: Region,
+    pub src: View,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankProgram {
+    pub rank: usize,
+    /// Coordinates of the rank in the mesh (slowest level first).
+    pub coords: Vec<usize>,
+    pub slots: Vec<Slot>,
+    pub stages: Vec<Stage>,
+    pub outputs: Vec<OutputPiece>,
+}
+
+impl RankProgram {
+    /// Bytes of all slots of this rank: the memory the plan needs on the device.
+    pub fn memory_bytes(&self) -> usize {
+        self.slots.iter().map(Slot::bytes).sum()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The kernel (operator) symbol the plan was lowered from.
+    pub name: String,
+    /// Mesh shape, slowest level first; ranks are numbered row-major over it.
+    pub mesh: Vec<usize>,
+    pub buffers: Vec<GlobalBuffer>,
+    pub ranks: Vec<RankProgram>,
+}
+
+impl Plan {
+    pub fn num_ranks(&self) -> usize {
+        self.mesh.iter().product()
+    }
+    pub fn num_stages(&self) -> usize {
+        self.ranks.iter().map(|r| r.stages.len()).max().unwrap_or(0)
+    }
+    pub fn buffer_index(&self, name: &str) -> Option<usize> {
+        self.buffers.iter().position(|b| b.name == name)
+    }
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("plan serialises")
+    }
+    pub fn from_json(text: &str) -> Result<Plan, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+    /// Bytes moved by point-to-point sends and collectives, per rank (sent side).
+    pub fn bytes_sent_per_rank(&self) -> BTreeMap<usize, usize> {
+        let mut out = BTreeMap::new();
+        for r in &self.ranks {
+            let mut total = 0;
+            for st in &r.stages {
+                for c in &st.comm {
+                    match c {
+                        CommOp::Send { src, .. } => {
+                            total += src.region.numel() * r.slots[src.slot].dtype.size_bytes()
+                        }
+                        CommOp::Collective { group, collective } => {
+                            total += collective_send_bytes(r, group.len(), collective)
+                        }
+                        CommOp::Recv { .. } => {}
+                    }
+                }
+            }
+            out.insert(r.rank, total);
+        }
+        out
+    }
+}
+
+/// Bytes a member sends in a collective under ring algorithms (what NCCL moves).
+pub fn collective_send_bytes(r: &RankProgram, n: usize, c: &Collective) -> usize {
+    let bytes = |v: &View| v.region.numel() * r.slots[v.slot].dtype.size_bytes();
+    if n <= 1 {
+        return 0;
+    }
+    match c {
+        Collective::AllGather { src, .. } => bytes(src) * (n - 1),
+        Collective::AllReduce { bufs, .. } => bufs.iter().map(|b| 2 * bytes(b) * (n - 1) / n).sum(),
+        Collective::ReduceScatter { src, .. } => bytes(src) * (n - 1) / n,
+        Collective::AllToAll { src, .. } => bytes(src) * (n - 1) / n,
+        Collective::Broadcast { buf, .. } => bytes(buf),
+    }
+}
+
+/// Row-major rank number of mesh coordinates.
+pub fn rank_of(mesh: &[usize], coords: &[usize]) -> usize {
+    coords.iter().zip(mesh).fold(0, |acc, (c, m)| acc * m + c)
+}
+
+/// Mesh coordinates of a rank number (row-major, slowest level first).
+pub fn coords_of(mesh: &[usize], mut rank: usize) -> Vec<usize> {
+    let mut c = vec![0; mesh.len()];
+    for d in (0..mesh.len()).rev() {
+        c[d] = rank % mesh[d];
+        rank /= mesh[d];
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_coords_roundtrip() {
+        let mesh = [2, 4];
+        for r in 0..8 {
+            assert_eq!(rank_of(&mesh, &coords_of(&mesh, r)), r);
+        }
+        assert_eq!(coords_of(&mesh, 5), vec![1, 1]);
+    }
+
+    #[test]
+    fn region_overlap() {
+        let a = Region {
+            offset: vec![0, 0],
+            extent: vec![2, 4],
+        };
+        let b = Region {
+            offset: vec![1, 3],
+            extent: vec![2, 2],
+        };
+        let c = Region {
+            offset: vec![2, 0],
+            extent: vec![1, 4],
+        };
+        assert!(a.overlaps(&b));
+        assert!(!a.overlaps(&c));
+        assert!(a.fits_in(&[2, 4]));
+        assert!(!b.fits_in(&[2, 4]));
+    }
+}

@@ -1,0 +1,1 @@
+//! CPU reference executor (filled in by the plan executor work).

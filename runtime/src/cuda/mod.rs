@@ -1,0 +1,1 @@
+//! CUDA plan executor.
