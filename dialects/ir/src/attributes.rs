@@ -1,0 +1,202 @@
+//! Builtin attributes and opaque dialect attributes.
+
+use crate::types::Type;
+use indexmap::IndexMap;
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attribute {
+    /// `42 : i64`; an integer without a type is `i64`.
+    Integer { value: i64, ty: Type },
+    /// `1.5 : f32`; a float without a type is `f64`.
+    Float { value: f64, ty: Type },
+    String(String),
+    Bool(bool),
+    Unit,
+    Array(Vec<Attribute>),
+    Dict(IndexMap<String, Attribute>),
+    /// `@a` or `@a::@b`.
+    SymbolRef(Vec<String>),
+    Type(Type),
+    /// `#dialect.name<body>`, body verbatim.
+    Dialect { dialect: String, name: String, body: Option<String> },
+}
+
+impl Attribute {
+    pub fn int(v: i64) -> Attribute {
+        Attribute::Integer { value: v, ty: Type::i(64) }
+    }
+    pub fn str(s: impl Into<String>) -> Attribute {
+        Attribute::String(s.into())
+    }
+    pub fn sym(s: impl Into<String>) -> Attribute {
+        Attribute::SymbolRef(vec![s.into()])
+    }
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Attribute::Integer { value, .. } => Some(*value),
+            _ => None,
+        }
+    }
+    pub fn as_float(&self) -> Option<f64> {
+        match self {
+            Attribute::Float { value, .. } => Some(*value),
+            Attribute::Integer { value, .. } => Some(*value as f64),
+            _ => None,
+        }
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Attribute::String(s) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Attribute::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+    pub fn as_array(&self) -> Option<&[Attribute]> {
+        match self {
+            Attribute::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+    /// The leaf name of a flat symbol reference.
+    pub fn as_symbol(&self) -> Option<&str> {
+        match self {
+            Attribute::SymbolRef(p) if p.len() == 1 => Some(&p[0]),
+            _ => None,
+        }
+    }
+    pub fn as_type(&self) -> Option<&Type> {
+        match self {
+            Attribute::Type(t) => Some(t),
+            _ => None,
+        }
+    }
+    /// An array of integers.
+    pub fn as_int_array(&self) -> Option<Vec<i64>> {
+        self.as_array()?.iter().map(Attribute::as_int).collect()
+    }
+}
+
+/// Writes `s` as an MLIR string literal.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Writes a symbol name, quoting it when it is not a bare identifier.
+pub fn symbol_name(s: &str) -> String {
+    let bare = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || "_$.-".contains(c));
+    if bare {
+        format!("@{s}")
+    } else {
+        format!("@{}", quote(s))
+    }
+}
+
+fn is_bare_key(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || "_$.".contains(c))
+}
+
+pub fn write_dict(f: &mut impl fmt::Write, d: &IndexMap<String, Attribute>) -> fmt::Result {
+    write!(f, "{{")?;
+    for (i, (k, v)) in d.iter().enumerate() {
+        if i > 0 {
+            write!(f, ", ")?;
+        }
+        if is_bare_key(k) {
+            write!(f, "{k}")?;
+        } else {
+            write!(f, "{}", quote(k))?;
+        }
+        if !matches!(v, Attribute::Unit) {
+            write!(f, " = {v}")?;
+        }
+    }
+    write!(f, "}}")
+}
+
+/// Prints a float so that it parses back to the same value and always looks like a float.
+pub fn format_float(v: f64) -> String {
+    if v.is_nan() {
+        return "0x7FF8000000000000".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "0x7FF0000000000000".into() } else { "0xFFF0000000000000".into() };
+    }
+    let s = format!("{v:?}");
+    if s.contains('.') || s.contains('e') {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+impl fmt::Display for Attribute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Attribute::Integer { value, ty } => {
+                if *ty == Type::i(64) {
+                    write!(f, "{value}")
+                } else {
+                    write!(f, "{value} : {ty}")
+                }
+            }
+            Attribute::Float { value, ty } => {
+                if *ty == Type::F64 {
+                    write!(f, "{}", format_float(*value))
+                } else {
+                    write!(f, "{} : {ty}", format_float(*value))
+                }
+            }
+            Attribute::String(s) => write!(f, "{}", quote(s)),
+            Attribute::Bool(b) => write!(f, "{b}"),
+            Attribute::Unit => write!(f, "unit"),
+            Attribute::Array(items) => {
+                write!(f, "[")?;
+                for (i, a) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                write!(f, "]")
+            }
+            Attribute::Dict(d) => write_dict(f, d),
+            Attribute::SymbolRef(path) => {
+                for (i, p) in path.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, "::")?;
+                    }
+                    write!(f, "{}", symbol_name(p))?;
+                }
+                Ok(())
+            }
+            Attribute::Type(t) => write!(f, "{t}"),
+            Attribute::Dialect { dialect, name, body } => {
+                write!(f, "#{dialect}.{name}")?;
+                if let Some(b) = body {
+                    write!(f, "<{b}>")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Declarative operation definitions and the dialect registry.
+//!
+//! An op is one `OpDef` value: its operands, results, attributes (with their syntax kind and
+//! constraint), regions, traits, custom assembly format and extra verifier. Everything else
+//! (custom parsing and printing, structural verification, IRDL export) is derived from it.
+
+use crate::attributes::Attribute;
+use crate::diag::Diagnostic;
+use crate::ir::Operation;
+use crate::syntax::format::{parse_format, FmtElem};
+use crate::syntax::tokens::Tok;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// An operand or result slot.
+#[derive(Debug, Clone, Copy)]
+pub struct ArgDef {
+    pub name: &'static str,
+    /// Zero or more values.
+    pub variadic: bool,
+}
+
+impl ArgDef {
+    pub const fn one(name: &'static str) -> ArgDef {
+        ArgDef { name, variadic: false }
+    }
+    pub const fn many(name: &'static str) -> ArgDef {
+        ArgDef { name, variadic: true }
+    }
+}
+
+/// Parse/print hooks for an attribute with a dialect-specific custom syntax. The custom form
+/// is one token (usually a bracketed group); the generic form is a builtin attribute.
+pub struct CustomAttrSyntax {
+    pub name: &'static str,
+    pub parse: fn(&Tok) -> Result<Attribute, String>,
+    pub print: fn(&Attribute) -> String,
+    /// Checks the generic (builtin) encoding.
+    pub check: fn(&Attribute) -> Result<(), String>,
+}
+
+impl std::fmt::Debug for CustomAttrSyntax {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CustomAttrSyntax({})", self.name)
+    }
+}
+
+/// What an attribute holds and how it is written in custom assembly.
+#[derive(Debug, Clone, Copy)]
+pub enum AttrKind {
+    /// Defining symbol name: string attribute printed `@name`.
+    SymbolName,
+    /// Flat symbol reference `@name`.
+    SymbolRef,
+    Int,
+    Float,
+    String,
+    Bool,
+    /// Present or absent; printed as a keyword inside an optional group.
+    Unit,
+    /// A string from a fixed set, printed as a bare keyword.
+    Keyword(&'static [&'static str]),
+    IntArray,
+    SymbolArray,
+    Type,
+    Any,
+    Custom(&'static CustomAttrSyntax),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct AttrDef {
+    pub name: &'static str,
+    pub kind: AttrKind,
+    pub optional: bool,
+}
+
+impl AttrDef {
+    pub const fn req(name: &'static str, kind: AttrKind) -> AttrDef {
+        AttrDef { name, kind, optional: false }
+    }
+    pub const fn opt(name: &'static str, kind: AttrKind) -> AttrDef {
+        AttrDef { name, kind, optional: true }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trait {
+    /// Defines a symbol through `sym_name`.
+    Symbol,
+    /// Its region is a symbol table (symbol names unique inside).
+    SymbolTable,
+    /// Values from outside are not visible in its regions.
+    IsolatedFromAbove,
+    /// Must be the last op of its block.
+    Terminator,
+    /// No side effects, may be removed if unused.
+    Pure,
+}
+
+pub type VerifyFn = fn(&Operation, &VerifyContext) -> Result<(), Diagnostic>;
+
+/// The declarative definition of one op.
+#[derive(Debug, Clone, Copy)]
+pub struct OpDef {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub operands: &'static [ArgDef],
+    pub results: &'static [ArgDef],
+    pub attrs: &'static [AttrDef],
+    pub regions: &'static [&'static str],
+    pub traits: &'static [Trait],
+    /// Custom assembly format (see `syntax::format`); `None` means generic form only.
+    pub format: Option<&'static str>,
+    pub verify: Option<VerifyFn>,
+}
+
+impl OpDef {
+    pub fn has_trait(&self, t: Trait) -> bool {
+        self.traits.contains(&t)
+    }
+    pub fn attr(&self, name: &str) -> Option<&AttrDef> {
+        self.attrs.iter().find(|a| a.name == name)
+    }
+}
+
+/// What op verifiers can look up: the registry and the symbols visible from the op.
+pub struct VerifyContext<'a> {
+    pub registry: &'a Registry,
+    /// Symbol name -> defining op, for every enclosing symbol table (innermost last).
+    pub symbols: Vec<HashMap<String, &'a Operation>>,
+    /// Enclosing ops, outermost first.
+    pub parents: Vec<&'a Operation>,
+}
+
+impl<'a> VerifyContext<'a> {
+    /// Resolves a symbol through the enclosing symbol tables, innermost first.
+    pub fn lookup(&self, name: &str) -> Option<&'a Operation> {
+        self.symbols.iter().rev().find_map(|t| t.get(name).copied())
+    }
+    pub fn parent(&self) -> Option<&'a Operation> {
+        self.parents.last().copied()
+    }
+}
+
+/// A dialect: a namespace and its ops.
+pub struct Dialect {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub ops: &'static [OpDef],
+}
+
+/// Registered dialects and ops, with compiled formats.
+#[derive(Default, Clone)]
+pub struct Registry {
+    ops: HashMap<&'static str, Arc<RegisteredOp>>,
+    dialects: Vec<&'static str>,
+    pub allow_unregistered: bool,
+}
+
+pub struct RegisteredOp {
+    pub def: OpDef,
+    pub format: Option<Vec<FmtElem>>,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        let mut r = Registry::default();
+        r.register(&crate::builtin::BUILTIN);
+        r.register(&crate::builtin::FUNC);
+        r.register(&crate::builtin::ARITH);
+        r
+    }
+    /// Registers a dialect; panics on a malformed format string (a programming error in a
+    /// dialect definition, caught by the dialect's own tests).
+    pub fn register(&mut self, d: &'static Dialect) {
+        self.dialects.push(d.name);
+        for def in d.ops {
+            let format = def.format.map(|f| parse_format(f, def).unwrap_or_else(|e| panic!("bad format for {}: {e}", def.name)));
+            self.ops.insert(def.name, Arc::new(RegisteredOp { def: *def, format }));
+        }
+    }
+    pub fn lookup(&self, name: &str) -> Option<&Arc<RegisteredOp>> {
+        self.ops.get(name)
+    }
+    pub fn dialect_registered(&self, name: &str) -> bool {
+        self.dialects.contains(&name)
+    }
+    pub fn ops(&self) -> impl Iterator<Item = &OpDef> {
+        self.ops.values().map(|r| &r.def)
+    }
+}

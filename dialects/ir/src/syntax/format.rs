@@ -1,0 +1,652 @@
+//! Declarative assembly formats: one format string per op drives both its custom parser and
+//! its custom printer (so printing what was parsed is a fixed point).
+//!
+//! Format elements, as in MLIR's `assemblyFormat`:
+//! - `` `kw` `` a literal keyword or punctuation; `` `(` ... `)` `` and `` `[` ... `]` `` a
+//!   bracketed group;
+//! - `$name` an operand (or variadic operand list), attribute or region of the op;
+//! - `type($operand)` / `type(results)` the types of an operand list or of the results;
+//! - `functional-type(operands, results)`;
+//! - `attr-dict` the attributes not named elsewhere in the format;
+//! - `( ... )?` an optional group: printed when its first variable (attribute or operand list)
+//!   is present/non-empty; parsed when its first literal is next.
+
+use crate::attributes::{quote, symbol_name, Attribute};
+use crate::diag::{Diagnostic, Location};
+use crate::ir::{AttrDict, Operation, Region, Value};
+use crate::registry::{AttrKind, OpDef};
+use crate::syntax::tokens::{Tok, TokKind};
+use crate::types::Type;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FmtElem {
+    Lit(String),
+    Operand(usize),
+    Attr(usize),
+    Region(usize),
+    OperandType(usize),
+    ResultTypes,
+    FunctionalType,
+    AttrDict,
+    /// `attributes {...}` when any attribute is left.
+    AttrDictWithKeyword,
+    Group(char, Vec<FmtElem>),
+    Optional(Vec<FmtElem>),
+}
+
+/// Compiles a format string against an op definition.
+pub fn parse_format(text: &str, def: &OpDef) -> Result<Vec<FmtElem>, String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut pos = 0;
+    let elems = parse_seq(&chars, &mut pos, def, None)?;
+    if pos != chars.len() {
+        return Err(format!("unexpected '{}' at {pos}", chars[pos]));
+    }
+    Ok(elems)
+}
+
+fn lookup_var(name: &str, def: &OpDef) -> Result<FmtElem, String> {
+    if let Some(i) = def.operands.iter().position(|a| a.name == name) {
+        return Ok(FmtElem::Operand(i));
+    }
+    if let Some(i) = def.attrs.iter().position(|a| a.name == name) {
+        return Ok(FmtElem::Attr(i));
+    }
+    if let Some(i) = def.regions.iter().position(|r| *r == name) {
+        return Ok(FmtElem::Region(i));
+    }
+    Err(format!("'{name}' is not an operand, attribute or region of {}", def.name))
+}
+
+fn parse_seq(c: &[char], pos: &mut usize, def: &OpDef, close: Option<&str>) -> Result<Vec<FmtElem>, String> {
+    let mut out = Vec::new();
+    loop {
+        while *pos < c.len() && c[*pos].is_whitespace() {
+            *pos += 1;
+        }
+        if *pos >= c.len() {
+            return match close {
+                None => Ok(out),
+                Some(cl) => Err(format!("missing '{cl}'")),
+            };
+        }
+        let rest: String = c[*pos..].iter().collect();
+        if let Some(cl) = close {
+            if rest.starts_with(cl) {
+                *pos += cl.chars().count();
+                return Ok(out);
+            }
+        }
+        if c[*pos] == '`' {
+            let end = c[*pos + 1..].iter().position(|&x| x == '`').ok_or("unterminated literal")? + *pos + 1;
+            let lit: String = c[*pos + 1..end].iter().collect();
+            *pos = end + 1;
+            match lit.as_str() {
+                "(" | "[" => {
+                    let closer = if lit == "(" { "`)`" } else { "`]`" };
+                    let inner = parse_seq(c, pos, def, Some(closer))?;
+                    out.push(FmtElem::Group(lit.chars().next().unwrap_or('('), inner));
+                }
+                _ => out.push(FmtElem::Lit(lit)),
+            }
+        } else if c[*pos] == '$' {
+            *pos += 1;
+            let start = *pos;
+            while *pos < c.len() && (c[*pos].is_alphanumeric() || c[*pos] == '_') {
+                *pos += 1;
+            }
+            let name: String = c[start..*pos].iter().collect();
+            out.push(lookup_var(&name, def)?);
+            if *pos < c.len() && c[*pos] == '^' {
+                *pos += 1;
+            }
+        } else if rest.starts_with("attr-dict-with-keyword") {
+            *pos += "attr-dict-with-keyword".len();
+            out.push(FmtElem::AttrDictWithKeyword);
+        } else if rest.starts_with("attr-dict") {
+            *pos += "attr-dict".len();
+            out.push(FmtElem::AttrDict);
+        } else if rest.starts_with("functional-type(operands, results)") {
+            *pos += "functional-type(operands, results)".len();
+            out.push(FmtElem::FunctionalType);
+        } else if rest.starts_with("type(") {
+            *pos += 5;
+            let end = c[*pos..].iter().position(|&x| x == ')').ok_or("unterminated type(")? + *pos;
+            let arg: String = c[*pos..end].iter().collect::<String>().trim().to_string();
+            *pos = end + 1;
+            if arg == "results" {
+                out.push(FmtElem::ResultTypes);
+            } else {
+                match lookup_var(arg.trim_start_matches('$'), def)? {
+                    FmtElem::Operand(i) => out.push(FmtElem::OperandType(i)),
+                    _ => return Err(format!("type({arg}) must name an operand")),
+                }
+            }
+        } else if c[*pos] == '(' {
+            *pos += 1;
+            let inner = parse_seq(c, pos, def, Some(")?"))?;
+            if !matches!(inner.first(), Some(FmtElem::Lit(_) | FmtElem::Group(..) | FmtElem::Attr(_) | FmtElem::Operand(_))) {
+                return Err("an optional group must start with a literal, an attribute or an operand".into());
+            }
+            if !inner.iter().any(|e| matches!(e, FmtElem::Attr(_) | FmtElem::Operand(_))) {
+                return Err("an optional group needs an attribute or operand anchor".into());
+            }
+            out.push(FmtElem::Optional(inner));
+        } else {
+            return Err(format!("unexpected '{}' in format", c[*pos]));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing a custom-form op from its tokens.
+
+/// The pieces of an op that a custom format yields.
+#[derive(Debug, Default)]
+pub struct ParsedOp {
+    pub operands: Vec<Vec<Value>>,
+    pub attrs: AttrDict,
+    pub regions: Vec<Option<Region>>,
+    pub result_types: Option<Vec<Type>>,
+}
+
+struct Cursor<'a> {
+    toks: &'a [Tok],
+    pos: usize,
+    end_loc: Location,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<&'a Tok> {
+        self.toks.get(self.pos)
+    }
+    fn loc(&self) -> Location {
+        self.peek().map_or_else(|| self.end_loc.clone(), |t| t.loc.clone())
+    }
+    fn next(&mut self) -> Option<&'a Tok> {
+        let t = self.toks.get(self.pos);
+        self.pos += 1;
+        t
+    }
+    fn err(&self, msg: impl Into<String>) -> Diagnostic {
+        Diagnostic::error(self.loc(), msg)
+    }
+    fn expected(&self, what: &str) -> Diagnostic {
+        match self.peek() {
+            Some(t) => self.err(format!("expected {what}, found {}", t.describe())),
+            None => self.err(format!("expected {what}")),
+        }
+    }
+    fn eat_word(&mut self, w: &str) -> bool {
+        if self.peek().and_then(Tok::word) == Some(w) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Parses the tokens of a custom-form op with its compiled format.
+pub fn parse_custom(def: &OpDef, elems: &[FmtElem], toks: &[Tok], end_loc: Location) -> Result<ParsedOp, Diagnostic> {
+    let mut out = ParsedOp {
+        operands: vec![Vec::new(); def.operands.len()],
+        regions: vec![None; def.regions.len()],
+        ..Default::default()
+    };
+    let mut cur = Cursor { toks, pos: 0, end_loc };
+    parse_elems(def, elems, &mut cur, &mut out)?;
+    if let Some(t) = cur.peek() {
+        return Err(Diagnostic::error(t.loc.clone(), format!("unexpected {} in '{}'", t.describe(), def.name)));
+    }
+    Ok(out)
+}
+
+fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut ParsedOp) -> Result<(), Diagnostic> {
+    for e in elems {
+        match e {
+            FmtElem::Lit(l) => {
+                if !cur.eat_word(l) {
+                    return Err(cur.expected(&format!("'{l}'")));
+                }
+            }
+            FmtElem::Group(open, inner) => {
+                let loc = cur.loc();
+                match cur.next() {
+                    Some(Tok { kind: TokKind::Group(c, toks), .. }) if c == open => {
+                        let close_loc = toks.last().map_or(loc.clone(), |t| t.loc.clone());
+                        let mut sub = Cursor { toks, pos: 0, end_loc: close_loc };
+                        parse_elems(def, inner, &mut sub, out)?;
+                        if let Some(t) = sub.peek() {
+                            return Err(Diagnostic::error(t.loc.clone(), format!("unexpected {} in '{}'", t.describe(), def.name)));
+                        }
+                    }
+                    _ => {
+                        cur.pos -= 1;
+                        return Err(cur.expected(&format!("'{open}'")));
+                    }
+                }
+            }
+            FmtElem::Operand(i) => {
+                let arg = def.operands[*i];
+                if arg.variadic {
+                    while let Some(Tok { kind: TokKind::Value(v), .. }) = cur.peek() {
+                        out.operands[*i].push(v.clone());
+                        cur.pos += 1;
+                        if !cur.eat_word(",") {
+                            break;
+                        }
+                    }
+                } else {
+                    match cur.peek() {
+                        Some(Tok { kind: TokKind::Value(v), .. }) => {
+                            out.operands[*i].push(v.clone());
+                            cur.pos += 1;
+                        }
+                        _ => return Err(cur.expected(&format!("SSA value for operand '{}'", arg.name))),
+                    }
+                }
+            }
+            FmtElem::Attr(i) => {
+                let a = def.attrs[*i];
+                let loc = cur.loc();
+                let tok = cur.next().ok_or_else(|| Diagnostic::error(loc.clone(), format!("expected attribute '{}'", a.name)))?;
+                let value = parse_attr_tok(a.kind, tok).map_err(|m| Diagnostic::error(loc, format!("attribute '{}': {m}", a.name)))?;
+                out.attrs.insert(a.name.to_string(), value);
+            }
+            FmtElem::Region(i) => match cur.next() {
+                Some(Tok { kind: TokKind::Region(r), .. }) => out.regions[*i] = Some(r.clone()),
+                _ => {
+                    cur.pos -= 1;
+                    return Err(cur.expected("a region"));
+                }
+            },
+            FmtElem::OperandType(i) => {
+                let n = out.operands[*i].len().max(1);
+                let tys = parse_type_list(cur, n)?;
+                for (v, t) in out.operands[*i].iter().zip(&tys) {
+                    if &v.ty != t {
+                        return Err(cur.err(format!("operand type '{t}' does not match the type '{}' of the value", v.ty)));
+                    }
+                }
+            }
+            FmtElem::ResultTypes => out.result_types = Some(parse_types_maybe_grouped(cur)?),
+            FmtElem::FunctionalType => {
+                let inputs = match cur.next() {
+                    Some(Tok { kind: TokKind::Group('(', toks), loc }) => types_of(toks, loc)?,
+                    _ => {
+                        cur.pos -= 1;
+                        return Err(cur.expected("'(' of a function type"));
+                    }
+                };
+                if !cur.eat_word("->") {
+                    return Err(cur.expected("'->'"));
+                }
+                let results = parse_types_maybe_grouped(cur)?;
+                let all: Vec<&Value> = out.operands.iter().flatten().collect();
+                if all.len() != inputs.len() || all.iter().zip(&inputs).any(|(v, t)| &v.ty != t) {
+                    return Err(cur.err("operand types in the function type do not match the operands"));
+                }
+                out.result_types = Some(results);
+            }
+            FmtElem::AttrDict | FmtElem::AttrDictWithKeyword => {
+                if matches!(e, FmtElem::AttrDictWithKeyword) && !cur.eat_word("attributes") {
+                    continue;
+                }
+                if let Some(Tok { kind: TokKind::Attr(Attribute::Dict(d)), .. }) = cur.peek() {
+                    for (k, v) in d {
+                        out.attrs.insert(k.clone(), v.clone());
+                    }
+                    cur.pos += 1;
+                }
+            }
+            FmtElem::Optional(inner) => {
+                let present = match &inner[0] {
+                    FmtElem::Lit(l) => cur.peek().and_then(Tok::word) == Some(l.as_str()),
+                    FmtElem::Group(c, _) => matches!(cur.peek(), Some(Tok { kind: TokKind::Group(g, _), .. }) if g == c),
+                    FmtElem::Attr(i) => cur.peek().is_some_and(|t| parse_attr_tok(def.attrs[*i].kind, t).is_ok()),
+                    FmtElem::Operand(_) => matches!(cur.peek(), Some(Tok { kind: TokKind::Value(_), .. })),
+                    _ => false,
+                };
+                if present {
+                    parse_elems(def, inner, cur, out)?;
+                    // A unit attribute anchored in the group is present because the group is.
+                    for e in inner {
+                        if let FmtElem::Attr(i) = e {
+                            let a = def.attrs[*i];
+                            if matches!(a.kind, AttrKind::Unit) {
+                                out.attrs.insert(a.name.to_string(), Attribute::Unit);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn types_of(toks: &[Tok], loc: &Location) -> Result<Vec<Type>, Diagnostic> {
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        match (&t.kind, i % 2) {
+            (TokKind::Type(ty, _), 0) => out.push(ty.clone()),
+            (TokKind::Punct(p), 1) if p == "," => {}
+            _ => return Err(Diagnostic::error(t.loc.clone(), format!("expected a type, found {}", t.describe()))),
+        }
+    }
+    if !toks.is_empty() && toks.len() % 2 == 0 {
+        return Err(Diagnostic::error(loc.clone(), "trailing ',' in type list"));
+    }
+    Ok(out)
+}
+
+fn parse_types_maybe_grouped(cur: &mut Cursor) -> Result<Vec<Type>, Diagnostic> {
+    if let Some(Tok { kind: TokKind::Group('(', toks), loc }) = cur.peek() {
+        cur.pos += 1;
+        return types_of(toks, loc);
+    }
+    let mut out = Vec::new();
+    loop {
+        match cur.peek() {
+            Some(Tok { kind: TokKind::Type(t, _), .. }) => {
+                out.push(t.clone());
+                cur.pos += 1;
+            }
+            _ => return Err(cur.expected("a type")),
+        }
+        if !cur.eat_word(",") {
+            return Ok(out);
+        }
+    }
+}
+
+fn parse_type_list(cur: &mut Cursor, n: usize) -> Result<Vec<Type>, Diagnostic> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        if i > 0 && !cur.eat_word(",") {
+            return Err(cur.expected("','"));
+        }
+        match cur.peek() {
+            Some(Tok { kind: TokKind::Type(t, _), .. }) => {
+                out.push(t.clone());
+                cur.pos += 1;
+            }
+            _ => return Err(cur.expected("a type")),
+        }
+    }
+    Ok(out)
+}
+
+fn parse_int(tok: &Tok) -> Result<i64, String> {
+    match &tok.kind {
+        TokKind::Number(n) => n.parse::<i64>().map_err(|_| format!("'{n}' is not an integer")),
+        _ => Err(format!("expected an integer, found {}", tok.describe())),
+    }
+}
+
+/// Interprets one token as an attribute of the given kind.
+pub fn parse_attr_tok(kind: AttrKind, tok: &Tok) -> Result<Attribute, String> {
+    match kind {
+        AttrKind::SymbolName => match &tok.kind {
+            TokKind::Symbol(p) if p.len() == 1 => Ok(Attribute::String(p[0].clone())),
+            _ => Err(format!("expected a symbol name '@name', found {}", tok.describe())),
+        },
+        AttrKind::SymbolRef => match &tok.kind {
+            TokKind::Symbol(p) => Ok(Attribute::SymbolRef(p.clone())),
+            _ => Err(format!("expected a symbol reference, found {}", tok.describe())),
+        },
+        AttrKind::Int => parse_int(tok).map(Attribute::int),
+        AttrKind::Float => match &tok.kind {
+            TokKind::Number(n) => n
+                .parse::<f64>()
+                .map(|value| Attribute::Float { value, ty: Type::F64 })
+                .map_err(|_| format!("'{n}' is not a number")),
+            _ => Err(format!("expected a number, found {}", tok.describe())),
+        },
+        AttrKind::String => match &tok.kind {
+            TokKind::Str(s) => Ok(Attribute::String(s.clone())),
+            _ => Err(format!("expected a string, found {}", tok.describe())),
+        },
+        AttrKind::Bool => match tok.word() {
+            Some("true") => Ok(Attribute::Bool(true)),
+            Some("false") => Ok(Attribute::Bool(false)),
+            _ => Err(format!("expected true or false, found {}", tok.describe())),
+        },
+        AttrKind::Unit => Ok(Attribute::Unit),
+        AttrKind::Keyword(allowed) => match tok.word() {
+            Some(w) if allowed.contains(&w) => Ok(Attribute::String(w.to_string())),
+            _ => Err(format!("expected one of {}, found {}", allowed.join(", "), tok.describe())),
+        },
+        AttrKind::IntArray => match &tok.kind {
+            TokKind::Group('[', toks) => comma_items(toks)?.into_iter().map(|t| parse_int(t).map(Attribute::int)).collect::<Result<Vec<_>, _>>().map(Attribute::Array),
+            _ => Err(format!("expected '[' integers ']', found {}", tok.describe())),
+        },
+        AttrKind::SymbolArray => match &tok.kind {
+            TokKind::Group('[', toks) => comma_items(toks)?
+                .into_iter()
+                .map(|t| match &t.kind {
+                    TokKind::Symbol(p) => Ok(Attribute::SymbolRef(p.clone())),
+                    _ => Err(format!("expected a symbol, found {}", t.describe())),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Attribute::Array),
+            _ => Err(format!("expected '[' symbols ']', found {}", tok.describe())),
+        },
+        AttrKind::Type => match &tok.kind {
+            TokKind::Type(t, _) => Ok(Attribute::Type(t.clone())),
+            _ => Err(format!("expected a type, found {}", tok.describe())),
+        },
+        AttrKind::Any => any_attr(tok),
+        AttrKind::Custom(c) => (c.parse)(tok),
+    }
+}
+
+/// Splits a bracketed group's tokens at top-level commas; each item must be one token.
+pub fn comma_items(toks: &[Tok]) -> Result<Vec<&Tok>, String> {
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        if i % 2 == 1 {
+            if t.word() != Some(",") {
+                return Err(format!("expected ',', found {}", t.describe()));
+            }
+        } else {
+            out.push(t);
+        }
+    }
+    if !toks.is_empty() && toks.len() % 2 == 0 {
+        return Err("trailing ','".into());
+    }
+    Ok(out)
+}
+
+/// Splits a group's tokens at top-level commas into runs of tokens.
+pub fn comma_runs(toks: &[Tok]) -> Vec<&[Tok]> {
+    if toks.is_empty() {
+        return vec![];
+    }
+    toks.split(|t| matches!(&t.kind, TokKind::Punct(p) if p == ",")).collect()
+}
+
+fn any_attr(tok: &Tok) -> Result<Attribute, String> {
+    match &tok.kind {
+        TokKind::Number(n) => {
+            if let Ok(v) = n.parse::<i64>() {
+                Ok(Attribute::int(v))
+            } else {
+                n.parse::<f64>().map(|value| Attribute::Float { value, ty: Type::F64 }).map_err(|_| format!("bad number '{n}'"))
+            }
+        }
+        TokKind::Str(s) => Ok(Attribute::String(s.clone())),
+        TokKind::Symbol(p) => Ok(Attribute::SymbolRef(p.clone())),
+        TokKind::Type(t, _) => Ok(Attribute::Type(t.clone())),
+        TokKind::Attr(a) => Ok(a.clone()),
+        TokKind::Keyword(k) if k == "true" || k == "false" => Ok(Attribute::Bool(k == "true")),
+        TokKind::Keyword(k) if k == "unit" => Ok(Attribute::Unit),
+        TokKind::Group('[', toks) => comma_items(toks)?.into_iter().map(any_attr).collect::<Result<Vec<_>, _>>().map(Attribute::Array),
+        _ => Err(format!("expected an attribute, found {}", tok.describe())),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Printing a custom-form op.
+
+/// Hooks the printer supplies: how to name a value and print a region.
+pub trait CustomPrinter {
+    fn value(&mut self, v: &Value) -> String;
+    fn region(&mut self, r: &Region) -> String;
+}
+
+/// Prints the part of a custom-form op after its name.
+pub fn print_custom(op: &Operation, def: &OpDef, elems: &[FmtElem], p: &mut dyn CustomPrinter) -> String {
+    let mut used: Vec<&str> = Vec::new();
+    collect_used(def, elems, &mut used);
+    let operands = split_operands(op, def);
+    let mut pieces = Vec::new();
+    print_elems(op, def, elems, &operands, &used, p, &mut pieces);
+    join_pieces(&pieces)
+}
+
+fn collect_used<'a>(def: &'a OpDef, elems: &[FmtElem], used: &mut Vec<&'a str>) {
+    for e in elems {
+        match e {
+            FmtElem::Attr(i) => used.push(def.attrs[*i].name),
+            FmtElem::Group(_, inner) | FmtElem::Optional(inner) => collect_used(def, inner, used),
+            _ => {}
+        }
+    }
+}
+
+/// Assigns the op's flat operand list to the definition's operand slots (one variadic slot
+/// takes whatever the fixed ones leave).
+pub fn split_operands<'a>(op: &'a Operation, def: &OpDef) -> Vec<&'a [Value]> {
+    let fixed = def.operands.iter().filter(|a| !a.variadic).count();
+    let var_len = op.operands.len().saturating_sub(fixed);
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for a in def.operands {
+        let n = if a.variadic { var_len } else { 1 };
+        let end = (pos + n).min(op.operands.len());
+        out.push(&op.operands[pos.min(end)..end]);
+        pos = end;
+    }
+    out
+}
+
+fn print_attr_kind(kind: AttrKind, a: &Attribute) -> String {
+    match (kind, a) {
+        (AttrKind::SymbolName, Attribute::String(s)) => symbol_name(s),
+        (AttrKind::Keyword(_), Attribute::String(s)) => s.clone(),
+        (AttrKind::String, Attribute::String(s)) => quote(s),
+        (AttrKind::Custom(c), a) => (c.print)(a),
+        (AttrKind::Float, Attribute::Float { value, .. }) => crate::attributes::format_float(*value),
+        _ => a.to_string(),
+    }
+}
+
+fn print_elems(
+    op: &Operation,
+    def: &OpDef,
+    elems: &[FmtElem],
+    operands: &[&[Value]],
+    used: &[&str],
+    p: &mut dyn CustomPrinter,
+    out: &mut Vec<String>,
+) {
+    for e in elems {
+        match e {
+            FmtElem::Lit(l) => out.push(l.clone()),
+            FmtElem::Group(c, inner) => {
+                let mut sub = Vec::new();
+                print_elems(op, def, inner, operands, used, p, &mut sub);
+                let close = if *c == '(' { ')' } else { ']' };
+                out.push(format!("{c}{}{close}", join_pieces(&sub)));
+            }
+            FmtElem::Operand(i) => {
+                let vals = operands[*i];
+                for (k, v) in vals.iter().enumerate() {
+                    if k > 0 {
+                        out.push(",".into());
+                    }
+                    out.push(p.value(v));
+                }
+            }
+            FmtElem::Attr(i) => {
+                let a = def.attrs[*i];
+                if let Some(v) = op.attr(a.name) {
+                    if !matches!(a.kind, AttrKind::Unit) {
+                        out.push(print_attr_kind(a.kind, v));
+                    }
+                }
+            }
+            FmtElem::Region(i) => {
+                if let Some(r) = op.regions.get(*i) {
+                    out.push(p.region(r));
+                }
+            }
+            FmtElem::OperandType(i) => {
+                let tys: Vec<String> = operands[*i].iter().map(|v| v.ty.to_string()).collect();
+                out.push(tys.join(", "));
+            }
+            FmtElem::ResultTypes => {
+                let tys: Vec<String> = op.results.iter().map(|v| v.ty.to_string()).collect();
+                out.push(tys.join(", "));
+            }
+            FmtElem::FunctionalType => {
+                let ins: Vec<String> = op.operands.iter().map(|v| v.ty.to_string()).collect();
+                let outs: Vec<String> = op.results.iter().map(|v| v.ty.to_string()).collect();
+                out.push(format!("({})", ins.join(", ")));
+                out.push("->".into());
+                if outs.len() == 1 {
+                    out.push(outs[0].clone());
+                } else {
+                    out.push(format!("({})", outs.join(", ")));
+                }
+            }
+            FmtElem::AttrDict | FmtElem::AttrDictWithKeyword => {
+                let rest: AttrDict = op.attrs.iter().filter(|(k, _)| !used.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+                if !rest.is_empty() {
+                    if matches!(e, FmtElem::AttrDictWithKeyword) {
+                        out.push("attributes".into());
+                    }
+                    let mut s = String::new();
+                    let _ = crate::attributes::write_dict(&mut s, &rest);
+                    out.push(s);
+                }
+            }
+            FmtElem::Optional(inner) => {
+                let present = inner.iter().find_map(|e| match e {
+                    FmtElem::Attr(i) => Some(op.attr(def.attrs[*i].name).is_some()),
+                    FmtElem::Operand(i) => Some(!operands[*i].is_empty()),
+                    _ => None,
+                });
+                if present == Some(true) {
+                    print_elems(op, def, inner, operands, used, p, out);
+                }
+            }
+        }
+    }
+}
+
+/// Joins printed pieces with MLIR-like spacing: no space before `,` `)` `]` or a bracket
+/// group that follows a word, none after an opening bracket.
+pub fn join_pieces(pieces: &[String]) -> String {
+    let mut s = String::new();
+    for (i, piece) in pieces.iter().enumerate() {
+        if piece.is_empty() {
+            continue;
+        }
+        if i > 0 && !s.is_empty() {
+            let prev = s.chars().last().unwrap_or(' ');
+            let first = piece.chars().next().unwrap_or(' ');
+            let attach = matches!(first, ',' | ')' | ']')
+                || matches!(prev, '(' | '[')
+                || (matches!(first, '(' | '[') && (prev.is_alphanumeric() || prev == '_'));
+            if !attach {
+                s.push(' ');
+            }
+        }
+        s.push_str(piece);
+    }
+    s
+}

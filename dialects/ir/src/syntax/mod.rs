@@ -1,0 +1,7 @@
+//! Textual syntax: the pest grammar, the parser, the printer and assembly formats.
+
+pub mod format;
+pub mod parser;
+pub mod printer;
+pub mod split;
+pub mod tokens;

@@ -1,0 +1,327 @@
+// Mercury attention forward patch (FlashAttention-2 style), compiled at run time by NVRTC.
+//
+// q [b, hq, sq, 128] bf16, k/v [b, hk, sk, 128] bf16 (hq = hk * group), outputs
+// o [b, hq, sq, 128] f32 (normalised) and lse [b, hq, sq] f32 (natural log of the softmax
+// denominator of the scaled logits). Causal: key k_offset + c is visible to query
+// q_offset + r iff k_offset + c <= q_offset + r. Rows that see no key get o = 0, lse = -inf.
+//
+// Tiling: one CTA of 8 warps owns 128 query rows (16 per warp) of one (batch, head); key/value
+// tiles of 64 rows stream through shared memory with cp.async double buffering. S = Q K^T and
+// O += P V use mma.sync m16n8k16 (bf16 in, f32 accumulate) fed by ldmatrix from XOR-swizzled
+// shared memory (conflict-free). Online softmax in base 2 (scale * log2 e folded in).
+//
+// No headers are included: everything is inline PTX or NVRTC built-ins.
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+// Must match `AttnArgsDev` in attention.rs field for field.
+struct AttnArgs {
+    u64 q, k, v, o, lse;
+    i64 q_sb, q_sh, q_sr;
+    i64 k_sb, k_sh, k_sr;
+    i64 v_sb, v_sh, v_sr;
+    i64 o_sb, o_sh, o_sr;
+    i64 lse_sb, lse_sh;
+    i64 q_offset, k_offset;
+    int b, hq, hk, sq, sk;
+    int causal;
+    float scale_log2;
+    float scale;
+};
+
+#define BM 128
+#define BN 64
+#define HD 128
+#define NTHREADS 256
+#define ROW_BYTES 256
+#define TILE_Q_BYTES (BM * ROW_BYTES)
+#define TILE_KV_BYTES (BN * ROW_BYTES)
+#define NEG_INF (__int_as_float(0xff800000))
+
+static __device__ __forceinline__ u32 smem_u32(const void* p) {
+    u32 r;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }\n"
+                 : "=r"(r)
+                 : "l"(p));
+    return r;
+}
+
+static __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+static __device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+static __device__ __forceinline__ void ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+// c += a * b for one m16n8k16 tile (a: 4 regs of bf16x2, b: 2 regs, c: 4 f32).
+static __device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Packs two floats into bf16x2 (round to nearest even): lo in bits 0..15, hi in 16..31.
+static __device__ __forceinline__ u32 pack_bf16(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+static __device__ __forceinline__ float ex2(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
+}
+static __device__ __forceinline__ float lg2(float x) {
+    float r;
+    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
+}
+
+// Byte offset of 16-byte chunk `ch` (0..15) of row `row` in a swizzled tile of 256-byte rows.
+static __device__ __forceinline__ u32 swz(int row, int ch) {
+    return (u32)(row * ROW_BYTES + ((ch ^ (row & 7)) << 4));
+}
+
+// Issues cp.async for `rows` rows (multiple of 16) of a [s, 128] bf16 matrix starting at row r0;
+// rows at or past `s` are zero-filled.
+template <int ROWS>
+static __device__ __forceinline__ void load_tile(u32 sdst, const u16* g, i64 sr, int r0, int s,
+                                                 int tid) {
+#pragma unroll
+    for (int i = 0; i < ROWS * 16 / NTHREADS; ++i) {
+        const int idx = tid + i * NTHREADS;
+        const int row = idx >> 4;
+        const int ch = idx & 15;
+        const int grow = r0 + row;
+        const bool ok = grow < s;
+        const u16* src = ok ? g + (i64)grow * sr + ch * 8 : g;
+        cp_async16(sdst + swz(row, ch), src, ok ? 16 : 0);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+    mercury_attn_fwd_bf16_d128(const AttnArgs p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int g = lane >> 2;
+    const int t = lane & 3;
+
+    // Heaviest (last) query blocks first: helps the tail under the causal mask.
+    const int m_block = (int)gridDim.x - 1 - (int)blockIdx.x;
+    const int h = blockIdx.y;
+    const int bi = blockIdx.z;
+    const int group = p.hq / p.hk;
+    const int kh = h / group;
+    const int q0 = m_block * BM;
+    if (q0 >= p.sq) return;
+
+    const u16* qg = (const u16*)p.q + (i64)bi * p.q_sb + (i64)h * p.q_sh;
+    const u16* kg = (const u16*)p.k + (i64)bi * p.k_sb + (i64)kh * p.k_sh;
+    const u16* vg = (const u16*)p.v + (i64)bi * p.v_sb + (i64)kh * p.v_sh;
+
+    const int rows_here = min(BM, p.sq - q0);
+    int n_blocks = (p.sk + BN - 1) / BN;
+    // Keys c <= first_row_limit are visible to every row of this tile (under the causal mask).
+    const i64 first_row_limit = p.q_offset + (i64)q0 - p.k_offset;
+    if (p.causal) {
+        const i64 kmax = first_row_limit + (i64)(rows_here - 1);
+        if (kmax < 0) {
+            n_blocks = 0;
+        } else {
+            const i64 nb = kmax / BN + 1;
+            if (nb < (i64)n_blocks) n_blocks = (int)nb;
+        }
+    }
+
+    const u32 sbase = smem_u32(smem);
+    const u32 sQ = sbase;
+    const u32 sK0 = sbase + TILE_Q_BYTES;
+    const u32 sV0 = sK0 + 2 * TILE_KV_BYTES;
+
+    load_tile<BM>(sQ, qg, p.q_sr, q0, p.sq, tid);
+    if (n_blocks > 0) {
+        load_tile<BN>(sK0, kg, p.k_sr, 0, p.sk, tid);
+        load_tile<BN>(sV0, vg, p.v_sr, 0, p.sk, tid);
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+
+    // Q fragments of this warp's 16 rows, all of d (8 k-steps of 16).
+    u32 qf[8][4];
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        const int row = warp * 16 + (lane & 15);
+        const int ch = kk * 2 + (lane >> 4);
+        ldsm_x4(sQ + swz(row, ch), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+    }
+
+    float acc[16][4];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+        acc[i][0] = 0.f;
+        acc[i][1] = 0.f;
+        acc[i][2] = 0.f;
+        acc[i][3] = 0.f;
+    }
+    float row_m[2] = {NEG_INF, NEG_INF};
+    float row_l[2] = {0.f, 0.f};
+    const float sl2 = p.scale_log2;
+
+    for (int j = 0; j < n_blocks; ++j) {
+        if (j + 1 < n_blocks) {
+            const u32 nb = (u32)((j + 1) & 1) * TILE_KV_BYTES;
+            load_tile<BN>(sK0 + nb, kg, p.k_sr, (j + 1) * BN, p.sk, tid);
+            load_tile<BN>(sV0 + nb, vg, p.v_sr, (j + 1) * BN, p.sk, tid);
+        }
+        cp_async_commit();
+        const u32 cur = (u32)(j & 1) * TILE_KV_BYTES;
+        const u32 kb = sK0 + cur;
+        const u32 vb = sV0 + cur;
+
+        // S = Q K^T for 16 rows x 64 keys (8 n-tiles of 8 keys).
+        float s[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            s[i][0] = 0.f;
+            s[i][1] = 0.f;
+            s[i][2] = 0.f;
+            s[i][3] = 0.f;
+        }
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+            for (int np = 0; np < 4; ++np) {
+                const int key = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+                const int ch = kk * 2 + ((lane >> 3) & 1);
+                u32 b0, b1, b2, b3;
+                ldsm_x4(kb + swz(key, ch), b0, b1, b2, b3);
+                mma16816(s[2 * np], qf[kk], b0, b1);
+                mma16816(s[2 * np + 1], qf[kk], b2, b3);
+            }
+        }
+
+        // Scale to base-2 logits, then mask keys past sk and (causal) keys in the future.
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            s[i][0] *= sl2;
+            s[i][1] *= sl2;
+            s[i][2] *= sl2;
+            s[i][3] *= sl2;
+        }
+        const bool need_mask = ((j + 1) * BN > p.sk) ||
+                               (p.causal && (i64)(j * BN + BN - 1) > first_row_limit);
+        if (need_mask) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = j * BN + i * 8 + 2 * t + (e & 1);
+                    const int row = warp * 16 + g + ((e >> 1) << 3);
+                    const bool masked =
+                        col >= p.sk || (p.causal && (i64)col > first_row_limit + (i64)row);
+                    if (masked) s[i][e] = NEG_INF;
+                }
+            }
+        }
+
+        // Online softmax for rows g (r = 0) and g + 8 (r = 1).
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = NEG_INF;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) mx = fmaxf(mx, fmaxf(s[i][2 * r], s[i][2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(row_m[r], mx);
+            const float m_use = (m_new == NEG_INF) ? 0.f : m_new;
+            const float alpha = ex2(row_m[r] - m_use);
+            row_m[r] = m_new;
+            float rs = 0.f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float p0 = ex2(s[i][2 * r] - m_use);
+                const float p1 = ex2(s[i][2 * r + 1] - m_use);
+                s[i][2 * r] = p0;
+                s[i][2 * r + 1] = p1;
+                rs += p0 + p1;
+            }
+            row_l[r] = row_l[r] * alpha + rs;
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+                acc[i][2 * r] *= alpha;
+                acc[i][2 * r + 1] *= alpha;
+            }
+        }
+
+        // O += P V: P (16 x 64) from registers as 4 k-steps of 16 keys; V via ldmatrix.trans.
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            u32 a[4];
+            a[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+            a[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+            a[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            a[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int dp = 0; dp < 8; ++dp) {
+                const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                const int ch = dp * 2 + (lane >> 4);
+                u32 b0, b1, b2, b3;
+                ldsm_x4_t(vb + swz(key, ch), b0, b1, b2, b3);
+                mma16816(acc[2 * dp], a, b0, b1);
+                mma16816(acc[2 * dp + 1], a, b2, b3);
+            }
+        }
+
+        cp_async_wait_all();
+        __syncthreads();
+    }
+
+    // Epilogue: full row sums across the quad, normalise, store o (f32) and lse.
+    float* og = (float*)p.o + (i64)bi * p.o_sb + (i64)h * p.o_sh;
+    float* lg = (float*)p.lse + (i64)bi * p.lse_sb + (i64)h * p.lse_sh;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float l = row_l[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = (l > 0.f) ? 1.f / l : 0.f;
+        const int row = q0 + warp * 16 + g + r * 8;
+        if (row < p.sq) {
+            float* orow = og + (i64)row * p.o_sr;
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+                float2 val;
+                val.x = acc[i][2 * r] * inv;
+                val.y = acc[i][2 * r + 1] * inv;
+                *reinterpret_cast<float2*>(orow + i * 8 + 2 * t) = val;
+            }
+            if (t == 0) {
+                lg[row] = (l > 0.f) ? (row_m[r] + lg2(l)) * 0.6931471805599453f : NEG_INF;
+            }
+        }
+    }
+}

@@ -1,0 +1,516 @@
+//! The compiler-generated device kernels, emitted as MLIR text.
+//!
+//! Every kernel is written once as a *body template* that works on two
+//! SSA values, `%gid` (the first element this thread handles) and `%stride`
+//! (the distance between two elements handled by the same thread), i.e. a
+//! grid-stride loop. The same template is instantiated
+//!
+//! * for the device ([`gpu_module_mlir`]): inside a `gpu.func ... kernel`,
+//!   with `%gid = blockIdx.x * blockDim.x + threadIdx.x`,
+//!   `%stride = gridDim.x * blockDim.x`, pointers in the global address space
+//!   (`!llvm.ptr<1>`) and `exp2`/`log2` as the PTX `ex2.approx.f32` /
+//!   `lg2.approx.f32` instructions (no libdevice needed);
+//! * for the host ([`host_module_mlir`]): inside a `func.func` with the same
+//!   parameters, an outer sequential loop simulating `threads` threads,
+//!   generic pointers (`!llvm.ptr`) and the exact `llvm.exp2`/`llvm.log2`
+//!   intrinsics. This is what the numerical unit tests JIT and run on the CPU.
+
+use std::fmt::Write as _;
+
+/// Type of one kernel parameter (the runtime passes them in this order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamType {
+    /// Device pointer to `f32` elements.
+    PtrF32,
+    /// Device pointer to bf16 elements (stored as 16-bit integers).
+    PtrBf16,
+    /// Device pointer to 16-bit elements of any type (copied bit for bit).
+    PtrB16,
+    /// Device pointer to 32-bit elements of any type (copied bit for bit).
+    PtrB32,
+    /// A signed 64-bit count, length or stride (in elements).
+    I64,
+    /// A 32-bit float scalar passed by value.
+    F32,
+}
+
+impl ParamType {
+    /// True for the device-pointer parameters.
+    pub fn is_pointer(self) -> bool {
+        matches!(
+            self,
+            ParamType::PtrF32 | ParamType::PtrBf16 | ParamType::PtrB16 | ParamType::PtrB32
+        )
+    }
+
+    /// Size in bytes of the launch argument (pointers are 64-bit).
+    pub fn arg_size(self) -> usize {
+        match self {
+            ParamType::F32 => 4,
+            _ => 8,
+        }
+    }
+}
+
+/// One kernel parameter: its name (as in the contract table) and type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelParam {
+    /// Parameter name as written in the contract.
+    pub name: &'static str,
+    /// Parameter type.
+    pub ty: ParamType,
+}
+
+const fn p(name: &'static str, ty: ParamType) -> KernelParam {
+    KernelParam { name, ty }
+}
+
+use ParamType::{PtrB16, PtrB32, PtrBf16, PtrF32, F32, I64};
+
+/// The compiler-generated device kernels (see the crate docs for the
+/// contract table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeviceKernel {
+    /// `mercury_lse_merge_o_f32`: rescale-and-add of two partial attention
+    /// outputs by their log-sum-exps (does not write `lse_acc`).
+    LseMergeO,
+    /// `mercury_lse_merge_lse_f32`: merge of the log-sum-exps, launched after
+    /// [`DeviceKernel::LseMergeO`].
+    LseMergeLse,
+    /// `mercury_add_f32`: `acc += part`.
+    AddF32,
+    /// `mercury_cast_f32_to_bf16`: round to nearest even.
+    CastF32ToBf16,
+    /// `mercury_cast_bf16_to_f32`: exact widening.
+    CastBf16ToF32,
+    /// `mercury_copy_2d_b16`: strided 2-D copy of 16-bit elements.
+    Copy2dB16,
+    /// `mercury_copy_2d_b32`: strided 2-D copy of 32-bit elements.
+    Copy2dB32,
+    /// `mercury_fill_f32`: `dst[i] = value`.
+    FillF32,
+}
+
+impl DeviceKernel {
+    /// Every kernel, in a fixed order.
+    pub const ALL: [DeviceKernel; 8] = [
+        DeviceKernel::LseMergeO,
+        DeviceKernel::LseMergeLse,
+        DeviceKernel::AddF32,
+        DeviceKernel::CastF32ToBf16,
+        DeviceKernel::CastBf16ToF32,
+        DeviceKernel::Copy2dB16,
+        DeviceKernel::Copy2dB32,
+        DeviceKernel::FillF32,
+    ];
+
+    /// The symbol (PTX `.entry` name) the runtime launches.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKernel::LseMergeO => "mercury_lse_merge_o_f32",
+            DeviceKernel::LseMergeLse => "mercury_lse_merge_lse_f32",
+            DeviceKernel::AddF32 => "mercury_add_f32",
+            DeviceKernel::CastF32ToBf16 => "mercury_cast_f32_to_bf16",
+            DeviceKernel::CastBf16ToF32 => "mercury_cast_bf16_to_f32",
+            DeviceKernel::Copy2dB16 => "mercury_copy_2d_b16",
+            DeviceKernel::Copy2dB32 => "mercury_copy_2d_b32",
+            DeviceKernel::FillF32 => "mercury_fill_f32",
+        }
+    }
+
+    /// Looks a kernel up by its symbol name.
+    pub fn from_name(name: &str) -> Option<DeviceKernel> {
+        DeviceKernel::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The parameters, in launch order.
+    pub fn params(self) -> &'static [KernelParam] {
+        const LSE_O: &[KernelParam] = &[
+            p("o_acc", PtrF32),
+            p("lse_acc", PtrF32),
+            p("o_part", PtrF32),
+            p("lse_part", PtrF32),
+            p("rows", I64),
+            p("d", I64),
+        ];
+        const LSE_LSE: &[KernelParam] =
+            &[p("lse_acc", PtrF32), p("lse_part", PtrF32), p("rows", I64)];
+        const ADD: &[KernelParam] = &[p("acc", PtrF32), p("part", PtrF32), p("n", I64)];
+        const TO_BF16: &[KernelParam] = &[p("dst", PtrBf16), p("src", PtrF32), p("n", I64)];
+        const FROM_BF16: &[KernelParam] = &[p("dst", PtrF32), p("src", PtrBf16), p("n", I64)];
+        const COPY_B16: &[KernelParam] = &[
+            p("dst", PtrB16),
+            p("src", PtrB16),
+            p("rows", I64),
+            p("cols", I64),
+            p("dst_stride", I64),
+            p("src_stride", I64),
+        ];
+        const COPY_B32: &[KernelParam] = &[
+            p("dst", PtrB32),
+            p("src", PtrB32),
+            p("rows", I64),
+            p("cols", I64),
+            p("dst_stride", I64),
+            p("src_stride", I64),
+        ];
+        const FILL: &[KernelParam] = &[p("dst", PtrF32), p("value", F32), p("n", I64)];
+        match self {
+            DeviceKernel::LseMergeO => LSE_O,
+            DeviceKernel::LseMergeLse => LSE_LSE,
+            DeviceKernel::AddF32 => ADD,
+            DeviceKernel::CastF32ToBf16 => TO_BF16,
+            DeviceKernel::CastBf16ToF32 => FROM_BF16,
+            DeviceKernel::Copy2dB16 => COPY_B16,
+            DeviceKernel::Copy2dB32 => COPY_B32,
+            DeviceKernel::FillF32 => FILL,
+        }
+    }
+
+    /// Number of work items (threads needed for one element each) for the
+    /// given integer launch arguments, in parameter order (pointer and `f32`
+    /// parameters are skipped, so pass only the `i64` ones). Returns `None`
+    /// when the wrong number of counts is given. The grid must cover at least
+    /// this many threads *or* be smaller: the kernels use grid-stride loops,
+    /// so any 1-D grid and block size is correct.
+    pub fn work_items(self, counts: &[i64]) -> Option<i64> {
+        let want = self.params().iter().filter(|p| p.ty == I64).count();
+        if counts.len() != want {
+            return None;
+        }
+        Some(match self {
+            DeviceKernel::LseMergeO | DeviceKernel::Copy2dB16 | DeviceKernel::Copy2dB32 => {
+                counts[0].saturating_mul(counts[1])
+            }
+            _ => counts[0],
+        })
+    }
+
+    /// The grid-stride loop body (see the module docs). Tokens: `!P` is the
+    /// pointer type, `EXP2` / `LOG2` the intrinsic names.
+    fn body_template(self) -> &'static str {
+        match self {
+            DeviceKernel::LseMergeO => LSE_MERGE_O_BODY,
+            DeviceKernel::LseMergeLse => LSE_MERGE_LSE_BODY,
+            DeviceKernel::AddF32 => ADD_F32_BODY,
+            DeviceKernel::CastF32ToBf16 => CAST_F32_TO_BF16_BODY,
+            DeviceKernel::CastBf16ToF32 => CAST_BF16_TO_F32_BODY,
+            DeviceKernel::Copy2dB16 => COPY_2D_B16_BODY,
+            DeviceKernel::Copy2dB32 => COPY_2D_B32_BODY,
+            DeviceKernel::FillF32 => FILL_F32_BODY,
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which instantiation of the body templates to emit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavor {
+    Device,
+    Host,
+}
+
+impl Flavor {
+    fn ptr(self) -> &'static str {
+        match self {
+            Flavor::Device => "!llvm.ptr<1>",
+            Flavor::Host => "!llvm.ptr",
+        }
+    }
+    fn exp2(self) -> &'static str {
+        match self {
+            Flavor::Device => "llvm.nvvm.ex2.approx.f32",
+            Flavor::Host => "llvm.exp2.f32",
+        }
+    }
+    fn log2(self) -> &'static str {
+        match self {
+            Flavor::Device => "llvm.nvvm.lg2.approx.f",
+            Flavor::Host => "llvm.log2.f32",
+        }
+    }
+    fn param_type(self, ty: ParamType) -> &'static str {
+        match ty {
+            ParamType::I64 => "i64",
+            ParamType::F32 => "f32",
+            _ => self.ptr(),
+        }
+    }
+}
+
+fn instantiate(kernel: DeviceKernel, flavor: Flavor, indent: &str) -> String {
+    let body = kernel
+        .body_template()
+        .replace("!P", flavor.ptr())
+        .replace("EXP2", flavor.exp2())
+        .replace("LOG2", flavor.log2());
+    let mut out = String::new();
+    for line in body.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        out.push_str(indent);
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn signature(kernel: DeviceKernel, flavor: Flavor) -> String {
+    kernel
+        .params()
+        .iter()
+        .map(|p| format!("%{}: {}", p.name, flavor.param_type(p.ty)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Emits one MLIR module with `gpu.container_module` and a
+/// `gpu.module @mercury_kernels` holding one `gpu.func ... kernel` per
+/// requested kernel (duplicates are emitted once).
+pub fn gpu_module_mlir(kernels: &[DeviceKernel]) -> String {
+    let mut out = String::new();
+    out.push_str("module attributes {gpu.container_module} {\n");
+    out.push_str("  gpu.module @mercury_kernels {\n");
+    for kernel in dedup(kernels) {
+        let _ = writeln!(
+            out,
+            "    gpu.func @{}({}) kernel {{",
+            kernel.name(),
+            signature(kernel, Flavor::Device)
+        );
+        out.push_str(GPU_PROLOGUE);
+        out.push_str(&instantiate(kernel, Flavor::Device, "      "));
+        out.push_str("      gpu.return\n    }\n");
+    }
+    out.push_str("  }\n}\n");
+    out
+}
+
+/// Same as [`gpu_module_mlir`].
+pub fn emit_gpu_mlir(kernels: &[DeviceKernel]) -> String {
+    gpu_module_mlir(kernels)
+}
+
+/// Emits the host (CPU) instantiation of the same kernel bodies: one
+/// `func.func @<kernel name>` per kernel with the same parameters (generic
+/// `!llvm.ptr` pointers), running the grid-stride body for `threads`
+/// simulated threads one after the other (`%gid` = 0..threads,
+/// `%stride` = threads). Exact `llvm.exp2`/`llvm.log2` replace the PTX
+/// approximations. Used by the numerical tests; lowerable with
+/// `convert-scf-to-cf, convert-to-llvm, reconcile-unrealized-casts`.
+pub fn host_module_mlir(kernels: &[DeviceKernel], threads: u32) -> String {
+    let threads = threads.max(1);
+    let mut out = String::new();
+    out.push_str("module {\n");
+    for kernel in dedup(kernels) {
+        let _ = writeln!(
+            out,
+            "  func.func @{}({}) attributes {{llvm.emit_c_interface}} {{",
+            kernel.name(),
+            signature(kernel, Flavor::Host)
+        );
+        let _ = writeln!(
+            out,
+            "    %h_lo = arith.constant 0 : i64\n    %h_step = arith.constant 1 : i64\n    \
+             %stride = arith.constant {threads} : i64\n    \
+             scf.for %gid = %h_lo to %stride step %h_step : i64 {{"
+        );
+        out.push_str(&instantiate(kernel, Flavor::Host, "      "));
+        out.push_str("    }\n    return\n  }\n");
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn dedup(kernels: &[DeviceKernel]) -> Vec<DeviceKernel> {
+    let mut seen = Vec::new();
+    for &k in kernels {
+        if !seen.contains(&k) {
+            seen.push(k);
+        }
+    }
+    seen
+}
+
+/// Defines `%gid` and `%stride` (i64) from the 1-D launch geometry.
+const GPU_PROLOGUE: &str = "\
+      %bid_x = gpu.block_id x
+      %bdim_x = gpu.block_dim x
+      %tid_x = gpu.thread_id x
+      %gdim_x = gpu.grid_dim x
+      %bid = arith.index_castui %bid_x : index to i64
+      %bdim = arith.index_castui %bdim_x : index to i64
+      %tid = arith.index_castui %tid_x : index to i64
+      %gdim = arith.index_castui %gdim_x : index to i64
+      %gbase = arith.muli %bid, %bdim : i64
+      %gid = arith.addi %gbase, %tid : i64
+      %stride = arith.muli %gdim, %bdim : i64
+";
+
+// o_acc[e] = (o_acc[e] * 2^((la-m)log2e) + o_part[e] * 2^((lp-m)log2e)) / (sum of
+// the two weights), which equals o_acc*exp(la-new) + o_part*exp(lp-new) with
+// new = m + log(exp(la-m) + exp(lp-m)). A side whose lse is -inf contributes
+// exactly 0 (its o values are never multiplied in, so garbage/NaN there is
+// harmless). Rows whose both lse are -inf are left untouched.
+const LSE_MERGE_O_BODY: &str = r#"
+%total = arith.muli %rows, %d : i64
+%ninf = arith.constant 0xFF800000 : f32
+%zero = arith.constant 0.000000e+00 : f32
+%log2e = arith.constant 1.44269504 : f32
+scf.for %e = %gid to %total step %stride : i64 {
+  %r = arith.divui %e, %d : i64
+  %pla = llvm.getelementptr inbounds %lse_acc[%r] : (!P, i64) -> !P, f32
+  %la = llvm.load %pla : !P -> f32
+  %plp = llvm.getelementptr inbounds %lse_part[%r] : (!P, i64) -> !P, f32
+  %lp = llvm.load %plp : !P -> f32
+  %m = arith.maximumf %la, %lp : f32
+  %live = arith.cmpf une, %m, %ninf : f32
+  scf.if %live {
+    %da = arith.subf %la, %m : f32
+    %ta = arith.mulf %da, %log2e : f32
+    %wa = llvm.call_intrinsic "EXP2"(%ta) : (f32) -> f32
+    %dp = arith.subf %lp, %m : f32
+    %tp = arith.mulf %dp, %log2e : f32
+    %wp = llvm.call_intrinsic "EXP2"(%tp) : (f32) -> f32
+    %s = arith.addf %wa, %wp : f32
+    %poa = llvm.getelementptr inbounds %o_acc[%e] : (!P, i64) -> !P, f32
+    %oa = llvm.load %poa : !P -> f32
+    %pop = llvm.getelementptr inbounds %o_part[%e] : (!P, i64) -> !P, f32
+    %op = llvm.load %pop : !P -> f32
+    %a_dead = arith.cmpf oeq, %la, %ninf : f32
+    %ca = arith.mulf %oa, %wa : f32
+    %ca0 = arith.select %a_dead, %zero, %ca : f32
+    %p_dead = arith.cmpf oeq, %lp, %ninf : f32
+    %cp = arith.mulf %op, %wp : f32
+    %cp0 = arith.select %p_dead, %zero, %cp : f32
+    %num = arith.addf %ca0, %cp0 : f32
+    %o = arith.divf %num, %s : f32
+    llvm.store %o, %poa : f32, !P
+  }
+}
+"#;
+
+// lse_acc[r] = m + log(exp(la-m) + exp(lp-m)), computed as
+// m + ln2 * log2(2^((la-m)log2e) + 2^((lp-m)log2e)); unchanged if both -inf.
+const LSE_MERGE_LSE_BODY: &str = r#"
+%ninf = arith.constant 0xFF800000 : f32
+%log2e = arith.constant 1.44269504 : f32
+%ln2 = arith.constant 0.693147182 : f32
+scf.for %r = %gid to %rows step %stride : i64 {
+  %pla = llvm.getelementptr inbounds %lse_acc[%r] : (!P, i64) -> !P, f32
+  %la = llvm.load %pla : !P -> f32
+  %plp = llvm.getelementptr inbounds %lse_part[%r] : (!P, i64) -> !P, f32
+  %lp = llvm.load %plp : !P -> f32
+  %m = arith.maximumf %la, %lp : f32
+  %live = arith.cmpf une, %m, %ninf : f32
+  scf.if %live {
+    %da = arith.subf %la, %m : f32
+    %ta = arith.mulf %da, %log2e : f32
+    %wa = llvm.call_intrinsic "EXP2"(%ta) : (f32) -> f32
+    %dp = arith.subf %lp, %m : f32
+    %tp = arith.mulf %dp, %log2e : f32
+    %wp = llvm.call_intrinsic "EXP2"(%tp) : (f32) -> f32
+    %s = arith.addf %wa, %wp : f32
+    %lg = llvm.call_intrinsic "LOG2"(%s) : (f32) -> f32
+    %ln = arith.mulf %lg, %ln2 : f32
+    %new = arith.addf %m, %ln : f32
+    llvm.store %new, %pla : f32, !P
+  }
+}
+"#;
+
+const ADD_F32_BODY: &str = r#"
+scf.for %e = %gid to %n step %stride : i64 {
+  %pa = llvm.getelementptr inbounds %acc[%e] : (!P, i64) -> !P, f32
+  %a = llvm.load %pa : !P -> f32
+  %pb = llvm.getelementptr inbounds %part[%e] : (!P, i64) -> !P, f32
+  %b = llvm.load %pb : !P -> f32
+  %s = arith.addf %a, %b : f32
+  llvm.store %s, %pa : f32, !P
+}
+"#;
+
+// Round to nearest even on the bit pattern: bits + 0x7FFF + ((bits >> 16) & 1),
+// then keep the high half. NaN becomes a quiet NaN with the same sign and top
+// mantissa bits (rounding could otherwise turn a NaN into an infinity).
+// Overflow rounds to +-inf as IEEE requires.
+const CAST_F32_TO_BF16_BODY: &str = r#"
+%c1 = arith.constant 1 : i32
+%c16 = arith.constant 16 : i32
+%c7fff = arith.constant 32767 : i32
+%cquiet = arith.constant 64 : i32
+scf.for %e = %gid to %n step %stride : i64 {
+  %ps = llvm.getelementptr inbounds %src[%e] : (!P, i64) -> !P, f32
+  %x = llvm.load %ps : !P -> f32
+  %bits = arith.bitcast %x : f32 to i32
+  %hi = arith.shrui %bits, %c16 : i32
+  %lsb = arith.andi %hi, %c1 : i32
+  %bias = arith.addi %lsb, %c7fff : i32
+  %rounded = arith.addi %bits, %bias : i32
+  %rhi = arith.shrui %rounded, %c16 : i32
+  %qnan = arith.ori %hi, %cquiet : i32
+  %isnan = arith.cmpf uno, %x, %x : f32
+  %res32 = arith.select %isnan, %qnan, %rhi : i32
+  %res = arith.trunci %res32 : i32 to i16
+  %pd = llvm.getelementptr inbounds %dst[%e] : (!P, i64) -> !P, i16
+  llvm.store %res, %pd : i16, !P
+}
+"#;
+
+const CAST_BF16_TO_F32_BODY: &str = r#"
+%c16 = arith.constant 16 : i32
+scf.for %e = %gid to %n step %stride : i64 {
+  %ps = llvm.getelementptr inbounds %src[%e] : (!P, i64) -> !P, i16
+  %h = llvm.load %ps : !P -> i16
+  %w = arith.extui %h : i16 to i32
+  %bits = arith.shli %w, %c16 : i32
+  %x = arith.bitcast %bits : i32 to f32
+  %pd = llvm.getelementptr inbounds %dst[%e] : (!P, i64) -> !P, f32
+  llvm.store %x, %pd : f32, !P
+}
+"#;
+
+const COPY_2D_B16_BODY: &str = r#"
+%total = arith.muli %rows, %cols : i64
+scf.for %e = %gid to %total step %stride : i64 {
+  %r = arith.divui %e, %cols : i64
+  %c = arith.remui %e, %cols : i64
+  %srow = arith.muli %r, %src_stride : i64
+  %si = arith.addi %srow, %c : i64
+  %drow = arith.muli %r, %dst_stride : i64
+  %di = arith.addi %drow, %c : i64
+  %ps = llvm.getelementptr inbounds %src[%si] : (!P, i64) -> !P, i16
+  %v = llvm.load %ps : !P -> i16
+  %pd = llvm.getelementptr inbounds %dst[%di] : (!P, i64) -> !P, i16
+  llvm.store %v, %pd : i16, !P
+}
+"#;
+
+const COPY_2D_B32_BODY: &str = r#"
+%total = arith.muli %rows, %cols : i64
+scf.for %e = %gid to %total step %stride : i64 {
+  %r = arith.divui %e, %cols : i64
+  %c = arith.remui %e, %cols : i64
+  %srow = arith.muli %r, %src_stride : i64
+  %si = arith.addi %srow, %c : i64
+  %drow = arith.muli %r, %dst_stride : i64
+  %di = arith.addi %drow, %c : i64
+  %ps = llvm.getelementptr inbounds %src[%si] : (!P, i64) -> !P, i32
+  %v = llvm.load %ps : !P -> i32
+  %pd = llvm.getelementptr inbounds %dst[%di] : (!P, i64) -> !P, i32
+  llvm.store %v, %pd : i32, !P
+}
+"#;
+
+const FILL_F32_BODY: &str = r#"
+scf.for %e = %gid to %n step %stride : i64 {
+  %pd = llvm.getelementptr inbounds %dst[%e] : (!P, i64) -> !P, f32
+  llvm.store %value, %pd : f32, !P
+}
+"#;
