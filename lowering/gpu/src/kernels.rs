@@ -208,6 +208,27 @@ impl std::fmt::Display for DeviceKernel {
     }
 }
 
+/// Threads per block that [`launch_dims`] picks.
+pub const DEFAULT_BLOCK: u32 = 256;
+
+/// Blocks per SM beyond which [`launch_dims`] lets the grid-stride loop do the
+/// rest (measured on an H200: a grid capped at 8-32 blocks of 256 per SM runs
+/// the streaming kernels 1.1-2.1x faster than one thread per element, e.g.
+/// `mercury_fill_f32` 3.5 vs 1.7 TB/s, `mercury_lse_merge_o_f32` 2.7 vs 2.1 TB/s).
+pub const BLOCKS_PER_SM: u32 = 32;
+
+/// A good 1-D launch for `work_items` elements (see
+/// [`DeviceKernel::work_items`]) on a GPU with `sm_count` SMs:
+/// `(grid, block)` = `(min(ceil(work_items / 256), 32 * sm_count), 256)`, at
+/// least one block. Any other 1-D launch is also correct.
+pub fn launch_dims(work_items: i64, sm_count: u32) -> (u32, u32) {
+    let block = DEFAULT_BLOCK;
+    let cap = u64::from(BLOCKS_PER_SM) * u64::from(sm_count.max(1));
+    let items = u64::try_from(work_items).unwrap_or(0);
+    let grid = items.div_ceil(u64::from(block)).clamp(1, cap);
+    (u32::try_from(grid).unwrap_or(u32::MAX), block)
+}
+
 /// Which instantiation of the body templates to emit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Flavor {
@@ -357,7 +378,9 @@ const GPU_PROLOGUE: &str = "\
 // the two weights), which equals o_acc*exp(la-new) + o_part*exp(lp-new) with
 // new = m + log(exp(la-m) + exp(lp-m)). A side whose lse is -inf contributes
 // exactly 0 (its o values are never multiplied in, so garbage/NaN there is
-// harmless). Rows whose both lse are -inf are left untouched.
+// harmless). Rows whose both lse are -inf are left untouched. All four loads
+// are issued before any arithmetic so their latencies overlap (only the store
+// is conditional).
 const LSE_MERGE_O_BODY: &str = r#"
 %total = arith.muli %rows, %d : i64
 %ninf = arith.constant 0xFF800000 : f32
@@ -369,28 +392,28 @@ scf.for %e = %gid to %total step %stride : i64 {
   %la = llvm.load %pla : !P -> f32
   %plp = llvm.getelementptr inbounds %lse_part[%r] : (!P, i64) -> !P, f32
   %lp = llvm.load %plp : !P -> f32
+  %poa = llvm.getelementptr inbounds %o_acc[%e] : (!P, i64) -> !P, f32
+  %oa = llvm.load %poa : !P -> f32
+  %pop = llvm.getelementptr inbounds %o_part[%e] : (!P, i64) -> !P, f32
+  %op = llvm.load %pop : !P -> f32
   %m = arith.maximumf %la, %lp : f32
+  %da = arith.subf %la, %m : f32
+  %ta = arith.mulf %da, %log2e : f32
+  %wa = llvm.call_intrinsic "EXP2"(%ta) : (f32) -> f32
+  %dp = arith.subf %lp, %m : f32
+  %tp = arith.mulf %dp, %log2e : f32
+  %wp = llvm.call_intrinsic "EXP2"(%tp) : (f32) -> f32
+  %s = arith.addf %wa, %wp : f32
+  %a_dead = arith.cmpf oeq, %la, %ninf : f32
+  %ca = arith.mulf %oa, %wa : f32
+  %ca0 = arith.select %a_dead, %zero, %ca : f32
+  %p_dead = arith.cmpf oeq, %lp, %ninf : f32
+  %cp = arith.mulf %op, %wp : f32
+  %cp0 = arith.select %p_dead, %zero, %cp : f32
+  %num = arith.addf %ca0, %cp0 : f32
+  %o = arith.divf %num, %s : f32
   %live = arith.cmpf une, %m, %ninf : f32
   scf.if %live {
-    %da = arith.subf %la, %m : f32
-    %ta = arith.mulf %da, %log2e : f32
-    %wa = llvm.call_intrinsic "EXP2"(%ta) : (f32) -> f32
-    %dp = arith.subf %lp, %m : f32
-    %tp = arith.mulf %dp, %log2e : f32
-    %wp = llvm.call_intrinsic "EXP2"(%tp) : (f32) -> f32
-    %s = arith.addf %wa, %wp : f32
-    %poa = llvm.getelementptr inbounds %o_acc[%e] : (!P, i64) -> !P, f32
-    %oa = llvm.load %poa : !P -> f32
-    %pop = llvm.getelementptr inbounds %o_part[%e] : (!P, i64) -> !P, f32
-    %op = llvm.load %pop : !P -> f32
-    %a_dead = arith.cmpf oeq, %la, %ninf : f32
-    %ca = arith.mulf %oa, %wa : f32
-    %ca0 = arith.select %a_dead, %zero, %ca : f32
-    %p_dead = arith.cmpf oeq, %lp, %ninf : f32
-    %cp = arith.mulf %op, %wp : f32
-    %cp0 = arith.select %p_dead, %zero, %cp : f32
-    %num = arith.addf %ca0, %cp0 : f32
-    %o = arith.divf %num, %s : f32
     llvm.store %o, %poa : f32, !P
   }
 }

@@ -26,7 +26,9 @@
 //! e += gridDim.x*blockDim.x`), so elements past `N` are never touched and a
 //! grid of `ceil(N / block)` blocks gives one element per thread.
 //! Consecutive threads handle consecutive elements (coalesced). `N`
-//! ("work items") is also given by [`DeviceKernel::work_items`].
+//! ("work items") is also given by [`DeviceKernel::work_items`];
+//! [`launch_dims`] gives a fast launch (256 threads, grid capped at 32 blocks
+//! per SM, which the grid-stride loop makes correct).
 //!
 //! | kernel (`.entry`) | parameters | work items `N` | effect, for each work item |
 //! | --- | --- | --- | --- |
@@ -56,7 +58,8 @@ pub use compile::{
     compile_to_ptx, device_kernels_ptx, lower_to_nvvm_mlir, ptx_pipeline, TargetOptions,
 };
 pub use kernels::{
-    emit_gpu_mlir, gpu_module_mlir, host_module_mlir, DeviceKernel, KernelParam, ParamType,
+    emit_gpu_mlir, gpu_module_mlir, host_module_mlir, launch_dims, DeviceKernel, KernelParam,
+    ParamType, BLOCKS_PER_SM, DEFAULT_BLOCK,
 };
 
 /// Errors of the lowering; none of them aborts the process.
@@ -84,9 +87,6 @@ pub enum LoweringError {
     /// The PTX calls functions it does not define (e.g. libdevice `__nv_*`).
     #[error("the PTX has unresolved external functions: {0:?}")]
     UnresolvedSymbols(Vec<String>),
-    /// Host JIT (tests / reference execution) failed.
-    #[error("host JIT failed: {0}")]
-    Jit(String),
 }
 
 #[cfg(test)]

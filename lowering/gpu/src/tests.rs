@@ -33,6 +33,10 @@ fn entry_params(ptx: &str, name: &str) -> Option<Vec<String>> {
 #[test]
 fn ptx_has_target_version_and_every_entry_with_the_contract_params() {
     let ptx = all_ptx();
+    // For gpu-check/check_ptx.py (runs this PTX on a real GPU).
+    if let Some(path) = std::env::var_os("MERCURY_LOWERING_DUMP_PTX") {
+        std::fs::write(path, &ptx).expect("write the PTX dump");
+    }
     assert!(ptx.contains(".target sm_90"), "{ptx}");
     assert!(ptx.contains(".version 8.0"), "{ptx}");
     assert!(ptx.contains(".address_size 64"));
@@ -98,6 +102,10 @@ fn kernel_table_is_consistent() {
     assert_eq!(DeviceKernel::Copy2dB16.work_items(&[4, 3, 8, 3]), Some(12));
     assert_eq!(DeviceKernel::LseMergeLse.work_items(&[4]), Some(4));
     assert_eq!(DeviceKernel::FillF32.params()[1].ty.arg_size(), 4);
+    assert_eq!(launch_dims(0, 132), (1, 256));
+    assert_eq!(launch_dims(1000, 132), (4, 256));
+    assert_eq!(launch_dims(1 << 30, 132), (132 * 32, 256));
+    assert_eq!(launch_dims(1 << 30, 0), (32, 256));
 }
 
 #[test]

@@ -34,6 +34,16 @@ pub enum FmtElem {
     Optional(Vec<FmtElem>),
 }
 
+/// The first attribute or operand of a sequence (looking into bracket groups): the anchor
+/// that decides whether an optional group is printed.
+fn first_anchor(elems: &[FmtElem]) -> Option<&FmtElem> {
+    elems.iter().find_map(|e| match e {
+        FmtElem::Attr(_) | FmtElem::Operand(_) => Some(e),
+        FmtElem::Group(_, inner) => first_anchor(inner),
+        _ => None,
+    })
+}
+
 /// Compiles a format string against an op definition.
 pub fn parse_format(text: &str, def: &OpDef) -> Result<Vec<FmtElem>, String> {
     let chars: Vec<char> = text.chars().collect();
@@ -128,7 +138,7 @@ fn parse_seq(c: &[char], pos: &mut usize, def: &OpDef, close: Option<&str>) -> R
             if !matches!(inner.first(), Some(FmtElem::Lit(_) | FmtElem::Group(..) | FmtElem::Attr(_) | FmtElem::Operand(_))) {
                 return Err("an optional group must start with a literal, an attribute or an operand".into());
             }
-            if !inner.iter().any(|e| matches!(e, FmtElem::Attr(_) | FmtElem::Operand(_))) {
+            if first_anchor(&inner).is_none() {
                 return Err("an optional group needs an attribute or operand anchor".into());
             }
             out.push(FmtElem::Optional(inner));
@@ -311,8 +321,8 @@ fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut Parse
                 if present {
                     parse_elems(def, inner, cur, out)?;
                     // A unit attribute anchored in the group is present because the group is.
-                    for e in inner {
-                        if let FmtElem::Attr(i) = e {
+                    if let Some(FmtElem::Attr(i)) = first_anchor(inner) {
+                        {
                             let a = def.attrs[*i];
                             if matches!(a.kind, AttrKind::Unit) {
                                 out.attrs.insert(a.name.to_string(), Attribute::Unit);
@@ -615,10 +625,10 @@ fn print_elems(
                 }
             }
             FmtElem::Optional(inner) => {
-                let present = inner.iter().find_map(|e| match e {
-                    FmtElem::Attr(i) => Some(op.attr(def.attrs[*i].name).is_some()),
-                    FmtElem::Operand(i) => Some(!operands[*i].is_empty()),
-                    _ => None,
+                let present = first_anchor(inner).map(|e| match e {
+                    FmtElem::Attr(i) => op.attr(def.attrs[*i].name).is_some(),
+                    FmtElem::Operand(i) => !operands[*i].is_empty(),
+                    _ => false,
                 });
                 if present == Some(true) {
                     print_elems(op, def, inner, operands, used, p, out);
@@ -632,21 +642,25 @@ fn print_elems(
 /// group that follows a word, none after an opening bracket.
 pub fn join_pieces(pieces: &[String]) -> String {
     let mut s = String::new();
-    for (i, piece) in pieces.iter().enumerate() {
+    let mut prev_piece: &str = "";
+    for piece in pieces {
         if piece.is_empty() {
             continue;
         }
-        if i > 0 && !s.is_empty() {
+        if !s.is_empty() {
             let prev = s.chars().last().unwrap_or(' ');
             let first = piece.chars().next().unwrap_or(' ');
+            let after_word = prev.is_alphanumeric() || prev == '_';
             let attach = matches!(first, ',' | ')' | ']')
                 || matches!(prev, '(' | '[')
-                || (matches!(first, '(' | '[') && (prev.is_alphanumeric() || prev == '_'));
+                || (first == '(' && after_word && !prev_piece.starts_with('"'))
+                || (first == '[' && prev_piece.starts_with('@'));
             if !attach {
                 s.push(' ');
             }
         }
         s.push_str(piece);
+        prev_piece = piece;
     }
     s
 }

@@ -1,0 +1,203 @@
+//! CommIR attribute syntaxes. Each has a custom form (one bracketed group) and a generic form
+//! built from builtin attributes, so upstream MLIR reads the generic form through IRDL.
+//!
+//! | attribute | custom form | generic form |
+//! |---|---|---|
+//! | buffer dims | `[@b, @hk * @g, @i, 128]` | `[[@b], [@hk, @g], [@i], 128]` |
+//! | sharding | `[R, S(0), S(0, 1)]` | `[[], [0], [0, 1]]` |
+//! | index list | `[@b, (@j + @i) mod 8]` | `["b", "(j + i) mod 8"]` |
+
+use crate::expr::IndexExpr;
+use mercury_ir::syntax::format::{comma_items, comma_runs};
+use mercury_ir::syntax::tokens::{Tok, TokKind};
+use mercury_ir::{Attribute, CustomAttrSyntax};
+
+/// One dimension of a buffer: a product of loop axes (outermost first) or a fixed size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DimBinding {
+    Axes(Vec<String>),
+    Fixed(u64),
+}
+
+fn group<'a>(tok: &'a Tok, what: &str) -> Result<&'a [Tok], String> {
+    match &tok.kind {
+        TokKind::Group('[', inner) => Ok(inner),
+        _ => Err(format!("expected '[' {what} ']', found {}", tok.describe())),
+    }
+}
+
+// ---- dims ----------------------------------------------------------------------------------
+
+pub fn dims_from_attr(a: &Attribute) -> Result<Vec<DimBinding>, String> {
+    let items = a.as_array().ok_or("buffer dims must be an array")?;
+    items
+        .iter()
+        .map(|d| match d {
+            Attribute::Integer { value, .. } if *value > 0 => Ok(DimBinding::Fixed(*value as u64)),
+            Attribute::Integer { value, .. } => Err(format!("fixed dimension size {value} must be positive")),
+            Attribute::Array(axes) if !axes.is_empty() => axes
+                .iter()
+                .map(|x| x.as_symbol().map(String::from).ok_or_else(|| format!("dimension entry '{x}' is not an axis symbol")))
+                .collect::<Result<Vec<_>, _>>()
+                .map(DimBinding::Axes),
+            other => Err(format!("dimension '{other}' must be an integer or a non-empty array of axis symbols")),
+        })
+        .collect()
+}
+
+pub fn dims_to_attr(dims: &[DimBinding]) -> Attribute {
+    Attribute::Array(
+        dims.iter()
+            .map(|d| match d {
+                DimBinding::Fixed(n) => Attribute::int(*n as i64),
+                DimBinding::Axes(a) => Attribute::Array(a.iter().map(Attribute::sym).collect()),
+            })
+            .collect(),
+    )
+}
+
+fn parse_dims(tok: &Tok) -> Result<Attribute, String> {
+    let mut dims = Vec::new();
+    for run in comma_runs(group(tok, "dimensions")?) {
+        match run {
+            [Tok { kind: TokKind::Number(n), .. }] => {
+                let v: u64 = n.parse().map_err(|_| format!("'{n}' is not a dimension size"))?;
+                if v == 0 {
+                    return Err("a fixed dimension size must be positive".into());
+                }
+                dims.push(DimBinding::Fixed(v));
+            }
+            _ => {
+                let mut axes = Vec::new();
+                for (i, t) in run.iter().enumerate() {
+                    match (&t.kind, i % 2) {
+                        (TokKind::Symbol(p), 0) if p.len() == 1 => axes.push(p[0].clone()),
+                        (TokKind::Punct(s), 1) if s == "*" => {}
+                        _ => return Err(format!("expected an axis '@a', a product '@a * @b' or a size, found {}", t.describe())),
+                    }
+                }
+                if axes.is_empty() || run.len() % 2 == 0 {
+                    return Err("incomplete dimension".into());
+                }
+                dims.push(DimBinding::Axes(axes));
+            }
+        }
+    }
+    Ok(dims_to_attr(&dims))
+}
+
+fn print_dims(a: &Attribute) -> String {
+    match dims_from_attr(a) {
+        Ok(dims) => {
+            let parts: Vec<String> = dims
+                .iter()
+                .map(|d| match d {
+                    DimBinding::Fixed(n) => n.to_string(),
+                    DimBinding::Axes(ax) => ax.iter().map(|x| format!("@{x}")).collect::<Vec<_>>().join(" * "),
+                })
+                .collect();
+            format!("[{}]", parts.join(", "))
+        }
+        Err(_) => a.to_string(),
+    }
+}
+
+pub static DIMS: CustomAttrSyntax = CustomAttrSyntax {
+    name: "buffer dimensions",
+    parse: parse_dims,
+    print: print_dims,
+    check: |a| dims_from_attr(a).map(|_| ()),
+};
+
+// ---- sharding ------------------------------------------------------------------------------
+
+/// Per dimension: the mesh dimensions it is split over (empty = replicated).
+pub fn sharding_from_attr(a: &Attribute) -> Result<Vec<Vec<usize>>, String> {
+    let items = a.as_array().ok_or("sharding must be an array")?;
+    items
+        .iter()
+        .map(|d| {
+            let v = d.as_int_array().ok_or_else(|| format!("sharding entry '{d}' must be an array of mesh dimensions"))?;
+            v.into_iter().map(|x| usize::try_from(x).map_err(|_| format!("mesh dimension {x} is negative"))).collect()
+        })
+        .collect()
+}
+
+pub fn sharding_to_attr(s: &[Vec<usize>]) -> Attribute {
+    Attribute::Array(s.iter().map(|d| Attribute::Array(d.iter().map(|x| Attribute::int(*x as i64)).collect())).collect())
+}
+
+fn parse_sharding(tok: &Tok) -> Result<Attribute, String> {
+    let mut out = Vec::new();
+    for run in comma_runs(group(tok, "sharding")?) {
+        match run {
+            [t] if t.word() == Some("R") => out.push(vec![]),
+            [s, Tok { kind: TokKind::Group('(', inner), .. }] if s.word() == Some("S") => {
+                let mut levels = Vec::new();
+                for t in comma_items(inner)? {
+                    match &t.kind {
+                        TokKind::Number(n) => levels.push(n.parse::<usize>().map_err(|_| format!("'{n}' is not a mesh dimension"))?),
+                        _ => return Err(format!("expected a mesh dimension, found {}", t.describe())),
+                    }
+                }
+                if levels.is_empty() {
+                    return Err("S() needs at least one mesh dimension".into());
+                }
+                out.push(levels);
+            }
+            _ => return Err("each dimension's sharding is 'R' (replicated) or 'S(mesh dims...)'".into()),
+        }
+    }
+    Ok(sharding_to_attr(&out))
+}
+
+/// Custom spelling of a sharding (`[R, S(0, 1)]`).
+pub fn sharding_to_custom(s: &[Vec<usize>]) -> String {
+    let parts: Vec<String> = s
+        .iter()
+        .map(|d| {
+            if d.is_empty() {
+                "R".to_string()
+            } else {
+                format!("S({})", d.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
+            }
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+pub static SHARDING: CustomAttrSyntax = CustomAttrSyntax {
+    name: "sharding",
+    parse: parse_sharding,
+    print: |a| sharding_from_attr(a).map_or_else(|_| a.to_string(), |s| sharding_to_custom(&s)),
+    check: |a| sharding_from_attr(a).map(|_| ()),
+};
+
+// ---- index lists ---------------------------------------------------------------------------
+
+pub fn indices_from_attr(a: &Attribute) -> Result<Vec<IndexExpr>, String> {
+    let items = a.as_array().ok_or("indices must be an array")?;
+    items
+        .iter()
+        .map(|x| x.as_str().ok_or_else(|| format!("index '{x}' must be a string")).and_then(IndexExpr::parse_text))
+        .collect()
+}
+
+pub fn indices_to_attr(ix: &[IndexExpr]) -> Attribute {
+    Attribute::Array(ix.iter().map(|e| Attribute::String(e.to_string())).collect())
+}
+
+fn parse_indices(tok: &Tok) -> Result<Attribute, String> {
+    let exprs = comma_runs(group(tok, "indices")?).into_iter().map(IndexExpr::parse_tokens).collect::<Result<Vec<_>, _>>()?;
+    Ok(indices_to_attr(&exprs))
+}
+
+pub static INDICES: CustomAttrSyntax = CustomAttrSyntax {
+    name: "index list",
+    parse: parse_indices,
+    print: |a| match indices_from_attr(a) {
+        Ok(ix) => format!("[{}]", ix.iter().map(IndexExpr::to_custom).collect::<Vec<_>>().join(", ")),
+        Err(_) => a.to_string(),
+    },
+    check: |a| indices_from_attr(a).map(|_| ()),
+};
