@@ -1,0 +1,97 @@
+// IRDL definition of the CommIR dialect, so that upstream MLIR accepts CommIR in generic form:
+//   mercury-opt --mlir-print-op-generic X.mlir | mlir-opt-22 --irdl-file=dialects/commir/commir.irdl.mlir
+// Attributes use builtin kinds (strings, integers, arrays, symbol references, types); the
+// checks beyond their kinds are the Rust verifier's. Optional attributes are not listed.
+irdl.dialect @commir {
+  // A tile of a buffer, with its element type: !commir.tile<bf16>.
+  irdl.type @tile {
+    %elem = irdl.any
+    irdl.parameters(elem: %elem)
+  }
+
+  irdl.operation @mesh {
+    %str = irdl.base "#builtin.string"
+    %arr = irdl.base "#builtin.array"
+    irdl.attributes {"sym_name" = %str, "shape" = %arr}
+  }
+
+  irdl.operation @kernel {
+    %str = irdl.base "#builtin.string"
+    %sym = irdl.base "#builtin.symbol_ref"
+    irdl.attributes {"sym_name" = %str, "mesh" = %sym}
+    %body = irdl.region
+    irdl.regions(body: %body)
+  }
+
+  irdl.operation @axis {
+    %str = irdl.base "#builtin.string"
+    %int = irdl.base "#builtin.integer"
+    %spatial = irdl.is "spatial"
+    %reduction = irdl.is "reduction"
+    %managed = irdl.is "managed"
+    %kind = irdl.any_of(%spatial, %reduction, %managed)
+    irdl.attributes {"sym_name" = %str, "extent" = %int, "kind" = %kind}
+  }
+
+  irdl.operation @buffer {
+    %str = irdl.base "#builtin.string"
+    %arr = irdl.base "#builtin.array"
+    %type = irdl.base "#builtin.type"
+    %in = irdl.is "in"
+    %out = irdl.is "out"
+    %inout = irdl.is "inout"
+    %temp = irdl.is "temp"
+    %role = irdl.any_of(%in, %out, %inout, %temp)
+    irdl.attributes {"sym_name" = %str, "dims" = %arr, "dtype" = %type, "role" = %role}
+  }
+
+  irdl.operation @for {
+    %sym = irdl.base "#builtin.symbol_ref"
+    irdl.attributes {"axis" = %sym}
+    %body = irdl.region
+    irdl.regions(body: %body)
+  }
+
+  irdl.operation @load {
+    %sym = irdl.base "#builtin.symbol_ref"
+    %arr = irdl.base "#builtin.array"
+    irdl.attributes {"buffer" = %sym, "indices" = %arr}
+    %tile = irdl.base @commir::@tile
+    irdl.results(tile: %tile)
+  }
+
+  irdl.operation @patch {
+    %str = irdl.base "#builtin.string"
+    irdl.attributes {"kernel" = %str}
+    // IRDL constraint variables bind one value: inputs share an element type, outputs too.
+    %tin = irdl.base @commir::@tile
+    %tout = irdl.base @commir::@tile
+    irdl.operands(inputs: variadic %tin)
+    irdl.results(outputs: variadic %tout)
+  }
+
+  irdl.operation @reduce {
+    %sym = irdl.base "#builtin.symbol_ref"
+    %arr = irdl.base "#builtin.array"
+    %add = irdl.is "add"
+    %lse = irdl.is "lse_merge"
+    %kind = irdl.any_of(%add, %lse)
+    irdl.attributes {"kind" = %kind, "buffer" = %sym, "indices" = %arr}
+    %tile = irdl.base @commir::@tile
+    irdl.operands(values: variadic %tile)
+  }
+
+  irdl.operation @store {
+    %sym = irdl.base "#builtin.symbol_ref"
+    %arr = irdl.base "#builtin.array"
+    irdl.attributes {"buffer" = %sym, "indices" = %arr}
+    %tile = irdl.base @commir::@tile
+    irdl.operands(value: %tile)
+  }
+
+  irdl.operation @reshard {
+    %sym = irdl.base "#builtin.symbol_ref"
+    %arr = irdl.base "#builtin.array"
+    irdl.attributes {"buffer" = %sym, "sharding" = %arr}
+  }
+}

@@ -9,7 +9,10 @@ fn main() {
             let s = mercury_ir::print_op(&reg, &m, mercury_ir::PrintOptions::default());
             let dt = t.elapsed();
             print!("{s}");
-            print!("{}", mercury_ir::print_op(&reg, &m, mercury_ir::PrintOptions { generic: true }));
+            print!(
+                "{}",
+                mercury_ir::print_op(&reg, &m, mercury_ir::PrintOptions { generic: true })
+            );
             eprintln!("parse+print: {dt:?}");
         }
         Err(d) => eprint!("{}", d.render()),

@@ -34,13 +34,21 @@ pub fn dims_from_attr(a: &Attribute) -> Result<Vec<DimBinding>, String> {
         .iter()
         .map(|d| match d {
             Attribute::Integer { value, .. } if *value > 0 => Ok(DimBinding::Fixed(*value as u64)),
-            Attribute::Integer { value, .. } => Err(format!("fixed dimension size {value} must be positive")),
+            Attribute::Integer { value, .. } => {
+                Err(format!("fixed dimension size {value} must be positive"))
+            }
             Attribute::Array(axes) if !axes.is_empty() => axes
                 .iter()
-                .map(|x| x.as_symbol().map(String::from).ok_or_else(|| format!("dimension entry '{x}' is not an axis symbol")))
+                .map(|x| {
+                    x.as_symbol()
+                        .map(String::from)
+                        .ok_or_else(|| format!("dimension entry '{x}' is not an axis symbol"))
+                })
                 .collect::<Result<Vec<_>, _>>()
                 .map(DimBinding::Axes),
-            other => Err(format!("dimension '{other}' must be an integer or a non-empty array of axis symbols")),
+            other => Err(format!(
+                "dimension '{other}' must be an integer or a non-empty array of axis symbols"
+            )),
         })
         .collect()
 }
@@ -60,8 +68,13 @@ fn parse_dims(tok: &Tok) -> Result<Attribute, String> {
     let mut dims = Vec::new();
     for run in comma_runs(group(tok, "dimensions")?) {
         match run {
-            [Tok { kind: TokKind::Number(n), .. }] => {
-                let v: u64 = n.parse().map_err(|_| format!("'{n}' is not a dimension size"))?;
+            [Tok {
+                kind: TokKind::Number(n),
+                ..
+            }] => {
+                let v: u64 = n
+                    .parse()
+                    .map_err(|_| format!("'{n}' is not a dimension size"))?;
                 if v == 0 {
                     return Err("a fixed dimension size must be positive".into());
                 }
@@ -73,7 +86,12 @@ fn parse_dims(tok: &Tok) -> Result<Attribute, String> {
                     match (&t.kind, i % 2) {
                         (TokKind::Symbol(p), 0) if p.len() == 1 => axes.push(p[0].clone()),
                         (TokKind::Punct(s), 1) if s == "*" => {}
-                        _ => return Err(format!("expected an axis '@a', a product '@a * @b' or a size, found {}", t.describe())),
+                        _ => {
+                            return Err(format!(
+                                "expected an axis '@a', a product '@a * @b' or a size, found {}",
+                                t.describe()
+                            ))
+                        }
                     }
                 }
                 if axes.is_empty() || run.len() % 2 == 0 {
@@ -93,7 +111,11 @@ fn print_dims(a: &Attribute) -> String {
                 .iter()
                 .map(|d| match d {
                     DimBinding::Fixed(n) => n.to_string(),
-                    DimBinding::Axes(ax) => ax.iter().map(|x| format!("@{x}")).collect::<Vec<_>>().join(" * "),
+                    DimBinding::Axes(ax) => ax
+                        .iter()
+                        .map(|x| format!("@{x}"))
+                        .collect::<Vec<_>>()
+                        .join(" * "),
                 })
                 .collect();
             format!("[{}]", parts.join(", "))
@@ -117,14 +139,22 @@ pub fn sharding_from_attr(a: &Attribute) -> Result<Vec<Vec<usize>>, String> {
     items
         .iter()
         .map(|d| {
-            let v = d.as_int_array().ok_or_else(|| format!("sharding entry '{d}' must be an array of mesh dimensions"))?;
-            v.into_iter().map(|x| usize::try_from(x).map_err(|_| format!("mesh dimension {x} is negative"))).collect()
+            let v = d.as_int_array().ok_or_else(|| {
+                format!("sharding entry '{d}' must be an array of mesh dimensions")
+            })?;
+            v.into_iter()
+                .map(|x| usize::try_from(x).map_err(|_| format!("mesh dimension {x} is negative")))
+                .collect()
         })
         .collect()
 }
 
 pub fn sharding_to_attr(s: &[Vec<usize>]) -> Attribute {
-    Attribute::Array(s.iter().map(|d| Attribute::Array(d.iter().map(|x| Attribute::int(*x as i64)).collect())).collect())
+    Attribute::Array(
+        s.iter()
+            .map(|d| Attribute::Array(d.iter().map(|x| Attribute::int(*x as i64)).collect()))
+            .collect(),
+    )
 }
 
 fn parse_sharding(tok: &Tok) -> Result<Attribute, String> {
@@ -132,12 +162,23 @@ fn parse_sharding(tok: &Tok) -> Result<Attribute, String> {
     for run in comma_runs(group(tok, "sharding")?) {
         match run {
             [t] if t.word() == Some("R") => out.push(vec![]),
-            [s, Tok { kind: TokKind::Group('(', inner), .. }] if s.word() == Some("S") => {
+            [s, Tok {
+                kind: TokKind::Group('(', inner),
+                ..
+            }] if s.word() == Some("S") => {
                 let mut levels = Vec::new();
                 for t in comma_items(inner)? {
                     match &t.kind {
-                        TokKind::Number(n) => levels.push(n.parse::<usize>().map_err(|_| format!("'{n}' is not a mesh dimension"))?),
-                        _ => return Err(format!("expected a mesh dimension, found {}", t.describe())),
+                        TokKind::Number(n) => levels.push(
+                            n.parse::<usize>()
+                                .map_err(|_| format!("'{n}' is not a mesh dimension"))?,
+                        ),
+                        _ => {
+                            return Err(format!(
+                                "expected a mesh dimension, found {}",
+                                t.describe()
+                            ))
+                        }
                     }
                 }
                 if levels.is_empty() {
@@ -145,7 +186,11 @@ fn parse_sharding(tok: &Tok) -> Result<Attribute, String> {
                 }
                 out.push(levels);
             }
-            _ => return Err("each dimension's sharding is 'R' (replicated) or 'S(mesh dims...)'".into()),
+            _ => {
+                return Err(
+                    "each dimension's sharding is 'R' (replicated) or 'S(mesh dims...)'".into(),
+                )
+            }
         }
     }
     Ok(sharding_to_attr(&out))
@@ -159,7 +204,13 @@ pub fn sharding_to_custom(s: &[Vec<usize>]) -> String {
             if d.is_empty() {
                 "R".to_string()
             } else {
-                format!("S({})", d.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
+                format!(
+                    "S({})",
+                    d.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
             }
         })
         .collect();
@@ -179,16 +230,27 @@ pub fn indices_from_attr(a: &Attribute) -> Result<Vec<IndexExpr>, String> {
     let items = a.as_array().ok_or("indices must be an array")?;
     items
         .iter()
-        .map(|x| x.as_str().ok_or_else(|| format!("index '{x}' must be a string")).and_then(IndexExpr::parse_text))
+        .map(|x| {
+            x.as_str()
+                .ok_or_else(|| format!("index '{x}' must be a string"))
+                .and_then(IndexExpr::parse_text)
+        })
         .collect()
 }
 
 pub fn indices_to_attr(ix: &[IndexExpr]) -> Attribute {
-    Attribute::Array(ix.iter().map(|e| Attribute::String(e.to_string())).collect())
+    Attribute::Array(
+        ix.iter()
+            .map(|e| Attribute::String(e.to_string()))
+            .collect(),
+    )
 }
 
 fn parse_indices(tok: &Tok) -> Result<Attribute, String> {
-    let exprs = comma_runs(group(tok, "indices")?).into_iter().map(IndexExpr::parse_tokens).collect::<Result<Vec<_>, _>>()?;
+    let exprs = comma_runs(group(tok, "indices")?)
+        .into_iter()
+        .map(IndexExpr::parse_tokens)
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(indices_to_attr(&exprs))
 }
 
@@ -196,7 +258,13 @@ pub static INDICES: CustomAttrSyntax = CustomAttrSyntax {
     name: "index list",
     parse: parse_indices,
     print: |a| match indices_from_attr(a) {
-        Ok(ix) => format!("[{}]", ix.iter().map(IndexExpr::to_custom).collect::<Vec<_>>().join(", ")),
+        Ok(ix) => format!(
+            "[{}]",
+            ix.iter()
+                .map(IndexExpr::to_custom)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         Err(_) => a.to_string(),
     },
     check: |a| indices_from_attr(a).map(|_| ()),

@@ -34,7 +34,13 @@ impl IndexExpr {
     }
     /// `(self + other) mod m`.
     pub fn shifted(self, by: &str, m: i64) -> IndexExpr {
-        IndexExpr::Mod(Box::new(IndexExpr::Add(Box::new(self), Box::new(IndexExpr::axis(by)))), m)
+        IndexExpr::Mod(
+            Box::new(IndexExpr::Add(
+                Box::new(self),
+                Box::new(IndexExpr::axis(by)),
+            )),
+            m,
+        )
     }
 
     /// Axes the expression mentions, in order of appearance.
@@ -168,18 +174,27 @@ impl IndexExpr {
                     i += 1;
                 }
                 let n: String = chars[st..i].iter().collect();
-                toks.push(ETok::Num(n.parse().map_err(|_| format!("number '{n}' is too large"))?));
+                toks.push(ETok::Num(
+                    n.parse()
+                        .map_err(|_| format!("number '{n}' is too large"))?,
+                ));
             } else if c.is_ascii_alphabetic() || c == '_' || c == '@' {
                 let st = if c == '@' { i + 1 } else { i };
                 i = st;
-                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || "_.$-".contains(chars[i])) {
+                while i < chars.len()
+                    && (chars[i].is_ascii_alphanumeric() || "_.$-".contains(chars[i]))
+                {
                     i += 1;
                 }
                 let w: String = chars[st..i].iter().collect();
                 if w.is_empty() {
                     return Err("'@' must be followed by an axis name".into());
                 }
-                toks.push(if w == "mod" && c != '@' { ETok::Mod } else { ETok::Ident(w) });
+                toks.push(if w == "mod" && c != '@' {
+                    ETok::Mod
+                } else {
+                    ETok::Ident(w)
+                });
             } else {
                 toks.push(match c {
                     '+' => ETok::Plus,
@@ -212,7 +227,9 @@ fn flatten(run: &[Tok], out: &mut Vec<ETok>) -> Result<(), String> {
     for t in run {
         match &t.kind {
             TokKind::Symbol(p) if p.len() == 1 => out.push(ETok::Ident(p[0].clone())),
-            TokKind::Number(n) => out.push(ETok::Num(n.parse().map_err(|_| format!("'{n}' is not an integer"))?)),
+            TokKind::Number(n) => out.push(ETok::Num(
+                n.parse().map_err(|_| format!("'{n}' is not an integer"))?,
+            )),
             TokKind::Punct(p) if p == "+" => out.push(ETok::Plus),
             TokKind::Punct(p) if p == "*" => out.push(ETok::Star),
             TokKind::Keyword(k) if k == "mod" => out.push(ETok::Mod),
@@ -299,7 +316,13 @@ mod tests {
 
     #[test]
     fn text_roundtrip_and_eval() {
-        for s in ["j", "(j + i) mod 8", "a * 4 + b", "(a + b) * 2", "((j + i) mod 4 + 1) mod 4"] {
+        for s in [
+            "j",
+            "(j + i) mod 8",
+            "a * 4 + b",
+            "(a + b) * 2",
+            "((j + i) mod 4 + 1) mod 4",
+        ] {
             let e = IndexExpr::parse_text(s).unwrap();
             assert_eq!(IndexExpr::parse_text(&e.to_string()).unwrap(), e, "{s}");
             assert_eq!(IndexExpr::parse_text(&e.to_custom()).unwrap(), e, "{s}");

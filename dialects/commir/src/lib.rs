@@ -9,7 +9,9 @@ pub mod ops;
 
 pub use attrs::DimBinding;
 pub use expr::IndexExpr;
-pub use model::{kernels, Access, Axis, AxisKind, Buffer, ForLoop, Kernel, Mesh, ReduceKind, Role, Stmt};
+pub use model::{
+    kernels, Access, Axis, AxisKind, Buffer, ForLoop, Kernel, Mesh, ReduceKind, Role, Stmt,
+};
 
 use mercury_ir::Registry;
 

@@ -22,7 +22,10 @@ impl Mesh {
         self.shape.iter().product()
     }
     pub fn level_name(&self, l: usize) -> String {
-        self.names.get(l).cloned().unwrap_or_else(|| format!("level {l}"))
+        self.names
+            .get(l)
+            .cloned()
+            .unwrap_or_else(|| format!("level {l}"))
     }
 }
 
@@ -95,11 +98,15 @@ impl Buffer {
         out
     }
     pub fn uses_axis(&self, axis: &str) -> bool {
-        self.dims.iter().any(|d| matches!(d, DimBinding::Axes(a) if a.iter().any(|x| x == axis)))
+        self.dims
+            .iter()
+            .any(|d| matches!(d, DimBinding::Axes(a) if a.iter().any(|x| x == axis)))
     }
     /// The dimension bound to `axis`, if any.
     pub fn dim_of_axis(&self, axis: &str) -> Option<usize> {
-        self.dims.iter().position(|d| matches!(d, DimBinding::Axes(a) if a.iter().any(|x| x == axis)))
+        self.dims
+            .iter()
+            .position(|d| matches!(d, DimBinding::Axes(a) if a.iter().any(|x| x == axis)))
     }
     pub fn is_sharded(&self) -> bool {
         self.sharding.iter().any(|s| !s.is_empty())
@@ -122,11 +129,31 @@ pub enum ReduceKind {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
     For(ForLoop),
-    Load { result: ValueId, access: Access },
-    Patch { kernel: String, inputs: Vec<ValueId>, outputs: Vec<ValueId>, attrs: AttrDict, loc: Location },
-    Reduce { kind: ReduceKind, values: Vec<ValueId>, access: Access },
-    Store { value: ValueId, access: Access },
-    Reshard { buffer: String, sharding: Vec<Vec<usize>>, loc: Location },
+    Load {
+        result: ValueId,
+        access: Access,
+    },
+    Patch {
+        kernel: String,
+        inputs: Vec<ValueId>,
+        outputs: Vec<ValueId>,
+        attrs: AttrDict,
+        loc: Location,
+    },
+    Reduce {
+        kind: ReduceKind,
+        values: Vec<ValueId>,
+        access: Access,
+    },
+    Store {
+        value: ValueId,
+        access: Access,
+    },
+    Reshard {
+        buffer: String,
+        sharding: Vec<Vec<usize>>,
+        loc: Location,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -170,7 +197,11 @@ impl Kernel {
     }
     /// Visits every statement, pre-order, with the stack of enclosing loops.
     pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a Stmt, &[&'a ForLoop])) {
-        fn go<'a>(body: &'a [Stmt], stack: &mut Vec<&'a ForLoop>, f: &mut dyn FnMut(&'a Stmt, &[&'a ForLoop])) {
+        fn go<'a>(
+            body: &'a [Stmt],
+            stack: &mut Vec<&'a ForLoop>,
+            f: &mut dyn FnMut(&'a Stmt, &[&'a ForLoop]),
+        ) {
             for s in body {
                 f(s, stack);
                 if let Stmt::For(l) = s {
@@ -220,30 +251,60 @@ pub fn mesh_from_op(op: &Operation) -> Result<Mesh, Diagnostic> {
     if shape.is_empty() {
         return Err(err(&op.loc, "mesh must have at least one dimension"));
     }
-    if shape.iter().try_fold(1usize, |acc, x| acc.checked_mul(*x)).is_none_or(|n| n > 1 << 20) {
+    if shape
+        .iter()
+        .try_fold(1usize, |acc, x| acc.checked_mul(*x))
+        .is_none_or(|n| n > 1 << 20)
+    {
         return Err(err(&op.loc, "mesh has too many devices"));
     }
     let names = match op.attr("names") {
         None => vec![],
         Some(a) => a
             .as_array()
-            .and_then(|v| v.iter().map(|x| x.as_str().map(String::from)).collect::<Option<Vec<_>>>())
+            .and_then(|v| {
+                v.iter()
+                    .map(|x| x.as_str().map(String::from))
+                    .collect::<Option<Vec<_>>>()
+            })
             .ok_or_else(|| err(&op.loc, "mesh 'names' must be an array of strings"))?,
     };
     if !names.is_empty() && names.len() != shape.len() {
-        return Err(err(&op.loc, format!("mesh has {} dimensions but {} names", shape.len(), names.len())));
+        return Err(err(
+            &op.loc,
+            format!(
+                "mesh has {} dimensions but {} names",
+                shape.len(),
+                names.len()
+            ),
+        ));
     }
     let bandwidth = match op.attr("bandwidth") {
         None => vec![],
         Some(a) => a
             .as_array()
             .and_then(|v| v.iter().map(|x| x.as_float()).collect::<Option<Vec<_>>>())
-            .ok_or_else(|| err(&op.loc, "mesh 'bandwidth' must be an array of numbers (GB/s)"))?,
+            .ok_or_else(|| {
+                err(
+                    &op.loc,
+                    "mesh 'bandwidth' must be an array of numbers (GB/s)",
+                )
+            })?,
     };
-    if !bandwidth.is_empty() && (bandwidth.len() != shape.len() || bandwidth.iter().any(|b| *b <= 0.0)) {
-        return Err(err(&op.loc, "mesh 'bandwidth' needs one positive number per dimension"));
+    if !bandwidth.is_empty()
+        && (bandwidth.len() != shape.len() || bandwidth.iter().any(|b| *b <= 0.0))
+    {
+        return Err(err(
+            &op.loc,
+            "mesh 'bandwidth' needs one positive number per dimension",
+        ));
     }
-    Ok(Mesh { name, shape, names, bandwidth })
+    Ok(Mesh {
+        name,
+        shape,
+        names,
+        bandwidth,
+    })
 }
 
 struct Builder<'a> {
@@ -258,12 +319,20 @@ impl Kernel {
     /// Builds and checks the model of `kernel` (a `commir.kernel` op) inside `module`.
     pub fn from_op(module: &Operation, kernel: &Operation) -> Result<Kernel, Diagnostic> {
         let name = kernel.symbol_name().unwrap_or_default().to_string();
-        let mesh_name = kernel.attr("mesh").and_then(|a| a.as_symbol()).ok_or_else(|| err(&kernel.loc, "kernel needs a mesh symbol"))?;
+        let mesh_name = kernel
+            .attr("mesh")
+            .and_then(|a| a.as_symbol())
+            .ok_or_else(|| err(&kernel.loc, "kernel needs a mesh symbol"))?;
         let mesh_op = module
             .body(0)
             .iter()
             .find(|o| o.name == "commir.mesh" && o.symbol_name() == Some(mesh_name))
-            .ok_or_else(|| err(&kernel.loc, format!("'@{mesh_name}' does not name a commir.mesh in the module")))?;
+            .ok_or_else(|| {
+                err(
+                    &kernel.loc,
+                    format!("'@{mesh_name}' does not name a commir.mesh in the module"),
+                )
+            })?;
         let mesh = mesh_from_op(mesh_op)?;
         let mut axes: Vec<Axis> = Vec::new();
         let mut buffers: Vec<Buffer> = Vec::new();
@@ -274,10 +343,22 @@ impl Kernel {
                 _ => {}
             }
         }
-        let mut b = Builder { axes: &axes, buffers: &buffers, mesh: &mesh, values: HashMap::new() };
+        let mut b = Builder {
+            axes: &axes,
+            buffers: &buffers,
+            mesh: &mesh,
+            values: HashMap::new(),
+        };
         let mut stack = Vec::new();
         let body = b.stmts(kernel.body(0), &mut stack)?;
-        Ok(Kernel { name, mesh, axes, buffers, body, loc: kernel.loc.clone() })
+        Ok(Kernel {
+            name,
+            mesh,
+            axes,
+            buffers,
+            body,
+            loc: kernel.loc.clone(),
+        })
     }
 }
 
@@ -285,7 +366,10 @@ fn axis_from_op(op: &Operation) -> Result<Axis, Diagnostic> {
     let name = op.symbol_name().unwrap_or_default().to_string();
     let extent = op.attr("extent").and_then(|a| a.as_int()).unwrap_or(0);
     if extent <= 0 || extent > 1 << 40 {
-        return Err(err(&op.loc, format!("axis '@{name}' must have a positive extent, got {extent}")));
+        return Err(err(
+            &op.loc,
+            format!("axis '@{name}' must have a positive extent, got {extent}"),
+        ));
     }
     let kind = match op.attr("kind").and_then(|a| a.as_str()) {
         Some("spatial") => AxisKind::Spatial,
@@ -295,16 +379,34 @@ fn axis_from_op(op: &Operation) -> Result<Axis, Diagnostic> {
     };
     let min_block = op.attr("min_block").and_then(|a| a.as_int()).unwrap_or(1);
     if min_block <= 0 || min_block > extent {
-        return Err(err(&op.loc, format!("axis '@{name}': min block {min_block} must be between 1 and the extent {extent}")));
+        return Err(err(
+            &op.loc,
+            format!(
+                "axis '@{name}': min block {min_block} must be between 1 and the extent {extent}"
+            ),
+        ));
     }
-    Ok(Axis { name, extent: extent as usize, kind, min_block: min_block as usize, loc: op.loc.clone() })
+    Ok(Axis {
+        name,
+        extent: extent as usize,
+        kind,
+        min_block: min_block as usize,
+        loc: op.loc.clone(),
+    })
 }
 
 fn buffer_from_op(op: &Operation, axes: &[Axis], mesh: &Mesh) -> Result<Buffer, Diagnostic> {
     let name = op.symbol_name().unwrap_or_default().to_string();
-    let dims = dims_from_attr(op.attr("dims").unwrap_or(&mercury_ir::Attribute::Array(vec![]))).map_err(|m| err(&op.loc, m))?;
+    let dims = dims_from_attr(
+        op.attr("dims")
+            .unwrap_or(&mercury_ir::Attribute::Array(vec![])),
+    )
+    .map_err(|m| err(&op.loc, m))?;
     if dims.is_empty() {
-        return Err(err(&op.loc, format!("buffer '@{name}' needs at least one dimension")));
+        return Err(err(
+            &op.loc,
+            format!("buffer '@{name}' needs at least one dimension"),
+        ));
     }
     let mut seen = HashSet::new();
     let mut shape = Vec::new();
@@ -316,18 +418,30 @@ fn buffer_from_op(op: &Operation, axes: &[Axis], mesh: &Mesh) -> Result<Buffer, 
                 for a in ax {
                     let axis = axes.iter().find(|x| &x.name == a).ok_or_else(|| err(&op.loc, format!("buffer '@{name}' uses '@{a}', which is not an axis declared before it in this kernel")))?;
                     if !seen.insert(a.clone()) {
-                        return Err(err(&op.loc, format!("buffer '@{name}' binds axis '@{a}' twice")));
+                        return Err(err(
+                            &op.loc,
+                            format!("buffer '@{name}' binds axis '@{a}' twice"),
+                        ));
                     }
-                    s = s.checked_mul(axis.extent).ok_or_else(|| err(&op.loc, "buffer too large"))?;
+                    s = s
+                        .checked_mul(axis.extent)
+                        .ok_or_else(|| err(&op.loc, "buffer too large"))?;
                 }
                 s
             }
         };
         shape.push(size);
     }
-    let dtype = op.attr("dtype").and_then(|a| a.as_type()).cloned().ok_or_else(|| err(&op.loc, "buffer needs an element type"))?;
+    let dtype = op
+        .attr("dtype")
+        .and_then(|a| a.as_type())
+        .cloned()
+        .ok_or_else(|| err(&op.loc, "buffer needs an element type"))?;
     if !dtype.is_float() {
-        return Err(err(&op.loc, format!("buffer '@{name}' element type must be a float type, got '{dtype}'")));
+        return Err(err(
+            &op.loc,
+            format!("buffer '@{name}' element type must be a float type, got '{dtype}'"),
+        ));
     }
     let role = match op.attr("role").and_then(|a| a.as_str()) {
         Some("in") => Role::In,
@@ -341,13 +455,29 @@ fn buffer_from_op(op: &Operation, axes: &[Axis], mesh: &Mesh) -> Result<Buffer, 
         Some(a) => sharding_from_attr(a).map_err(|m| err(&op.loc, m))?,
     };
     check_sharding(&name, &sharding, &shape, mesh).map_err(|m| err(&op.loc, m))?;
-    Ok(Buffer { name, dims, dtype, role, sharding, loc: op.loc.clone() })
+    Ok(Buffer {
+        name,
+        dims,
+        dtype,
+        role,
+        sharding,
+        loc: op.loc.clone(),
+    })
 }
 
 /// Checks a sharding against a buffer shape and a mesh.
-pub fn check_sharding(name: &str, sharding: &[Vec<usize>], shape: &[usize], mesh: &Mesh) -> Result<(), String> {
+pub fn check_sharding(
+    name: &str,
+    sharding: &[Vec<usize>],
+    shape: &[usize],
+    mesh: &Mesh,
+) -> Result<(), String> {
     if sharding.len() != shape.len() {
-        return Err(format!("sharding of '@{name}' has {} entries but the buffer has {} dimensions", sharding.len(), shape.len()));
+        return Err(format!(
+            "sharding of '@{name}' has {} entries but the buffer has {} dimensions",
+            sharding.len(),
+            shape.len()
+        ));
     }
     let mut used = HashSet::new();
     for (d, levels) in sharding.iter().enumerate() {
@@ -357,12 +487,17 @@ pub fn check_sharding(name: &str, sharding: &[Vec<usize>], shape: &[usize], mesh
                 return Err(format!("sharding of '@{name}' uses mesh dimension {l}, but mesh '@{}' has {} dimensions", mesh.name, mesh.shape.len()));
             }
             if !used.insert(*l) {
-                return Err(format!("sharding of '@{name}' uses mesh dimension {l} twice"));
+                return Err(format!(
+                    "sharding of '@{name}' uses mesh dimension {l} twice"
+                ));
             }
             parts *= mesh.shape[*l];
         }
         if shape[d] % parts != 0 {
-            return Err(format!("dimension {d} of '@{name}' (size {}) does not divide into {parts} shards", shape[d]));
+            return Err(format!(
+                "dimension {d} of '@{name}' (size {}) does not divide into {parts} shards",
+                shape[d]
+            ));
         }
     }
     Ok(())
@@ -370,31 +505,73 @@ pub fn check_sharding(name: &str, sharding: &[Vec<usize>], shape: &[usize], mesh
 
 fn tile_elem(t: &Type) -> Option<&str> {
     match t {
-        Type::Dialect { dialect, name, body: Some(b) } if dialect == "commir" && name == "tile" => Some(b),
+        Type::Dialect {
+            dialect,
+            name,
+            body: Some(b),
+        } if dialect == "commir" && name == "tile" => Some(b),
         _ => None,
     }
 }
 
 impl Builder<'_> {
-    fn access(&self, op: &Operation, stack: &[(String, Option<usize>)], reading: bool) -> Result<Access, Diagnostic> {
-        let bname = op.attr("buffer").and_then(|a| a.as_symbol()).unwrap_or_default().to_string();
-        let buf = self.buffers.iter().find(|b| b.name == bname).ok_or_else(|| err(&op.loc, format!("'@{bname}' is not a buffer of this kernel")))?;
+    fn access(
+        &self,
+        op: &Operation,
+        stack: &[(String, Option<usize>)],
+        reading: bool,
+    ) -> Result<Access, Diagnostic> {
+        let bname = op
+            .attr("buffer")
+            .and_then(|a| a.as_symbol())
+            .unwrap_or_default()
+            .to_string();
+        let buf = self
+            .buffers
+            .iter()
+            .find(|b| b.name == bname)
+            .ok_or_else(|| {
+                err(
+                    &op.loc,
+                    format!("'@{bname}' is not a buffer of this kernel"),
+                )
+            })?;
         if reading && buf.role == Role::Out {
-            return Err(err(&op.loc, format!("cannot load from '@{bname}', an 'out' buffer")));
+            return Err(err(
+                &op.loc,
+                format!("cannot load from '@{bname}', an 'out' buffer"),
+            ));
         }
         if !reading && buf.role == Role::In {
-            return Err(err(&op.loc, format!("cannot write to '@{bname}', an 'in' buffer")));
+            return Err(err(
+                &op.loc,
+                format!("cannot write to '@{bname}', an 'in' buffer"),
+            ));
         }
-        let indices = indices_from_attr(op.attr("indices").unwrap_or(&mercury_ir::Attribute::Array(vec![]))).map_err(|m| err(&op.loc, m))?;
+        let indices = indices_from_attr(
+            op.attr("indices")
+                .unwrap_or(&mercury_ir::Attribute::Array(vec![])),
+        )
+        .map_err(|m| err(&op.loc, m))?;
         let slots = buf.axis_slots();
         if indices.len() != slots.len() {
-            return Err(err(&op.loc, format!("'@{bname}' is indexed by {} axes but {} indices were given", slots.len(), indices.len())));
+            return Err(err(
+                &op.loc,
+                format!(
+                    "'@{bname}' is indexed by {} axes but {} indices were given",
+                    slots.len(),
+                    indices.len()
+                ),
+            ));
         }
         let looped: Vec<&str> = stack.iter().map(|(a, _)| a.as_str()).collect();
         for ((dim, slot_axis), e) in slots.iter().zip(&indices) {
             for a in e.axes() {
                 if self.axes.iter().all(|x| x.name != a) {
-                    return Err(err(&op.loc, format!("index uses '@{a}', which is not an axis")));
+                    return Err(err(
+                        &op.loc,
+                        format!("index uses '@{a}', which is not an axis"),
+                    ));
                 }
             }
             let slot_looped = e.axes().iter().any(|a| looped.contains(a));
@@ -405,7 +582,13 @@ impl Builder<'_> {
                 ));
             }
             if slot_looped && e.axes().iter().any(|a| !looped.contains(a)) {
-                return Err(err(&op.loc, format!("index '{}' mixes loop axes with axes no enclosing loop iterates", e.to_custom())));
+                return Err(err(
+                    &op.loc,
+                    format!(
+                        "index '{}' mixes loop axes with axes no enclosing loop iterates",
+                        e.to_custom()
+                    ),
+                ));
             }
             let _ = dim;
         }
@@ -414,8 +597,12 @@ impl Builder<'_> {
             if let DimBinding::Axes(ax) = binding {
                 let mut seen_whole = false;
                 for a in ax {
-                    let pos = slots.iter().position(|(dd, s)| *dd == d && s == a).expect("slot");
-                    let is_looped = indices[pos].as_axis() != Some(a.as_str()) || looped.contains(&a.as_str());
+                    let pos = slots
+                        .iter()
+                        .position(|(dd, s)| *dd == d && s == a)
+                        .expect("slot");
+                    let is_looped =
+                        indices[pos].as_axis() != Some(a.as_str()) || looped.contains(&a.as_str());
                     if is_looped && seen_whole {
                         return Err(err(&op.loc, format!("dimension {d} of '@{bname}': loop axis '@{a}' is inside a whole-range axis (tile would not be contiguous)")));
                     }
@@ -423,23 +610,46 @@ impl Builder<'_> {
                 }
             }
         }
-        Ok(Access { buffer: bname, indices, loc: op.loc.clone() })
+        Ok(Access {
+            buffer: bname,
+            indices,
+            loc: op.loc.clone(),
+        })
     }
 
-    fn stmts(&mut self, ops: &[Operation], stack: &mut Vec<(String, Option<usize>)>) -> Result<Vec<Stmt>, Diagnostic> {
+    fn stmts(
+        &mut self,
+        ops: &[Operation],
+        stack: &mut Vec<(String, Option<usize>)>,
+    ) -> Result<Vec<Stmt>, Diagnostic> {
         let mut out = Vec::new();
         for op in ops {
             match op.name.as_str() {
                 "commir.axis" | "commir.buffer" => {
                     if !stack.is_empty() {
-                        return Err(err(&op.loc, format!("'{}' must be at the top of the kernel, not inside a loop", op.name)));
+                        return Err(err(
+                            &op.loc,
+                            format!(
+                                "'{}' must be at the top of the kernel, not inside a loop",
+                                op.name
+                            ),
+                        ));
                     }
                 }
                 "commir.for" => {
-                    let axis = op.attr("axis").and_then(|a| a.as_symbol()).unwrap_or_default().to_string();
-                    let ax = self.axes.iter().find(|a| a.name == axis).ok_or_else(|| err(&op.loc, format!("'@{axis}' is not an axis of this kernel")))?;
+                    let axis = op
+                        .attr("axis")
+                        .and_then(|a| a.as_symbol())
+                        .unwrap_or_default()
+                        .to_string();
+                    let ax = self.axes.iter().find(|a| a.name == axis).ok_or_else(|| {
+                        err(&op.loc, format!("'@{axis}' is not an axis of this kernel"))
+                    })?;
                     if stack.iter().any(|(a, _)| *a == axis) {
-                        return Err(err(&op.loc, format!("axis '@{axis}' is already iterated by an enclosing loop")));
+                        return Err(err(
+                            &op.loc,
+                            format!("axis '@{axis}' is already iterated by an enclosing loop"),
+                        ));
                     }
                     let parallel = match op.attr("parallel").and_then(|a| a.as_int()) {
                         None => None,
@@ -459,10 +669,16 @@ impl Builder<'_> {
                             Some(l)
                         }
                     };
-                    let shift = op.attr("shift").and_then(|a| a.as_symbol()).map(String::from);
+                    let shift = op
+                        .attr("shift")
+                        .and_then(|a| a.as_symbol())
+                        .map(String::from);
                     if let Some(s) = &shift {
                         if parallel.is_some() {
-                            return Err(err(&op.loc, format!("loop '@{axis}' cannot be both parallel and shifted")));
+                            return Err(err(
+                                &op.loc,
+                                format!("loop '@{axis}' cannot be both parallel and shifted"),
+                            ));
                         }
                         if !stack.iter().any(|(a, p)| a == s && p.is_some()) {
                             return Err(err(&op.loc, format!("loop '@{axis}' is shifted by '@{s}', which is not an enclosing parallel loop")));
@@ -471,31 +687,65 @@ impl Builder<'_> {
                     stack.push((axis.clone(), parallel));
                     let body = self.stmts(op.body(0), stack)?;
                     stack.pop();
-                    out.push(Stmt::For(ForLoop { axis, parallel, shift, body, loc: op.loc.clone() }));
+                    out.push(Stmt::For(ForLoop {
+                        axis,
+                        parallel,
+                        shift,
+                        body,
+                        loc: op.loc.clone(),
+                    }));
                 }
                 "commir.load" => {
                     let access = self.access(op, stack, true)?;
-                    let buf = self.buffers.iter().find(|b| b.name == access.buffer).expect("checked");
-                    let result = op.results.first().ok_or_else(|| err(&op.loc, "load needs a result"))?;
+                    let buf = self
+                        .buffers
+                        .iter()
+                        .find(|b| b.name == access.buffer)
+                        .expect("checked");
+                    let result = op
+                        .results
+                        .first()
+                        .ok_or_else(|| err(&op.loc, "load needs a result"))?;
                     if tile_elem(&result.ty) != Some(buf.dtype.to_string().as_str()) {
-                        return Err(err(&op.loc, format!("load of '@{}' must produce '!commir.tile<{}>', not '{}'", buf.name, buf.dtype, result.ty)));
+                        return Err(err(
+                            &op.loc,
+                            format!(
+                                "load of '@{}' must produce '!commir.tile<{}>', not '{}'",
+                                buf.name, buf.dtype, result.ty
+                            ),
+                        ));
                     }
                     self.values.insert(result.id, result.ty.clone());
-                    out.push(Stmt::Load { result: result.id, access });
+                    out.push(Stmt::Load {
+                        result: result.id,
+                        access,
+                    });
                 }
                 "commir.patch" => {
-                    let kernel = op.attr("kernel").and_then(|a| a.as_str()).unwrap_or_default().to_string();
+                    let kernel = op
+                        .attr("kernel")
+                        .and_then(|a| a.as_str())
+                        .unwrap_or_default()
+                        .to_string();
                     let (nin, nout) = match kernel.as_str() {
                         "gemm" => (2, 1),
                         "attention" => (3, 2),
-                        other => return Err(err(&op.loc, format!("unknown patch kernel '{other}' (known: gemm, attention)"))),
+                        other => {
+                            return Err(err(
+                                &op.loc,
+                                format!("unknown patch kernel '{other}' (known: gemm, attention)"),
+                            ))
+                        }
                     };
                     if op.operands.len() != nin || op.results.len() != nout {
                         return Err(err(&op.loc, format!("patch '{kernel}' takes {nin} tiles and produces {nout}, got {} and {}", op.operands.len(), op.results.len())));
                     }
                     for v in &op.operands {
                         if !self.values.contains_key(&v.id) || tile_elem(&v.ty).is_none() {
-                            return Err(err(&op.loc, "patch operands must be tiles produced in this kernel"));
+                            return Err(err(
+                                &op.loc,
+                                "patch operands must be tiles produced in this kernel",
+                            ));
                         }
                     }
                     for r in &op.results {
@@ -506,10 +756,13 @@ impl Builder<'_> {
                     }
                     if kernel == "attention" {
                         if let Some(c) = op.attr("causal") {
-                            c.as_bool().ok_or_else(|| err(&op.loc, "'causal' must be true or false"))?;
+                            c.as_bool()
+                                .ok_or_else(|| err(&op.loc, "'causal' must be true or false"))?;
                         }
                         if let Some(s) = op.attr("scale") {
-                            s.as_float().filter(|x| *x > 0.0).ok_or_else(|| err(&op.loc, "'scale' must be a positive number"))?;
+                            s.as_float()
+                                .filter(|x| *x > 0.0)
+                                .ok_or_else(|| err(&op.loc, "'scale' must be a positive number"))?;
                         }
                     }
                     let mut attrs = op.attrs.clone();
@@ -530,39 +783,104 @@ impl Builder<'_> {
                     };
                     let want = if kind == ReduceKind::Add { 1 } else { 2 };
                     if op.operands.len() != want {
-                        return Err(err(&op.loc, format!("reduction '{}' takes {want} value(s), got {}", op.attr("kind").and_then(|a| a.as_str()).unwrap_or(""), op.operands.len())));
+                        return Err(err(
+                            &op.loc,
+                            format!(
+                                "reduction '{}' takes {want} value(s), got {}",
+                                op.attr("kind").and_then(|a| a.as_str()).unwrap_or(""),
+                                op.operands.len()
+                            ),
+                        ));
                     }
                     for v in &op.operands {
                         if !self.values.contains_key(&v.id) {
-                            return Err(err(&op.loc, "reduced values must be tiles produced in this kernel"));
+                            return Err(err(
+                                &op.loc,
+                                "reduced values must be tiles produced in this kernel",
+                            ));
                         }
                     }
                     let access = self.access(op, stack, false)?;
-                    out.push(Stmt::Reduce { kind, values: op.operands.iter().map(|v| v.id).collect(), access });
+                    out.push(Stmt::Reduce {
+                        kind,
+                        values: op.operands.iter().map(|v| v.id).collect(),
+                        access,
+                    });
                 }
                 "commir.store" => {
-                    let v = op.operands.first().ok_or_else(|| err(&op.loc, "store needs a value"))?;
+                    let v = op
+                        .operands
+                        .first()
+                        .ok_or_else(|| err(&op.loc, "store needs a value"))?;
                     if !self.values.contains_key(&v.id) {
-                        return Err(err(&op.loc, "stored value must be a tile produced in this kernel"));
+                        return Err(err(
+                            &op.loc,
+                            "stored value must be a tile produced in this kernel",
+                        ));
                     }
                     let access = self.access(op, stack, false)?;
-                    out.push(Stmt::Store { value: v.id, access });
+                    out.push(Stmt::Store {
+                        value: v.id,
+                        access,
+                    });
                 }
                 "commir.reshard" => {
                     if !stack.is_empty() {
-                        return Err(err(&op.loc, "'commir.reshard' must be at the top of the kernel"));
+                        return Err(err(
+                            &op.loc,
+                            "'commir.reshard' must be at the top of the kernel",
+                        ));
                     }
-                    let bname = op.attr("buffer").and_then(|a| a.as_symbol()).unwrap_or_default().to_string();
-                    let buf = self.buffers.iter().find(|b| b.name == bname).ok_or_else(|| err(&op.loc, format!("'@{bname}' is not a buffer of this kernel")))?;
-                    let sharding = sharding_from_attr(op.attr("sharding").unwrap_or(&mercury_ir::Attribute::Array(vec![]))).map_err(|m| err(&op.loc, m))?;
-                    let shape: Vec<usize> = buf.dims.iter().map(|d| match d {
-                        DimBinding::Fixed(n) => *n as usize,
-                        DimBinding::Axes(a) => a.iter().map(|x| self.axes.iter().find(|y| &y.name == x).map_or(1, |y| y.extent)).product(),
-                    }).collect();
-                    check_sharding(&bname, &sharding, &shape, self.mesh).map_err(|m| err(&op.loc, m))?;
-                    out.push(Stmt::Reshard { buffer: bname, sharding, loc: op.loc.clone() });
+                    let bname = op
+                        .attr("buffer")
+                        .and_then(|a| a.as_symbol())
+                        .unwrap_or_default()
+                        .to_string();
+                    let buf = self
+                        .buffers
+                        .iter()
+                        .find(|b| b.name == bname)
+                        .ok_or_else(|| {
+                            err(
+                                &op.loc,
+                                format!("'@{bname}' is not a buffer of this kernel"),
+                            )
+                        })?;
+                    let sharding = sharding_from_attr(
+                        op.attr("sharding")
+                            .unwrap_or(&mercury_ir::Attribute::Array(vec![])),
+                    )
+                    .map_err(|m| err(&op.loc, m))?;
+                    let shape: Vec<usize> = buf
+                        .dims
+                        .iter()
+                        .map(|d| match d {
+                            DimBinding::Fixed(n) => *n as usize,
+                            DimBinding::Axes(a) => a
+                                .iter()
+                                .map(|x| {
+                                    self.axes
+                                        .iter()
+                                        .find(|y| &y.name == x)
+                                        .map_or(1, |y| y.extent)
+                                })
+                                .product(),
+                        })
+                        .collect();
+                    check_sharding(&bname, &sharding, &shape, self.mesh)
+                        .map_err(|m| err(&op.loc, m))?;
+                    out.push(Stmt::Reshard {
+                        buffer: bname,
+                        sharding,
+                        loc: op.loc.clone(),
+                    });
                 }
-                other => return Err(err(&op.loc, format!("'{other}' is not allowed inside a commir kernel"))),
+                other => {
+                    return Err(err(
+                        &op.loc,
+                        format!("'{other}' is not allowed inside a commir kernel"),
+                    ))
+                }
             }
         }
         Ok(out)
@@ -571,5 +889,10 @@ impl Builder<'_> {
 
 /// Models of every kernel in a module.
 pub fn kernels(module: &Operation) -> Result<Vec<Kernel>, Diagnostic> {
-    module.body(0).iter().filter(|o| o.name == "commir.kernel").map(|k| Kernel::from_op(module, k)).collect()
+    module
+        .body(0)
+        .iter()
+        .filter(|o| o.name == "commir.kernel")
+        .map(|k| Kernel::from_op(module, k))
+        .collect()
 }

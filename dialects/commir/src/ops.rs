@@ -2,16 +2,23 @@
 
 use crate::attrs::{DIMS, INDICES, SHARDING};
 use crate::model::{mesh_from_op, Kernel};
-use mercury_ir::{ArgDef, AttrDef, AttrKind, Diagnostic, Dialect, OpDef, Operation, Trait, VerifyContext};
+use mercury_ir::{
+    ArgDef, AttrDef, AttrKind, Diagnostic, Dialect, OpDef, Operation, Trait, VerifyContext,
+};
 
 fn verify_mesh(op: &Operation, _: &VerifyContext) -> Result<(), Diagnostic> {
     mesh_from_op(op).map(|_| ())
 }
 
 fn verify_kernel(op: &Operation, ctx: &VerifyContext) -> Result<(), Diagnostic> {
-    let module = ctx.parent().ok_or_else(|| Diagnostic::error(op.loc.clone(), "'commir.kernel' must be inside a module"))?;
+    let module = ctx.parent().ok_or_else(|| {
+        Diagnostic::error(op.loc.clone(), "'commir.kernel' must be inside a module")
+    })?;
     if module.name != "builtin.module" {
-        return Err(Diagnostic::error(op.loc.clone(), "'commir.kernel' must be a top-level op of a module"));
+        return Err(Diagnostic::error(
+            op.loc.clone(),
+            "'commir.kernel' must be a top-level op of a module",
+        ));
     }
     Kernel::from_op(module, op).map(|_| ())
 }
@@ -20,9 +27,18 @@ fn verify_kernel(op: &Operation, ctx: &VerifyContext) -> Result<(), Diagnostic> 
 fn verify_in_kernel(op: &Operation, ctx: &VerifyContext) -> Result<(), Diagnostic> {
     match ctx.parent() {
         Some(p) if p.name == "commir.kernel" || p.name == "commir.for" => Ok(()),
-        _ => Err(Diagnostic::error(op.loc.clone(), format!("'{}' must be inside a 'commir.kernel'", op.name))),
+        _ => Err(Diagnostic::error(
+            op.loc.clone(),
+            format!("'{}' must be inside a 'commir.kernel'", op.name),
+        )),
     }
 }
+
+/// Upstream MLIR requires a terminator at the end of every region of an op that is not known
+/// to need none, and IRDL cannot declare that trait. CommIR regions therefore end with an
+/// implicit terminator that only the generic form spells out, as `transform.yield` (an
+/// upstream terminator with no payload semantics and no parent constraint).
+pub const UPSTREAM_TERMINATOR: &str = "transform.yield";
 
 const MESH_ATTRS: &[AttrDef] = &[
     AttrDef::req("sym_name", AttrKind::SymbolName),
@@ -31,7 +47,10 @@ const MESH_ATTRS: &[AttrDef] = &[
     AttrDef::opt("bandwidth", AttrKind::Any),
 ];
 
-const ACCESS_ATTRS: &[AttrDef] = &[AttrDef::req("buffer", AttrKind::SymbolRef), AttrDef::req("indices", AttrKind::Custom(&INDICES))];
+const ACCESS_ATTRS: &[AttrDef] = &[
+    AttrDef::req("buffer", AttrKind::SymbolRef),
+    AttrDef::req("indices", AttrKind::Custom(&INDICES)),
+];
 
 pub static OPS: &[OpDef] = &[
     OpDef {
@@ -52,7 +71,7 @@ pub static OPS: &[OpDef] = &[
         results: &[],
         attrs: &[AttrDef::req("sym_name", AttrKind::SymbolName), AttrDef::req("mesh", AttrKind::SymbolRef)],
         regions: &["body"],
-        traits: &[Trait::Symbol, Trait::SymbolTable, Trait::IsolatedFromAbove],
+        traits: &[Trait::Symbol, Trait::SymbolTable, Trait::IsolatedFromAbove, Trait::ImplicitTerminator(UPSTREAM_TERMINATOR)],
         format: Some("$sym_name `on` $mesh attr-dict-with-keyword $body"),
         verify: Some(verify_kernel),
     },
@@ -100,7 +119,7 @@ pub static OPS: &[OpDef] = &[
             AttrDef::opt("shift", AttrKind::SymbolRef),
         ],
         regions: &["body"],
-        traits: &[],
+        traits: &[Trait::ImplicitTerminator(UPSTREAM_TERMINATOR)],
         format: Some("$axis (`parallel` `(` $parallel `)`)? (`shift` `(` $shift `)`)? attr-dict $body"),
         verify: Some(verify_in_kernel),
     },

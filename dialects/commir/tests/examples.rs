@@ -13,16 +13,24 @@ fn examples_roundtrip_and_verify() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        let m = parse_str(&reg, &path.display().to_string(), &text).unwrap_or_else(|d| panic!("{}", d.render()));
+        let m = parse_str(&reg, &path.display().to_string(), &text)
+            .unwrap_or_else(|d| panic!("{}", d.render()));
         verify(&reg, &m).unwrap_or_else(|d| panic!("{}", d.render()));
         mercury_commir::kernels(&m).unwrap_or_else(|d| panic!("{}", d.render()));
         let once = print_op(&reg, &m, PrintOptions::default());
-        let m2 = parse_str(&reg, "printed", &once).unwrap_or_else(|d| panic!("{}\n{once}", d.render()));
+        let m2 =
+            parse_str(&reg, "printed", &once).unwrap_or_else(|d| panic!("{}\n{once}", d.render()));
         let twice = print_op(&reg, &m2, PrintOptions::default());
         assert_eq!(once, twice, "{} is not a fixed point", path.display());
         let generic = print_op(&reg, &m, PrintOptions { generic: true });
-        let m3 = parse_str(&reg, "generic", &generic).unwrap_or_else(|d| panic!("{}\n{generic}", d.render()));
-        assert_eq!(print_op(&reg, &m3, PrintOptions::default()), once, "generic form of {} differs", path.display());
+        let m3 = parse_str(&reg, "generic", &generic)
+            .unwrap_or_else(|d| panic!("{}\n{generic}", d.render()));
+        assert_eq!(
+            print_op(&reg, &m3, PrintOptions::default()),
+            once,
+            "generic form of {} differs",
+            path.display()
+        );
         n += 1;
     }
     assert!(n >= 1, "no examples found");

@@ -7,9 +7,15 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Attribute {
     /// `42 : i64`; an integer without a type is `i64`.
-    Integer { value: i64, ty: Type },
+    Integer {
+        value: i64,
+        ty: Type,
+    },
     /// `1.5 : f32`; a float without a type is `f64`.
-    Float { value: f64, ty: Type },
+    Float {
+        value: f64,
+        ty: Type,
+    },
     String(String),
     Bool(bool),
     Unit,
@@ -19,12 +25,19 @@ pub enum Attribute {
     SymbolRef(Vec<String>),
     Type(Type),
     /// `#dialect.name<body>`, body verbatim.
-    Dialect { dialect: String, name: String, body: Option<String> },
+    Dialect {
+        dialect: String,
+        name: String,
+        body: Option<String>,
+    },
 }
 
 impl Attribute {
     pub fn int(v: i64) -> Attribute {
-        Attribute::Integer { value: v, ty: Type::i(64) }
+        Attribute::Integer {
+            value: v,
+            ty: Type::i(64),
+        }
     }
     pub fn str(s: impl Into<String>) -> Attribute {
         Attribute::String(s.into())
@@ -101,8 +114,12 @@ pub fn quote(s: &str) -> String {
 
 /// Writes a symbol name, quoting it when it is not a bare identifier.
 pub fn symbol_name(s: &str) -> String {
-    let bare = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "_$.-".contains(c));
+    let bare = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_$.-".contains(c));
     if bare {
         format!("@{s}")
     } else {
@@ -111,8 +128,11 @@ pub fn symbol_name(s: &str) -> String {
 }
 
 fn is_bare_key(s: &str) -> bool {
-    s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "_$.".contains(c))
+    s.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_$.".contains(c))
 }
 
 pub fn write_dict(f: &mut impl fmt::Write, d: &IndexMap<String, Attribute>) -> fmt::Result {
@@ -139,7 +159,11 @@ pub fn format_float(v: f64) -> String {
         return "0x7FF8000000000000".into();
     }
     if v.is_infinite() {
-        return if v > 0.0 { "0x7FF0000000000000".into() } else { "0xFFF0000000000000".into() };
+        return if v > 0.0 {
+            "0x7FF0000000000000".into()
+        } else {
+            "0xFFF0000000000000".into()
+        };
     }
     let s = format!("{v:?}");
     if s.contains('.') || s.contains('e') {
@@ -190,7 +214,11 @@ impl fmt::Display for Attribute {
                 Ok(())
             }
             Attribute::Type(t) => write!(f, "{t}"),
-            Attribute::Dialect { dialect, name, body } => {
+            Attribute::Dialect {
+                dialect,
+                name,
+                body,
+            } => {
                 write!(f, "#{dialect}.{name}")?;
                 if let Some(b) = body {
                     write!(f, "<{b}>")?;

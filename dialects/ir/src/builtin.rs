@@ -22,27 +22,47 @@ pub static BUILTIN: Dialect = Dialect {
 };
 
 fn verify_func(op: &Operation, _: &VerifyContext) -> Result<(), Diagnostic> {
-    let Some(Type::Function { inputs, .. }) = op.attr("function_type").and_then(|a| a.as_type()) else {
-        return Err(Diagnostic::error(op.loc.clone(), "'func.func' needs a function type in 'function_type'"));
+    let Some(Type::Function { inputs, .. }) = op.attr("function_type").and_then(|a| a.as_type())
+    else {
+        return Err(Diagnostic::error(
+            op.loc.clone(),
+            "'func.func' needs a function type in 'function_type'",
+        ));
     };
     if let Some(entry) = op.regions.first().and_then(|r| r.entry()) {
         let args: Vec<&Type> = entry.args.iter().map(|a| &a.ty).collect();
         if args.len() != inputs.len() || args.iter().zip(inputs).any(|(a, b)| *a != b) {
-            return Err(Diagnostic::error(op.loc.clone(), "entry block arguments do not match the function type"));
+            return Err(Diagnostic::error(
+                op.loc.clone(),
+                "entry block arguments do not match the function type",
+            ));
         }
     }
     Ok(())
 }
 
 fn verify_return(op: &Operation, ctx: &VerifyContext) -> Result<(), Diagnostic> {
-    let Some(parent) = ctx.parent() else { return Ok(()) };
+    let Some(parent) = ctx.parent() else {
+        return Ok(());
+    };
     if parent.name != "func.func" {
-        return Err(Diagnostic::error(op.loc.clone(), format!("'func.return' must be inside 'func.func', not '{}'", parent.name)));
+        return Err(Diagnostic::error(
+            op.loc.clone(),
+            format!(
+                "'func.return' must be inside 'func.func', not '{}'",
+                parent.name
+            ),
+        ));
     }
-    if let Some(Type::Function { results, .. }) = parent.attr("function_type").and_then(|a| a.as_type()) {
+    if let Some(Type::Function { results, .. }) =
+        parent.attr("function_type").and_then(|a| a.as_type())
+    {
         let got: Vec<&Type> = op.operands.iter().map(|v| &v.ty).collect();
         if got.len() != results.len() || got.iter().zip(results).any(|(a, b)| *a != b) {
-            return Err(Diagnostic::error(op.loc.clone(), "returned values do not match the function result types"));
+            return Err(Diagnostic::error(
+                op.loc.clone(),
+                "returned values do not match the function result types",
+            ));
         }
     }
     Ok(())
@@ -57,7 +77,10 @@ pub static FUNC: Dialect = Dialect {
             summary: "A function (generic form).",
             operands: &[],
             results: &[],
-            attrs: &[AttrDef::req("sym_name", AttrKind::String), AttrDef::req("function_type", AttrKind::Type)],
+            attrs: &[
+                AttrDef::req("sym_name", AttrKind::String),
+                AttrDef::req("function_type", AttrKind::Type),
+            ],
             regions: &["body"],
             traits: &[Trait::Symbol, Trait::IsolatedFromAbove],
             format: None,
@@ -78,9 +101,17 @@ pub static FUNC: Dialect = Dialect {
 };
 
 fn verify_same_types(op: &Operation, _: &VerifyContext) -> Result<(), Diagnostic> {
-    let Some(first) = op.results.first() else { return Ok(()) };
+    let Some(first) = op.results.first() else {
+        return Ok(());
+    };
     if op.operands.iter().any(|v| v.ty != first.ty) {
-        return Err(Diagnostic::error(op.loc.clone(), format!("'{}' requires operands and result of the same type", op.name)));
+        return Err(Diagnostic::error(
+            op.loc.clone(),
+            format!(
+                "'{}' requires operands and result of the same type",
+                op.name
+            ),
+        ));
     }
     Ok(())
 }
@@ -88,8 +119,16 @@ fn verify_same_types(op: &Operation, _: &VerifyContext) -> Result<(), Diagnostic
 fn verify_constant(op: &Operation, _: &VerifyContext) -> Result<(), Diagnostic> {
     let ty = op.results.first().map(|r| &r.ty);
     match (op.attr("value"), ty) {
-        (Some(crate::Attribute::Integer { ty: at, .. }), Some(rt)) | (Some(crate::Attribute::Float { ty: at, .. }), Some(rt)) if at == rt => Ok(()),
-        _ => Err(Diagnostic::error(op.loc.clone(), "'arith.constant' value type must match its result type")),
+        (Some(crate::Attribute::Integer { ty: at, .. }), Some(rt))
+        | (Some(crate::Attribute::Float { ty: at, .. }), Some(rt))
+            if at == rt =>
+        {
+            Ok(())
+        }
+        _ => Err(Diagnostic::error(
+            op.loc.clone(),
+            "'arith.constant' value type must match its result type",
+        )),
     }
 }
 

@@ -15,10 +15,22 @@ pub struct SourceFile {
 
 impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Arc<SourceFile> {
-        Arc::new(SourceFile { name: name.into(), text: text.into(), first_line: 1 })
+        Arc::new(SourceFile {
+            name: name.into(),
+            text: text.into(),
+            first_line: 1,
+        })
     }
-    pub fn with_first_line(name: impl Into<String>, text: impl Into<String>, first_line: u32) -> Arc<SourceFile> {
-        Arc::new(SourceFile { name: name.into(), text: text.into(), first_line })
+    pub fn with_first_line(
+        name: impl Into<String>,
+        text: impl Into<String>,
+        first_line: u32,
+    ) -> Arc<SourceFile> {
+        Arc::new(SourceFile {
+            name: name.into(),
+            text: text.into(),
+            first_line,
+        })
     }
     /// Text of a 1-based line of this buffer (original numbering).
     pub fn line_text(&self, line: u32) -> Option<&str> {
@@ -30,8 +42,15 @@ impl SourceFile {
         let offset = offset.min(self.text.len());
         let before = &self.text[..offset];
         let line = before.matches('\n').count() as u32 + self.first_line;
-        let col = before.rfind('\n').map_or(before.chars().count(), |nl| before[nl + 1..].chars().count()) as u32 + 1;
-        Location::File { file: self.clone(), line, col }
+        let col = before.rfind('\n').map_or(before.chars().count(), |nl| {
+            before[nl + 1..].chars().count()
+        }) as u32
+            + 1;
+        Location::File {
+            file: self.clone(),
+            line,
+            col,
+        }
     }
 }
 
@@ -40,16 +59,29 @@ impl SourceFile {
 pub enum Location {
     #[default]
     Unknown,
-    File { file: Arc<SourceFile>, line: u32, col: u32 },
+    File {
+        file: Arc<SourceFile>,
+        line: u32,
+        col: u32,
+    },
 }
 
 impl PartialEq for Location {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Location::Unknown, Location::Unknown) => true,
-            (Location::File { file: a, line: l1, col: c1 }, Location::File { file: b, line: l2, col: c2 }) => {
-                a.name == b.name && l1 == l2 && c1 == c2
-            }
+            (
+                Location::File {
+                    file: a,
+                    line: l1,
+                    col: c1,
+                },
+                Location::File {
+                    file: b,
+                    line: l2,
+                    col: c2,
+                },
+            ) => a.name == b.name && l1 == l2 && c1 == c2,
             _ => false,
         }
     }
@@ -103,16 +135,36 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn error(loc: Location, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Error, loc, message: message.into(), notes: vec![] }
+        Diagnostic {
+            severity: Severity::Error,
+            loc,
+            message: message.into(),
+            notes: vec![],
+        }
     }
     pub fn warning(loc: Location, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Warning, loc, message: message.into(), notes: vec![] }
+        Diagnostic {
+            severity: Severity::Warning,
+            loc,
+            message: message.into(),
+            notes: vec![],
+        }
     }
     pub fn remark(loc: Location, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Remark, loc, message: message.into(), notes: vec![] }
+        Diagnostic {
+            severity: Severity::Remark,
+            loc,
+            message: message.into(),
+            notes: vec![],
+        }
     }
     pub fn with_note(mut self, loc: Location, message: impl Into<String>) -> Diagnostic {
-        self.notes.push(Diagnostic { severity: Severity::Note, loc, message: message.into(), notes: vec![] });
+        self.notes.push(Diagnostic {
+            severity: Severity::Note,
+            loc,
+            message: message.into(),
+            notes: vec![],
+        });
         self
     }
 

@@ -26,7 +26,11 @@ pub struct Value {
 impl Value {
     /// A fresh value of type `ty`.
     pub fn new(ty: Type, name: Option<&str>) -> Value {
-        Value { id: ValueId(NEXT_VALUE.fetch_add(1, Ordering::Relaxed)), ty, name: name.map(Into::into) }
+        Value {
+            id: ValueId(NEXT_VALUE.fetch_add(1, Ordering::Relaxed)),
+            ty,
+            name: name.map(Into::into),
+        }
     }
 }
 
@@ -44,7 +48,9 @@ pub struct Region {
 impl Region {
     /// A region with one empty block.
     pub fn with_block() -> Region {
-        Region { blocks: vec![Block::default()] }
+        Region {
+            blocks: vec![Block::default()],
+        }
     }
     pub fn entry(&self) -> Option<&Block> {
         self.blocks.first()
@@ -143,7 +149,9 @@ impl Operation {
 /// A top-level `builtin.module` (the root of everything the tools read and write).
 pub fn module(ops: Vec<Operation>) -> Operation {
     let mut m = Operation::new("builtin.module");
-    m.regions.push(Region { blocks: vec![Block { args: vec![], ops }] });
+    m.regions.push(Region {
+        blocks: vec![Block { args: vec![], ops }],
+    });
     m
 }
 

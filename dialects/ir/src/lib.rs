@@ -17,7 +17,9 @@ pub mod verify;
 pub use attributes::Attribute;
 pub use diag::{Diagnostic, Location, Severity, SourceFile};
 pub use ir::{module, AttrDict, Block, Operation, Region, Value, ValueId};
-pub use registry::{ArgDef, AttrDef, AttrKind, CustomAttrSyntax, Dialect, OpDef, Registry, Trait, VerifyContext};
+pub use registry::{
+    ArgDef, AttrDef, AttrKind, CustomAttrSyntax, Dialect, OpDef, Registry, Trait, VerifyContext,
+};
 pub use syntax::parser::{parse_source, parse_str};
 pub use syntax::printer::{print_op, PrintOptions};
 pub use types::Type;

@@ -30,7 +30,11 @@ impl PassOptions {
                 return Err(format!(
                     "pass '{}' has no option '{k}'{}",
                     info.name,
-                    if known.is_empty() { String::from(" (it takes none)") } else { format!(" (options: {})", known.join(", ")) }
+                    if known.is_empty() {
+                        String::from(" (it takes none)")
+                    } else {
+                        format!(" (options: {})", known.join(", "))
+                    }
                 ));
             }
             values.insert(k.clone(), v.clone());
@@ -41,7 +45,12 @@ impl PassOptions {
                     Some(d) => {
                         values.insert(o.name.to_string(), d.to_string());
                     }
-                    None => return Err(format!("pass '{}' requires option '{}' ({})", info.name, o.name, o.help)),
+                    None => {
+                        return Err(format!(
+                            "pass '{}' requires option '{}' ({})",
+                            info.name, o.name, o.help
+                        ))
+                    }
                 }
             }
         }
@@ -51,7 +60,12 @@ impl PassOptions {
         self.values.get(k).map_or("", String::as_str)
     }
     pub fn get_usize(&self, k: &str) -> Result<usize, String> {
-        self.get(k).parse().map_err(|_| format!("option '{k}' must be a non-negative integer, got '{}'", self.get(k)))
+        self.get(k).parse().map_err(|_| {
+            format!(
+                "option '{k}' must be a non-negative integer, got '{}'",
+                self.get(k)
+            )
+        })
     }
     pub fn get_bool(&self, k: &str) -> Result<bool, String> {
         match self.get(k) {
@@ -61,14 +75,23 @@ impl PassOptions {
         }
     }
     pub fn get_list(&self, k: &str) -> Vec<String> {
-        self.get(k).split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+        self.get(k)
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
     }
     /// `{k=v k2=v2}` as MLIR prints pass options (empty string when there are none).
     pub fn render(&self) -> String {
         if self.values.is_empty() {
             return String::new();
         }
-        let items: Vec<String> = self.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let items: Vec<String> = self
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         format!("{{{}}}", items.join(" "))
     }
 }
@@ -122,8 +145,12 @@ pub struct PipelineEntry {
 /// Parses `builtin.module(a{k=v},b)` or a bare `a{k=v},b`.
 pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineEntry>, String> {
     let t = text.trim();
-    let inner = if let Some(rest) = t.strip_prefix("builtin.module(").or_else(|| t.strip_prefix("any(")) {
-        rest.strip_suffix(')').ok_or("missing ')' at the end of the pipeline")?
+    let inner = if let Some(rest) = t
+        .strip_prefix("builtin.module(")
+        .or_else(|| t.strip_prefix("any("))
+    {
+        rest.strip_suffix(')')
+            .ok_or("missing ')' at the end of the pipeline")?
     } else {
         t
     };
@@ -143,14 +170,21 @@ pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineEntry>, String> {
         }
         let name: String = chars[start..i].iter().collect();
         if name.is_empty() {
-            return Err(format!("expected a pass name at '{}'", chars[i..].iter().collect::<String>()));
+            return Err(format!(
+                "expected a pass name at '{}'",
+                chars[i..].iter().collect::<String>()
+            ));
         }
         let mut options = Vec::new();
         while i < chars.len() && chars[i].is_whitespace() {
             i += 1;
         }
         if i < chars.len() && chars[i] == '{' {
-            let close = chars[i..].iter().position(|&c| c == '}').ok_or_else(|| format!("missing '}}' after options of '{name}'"))? + i;
+            let close = chars[i..]
+                .iter()
+                .position(|&c| c == '}')
+                .ok_or_else(|| format!("missing '}}' after options of '{name}'"))?
+                + i;
             let body: String = chars[i + 1..close].iter().collect();
             for item in body.split_whitespace() {
                 let (k, v) = item.split_once('=').unwrap_or((item, "true"));
@@ -165,7 +199,10 @@ pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineEntry>, String> {
             i += 1;
         }
         if i < chars.len() && chars[i] != ',' {
-            return Err(format!("expected ',' after pass '{name}', found '{}'", chars[i]));
+            return Err(format!(
+                "expected ',' after pass '{name}', found '{}'",
+                chars[i]
+            ));
         }
         out.push(PipelineEntry { name, options });
     }
@@ -182,7 +219,11 @@ pub struct PassManager {
 
 impl Default for PassManager {
     fn default() -> Self {
-        PassManager { passes: vec![], verify_each: true, after_pass: None }
+        PassManager {
+            passes: vec![],
+            verify_each: true,
+            after_pass: None,
+        }
     }
 }
 
@@ -197,11 +238,26 @@ impl PassManager {
         }
         Ok(())
     }
-    pub fn add(&mut self, registry: &PassRegistry, name: &str, options: &[(String, String)]) -> Result<(), String> {
-        let info = registry.lookup(name).ok_or_else(|| format!("'{name}' does not refer to a registered pass (see --list-passes)"))?;
+    pub fn add(
+        &mut self,
+        registry: &PassRegistry,
+        name: &str,
+        options: &[(String, String)],
+    ) -> Result<(), String> {
+        let info = registry.lookup(name).ok_or_else(|| {
+            format!("'{name}' does not refer to a registered pass (see --list-passes)")
+        })?;
         let opts = PassOptions::from_pairs(info, options)?;
         let pass = (info.create)(&opts).map_err(|e| format!("pass '{name}': {e}"))?;
-        let display = format!("{}{}", info.name, if opts.render().is_empty() { String::new() } else { opts.render() });
+        let display = format!(
+            "{}{}",
+            info.name,
+            if opts.render().is_empty() {
+                String::new()
+            } else {
+                opts.render()
+            }
+        );
         self.passes.push((display, pass));
         Ok(())
     }
@@ -212,7 +268,12 @@ impl PassManager {
         for (name, pass) in &self.passes {
             pass.run(module, registry)?;
             if self.verify_each {
-                crate::verify::verify(registry, module).map_err(|d| Diagnostic::error(d.loc.clone(), format!("{} (IR invalid after pass '{name}')", d.message)))?;
+                crate::verify::verify(registry, module).map_err(|d| {
+                    Diagnostic::error(
+                        d.loc.clone(),
+                        format!("{} (IR invalid after pass '{name}')", d.message),
+                    )
+                })?;
             }
             if let Some(cb) = self.after_pass.as_mut() {
                 cb(name, module);
@@ -228,10 +289,16 @@ mod tests {
 
     #[test]
     fn pipeline_grammar() {
-        let p = parse_pipeline("builtin.module(tile{axis=i factor=4},parallelize{axis=i.o level=0}, symbol-dce)").unwrap();
+        let p = parse_pipeline(
+            "builtin.module(tile{axis=i factor=4},parallelize{axis=i.o level=0}, symbol-dce)",
+        )
+        .unwrap();
         assert_eq!(p.len(), 3);
         assert_eq!(p[0].name, "tile");
-        assert_eq!(p[0].options, vec![("axis".into(), "i".into()), ("factor".into(), "4".into())]);
+        assert_eq!(
+            p[0].options,
+            vec![("axis".into(), "i".into()), ("factor".into(), "4".into())]
+        );
         assert_eq!(p[2].name, "symbol-dce");
         assert!(parse_pipeline("builtin.module(tile{axis=i").is_err());
         assert!(parse_pipeline("a b").is_err());

@@ -22,10 +22,16 @@ pub struct ArgDef {
 
 impl ArgDef {
     pub const fn one(name: &'static str) -> ArgDef {
-        ArgDef { name, variadic: false }
+        ArgDef {
+            name,
+            variadic: false,
+        }
     }
     pub const fn many(name: &'static str) -> ArgDef {
-        ArgDef { name, variadic: true }
+        ArgDef {
+            name,
+            variadic: true,
+        }
     }
 }
 
@@ -76,10 +82,18 @@ pub struct AttrDef {
 
 impl AttrDef {
     pub const fn req(name: &'static str, kind: AttrKind) -> AttrDef {
-        AttrDef { name, kind, optional: false }
+        AttrDef {
+            name,
+            kind,
+            optional: false,
+        }
     }
     pub const fn opt(name: &'static str, kind: AttrKind) -> AttrDef {
-        AttrDef { name, kind, optional: true }
+        AttrDef {
+            name,
+            kind,
+            optional: true,
+        }
     }
 }
 
@@ -95,6 +109,9 @@ pub enum Trait {
     Terminator,
     /// No side effects, may be removed if unused.
     Pure,
+    /// Its single-block regions end in an implicit terminator that only the generic form
+    /// spells out (as this upstream op, so that upstream MLIR accepts the region).
+    ImplicitTerminator(&'static str),
 }
 
 pub type VerifyFn = fn(&Operation, &VerifyContext) -> Result<(), Diagnostic>;
@@ -117,6 +134,13 @@ pub struct OpDef {
 impl OpDef {
     pub fn has_trait(&self, t: Trait) -> bool {
         self.traits.contains(&t)
+    }
+    /// The implicit terminator's op name, if the op has one.
+    pub fn implicit_terminator(&self) -> Option<&'static str> {
+        self.traits.iter().find_map(|t| match t {
+            Trait::ImplicitTerminator(n) => Some(*n),
+            _ => None,
+        })
     }
     pub fn attr(&self, name: &str) -> Option<&AttrDef> {
         self.attrs.iter().find(|a| a.name == name)
@@ -175,8 +199,11 @@ impl Registry {
     pub fn register(&mut self, d: &'static Dialect) {
         self.dialects.push(d.name);
         for def in d.ops {
-            let format = def.format.map(|f| parse_format(f, def).unwrap_or_else(|e| panic!("bad format for {}: {e}", def.name)));
-            self.ops.insert(def.name, Arc::new(RegisteredOp { def: *def, format }));
+            let format = def.format.map(|f| {
+                parse_format(f, def).unwrap_or_else(|e| panic!("bad format for {}: {e}", def.name))
+            });
+            self.ops
+                .insert(def.name, Arc::new(RegisteredOp { def: *def, format }));
         }
     }
     pub fn lookup(&self, name: &str) -> Option<&Arc<RegisteredOp>> {

@@ -35,7 +35,9 @@ impl Pass for SymbolDce {
             module.walk(&mut |op| op.attrs.values().for_each(|a| collect_refs(a, &mut refs)));
             let mut removed = false;
             module.walk_mut(&mut |op| {
-                let is_table = registry.lookup(&op.name).is_some_and(|r| r.def.has_trait(Trait::SymbolTable));
+                let is_table = registry
+                    .lookup(&op.name)
+                    .is_some_and(|r| r.def.has_trait(Trait::SymbolTable));
                 if !is_table {
                     return;
                 }
@@ -43,7 +45,8 @@ impl Pass for SymbolDce {
                     for block in &mut region.blocks {
                         let before = block.ops.len();
                         block.ops.retain(|o| {
-                            let private = o.attr("sym_visibility").and_then(|a| a.as_str()) == Some("private");
+                            let private = o.attr("sym_visibility").and_then(|a| a.as_str())
+                                == Some("private");
                             !(private && o.symbol_name().is_some_and(|n| !refs.contains(n)))
                         });
                         removed |= block.ops.len() != before;
@@ -78,8 +81,12 @@ impl Pass for Canonicalize {
                     for block in &mut region.blocks {
                         let before = block.ops.len();
                         block.ops.retain(|o| {
-                            let pure = registry.lookup(&o.name).is_some_and(|r| r.def.has_trait(Trait::Pure));
-                            !(pure && !o.results.is_empty() && o.results.iter().all(|r| !used.contains(&r.id)))
+                            let pure = registry
+                                .lookup(&o.name)
+                                .is_some_and(|r| r.def.has_trait(Trait::Pure));
+                            !(pure
+                                && !o.results.is_empty()
+                                && o.results.iter().all(|r| !used.contains(&r.id)))
                         });
                         removed |= block.ops.len() != before;
                     }

@@ -8,20 +8,39 @@ pub type Dim = Option<u64>;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Type {
     /// `iN`, `siN`, `uiN`.
-    Integer { width: u32, signedness: Signedness },
+    Integer {
+        width: u32,
+        signedness: Signedness,
+    },
     Index,
     F16,
     BF16,
     F32,
     F64,
     None,
-    Tensor { shape: Vec<Dim>, elem: Box<Type> },
-    MemRef { shape: Vec<Dim>, elem: Box<Type> },
-    Vector { shape: Vec<Dim>, elem: Box<Type> },
+    Tensor {
+        shape: Vec<Dim>,
+        elem: Box<Type>,
+    },
+    MemRef {
+        shape: Vec<Dim>,
+        elem: Box<Type>,
+    },
+    Vector {
+        shape: Vec<Dim>,
+        elem: Box<Type>,
+    },
     Tuple(Vec<Type>),
-    Function { inputs: Vec<Type>, results: Vec<Type> },
+    Function {
+        inputs: Vec<Type>,
+        results: Vec<Type>,
+    },
     /// `!dialect.name<body>`; the body is kept verbatim (without the angle brackets).
-    Dialect { dialect: String, name: String, body: Option<String> },
+    Dialect {
+        dialect: String,
+        name: String,
+        body: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,26 +52,38 @@ pub enum Signedness {
 
 impl Type {
     pub fn i(width: u32) -> Type {
-        Type::Integer { width, signedness: Signedness::Signless }
+        Type::Integer {
+            width,
+            signedness: Signedness::Signless,
+        }
     }
     pub fn dialect(dialect: &str, name: &str, body: Option<&str>) -> Type {
-        Type::Dialect { dialect: dialect.into(), name: name.into(), body: body.map(Into::into) }
+        Type::Dialect {
+            dialect: dialect.into(),
+            name: name.into(),
+            body: body.map(Into::into),
+        }
     }
     pub fn tensor(shape: &[u64], elem: Type) -> Type {
-        Type::Tensor { shape: shape.iter().map(|d| Some(*d)).collect(), elem: Box::new(elem) }
+        Type::Tensor {
+            shape: shape.iter().map(|d| Some(*d)).collect(),
+            elem: Box::new(elem),
+        }
     }
     /// Static shape of a shaped type, if every dimension is static.
     pub fn static_shape(&self) -> Option<Vec<u64>> {
         match self {
-            Type::Tensor { shape, .. } | Type::MemRef { shape, .. } | Type::Vector { shape, .. } => {
-                shape.iter().copied().collect()
-            }
+            Type::Tensor { shape, .. }
+            | Type::MemRef { shape, .. }
+            | Type::Vector { shape, .. } => shape.iter().copied().collect(),
             _ => None,
         }
     }
     pub fn element_type(&self) -> Option<&Type> {
         match self {
-            Type::Tensor { elem, .. } | Type::MemRef { elem, .. } | Type::Vector { elem, .. } => Some(elem),
+            Type::Tensor { elem, .. } | Type::MemRef { elem, .. } | Type::Vector { elem, .. } => {
+                Some(elem)
+            }
             _ => None,
         }
     }
@@ -137,7 +168,11 @@ impl fmt::Display for Type {
                     write!(f, ")")
                 }
             }
-            Type::Dialect { dialect, name, body } => {
+            Type::Dialect {
+                dialect,
+                name,
+                body,
+            } => {
                 write!(f, "!{dialect}.{name}")?;
                 if let Some(b) = body {
                     write!(f, "<{b}>")?;

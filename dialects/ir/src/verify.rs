@@ -9,7 +9,11 @@ use std::collections::{HashMap, HashSet};
 
 /// Verifies `op` and everything nested in it; returns the first error.
 pub fn verify(registry: &Registry, op: &Operation) -> Result<(), Diagnostic> {
-    let mut ctx = VerifyContext { registry, symbols: Vec::new(), parents: Vec::new() };
+    let mut ctx = VerifyContext {
+        registry,
+        symbols: Vec::new(),
+        parents: Vec::new(),
+    };
     let mut defined = vec![HashSet::new()];
     verify_op(op, &mut ctx, &mut defined)
 }
@@ -30,7 +34,9 @@ pub fn check_attr_kind(kind: AttrKind, a: &Attribute) -> Result<(), String> {
             }
         }
         AttrKind::IntArray => a.as_int_array().is_some(),
-        AttrKind::SymbolArray => a.as_array().is_some_and(|v| v.iter().all(|x| matches!(x, Attribute::SymbolRef(_)))),
+        AttrKind::SymbolArray => a
+            .as_array()
+            .is_some_and(|v| v.iter().all(|x| matches!(x, Attribute::SymbolRef(_)))),
         AttrKind::Type => matches!(a, Attribute::Type(_)),
         AttrKind::Any => true,
         AttrKind::Custom(c) => return (c.check)(a),
@@ -38,7 +44,10 @@ pub fn check_attr_kind(kind: AttrKind, a: &Attribute) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("has the wrong kind of value '{a}' (expected {})", kind_name(kind)))
+        Err(format!(
+            "has the wrong kind of value '{a}' (expected {})",
+            kind_name(kind)
+        ))
     }
 }
 
@@ -65,30 +74,60 @@ fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
     let fixed = def.operands.iter().filter(|a| !a.variadic).count();
     let variadic = def.operands.iter().any(|a| a.variadic);
     if op.operands.len() < fixed || (!variadic && op.operands.len() != fixed) {
-        return Err(err(format!("'{}' expects {}{} operands, got {}", op.name, if variadic { "at least " } else { "" }, fixed, op.operands.len())));
+        return Err(err(format!(
+            "'{}' expects {}{} operands, got {}",
+            op.name,
+            if variadic { "at least " } else { "" },
+            fixed,
+            op.operands.len()
+        )));
     }
     let rfixed = def.results.iter().filter(|a| !a.variadic).count();
     let rvariadic = def.results.iter().any(|a| a.variadic);
     if op.results.len() < rfixed || (!rvariadic && op.results.len() != rfixed) {
-        return Err(err(format!("'{}' expects {}{} results, got {}", op.name, if rvariadic { "at least " } else { "" }, rfixed, op.results.len())));
+        return Err(err(format!(
+            "'{}' expects {}{} results, got {}",
+            op.name,
+            if rvariadic { "at least " } else { "" },
+            rfixed,
+            op.results.len()
+        )));
     }
     if op.regions.len() != def.regions.len() {
-        return Err(err(format!("'{}' expects {} regions, got {}", op.name, def.regions.len(), op.regions.len())));
+        return Err(err(format!(
+            "'{}' expects {} regions, got {}",
+            op.name,
+            def.regions.len(),
+            op.regions.len()
+        )));
     }
     for a in def.attrs {
         match op.attr(a.name) {
-            None if !a.optional => return Err(err(format!("'{}' requires attribute '{}'", op.name, a.name))),
+            None if !a.optional => {
+                return Err(err(format!(
+                    "'{}' requires attribute '{}'",
+                    op.name, a.name
+                )))
+            }
             None => {}
-            Some(v) => check_attr_kind(a.kind, v).map_err(|m| err(format!("'{}' attribute '{}' {m}", op.name, a.name)))?,
+            Some(v) => check_attr_kind(a.kind, v)
+                .map_err(|m| err(format!("'{}' attribute '{}' {m}", op.name, a.name)))?,
         }
     }
     Ok(())
 }
 
-fn verify_op<'a>(op: &'a Operation, ctx: &mut VerifyContext<'a>, defined: &mut Vec<HashSet<ValueId>>) -> Result<(), Diagnostic> {
+fn verify_op<'a>(
+    op: &'a Operation,
+    ctx: &mut VerifyContext<'a>,
+    defined: &mut Vec<HashSet<ValueId>>,
+) -> Result<(), Diagnostic> {
     for (i, v) in op.operands.iter().enumerate() {
         if !defined.iter().any(|s| s.contains(&v.id)) {
-            return Err(Diagnostic::error(op.loc.clone(), format!("operand #{i} of '{}' does not dominate this use", op.name)));
+            return Err(Diagnostic::error(
+                op.loc.clone(),
+                format!("operand #{i} of '{}' does not dominate this use", op.name),
+            ));
         }
     }
     let reg = ctx.registry.lookup(&op.name).cloned();
@@ -104,14 +143,28 @@ fn verify_op<'a>(op: &'a Operation, ctx: &mut VerifyContext<'a>, defined: &mut V
             }
         }
     }
-    let is_table = reg.as_ref().is_some_and(|r| r.def.has_trait(Trait::SymbolTable));
+    let is_table = reg
+        .as_ref()
+        .is_some_and(|r| r.def.has_trait(Trait::SymbolTable));
     if is_table {
         let mut table: HashMap<String, &Operation> = HashMap::new();
-        for child in op.regions.iter().flat_map(|r| &r.blocks).flat_map(|b| &b.ops) {
-            let defines = ctx.registry.lookup(&child.name).is_some_and(|r| r.def.has_trait(Trait::Symbol));
+        for child in op
+            .regions
+            .iter()
+            .flat_map(|r| &r.blocks)
+            .flat_map(|b| &b.ops)
+        {
+            let defines = ctx
+                .registry
+                .lookup(&child.name)
+                .is_some_and(|r| r.def.has_trait(Trait::Symbol));
             if let (true, Some(name)) = (defines, child.symbol_name()) {
                 if let Some(prev) = table.insert(name.to_string(), child) {
-                    return Err(Diagnostic::error(child.loc.clone(), format!("redefinition of symbol '@{name}'")).with_note(prev.loc.clone(), "previous definition is here"));
+                    return Err(Diagnostic::error(
+                        child.loc.clone(),
+                        format!("redefinition of symbol '@{name}'"),
+                    )
+                    .with_note(prev.loc.clone(), "previous definition is here"));
                 }
             }
         }
@@ -122,17 +175,29 @@ fn verify_op<'a>(op: &'a Operation, ctx: &mut VerifyContext<'a>, defined: &mut V
             f(op, ctx)?;
         }
     }
-    let isolated = reg.as_ref().is_some_and(|r| r.def.has_trait(Trait::IsolatedFromAbove));
+    let isolated = reg
+        .as_ref()
+        .is_some_and(|r| r.def.has_trait(Trait::IsolatedFromAbove));
     ctx.parents.push(op);
-    let saved = if isolated { Some(std::mem::take(defined)) } else { None };
+    let saved = if isolated {
+        Some(std::mem::take(defined))
+    } else {
+        None
+    };
     let mut result = Ok(());
     'regions: for region in &op.regions {
         for block in &region.blocks {
             defined.push(block.args.iter().map(|a| a.id).collect());
             for (i, child) in block.ops.iter().enumerate() {
-                let terminator = ctx.registry.lookup(&child.name).is_some_and(|r| r.def.has_trait(Trait::Terminator));
+                let terminator = ctx
+                    .registry
+                    .lookup(&child.name)
+                    .is_some_and(|r| r.def.has_trait(Trait::Terminator));
                 if terminator && i + 1 != block.ops.len() {
-                    result = Err(Diagnostic::error(child.loc.clone(), format!("'{}' must be the last operation of its block", child.name)));
+                    result = Err(Diagnostic::error(
+                        child.loc.clone(),
+                        format!("'{}' must be the last operation of its block", child.name),
+                    ));
                 }
                 if result.is_ok() {
                     result = verify_op(child, ctx, defined);

@@ -35,7 +35,17 @@ fn generic_ops_roundtrip() {
 fn errors_are_located() {
     let reg = Registry::new();
     let e = parse_str(&reg, "x.mlir", "\"a.b\"(%x) : (f32) -> ()").unwrap_err();
-    assert!(e.render().starts_with("x.mlir:1:7: error: use of undeclared SSA value name '%x'"), "{}", e.render());
-    let e = parse_str(&reg, "x.mlir", "module {\n  %0 = \"a.b\"() : () -> f32\n  }}").unwrap_err();
+    assert!(
+        e.render()
+            .starts_with("x.mlir:1:7: error: use of undeclared SSA value name '%x'"),
+        "{}",
+        e.render()
+    );
+    let e = parse_str(
+        &reg,
+        "x.mlir",
+        "module {\n  %0 = \"a.b\"() : () -> f32\n  }}",
+    )
+    .unwrap_err();
     assert!(e.render().starts_with("x.mlir:3:4:"), "{}", e.render());
 }

@@ -65,10 +65,18 @@ fn lookup_var(name: &str, def: &OpDef) -> Result<FmtElem, String> {
     if let Some(i) = def.regions.iter().position(|r| *r == name) {
         return Ok(FmtElem::Region(i));
     }
-    Err(format!("'{name}' is not an operand, attribute or region of {}", def.name))
+    Err(format!(
+        "'{name}' is not an operand, attribute or region of {}",
+        def.name
+    ))
 }
 
-fn parse_seq(c: &[char], pos: &mut usize, def: &OpDef, close: Option<&str>) -> Result<Vec<FmtElem>, String> {
+fn parse_seq(
+    c: &[char],
+    pos: &mut usize,
+    def: &OpDef,
+    close: Option<&str>,
+) -> Result<Vec<FmtElem>, String> {
     let mut out = Vec::new();
     loop {
         while *pos < c.len() && c[*pos].is_whitespace() {
@@ -88,7 +96,12 @@ fn parse_seq(c: &[char], pos: &mut usize, def: &OpDef, close: Option<&str>) -> R
             }
         }
         if c[*pos] == '`' {
-            let end = c[*pos + 1..].iter().position(|&x| x == '`').ok_or("unterminated literal")? + *pos + 1;
+            let end = c[*pos + 1..]
+                .iter()
+                .position(|&x| x == '`')
+                .ok_or("unterminated literal")?
+                + *pos
+                + 1;
             let lit: String = c[*pos + 1..end].iter().collect();
             *pos = end + 1;
             match lit.as_str() {
@@ -121,7 +134,11 @@ fn parse_seq(c: &[char], pos: &mut usize, def: &OpDef, close: Option<&str>) -> R
             out.push(FmtElem::FunctionalType);
         } else if rest.starts_with("type(") {
             *pos += 5;
-            let end = c[*pos..].iter().position(|&x| x == ')').ok_or("unterminated type(")? + *pos;
+            let end = c[*pos..]
+                .iter()
+                .position(|&x| x == ')')
+                .ok_or("unterminated type(")?
+                + *pos;
             let arg: String = c[*pos..end].iter().collect::<String>().trim().to_string();
             *pos = end + 1;
             if arg == "results" {
@@ -135,8 +152,14 @@ fn parse_seq(c: &[char], pos: &mut usize, def: &OpDef, close: Option<&str>) -> R
         } else if c[*pos] == '(' {
             *pos += 1;
             let inner = parse_seq(c, pos, def, Some(")?"))?;
-            if !matches!(inner.first(), Some(FmtElem::Lit(_) | FmtElem::Group(..) | FmtElem::Attr(_) | FmtElem::Operand(_))) {
-                return Err("an optional group must start with a literal, an attribute or an operand".into());
+            if !matches!(
+                inner.first(),
+                Some(FmtElem::Lit(_) | FmtElem::Group(..) | FmtElem::Attr(_) | FmtElem::Operand(_))
+            ) {
+                return Err(
+                    "an optional group must start with a literal, an attribute or an operand"
+                        .into(),
+                );
             }
             if first_anchor(&inner).is_none() {
                 return Err("an optional group needs an attribute or operand anchor".into());
@@ -171,7 +194,8 @@ impl<'a> Cursor<'a> {
         self.toks.get(self.pos)
     }
     fn loc(&self) -> Location {
-        self.peek().map_or_else(|| self.end_loc.clone(), |t| t.loc.clone())
+        self.peek()
+            .map_or_else(|| self.end_loc.clone(), |t| t.loc.clone())
     }
     fn next(&mut self) -> Option<&'a Tok> {
         let t = self.toks.get(self.pos);
@@ -198,21 +222,38 @@ impl<'a> Cursor<'a> {
 }
 
 /// Parses the tokens of a custom-form op with its compiled format.
-pub fn parse_custom(def: &OpDef, elems: &[FmtElem], toks: &[Tok], end_loc: Location) -> Result<ParsedOp, Diagnostic> {
+pub fn parse_custom(
+    def: &OpDef,
+    elems: &[FmtElem],
+    toks: &[Tok],
+    end_loc: Location,
+) -> Result<ParsedOp, Diagnostic> {
     let mut out = ParsedOp {
         operands: vec![Vec::new(); def.operands.len()],
         regions: vec![None; def.regions.len()],
         ..Default::default()
     };
-    let mut cur = Cursor { toks, pos: 0, end_loc };
+    let mut cur = Cursor {
+        toks,
+        pos: 0,
+        end_loc,
+    };
     parse_elems(def, elems, &mut cur, &mut out)?;
     if let Some(t) = cur.peek() {
-        return Err(Diagnostic::error(t.loc.clone(), format!("unexpected {} in '{}'", t.describe(), def.name)));
+        return Err(Diagnostic::error(
+            t.loc.clone(),
+            format!("unexpected {} in '{}'", t.describe(), def.name),
+        ));
     }
     Ok(out)
 }
 
-fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut ParsedOp) -> Result<(), Diagnostic> {
+fn parse_elems(
+    def: &OpDef,
+    elems: &[FmtElem],
+    cur: &mut Cursor,
+    out: &mut ParsedOp,
+) -> Result<(), Diagnostic> {
     for e in elems {
         match e {
             FmtElem::Lit(l) => {
@@ -223,12 +264,22 @@ fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut Parse
             FmtElem::Group(open, inner) => {
                 let loc = cur.loc();
                 match cur.next() {
-                    Some(Tok { kind: TokKind::Group(c, toks), .. }) if c == open => {
+                    Some(Tok {
+                        kind: TokKind::Group(c, toks),
+                        ..
+                    }) if c == open => {
                         let close_loc = toks.last().map_or(loc.clone(), |t| t.loc.clone());
-                        let mut sub = Cursor { toks, pos: 0, end_loc: close_loc };
+                        let mut sub = Cursor {
+                            toks,
+                            pos: 0,
+                            end_loc: close_loc,
+                        };
                         parse_elems(def, inner, &mut sub, out)?;
                         if let Some(t) = sub.peek() {
-                            return Err(Diagnostic::error(t.loc.clone(), format!("unexpected {} in '{}'", t.describe(), def.name)));
+                            return Err(Diagnostic::error(
+                                t.loc.clone(),
+                                format!("unexpected {} in '{}'", t.describe(), def.name),
+                            ));
                         }
                     }
                     _ => {
@@ -240,7 +291,11 @@ fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut Parse
             FmtElem::Operand(i) => {
                 let arg = def.operands[*i];
                 if arg.variadic {
-                    while let Some(Tok { kind: TokKind::Value(v), .. }) = cur.peek() {
+                    while let Some(Tok {
+                        kind: TokKind::Value(v),
+                        ..
+                    }) = cur.peek()
+                    {
                         out.operands[*i].push(v.clone());
                         cur.pos += 1;
                         if !cur.eat_word(",") {
@@ -249,23 +304,36 @@ fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut Parse
                     }
                 } else {
                     match cur.peek() {
-                        Some(Tok { kind: TokKind::Value(v), .. }) => {
+                        Some(Tok {
+                            kind: TokKind::Value(v),
+                            ..
+                        }) => {
                             out.operands[*i].push(v.clone());
                             cur.pos += 1;
                         }
-                        _ => return Err(cur.expected(&format!("SSA value for operand '{}'", arg.name))),
+                        _ => {
+                            return Err(
+                                cur.expected(&format!("SSA value for operand '{}'", arg.name))
+                            )
+                        }
                     }
                 }
             }
             FmtElem::Attr(i) => {
                 let a = def.attrs[*i];
                 let loc = cur.loc();
-                let tok = cur.next().ok_or_else(|| Diagnostic::error(loc.clone(), format!("expected attribute '{}'", a.name)))?;
-                let value = parse_attr_tok(a.kind, tok).map_err(|m| Diagnostic::error(loc, format!("attribute '{}': {m}", a.name)))?;
+                let tok = cur.next().ok_or_else(|| {
+                    Diagnostic::error(loc.clone(), format!("expected attribute '{}'", a.name))
+                })?;
+                let value = parse_attr_tok(a.kind, tok)
+                    .map_err(|m| Diagnostic::error(loc, format!("attribute '{}': {m}", a.name)))?;
                 out.attrs.insert(a.name.to_string(), value);
             }
             FmtElem::Region(i) => match cur.next() {
-                Some(Tok { kind: TokKind::Region(r), .. }) => out.regions[*i] = Some(r.clone()),
+                Some(Tok {
+                    kind: TokKind::Region(r),
+                    ..
+                }) => out.regions[*i] = Some(r.clone()),
                 _ => {
                     cur.pos -= 1;
                     return Err(cur.expected("a region"));
@@ -276,14 +344,20 @@ fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut Parse
                 let tys = parse_type_list(cur, n)?;
                 for (v, t) in out.operands[*i].iter().zip(&tys) {
                     if &v.ty != t {
-                        return Err(cur.err(format!("operand type '{t}' does not match the type '{}' of the value", v.ty)));
+                        return Err(cur.err(format!(
+                            "operand type '{t}' does not match the type '{}' of the value",
+                            v.ty
+                        )));
                     }
                 }
             }
             FmtElem::ResultTypes => out.result_types = Some(parse_types_maybe_grouped(cur)?),
             FmtElem::FunctionalType => {
                 let inputs = match cur.next() {
-                    Some(Tok { kind: TokKind::Group('(', toks), loc }) => types_of(toks, loc)?,
+                    Some(Tok {
+                        kind: TokKind::Group('(', toks),
+                        loc,
+                    }) => types_of(toks, loc)?,
                     _ => {
                         cur.pos -= 1;
                         return Err(cur.expected("'(' of a function type"));
@@ -295,7 +369,9 @@ fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut Parse
                 let results = parse_types_maybe_grouped(cur)?;
                 let all: Vec<&Value> = out.operands.iter().flatten().collect();
                 if all.len() != inputs.len() || all.iter().zip(&inputs).any(|(v, t)| &v.ty != t) {
-                    return Err(cur.err("operand types in the function type do not match the operands"));
+                    return Err(
+                        cur.err("operand types in the function type do not match the operands")
+                    );
                 }
                 out.result_types = Some(results);
             }
@@ -303,7 +379,11 @@ fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut Parse
                 if matches!(e, FmtElem::AttrDictWithKeyword) && !cur.eat_word("attributes") {
                     continue;
                 }
-                if let Some(Tok { kind: TokKind::Attr(Attribute::Dict(d)), .. }) = cur.peek() {
+                if let Some(Tok {
+                    kind: TokKind::Attr(Attribute::Dict(d)),
+                    ..
+                }) = cur.peek()
+                {
                     for (k, v) in d {
                         out.attrs.insert(k.clone(), v.clone());
                     }
@@ -313,9 +393,19 @@ fn parse_elems(def: &OpDef, elems: &[FmtElem], cur: &mut Cursor, out: &mut Parse
             FmtElem::Optional(inner) => {
                 let present = match &inner[0] {
                     FmtElem::Lit(l) => cur.peek().and_then(Tok::word) == Some(l.as_str()),
-                    FmtElem::Group(c, _) => matches!(cur.peek(), Some(Tok { kind: TokKind::Group(g, _), .. }) if g == c),
-                    FmtElem::Attr(i) => cur.peek().is_some_and(|t| parse_attr_tok(def.attrs[*i].kind, t).is_ok()),
-                    FmtElem::Operand(_) => matches!(cur.peek(), Some(Tok { kind: TokKind::Value(_), .. })),
+                    FmtElem::Group(c, _) => {
+                        matches!(cur.peek(), Some(Tok { kind: TokKind::Group(g, _), .. }) if g == c)
+                    }
+                    FmtElem::Attr(i) => cur
+                        .peek()
+                        .is_some_and(|t| parse_attr_tok(def.attrs[*i].kind, t).is_ok()),
+                    FmtElem::Operand(_) => matches!(
+                        cur.peek(),
+                        Some(Tok {
+                            kind: TokKind::Value(_),
+                            ..
+                        })
+                    ),
                     _ => false,
                 };
                 if present {
@@ -342,7 +432,12 @@ fn types_of(toks: &[Tok], loc: &Location) -> Result<Vec<Type>, Diagnostic> {
         match (&t.kind, i % 2) {
             (TokKind::Type(ty, _), 0) => out.push(ty.clone()),
             (TokKind::Punct(p), 1) if p == "," => {}
-            _ => return Err(Diagnostic::error(t.loc.clone(), format!("expected a type, found {}", t.describe()))),
+            _ => {
+                return Err(Diagnostic::error(
+                    t.loc.clone(),
+                    format!("expected a type, found {}", t.describe()),
+                ))
+            }
         }
     }
     if !toks.is_empty() && toks.len() % 2 == 0 {
@@ -352,14 +447,21 @@ fn types_of(toks: &[Tok], loc: &Location) -> Result<Vec<Type>, Diagnostic> {
 }
 
 fn parse_types_maybe_grouped(cur: &mut Cursor) -> Result<Vec<Type>, Diagnostic> {
-    if let Some(Tok { kind: TokKind::Group('(', toks), loc }) = cur.peek() {
+    if let Some(Tok {
+        kind: TokKind::Group('(', toks),
+        loc,
+    }) = cur.peek()
+    {
         cur.pos += 1;
         return types_of(toks, loc);
     }
     let mut out = Vec::new();
     loop {
         match cur.peek() {
-            Some(Tok { kind: TokKind::Type(t, _), .. }) => {
+            Some(Tok {
+                kind: TokKind::Type(t, _),
+                ..
+            }) => {
                 out.push(t.clone());
                 cur.pos += 1;
             }
@@ -378,7 +480,10 @@ fn parse_type_list(cur: &mut Cursor, n: usize) -> Result<Vec<Type>, Diagnostic> 
             return Err(cur.expected("','"));
         }
         match cur.peek() {
-            Some(Tok { kind: TokKind::Type(t, _), .. }) => {
+            Some(Tok {
+                kind: TokKind::Type(t, _),
+                ..
+            }) => {
                 out.push(t.clone());
                 cur.pos += 1;
             }
@@ -390,7 +495,9 @@ fn parse_type_list(cur: &mut Cursor, n: usize) -> Result<Vec<Type>, Diagnostic> 
 
 fn parse_int(tok: &Tok) -> Result<i64, String> {
     match &tok.kind {
-        TokKind::Number(n) => n.parse::<i64>().map_err(|_| format!("'{n}' is not an integer")),
+        TokKind::Number(n) => n
+            .parse::<i64>()
+            .map_err(|_| format!("'{n}' is not an integer")),
         _ => Err(format!("expected an integer, found {}", tok.describe())),
     }
 }
@@ -400,17 +507,26 @@ pub fn parse_attr_tok(kind: AttrKind, tok: &Tok) -> Result<Attribute, String> {
     match kind {
         AttrKind::SymbolName => match &tok.kind {
             TokKind::Symbol(p) if p.len() == 1 => Ok(Attribute::String(p[0].clone())),
-            _ => Err(format!("expected a symbol name '@name', found {}", tok.describe())),
+            _ => Err(format!(
+                "expected a symbol name '@name', found {}",
+                tok.describe()
+            )),
         },
         AttrKind::SymbolRef => match &tok.kind {
             TokKind::Symbol(p) => Ok(Attribute::SymbolRef(p.clone())),
-            _ => Err(format!("expected a symbol reference, found {}", tok.describe())),
+            _ => Err(format!(
+                "expected a symbol reference, found {}",
+                tok.describe()
+            )),
         },
         AttrKind::Int => parse_int(tok).map(Attribute::int),
         AttrKind::Float => match &tok.kind {
             TokKind::Number(n) => n
                 .parse::<f64>()
-                .map(|value| Attribute::Float { value, ty: Type::F64 })
+                .map(|value| Attribute::Float {
+                    value,
+                    ty: Type::F64,
+                })
                 .map_err(|_| format!("'{n}' is not a number")),
             _ => Err(format!("expected a number, found {}", tok.describe())),
         },
@@ -426,11 +542,22 @@ pub fn parse_attr_tok(kind: AttrKind, tok: &Tok) -> Result<Attribute, String> {
         AttrKind::Unit => Ok(Attribute::Unit),
         AttrKind::Keyword(allowed) => match tok.word() {
             Some(w) if allowed.contains(&w) => Ok(Attribute::String(w.to_string())),
-            _ => Err(format!("expected one of {}, found {}", allowed.join(", "), tok.describe())),
+            _ => Err(format!(
+                "expected one of {}, found {}",
+                allowed.join(", "),
+                tok.describe()
+            )),
         },
         AttrKind::IntArray => match &tok.kind {
-            TokKind::Group('[', toks) => comma_items(toks)?.into_iter().map(|t| parse_int(t).map(Attribute::int)).collect::<Result<Vec<_>, _>>().map(Attribute::Array),
-            _ => Err(format!("expected '[' integers ']', found {}", tok.describe())),
+            TokKind::Group('[', toks) => comma_items(toks)?
+                .into_iter()
+                .map(|t| parse_int(t).map(Attribute::int))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Attribute::Array),
+            _ => Err(format!(
+                "expected '[' integers ']', found {}",
+                tok.describe()
+            )),
         },
         AttrKind::SymbolArray => match &tok.kind {
             TokKind::Group('[', toks) => comma_items(toks)?
@@ -441,7 +568,10 @@ pub fn parse_attr_tok(kind: AttrKind, tok: &Tok) -> Result<Attribute, String> {
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Attribute::Array),
-            _ => Err(format!("expected '[' symbols ']', found {}", tok.describe())),
+            _ => Err(format!(
+                "expected '[' symbols ']', found {}",
+                tok.describe()
+            )),
         },
         AttrKind::Type => match &tok.kind {
             TokKind::Type(t, _) => Ok(Attribute::Type(t.clone())),
@@ -475,7 +605,8 @@ pub fn comma_runs(toks: &[Tok]) -> Vec<&[Tok]> {
     if toks.is_empty() {
         return vec![];
     }
-    toks.split(|t| matches!(&t.kind, TokKind::Punct(p) if p == ",")).collect()
+    toks.split(|t| matches!(&t.kind, TokKind::Punct(p) if p == ","))
+        .collect()
 }
 
 fn any_attr(tok: &Tok) -> Result<Attribute, String> {
@@ -484,7 +615,12 @@ fn any_attr(tok: &Tok) -> Result<Attribute, String> {
             if let Ok(v) = n.parse::<i64>() {
                 Ok(Attribute::int(v))
             } else {
-                n.parse::<f64>().map(|value| Attribute::Float { value, ty: Type::F64 }).map_err(|_| format!("bad number '{n}'"))
+                n.parse::<f64>()
+                    .map(|value| Attribute::Float {
+                        value,
+                        ty: Type::F64,
+                    })
+                    .map_err(|_| format!("bad number '{n}'"))
             }
         }
         TokKind::Str(s) => Ok(Attribute::String(s.clone())),
@@ -493,7 +629,11 @@ fn any_attr(tok: &Tok) -> Result<Attribute, String> {
         TokKind::Attr(a) => Ok(a.clone()),
         TokKind::Keyword(k) if k == "true" || k == "false" => Ok(Attribute::Bool(k == "true")),
         TokKind::Keyword(k) if k == "unit" => Ok(Attribute::Unit),
-        TokKind::Group('[', toks) => comma_items(toks)?.into_iter().map(any_attr).collect::<Result<Vec<_>, _>>().map(Attribute::Array),
+        TokKind::Group('[', toks) => comma_items(toks)?
+            .into_iter()
+            .map(any_attr)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Attribute::Array),
         _ => Err(format!("expected an attribute, found {}", tok.describe())),
     }
 }
@@ -508,7 +648,12 @@ pub trait CustomPrinter {
 }
 
 /// Prints the part of a custom-form op after its name.
-pub fn print_custom(op: &Operation, def: &OpDef, elems: &[FmtElem], p: &mut dyn CustomPrinter) -> String {
+pub fn print_custom(
+    op: &Operation,
+    def: &OpDef,
+    elems: &[FmtElem],
+    p: &mut dyn CustomPrinter,
+) -> String {
     let mut used: Vec<&str> = Vec::new();
     collect_used(def, elems, &mut used);
     let operands = split_operands(op, def);
@@ -549,7 +694,9 @@ fn print_attr_kind(kind: AttrKind, a: &Attribute) -> String {
         (AttrKind::Keyword(_), Attribute::String(s)) => s.clone(),
         (AttrKind::String, Attribute::String(s)) => quote(s),
         (AttrKind::Custom(c), a) => (c.print)(a),
-        (AttrKind::Float, Attribute::Float { value, .. }) => crate::attributes::format_float(*value),
+        (AttrKind::Float, Attribute::Float { value, .. }) => {
+            crate::attributes::format_float(*value)
+        }
         _ => a.to_string(),
     }
 }
@@ -614,7 +761,12 @@ fn print_elems(
                 }
             }
             FmtElem::AttrDict | FmtElem::AttrDictWithKeyword => {
-                let rest: AttrDict = op.attrs.iter().filter(|(k, _)| !used.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let rest: AttrDict = op
+                    .attrs
+                    .iter()
+                    .filter(|(k, _)| !used.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 if !rest.is_empty() {
                     if matches!(e, FmtElem::AttrDictWithKeyword) {
                         out.push("attributes".into());

@@ -20,8 +20,14 @@ struct MlirGrammar;
 /// Parses a whole buffer into a `builtin.module` (top-level ops without a module are wrapped).
 pub fn parse_source(registry: &Registry, file: &Arc<SourceFile>) -> Result<Operation, Diagnostic> {
     let mut pairs = MlirGrammar::parse(Rule::file, &file.text).map_err(|e| pest_error(file, e))?;
-    let file_pair = pairs.next().ok_or_else(|| Diagnostic::error(file.location(0), "empty parse"))?;
-    let mut p = Parser { file: file.clone(), registry, scopes: vec![HashMap::new()] };
+    let file_pair = pairs
+        .next()
+        .ok_or_else(|| Diagnostic::error(file.location(0), "empty parse"))?;
+    let mut p = Parser {
+        file: file.clone(),
+        registry,
+        scopes: vec![HashMap::new()],
+    };
     let mut ops = Vec::new();
     for pair in file_pair.into_inner() {
         if pair.as_rule() == Rule::operation {
@@ -46,9 +52,15 @@ fn describe_rule(r: &Rule) -> &'static str {
         Rule::operation | Rule::custom_op | Rule::generic_op => "an operation",
         Rule::op_name => "an operation name",
         Rule::value_id => "an SSA value",
-        Rule::type_ | Rule::type_tok | Rule::scalar_type | Rule::function_type | Rule::type_group => "a type",
+        Rule::type_
+        | Rule::type_tok
+        | Rule::scalar_type
+        | Rule::function_type
+        | Rule::type_group => "a type",
         Rule::attribute | Rule::typed_number | Rule::type_attr => "an attribute",
-        Rule::attr_dict | Rule::dict_attr | Rule::dict_entry | Rule::dict_attr_tok => "an attribute dictionary",
+        Rule::attr_dict | Rule::dict_attr | Rule::dict_entry | Rule::dict_attr_tok => {
+            "an attribute dictionary"
+        }
         Rule::string_lit => "a string",
         Rule::symbol_ref => "a symbol",
         Rule::region => "a region",
@@ -136,7 +148,10 @@ impl<'r> Parser<'r> {
     fn define(&mut self, pair: &Pair<Rule>, name: &str, v: Value) -> Result<(), Diagnostic> {
         let scope = self.scopes.last_mut().expect("scope");
         if scope.contains_key(name) {
-            return Err(Diagnostic::error(self.file.location(pair.as_span().start()), format!("redefinition of SSA value '%{name}'")));
+            return Err(Diagnostic::error(
+                self.file.location(pair.as_span().start()),
+                format!("redefinition of SSA value '%{name}'"),
+            ));
         }
         scope.insert(name.to_string(), v);
         Ok(())
@@ -144,18 +159,28 @@ impl<'r> Parser<'r> {
 
     fn operation(&mut self, pair: Pair<Rule>) -> Result<Operation, Diagnostic> {
         let mut inner = pair.into_inner();
-        let mut first = inner.next().ok_or_else(|| Diagnostic::error(Location::Unknown, "empty operation"))?;
+        let mut first = inner
+            .next()
+            .ok_or_else(|| Diagnostic::error(Location::Unknown, "empty operation"))?;
         // Result names, with `%r:2` packs expanded to `%r#0`, `%r#1`.
         let mut result_names: Vec<(String, Pair<Rule>)> = Vec::new();
         if first.as_rule() == Rule::result_list {
             for g in first.clone().into_inner() {
                 let mut gi = g.clone().into_inner();
-                let id = gi.next().map(|p| p.as_str()[1..].to_string()).unwrap_or_default();
+                let id = gi
+                    .next()
+                    .map(|p| p.as_str()[1..].to_string())
+                    .unwrap_or_default();
                 match gi.next() {
                     Some(n) => {
-                        let count: usize = n.as_str().parse().map_err(|_| self.err(&n, "bad result count"))?;
+                        let count: usize = n
+                            .as_str()
+                            .parse()
+                            .map_err(|_| self.err(&n, "bad result count"))?;
                         if count == 0 || count > 4096 {
-                            return Err(self.err(&n, "result pack count must be between 1 and 4096"));
+                            return Err(
+                                self.err(&n, "result pack count must be between 1 and 4096")
+                            );
                         }
                         for k in 0..count {
                             result_names.push((format!("{id}#{k}"), g.clone()));
@@ -164,7 +189,9 @@ impl<'r> Parser<'r> {
                     None => result_names.push((id, g.clone())),
                 }
             }
-            first = inner.next().ok_or_else(|| Diagnostic::error(Location::Unknown, "missing operation after '='"))?;
+            first = inner.next().ok_or_else(|| {
+                Diagnostic::error(Location::Unknown, "missing operation after '='")
+            })?;
         }
         let mut op = match first.as_rule() {
             Rule::generic_op => self.generic_op(first, result_names.len())?,
@@ -174,7 +201,12 @@ impl<'r> Parser<'r> {
         if op.results.len() != result_names.len() {
             return Err(Diagnostic::error(
                 op.loc.clone(),
-                format!("operation '{}' defines {} results but {} names were given", op.name, op.results.len(), result_names.len()),
+                format!(
+                    "operation '{}' defines {} results but {} names were given",
+                    op.name,
+                    op.results.len(),
+                    result_names.len()
+                ),
             ));
         }
         for (v, (name, pair)) in op.results.iter_mut().zip(&result_names) {
@@ -187,12 +219,17 @@ impl<'r> Parser<'r> {
     fn generic_op(&mut self, pair: Pair<Rule>, _nresults: usize) -> Result<Operation, Diagnostic> {
         let loc = self.loc(&pair);
         let mut inner = pair.into_inner();
-        let name_pair = inner.next().ok_or_else(|| Diagnostic::error(loc.clone(), "missing op name"))?;
+        let name_pair = inner
+            .next()
+            .ok_or_else(|| Diagnostic::error(loc.clone(), "missing op name"))?;
         let name = unquote(name_pair.as_str());
         if !name.contains('.') {
             return Err(self.err(&name_pair, format!("op name '{name}' must be 'dialect.op'")));
         }
-        let isolated = self.registry.lookup(&name).is_some_and(|r| r.def.has_trait(Trait::IsolatedFromAbove));
+        let isolated = self
+            .registry
+            .lookup(&name)
+            .is_some_and(|r| r.def.has_trait(Trait::IsolatedFromAbove));
         let mut op = Operation::new(name.clone()).with_loc(loc);
         let mut fn_type = None;
         for part in inner {
@@ -202,7 +239,9 @@ impl<'r> Parser<'r> {
                         op.operands.push(self.lookup_value(&v)?);
                     }
                 }
-                Rule::successors => op.successors = part.into_inner().map(|b| b.as_str().to_string()).collect(),
+                Rule::successors => {
+                    op.successors = part.into_inner().map(|b| b.as_str().to_string()).collect()
+                }
                 Rule::properties => {
                     for d in part.into_inner() {
                         let dict = self.attr_dict(d)?;
@@ -224,16 +263,45 @@ impl<'r> Parser<'r> {
                 _ => return Err(self.err(&part, "unexpected token in generic operation")),
             }
         }
-        let (ty, ty_pair) = fn_type.ok_or_else(|| Diagnostic::error(op.loc.clone(), "missing function type"))?;
+        if let Some(t) = self
+            .registry
+            .lookup(&name)
+            .and_then(|r| r.def.implicit_terminator())
+        {
+            for region in &mut op.regions {
+                for block in &mut region.blocks {
+                    if block.ops.last().is_some_and(|o| {
+                        o.name == t && o.operands.is_empty() && o.results.is_empty()
+                    }) {
+                        block.ops.pop();
+                    }
+                }
+            }
+        }
+        let (ty, ty_pair) =
+            fn_type.ok_or_else(|| Diagnostic::error(op.loc.clone(), "missing function type"))?;
         let Type::Function { inputs, results } = ty else {
             return Err(self.err(&ty_pair, "expected a function type"));
         };
         if inputs.len() != op.operands.len() {
-            return Err(self.err(&ty_pair, format!("{} operands present, but the function type has {} inputs", op.operands.len(), inputs.len())));
+            return Err(self.err(
+                &ty_pair,
+                format!(
+                    "{} operands present, but the function type has {} inputs",
+                    op.operands.len(),
+                    inputs.len()
+                ),
+            ));
         }
         for (i, (v, t)) in op.operands.iter().zip(&inputs).enumerate() {
             if &v.ty != t {
-                return Err(self.err(&ty_pair, format!("operand #{i} has type '{}', but the function type says '{t}'", v.ty)));
+                return Err(self.err(
+                    &ty_pair,
+                    format!(
+                        "operand #{i} has type '{}', but the function type says '{t}'",
+                        v.ty
+                    ),
+                ));
             }
         }
         op.results = results.into_iter().map(|t| Value::new(t, None)).collect();
@@ -244,7 +312,9 @@ impl<'r> Parser<'r> {
         let loc = self.loc(&pair);
         let end_loc = self.file.location(pair.as_span().end());
         let mut inner = pair.into_inner();
-        let name_pair = inner.next().ok_or_else(|| Diagnostic::error(loc.clone(), "missing op name"))?;
+        let name_pair = inner
+            .next()
+            .ok_or_else(|| Diagnostic::error(loc.clone(), "missing op name"))?;
         let mut name = name_pair.as_str().to_string();
         if name == "module" {
             name = "builtin.module".into();
@@ -254,7 +324,10 @@ impl<'r> Parser<'r> {
             None => return Err(self.err(&name_pair, format!("custom op '{name}' is unknown (the generic form \"{name}\"(...) is accepted for unregistered ops)"))),
         };
         let Some(format) = reg.format.as_ref() else {
-            return Err(self.err(&name_pair, format!("'{name}' has no custom assembly; use the generic form")));
+            return Err(self.err(
+                &name_pair,
+                format!("'{name}' has no custom assembly; use the generic form"),
+            ));
         };
         let isolated = reg.def.has_trait(Trait::IsolatedFromAbove);
         let mut toks = Vec::new();
@@ -266,15 +339,31 @@ impl<'r> Parser<'r> {
         op.operands = parsed.operands.into_iter().flatten().collect();
         op.attrs = parsed.attrs;
         for (i, r) in parsed.regions.into_iter().enumerate() {
-            op.regions.push(r.ok_or_else(|| Diagnostic::error(loc.clone(), format!("missing region '{}'", reg.def.regions[i])))?);
+            op.regions.push(r.ok_or_else(|| {
+                Diagnostic::error(
+                    loc.clone(),
+                    format!("missing region '{}'", reg.def.regions[i]),
+                )
+            })?);
         }
         let types = match parsed.result_types {
             Some(t) => t,
             None if nresults == 0 => vec![],
-            None => return Err(Diagnostic::error(loc, format!("'{}' produces no results", reg.def.name))),
+            None => {
+                return Err(Diagnostic::error(
+                    loc,
+                    format!("'{}' produces no results", reg.def.name),
+                ))
+            }
         };
         if types.len() != nresults {
-            return Err(Diagnostic::error(loc, format!("{} result types given for {nresults} result names", types.len())));
+            return Err(Diagnostic::error(
+                loc,
+                format!(
+                    "{} result types given for {nresults} result names",
+                    types.len()
+                ),
+            ));
         }
         op.results = types.into_iter().map(|t| Value::new(t, None)).collect();
         Ok(op)
@@ -285,12 +374,19 @@ impl<'r> Parser<'r> {
         let text = pair.as_str();
         let kind = match pair.as_rule() {
             Rule::dict_attr_tok => {
-                let d = pair.into_inner().next().ok_or_else(|| Diagnostic::error(loc.clone(), "empty dictionary"))?;
+                let d = pair
+                    .into_inner()
+                    .next()
+                    .ok_or_else(|| Diagnostic::error(loc.clone(), "empty dictionary"))?;
                 TokKind::Attr(Attribute::Dict(self.attr_dict(d)?))
             }
             Rule::region => TokKind::Region(self.region(pair, isolated)?),
             Rule::paren_group | Rule::square_group => {
-                let open = if pair.as_rule() == Rule::paren_group { '(' } else { '[' };
+                let open = if pair.as_rule() == Rule::paren_group {
+                    '('
+                } else {
+                    '['
+                };
                 let mut items = Vec::new();
                 for t in pair.into_inner() {
                     items.push(self.token(t, isolated)?);
@@ -301,7 +397,10 @@ impl<'r> Parser<'r> {
             Rule::symbol_ref => TokKind::Symbol(self.symbol_path(pair)),
             Rule::string_lit => TokKind::Str(unquote(text)),
             Rule::type_tok => {
-                let t = pair.into_inner().next().ok_or_else(|| Diagnostic::error(loc.clone(), "empty type"))?;
+                let t = pair
+                    .into_inner()
+                    .next()
+                    .ok_or_else(|| Diagnostic::error(loc.clone(), "empty type"))?;
                 TokKind::Type(self.type_(t)?, text.to_string())
             }
             Rule::hash_attr => TokKind::Attr(self.hash_attr(pair)),
@@ -314,7 +413,11 @@ impl<'r> Parser<'r> {
     }
 
     fn region(&mut self, pair: Pair<Rule>, isolated: bool) -> Result<Region, Diagnostic> {
-        let saved = if isolated { Some(std::mem::replace(&mut self.scopes, vec![HashMap::new()])) } else { None };
+        let saved = if isolated {
+            Some(std::mem::replace(&mut self.scopes, vec![HashMap::new()]))
+        } else {
+            None
+        };
         self.scopes.push(HashMap::new());
         let result = self.region_body(pair);
         self.scopes.pop();
@@ -329,7 +432,10 @@ impl<'r> Parser<'r> {
         for part in pair.into_inner() {
             match part.as_rule() {
                 Rule::entry_ops => {
-                    let ops: Vec<Operation> = part.into_inner().map(|o| self.operation(o)).collect::<Result<_, _>>()?;
+                    let ops: Vec<Operation> = part
+                        .into_inner()
+                        .map(|o| self.operation(o))
+                        .collect::<Result<_, _>>()?;
                     if !ops.is_empty() {
                         region.blocks.push(Block { args: vec![], ops });
                     }
@@ -339,10 +445,15 @@ impl<'r> Parser<'r> {
                     for b in part.into_inner() {
                         match b.as_rule() {
                             Rule::block_label => {
-                                for arg in b.into_inner().filter(|a| a.as_rule() == Rule::block_arg) {
+                                for arg in b.into_inner().filter(|a| a.as_rule() == Rule::block_arg)
+                                {
                                     let mut ai = arg.clone().into_inner();
-                                    let id = ai.next().ok_or_else(|| self.err(&arg, "missing argument"))?;
-                                    let ty = ai.next().ok_or_else(|| self.err(&arg, "missing argument type"))?;
+                                    let id = ai
+                                        .next()
+                                        .ok_or_else(|| self.err(&arg, "missing argument"))?;
+                                    let ty = ai
+                                        .next()
+                                        .ok_or_else(|| self.err(&arg, "missing argument type"))?;
                                     let name = id.as_str()[1..].to_string();
                                     let v = Value::new(self.type_(ty)?, Some(&name));
                                     self.define(&id, &name, v.clone())?;
@@ -363,16 +474,35 @@ impl<'r> Parser<'r> {
 
     fn symbol_path(&self, pair: Pair<Rule>) -> Vec<String> {
         pair.into_inner()
-            .map(|p| if p.as_rule() == Rule::string_lit { unquote(p.as_str()) } else { p.as_str().to_string() })
+            .map(|p| {
+                if p.as_rule() == Rule::string_lit {
+                    unquote(p.as_str())
+                } else {
+                    p.as_str().to_string()
+                }
+            })
             .collect()
     }
 
     fn hash_attr(&self, pair: Pair<Rule>) -> Attribute {
         let mut inner = pair.into_inner();
-        let full = inner.next().map(|p| p.as_str().to_string()).unwrap_or_default();
-        let body = inner.next().map(|b| b.as_str()[1..b.as_str().len() - 1].to_string());
-        let (dialect, name) = full.split_once('.').map_or((full.clone(), String::new()), |(d, n)| (d.to_string(), n.to_string()));
-        Attribute::Dialect { dialect, name, body }
+        let full = inner
+            .next()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
+        let body = inner
+            .next()
+            .map(|b| b.as_str()[1..b.as_str().len() - 1].to_string());
+        let (dialect, name) = full
+            .split_once('.')
+            .map_or((full.clone(), String::new()), |(d, n)| {
+                (d.to_string(), n.to_string())
+            });
+        Attribute::Dialect {
+            dialect,
+            name,
+            body,
+        }
     }
 
     fn attr_dict(&mut self, pair: Pair<Rule>) -> Result<IndexMap<String, Attribute>, Diagnostic> {
@@ -380,7 +510,11 @@ impl<'r> Parser<'r> {
         for entry in pair.into_inner() {
             let mut ei = entry.clone().into_inner();
             let key_pair = ei.next().ok_or_else(|| self.err(&entry, "missing key"))?;
-            let key = if key_pair.as_rule() == Rule::string_lit { unquote(key_pair.as_str()) } else { key_pair.as_str().to_string() };
+            let key = if key_pair.as_rule() == Rule::string_lit {
+                unquote(key_pair.as_str())
+            } else {
+                key_pair.as_str().to_string()
+            };
             let value = match ei.next() {
                 Some(v) => self.attribute(v)?,
                 None => Attribute::Unit,
@@ -393,18 +527,29 @@ impl<'r> Parser<'r> {
     }
 
     fn attribute(&mut self, pair: Pair<Rule>) -> Result<Attribute, Diagnostic> {
-        let inner = pair.clone().into_inner().next().ok_or_else(|| self.err(&pair, "empty attribute"))?;
+        let inner = pair
+            .clone()
+            .into_inner()
+            .next()
+            .ok_or_else(|| self.err(&pair, "empty attribute"))?;
         Ok(match inner.as_rule() {
             Rule::string_lit => Attribute::String(unquote(inner.as_str())),
             Rule::bool_lit => Attribute::Bool(inner.as_str() == "true"),
             Rule::unit_lit => Attribute::Unit,
-            Rule::array_attr => Attribute::Array(inner.into_inner().map(|a| self.attribute(a)).collect::<Result<_, _>>()?),
+            Rule::array_attr => Attribute::Array(
+                inner
+                    .into_inner()
+                    .map(|a| self.attribute(a))
+                    .collect::<Result<_, _>>()?,
+            ),
             Rule::dict_attr => Attribute::Dict(self.attr_dict(inner)?),
             Rule::symbol_ref => Attribute::SymbolRef(self.symbol_path(inner)),
             Rule::hash_attr => self.hash_attr(inner),
             Rule::typed_number => {
                 let mut ti = inner.clone().into_inner();
-                let num = ti.next().ok_or_else(|| self.err(&inner, "missing number"))?;
+                let num = ti
+                    .next()
+                    .ok_or_else(|| self.err(&inner, "missing number"))?;
                 let ty = match ti.next() {
                     Some(t) => Some(self.type_(t)?),
                     None => None,
@@ -412,15 +557,36 @@ impl<'r> Parser<'r> {
                 let text = num.as_str();
                 let is_float_text = text.contains('.') || text.contains('e') || text.contains('E');
                 match ty {
-                    Some(t) if t.is_float() => Attribute::Float { value: text.parse().map_err(|_| self.err(&num, "bad float"))?, ty: t },
-                    Some(t) if is_float_text => return Err(self.err(&num, format!("float literal with non-float type '{t}'"))),
-                    Some(t) => Attribute::Integer { value: text.parse().map_err(|_| self.err(&num, "integer out of range"))?, ty: t },
-                    None if is_float_text => Attribute::Float { value: text.parse().map_err(|_| self.err(&num, "bad float"))?, ty: Type::F64 },
-                    None => Attribute::int(text.parse().map_err(|_| self.err(&num, "integer out of range"))?),
+                    Some(t) if t.is_float() => Attribute::Float {
+                        value: text.parse().map_err(|_| self.err(&num, "bad float"))?,
+                        ty: t,
+                    },
+                    Some(t) if is_float_text => {
+                        return Err(
+                            self.err(&num, format!("float literal with non-float type '{t}'"))
+                        )
+                    }
+                    Some(t) => Attribute::Integer {
+                        value: text
+                            .parse()
+                            .map_err(|_| self.err(&num, "integer out of range"))?,
+                        ty: t,
+                    },
+                    None if is_float_text => Attribute::Float {
+                        value: text.parse().map_err(|_| self.err(&num, "bad float"))?,
+                        ty: Type::F64,
+                    },
+                    None => Attribute::int(
+                        text.parse()
+                            .map_err(|_| self.err(&num, "integer out of range"))?,
+                    ),
                 }
             }
             Rule::type_attr => {
-                let t = inner.into_inner().next().ok_or_else(|| self.err(&pair, "missing type"))?;
+                let t = inner
+                    .into_inner()
+                    .next()
+                    .ok_or_else(|| self.err(&pair, "missing type"))?;
                 Attribute::Type(self.type_(t)?)
             }
             _ => return Err(self.err(&inner, "unsupported attribute")),
@@ -428,7 +594,13 @@ impl<'r> Parser<'r> {
     }
 
     fn type_(&self, pair: Pair<Rule>) -> Result<Type, Diagnostic> {
-        let pair = if pair.as_rule() == Rule::type_ { pair.into_inner().next().ok_or_else(|| Diagnostic::error(Location::Unknown, "empty type"))? } else { pair };
+        let pair = if pair.as_rule() == Rule::type_ {
+            pair.into_inner()
+                .next()
+                .ok_or_else(|| Diagnostic::error(Location::Unknown, "empty type"))?
+        } else {
+            pair
+        };
         let text = pair.as_str();
         Ok(match pair.as_rule() {
             Rule::scalar_type => match text {
@@ -446,11 +618,16 @@ impl<'r> Parser<'r> {
                     } else {
                         (Signedness::Signless, &text[1..])
                     };
-                    let width: u32 = digits.parse().map_err(|_| self.err(&pair, "bad integer width"))?;
+                    let width: u32 = digits
+                        .parse()
+                        .map_err(|_| self.err(&pair, "bad integer width"))?;
                     if width == 0 || width > 1 << 16 {
                         return Err(self.err(&pair, "integer width out of range"));
                     }
-                    Type::Integer { width, signedness: sign }
+                    Type::Integer {
+                        width,
+                        signedness: sign,
+                    }
                 }
             },
             Rule::tensor_type | Rule::memref_type | Rule::vector_type => {
@@ -460,7 +637,15 @@ impl<'r> Parser<'r> {
                     match p.as_rule() {
                         Rule::shape_prefix => {
                             for d in p.into_inner() {
-                                shape.push(if d.as_str() == "?" { None } else { Some(d.as_str().parse::<u64>().map_err(|_| self.err(&d, "dimension too large"))?) });
+                                shape.push(if d.as_str() == "?" {
+                                    None
+                                } else {
+                                    Some(
+                                        d.as_str()
+                                            .parse::<u64>()
+                                            .map_err(|_| self.err(&d, "dimension too large"))?,
+                                    )
+                                });
                             }
                         }
                         _ => elem = Some(self.type_(p)?),
@@ -473,25 +658,63 @@ impl<'r> Parser<'r> {
                     _ => Type::Vector { shape, elem },
                 }
             }
-            Rule::tuple_type => Type::Tuple(pair.into_inner().map(|t| self.type_(t)).collect::<Result<_, _>>()?),
+            Rule::tuple_type => Type::Tuple(
+                pair.into_inner()
+                    .map(|t| self.type_(t))
+                    .collect::<Result<_, _>>()?,
+            ),
             Rule::function_type => {
                 let mut it = pair.clone().into_inner();
                 let ins = it.next().ok_or_else(|| self.err(&pair, "missing inputs"))?;
-                let inputs = ins.into_inner().map(|t| self.type_(t)).collect::<Result<_, _>>()?;
-                let outs = it.next().ok_or_else(|| self.err(&pair, "missing results"))?;
-                let results = if outs.as_rule() == Rule::type_group { outs.into_inner().map(|t| self.type_(t)).collect::<Result<_, _>>()? } else { vec![self.type_(outs)?] };
+                let inputs = ins
+                    .into_inner()
+                    .map(|t| self.type_(t))
+                    .collect::<Result<_, _>>()?;
+                let outs = it
+                    .next()
+                    .ok_or_else(|| self.err(&pair, "missing results"))?;
+                let results = if outs.as_rule() == Rule::type_group {
+                    outs.into_inner()
+                        .map(|t| self.type_(t))
+                        .collect::<Result<_, _>>()?
+                } else {
+                    vec![self.type_(outs)?]
+                };
                 Type::Function { inputs, results }
             }
             Rule::dialect_type => {
                 let mut it = pair.into_inner();
-                let full = it.next().map(|p| p.as_str().to_string()).unwrap_or_default();
-                let body = it.next().map(|b| b.as_str()[1..b.as_str().len() - 1].to_string());
-                let (dialect, name) = full.split_once('.').map_or((full.clone(), String::new()), |(d, n)| (d.to_string(), n.to_string()));
-                Type::Dialect { dialect, name, body }
+                let full = it
+                    .next()
+                    .map(|p| p.as_str().to_string())
+                    .unwrap_or_default();
+                let body = it
+                    .next()
+                    .map(|b| b.as_str()[1..b.as_str().len() - 1].to_string());
+                let (dialect, name) = full
+                    .split_once('.')
+                    .map_or((full.clone(), String::new()), |(d, n)| {
+                        (d.to_string(), n.to_string())
+                    });
+                Type::Dialect {
+                    dialect,
+                    name,
+                    body,
+                }
             }
             Rule::type_group => {
-                let items: Vec<Type> = pair.clone().into_inner().map(|t| self.type_(t)).collect::<Result<_, _>>()?;
-                return Err(self.err(&pair, format!("a parenthesised type list ({} types) is not a type here", items.len())));
+                let items: Vec<Type> = pair
+                    .clone()
+                    .into_inner()
+                    .map(|t| self.type_(t))
+                    .collect::<Result<_, _>>()?;
+                return Err(self.err(
+                    &pair,
+                    format!(
+                        "a parenthesised type list ({} types) is not a type here",
+                        items.len()
+                    ),
+                ));
             }
             _ => return Err(self.err(&pair, "expected a type")),
         })

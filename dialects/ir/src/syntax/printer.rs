@@ -14,7 +14,14 @@ pub struct PrintOptions {
 
 /// Prints an op (usually a module) followed by a newline.
 pub fn print_op(registry: &Registry, op: &Operation, opts: PrintOptions) -> String {
-    let mut p = Printer { registry, opts, names: HashMap::new(), used: HashSet::new(), next: 0, indent: 0 };
+    let mut p = Printer {
+        registry,
+        opts,
+        names: HashMap::new(),
+        used: HashSet::new(),
+        next: 0,
+        indent: 0,
+    };
     let mut out = p.op(op);
     out.push('\n');
     out
@@ -30,7 +37,16 @@ struct Printer<'r> {
 }
 
 fn sanitize(hint: &str) -> String {
-    let s: String = hint.chars().map(|c| if c.is_ascii_alphanumeric() || "_$.-".contains(c) { c } else { '_' }).collect();
+    let s: String = hint
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_$.-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if s.is_empty() {
         "v".into()
     } else {
@@ -78,10 +94,20 @@ impl<'r> Printer<'r> {
             out.push_str(&names.join(", "));
             out.push_str(" = ");
         }
-        let custom = if self.opts.generic { None } else { self.registry.lookup(&op.name).and_then(|r| r.format.as_ref().map(|f| (r.def, f.clone()))) };
+        let custom = if self.opts.generic {
+            None
+        } else {
+            self.registry
+                .lookup(&op.name)
+                .and_then(|r| r.format.as_ref().map(|f| (r.def, f.clone())))
+        };
         match custom {
             Some((def, format)) => {
-                out.push_str(if op.name == "builtin.module" { "module" } else { &op.name });
+                out.push_str(if op.name == "builtin.module" {
+                    "module"
+                } else {
+                    &op.name
+                });
                 let body = print_custom(op, &def, &format, self);
                 if !body.is_empty() {
                     out.push(' ');
@@ -103,12 +129,23 @@ impl<'r> Printer<'r> {
             out.push_str(&format!("[{}]", op.successors.join(", ")));
         }
         if !op.regions.is_empty() {
+            let terminator = self
+                .registry
+                .lookup(&op.name)
+                .and_then(|r| r.def.implicit_terminator());
             out.push_str(" (");
             for (i, r) in op.regions.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                let text = self.region(r);
+                let text = match terminator {
+                    Some(t) => {
+                        let mut with_term = r.clone();
+                        with_term.entry_mut().ops.push(crate::ir::Operation::new(t));
+                        self.region(&with_term)
+                    }
+                    None => self.region(r),
+                };
                 out.push_str(&text);
             }
             out.push(')');
@@ -130,7 +167,11 @@ impl<'r> Printer<'r> {
 
     fn block(&mut self, b: &Block, idx: usize, out: &mut String) {
         if idx > 0 || !b.args.is_empty() {
-            let args: Vec<String> = b.args.iter().map(|a| format!("{}: {}", self.name_of(a), a.ty)).collect();
+            let args: Vec<String> = b
+                .args
+                .iter()
+                .map(|a| format!("{}: {}", self.name_of(a), a.ty))
+                .collect();
             out.push_str(&"  ".repeat(self.indent.saturating_sub(1)));
             if args.is_empty() {
                 out.push_str(&format!("^bb{idx}:\n"));
@@ -152,7 +193,10 @@ impl CustomPrinter for Printer<'_> {
         self.name_of(v)
     }
     fn region(&mut self, r: &Region) -> String {
-        if r.blocks.iter().all(|b| b.ops.is_empty() && b.args.is_empty()) {
+        if r.blocks
+            .iter()
+            .all(|b| b.ops.is_empty() && b.args.is_empty())
+        {
             return "{\n".to_string() + &self.pad() + "}";
         }
         let mut out = String::from("{\n");

@@ -15,13 +15,19 @@ pub fn split_input(text: &str) -> Vec<Chunk> {
     let mut first_line = 1;
     for (i, line) in text.split_inclusive('\n').enumerate() {
         if line.trim() == "// -----" {
-            chunks.push(Chunk { text: std::mem::take(&mut cur), first_line });
+            chunks.push(Chunk {
+                text: std::mem::take(&mut cur),
+                first_line,
+            });
             first_line = i as u32 + 2;
         } else {
             cur.push_str(line);
         }
     }
-    chunks.push(Chunk { text: cur, first_line });
+    chunks.push(Chunk {
+        text: cur,
+        first_line,
+    });
     chunks
 }
 
