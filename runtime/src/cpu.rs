@@ -1,1 +1,507 @@
-//! CPU reference executor (filled in by the plan executor work).
+//! The CPU reference executor: runs a plan for every rank with f64 arithmetic, moving exactly
+//! the data the plan's transfers and collectives move. Uninitialised slots are poisoned with
+//! NaN, so a tile that no transfer delivered shows up in the result.
+
+use mercury_kernels::cpu as k;
+use mercury_plan::*;
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExecError {
+    #[error("invalid plan: {0}")]
+    Plan(#[from] PlanError),
+    #[error("input '{0}' is missing or has the wrong size")]
+    Input(String),
+    #[error("stage {stage}: {what}")]
+    Stage { stage: usize, what: String },
+}
+
+/// Row-major strides of a shape.
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1];
+    }
+    s
+}
+
+/// Calls `f(flat index in a tensor of `shape`, position in the region)` for every element of
+/// `region`, in row-major order of the region.
+fn for_region(shape: &[usize], region: &Region, mut f: impl FnMut(usize, usize)) {
+    let st = strides(shape);
+    let n = region.numel();
+    let rank = region.rank();
+    let mut idx = vec![0usize; rank];
+    for pos in 0..n {
+        let flat: usize = (0..rank).map(|d| (region.offset[d] + idx[d]) * st[d]).sum();
+        f(flat, pos);
+        for d in (0..rank).rev() {
+            idx[d] += 1;
+            if idx[d] < region.extent[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+fn gather(data: &[f64], shape: &[usize], region: &Region) -> Vec<f64> {
+    let mut out = vec![0.0; region.numel()];
+    for_region(shape, region, |flat, pos| out[pos] = data[flat]);
+    out
+}
+
+fn scatter(data: &mut [f64], shape: &[usize], region: &Region, vals: &[f64]) {
+    for_region(shape, region, |flat, pos| data[flat] = vals[pos]);
+}
+
+/// Memory of every rank: one vector per slot.
+struct Mem {
+    slots: Vec<Vec<Vec<f64>>>,
+}
+
+impl Mem {
+    fn read(&self, plan: &Plan, r: usize, v: &View) -> Vec<f64> {
+        gather(
+            &self.slots[r][v.slot],
+            &plan.ranks[r].slots[v.slot].shape,
+            &v.region,
+        )
+    }
+    fn write(&mut self, plan: &Plan, r: usize, v: &View, vals: &[f64]) {
+        let shape = plan.ranks[r].slots[v.slot].shape.clone();
+        scatter(&mut self.slots[r][v.slot], &shape, &v.region, vals);
+    }
+}
+
+/// Splits `vals` of `shape` into `n` equal chunks along `axis`.
+fn split(vals: &[f64], shape: &[usize], axis: usize, n: usize) -> Vec<Vec<f64>> {
+    let chunk = shape[axis] / n;
+    (0..n)
+        .map(|p| {
+            let mut off = vec![0; shape.len()];
+            off[axis] = p * chunk;
+            let mut ext = shape.to_vec();
+            ext[axis] = chunk;
+            gather(
+                vals,
+                shape,
+                &Region {
+                    offset: off,
+                    extent: ext,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Concatenates chunks of `chunk_shape` along `axis`.
+fn concat(chunks: &[Vec<f64>], chunk_shape: &[usize], axis: usize) -> Vec<f64> {
+    let mut shape = chunk_shape.to_vec();
+    shape[axis] *= chunks.len();
+    let mut out = vec![0.0; shape.iter().product()];
+    for (p, c) in chunks.iter().enumerate() {
+        let mut off = vec![0; shape.len()];
+        off[axis] = p * chunk_shape[axis];
+        scatter(
+            &mut out,
+            &shape,
+            &Region {
+                offset: off,
+                extent: chunk_shape.to_vec(),
+            },
+            c,
+        );
+    }
+    out
+}
+
+fn combine(kind: CombineKind, acc: &mut [Vec<f64>], part: &[Vec<f64>]) {
+    match kind {
+        CombineKind::Add => k::add(&mut acc[0], &part[0]),
+        CombineKind::LseMerge => {
+            let d = acc[0].len() / acc[1].len().max(1);
+            let (o, rest) = acc.split_at_mut(1);
+            k::lse_merge(&mut o[0], &mut rest[0], &part[0], &part[1], d);
+        }
+    }
+}
+
+fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(), String> {
+    match op {
+        ComputeOp::Patch {
+            patch,
+            inputs,
+            outputs,
+        } => match patch {
+            PatchKind::Gemm { accumulate } => {
+                let a = mem.read(plan, r, &inputs[0]);
+                let b = mem.read(plan, r, &inputs[1]);
+                let kd = *inputs[0].region.extent.last().ok_or("empty gemm operand")?;
+                let (m, n) = (a.len() / kd, b.len() / kd);
+                if outputs[0].region.numel() != m * n || a.len() != m * kd || b.len() != kd * n {
+                    return Err(format!(
+                        "gemm shapes do not agree: a {:?}, b {:?}, out {:?}",
+                        inputs[0].region.extent, inputs[1].region.extent, outputs[0].region.extent
+                    ));
+                }
+                let mut c = if *accumulate {
+                    mem.read(plan, r, &outputs[0])
+                } else {
+                    vec![0.0; m * n]
+                };
+                k::gemm(m, n, kd, &a, &b, &mut c, *accumulate);
+                mem.write(plan, r, &outputs[0], &c);
+            }
+            PatchKind::Attention {
+                causal,
+                scale,
+                q_offset,
+                k_offset,
+            } => {
+                let (qs, ks) = (&inputs[0].region.extent, &inputs[1].region.extent);
+                if qs.len() != 4
+                    || ks.len() != 4
+                    || ks[1] == 0
+                    || qs[1] % ks[1] != 0
+                    || qs[3] != ks[3]
+                {
+                    return Err(format!("attention shapes do not agree: q {qs:?}, k {ks:?}"));
+                }
+                let dims = k::AttnDims {
+                    b: qs[0],
+                    hq: qs[1],
+                    hk: ks[1],
+                    sq: qs[2],
+                    sk: ks[2],
+                    d: qs[3],
+                };
+                let (q, kk, v) = (
+                    mem.read(plan, r, &inputs[0]),
+                    mem.read(plan, r, &inputs[1]),
+                    mem.read(plan, r, &inputs[2]),
+                );
+                let mut o = vec![0.0; q.len()];
+                let mut lse = vec![0.0; q.len() / dims.d];
+                k::attention(
+                    &q,
+                    &kk,
+                    &v,
+                    &mut o,
+                    &mut lse,
+                    dims,
+                    k::AttnParams {
+                        causal: *causal,
+                        scale: *scale,
+                        q_offset: *q_offset,
+                        k_offset: *k_offset,
+                    },
+                );
+                mem.write(plan, r, &outputs[0], &o);
+                mem.write(plan, r, &outputs[1], &lse);
+            }
+        },
+        ComputeOp::Combine { kind, acc, part } => {
+            let mut a: Vec<Vec<f64>> = acc.iter().map(|v| mem.read(plan, r, v)).collect();
+            let p: Vec<Vec<f64>> = part.iter().map(|v| mem.read(plan, r, v)).collect();
+            if a.iter().zip(&p).any(|(x, y)| x.len() != y.len()) {
+                return Err("combine operands differ in size".into());
+            }
+            combine(*kind, &mut a, &p);
+            for (v, vals) in acc.iter().zip(&a) {
+                mem.write(plan, r, v, vals);
+            }
+        }
+        ComputeOp::Copy { src, dst } => {
+            let vals = mem.read(plan, r, src);
+            if vals.len() != dst.region.numel() {
+                return Err("copy between views of different sizes".into());
+            }
+            mem.write(plan, r, dst, &vals);
+        }
+    }
+    Ok(())
+}
+
+fn run_collective(
+    plan: &Plan,
+    mem: &mut Mem,
+    group: &[usize],
+    ops: &[&Collective],
+) -> Result<(), String> {
+    let n = group.len();
+    match ops[0] {
+        Collective::AllGather { axis, .. } => {
+            let parts: Vec<Vec<f64>> = group
+                .iter()
+                .zip(ops)
+                .map(|(r, c)| {
+                    if let Collective::AllGather { src, .. } = c {
+                        mem.read(plan, *r, src)
+                    } else {
+                        vec![]
+                    }
+                })
+                .collect();
+            for (r, c) in group.iter().zip(ops) {
+                if let Collective::AllGather { src, dst, .. } = c {
+                    if dst.region.extent[*axis] != src.region.extent[*axis] * n {
+                        return Err("all_gather destination has the wrong size".into());
+                    }
+                    let full = concat(&parts, &src.region.extent, *axis);
+                    mem.write(plan, *r, dst, &full);
+                }
+            }
+        }
+        Collective::AllReduce { kind, .. } => {
+            let mut acc: Option<Vec<Vec<f64>>> = None;
+            for (r, c) in group.iter().zip(ops) {
+                if let Collective::AllReduce { bufs, .. } = c {
+                    let vals: Vec<Vec<f64>> = bufs.iter().map(|b| mem.read(plan, *r, b)).collect();
+                    match acc.as_mut() {
+                        None => acc = Some(vals),
+                        Some(a) => combine(*kind, a, &vals),
+                    }
+                }
+            }
+            let acc = acc.ok_or("empty all_reduce")?;
+            for (r, c) in group.iter().zip(ops) {
+                if let Collective::AllReduce { bufs, .. } = c {
+                    for (b, v) in bufs.iter().zip(&acc) {
+                        mem.write(plan, *r, b, v);
+                    }
+                }
+            }
+        }
+        Collective::ReduceScatter { axis, kind, .. } => {
+            let mut acc: Option<Vec<Vec<f64>>> = None;
+            let mut shape = vec![];
+            for (r, c) in group.iter().zip(ops) {
+                if let Collective::ReduceScatter { src, .. } = c {
+                    shape = src.region.extent.clone();
+                    let vals = vec![mem.read(plan, *r, src)];
+                    match acc.as_mut() {
+                        None => acc = Some(vals),
+                        Some(a) => combine(*kind, a, &vals),
+                    }
+                }
+            }
+            let acc = acc.ok_or("empty reduce_scatter")?;
+            let chunks = split(&acc[0], &shape, *axis, n);
+            for ((r, c), chunk) in group.iter().zip(ops).zip(chunks) {
+                if let Collective::ReduceScatter { dst, .. } = c {
+                    mem.write(plan, *r, dst, &chunk);
+                }
+            }
+        }
+        Collective::AllToAll {
+            split_axis,
+            concat_axis,
+            ..
+        } => {
+            let sent: Vec<Vec<Vec<f64>>> = group
+                .iter()
+                .zip(ops)
+                .map(|(r, c)| {
+                    if let Collective::AllToAll { src, .. } = c {
+                        split(&mem.read(plan, *r, src), &src.region.extent, *split_axis, n)
+                    } else {
+                        vec![]
+                    }
+                })
+                .collect();
+            for (q, (r, c)) in group.iter().zip(ops).enumerate() {
+                if let Collective::AllToAll { src, dst, .. } = c {
+                    let mut chunk_shape = src.region.extent.clone();
+                    chunk_shape[*split_axis] /= n;
+                    let recv: Vec<Vec<f64>> = (0..n).map(|p| sent[p][q].clone()).collect();
+                    let full = concat(&recv, &chunk_shape, *concat_axis);
+                    if full.len() != dst.region.numel() {
+                        return Err("all_to_all destination has the wrong size".into());
+                    }
+                    mem.write(plan, *r, dst, &full);
+                }
+            }
+        }
+        Collective::Broadcast { root, .. } => {
+            let root_rank = *group.get(*root).ok_or("broadcast root outside the group")?;
+            let pos = group.iter().position(|x| *x == root_rank).unwrap_or(0);
+            let vals = if let Collective::Broadcast { buf, .. } = ops[pos] {
+                mem.read(plan, root_rank, buf)
+            } else {
+                vec![]
+            };
+            for (r, c) in group.iter().zip(ops) {
+                if let Collective::Broadcast { buf, .. } = c {
+                    mem.write(plan, *r, buf, &vals);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `plan` on `inputs` (full tensors by buffer name, row-major) and returns the assembled
+/// outputs by name. Elements of an output that no piece provides are NaN.
+pub fn execute(
+    plan: &Plan,
+    inputs: &HashMap<String, Vec<f64>>,
+) -> Result<HashMap<String, Vec<f64>>, ExecError> {
+    verify(plan)?;
+    for b in plan.buffers.iter().filter(|b| b.role == Role::Input) {
+        match inputs.get(&b.name) {
+            Some(v) if v.len() == b.shape.iter().product::<usize>() => {}
+            _ => return Err(ExecError::Input(b.name.clone())),
+        }
+    }
+    let mut mem = Mem { slots: Vec::new() };
+    for r in &plan.ranks {
+        let mut slots = Vec::new();
+        for s in &r.slots {
+            let n: usize = s.shape.iter().product();
+            slots.push(match &s.init {
+                SlotInit::Uninit => vec![f64::NAN; n],
+                SlotInit::Zero => vec![0.0; n],
+                SlotInit::NegInf => vec![f64::NEG_INFINITY; n],
+                SlotInit::FromGlobal { buffer, region } => {
+                    let b = &plan.buffers[*buffer];
+                    gather(&inputs[&b.name], &b.shape, region)
+                }
+            });
+        }
+        mem.slots.push(slots);
+    }
+    for s in 0..plan.num_stages() {
+        let serr = |what: String| ExecError::Stage { stage: s, what };
+        // Transfers read their sources before compute writes anything of this stage (the plan
+        // verifier guarantees they touch disjoint memory, so the order is not observable).
+        let mut messages: HashMap<(usize, usize, u64), Vec<f64>> = HashMap::new();
+        for r in &plan.ranks {
+            if let Some(st) = r.stages.get(s) {
+                for c in &st.comm {
+                    if let CommOp::Send { peer, src, tag } = c {
+                        messages.insert((r.rank, *peer, *tag), mem.read(plan, r.rank, src));
+                    }
+                }
+            }
+        }
+        for r in &plan.ranks {
+            if let Some(st) = r.stages.get(s) {
+                for op in &st.compute {
+                    run_compute(plan, &mut mem, r.rank, op)
+                        .map_err(|w| serr(format!("rank {}: {w}", r.rank)))?;
+                }
+            }
+        }
+        for r in &plan.ranks {
+            if let Some(st) = r.stages.get(s) {
+                for c in &st.comm {
+                    if let CommOp::Recv { peer, dst, tag } = c {
+                        let vals = messages.remove(&(*peer, r.rank, *tag)).ok_or_else(|| {
+                            serr(format!(
+                                "rank {} receives from {peer} tag {tag}, which nobody sent",
+                                r.rank
+                            ))
+                        })?;
+                        mem.write(plan, r.rank, dst, &vals);
+                    }
+                }
+            }
+        }
+        // Collectives: the k-th collective of a group in each member's list is one instance.
+        let mut instances: BTreeMap<(Vec<usize>, usize), Vec<(usize, &Collective)>> =
+            BTreeMap::new();
+        for r in &plan.ranks {
+            let mut seen: HashMap<Vec<usize>, usize> = HashMap::new();
+            if let Some(st) = r.stages.get(s) {
+                for c in &st.comm {
+                    if let CommOp::Collective { group, collective } = c {
+                        let k = seen.entry(group.clone()).or_default();
+                        instances
+                            .entry((group.clone(), *k))
+                            .or_default()
+                            .push((r.rank, collective));
+                        *k += 1;
+                    }
+                }
+            }
+        }
+        for ((group, _), members) in instances {
+            let mut ops = Vec::new();
+            for g in &group {
+                let c = members.iter().find(|(r, _)| r == g).ok_or_else(|| {
+                    serr(format!(
+                        "rank {g} does not join the collective of group {group:?}"
+                    ))
+                })?;
+                ops.push(c.1);
+            }
+            if ops
+                .iter()
+                .any(|c| std::mem::discriminant(*c) != std::mem::discriminant(ops[0]))
+            {
+                return Err(serr(format!(
+                    "members of group {group:?} disagree on the collective"
+                )));
+            }
+            run_collective(plan, &mut mem, &group, &ops).map_err(serr)?;
+        }
+    }
+    let mut out = HashMap::new();
+    for (bi, b) in plan
+        .buffers
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.role == Role::Output)
+    {
+        let mut full = vec![f64::NAN; b.shape.iter().product()];
+        for r in &plan.ranks {
+            for p in r.outputs.iter().filter(|p| p.buffer == bi) {
+                let vals = mem.read(plan, r.rank, &p.src);
+                scatter(&mut full, &b.shape, &p.region, &vals);
+            }
+        }
+        out.insert(b.name.clone(), full);
+    }
+    Ok(out)
+}
+
+/// Fresh random inputs in [-1, 1) for every input buffer of a plan.
+pub fn random_inputs(plan: &Plan, seed: u64) -> HashMap<String, Vec<f64>> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    plan.buffers
+        .iter()
+        .filter(|b| b.role == Role::Input)
+        .map(|b| {
+            (
+                b.name.clone(),
+                (0..b.shape.iter().product::<usize>())
+                    .map(|_| rng.gen_range(-1.0..1.0))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// Largest relative error ‖a − b‖ / ‖b‖ over the outputs; NaN anywhere gives infinity.
+pub fn relative_error(a: &HashMap<String, Vec<f64>>, b: &HashMap<String, Vec<f64>>) -> f64 {
+    let mut worst: f64 = 0.0;
+    for (name, x) in a {
+        let Some(y) = b.get(name) else {
+            return f64::INFINITY;
+        };
+        if x.len() != y.len() || x.iter().chain(y).any(|v| !v.is_finite()) {
+            return f64::INFINITY;
+        }
+        let num: f64 = x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| (p - q) * (p - q))
+            .sum::<f64>()
+            .sqrt();
+        let den: f64 = y.iter().map(|q| q * q).sum::<f64>().sqrt().max(1e-300);
+        worst = worst.max(num / den);
+    }
+    worst
+}

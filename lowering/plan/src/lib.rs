@@ -128,7 +128,7 @@ pub enum SlotInit {
     Uninit,
     /// All zeros (additive accumulators).
     Zero,
-    /// Output part zero and log-sum-exp part minus infinity (an empty softmax accumulator).
+    /// Every element minus infinity (the log-sum-exp half of an empty softmax accumulator).
     NegInf,
     /// Copy of `region` of global input buffer `buffer` (an index into `Plan::buffers`).
     FromGlobal { buffer: usize, region: Region },

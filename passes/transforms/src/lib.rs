@@ -1,1 +1,29 @@
-//! mercury-passes
+//! CommIR schedule primitives (one pass per file), the dependence analysis they share, and the
+//! headline `shift-shard` pipeline.
+
+pub mod deps;
+pub mod join;
+pub mod parallelize;
+pub mod reorder;
+pub mod replicate;
+pub mod reshard;
+pub mod shard;
+pub mod shift;
+pub mod shift_shard;
+pub mod tile;
+pub mod util;
+
+use mercury_ir::pass::PassRegistry;
+
+/// Registers every pass of this crate.
+pub fn register_all(registry: &mut PassRegistry) {
+    registry.register(&tile::INFO);
+    registry.register(&parallelize::INFO);
+    registry.register(&shift::INFO);
+    registry.register(&shard::INFO);
+    registry.register(&replicate::INFO);
+    registry.register(&reorder::INFO);
+    registry.register(&join::INFO);
+    registry.register(&reshard::INFO);
+    registry.register(&shift_shard::INFO);
+}

@@ -1,0 +1,148 @@
+//! `shift{axis=j by=i}`: staggers the sequential loop over `j` by the parallel loop over `i`:
+//! the rank at position p of i's mesh level touches piece (j + p) mod J at step j. Accesses
+//! inside the loop to buffers indexed by j but not by i (buffers shared by the ranks) get the
+//! shifted index. A shifted read becomes a ring of peer transfers once the buffer is sharded
+//! (`shard`); a shifted reduction passes partial results around (shift-reduce). A plain store
+//! that would need communication is refused.
+
+use crate::util::*;
+use mercury_commir::{IndexExpr, Stmt};
+use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
+use mercury_ir::{Attribute, Diagnostic, Operation, Registry};
+
+pub static INFO: PassInfo = PassInfo {
+    name: "shift",
+    summary:
+        "Stagger a sequential loop by a parallel loop (ranks consume shared data in shifted order)",
+    options: &[
+        PassOptionDef {
+            name: "axis",
+            help: "the sequential loop's axis",
+            default: None,
+        },
+        PassOptionDef {
+            name: "by",
+            help: "the enclosing parallel loop's axis",
+            default: None,
+        },
+        PassOptionDef {
+            name: "kernel",
+            help: "kernel to transform (default: all)",
+            default: Some(""),
+        },
+    ],
+    create: |o: &PassOptions| {
+        Ok(Box::new(Shift {
+            axis: opt_name(o.get("axis")),
+            by: opt_name(o.get("by")),
+            kernel: o.get("kernel").to_string(),
+        }))
+    },
+};
+
+pub struct Shift {
+    pub axis: String,
+    pub by: String,
+    pub kernel: String,
+}
+
+impl Pass for Shift {
+    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
+        for name in kernel_names(module, &self.kernel)? {
+            let m = model(module, &name)?;
+            let kloc = m.loc.clone();
+            let lp = m.find_loop(&self.axis).ok_or_else(|| {
+                Diagnostic::error(
+                    kloc.clone(),
+                    format!("shift: there is no loop over '@{}'", self.axis),
+                )
+            })?;
+            if lp.parallel.is_some() {
+                return Err(Diagnostic::error(
+                    lp.loc.clone(),
+                    format!(
+                        "shift: the loop over '@{}' is parallel; shift a sequential loop",
+                        self.axis
+                    ),
+                ));
+            }
+            if lp.shift.is_some() {
+                return Err(Diagnostic::error(
+                    lp.loc.clone(),
+                    format!("shift: the loop over '@{}' is already shifted", self.axis),
+                ));
+            }
+            let by = m
+                .find_loop(&self.by)
+                .filter(|l| l.parallel.is_some())
+                .ok_or_else(|| {
+                    Diagnostic::error(
+                        lp.loc.clone(),
+                        format!("shift: '@{}' is not a parallel loop", self.by),
+                    )
+                })?;
+            let (steps, ranks) = (m.extent(&self.axis), m.extent(&self.by));
+            if steps != ranks {
+                return Err(Diagnostic::error(lp.loc.clone(), format!("shift: '@{}' has {steps} steps but '@{}' spreads over {ranks} ranks; tile it to {ranks} first", self.axis, self.by)));
+            }
+            let _ = by;
+            // The shift must reach a buffer shared across the ranks.
+            let mut shared = false;
+            let mut store_err = None;
+            m.walk(&mut |s, stack| {
+                if !stack.iter().any(|l| l.axis == self.axis) {
+                    return;
+                }
+                let (acc, is_store) = match s {
+                    Stmt::Load { access, .. } | Stmt::Reduce { access, .. } => (access, false),
+                    Stmt::Store { access, .. } => (access, true),
+                    _ => return,
+                };
+                let buf = m.buffer(&acc.buffer).expect("buffer");
+                if buf.uses_axis(&self.axis) && !buf.uses_axis(&self.by) {
+                    shared = true;
+                    if is_store && store_err.is_none() {
+                        store_err = Some(acc.loc.clone());
+                    }
+                }
+            });
+            if let Some(l) = store_err {
+                return Err(Diagnostic::error(l, format!("shift: this store into a buffer shared across '@{}' would need communication (use a reduction)", self.by)));
+            }
+            if !shared {
+                return Err(Diagnostic::error(
+                    lp.loc.clone(),
+                    format!(
+                        "shift: the loop over '@{}' indexes no buffer shared across '@{}'",
+                        self.axis, self.by
+                    ),
+                ));
+            }
+            let k = kernel_mut(module, &name);
+            let (axis, by_axis) = (self.axis.clone(), self.by.clone());
+            let buffers = m.buffers.clone();
+            let f = find_for_mut(k.body_mut(0), &axis).expect("loop");
+            f.set_attr("shift", Attribute::sym(&by_axis));
+            for_each_access_mut(f.body_mut(0), &mut vec![axis.clone()], &mut |op, _| {
+                let b = buffers
+                    .iter()
+                    .find(|b| {
+                        Some(b.name.as_str()) == op.attr("buffer").and_then(|a| a.as_symbol())
+                    })
+                    .expect("buffer");
+                if b.uses_axis(&axis) && !b.uses_axis(&by_axis) {
+                    let mut ix = indices(op);
+                    for e in ix.iter_mut() {
+                        if e.as_axis() == Some(&axis) {
+                            *e = IndexExpr::axis(&axis).shifted(&by_axis, steps as i64);
+                        }
+                    }
+                    set_indices(op, &ix);
+                }
+                Ok(())
+            })?;
+            model(module, &name)?;
+        }
+        Ok(())
+    }
+}

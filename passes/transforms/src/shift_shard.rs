@@ -1,0 +1,155 @@
+//! `shift-shard`: the headline schedule. Distributes the largest spatial axis of the output
+//! over every mesh level (tile + parallelize, sharding what it indexes), then, for each input
+//! shared by all ranks, tiles an axis the output does not have (the reduction) the same way,
+//! shifts each of its loops by the parallel loop of the same level and shards the shared
+//! inputs along it: their pieces stay distributed and travel around rings, level by level.
+//! On a 1-D mesh attention becomes RingAttention; on a 2-level mesh the two-level shift
+//! (LoongTrain).
+
+use crate::util::*;
+use crate::{parallelize::Parallelize, shard::Shard, shift::Shift, tile::Tile};
+use mercury_commir::{AxisKind, Role};
+use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
+use mercury_ir::{Diagnostic, Operation, Registry};
+
+pub static INFO: PassInfo = PassInfo {
+    name: "shift-shard",
+    summary: "Parallelize the output's largest spatial axis over the mesh and shift + shard the shared inputs (RingAttention, LoongTrain)",
+    options: &[
+        PassOptionDef { name: "axis", help: "spatial axis to distribute (default: the largest that divides)", default: Some("") },
+        PassOptionDef { name: "kernel", help: "kernel to transform (default: all)", default: Some("") },
+    ],
+    create: |o: &PassOptions| Ok(Box::new(ShiftShard { axis: opt_name(o.get("axis")), kernel: o.get("kernel").to_string() })),
+};
+
+pub struct ShiftShard {
+    pub axis: String,
+    pub kernel: String,
+}
+
+/// Splits `axis` into one loop per mesh level (`<axis>0`, `<axis>1`, ...) and a block `<axis>_t`;
+/// returns the loop axes.
+fn tile_over_mesh(
+    module: &mut Operation,
+    registry: &Registry,
+    kernel: &str,
+    axis: &str,
+    mesh: &[usize],
+) -> Result<Vec<String>, Diagnostic> {
+    let mut cur = axis.to_string();
+    let mut loops = Vec::new();
+    for (l, &s) in mesh.iter().enumerate() {
+        let outer = format!("{axis}{l}");
+        let inner = if l + 1 == mesh.len() {
+            format!("{axis}_t")
+        } else {
+            format!("{axis}_r{l}")
+        };
+        Tile {
+            axis: cur.clone(),
+            factor: s,
+            outer: outer.clone(),
+            inner: inner.clone(),
+            kernel: kernel.to_string(),
+        }
+        .run(module, registry)?;
+        loops.push(outer);
+        cur = inner;
+    }
+    Ok(loops)
+}
+
+impl Pass for ShiftShard {
+    fn run(&self, module: &mut Operation, registry: &Registry) -> Result<(), Diagnostic> {
+        for name in kernel_names(module, &self.kernel)? {
+            let m = model(module, &name)?;
+            if !m.loops().is_empty() {
+                return Err(Diagnostic::error(m.loc.clone(), "shift-shard: expects a local operator without loops (apply the primitives one by one instead)"));
+            }
+            let n = m.mesh.num_devices();
+            let outputs: Vec<_> = m
+                .buffers
+                .iter()
+                .filter(|b| matches!(b.role, Role::Out | Role::InOut))
+                .collect();
+            let fits = |a: &mercury_commir::Axis| a.extent % n == 0 && a.extent / n >= a.min_block;
+            let par = if self.axis.is_empty() {
+                m.axes
+                    .iter()
+                    .filter(|a| a.kind == AxisKind::Spatial && outputs.iter().any(|b| b.uses_axis(&a.name)) && fits(a))
+                    .max_by_key(|a| (a.extent, std::cmp::Reverse(m.axes.iter().position(|x| x.name == a.name))))
+                    .map(|a| a.name.clone())
+                    .ok_or_else(|| Diagnostic::error(m.loc.clone(), format!("shift-shard: no spatial axis of the output divides over the {n} devices of '@{}'", m.mesh.name)))?
+            } else {
+                let a = m.axis(&self.axis).ok_or_else(|| {
+                    Diagnostic::error(
+                        m.loc.clone(),
+                        format!("shift-shard: '@{}' is not an axis", self.axis),
+                    )
+                })?;
+                if a.kind != AxisKind::Spatial || !fits(a) {
+                    return Err(Diagnostic::error(a.loc.clone(), format!("shift-shard: '@{}' must be a spatial axis whose extent divides over {n} devices in blocks of at least {}", a.name, a.min_block)));
+                }
+                a.name.clone()
+            };
+            // Shared inputs: read by every rank because they do not use the parallel axis.
+            let mut shift_axes: Vec<String> = Vec::new();
+            let mut shared_by_axis: Vec<(String, Vec<String>)> = Vec::new();
+            for b in m
+                .buffers
+                .iter()
+                .filter(|b| b.role == Role::In && !b.uses_axis(&par))
+            {
+                let cand = b
+                    .axis_slots()
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .filter(|a| !outputs.iter().any(|o| o.uses_axis(a)))
+                    .filter_map(|a| m.axis(&a).cloned())
+                    .filter(|a| a.kind != AxisKind::Reduction && fits(a))
+                    .max_by_key(|a| a.extent);
+                if let Some(a) = cand {
+                    if !shift_axes.contains(&a.name) {
+                        shift_axes.push(a.name.clone());
+                        shared_by_axis.push((a.name.clone(), vec![]));
+                    }
+                    if let Some(e) = shared_by_axis.iter_mut().find(|e| e.0 == a.name) {
+                        e.1.push(b.name.clone());
+                    }
+                }
+            }
+            let mesh = m.mesh.shape.clone();
+            let par_loops = tile_over_mesh(module, registry, &name, &par, &mesh)?;
+            for (l, a) in par_loops.iter().enumerate() {
+                Parallelize {
+                    axis: a.clone(),
+                    level: l,
+                    shard: true,
+                    kernel: name.clone(),
+                }
+                .run(module, registry)?;
+            }
+            for (axis, bufs) in &shared_by_axis {
+                let loops = tile_over_mesh(module, registry, &name, axis, &mesh)?;
+                for (l, a) in loops.iter().enumerate() {
+                    Shift {
+                        axis: a.clone(),
+                        by: par_loops[l].clone(),
+                        kernel: name.clone(),
+                    }
+                    .run(module, registry)?;
+                    for b in bufs {
+                        Shard {
+                            buffer: b.clone(),
+                            axis: a.clone(),
+                            level: Some(l),
+                            kernel: name.clone(),
+                        }
+                        .run(module, registry)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,216 @@
+//! `tile{axis=i factor=F}`: splits axis `i` (extent E) into an outer axis of F iterations
+//! and an inner axis of E/F, binds buffers to both, and adds a loop over the outer axis
+//! (innermost in the current nest; an existing loop over `i` becomes two nested loops).
+
+use crate::util::*;
+use mercury_commir::{DimBinding, IndexExpr};
+use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
+use mercury_ir::{Diagnostic, Operation, Registry};
+
+pub static INFO: PassInfo = PassInfo {
+    name: "tile",
+    summary: "Split an axis into outer x inner and loop over the outer part",
+    options: &[
+        PassOptionDef {
+            name: "axis",
+            help: "the axis to split",
+            default: None,
+        },
+        PassOptionDef {
+            name: "factor",
+            help: "iterations of the outer axis",
+            default: None,
+        },
+        PassOptionDef {
+            name: "outer",
+            help: "name of the outer axis (default <axis>_o)",
+            default: Some(""),
+        },
+        PassOptionDef {
+            name: "inner",
+            help: "name of the inner axis (default <axis>_i)",
+            default: Some(""),
+        },
+        PassOptionDef {
+            name: "kernel",
+            help: "kernel to transform (default: all)",
+            default: Some(""),
+        },
+    ],
+    create: |o: &PassOptions| {
+        let axis = opt_name(o.get("axis"));
+        let factor = o.get_usize("factor")?;
+        let outer = if o.get("outer").is_empty() {
+            format!("{axis}_o")
+        } else {
+            opt_name(o.get("outer"))
+        };
+        let inner = if o.get("inner").is_empty() {
+            format!("{axis}_i")
+        } else {
+            opt_name(o.get("inner"))
+        };
+        Ok(Box::new(Tile {
+            axis,
+            factor,
+            outer,
+            inner,
+            kernel: o.get("kernel").to_string(),
+        }))
+    },
+};
+
+pub struct Tile {
+    pub axis: String,
+    pub factor: usize,
+    pub outer: String,
+    pub inner: String,
+    pub kernel: String,
+}
+
+impl Pass for Tile {
+    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
+        for name in kernel_names(module, &self.kernel)? {
+            let m = model(module, &name)?;
+            let k = kernel_mut(module, &name);
+            tile_kernel(k, &m, self)?;
+        }
+        Ok(())
+    }
+}
+
+pub fn tile_kernel(
+    k: &mut Operation,
+    m: &mercury_commir::Kernel,
+    t: &Tile,
+) -> Result<(), Diagnostic> {
+    let loc = k.loc.clone();
+    let axis = m.axis(&t.axis).ok_or_else(|| {
+        Diagnostic::error(
+            loc.clone(),
+            format!("tile: '@{}' is not an axis of '@{}'", t.axis, m.name),
+        )
+    })?;
+    let aloc = axis.loc.clone();
+    if t.factor == 0 || axis.extent % t.factor != 0 {
+        return Err(Diagnostic::error(
+            aloc,
+            format!(
+                "tile: factor {} does not divide the extent {} of '@{}'",
+                t.factor, axis.extent, t.axis
+            ),
+        ));
+    }
+    let inner_extent = axis.extent / t.factor;
+    if inner_extent < axis.min_block {
+        return Err(Diagnostic::error(
+            aloc,
+            format!(
+                "tile: blocks of {inner_extent} along '@{}' are below its minimum block {}",
+                t.axis, axis.min_block
+            ),
+        ));
+    }
+    for n in [&t.outer, &t.inner] {
+        if m.axis(n).is_some() || m.buffer(n).is_some() {
+            return Err(Diagnostic::error(
+                aloc,
+                format!("tile: the name '@{n}' is already taken"),
+            ));
+        }
+    }
+    // Index expressions that do more than name the axis cannot be split.
+    let mut bad = None;
+    m.walk(&mut |s, _| {
+        let acc = match s {
+            mercury_commir::Stmt::Load { access, .. }
+            | mercury_commir::Stmt::Reduce { access, .. }
+            | mercury_commir::Stmt::Store { access, .. } => access,
+            _ => return,
+        };
+        if acc
+            .indices
+            .iter()
+            .any(|e| e.axes().contains(&t.axis.as_str()) && e.as_axis().is_none())
+            && bad.is_none()
+        {
+            bad = Some(acc.loc.clone());
+        }
+    });
+    if let Some(l) = bad {
+        return Err(Diagnostic::error(
+            l,
+            format!(
+                "tile: '@{}' is used in a compound index expression here (tile before shifting)",
+                t.axis
+            ),
+        ));
+    }
+    let kind = axis.kind.keyword();
+    let body = k.body_mut(0);
+    let pos = body
+        .iter()
+        .position(|o| o.name == "commir.axis" && o.symbol_name() == Some(&t.axis))
+        .expect("axis op");
+    body.remove(pos);
+    body.insert(
+        pos,
+        new_axis(
+            &t.inner,
+            inner_extent,
+            kind,
+            axis.min_block.min(inner_extent),
+            &aloc,
+        ),
+    );
+    body.insert(pos, new_axis(&t.outer, t.factor, kind, 1, &aloc));
+    for op in body.iter_mut().filter(|o| o.name == "commir.buffer") {
+        let mut d = dims(op);
+        let mut changed = false;
+        for b in d.iter_mut() {
+            if let DimBinding::Axes(ax) = b {
+                if let Some(p) = ax.iter().position(|x| *x == t.axis) {
+                    ax.splice(p..=p, [t.outer.clone(), t.inner.clone()]);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            set_dims(op, &d);
+        }
+    }
+    let (outer, inner, axis_name) = (t.outer.clone(), t.inner.clone(), t.axis.clone());
+    for_each_access_mut(body, &mut vec![], &mut |op, _| {
+        let mut ix = indices(op);
+        if let Some(p) = ix.iter().position(|e| e.as_axis() == Some(&axis_name)) {
+            ix.splice(p..=p, [IndexExpr::axis(&outer), IndexExpr::axis(&inner)]);
+            set_indices(op, &ix);
+        }
+        Ok(())
+    })?;
+    // Loops: an existing loop over the axis becomes outer{inner{..}}; otherwise a new loop over
+    // the outer axis wraps the innermost loop body.
+    if let Some(f) = find_for_mut(body, &t.axis) {
+        let inner_body = std::mem::take(f.body_mut(0));
+        let floc = f.loc.clone();
+        f.set_attr("axis", mercury_ir::Attribute::sym(&t.outer));
+        f.body_mut(0).push(new_for(&t.inner, inner_body, &floc));
+    } else {
+        let start = first_stmt(k);
+        let body = k.body_mut(0);
+        let mut target: &mut Vec<Operation> = body;
+        let mut start_at = start;
+        loop {
+            let stmts = &target[start_at..];
+            if stmts.len() == 1 && stmts[0].name == "commir.for" {
+                target = target[start_at].body_mut(0);
+                start_at = 0;
+            } else {
+                break;
+            }
+        }
+        let stmts: Vec<Operation> = target.drain(start_at..).collect();
+        target.push(new_for(&t.outer, stmts, &loc));
+    }
+    Ok(())
+}
