@@ -442,7 +442,9 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     for (buffer, to, loc) in &begin_reshards {
         let b = k.buffer(buffer).expect("buffer");
         if !matches!(b.role, Role::In | Role::InOut) {
-            return Err(err(loc, format!("a reshard at the start of the kernel needs an input buffer, '@{buffer}' is not one")));
+            // An output resharded at the start is written in that placement.
+            placement.insert(buffer.clone(), to.clone());
+            continue;
         }
         let from = placement[buffer].clone();
         reshard(k, &mut ranks, &mesh, buffer, &from, to, prologue_stage, loc)?;
@@ -925,11 +927,43 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     }
     // ReduceScatter instead of AllReduce where the output is sharded over the group: rewrite.
     reduce_scatter_where_sharded(k, &mut ranks, &placement, &mesh);
+    // Reshards at the end move finished outputs: every rank must hold exactly its shard of the
+    // current placement.
     for (buffer, to, loc) in &end_reshards {
-        let _ = (buffer, to);
-        return Err(err(loc, "a reshard at the end of the kernel is not supported by this lowering yet; reshard the consumer's input instead"));
+        let from = placement[buffer].clone();
+        let shape = shape_of(k, buffer);
+        for rb in ranks.iter_mut() {
+            let mine = shard_box(&shape, &from, &mesh, &rb.coords);
+            let held = rb
+                .acc
+                .iter()
+                .filter(|((b, _), _)| b == buffer)
+                .map(|(kk, (bx, slots, _))| (kk.clone(), bx.clone(), slots[0], true))
+                .chain(
+                    rb.stored
+                        .iter()
+                        .filter(|((b, _), _)| b == buffer)
+                        .map(|(kk, (bx, s))| (kk.clone(), bx.clone(), *s, false)),
+                )
+                .find(|(_, bx, _, _)| *bx == mine);
+            let Some((kk, bx, slot, is_acc)) = held else {
+                return Err(err(loc, format!("reshard of '@{buffer}' at the end: rank {:?} does not hold its shard {mine} of the current placement", rb.coords)));
+            };
+            if is_acc {
+                rb.acc.remove(&kk);
+            } else {
+                rb.stored.remove(&kk);
+            }
+            rb.shard.insert(buffer.clone(), (slot, bx));
+        }
+        reshard(k, &mut ranks, &mesh, buffer, &from, to, epi, loc)?;
+        for rb in ranks.iter_mut() {
+            let (slot, bx) = rb.shard[buffer].clone();
+            rb.stored.insert((buffer.clone(), key(&bx)), (bx, slot));
+        }
+        placement.insert(buffer.clone(), to.clone());
+        epi += 1;
     }
-    let _ = epi;
     // Outputs: one provider per tile, preferring the tile's owner.
     let mut plan_ranks = Vec::new();
     let mut pieces: Vec<(usize, OutputPiece)> = Vec::new();
@@ -1213,11 +1247,12 @@ fn reshard(
         });
         g
     };
+    let is_prefix = |a: &[usize], b: &[usize]| b.len() > a.len() && b.starts_with(a);
     match changed.as_slice() {
         [] => Ok(()),
-        [d] if to[*d].is_empty() => {
-            // Sharded -> replicated along d: AllGather over the levels of d.
-            let levels = from[*d].clone();
+        [d] if is_prefix(&to[*d], &from[*d]) => {
+            // Coarser along d: AllGather over the dropped (trailing) levels.
+            let levels = from[*d][to[*d].len()..].to_vec();
             for rb in ranks.iter_mut() {
                 let (src, _) = rb.shard[buffer].clone();
                 let newbox = shard_box(&shape, to, mesh, &rb.coords);
@@ -1230,8 +1265,8 @@ fn reshard(
             }
             Ok(())
         }
-        [d] if from[*d].is_empty() || to[*d].starts_with(&from[*d]) => {
-            // Replicated (or coarser) -> finer along d: a local slice.
+        [d] if is_prefix(&from[*d], &to[*d]) => {
+            // Finer along d: a local slice.
             for rb in ranks.iter_mut() {
                 let (src, sbox) = rb.shard[buffer].clone();
                 let newbox = shard_box(&shape, to, mesh, &rb.coords);
@@ -1243,10 +1278,17 @@ fn reshard(
             }
             Ok(())
         }
-        [d1, d2] if (from[*d1].is_empty() && to[*d2].is_empty() && from[*d2] == to[*d1]) || (from[*d2].is_empty() && to[*d1].is_empty() && from[*d1] == to[*d2]) => {
-            // Levels move from one dimension to another: AllToAll.
-            let (src_dim, dst_dim) = if from[*d1].is_empty() { (*d2, *d1) } else { (*d1, *d2) };
-            let levels = from[src_dim].clone();
+        [d1, d2] => {
+            // Trailing levels move from one dimension to the end of another: AllToAll.
+            let moved_from = |s: usize, t: usize| -> Option<Vec<usize>> {
+                let moved = from[s].strip_prefix(to[s].as_slice())?.to_vec();
+                (!moved.is_empty() && to[t].strip_prefix(from[t].as_slice())? == moved.as_slice()).then_some(moved)
+            };
+            let (src_dim, dst_dim, levels) = match (moved_from(*d1, *d2), moved_from(*d2, *d1)) {
+                (Some(m), _) => (*d1, *d2, m),
+                (_, Some(m)) => (*d2, *d1, m),
+                _ => return Err(err(loc, format!("unsupported reshard of '@{buffer}': mesh levels must move from the end of one dimension's list to the end of another's"))),
+            };
             for rb in ranks.iter_mut() {
                 let (src, _) = rb.shard[buffer].clone();
                 let newbox = shard_box(&shape, to, mesh, &rb.coords);
@@ -1259,7 +1301,7 @@ fn reshard(
             }
             Ok(())
         }
-        _ => Err(err(loc, format!("unsupported reshard of '@{buffer}': move mesh levels between two dimensions, gather one dimension, or split one dimension"))),
+        _ => Err(err(loc, format!("unsupported reshard of '@{buffer}': change one dimension, or move mesh levels between two"))),
     }
 }
 

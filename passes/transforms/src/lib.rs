@@ -4,6 +4,8 @@
 pub mod deps;
 pub mod join;
 pub mod parallelize;
+pub mod print_comm_plan;
+pub mod print_memory;
 pub mod reorder;
 pub mod replicate;
 pub mod reshard;
@@ -26,4 +28,16 @@ pub fn register_all(registry: &mut PassRegistry) {
     registry.register(&join::INFO);
     registry.register(&reshard::INFO);
     registry.register(&shift_shard::INFO);
+    registry.register(&print_comm_plan::INFO);
+    registry.register(&print_memory::INFO);
+}
+
+/// Turns a schedule script (one pass per line, `#` comments) into a pass pipeline string.
+pub fn schedule_pipeline(script: &str) -> String {
+    let passes: Vec<&str> = script
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    format!("builtin.module({})", passes.join(","))
 }

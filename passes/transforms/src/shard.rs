@@ -92,6 +92,9 @@ impl Pass for Shard {
                 }
             };
             let mut s = buf.sharding.clone();
+            if s[dim].contains(&level) {
+                continue; // already placed so
+            }
             if s.iter().flatten().any(|l| *l == level) {
                 return Err(Diagnostic::error(
                     buf.loc.clone(),

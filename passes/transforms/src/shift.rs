@@ -1,7 +1,7 @@
 //! `shift{axis=j by=i}`: staggers the sequential loop over `j` by the parallel loop over `i`:
-//! the rank at position p of i's mesh level touches piece (j + p) mod J at step j. Accesses
-//! inside the loop to buffers indexed by j but not by i (buffers shared by the ranks) get the
-//! shifted index. A shifted read becomes a ring of peer transfers once the buffer is sharded
+//! the rank at position p of i's mesh level touches piece (j + p) mod J at step j: every access
+//! inside the loop gets the shifted index. Accesses to buffers indexed by j but not by i (shared
+//! by the ranks) are the ones that can need communication. A shifted read becomes a ring of peer transfers once the buffer is sharded
 //! (`shard`); a shifted reduction passes partial results around (shift-reduce). A plain store
 //! that would need communication is refused.
 
@@ -123,20 +123,19 @@ impl Pass for Shift {
             let buffers = m.buffers.clone();
             let f = find_for_mut(k.body_mut(0), &axis).expect("loop");
             f.set_attr("shift", Attribute::sym(&by_axis));
+            // The iteration order is staggered for every access in the loop (a permutation of
+            // the iterations); only the shared buffers' accesses will need communication.
+            let _ = &buffers;
             for_each_access_mut(f.body_mut(0), &mut vec![axis.clone()], &mut |op, _| {
-                let b = buffers
-                    .iter()
-                    .find(|b| {
-                        Some(b.name.as_str()) == op.attr("buffer").and_then(|a| a.as_symbol())
-                    })
-                    .expect("buffer");
-                if b.uses_axis(&axis) && !b.uses_axis(&by_axis) {
-                    let mut ix = indices(op);
-                    for e in ix.iter_mut() {
-                        if e.as_axis() == Some(&axis) {
-                            *e = IndexExpr::axis(&axis).shifted(&by_axis, steps as i64);
-                        }
+                let mut ix = indices(op);
+                let mut changed = false;
+                for e in ix.iter_mut() {
+                    if e.as_axis() == Some(&axis) {
+                        *e = IndexExpr::axis(&axis).shifted(&by_axis, steps as i64);
+                        changed = true;
                     }
+                }
+                if changed {
                     set_indices(op, &ix);
                 }
                 Ok(())

@@ -73,13 +73,32 @@ impl Pass for ShiftShard {
                 .filter(|b| matches!(b.role, Role::Out | Role::InOut))
                 .collect();
             let fits = |a: &mercury_commir::Axis| a.extent % n == 0 && a.extent / n >= a.min_block;
+            // An axis whose dimension already carries a buffer's sharding keeps that placement.
+            let sharded_axis = |b: &mercury_commir::Buffer| -> Option<String> {
+                b.dims.iter().zip(&b.sharding).find_map(|(d, s)| match d {
+                    mercury_commir::DimBinding::Axes(ax) if !s.is_empty() && ax.len() == 1 => {
+                        Some(ax[0].clone())
+                    }
+                    _ => None,
+                })
+            };
             let par = if self.axis.is_empty() {
-                m.axes
+                let placed = outputs
                     .iter()
-                    .filter(|a| a.kind == AxisKind::Spatial && outputs.iter().any(|b| b.uses_axis(&a.name)) && fits(a))
-                    .max_by_key(|a| (a.extent, std::cmp::Reverse(m.axes.iter().position(|x| x.name == a.name))))
-                    .map(|a| a.name.clone())
-                    .ok_or_else(|| Diagnostic::error(m.loc.clone(), format!("shift-shard: no spatial axis of the output divides over the {n} devices of '@{}'", m.mesh.name)))?
+                    .filter_map(|b| sharded_axis(b))
+                    .filter_map(|a| m.axis(&a))
+                    .find(|a| a.kind == AxisKind::Spatial && fits(a))
+                    .map(|a| a.name.clone());
+                match placed {
+                    Some(a) => a,
+                    None => m
+                        .axes
+                        .iter()
+                        .filter(|a| a.kind == AxisKind::Spatial && outputs.iter().any(|b| b.uses_axis(&a.name)) && fits(a))
+                        .max_by_key(|a| (a.extent, std::cmp::Reverse(m.axes.iter().position(|x| x.name == a.name))))
+                        .map(|a| a.name.clone())
+                        .ok_or_else(|| Diagnostic::error(m.loc.clone(), format!("shift-shard: no spatial axis of the output divides over the {n} devices of '@{}'", m.mesh.name)))?,
+                }
             } else {
                 let a = m.axis(&self.axis).ok_or_else(|| {
                     Diagnostic::error(
@@ -100,14 +119,18 @@ impl Pass for ShiftShard {
                 .iter()
                 .filter(|b| b.role == Role::In && !b.uses_axis(&par))
             {
-                let cand = b
-                    .axis_slots()
-                    .into_iter()
-                    .map(|(_, a)| a)
-                    .filter(|a| !outputs.iter().any(|o| o.uses_axis(a)))
-                    .filter_map(|a| m.axis(&a).cloned())
-                    .filter(|a| a.kind != AxisKind::Reduction && fits(a))
-                    .max_by_key(|a| a.extent);
+                let placed = sharded_axis(b)
+                    .and_then(|a| m.axis(&a).cloned())
+                    .filter(|a| a.kind != AxisKind::Reduction && fits(a));
+                let cand = placed.or_else(|| {
+                    b.axis_slots()
+                        .into_iter()
+                        .map(|(_, a)| a)
+                        .filter(|a| !outputs.iter().any(|o| o.uses_axis(a)))
+                        .filter_map(|a| m.axis(&a).cloned())
+                        .filter(|a| a.kind != AxisKind::Reduction && fits(a))
+                        .max_by_key(|a| a.extent)
+                });
                 if let Some(a) = cand {
                     if !shift_axes.contains(&a.name) {
                         shift_axes.push(a.name.clone());

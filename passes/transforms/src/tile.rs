@@ -196,21 +196,28 @@ pub fn tile_kernel(
         f.set_attr("axis", mercury_ir::Attribute::sym(&t.outer));
         f.body_mut(0).push(new_for(&t.inner, inner_body, &floc));
     } else {
+        // Reshards at the start and the end of the kernel stay outside the loops.
         let start = first_stmt(k);
         let body = k.body_mut(0);
+        let lead = body[start..]
+            .iter()
+            .take_while(|o| o.name == "commir.reshard")
+            .count();
+        let trail = body[start + lead..]
+            .iter()
+            .rev()
+            .take_while(|o| o.name == "commir.reshard")
+            .count();
+        let (from, to) = (start + lead, body.len() - trail);
         let mut target: &mut Vec<Operation> = body;
-        let mut start_at = start;
-        loop {
-            let stmts = &target[start_at..];
-            if stmts.len() == 1 && stmts[0].name == "commir.for" {
-                target = target[start_at].body_mut(0);
-                start_at = 0;
-            } else {
-                break;
-            }
+        let (mut from_at, mut to_at) = (from, to);
+        while to_at == from_at + 1 && target[from_at].name == "commir.for" {
+            target = target[from_at].body_mut(0);
+            from_at = 0;
+            to_at = target.len();
         }
-        let stmts: Vec<Operation> = target.drain(start_at..).collect();
-        target.push(new_for(&t.outer, stmts, &loc));
+        let stmts: Vec<Operation> = target.drain(from_at..to_at).collect();
+        target.insert(from_at, new_for(&t.outer, stmts, &loc));
     }
     Ok(())
 }

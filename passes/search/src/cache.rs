@@ -1,0 +1,223 @@
+//! On-disk schedule cache.
+//!
+//! Key: hash of the normalised topology, device name, driver / CUDA / NCCL versions, the
+//! compiler version (`CARGO_PKG_VERSION`) and the operator's shape signature. The file name
+//! is derived from the *stable* part of the key (topology hash, device, signature), so after
+//! a driver or compiler upgrade the old entry is found and reported *stale* instead of
+//! silently missing; the search result then overwrites it.
+//!
+//! File: `{"format": 1, "checksum": "<fnv1a64 of the entry>", "entry": {...}}`. Loading
+//! checks the format, the checksum, the key and that the cached plans still verify; any
+//! failure is a [`CacheLookup::Corrupt`] or [`CacheLookup::Stale`] answer, never a panic.
+
+use crate::search::{Candidate, DeviceInfo, Evaluated};
+use crate::topology::Topology;
+use mercury_plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const CACHE_FORMAT: u64 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheKey {
+    pub topology_hash: String,
+    pub device: String,
+    pub driver: String,
+    pub cuda: String,
+    pub nccl: String,
+    pub compiler: String,
+    pub signature: String,
+}
+
+impl CacheKey {
+    pub fn new(topo: &Topology, info: &DeviceInfo, signature: &str) -> Self {
+        CacheKey {
+            topology_hash: topo.normalized_hash(),
+            device: info.device.clone(),
+            driver: info.driver.clone(),
+            cuda: info.cuda.clone(),
+            nccl: info.nccl.clone(),
+            compiler: env!("CARGO_PKG_VERSION").to_string(),
+            signature: signature.to_string(),
+        }
+    }
+
+    /// `<fnv of topology, device, signature>.json`.
+    pub fn file_name(&self) -> String {
+        let stable = format!("{}\n{}\n{}", self.topology_hash, self.device, self.signature);
+        format!("{:016x}.json", crate::fnv1a64(stable.as_bytes()))
+    }
+
+    /// Fields that differ, as `field: cached -> wanted`.
+    pub fn diff(&self, wanted: &CacheKey) -> Vec<String> {
+        let mut out = Vec::new();
+        let pairs = [
+            ("topology", &self.topology_hash, &wanted.topology_hash),
+            ("device", &self.device, &wanted.device),
+            ("driver", &self.driver, &wanted.driver),
+            ("cuda", &self.cuda, &wanted.cuda),
+            ("nccl", &self.nccl, &wanted.nccl),
+            ("compiler", &self.compiler, &wanted.compiler),
+            ("signature", &self.signature, &wanted.signature),
+        ];
+        for (name, a, b) in pairs {
+            if a != b {
+                out.push(format!("{name}: {a} -> {b}"));
+            }
+        }
+        out
+    }
+}
+
+/// A schedule as stored: enough to run it again without searching.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CachedSchedule {
+    pub name: String,
+    pub transform_script: String,
+    pub annotated_ir: String,
+    pub plan: Plan,
+    pub predicted_s: Option<f64>,
+    pub measured_s: Option<f64>,
+    pub peak_bytes: u64,
+}
+
+impl CachedSchedule {
+    pub fn from_eval(e: &Evaluated) -> Self {
+        CachedSchedule {
+            name: e.candidate.name.clone(),
+            transform_script: e.candidate.transform_script.clone(),
+            annotated_ir: e.candidate.annotated_ir.clone(),
+            plan: e.candidate.plan.clone(),
+            predicted_s: e.predicted_s,
+            measured_s: e.measured_s,
+            peak_bytes: e.peak_bytes(),
+        }
+    }
+    pub fn to_candidate(&self) -> Candidate {
+        Candidate {
+            name: self.name.clone(),
+            transform_script: self.transform_script.clone(),
+            annotated_ir: self.annotated_ir.clone(),
+            plan: self.plan.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    pub key: CacheKey,
+    pub created_unix: u64,
+    pub chosen: CachedSchedule,
+    /// The latency/memory frontier (fastest first), for memory-constrained reuse.
+    pub frontier: Vec<CachedSchedule>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CacheLookup {
+    Hit(Box<CacheEntry>),
+    Miss,
+    /// An entry for this operator and machine exists but was made under other versions.
+    Stale(String),
+    /// The file exists but cannot be trusted.
+    Corrupt(String),
+}
+
+pub struct ScheduleCache {
+    dir: PathBuf,
+}
+
+impl ScheduleCache {
+    pub fn new(dir: impl AsRef<Path>) -> Self {
+        ScheduleCache {
+            dir: dir.as_ref().to_path_buf(),
+        }
+    }
+
+    pub fn path_for(&self, key: &CacheKey) -> PathBuf {
+        self.dir.join(key.file_name())
+    }
+
+    pub fn lookup(&self, key: &CacheKey) -> CacheLookup {
+        let path = self.path_for(key);
+        let text = match std::fs::read(&path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(_) => return CacheLookup::Corrupt(format!("{}: not UTF-8", path.display())),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return CacheLookup::Miss,
+            Err(e) => return CacheLookup::Corrupt(format!("{}: {e}", path.display())),
+        };
+        let corrupt = |why: String| CacheLookup::Corrupt(format!("{}: {why}", path.display()));
+        let value: serde_json::Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => return corrupt(format!("not JSON: {e}")),
+        };
+        match value.get("format").and_then(|f| f.as_u64()) {
+            Some(CACHE_FORMAT) => {}
+            Some(other) => {
+                return CacheLookup::Stale(format!(
+                    "cache format {other}, this compiler writes {CACHE_FORMAT}"
+                ))
+            }
+            None => return corrupt("no format field".into()),
+        }
+        let Some(entry_v) = value.get("entry") else {
+            return corrupt("no entry".into());
+        };
+        let Some(sum) = value.get("checksum").and_then(|c| c.as_str()) else {
+            return corrupt("no checksum".into());
+        };
+        let want = checksum(entry_v);
+        if sum != want {
+            return corrupt(format!("checksum {sum} does not match the contents ({want})"));
+        }
+        let entry: CacheEntry = match serde_json::from_value(entry_v.clone()) {
+            Ok(e) => e,
+            Err(e) => return corrupt(format!("bad entry: {e}")),
+        };
+        let diff = entry.key.diff(key);
+        if !diff.is_empty() {
+            return CacheLookup::Stale(diff.join(", "));
+        }
+        for s in std::iter::once(&entry.chosen).chain(entry.frontier.iter()) {
+            if let Err(e) = mercury_plan::verify(&s.plan) {
+                return corrupt(format!("cached plan '{}' does not verify: {e}", s.name));
+            }
+        }
+        CacheLookup::Hit(Box::new(entry))
+    }
+
+    /// Writes (atomically: temp file + rename) the entry for `key`.
+    pub fn store(
+        &self,
+        key: &CacheKey,
+        chosen: CachedSchedule,
+        frontier: Vec<CachedSchedule>,
+    ) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(&self.dir)?;
+        let entry = CacheEntry {
+            key: key.clone(),
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            chosen,
+            frontier,
+        };
+        let entry_v = serde_json::to_value(&entry).map_err(std::io::Error::other)?;
+        let file = serde_json::json!({
+            "format": CACHE_FORMAT,
+            "checksum": checksum(&entry_v),
+            "entry": entry_v,
+        });
+        let path = self.path_for(key);
+        let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_string(&file).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(path)
+    }
+}
+
+fn checksum(entry: &serde_json::Value) -> String {
+    format!("fnv1a64:{:016x}", crate::fnv1a64(entry.to_string().as_bytes()))
+}

@@ -1,0 +1,620 @@
+//! Candidate ranking: where schedules come from ([`CandidateSource`]), how they are judged
+//! (verify -> memory prune -> simulate -> optional profiling, [`evaluate`]), the
+//! latency/memory Pareto frontier, and the tuning driver with its cost report ([`tune`]).
+
+use crate::cache::{CacheKey, CacheLookup, CachedSchedule, ScheduleCache};
+use crate::memory::{memory_report, MemoryReport};
+use crate::sim::{simulate, SimOptions, Simulation};
+use crate::topology::Topology;
+use mercury_plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// One schedule of an operator: what the CommIR generator (or a fixture builder) produces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub name: String,
+    /// The schedule as a transform script (the primitives applied); written to the output.
+    pub transform_script: String,
+    /// The annotated CommIR after the schedule (may be empty for fixture plans).
+    #[serde(default)]
+    pub annotated_ir: String,
+    pub plan: Plan,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceError(pub String);
+
+impl SourceError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        SourceError(msg.into())
+    }
+}
+
+/// Where candidates come from. The CommIR generator plugs in here:
+///
+/// ```ignore
+/// struct CommIrSource { kernel: Kernel }
+/// impl CandidateSource for CommIrSource {
+///     fn describe(&self) -> String { format!("{} (CommIR)", self.kernel.name) }
+///     fn signature(&self) -> String { self.kernel.shape_signature() }
+///     fn candidates<'a>(&'a mut self, topo: &'a Topology)
+///         -> Result<Box<dyn Iterator<Item = Result<Candidate, SourceError>> + 'a>, SourceError> {
+///         let v = mercury_passes::candidates(&self.kernel, &topo.mesh())?; // Vec<Candidate>
+///         Ok(Box::new(v.into_iter().map(Ok)))
+///     }
+/// }
+/// ```
+pub trait CandidateSource {
+    /// One line for reports.
+    fn describe(&self) -> String;
+    /// The operator's shape signature (kind, shapes, dtypes, flags): part of the cache key.
+    /// Must not depend on the topology or on schedule choices.
+    fn signature(&self) -> String;
+    /// Candidate schedules for `topo`, lazily. A failing candidate is reported and skipped;
+    /// an `Err` from this function aborts the search.
+    #[allow(clippy::type_complexity)]
+    fn candidates<'a>(
+        &'a mut self,
+        topo: &'a Topology,
+    ) -> Result<Box<dyn Iterator<Item = Result<Candidate, SourceError>> + 'a>, SourceError>;
+    /// The schedule used when search is disabled and the cache has nothing: by default the
+    /// first candidate.
+    fn default_candidate(&mut self, topo: &Topology) -> Result<Candidate, SourceError> {
+        let mut it = self.candidates(topo)?;
+        loop {
+            match it.next() {
+                Some(Ok(c)) => return Ok(c),
+                Some(Err(_)) => continue,
+                None => return Err(SourceError::new("the source produced no candidate")),
+            }
+        }
+    }
+}
+
+/// Candidates given directly as plans: a JSON file holding a `Plan`, a list of plans, or a
+/// list of `Candidate` objects (`{name, transform_script, annotated_ir?, plan}`).
+pub struct PlanListSource {
+    pub candidates: Vec<Candidate>,
+    pub signature: String,
+}
+
+impl PlanListSource {
+    pub fn from_json(text: &str, origin: &str) -> Result<Self, SourceError> {
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| SourceError::new(format!("{origin}: not valid JSON: {e}")))?;
+        let items: Vec<serde_json::Value> = match value {
+            serde_json::Value::Array(v) => v,
+            other => vec![other],
+        };
+        let mut candidates = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            let c = if item.get("plan").is_some() {
+                serde_json::from_value::<Candidate>(item).map_err(|e| {
+                    SourceError::new(format!("{origin}: item {i} is not a candidate: {e}"))
+                })?
+            } else {
+                let plan: Plan = serde_json::from_value(item).map_err(|e| {
+                    SourceError::new(format!("{origin}: item {i} is not a plan: {e}"))
+                })?;
+                Candidate {
+                    name: if plan.name.is_empty() {
+                        format!("plan{i}")
+                    } else {
+                        plan.name.clone()
+                    },
+                    transform_script: format!("// plan given directly in {origin}\n"),
+                    annotated_ir: String::new(),
+                    plan,
+                }
+            };
+            candidates.push(c);
+        }
+        let Some(first) = candidates.first() else {
+            return Err(SourceError::new(format!("{origin}: no plans in the file")));
+        };
+        // The operator is what the plans compute: their global buffers.
+        let bufs = |p: &Plan| -> String {
+            p.buffers
+                .iter()
+                .map(|b| format!("{}:{:?}:{}:{:?}", b.name, b.shape, b.dtype.name(), b.role))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let sig = bufs(&first.plan);
+        if let Some(c) = candidates.iter().find(|c| bufs(&c.plan) != sig) {
+            return Err(SourceError::new(format!(
+                "{origin}: candidate '{}' computes different buffers than '{}'",
+                c.name, first.name
+            )));
+        }
+        // Names are output file names: make them unique.
+        let mut seen = std::collections::BTreeMap::<String, usize>::new();
+        for c in candidates.iter_mut() {
+            let k = seen.entry(c.name.clone()).or_insert(0);
+            *k += 1;
+            if *k > 1 {
+                c.name = format!("{}#{}", c.name, k);
+            }
+        }
+        Ok(PlanListSource {
+            signature: format!("plans {} [{sig}]", first.plan.name),
+            candidates,
+        })
+    }
+}
+
+impl CandidateSource for PlanListSource {
+    fn describe(&self) -> String {
+        format!("{} plan(s) given directly", self.candidates.len())
+    }
+    fn signature(&self) -> String {
+        self.signature.clone()
+    }
+    fn candidates<'a>(
+        &'a mut self,
+        _topo: &'a Topology,
+    ) -> Result<Box<dyn Iterator<Item = Result<Candidate, SourceError>> + 'a>, SourceError> {
+        Ok(Box::new(self.candidates.iter().cloned().map(Ok)))
+    }
+}
+
+/// Versions of the machine a profiler runs on (part of the cache key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub device: String,
+    pub driver: String,
+    pub cuda: String,
+    pub nccl: String,
+}
+
+impl DeviceInfo {
+    /// What the topology file says (or "unknown"), for runs without a GPU.
+    pub fn from_topology(topo: &Topology) -> Self {
+        let e = &topo.environment;
+        let or = |x: &Option<String>| x.clone().unwrap_or_else(|| "unknown".into());
+        DeviceInfo {
+            device: topo.device.name.clone(),
+            driver: or(&e.driver),
+            cuda: or(&e.cuda),
+            nccl: or(&e.nccl),
+        }
+    }
+}
+
+/// A measurement of one candidate on real hardware.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    pub latency_s: f64,
+    /// Device time the measurement used (all GPUs, warm-up included).
+    pub gpu_seconds: f64,
+}
+
+/// Runs candidates on the machine; the runtime implements it. Optional.
+pub trait Profiler {
+    fn device_info(&self) -> DeviceInfo;
+    fn profile(&mut self, candidate: &Candidate) -> Result<Measurement, String>;
+}
+
+/// Progress reporting (the binary draws an indicatif bar; tests use [`NoProgress`]).
+pub trait Progress {
+    fn start(&mut self, _what: &str, _len: Option<u64>) {}
+    fn tick(&mut self, _name: &str) {}
+    fn finish(&mut self) {}
+}
+
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// What happened to one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status", content = "reason")]
+pub enum Status {
+    /// Simulated (and maybe profiled).
+    Ranked,
+    /// Plan failed verification or simulation.
+    Invalid(String),
+    /// Needs more HBM than the device has.
+    OverMemory(String),
+}
+
+/// A judged candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluated {
+    pub candidate: Candidate,
+    pub status: Status,
+    pub memory: Option<MemoryReport>,
+    pub predicted_s: Option<f64>,
+    pub measured_s: Option<f64>,
+    /// Bytes over each topology level and the exposed-communication fraction (simulated).
+    pub tier_bytes: Vec<f64>,
+    pub exposed_comm: f64,
+}
+
+impl Evaluated {
+    /// The figure ranking uses: measured when profiled, else predicted.
+    pub fn latency(&self) -> Option<f64> {
+        self.measured_s.or(self.predicted_s)
+    }
+    pub fn peak_bytes(&self) -> u64 {
+        self.memory.as_ref().map(|m| m.peak_bytes).unwrap_or(0)
+    }
+}
+
+/// Verify, prune by memory, simulate.
+pub fn evaluate(c: Candidate, topo: &Topology) -> Evaluated {
+    let mut e = Evaluated {
+        status: Status::Ranked,
+        memory: None,
+        predicted_s: None,
+        measured_s: None,
+        tier_bytes: vec![],
+        exposed_comm: 0.0,
+        candidate: c,
+    };
+    if let Err(err) = mercury_plan::verify(&e.candidate.plan) {
+        e.status = Status::Invalid(format!("plan does not verify: {err}"));
+        return e;
+    }
+    if e.candidate.plan.num_ranks() > topo.num_devices() {
+        e.status = Status::Invalid(format!(
+            "plan needs {} devices, topology '{}' has {}",
+            e.candidate.plan.num_ranks(),
+            topo.name,
+            topo.num_devices()
+        ));
+        return e;
+    }
+    let mem = memory_report(&e.candidate.plan, topo);
+    if !mem.fits {
+        e.status = Status::OverMemory(format!(
+            "rank {} needs {} of {} usable",
+            mem.peak_rank,
+            crate::memory::gb(mem.peak_bytes),
+            crate::memory::gb(mem.usable_bytes)
+        ));
+        e.memory = Some(mem);
+        return e;
+    }
+    e.memory = Some(mem);
+    match simulate(&e.candidate.plan, topo, SimOptions::default()) {
+        Ok(sim) => {
+            e.predicted_s = Some(sim.latency);
+            e.exposed_comm = sim.exposed_comm_fraction();
+            e.tier_bytes = sim.tier_bytes;
+        }
+        Err(err) => e.status = Status::Invalid(format!("simulation failed: {err}")),
+    }
+    e
+}
+
+/// Indices of the latency/memory Pareto frontier among ranked candidates, fastest first.
+pub fn pareto_frontier(evals: &[Evaluated]) -> Vec<usize> {
+    let mut pts: Vec<(usize, f64, u64)> = evals
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.status == Status::Ranked)
+        .filter_map(|(i, e)| e.latency().map(|l| (i, l, e.peak_bytes())))
+        .collect();
+    pts.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));
+    let mut out = Vec::new();
+    let mut best_mem = u64::MAX;
+    for (i, _, m) in pts {
+        if m < best_mem {
+            out.push(i);
+            best_mem = m;
+        }
+    }
+    out
+}
+
+/// Options of [`tune`].
+#[derive(Debug, Clone, Default)]
+pub struct TuneOptions {
+    /// Profile the best K by prediction when a profiler is available.
+    pub profile_top: usize,
+    /// When false, never search: cache hit, else the source's default schedule.
+    pub no_search: bool,
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The cost of tuning, for the report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TuningReport {
+    pub operator: String,
+    pub topology: String,
+    pub topology_hash: String,
+    /// "hit", "miss", "stale: ...", "corrupt: ...", "disabled".
+    pub cache: String,
+    /// How the schedule was chosen: "search", "cache", "default (no search)".
+    pub decision: String,
+    /// Wall time until the first candidate that fits was ranked (or the cache answered).
+    pub time_to_first_usable_s: Option<f64>,
+    pub total_s: f64,
+    pub candidates_seen: usize,
+    pub invalid: usize,
+    pub pruned_memory: usize,
+    pub simulated: usize,
+    pub profiled: usize,
+    pub gpu_seconds: f64,
+    pub warnings: Vec<String>,
+    pub source_errors: Vec<String>,
+}
+
+/// Everything a tuning run decided.
+#[derive(Debug, Clone)]
+pub struct TuneResult {
+    /// All judged candidates, ranked ones first by latency.
+    pub ranked: Vec<Evaluated>,
+    /// Index into `ranked` of the chosen schedule.
+    pub chosen: usize,
+    /// Indices into `ranked` of the Pareto frontier, fastest first.
+    pub frontier: Vec<usize>,
+    pub report: TuningReport,
+    /// Simulation of the chosen schedule with a timeline.
+    pub chosen_sim: Simulation,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    #[error("candidate source failed: {0}")]
+    Source(#[from] SourceError),
+    #[error("no usable schedule for {operator} on {topology}: {detail}")]
+    NoFeasible {
+        operator: String,
+        topology: String,
+        detail: String,
+    },
+    #[error("simulating the chosen schedule failed: {0}")]
+    Sim(#[from] crate::sim::SimError),
+}
+
+fn warn(report: &mut TuningReport, msg: String) {
+    tracing::warn!("{msg}");
+    report.warnings.push(msg);
+}
+
+/// The tuning driver: cache lookup, search (or default), profiling of the top K, cache
+/// store. Never fails on cache problems (they become warnings).
+pub fn tune(
+    source: &mut dyn CandidateSource,
+    topo: &Topology,
+    opts: &TuneOptions,
+    mut profiler: Option<&mut dyn Profiler>,
+    progress: &mut dyn Progress,
+) -> Result<TuneResult, TuneError> {
+    let t0 = Instant::now();
+    let info = profiler
+        .as_ref()
+        .map(|p| p.device_info())
+        .unwrap_or_else(|| DeviceInfo::from_topology(topo));
+    let key = CacheKey::new(topo, &info, &source.signature());
+    let mut report = TuningReport {
+        operator: source.describe(),
+        topology: topo.name.clone(),
+        topology_hash: key.topology_hash.clone(),
+        cache: "disabled".into(),
+        ..Default::default()
+    };
+    let cache = opts.cache_dir.as_ref().map(ScheduleCache::new);
+    if let Some(cache) = &cache {
+        match cache.lookup(&key) {
+            CacheLookup::Hit(entry) => {
+                let mut e = evaluate(entry.chosen.to_candidate(), topo);
+                if e.status == Status::Ranked {
+                    report.cache = "hit".into();
+                    report.decision = "cache".into();
+                    report.time_to_first_usable_s = Some(t0.elapsed().as_secs_f64());
+                    e.measured_s = entry.chosen.measured_s;
+                    let mut ranked = vec![e];
+                    for f in &entry.frontier {
+                        if f.name == entry.chosen.name {
+                            continue;
+                        }
+                        let mut fe = evaluate(f.to_candidate(), topo);
+                        fe.measured_s = f.measured_s;
+                        ranked.push(fe);
+                    }
+                    report.candidates_seen = ranked.len();
+                    report.simulated = ranked.len();
+                    return finish(ranked, 0, report, topo, t0);
+                }
+                let msg = format!(
+                    "cached schedule '{}' no longer usable ({:?}); searching again",
+                    entry.chosen.name, e.status
+                );
+                report.cache = format!("stale: {msg}");
+                warn(&mut report, msg);
+            }
+            CacheLookup::Miss => report.cache = "miss".into(),
+            CacheLookup::Stale(why) => {
+                report.cache = format!("stale: {why}");
+                warn(&mut report, format!("schedule cache entry is stale ({why}); ignoring it"));
+            }
+            CacheLookup::Corrupt(why) => {
+                report.cache = format!("corrupt: {why}");
+                warn(&mut report, format!("schedule cache entry is corrupt ({why}); ignoring it"));
+            }
+        }
+    }
+    if opts.no_search {
+        let c = source.default_candidate(topo)?;
+        warn(
+            &mut report,
+            format!("search disabled and no cached schedule: using the default '{}'", c.name),
+        );
+        let e = evaluate(c, topo);
+        report.decision = "default (no search)".into();
+        report.candidates_seen = 1;
+        match &e.status {
+            Status::Ranked => {
+                report.simulated = 1;
+                report.time_to_first_usable_s = Some(t0.elapsed().as_secs_f64());
+            }
+            Status::Invalid(w) | Status::OverMemory(w) => {
+                return Err(TuneError::NoFeasible {
+                    operator: report.operator,
+                    topology: topo.name.clone(),
+                    detail: format!("default schedule '{}': {w}", e.candidate.name),
+                })
+            }
+        }
+        return finish(vec![e], 0, report, topo, t0);
+    }
+
+    // Search.
+    report.decision = "search".into();
+    let mut evals: Vec<Evaluated> = Vec::new();
+    {
+        progress.start("ranking candidates", None);
+        let it = source.candidates(topo)?;
+        for item in it {
+            match item {
+                Err(e) => {
+                    report.source_errors.push(e.0);
+                    continue;
+                }
+                Ok(c) => {
+                    report.candidates_seen += 1;
+                    progress.tick(&c.name);
+                    let e = evaluate(c, topo);
+                    match &e.status {
+                        Status::Ranked => {
+                            report.simulated += 1;
+                            if report.time_to_first_usable_s.is_none() {
+                                report.time_to_first_usable_s = Some(t0.elapsed().as_secs_f64());
+                            }
+                        }
+                        Status::Invalid(_) => report.invalid += 1,
+                        Status::OverMemory(_) => report.pruned_memory += 1,
+                    }
+                    evals.push(e);
+                }
+            }
+        }
+        progress.finish();
+    }
+    sort_ranked(&mut evals);
+    if evals.first().map(|e| e.status != Status::Ranked).unwrap_or(true) {
+        let smallest = evals
+            .iter()
+            .filter_map(|e| e.memory.as_ref().map(|m| (m.peak_bytes, e.candidate.name.clone())))
+            .min();
+        let detail = match smallest {
+            _ if evals.is_empty() => format!(
+                "the source produced no candidate ({} error(s): {})",
+                report.source_errors.len(),
+                report.source_errors.join("; ")
+            ),
+            Some((b, name)) => format!(
+                "{} candidate(s), {} over memory, {} invalid; the smallest ('{name}') needs {} of {} usable",
+                evals.len(),
+                report.pruned_memory,
+                report.invalid,
+                crate::memory::gb(b),
+                crate::memory::gb(topo.usable_hbm_bytes())
+            ),
+            None => format!(
+                "all {} candidate(s) are invalid; first: {:?}",
+                evals.len(),
+                evals[0].status
+            ),
+        };
+        return Err(TuneError::NoFeasible {
+            operator: report.operator,
+            topology: topo.name.clone(),
+            detail,
+        });
+    }
+    // Profile the top K.
+    if opts.profile_top > 0 {
+        match profiler.as_deref_mut() {
+            None => warn(
+                &mut report,
+                format!(
+                    "--profile-top {} ignored: no profiler is available in this build",
+                    opts.profile_top
+                ),
+            ),
+            Some(p) => {
+                for e in evals
+                    .iter_mut()
+                    .filter(|e| e.status == Status::Ranked)
+                    .take(opts.profile_top)
+                {
+                    match p.profile(&e.candidate) {
+                        Ok(m) => {
+                            e.measured_s = Some(m.latency_s);
+                            report.gpu_seconds += m.gpu_seconds;
+                            report.profiled += 1;
+                        }
+                        Err(w) => {
+                            let msg = format!("profiling '{}' failed: {w}", e.candidate.name);
+                            warn(&mut report, msg);
+                        }
+                    }
+                }
+                // Profiled candidates are ranked by measurement among themselves, ahead of
+                // the unprofiled ones (their predictions are not comparable to measurements).
+                evals.sort_by(|a, b| {
+                    let ka = (a.status != Status::Ranked, a.measured_s.is_none());
+                    let kb = (b.status != Status::Ranked, b.measured_s.is_none());
+                    ka.cmp(&kb).then(
+                        a.latency()
+                            .unwrap_or(f64::INFINITY)
+                            .total_cmp(&b.latency().unwrap_or(f64::INFINITY)),
+                    )
+                });
+            }
+        }
+    }
+    let result = finish(evals, 0, report, topo, t0)?;
+    if let Some(cache) = &cache {
+        let frontier: Vec<CachedSchedule> = result
+            .frontier
+            .iter()
+            .map(|&i| CachedSchedule::from_eval(&result.ranked[i]))
+            .collect();
+        let chosen = CachedSchedule::from_eval(&result.ranked[result.chosen]);
+        if let Err(e) = cache.store(&key, chosen, frontier) {
+            tracing::warn!("could not write the schedule cache: {e}");
+        }
+    }
+    Ok(result)
+}
+
+fn sort_ranked(evals: &mut [Evaluated]) {
+    evals.sort_by(|a, b| {
+        let ka = a.status != Status::Ranked;
+        let kb = b.status != Status::Ranked;
+        ka.cmp(&kb)
+            .then(
+                a.latency()
+                    .unwrap_or(f64::INFINITY)
+                    .total_cmp(&b.latency().unwrap_or(f64::INFINITY)),
+            )
+            .then(a.peak_bytes().cmp(&b.peak_bytes()))
+            .then(a.candidate.name.cmp(&b.candidate.name))
+    });
+}
+
+fn finish(
+    ranked: Vec<Evaluated>,
+    chosen: usize,
+    mut report: TuningReport,
+    topo: &Topology,
+    t0: Instant,
+) -> Result<TuneResult, TuneError> {
+    let chosen_sim = simulate(&ranked[chosen].candidate.plan, topo, SimOptions { trace: true })?;
+    let frontier = pareto_frontier(&ranked);
+    report.total_s = t0.elapsed().as_secs_f64();
+    Ok(TuneResult {
+        ranked,
+        chosen,
+        frontier,
+        report,
+        chosen_sim,
+    })
+}

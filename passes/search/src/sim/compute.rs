@@ -1,0 +1,256 @@
+//! Durations of compute-stream operations: a roofline per kernel with a launch cost and,
+//! for attention, wave quantisation of the thread blocks over the SMs.
+//!
+//! - GEMM `out[m,n] (+)= a[m,k] b[k,n]`: `2mnk` FLOPs at the GEMM rate; bytes = operands +
+//!   result (+ result again when accumulating). cuBLAS uses stream-K on Hopper, so only GEMMs
+//!   with fewer 128x128 tiles than SMs lose efficiency.
+//! - Attention q `[b,hq,sq,d]`, k/v `[b,hk,sk,d]`: `4*b*hq*d*visible` FLOPs where `visible`
+//!   counts the (query, key) pairs the causal mask leaves (all `sq*sk` without a mask; about
+//!   half on a diagonal tile; none on a tile fully above the diagonal, which kernels skip).
+//!   Blocks of 128 query rows per head are spread over the SMs in waves.
+//! - Combine (`Add`, `LseMerge`) and `Copy` are memory-bound: bytes / HBM bandwidth.
+
+use super::SimError;
+use crate::topology::Topology;
+use mercury_plan::{CombineKind, ComputeOp, PatchKind, RankProgram, View};
+
+/// Cost of one compute op.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpCost {
+    pub seconds: f64,
+    pub flops: f64,
+    pub bytes: f64,
+    pub label: String,
+}
+
+pub(crate) fn view_elems(v: &View) -> f64 {
+    v.region.extent.iter().map(|&e| e as f64).product()
+}
+
+pub(crate) fn view_bytes(r: &RankProgram, v: &View) -> Result<f64, String> {
+    let slot = r
+        .slots
+        .get(v.slot)
+        .ok_or_else(|| format!("view names slot {} of {}", v.slot, r.slots.len()))?;
+    Ok(view_elems(v) * slot.dtype.size_bytes() as f64)
+}
+
+/// Extents without leading unit dimensions.
+fn squeeze(v: &View) -> Vec<usize> {
+    let e = &v.region.extent;
+    let first = e.iter().position(|&x| x != 1).unwrap_or(e.len().saturating_sub(2));
+    let first = first.min(e.len().saturating_sub(2));
+    e[first..].to_vec()
+}
+
+/// Number of (query, key) pairs with `k_off + c <= q_off + r`, r < sq, c < sk.
+pub fn visible_pairs(sq: usize, sk: usize, q_off: usize, k_off: usize) -> f64 {
+    // For row r the count is clamp(q_off - k_off + 1 + r, 0, sk); sum over a range of x of
+    // clamp(x, 0, sk) = G(hi) - G(lo) with G(n) = sum_{x=0}^{n-1} clamp(x, 0, sk).
+    let sk_i = sk as i128;
+    let g = |n: i128| -> i128 {
+        if n <= 0 {
+            0
+        } else if n <= sk_i + 1 {
+            n * (n - 1) / 2
+        } else {
+            sk_i * (sk_i + 1) / 2 + (n - sk_i - 1) * sk_i
+        }
+    };
+    let lo = q_off as i128 - k_off as i128 + 1;
+    let hi = lo + sq as i128;
+    (g(hi) - g(lo)) as f64
+}
+
+fn waves_efficiency(blocks: f64, sms: usize) -> f64 {
+    if sms == 0 || blocks <= 0.0 {
+        return 1.0;
+    }
+    let sms = sms as f64;
+    let waves = (blocks / sms).ceil();
+    blocks / (waves * sms)
+}
+
+pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCost, SimError> {
+    let err = |what: String| SimError::Op {
+        rank: r.rank,
+        what,
+    };
+    let launch = topo.launch_overhead();
+    let hbm = topo.hbm_bandwidth();
+    let bytes_of = |v: &View| view_bytes(r, v).map_err(err);
+    match op {
+        ComputeOp::Patch {
+            patch,
+            inputs,
+            outputs,
+        } => match patch {
+            PatchKind::Gemm { accumulate } => {
+                let (Some(a), Some(b), Some(o)) = (inputs.first(), inputs.get(1), outputs.first())
+                else {
+                    return Err(err("gemm needs inputs [a, b] and output [out]".into()));
+                };
+                let (sa, sb, so) = (squeeze(a), squeeze(b), squeeze(o));
+                let dims = |s: &[usize]| -> Option<(usize, usize)> {
+                    match s {
+                        [x] => Some((1, *x)),
+                        [x, y] => Some((*x, *y)),
+                        _ => None,
+                    }
+                };
+                let (Some((m, k)), Some((k2, n)), Some((m2, n2))) = (dims(&sa), dims(&sb), dims(&so))
+                else {
+                    return Err(err(format!(
+                        "gemm views must be 2-D after dropping unit dims: {sa:?} x {sb:?} -> {so:?}"
+                    )));
+                };
+                if k != k2 || m != m2 || n != n2 {
+                    return Err(err(format!(
+                        "gemm shapes do not agree: [{m},{k}] x [{k2},{n}] -> [{m2},{n2}]"
+                    )));
+                }
+                let flops = 2.0 * m as f64 * n as f64 * k as f64;
+                let mut bytes = bytes_of(a)? + bytes_of(b)? + bytes_of(o)?;
+                if *accumulate {
+                    bytes += bytes_of(o)?;
+                }
+                let tiles = (m as f64 / 128.0).ceil() * (n as f64 / 128.0).ceil();
+                let sms = topo.device.sm_count as f64;
+                let eff = if sms > 0.0 { (tiles / sms).min(1.0) } else { 1.0 };
+                let t = (flops / (topo.gemm_rate() * eff)).max(bytes / hbm);
+                Ok(OpCost {
+                    seconds: launch + t,
+                    flops,
+                    bytes,
+                    label: format!("gemm {m}x{n}x{k}"),
+                })
+            }
+            PatchKind::Attention {
+                causal,
+                q_offset,
+                k_offset,
+                ..
+            } => {
+                let (Some(q), Some(k), Some(v)) = (inputs.first(), inputs.get(1), inputs.get(2))
+                else {
+                    return Err(err("attention needs inputs [q, k, v]".into()));
+                };
+                let (qe, ke) = (&q.region.extent, &k.region.extent);
+                let ([b, hq, sq, d], [b2, hk, sk, d2]) = (qe.as_slice(), ke.as_slice()) else {
+                    return Err(err(format!(
+                        "attention views must be 4-D [b, h, s, d]: q {qe:?}, k {ke:?}"
+                    )));
+                };
+                if b != b2 || d != d2 || *hk == 0 || hq % hk != 0 {
+                    return Err(err(format!(
+                        "attention shapes do not agree: q {qe:?}, k {ke:?}"
+                    )));
+                }
+                let pairs = if *causal {
+                    visible_pairs(*sq, *sk, *q_offset, *k_offset)
+                } else {
+                    *sq as f64 * *sk as f64
+                };
+                let flops = 4.0 * *b as f64 * *hq as f64 * *d as f64 * pairs;
+                let mut bytes = bytes_of(q)? + bytes_of(k)? + bytes_of(v)?;
+                for o in outputs {
+                    bytes += bytes_of(o)?;
+                }
+                if pairs == 0.0 {
+                    // Kernels skip fully masked tiles: only the (empty) output is written.
+                    return Ok(OpCost {
+                        seconds: launch,
+                        flops: 0.0,
+                        bytes: 0.0,
+                        label: format!("attention {sq}x{sk} (masked out)"),
+                    });
+                }
+                let blocks = *b as f64 * *hq as f64 * (*sq as f64 / 128.0).ceil();
+                let eff = waves_efficiency(blocks, topo.device.sm_count);
+                let t = (flops / (topo.attention_rate(*causal) * eff)).max(bytes / hbm);
+                Ok(OpCost {
+                    seconds: launch + t,
+                    flops,
+                    bytes,
+                    label: format!(
+                        "attention b{b} hq{hq} hk{hk} {sq}x{sk}{}",
+                        if *causal { " causal" } else { "" }
+                    ),
+                })
+            }
+        },
+        ComputeOp::Combine { kind, acc, part } => {
+            let mut bytes = 0.0;
+            for v in acc {
+                bytes += 2.0 * bytes_of(v)?; // read + write the accumulator
+            }
+            for v in part {
+                bytes += bytes_of(v)?;
+            }
+            let name = match kind {
+                CombineKind::Add => "add",
+                CombineKind::LseMerge => "lse_merge",
+            };
+            Ok(OpCost {
+                seconds: launch + bytes / hbm,
+                flops: 0.0,
+                bytes,
+                label: format!("combine {name}"),
+            })
+        }
+        ComputeOp::Copy { src, dst } => {
+            let bytes = bytes_of(src)? + bytes_of(dst)?;
+            Ok(OpCost {
+                seconds: launch + bytes / hbm,
+                flops: 0.0,
+                bytes,
+                label: "copy".into(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brute(sq: usize, sk: usize, qo: usize, ko: usize) -> f64 {
+        let mut c = 0;
+        for r in 0..sq {
+            for k in 0..sk {
+                if ko + k <= qo + r {
+                    c += 1;
+                }
+            }
+        }
+        c as f64
+    }
+
+    #[test]
+    fn visible_pairs_matches_brute_force() {
+        for (sq, sk, qo, ko) in [
+            (4, 4, 0, 0),
+            (4, 4, 4, 0),
+            (4, 4, 0, 4),
+            (3, 7, 2, 0),
+            (7, 3, 0, 2),
+            (5, 5, 2, 3),
+            (1, 9, 8, 0),
+            (6, 2, 0, 9),
+        ] {
+            assert_eq!(visible_pairs(sq, sk, qo, ko), brute(sq, sk, qo, ko), "{sq} {sk} {qo} {ko}");
+        }
+        // Diagonal tile is about half, a tile below the diagonal is full.
+        assert_eq!(visible_pairs(1024, 1024, 0, 0), 1024.0 * 1025.0 / 2.0);
+        assert_eq!(visible_pairs(1024, 1024, 1024, 0), 1024.0 * 1024.0);
+        assert_eq!(visible_pairs(1024, 1024, 0, 1024), 0.0);
+    }
+
+    #[test]
+    fn wave_quantisation() {
+        assert_eq!(waves_efficiency(132.0, 132), 1.0);
+        assert!((waves_efficiency(133.0, 132) - 133.0 / 264.0).abs() < 1e-12);
+        assert!((waves_efficiency(32.0, 132) - 32.0 / 132.0).abs() < 1e-12);
+        assert_eq!(waves_efficiency(10.0, 0), 1.0);
+    }
+}

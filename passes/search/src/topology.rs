@@ -1,0 +1,552 @@
+//! Machine descriptions: mesh levels (slowest first) with their links, and the device's
+//! capacities and measured rates. The TOML format is documented in `docs/topology.md`.
+//!
+//! Physical devices are numbered row-major over the level sizes (node-major), exactly like the
+//! ranks of a [`mercury_plan::Plan`]; a plan's rank `r` runs on device `r` whatever the plan's
+//! own mesh factorisation is. Two devices talk over the links of the *slowest* level at which
+//! their coordinates differ (their *tier*).
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One level of the machine hierarchy (e.g. nodes, GPUs in a node).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Level {
+    pub name: String,
+    /// Number of children at this level (nodes per cluster, GPUs per node...). At least 1.
+    pub size: usize,
+    /// Free text: what the link is (informational only).
+    #[serde(default)]
+    pub link: String,
+    /// Datasheet bandwidth of one port, GB/s (1e9 bytes) per direction.
+    pub bandwidth_gbs: f64,
+    /// Fraction of `bandwidth_gbs` transfers reach (0 < efficiency <= 1); default 1.
+    #[serde(default = "one")]
+    pub efficiency: f64,
+    /// Latency of one message over this level, microseconds.
+    pub latency_us: f64,
+    /// Ports (NICs, NVLink egress) per *unit* of this level. A unit is the set of devices that
+    /// share all coordinates up to and including this level (for the node level: the GPUs of
+    /// one node). Devices are spread over the ports round-robin; transfers through one port
+    /// share its bandwidth. Default: one port per device (no sharing).
+    #[serde(default)]
+    pub ports: Option<usize>,
+}
+
+/// Measured (or estimated) throughput of the local patches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rates {
+    /// bf16 GEMM, TFLOP/s, counting 2*m*n*k.
+    pub gemm_tflops: f64,
+    /// bf16 attention forward, TFLOP/s, counting 4*b*h*sq*sk*d visible FLOPs.
+    pub attention_tflops: f64,
+    /// Same for causal tiles (per *visible* FLOP); defaults to `attention_tflops`.
+    #[serde(default)]
+    pub attention_causal_tflops: Option<f64>,
+}
+
+/// One GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    pub name: String,
+    /// HBM capacity, GB (1e9 bytes).
+    pub hbm_gb: f64,
+    /// HBM kept back for the CUDA context, NCCL buffers, library workspaces; GB. Default 0.
+    #[serde(default)]
+    pub hbm_reserved_gb: f64,
+    /// Effective HBM bandwidth counting read + write bytes, GB/s.
+    pub hbm_bandwidth_gbs: f64,
+    /// Asynchronous copy engines: point-to-point sends in flight per device at once.
+    pub copy_engines: usize,
+    /// Streaming multiprocessors; with 0 no wave-quantisation of small kernels is modelled.
+    #[serde(default)]
+    pub sm_count: usize,
+    /// Fixed cost of one kernel launch / collective call, microseconds. Default 5.
+    #[serde(default = "five")]
+    pub launch_overhead_us: f64,
+    pub rates: Rates,
+}
+
+/// Software versions that belong to the schedule cache key (optional in files).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    #[serde(default)]
+    pub driver: Option<String>,
+    #[serde(default)]
+    pub cuda: Option<String>,
+    #[serde(default)]
+    pub nccl: Option<String>,
+}
+
+/// A machine: mesh levels slowest first, one device kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub device: DeviceSpec,
+    #[serde(default)]
+    pub environment: Environment,
+    pub levels: Vec<Level>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn five() -> f64 {
+    5.0
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("cannot read topology file '{path}': {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{origin}: not a valid topology file: {message}")]
+    Parse { origin: String, message: String },
+    #[error("{origin}: {message}")]
+    Invalid { origin: String, message: String },
+    #[error("'{name}' is neither a topology preset nor a readable file; presets: {list}")]
+    Unknown { name: String, list: String },
+}
+
+/// Presets embedded in the binary (also in `topologies/*.toml`).
+pub const PRESETS: &[(&str, &str)] = &[
+    ("h100-1x4", include_str!("../../../topologies/h100-1x4.toml")),
+    ("h100-2x2", include_str!("../../../topologies/h100-2x2.toml")),
+    ("h100-4x1", include_str!("../../../topologies/h100-4x1.toml")),
+    ("h100-1x8", include_str!("../../../topologies/h100-1x8.toml")),
+    ("h100-2x4", include_str!("../../../topologies/h100-2x4.toml")),
+    ("h100-4x2", include_str!("../../../topologies/h100-4x2.toml")),
+    ("h100-4x4", include_str!("../../../topologies/h100-4x4.toml")),
+    ("h100-2x8", include_str!("../../../topologies/h100-2x8.toml")),
+    ("a100-2x4", include_str!("../../../topologies/a100-2x4.toml")),
+    ("l4-2x4", include_str!("../../../topologies/l4-2x4.toml")),
+    ("h200-1x8", include_str!("../../../topologies/h200-1x8.toml")),
+];
+
+/// A link port: transfers through the same port share its bandwidth (per direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Port {
+    pub level: usize,
+    /// Index of the unit (devices sharing coordinates `0..=level`), row-major.
+    pub unit: usize,
+    pub port: usize,
+}
+
+impl Topology {
+    /// Parses and validates TOML text; `origin` names the source in error messages.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Topology, TopologyError> {
+        let topo: Topology = toml::from_str(text).map_err(|e| TopologyError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        topo.validate().map_err(|message| TopologyError::Invalid {
+            origin: origin.to_string(),
+            message,
+        })?;
+        Ok(topo)
+    }
+
+    pub fn from_file(path: &Path) -> Result<Topology, TopologyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Topology::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// An embedded preset by name.
+    pub fn preset(name: &str) -> Option<Result<Topology, TopologyError>> {
+        PRESETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, text)| Topology::from_toml_str(text, &format!("preset {n}")))
+    }
+
+    pub fn preset_names() -> Vec<&'static str> {
+        PRESETS.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// A preset name, or else a path to a TOML file.
+    pub fn load(spec: &str) -> Result<Topology, TopologyError> {
+        if let Some(t) = Topology::preset(spec) {
+            return t;
+        }
+        let path = Path::new(spec);
+        if path.is_file() {
+            return Topology::from_file(path);
+        }
+        Err(TopologyError::Unknown {
+            name: spec.to_string(),
+            list: Topology::preset_names().join(", "),
+        })
+    }
+
+    /// Checks the description; returns a message naming the offending field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.name.trim().is_empty() {
+            return Err("`name` is empty".into());
+        }
+        let d = &self.device;
+        let positive = |field: &str, v: f64| -> Result<(), String> {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("`{field}` must be a positive number, got {v}"))
+            }
+        };
+        positive("device.hbm_gb", d.hbm_gb)?;
+        positive("device.hbm_bandwidth_gbs", d.hbm_bandwidth_gbs)?;
+        positive("device.rates.gemm_tflops", d.rates.gemm_tflops)?;
+        positive("device.rates.attention_tflops", d.rates.attention_tflops)?;
+        if let Some(c) = d.rates.attention_causal_tflops {
+            positive("device.rates.attention_causal_tflops", c)?;
+        }
+        if !(d.hbm_reserved_gb.is_finite() && d.hbm_reserved_gb >= 0.0) {
+            return Err(format!(
+                "`device.hbm_reserved_gb` must be >= 0, got {}",
+                d.hbm_reserved_gb
+            ));
+        }
+        if d.hbm_reserved_gb >= d.hbm_gb {
+            return Err(format!(
+                "`device.hbm_reserved_gb` ({}) leaves nothing of `device.hbm_gb` ({})",
+                d.hbm_reserved_gb, d.hbm_gb
+            ));
+        }
+        if !(d.launch_overhead_us.is_finite() && d.launch_overhead_us >= 0.0) {
+            return Err(format!(
+                "`device.launch_overhead_us` must be >= 0, got {}",
+                d.launch_overhead_us
+            ));
+        }
+        if d.copy_engines == 0 {
+            return Err("`device.copy_engines` must be at least 1".into());
+        }
+        if self.levels.is_empty() {
+            return Err("no `[[levels]]`: a topology needs at least one mesh level".into());
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, l) in self.levels.iter().enumerate() {
+            let at = format!("levels[{i}] ('{}')", l.name);
+            if l.name.trim().is_empty() {
+                return Err(format!("levels[{i}]: `name` is empty"));
+            }
+            if !names.insert(l.name.as_str()) {
+                return Err(format!("{at}: duplicate level name"));
+            }
+            if l.size == 0 {
+                return Err(format!("{at}: `size` must be at least 1"));
+            }
+            positive(&format!("{at}.bandwidth_gbs"), l.bandwidth_gbs)?;
+            if !(l.efficiency.is_finite() && l.efficiency > 0.0 && l.efficiency <= 1.0) {
+                return Err(format!(
+                    "{at}: `efficiency` must be in (0, 1], got {}",
+                    l.efficiency
+                ));
+            }
+            if !(l.latency_us.is_finite() && l.latency_us >= 0.0) {
+                return Err(format!(
+                    "{at}: `latency_us` must be >= 0, got {}",
+                    l.latency_us
+                ));
+            }
+            let per_unit = self.devices_per_unit(i);
+            if let Some(p) = l.ports {
+                if p == 0 || p > per_unit || per_unit % p != 0 {
+                    return Err(format!(
+                        "{at}: `ports` = {p} must divide the {per_unit} device(s) of one unit"
+                    ));
+                }
+            }
+        }
+        for w in self.levels.windows(2) {
+            if w[0].bandwidth_gbs * w[0].efficiency > w[1].bandwidth_gbs * w[1].efficiency {
+                return Err(format!(
+                    "levels must be ordered slowest first, but '{}' ({} GB/s) is faster than '{}' ({} GB/s)",
+                    w[0].name,
+                    w[0].bandwidth_gbs * w[0].efficiency,
+                    w[1].name,
+                    w[1].bandwidth_gbs * w[1].efficiency
+                ));
+            }
+        }
+        if self.num_devices() > 1 << 20 {
+            return Err(format!("{} devices is too many", self.num_devices()));
+        }
+        Ok(())
+    }
+
+    /// Level sizes, slowest first.
+    pub fn mesh(&self) -> Vec<usize> {
+        self.levels.iter().map(|l| l.size).collect()
+    }
+
+    pub fn num_devices(&self) -> usize {
+        self.levels
+            .iter()
+            .map(|l| l.size)
+            .fold(1usize, |a, b| a.saturating_mul(b))
+    }
+
+    /// Devices below one unit of level `level` (sharing coordinates `0..=level`).
+    pub fn devices_per_unit(&self, level: usize) -> usize {
+        self.levels[level + 1..].iter().map(|l| l.size).product()
+    }
+
+    pub fn ports(&self, level: usize) -> usize {
+        self.levels[level]
+            .ports
+            .unwrap_or_else(|| self.devices_per_unit(level))
+    }
+
+    pub fn coords(&self, device: usize) -> Vec<usize> {
+        mercury_plan::coords_of(&self.mesh(), device)
+    }
+
+    /// The slowest level at which the two devices' coordinates differ (None if equal).
+    pub fn tier(&self, a: usize, b: usize) -> Option<usize> {
+        if a == b {
+            return None;
+        }
+        // Row-major numbering: the level is found from the quotient by the strides.
+        let mut stride = self.num_devices();
+        for (i, l) in self.levels.iter().enumerate() {
+            stride /= l.size;
+            if a / stride != b / stride {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// The port of `device` at `level`.
+    pub fn port(&self, level: usize, device: usize) -> Port {
+        let per_unit = self.devices_per_unit(level);
+        let unit = device / per_unit;
+        let local = device % per_unit;
+        Port {
+            level,
+            unit,
+            port: local % self.ports(level),
+        }
+    }
+
+    /// Achievable bandwidth of one port of `level`, bytes/s per direction.
+    pub fn bandwidth(&self, level: usize) -> f64 {
+        let l = &self.levels[level];
+        l.bandwidth_gbs * l.efficiency * 1e9
+    }
+
+    pub fn latency(&self, level: usize) -> f64 {
+        self.levels[level].latency_us * 1e-6
+    }
+
+    pub fn gemm_rate(&self) -> f64 {
+        self.device.rates.gemm_tflops * 1e12
+    }
+
+    pub fn attention_rate(&self, causal: bool) -> f64 {
+        let r = &self.device.rates;
+        let t = if causal {
+            r.attention_causal_tflops.unwrap_or(r.attention_tflops)
+        } else {
+            r.attention_tflops
+        };
+        t * 1e12
+    }
+
+    pub fn hbm_bandwidth(&self) -> f64 {
+        self.device.hbm_bandwidth_gbs * 1e9
+    }
+
+    pub fn launch_overhead(&self) -> f64 {
+        self.device.launch_overhead_us * 1e-6
+    }
+
+    /// Bytes a plan may use per device: capacity minus the reserve.
+    pub fn usable_hbm_bytes(&self) -> u64 {
+        ((self.device.hbm_gb - self.device.hbm_reserved_gb) * 1e9) as u64
+    }
+
+    pub fn hbm_bytes(&self) -> u64 {
+        (self.device.hbm_gb * 1e9) as u64
+    }
+
+    /// The physical description with defaults resolved and names/comments dropped: two files
+    /// that describe the same machine normalise to the same value.
+    pub fn normalized(&self) -> serde_json::Value {
+        let levels: Vec<serde_json::Value> = (0..self.levels.len())
+            .map(|i| {
+                let l = &self.levels[i];
+                serde_json::json!({
+                    "size": l.size,
+                    "bandwidth_bytes_per_s": canon(self.bandwidth(i)),
+                    "latency_s": canon(self.latency(i)),
+                    "ports": self.ports(i),
+                })
+            })
+            .collect();
+        let d = &self.device;
+        serde_json::json!({
+            "device": {
+                "hbm_bytes": self.hbm_bytes(),
+                "usable_hbm_bytes": self.usable_hbm_bytes(),
+                "hbm_bandwidth": canon(self.hbm_bandwidth()),
+                "copy_engines": d.copy_engines,
+                "sm_count": d.sm_count,
+                "launch_overhead_s": canon(self.launch_overhead()),
+                "gemm_rate": canon(self.gemm_rate()),
+                "attention_rate": canon(self.attention_rate(false)),
+                "attention_causal_rate": canon(self.attention_rate(true)),
+            },
+            "levels": levels,
+        })
+    }
+
+    /// Stable 64-bit FNV-1a hash (hex) of [`Topology::normalized`].
+    pub fn normalized_hash(&self) -> String {
+        format!(
+            "{:016x}",
+            crate::fnv1a64(self.normalized().to_string().as_bytes())
+        )
+    }
+
+    /// One line describing the machine, e.g. `2 node x 4 gpu (8 devices) NVIDIA H100`.
+    pub fn summary(&self) -> String {
+        let shape: Vec<String> = self
+            .levels
+            .iter()
+            .map(|l| format!("{} {}", l.size, l.name))
+            .collect();
+        format!(
+            "{} ({} devices) {}",
+            shape.join(" x "),
+            self.num_devices(),
+            self.device.name
+        )
+    }
+}
+
+/// Rounds to 9 significant digits so that float noise does not change hashes.
+fn canon(x: f64) -> String {
+    format!("{x:.9e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_parse_and_validate() {
+        for (name, _) in PRESETS {
+            let t = Topology::preset(name).unwrap().unwrap();
+            assert_eq!(&t.name, name, "preset file name and `name` differ");
+        }
+        let t = Topology::preset("h100-2x4").unwrap().unwrap();
+        assert_eq!(t.mesh(), vec![2, 4]);
+        assert_eq!(t.num_devices(), 8);
+        assert_eq!(Topology::preset("h100-2x8").unwrap().unwrap().num_devices(), 16);
+        assert_eq!(
+            Topology::preset("h200-1x8").unwrap().unwrap().usable_hbm_bytes(),
+            137_000_000_000
+        );
+    }
+
+    #[test]
+    fn preset_files_match_embedded() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies");
+        for (name, text) in PRESETS {
+            let file = std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap();
+            assert_eq!(&file, text);
+        }
+    }
+
+    #[test]
+    fn tiers_and_ports() {
+        let t = Topology::preset("h100-2x4").unwrap().unwrap();
+        assert_eq!(t.tier(0, 0), None);
+        assert_eq!(t.tier(0, 3), Some(1));
+        assert_eq!(t.tier(3, 4), Some(0));
+        assert_eq!(t.tier(7, 0), Some(0));
+        // One NIC per node: all GPUs of node 1 share port (0, 1, 0).
+        for d in 4..8 {
+            assert_eq!(
+                t.port(0, d),
+                Port {
+                    level: 0,
+                    unit: 1,
+                    port: 0
+                }
+            );
+        }
+        // NVLink: one egress per GPU.
+        assert_eq!(t.port(1, 5).unit, 5);
+        assert!((t.bandwidth(0) - 12.5e9 * 0.9).abs() < 1.0);
+    }
+
+    fn base() -> String {
+        let (_, text) = PRESETS.iter().find(|(n, _)| *n == "h100-2x4").unwrap();
+        text.to_string()
+    }
+
+    #[test]
+    fn bad_files_give_clear_errors() {
+        let cases: Vec<(String, &str)> = vec![
+            ("name = 3".into(), "not a valid topology"),
+            (base().replace("size = 4", "size = 0"), "`size` must be at least 1"),
+            (
+                base().replace("bandwidth_gbs = 450.0", "bandwidth_gbs = -1.0"),
+                "bandwidth_gbs` must be a positive",
+            ),
+            (base().replace("ports = 1", "ports = 3"), "`ports` = 3 must divide"),
+            (
+                base().replace("bandwidth_gbs = 12.5", "bandwidth_gbs = 4500.0"),
+                "slowest first",
+            ),
+            (base().replace("copy_engines = 3", "copy_engines = 0"), "copy_engines"),
+            (
+                base().replace("hbm_reserved_gb = 4.0", "hbm_reserved_gb = 90.0"),
+                "leaves nothing",
+            ),
+            (base().replace("latency_us = 3.0", "latncy_us = 3.0"), "unknown field"),
+            (base().replace("efficiency = 0.82", "efficiency = 1.5"), "efficiency"),
+            (
+                base().replace("name = \"gpu\"", "name = \"node\""),
+                "duplicate level name",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Topology::from_toml_str(&text, "test.toml").unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(want), "expected '{want}' in: {msg}");
+            assert!(msg.starts_with("test.toml"), "origin missing: {msg}");
+        }
+        let e = Topology::load("/nonexistent/topo.toml").unwrap_err();
+        assert!(e.to_string().contains("h100-2x4"), "{e}");
+    }
+
+    #[test]
+    fn normalized_hash_ignores_names_but_not_links() {
+        let a = Topology::preset("h100-2x4").unwrap().unwrap();
+        let mut b = a.clone();
+        b.name = "renamed".into();
+        b.description.clear();
+        b.levels[0].link = "other text".into();
+        assert_eq!(a.normalized_hash(), b.normalized_hash());
+        b.levels[0].bandwidth_gbs = 25.0;
+        assert_ne!(a.normalized_hash(), b.normalized_hash());
+        let mut c = a.clone();
+        c.levels[0].ports = Some(4);
+        assert_ne!(a.normalized_hash(), c.normalized_hash());
+    }
+}
