@@ -1,0 +1,268 @@
+// RUN: %mercury-opt --split-input-file --verify-diagnostics %s
+
+commir.mesh @m shape [4]
+// expected-error@+1 {{'@nomesh' does not name a commir.mesh in the module}}
+commir.kernel @k on @nomesh {
+}
+
+// -----
+
+// expected-error@+1 {{mesh dimensions must be positive}}
+commir.mesh @m shape [4, 0]
+
+// -----
+
+// expected-error@+1 {{mesh has 2 dimensions but 1 names}}
+commir.mesh @m shape [2, 2] names ["gpu"]
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  // expected-error@+1 {{axis '@i' must have a positive extent, got 0}}
+  commir.axis @i = 0 spatial
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  // expected-error@+1 {{min block 64 must be between 1 and the extent 32}}
+  commir.axis @i = 32 spatial min 64
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  // expected-error@+1 {{buffer '@A' uses '@j', which is not an axis declared before it in this kernel}}
+  commir.buffer @A : [@i, @j] f32 in
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  // expected-error@+1 {{buffer '@A' binds axis '@i' twice}}
+  commir.buffer @A : [@i, @i] f32 in
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 30 spatial
+  // expected-error@+1 {{dimension 0 of '@A' (size 30) does not divide into 4 shards}}
+  commir.buffer @A : [@i] f32 in sharding [S(0)]
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  // expected-error@+1 {{sharding of '@A' uses mesh dimension 1, but mesh '@m' has 1 dimensions}}
+  commir.buffer @A : [@i] f32 in sharding [S(1)]
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  // expected-error@+1 {{sharding of '@A' has 2 entries but the buffer has 1 dimensions}}
+  commir.buffer @A : [@i] f32 in sharding [R, R]
+}
+
+// -----
+
+commir.mesh @m shape [2, 2]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.axis @j = 32 spatial
+  // expected-error@+1 {{sharding of '@A' uses mesh dimension 0 twice}}
+  commir.buffer @A : [@i, @j] f32 in sharding [S(0), S(0)]
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  // expected-error@+1 {{element type must be a float type, got 'i32'}}
+  commir.buffer @A : [@i] i32 in
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.axis @j = 32 spatial
+  commir.buffer @A : [@i, @j] f32 in
+  // expected-error@+1 {{'@A' is indexed by 2 axes but 1 indices were given}}
+  %a = commir.load @A[@i] : !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.buffer @A : [@i] f32 in
+  // expected-error@+1 {{load of '@A' must produce '!commir.tile<f32>', not '!commir.tile<bf16>'}}
+  %a = commir.load @A[@i] : !commir.tile<bf16>
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.buffer @C : [@i] f32 out
+  // expected-error@+1 {{cannot load from '@C', an 'out' buffer}}
+  %c = commir.load @C[@i] : !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 32 spatial
+  commir.buffer @A : [@i, @j] f32 in
+  // expected-error@+1 {{index '@i' of '@A' must be '@j' (whole range) or use an enclosing loop axis}}
+  %a = commir.load @A[@i, @i] : !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.buffer @A : [@i] f32 in
+  // expected-error@+1 {{parallel loop '@i' has 8 iterations but mesh level 0 has 4 devices (tile first)}}
+  commir.for @i parallel(0) {
+    %a = commir.load @A[@i] : !commir.tile<f32>
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @d = 4 reduction
+  commir.buffer @A : [@d] f32 in
+  // expected-error@+1 {{cannot parallelize '@d': it is a plain reduction axis}}
+  commir.for @d parallel(0) {
+    %a = commir.load @A[@d] : !commir.tile<f32>
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 4 spatial
+  commir.buffer @A : [@i, @j] f32 in
+  commir.for @i {
+    // expected-error@+1 {{loop '@j' is shifted by '@i', which is not an enclosing parallel loop}}
+    commir.for @j shift(@i) {
+      %a = commir.load @A[@i, @j] : !commir.tile<f32>
+    }
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.buffer @A : [@i] f32 in
+  commir.for @i {
+    // expected-error@+1 {{axis '@i' is already iterated by an enclosing loop}}
+    commir.for @i {
+      %a = commir.load @A[@i] : !commir.tile<f32>
+    }
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.buffer @A : [@i] f32 in
+  %a = commir.load @A[@i] : !commir.tile<f32>
+  // expected-error@+1 {{unknown patch kernel 'conv' (known: gemm, attention)}}
+  %c = commir.patch "conv" (%a) : (!commir.tile<f32>) -> !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.buffer @A : [@i] f32 in
+  commir.buffer @C : [@i] f32 out
+  %a = commir.load @A[@i] : !commir.tile<f32>
+  // expected-error@+1 {{reduction 'lse_merge' takes 2 value(s), got 1}}
+  commir.reduce lse_merge %a into @C[@i] : !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.buffer @A : [@i] f32 in
+  %a = commir.load @A[@i] : !commir.tile<f32>
+  // expected-error@+1 {{cannot write to '@A', an 'in' buffer}}
+  commir.store %a into @A[@i] : !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [4]
+// expected-error@+1 {{'commir.axis' must be inside a 'commir.kernel'}}
+commir.axis @i = 32 spatial
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  // expected-note@-1 {{previous definition is here}}
+  // expected-error@+1 {{redefinition of symbol '@i'}}
+  commir.axis @i = 16 spatial
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  // expected-error@+1 {{attribute 'sharding': each dimension's sharding is 'R' (replicated) or 'S(mesh dims...)'}}
+  commir.buffer @A : [@i] f32 in sharding [X]
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.buffer @A : [@i] f32 in
+  // expected-error@+1 {{attribute 'indices': 'mod' must be followed by a positive integer}}
+  %a = commir.load @A[@i mod 0] : !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  // expected-error@+1 {{attribute 'kind': expected one of spatial, reduction, managed, found 'parallel'}}
+  commir.axis @i = 32 parallel
+}
