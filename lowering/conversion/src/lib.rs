@@ -497,6 +497,21 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     // Compute stages: the trace's stage s becomes plan stage base + s (stage base is the last
     // prologue stage, where first-stage prefetches go).
     let total_compute = last_stage;
+    // Patch results that a shifted reduction may send to another rank live two stages, so they
+    // are double-buffered; the others are consumed in their stage.
+    let mut sent_values: std::collections::HashSet<ValueId> = std::collections::HashSet::new();
+    for t in &traces {
+        for (_, e) in t {
+            if let Event::Reduce {
+                values,
+                shifted: true,
+                ..
+            } = e
+            {
+                sent_values.extend(values.iter().copied());
+            }
+        }
+    }
     let mut tag = 0u64;
     for s in 1..=total_compute {
         let ps = base + s;
@@ -707,6 +722,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
                         }
                         let mut outs = Vec::new();
                         for (o, sh) in outputs.iter().zip(out_shapes) {
+                            let parity = if sent_values.contains(o) { parity } else { 0 };
                             let s = match ranks[r].temps.get(&(*o, parity)) {
                                 Some(s) => *s,
                                 None => {

@@ -1,1 +1,47 @@
-//! mercury-search
+//! mercury-search: everything that decides *which* schedule runs.
+//!
+//! - [`topology`]: machine descriptions (TOML, presets embedded from `topologies/`).
+//! - [`memory`]: per-rank bytes of a plan against HBM capacity (pruning).
+//! - [`sim`]: the cost model, a discrete-event simulation of a plan on a topology with link
+//!   contention, collectives per algorithm and compute/communication overlap; Chrome traces.
+//! - [`search`]: the [`search::CandidateSource`] trait (where the CommIR generator plugs
+//!   in), evaluation, the latency/memory Pareto frontier and the tuning driver.
+//! - [`cache`]: the on-disk schedule cache.
+//! - [`graph`]: graph-level selection of operator configurations with resharding costs.
+//! - [`fixtures`]: FIXTURE plan builders (Ring, Ulysses, USP, LoongTrain, context parallel,
+//!   GEMM + collectives) standing in for CommIR-generated plans.
+//! - [`study`]: predicted-latency tables for `docs/simulation.md`.
+//! - [`report`]: output files of a tuning run (JSON, SVG, Markdown, trace).
+
+pub mod cache;
+pub mod fixtures;
+pub mod graph;
+pub mod memory;
+pub mod report;
+pub mod search;
+pub mod sim;
+pub mod study;
+pub mod topology;
+
+pub use search::{Candidate, CandidateSource, SourceError};
+pub use topology::Topology;
+
+/// 64-bit FNV-1a: stable across Rust versions and platforms (used for cache keys and
+/// checksums; not a cryptographic hash).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fnv_known_values() {
+        assert_eq!(super::fnv1a64(b""), 0xcbf29ce484222325);
+        assert_eq!(super::fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+    }
+}

@@ -91,9 +91,12 @@ impl Pass for Join {
                     ));
                 }
                 if ua {
-                    let ok = buf.dims.iter().any(|d| matches!(d, DimBinding::Axes(ax) if ax.windows(2).any(|w| w[0] == a.name && w[1] == b.name)));
-                    if !ok {
-                        return Err(Diagnostic::error(buf.loc.clone(), format!("join: '@{}' does not bind '@{}' directly before '@{}' in one dimension", buf.name, a.name, b.name)));
+                    let same_dim = buf.dims.iter().any(|d| matches!(d, DimBinding::Axes(ax) if ax.windows(2).any(|w| w[0] == a.name && w[1] == b.name)));
+                    let adjacent_dims = buf.dims.windows(2).zip(buf.sharding.windows(2)).any(|(w, s)| {
+                        matches!((&w[0], &w[1]), (DimBinding::Axes(x), DimBinding::Axes(y)) if x.as_slice() == [a.name.clone()] && y.as_slice() == [b.name.clone()]) && s[1].is_empty()
+                    });
+                    if !same_dim && !adjacent_dims {
+                        return Err(Diagnostic::error(buf.loc.clone(), format!("join: '@{}' does not bind '@{}' directly before '@{}' (in one dimension, or as two adjacent dimensions of their own with the inner one unsharded)", buf.name, a.name, b.name)));
                     }
                 }
             }
@@ -154,14 +157,23 @@ impl Pass for Join {
             body[pos] = new_axis(&self.name, ext, kind, min.min(ext), &loc);
             for op in body.iter_mut().filter(|o| o.name == "commir.buffer") {
                 let mut d = dims(op);
-                for dd in d.iter_mut() {
-                    if let DimBinding::Axes(ax) = dd {
-                        if let Some(p) = ax.iter().position(|x| *x == self.outer) {
-                            ax.splice(p..p + 2, [self.name.clone()]);
+                let mut sh = sharding(op);
+                let pair = d.windows(2).position(|w| matches!((&w[0], &w[1]), (DimBinding::Axes(x), DimBinding::Axes(y)) if x.as_slice() == [self.outer.clone()] && y.as_slice() == [self.inner.clone()]));
+                if let Some(p) = pair {
+                    // Two adjacent dimensions become one.
+                    d.splice(p..p + 2, [DimBinding::Axes(vec![self.name.clone()])]);
+                    sh.remove(p + 1);
+                } else {
+                    for dd in d.iter_mut() {
+                        if let DimBinding::Axes(ax) = dd {
+                            if let Some(p) = ax.iter().position(|x| *x == self.outer) {
+                                ax.splice(p..p + 2, [self.name.clone()]);
+                            }
                         }
                     }
                 }
                 set_dims(op, &d);
+                set_sharding(op, &sh);
             }
             let (o, i, n) = (self.outer.clone(), self.inner.clone(), self.name.clone());
             for_each_access_mut(body, &mut vec![], &mut |op, _| {

@@ -1,0 +1,36 @@
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @a = 4 spatial
+  commir.axis @b = 4 spatial
+  commir.buffer @X : [@a, @b] f32 in
+  commir.buffer @T : [@a] f32 temp
+  commir.buffer @Y : [@a, @b] f32 out
+  commir.for @a {
+    commir.for @b {
+      %x = commir.load @X[@a, @b] : !commir.tile<f32>
+      // expected-error@+1 {{reorder: this access to '@T' depends on another (carried by both '@a' and '@b'); interchange could reverse it}}
+      commir.store %x into @T[@a] : !commir.tile<f32>
+      // expected-note@+1 {{the other access is here}}
+      %t = commir.load @T[(@a + 1) mod 4] : !commir.tile<f32>
+      commir.store %t into @Y[@a, @b] : !commir.tile<f32>
+    }
+  }
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @a = 4 spatial
+  commir.axis @b = 4 spatial
+  commir.buffer @X : [@a, @b] f32 in
+  commir.buffer @Y : [@a, @b] f32 out
+  // expected-error@+1 {{reorder: the loop over '@a' must contain exactly the loop over '@b'}}
+  commir.for @a {
+    %x0 = commir.load @X[@a, @b] : !commir.tile<f32>
+    commir.for @b {
+      %x = commir.load @X[@a, @b] : !commir.tile<f32>
+      commir.store %x into @Y[@a, @b] : !commir.tile<f32>
+    }
+  }
+}

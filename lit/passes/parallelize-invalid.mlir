@@ -1,0 +1,61 @@
+// RUN: %mercury-opt --parallelize="axis=i level=0" --split-input-file --verify-diagnostics %s
+
+commir.mesh @m shape [4]
+// expected-error@+1 {{parallelize: there is no loop over '@i' (tile it first)}}
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.buffer @A : [@i] f32 in
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  // expected-error@+1 {{parallelize: no buffer uses '@i', so distributing it does nothing}}
+  commir.axis @i = 4 spatial
+  commir.axis @j = 8 spatial
+  commir.buffer @A : [@j] f32 in
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.buffer @A : [@i] f32 in
+  commir.buffer @C : [@i] f32 out
+  // expected-error@+1 {{parallel loop '@i' has 4 iterations but mesh level 0 has 2 devices (tile first)}}
+  commir.for @i {
+    %a = commir.load @A[@i] : !commir.tile<f32>
+    commir.store %a into @C[@i] : !commir.tile<f32>
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 reduction
+  commir.buffer @A : [@i] f32 in
+  // expected-error@+1 {{cannot parallelize '@i': it is a plain reduction axis}}
+  commir.for @i {
+    %a = commir.load @A[@i] : !commir.tile<f32>
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4, 4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @p = 4 spatial
+  commir.buffer @A : [@p, @i] f32 in
+  commir.buffer @C : [@p, @i] f32 out
+  commir.for @p parallel(0) {
+    // expected-error@+1 {{mesh level 0 is already used by an enclosing parallel loop}}
+    commir.for @i {
+      %a = commir.load @A[@p, @i] : !commir.tile<f32>
+      commir.store %a into @C[@p, @i] : !commir.tile<f32>
+    }
+  }
+}

@@ -1,0 +1,78 @@
+// RUN: %mercury-opt --shift="axis=j by=i" --split-input-file --verify-diagnostics %s
+
+commir.mesh @m shape [4]
+// expected-error@+1 {{shift: there is no loop over '@j'}}
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 4 spatial
+  commir.buffer @A : [@j] f32 in
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 8 managed
+  commir.buffer @A : [@i] f32 in
+  commir.buffer @B : [@j] f32 in
+  commir.buffer @C : [@i] f32 out
+  commir.for @i parallel(0) {
+    // expected-error@+1 {{shift: '@j' has 8 steps but '@i' spreads over 4 ranks; tile it to 4 first}}
+    commir.for @j {
+      %b = commir.load @B[@j] : !commir.tile<f32>
+      commir.reduce add %b into @C[@i] : !commir.tile<f32>
+    }
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 4 spatial
+  commir.buffer @A : [@i, @j] f32 in
+  commir.buffer @C : [@i, @j] f32 out
+  commir.for @i parallel(0) {
+    // expected-error@+1 {{shift: the loop over '@j' indexes no buffer shared across '@i'}}
+    commir.for @j {
+      %a = commir.load @A[@i, @j] : !commir.tile<f32>
+      commir.store %a into @C[@i, @j] : !commir.tile<f32>
+    }
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 4 spatial
+  commir.buffer @A : [@i, @j] f32 in
+  commir.buffer @C : [@j] f32 out
+  commir.for @i parallel(0) {
+    commir.for @j {
+      %a = commir.load @A[@i, @j] : !commir.tile<f32>
+      // expected-error@+1 {{shift: this store into a buffer shared across '@i' would need communication (use a reduction)}}
+      commir.store %a into @C[@j] : !commir.tile<f32>
+    }
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 4 spatial
+  commir.buffer @B : [@j] f32 in
+  commir.buffer @C : [@i] f32 out
+  commir.for @i {
+    // expected-error@+1 {{shift: '@i' is not a parallel loop}}
+    commir.for @j {
+      %b = commir.load @B[@j] : !commir.tile<f32>
+      commir.reduce add %b into @C[@i] : !commir.tile<f32>
+    }
+  }
+}

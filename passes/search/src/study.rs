@@ -1,0 +1,1 @@
+//! Predicted-latency tables (filled in below).
