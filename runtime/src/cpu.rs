@@ -159,7 +159,18 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 q_offset,
                 k_offset,
             } => {
-                let (qs, ks) = (&inputs[0].region.extent, &inputs[1].region.extent);
+                // [b, h, s, d], or [h, s, d] with a batch of one.
+                let four = |e: &Vec<usize>| {
+                    if e.len() == 3 {
+                        vec![1, e[0], e[1], e[2]]
+                    } else {
+                        e.clone()
+                    }
+                };
+                let (qs, ks) = (
+                    four(&inputs[0].region.extent),
+                    four(&inputs[1].region.extent),
+                );
                 if qs.len() != 4
                     || ks.len() != 4
                     || ks[1] == 0

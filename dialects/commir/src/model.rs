@@ -493,7 +493,7 @@ pub fn check_sharding(
             }
             parts *= mesh.shape[*l];
         }
-        if shape[d] % parts != 0 {
+        if !shape[d].is_multiple_of(parts) {
             return Err(format!(
                 "dimension {d} of '@{name}' (size {}) does not divide into {parts} shards",
                 shape[d]

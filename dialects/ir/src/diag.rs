@@ -35,7 +35,10 @@ impl SourceFile {
     /// Text of a 1-based line of this buffer (original numbering).
     pub fn line_text(&self, line: u32) -> Option<&str> {
         let local = line.checked_sub(self.first_line)? as usize;
-        self.text.lines().nth(local)
+        // `split`, not `lines`: the empty line after a final newline is where errors at the end
+        // of the input point.
+        let text = self.text.split('\n').nth(local)?;
+        Some(text.strip_suffix('\r').unwrap_or(text))
     }
     /// Location of a byte offset into `text`.
     pub fn location(self: &Arc<Self>, offset: usize) -> Location {

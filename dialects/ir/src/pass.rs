@@ -209,12 +209,15 @@ pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineEntry>, String> {
     Ok(out)
 }
 
+/// Called with (pass display name, module) after each pass (`--mlir-print-ir-after-all`).
+pub type AfterPassHook = Box<dyn FnMut(&str, &Operation)>;
+
 /// Runs passes in order, verifying after each and optionally printing the IR.
 pub struct PassManager {
     passes: Vec<(String, Box<dyn Pass>)>,
     pub verify_each: bool,
     /// Called with (pass display name, module) after each pass (`--mlir-print-ir-after-all`).
-    pub after_pass: Option<Box<dyn FnMut(&str, &Operation)>>,
+    pub after_pass: Option<AfterPassHook>,
 }
 
 impl Default for PassManager {

@@ -5,8 +5,9 @@
 // denominator of the scaled logits). Causal: key k_offset + c is visible to query
 // q_offset + r iff k_offset + c <= q_offset + r. Rows that see no key get o = 0, lse = -inf.
 //
-// Tiling: one CTA of 8 warps owns 128 query rows (16 per warp) of one (batch, head); key/value
-// tiles of 64 rows stream through shared memory with cp.async double buffering. S = Q K^T and
+// Tiling: one CTA owns 128 query rows of one (batch, head) (two variants: 8 warps x 16 rows,
+// 4 warps x 32 rows); key/value tiles of 64 rows stream through shared memory with cp.async
+// double buffering. S = Q K^T and
 // O += P V use mma.sync m16n8k16 (bf16 in, f32 accumulate) fed by ldmatrix from XOR-swizzled
 // shared memory (conflict-free). Online softmax in base 2 (scale * log2 e folded in).
 //
@@ -35,7 +36,6 @@ struct AttnArgs {
 #define BM 128
 #define BN 64
 #define HD 128
-#define NTHREADS 256
 #define ROW_BYTES 256
 #define TILE_Q_BYTES (BM * ROW_BYTES)
 #define TILE_KV_BYTES (BN * ROW_BYTES)
@@ -103,14 +103,14 @@ static __device__ __forceinline__ u32 swz(int row, int ch) {
     return (u32)(row * ROW_BYTES + ((ch ^ (row & 7)) << 4));
 }
 
-// Issues cp.async for `rows` rows (multiple of 16) of a [s, 128] bf16 matrix starting at row r0;
+// Issues cp.async for ROWS rows of a [s, 128] bf16 matrix starting at row r0 (NT threads);
 // rows at or past `s` are zero-filled.
-template <int ROWS>
+template <int ROWS, int NT>
 static __device__ __forceinline__ void load_tile(u32 sdst, const u16* g, i64 sr, int r0, int s,
                                                  int tid) {
 #pragma unroll
-    for (int i = 0; i < ROWS * 16 / NTHREADS; ++i) {
-        const int idx = tid + i * NTHREADS;
+    for (int i = 0; i < ROWS * 16 / NT; ++i) {
+        const int idx = tid + i * NT;
         const int row = idx >> 4;
         const int ch = idx & 15;
         const int grow = r0 + row;
@@ -120,8 +120,15 @@ static __device__ __forceinline__ void load_tile(u32 sdst, const u16* g, i64 sr,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
-    mercury_attn_fwd_bf16_d128(const AttnArgs p) {
+// One CTA: BM = 128 query rows of one (batch, head). MT = 16-row m-tiles per warp:
+// MT = 1: 8 warps, Q fragments kept in registers;
+// MT = 2: 4 warps, Q fragments re-read from shared memory, every K/V fragment feeds two
+//         m-tiles (half the shared-memory traffic per FLOP).
+template <int MT>
+static __device__ __forceinline__ void attn_fwd(const AttnArgs& p) {
+    constexpr int NWARPS = 8 / MT;
+    constexpr int NT = 32 * NWARPS;
+    constexpr int WROWS = 16 * MT;
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x;
     const int warp = tid >> 5;
@@ -161,138 +168,178 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
     const u32 sK0 = sbase + TILE_Q_BYTES;
     const u32 sV0 = sK0 + 2 * TILE_KV_BYTES;
 
-    load_tile<BM>(sQ, qg, p.q_sr, q0, p.sq, tid);
+    load_tile<BM, NT>(sQ, qg, p.q_sr, q0, p.sq, tid);
     if (n_blocks > 0) {
-        load_tile<BN>(sK0, kg, p.k_sr, 0, p.sk, tid);
-        load_tile<BN>(sV0, vg, p.v_sr, 0, p.sk, tid);
+        load_tile<BN, NT>(sK0, kg, p.k_sr, 0, p.sk, tid);
+        load_tile<BN, NT>(sV0, vg, p.v_sr, 0, p.sk, tid);
     }
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
 
-    // Q fragments of this warp's 16 rows, all of d (8 k-steps of 16).
-    u32 qf[8][4];
+    // MT == 1: Q fragments of this warp's 16 rows, all of d (8 k-steps of 16), in registers.
+    u32 qf[MT == 1 ? 8 : 1][4];
+    if (MT == 1) {
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-        const int row = warp * 16 + (lane & 15);
-        const int ch = kk * 2 + (lane >> 4);
-        ldsm_x4(sQ + swz(row, ch), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+        for (int kk = 0; kk < (MT == 1 ? 8 : 1); ++kk) {
+            const int row = warp * WROWS + (lane & 15);
+            const int ch = kk * 2 + (lane >> 4);
+            ldsm_x4(sQ + swz(row, ch), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+        }
     }
 
-    float acc[16][4];
+    float acc[MT][16][4];
+    float row_m[MT][2];
+    float row_l[MT][2];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-        acc[i][0] = 0.f;
-        acc[i][1] = 0.f;
-        acc[i][2] = 0.f;
-        acc[i][3] = 0.f;
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            acc[mt][i][0] = 0.f;
+            acc[mt][i][1] = 0.f;
+            acc[mt][i][2] = 0.f;
+            acc[mt][i][3] = 0.f;
+        }
+        row_m[mt][0] = NEG_INF;
+        row_m[mt][1] = NEG_INF;
+        row_l[mt][0] = 0.f;
+        row_l[mt][1] = 0.f;
     }
-    float row_m[2] = {NEG_INF, NEG_INF};
-    float row_l[2] = {0.f, 0.f};
     const float sl2 = p.scale_log2;
 
     for (int j = 0; j < n_blocks; ++j) {
         if (j + 1 < n_blocks) {
             const u32 nb = (u32)((j + 1) & 1) * TILE_KV_BYTES;
-            load_tile<BN>(sK0 + nb, kg, p.k_sr, (j + 1) * BN, p.sk, tid);
-            load_tile<BN>(sV0 + nb, vg, p.v_sr, (j + 1) * BN, p.sk, tid);
+            load_tile<BN, NT>(sK0 + nb, kg, p.k_sr, (j + 1) * BN, p.sk, tid);
+            load_tile<BN, NT>(sV0 + nb, vg, p.v_sr, (j + 1) * BN, p.sk, tid);
         }
         cp_async_commit();
         const u32 cur = (u32)(j & 1) * TILE_KV_BYTES;
         const u32 kb = sK0 + cur;
         const u32 vb = sV0 + cur;
 
-        // S = Q K^T for 16 rows x 64 keys (8 n-tiles of 8 keys).
-        float s[8][4];
+        // S = Q K^T: per m-tile 16 rows x 64 keys (8 n-tiles of 8 keys).
+        float s[MT][8][4];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            s[i][0] = 0.f;
-            s[i][1] = 0.f;
-            s[i][2] = 0.f;
-            s[i][3] = 0.f;
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                s[mt][i][0] = 0.f;
+                s[mt][i][1] = 0.f;
+                s[mt][i][2] = 0.f;
+                s[mt][i][3] = 0.f;
+            }
         }
 #pragma unroll
         for (int kk = 0; kk < 8; ++kk) {
+            u32 a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if (MT == 1) {
+                    a[mt][0] = qf[MT == 1 ? kk : 0][0];
+                    a[mt][1] = qf[MT == 1 ? kk : 0][1];
+                    a[mt][2] = qf[MT == 1 ? kk : 0][2];
+                    a[mt][3] = qf[MT == 1 ? kk : 0][3];
+                } else {
+                    const int row = warp * WROWS + mt * 16 + (lane & 15);
+                    const int ch = kk * 2 + (lane >> 4);
+                    ldsm_x4(sQ + swz(row, ch), a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+                }
+            }
 #pragma unroll
             for (int np = 0; np < 4; ++np) {
                 const int key = np * 16 + (lane & 7) + ((lane >> 4) << 3);
                 const int ch = kk * 2 + ((lane >> 3) & 1);
                 u32 b0, b1, b2, b3;
                 ldsm_x4(kb + swz(key, ch), b0, b1, b2, b3);
-                mma16816(s[2 * np], qf[kk], b0, b1);
-                mma16816(s[2 * np + 1], qf[kk], b2, b3);
-            }
-        }
-
-        // Scale to base-2 logits, then mask keys past sk and (causal) keys in the future.
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            s[i][0] *= sl2;
-            s[i][1] *= sl2;
-            s[i][2] *= sl2;
-            s[i][3] *= sl2;
-        }
-        const bool need_mask = ((j + 1) * BN > p.sk) ||
-                               (p.causal && (i64)(j * BN + BN - 1) > first_row_limit);
-        if (need_mask) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int col = j * BN + i * 8 + 2 * t + (e & 1);
-                    const int row = warp * 16 + g + ((e >> 1) << 3);
-                    const bool masked =
-                        col >= p.sk || (p.causal && (i64)col > first_row_limit + (i64)row);
-                    if (masked) s[i][e] = NEG_INF;
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma16816(s[mt][2 * np], a[mt], b0, b1);
+                    mma16816(s[mt][2 * np + 1], a[mt], b2, b3);
                 }
             }
         }
 
-        // Online softmax for rows g (r = 0) and g + 8 (r = 1).
+        // Scale to base-2 logits, then mask keys past sk and (causal) keys in the future.
+        const bool need_mask = ((j + 1) * BN > p.sk) ||
+                               (p.causal && (i64)(j * BN + BN - 1) > first_row_limit);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = NEG_INF;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) mx = fmaxf(mx, fmaxf(s[i][2 * r], s[i][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(row_m[r], mx);
-            const float m_use = (m_new == NEG_INF) ? 0.f : m_new;
-            const float alpha = ex2(row_m[r] - m_use);
-            row_m[r] = m_new;
-            float rs = 0.f;
+        for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-                const float p0 = ex2(s[i][2 * r] - m_use);
-                const float p1 = ex2(s[i][2 * r + 1] - m_use);
-                s[i][2 * r] = p0;
-                s[i][2 * r + 1] = p1;
-                rs += p0 + p1;
+                s[mt][i][0] *= sl2;
+                s[mt][i][1] *= sl2;
+                s[mt][i][2] *= sl2;
+                s[mt][i][3] *= sl2;
             }
-            row_l[r] = row_l[r] * alpha + rs;
+            if (need_mask) {
 #pragma unroll
-            for (int i = 0; i < 16; ++i) {
-                acc[i][2 * r] *= alpha;
-                acc[i][2 * r + 1] *= alpha;
+                for (int i = 0; i < 8; ++i) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int col = j * BN + i * 8 + 2 * t + (e & 1);
+                        const int row = warp * WROWS + mt * 16 + g + ((e >> 1) << 3);
+                        const bool masked =
+                            col >= p.sk || (p.causal && (i64)col > first_row_limit + (i64)row);
+                        if (masked) s[mt][i][e] = NEG_INF;
+                    }
+                }
+            }
+
+            // Online softmax for rows g (r = 0) and g + 8 (r = 1) of this m-tile.
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = NEG_INF;
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    mx = fmaxf(mx, fmaxf(s[mt][i][2 * r], s[mt][i][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_new = fmaxf(row_m[mt][r], mx);
+                const float m_use = (m_new == NEG_INF) ? 0.f : m_new;
+                const float alpha = ex2(row_m[mt][r] - m_use);
+                row_m[mt][r] = m_new;
+                float rs = 0.f;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const float p0 = ex2(s[mt][i][2 * r] - m_use);
+                    const float p1 = ex2(s[mt][i][2 * r + 1] - m_use);
+                    s[mt][i][2 * r] = p0;
+                    s[mt][i][2 * r + 1] = p1;
+                    rs += p0 + p1;
+                }
+                row_l[mt][r] = row_l[mt][r] * alpha + rs;
+#pragma unroll
+                for (int i = 0; i < 16; ++i) {
+                    acc[mt][i][2 * r] *= alpha;
+                    acc[mt][i][2 * r + 1] *= alpha;
+                }
             }
         }
 
-        // O += P V: P (16 x 64) from registers as 4 k-steps of 16 keys; V via ldmatrix.trans.
+        // O += P V: P (16 x 64 per m-tile) from registers as 4 k-steps of 16 keys; V through
+        // ldmatrix.trans, each fragment shared by the MT m-tiles.
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-            u32 a[4];
-            a[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-            a[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-            a[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            a[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            u32 a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
 #pragma unroll
             for (int dp = 0; dp < 8; ++dp) {
                 const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
                 const int ch = dp * 2 + (lane >> 4);
                 u32 b0, b1, b2, b3;
                 ldsm_x4_t(vb + swz(key, ch), b0, b1, b2, b3);
-                mma16816(acc[2 * dp], a, b0, b1);
-                mma16816(acc[2 * dp + 1], a, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma16816(acc[mt][2 * dp], a[mt], b0, b1);
+                    mma16816(acc[mt][2 * dp + 1], a[mt], b2, b3);
+                }
             }
         }
 
@@ -304,24 +351,39 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
     float* og = (float*)p.o + (i64)bi * p.o_sb + (i64)h * p.o_sh;
     float* lg = (float*)p.lse + (i64)bi * p.lse_sb + (i64)h * p.lse_sh;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float l = row_l[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float inv = (l > 0.f) ? 1.f / l : 0.f;
-        const int row = q0 + warp * 16 + g + r * 8;
-        if (row < p.sq) {
-            float* orow = og + (i64)row * p.o_sr;
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-            for (int i = 0; i < 16; ++i) {
-                float2 val;
-                val.x = acc[i][2 * r] * inv;
-                val.y = acc[i][2 * r + 1] * inv;
-                *reinterpret_cast<float2*>(orow + i * 8 + 2 * t) = val;
-            }
-            if (t == 0) {
-                lg[row] = (l > 0.f) ? (row_m[r] + lg2(l)) * 0.6931471805599453f : NEG_INF;
+        for (int r = 0; r < 2; ++r) {
+            float l = row_l[mt][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = (l > 0.f) ? 1.f / l : 0.f;
+            const int row = q0 + warp * WROWS + mt * 16 + g + r * 8;
+            if (row < p.sq) {
+                float* orow = og + (i64)row * p.o_sr;
+#pragma unroll
+                for (int i = 0; i < 16; ++i) {
+                    float2 val;
+                    val.x = acc[mt][i][2 * r] * inv;
+                    val.y = acc[mt][i][2 * r + 1] * inv;
+                    *reinterpret_cast<float2*>(orow + i * 8 + 2 * t) = val;
+                }
+                if (t == 0) {
+                    lg[row] = (l > 0.f) ? (row_m[mt][r] + lg2(l)) * 0.6931471805599453f : NEG_INF;
+                }
             }
         }
     }
+}
+
+// 8 warps, 16 query rows each, Q in registers.
+extern "C" __global__ void __launch_bounds__(256, 1)
+    mercury_attn_fwd_bf16_d128(const AttnArgs p) {
+    attn_fwd<1>(p);
+}
+
+// 4 warps, 32 query rows each (two m-tiles share every K/V fragment).
+extern "C" __global__ void __launch_bounds__(128, 2)
+    mercury_attn_fwd_bf16_d128_w4(const AttnArgs p) {
+    attn_fwd<2>(p);
 }

@@ -10,10 +10,16 @@ pub type Result<T, E = KernelError> = std::result::Result<T, E>;
 pub enum KernelError {
     /// A CUDA shared library could not be loaded (no driver, or not on `LD_LIBRARY_PATH`).
     #[error("CUDA library {lib} could not be loaded ({hint})")]
-    LibraryMissing { lib: &'static str, hint: &'static str },
+    LibraryMissing {
+        lib: &'static str,
+        hint: &'static str,
+    },
     /// A CUDA driver call failed.
     #[error("CUDA driver error in {what}: {err}")]
-    Driver { what: &'static str, err: DriverError },
+    Driver {
+        what: &'static str,
+        err: DriverError,
+    },
     /// A cuBLAS or cuBLASLt call failed.
     #[error("cuBLAS error in {what}: {msg}")]
     Blas { what: &'static str, msg: String },

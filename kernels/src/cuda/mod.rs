@@ -15,8 +15,45 @@ pub mod error;
 pub mod gemm;
 pub mod nvrtc;
 
-pub use attention::{AttentionPatch, AttnLaunch, Strided3, ATTENTION_SOURCE};
+pub use attention::{AttentionPatch, AttnLaunch, AttnVariant, Strided3, ATTENTION_SOURCE};
 pub use check::CheckKernels;
 pub use error::{KernelError, Result};
 pub use gemm::{CublasDirect, ElemType, GemmPatch, GemmSpec, GemmWorkspace};
+pub use nvrtc::open_context;
 pub use nvrtc::{probe, Library};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compiles both NVRTC sources for sm_90 where libnvrtc can be loaded (no GPU needed);
+    /// skips otherwise. With `MERCURY_DUMP_PTX_DIR` set, writes the PTX there (for `ptxas -v`).
+    #[test]
+    fn nvrtc_sources_compile_for_sm90() {
+        if let Err(e) = probe(Library::Nvrtc) {
+            eprintln!("skipping: {e}");
+            return;
+        }
+        for (name, src) in [
+            ("attention", attention::ATTENTION_SOURCE),
+            ("check", check::CHECK_SOURCE),
+        ] {
+            let ptx = match nvrtc::compile_ptx(src, (9, 0), "test") {
+                Ok(p) => p,
+                Err(e) => panic!("{name}: {e}"),
+            };
+            assert!(ptx.contains(".entry"), "{name}: no kernel entry in PTX");
+            if name == "attention" {
+                assert!(ptx.contains("mma.sync.aligned.m16n8k16"));
+                assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans"));
+                assert!(ptx.contains("cp.async.cg.shared.global"));
+            }
+            if let Ok(dir) = std::env::var("MERCURY_DUMP_PTX_DIR") {
+                let path = std::path::Path::new(&dir).join(format!("{name}.ptx"));
+                if let Err(e) = std::fs::write(&path, &ptx) {
+                    panic!("write {}: {e}", path.display());
+                }
+            }
+        }
+    }
+}

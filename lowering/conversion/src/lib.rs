@@ -19,6 +19,9 @@
 //! A schedule that needs data nothing brings is a lowering error, so a wrong annotation cannot
 //! silently produce a plan.
 
+// Bookkeeping maps keyed by (buffer, tile) read clearer spelled out than behind aliases.
+#![allow(clippy::type_complexity)]
+
 use mercury_commir::{DimBinding, IndexExpr, Kernel, ReduceKind, Role, Stmt};
 use mercury_ir::{Attribute, Diagnostic, Location, Operation, ValueId};
 use mercury_plan::*;
@@ -153,7 +156,7 @@ fn trace(k: &Kernel, coords: &[usize]) -> Result<(Vec<(usize, Event)>, usize), D
                         walk(k, &l.body, coords, env, stage, out)?;
                         env.remove(&l.axis);
                     } else {
-                        let innermost = !l.body.iter().any(|b| contains_sequential(b));
+                        let innermost = !l.body.iter().any(contains_sequential);
                         for t in 0..k.extent(&l.axis) {
                             env.insert(l.axis.clone(), t as i64);
                             walk(k, &l.body, coords, env, stage, out)?;
@@ -449,8 +452,9 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
         let from = placement[buffer].clone();
         reshard(k, &mut ranks, &mesh, buffer, &from, to, prologue_stage, loc)?;
         placement.insert(buffer.clone(), to.clone());
-        prologue_stage += 1;
-        stage_offset += 1;
+        let used = reshard_stages(&from, to);
+        prologue_stage += used;
+        stage_offset += used;
     }
     // Buffers read remotely without a shift are gathered to every rank.
     let mut gather: Vec<String> = Vec::new();
@@ -459,12 +463,15 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
             if let Event::Load {
                 buffer,
                 bx,
-                shifted: false,
+                shifted,
                 ..
             } = e
             {
                 let (_, sb) = &ranks[r].shard[buffer];
-                if !contains(sb, bx) && !gather.contains(buffer) {
+                // A shifted read travels from the rank that holds the tile; a tile no single
+                // rank holds (or any unshifted remote read) needs the buffer gathered first.
+                let servable = *shifted && ranks.iter().any(|q| contains(&q.shard[buffer].1, bx));
+                if !contains(sb, bx) && !servable && !gather.contains(buffer) {
                     gather.push(buffer.clone());
                 }
             }
@@ -493,7 +500,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
         }
         placement.insert(buffer.clone(), cur);
     }
-    let base = stage_offset.max(0);
+    let base = stage_offset;
     // Compute stages: the trace's stage s becomes plan stage base + s (stage base is the last
     // prologue stage, where first-stage prefetches go).
     let total_compute = last_stage;
@@ -674,10 +681,12 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
                             }
                             "attention" => {
                                 let q = &shapes[0];
-                                if q.len() != 4 || shapes[1].len() != 4 {
-                                    return Err(err(loc, "attention tiles must be [batch, heads, sequence, head_dim]"));
+                                if !(q.len() == 4 && shapes[1].len() == 4
+                                    || q.len() == 3 && shapes[1].len() == 3)
+                                {
+                                    return Err(err(loc, "attention tiles must be [batch, heads, sequence, head_dim] or [heads, sequence, head_dim]"));
                                 }
-                                let d = q[3];
+                                let d = *q.last().unwrap_or(&1);
                                 let causal = attrs
                                     .iter()
                                     .any(|(a, v)| a == "causal" && v.as_bool() == Some(true));
@@ -695,7 +704,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
                                         q_offset,
                                         k_offset,
                                     },
-                                    vec![q.clone(), q[..3].to_vec()],
+                                    vec![q.clone(), q[..q.len() - 1].to_vec()],
                                 )
                             }
                             other => {
@@ -978,7 +987,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
             rb.stored.insert((buffer.clone(), key(&bx)), (bx, slot));
         }
         placement.insert(buffer.clone(), to.clone());
-        epi += 1;
+        epi += reshard_stages(&from, to);
     }
     // Outputs: one provider per tile, preferring the tile's owner.
     let mut plan_ranks = Vec::new();
@@ -1011,8 +1020,15 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
         }
         let mut covered = 0usize;
         let mut chosen: Vec<Region> = Vec::new();
-        for cands in by_box.values() {
+        // Larger finished tiles first; a tile inside one already chosen holds the same values
+        // (e.g. a reduce-scatter shard next to another group's all-reduced tile) and is skipped.
+        let mut order: Vec<&Vec<(usize, Region, View)>> = by_box.values().collect();
+        order.sort_by_key(|c| std::cmp::Reverse(c[0].1.numel()));
+        for cands in order {
             let bx = &cands[0].1;
+            if chosen.iter().any(|c| contains(c, bx)) {
+                continue;
+            }
             if chosen.iter().any(|c| c.overlaps(bx)) {
                 return Err(err(&b.loc, format!("'@{}' gets different overlapping tiles ({bx}); the schedule writes it ambiguously", b.name)));
             }
@@ -1194,7 +1210,18 @@ fn reduce_scatter_where_sharded(
             }
             let mut ordered = group.clone();
             ordered.sort_by_key(|q| shard_box(&shape, sh, mesh, &ranks[*q].coords).offset[d]);
-            if !contains(&bx, &mine) {
+            // Every member must find its own shard in this tile, the shards side by side along
+            // d covering it: a property of (group, tile), so all members decide alike.
+            let shards: Vec<Region> = ordered
+                .iter()
+                .map(|q| shard_box(&shape, sh, mesh, &ranks[*q].coords))
+                .collect();
+            let tiles_it = shards.iter().all(|m| contains(&bx, m))
+                && shards
+                    .windows(2)
+                    .all(|w| w[0].offset[d] + w[0].extent[d] == w[1].offset[d])
+                && shards.iter().map(|m| m.extent[d]).sum::<usize>() == bx.extent[d];
+            if !tiles_it {
                 continue;
             }
             let mut dst_shape = bx.extent.clone();
@@ -1272,11 +1299,23 @@ fn reshard(
             for rb in ranks.iter_mut() {
                 let (src, _) = rb.shard[buffer].clone();
                 let newbox = shard_box(&shape, to, mesh, &rb.coords);
-                let dst = rb.slot(format!("{buffer}.gathered"), rb.slots[src].dtype, newbox.extent.clone(), SlotInit::Uninit);
+                let dst = rb.slot(
+                    format!("{buffer}.gathered"),
+                    rb.slots[src].dtype,
+                    newbox.extent.clone(),
+                    SlotInit::Uninit,
+                );
                 let group = group_of(&rb.coords, &levels);
                 let src_view = rb.whole(src);
                 let dst_view = rb.whole(dst);
-                rb.stage(stage).comm.push(CommOp::Collective { group, collective: Collective::AllGather { src: src_view, dst: dst_view, axis: *d } });
+                rb.stage(stage).comm.push(CommOp::Collective {
+                    group,
+                    collective: Collective::AllGather {
+                        src: src_view,
+                        dst: dst_view,
+                        axis: *d,
+                    },
+                });
                 rb.shard.insert(buffer.to_string(), (dst, newbox));
             }
             Ok(())
@@ -1286,10 +1325,21 @@ fn reshard(
             for rb in ranks.iter_mut() {
                 let (src, sbox) = rb.shard[buffer].clone();
                 let newbox = shard_box(&shape, to, mesh, &rb.coords);
-                let dst = rb.slot(format!("{buffer}.slice"), rb.slots[src].dtype, newbox.extent.clone(), SlotInit::Uninit);
-                let src_view = View { slot: src, region: relative(&sbox, &newbox) };
+                let dst = rb.slot(
+                    format!("{buffer}.slice"),
+                    rb.slots[src].dtype,
+                    newbox.extent.clone(),
+                    SlotInit::Uninit,
+                );
+                let src_view = View {
+                    slot: src,
+                    region: relative(&sbox, &newbox),
+                };
                 let dst_view = rb.whole(dst);
-                rb.stage(stage).compute.push(ComputeOp::Copy { src: src_view, dst: dst_view });
+                rb.stage(stage).compute.push(ComputeOp::Copy {
+                    src: src_view,
+                    dst: dst_view,
+                });
                 rb.shard.insert(buffer.to_string(), (dst, newbox));
             }
             Ok(())
@@ -1298,26 +1348,115 @@ fn reshard(
             // Trailing levels move from one dimension to the end of another: AllToAll.
             let moved_from = |s: usize, t: usize| -> Option<Vec<usize>> {
                 let moved = from[s].strip_prefix(to[s].as_slice())?.to_vec();
-                (!moved.is_empty() && to[t].strip_prefix(from[t].as_slice())? == moved.as_slice()).then_some(moved)
+                (!moved.is_empty() && to[t].strip_prefix(from[t].as_slice())? == moved.as_slice())
+                    .then_some(moved)
             };
             let (src_dim, dst_dim, levels) = match (moved_from(*d1, *d2), moved_from(*d2, *d1)) {
                 (Some(m), _) => (*d1, *d2, m),
                 (_, Some(m)) => (*d2, *d1, m),
-                _ => return Err(err(loc, format!("unsupported reshard of '@{buffer}': mesh levels must move from the end of one dimension's list to the end of another's"))),
+                _ => return general_reshard(k, ranks, mesh, buffer, from, to, stage, loc),
             };
             for rb in ranks.iter_mut() {
                 let (src, _) = rb.shard[buffer].clone();
                 let newbox = shard_box(&shape, to, mesh, &rb.coords);
-                let dst = rb.slot(format!("{buffer}.a2a"), rb.slots[src].dtype, newbox.extent.clone(), SlotInit::Uninit);
+                let dst = rb.slot(
+                    format!("{buffer}.a2a"),
+                    rb.slots[src].dtype,
+                    newbox.extent.clone(),
+                    SlotInit::Uninit,
+                );
                 let group = group_of(&rb.coords, &levels);
                 let src_view = rb.whole(src);
                 let dst_view = rb.whole(dst);
-                rb.stage(stage).comm.push(CommOp::Collective { group, collective: Collective::AllToAll { src: src_view, dst: dst_view, split_axis: dst_dim, concat_axis: src_dim } });
+                rb.stage(stage).comm.push(CommOp::Collective {
+                    group,
+                    collective: Collective::AllToAll {
+                        src: src_view,
+                        dst: dst_view,
+                        split_axis: dst_dim,
+                        concat_axis: src_dim,
+                    },
+                });
                 rb.shard.insert(buffer.to_string(), (dst, newbox));
             }
             Ok(())
         }
-        _ => Err(err(loc, format!("unsupported reshard of '@{buffer}': change one dimension, or move mesh levels between two"))),
+        _ => general_reshard(k, ranks, mesh, buffer, from, to, stage, loc),
+    }
+}
+
+/// Any other change of placement: gather every sharded dimension, then slice the target
+/// shard locally (one AllGather per dimension, in consecutive stages starting at `stage`).
+#[allow(clippy::too_many_arguments)]
+fn general_reshard(
+    k: &Kernel,
+    ranks: &mut [RankBuild],
+    mesh: &[usize],
+    buffer: &str,
+    from: &[Vec<usize>],
+    to: &[Vec<usize>],
+    stage: usize,
+    loc: &Location,
+) -> Result<(), Diagnostic> {
+    let mut cur = from.to_vec();
+    let mut st = stage;
+    for d in 0..cur.len() {
+        if !cur[d].is_empty() {
+            let mut next = cur.clone();
+            next[d].clear();
+            reshard(k, ranks, mesh, buffer, &cur, &next, st, loc)?;
+            cur = next;
+            st += 1;
+        }
+    }
+    // The slice is local: it runs in the last gather's following stage's compute.
+    for rb in ranks.iter_mut() {
+        let (src, sbox) = rb.shard[buffer].clone();
+        let shape = shape_of(k, buffer);
+        let newbox = shard_box(&shape, to, mesh, &rb.coords);
+        let dst = rb.slot(
+            format!("{buffer}.slice"),
+            rb.slots[src].dtype,
+            newbox.extent.clone(),
+            SlotInit::Uninit,
+        );
+        let src_view = View {
+            slot: src,
+            region: relative(&sbox, &newbox),
+        };
+        let dst_view = rb.whole(dst);
+        rb.stage(st).compute.push(ComputeOp::Copy {
+            src: src_view,
+            dst: dst_view,
+        });
+        rb.shard.insert(buffer.to_string(), (dst, newbox));
+    }
+    Ok(())
+}
+
+/// Stages a reshard from `from` to `to` occupies (so callers can reserve them).
+fn reshard_stages(from: &[Vec<usize>], to: &[Vec<usize>]) -> usize {
+    let changed: Vec<usize> = (0..from.len()).filter(|d| from[*d] != to[*d]).collect();
+    let simple = match changed.as_slice() {
+        [] => return 0,
+        [d] => {
+            (to[*d].len() < from[*d].len() && from[*d].starts_with(&to[*d]))
+                || (from[*d].len() < to[*d].len() && to[*d].starts_with(&from[*d]))
+        }
+        [d1, d2] => {
+            let mv = |s: usize, t: usize| {
+                from[s].strip_prefix(to[s].as_slice()).is_some_and(|m| {
+                    !m.is_empty() && to[t].strip_prefix(from[t].as_slice()) == Some(m)
+                })
+            };
+            mv(*d1, *d2) || mv(*d2, *d1)
+        }
+        _ => false,
+    };
+    if simple {
+        1
+    } else {
+        from.iter().filter(|l| !l.is_empty()).count() + 1
     }
 }
 

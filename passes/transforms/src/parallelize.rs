@@ -80,6 +80,15 @@ impl Pass for Parallelize {
                     ),
                 )
             })?;
+            if let Some(l) = f.attr("parallel").and_then(|a| a.as_int()) {
+                return Err(Diagnostic::error(
+                    f.loc.clone(),
+                    format!(
+                        "parallelize: the loop over '@{}' is already parallel over mesh level {l}",
+                        self.axis
+                    ),
+                ));
+            }
             if f.attr("shift").is_some() {
                 return Err(Diagnostic::error(
                     f.loc.clone(),

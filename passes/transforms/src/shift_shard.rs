@@ -72,7 +72,9 @@ impl Pass for ShiftShard {
                 .iter()
                 .filter(|b| matches!(b.role, Role::Out | Role::InOut))
                 .collect();
-            let fits = |a: &mercury_commir::Axis| a.extent % n == 0 && a.extent / n >= a.min_block;
+            let fits = |a: &mercury_commir::Axis| {
+                a.extent.is_multiple_of(n) && a.extent / n >= a.min_block
+            };
             // An axis whose dimension already carries a buffer's sharding keeps that placement.
             let sharded_axis = |b: &mercury_commir::Buffer| -> Option<String> {
                 b.dims.iter().zip(&b.sharding).find_map(|(d, s)| match d {

@@ -301,6 +301,18 @@ fn parse_elems(
                         if !cur.eat_word(",") {
                             break;
                         }
+                        // A ',' not followed by a value is not part of the list (`%a, : i32`
+                        // must not parse as `%a : i32`).
+                        if !matches!(
+                            cur.peek(),
+                            Some(Tok {
+                                kind: TokKind::Value(_),
+                                ..
+                            })
+                        ) {
+                            cur.pos -= 1;
+                            break;
+                        }
                     }
                 } else {
                     match cur.peek() {
@@ -440,7 +452,8 @@ fn types_of(toks: &[Tok], loc: &Location) -> Result<Vec<Type>, Diagnostic> {
             }
         }
     }
-    if !toks.is_empty() && toks.len() % 2 == 0 {
+    // Items and commas alternate (checked above), so a trailing ',' is the last token.
+    if toks.last().is_some_and(|t| t.word() == Some(",")) {
         return Err(Diagnostic::error(loc.clone(), "trailing ',' in type list"));
     }
     Ok(out)
@@ -594,7 +607,8 @@ pub fn comma_items(toks: &[Tok]) -> Result<Vec<&Tok>, String> {
             out.push(t);
         }
     }
-    if !toks.is_empty() && toks.len() % 2 == 0 {
+    // Items and commas alternate (checked above), so a trailing ',' is the last token.
+    if toks.last().is_some_and(|t| t.word() == Some(",")) {
         return Err("trailing ','".into());
     }
     Ok(out)

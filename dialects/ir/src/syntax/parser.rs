@@ -10,6 +10,7 @@ use crate::types::{Signedness, Type};
 use indexmap::IndexMap;
 use pest::iterators::Pair;
 use pest::Parser as _;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -27,6 +28,7 @@ pub fn parse_source(registry: &Registry, file: &Arc<SourceFile>) -> Result<Opera
         file: file.clone(),
         registry,
         scopes: vec![HashMap::new()],
+        depth: Cell::new(0),
     };
     let mut ops = Vec::new();
     for pair in file_pair.into_inner() {
@@ -96,15 +98,28 @@ fn pest_error(file: &Arc<SourceFile>, e: pest::error::Error<Rule>) -> Diagnostic
                 format!("expected {}, found {found}", names.join(" or "))
             }
         }
+        // pest's guard against exhausting the native stack on deeply nested input.
+        pest::error::ErrorVariant::CustomError { message }
+            if message.ends_with("limit reached") =>
+        {
+            format!("nesting too deep: more than {MAX_NESTING} levels of operations, attributes and types ({message})")
+        }
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
     };
     Diagnostic::error(file.location(offset), msg)
 }
 
+/// How deeply operations, attributes, types and bracketed tokens may nest in the input. The
+/// parser, verifier, printer and passes recurse over the IR; this bound keeps them well inside
+/// an 8 MiB main-thread stack even in unoptimized builds.
+pub const MAX_NESTING: usize = 128;
+
 struct Parser<'r> {
     file: Arc<SourceFile>,
     registry: &'r Registry,
     scopes: Vec<HashMap<String, Value>>,
+    /// Current nesting (see `MAX_NESTING`).
+    depth: Cell<usize>,
 }
 
 /// Unescapes an MLIR string literal (with its quotes).
@@ -135,6 +150,23 @@ impl<'r> Parser<'r> {
         Diagnostic::error(self.loc(pair), msg)
     }
 
+    /// Enters one nesting level; an error past `MAX_NESTING`.
+    fn descend(&self, pair: &Pair<Rule>) -> Result<(), Diagnostic> {
+        let depth = self.depth.get();
+        if depth >= MAX_NESTING {
+            return Err(self.err(
+                pair,
+                format!("nesting too deep: more than {MAX_NESTING} levels of operations, attributes and types"),
+            ));
+        }
+        self.depth.set(depth + 1);
+        Ok(())
+    }
+
+    fn ascend(&self) {
+        self.depth.set(self.depth.get().saturating_sub(1));
+    }
+
     fn lookup_value(&self, pair: &Pair<Rule>) -> Result<Value, Diagnostic> {
         let name = &pair.as_str()[1..];
         for s in self.scopes.iter().rev() {
@@ -158,6 +190,13 @@ impl<'r> Parser<'r> {
     }
 
     fn operation(&mut self, pair: Pair<Rule>) -> Result<Operation, Diagnostic> {
+        self.descend(&pair)?;
+        let result = self.operation_inner(pair);
+        self.ascend();
+        result
+    }
+
+    fn operation_inner(&mut self, pair: Pair<Rule>) -> Result<Operation, Diagnostic> {
         let mut inner = pair.into_inner();
         let mut first = inner
             .next()
@@ -370,6 +409,13 @@ impl<'r> Parser<'r> {
     }
 
     fn token(&mut self, pair: Pair<Rule>, isolated: bool) -> Result<Tok, Diagnostic> {
+        self.descend(&pair)?;
+        let result = self.token_inner(pair, isolated);
+        self.ascend();
+        result
+    }
+
+    fn token_inner(&mut self, pair: Pair<Rule>, isolated: bool) -> Result<Tok, Diagnostic> {
         let loc = self.loc(&pair);
         let text = pair.as_str();
         let kind = match pair.as_rule() {
@@ -527,6 +573,13 @@ impl<'r> Parser<'r> {
     }
 
     fn attribute(&mut self, pair: Pair<Rule>) -> Result<Attribute, Diagnostic> {
+        self.descend(&pair)?;
+        let result = self.attribute_inner(pair);
+        self.ascend();
+        result
+    }
+
+    fn attribute_inner(&mut self, pair: Pair<Rule>) -> Result<Attribute, Diagnostic> {
         let inner = pair
             .clone()
             .into_inner()
@@ -594,6 +647,13 @@ impl<'r> Parser<'r> {
     }
 
     fn type_(&self, pair: Pair<Rule>) -> Result<Type, Diagnostic> {
+        self.descend(&pair)?;
+        let result = self.type_inner(pair);
+        self.ascend();
+        result
+    }
+
+    fn type_inner(&self, pair: Pair<Rule>) -> Result<Type, Diagnostic> {
         let pair = if pair.as_rule() == Rule::type_ {
             pair.into_inner()
                 .next()

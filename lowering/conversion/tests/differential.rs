@@ -1,0 +1,340 @@
+//! Differential testing: random schedules (random sequences of primitives with random
+//! arguments) on small random shapes and meshes must compute what the unscheduled operator
+//! computes, on the CPU executor, for fresh random inputs. Illegal steps must be refused with a
+//! diagnostic (never a panic) and leave the IR as it was. Fixed seed, reproducible; the case
+//! count is bounded by `MERCURY_DIFF_CASES` (default 1200).
+
+use mercury_commir::{AxisKind, Kernel, Role};
+use mercury_ir::pass::{PassManager, PassRegistry};
+use mercury_ir::{parse_str, Operation, Registry};
+use mercury_runtime::cpu::{execute, random_inputs, relative_error};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn mesh_text(mesh: &[usize]) -> String {
+    format!(
+        "[{}]",
+        mesh.iter()
+            .map(|m| m.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+fn sharding(dims: usize, seq_dim: Option<usize>, levels: &[usize]) -> String {
+    let parts: Vec<String> = (0..dims)
+        .map(|d| {
+            if Some(d) == seq_dim && !levels.is_empty() {
+                format!(
+                    "S({})",
+                    levels
+                        .iter()
+                        .map(|l| l.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                "R".into()
+            }
+        })
+        .collect();
+    format!(" sharding [{}]", parts.join(", "))
+}
+
+/// A small random operator: attention (MHA or GQA, causal or not), weighted sum, or a GEMM,
+/// with inputs placed replicated or sharded along their sequence/row dimension.
+fn random_operator(rng: &mut ChaCha8Rng) -> String {
+    let mesh: Vec<usize> = [vec![2], vec![4], vec![2, 2], vec![2, 4], vec![3]]
+        .choose(rng)
+        .unwrap()
+        .clone();
+    let n: usize = mesh.iter().product();
+    let all_levels: Vec<usize> = (0..mesh.len()).collect();
+    let place = |rng: &mut ChaCha8Rng| {
+        if rng.gen_bool(0.5) {
+            all_levels.clone()
+        } else {
+            vec![]
+        }
+    };
+    let m = mesh_text(&mesh);
+    match rng.gen_range(0..4) {
+        0 | 1 => {
+            let s = n * [1, 2][rng.gen_range(0..2)] * 2;
+            let gqa = rng.gen_bool(0.4);
+            let (hk, g) = if gqa {
+                (2, 2)
+            } else {
+                (*[2usize, 4].choose(rng).unwrap(), 1)
+            };
+            let causal = rng.gen_bool(0.5);
+            let b = *[1usize, 2].choose(rng).unwrap();
+            let (qs, ks, os) = (place(rng), place(rng), place(rng));
+            let heads = if gqa {
+                "@hk * @g".to_string()
+            } else {
+                "@hk".to_string()
+            };
+            let qidx = if gqa {
+                "@b, @hk, @g, @i"
+            } else {
+                "@b, @hk, @i"
+            };
+            let gaxis = if gqa {
+                format!("  commir.axis @g = {g} spatial\n")
+            } else {
+                String::new()
+            };
+            format!(
+                "commir.mesh @mesh shape {m}\ncommir.kernel @attn on @mesh {{\n  commir.axis @b = {b} spatial\n  commir.axis @hk = {hk} spatial\n{gaxis}  commir.axis @i = {s} spatial\n  commir.axis @j = {s} managed\n  commir.buffer @Q : [@b, {heads}, @i, 2] f64 in{}\n  commir.buffer @K : [@b, @hk, @j, 2] f64 in{}\n  commir.buffer @V : [@b, @hk, @j, 2] f64 in{}\n  commir.buffer @O : [@b, {heads}, @i, 2] f64 out{}\n  %q = commir.load @Q[{qidx}] : !commir.tile<f64>\n  %k = commir.load @K[@b, @hk, @j] : !commir.tile<f64>\n  %v = commir.load @V[@b, @hk, @j] : !commir.tile<f64>\n  %o, %lse = commir.patch \"attention\" (%q, %k, %v) {{causal = {causal}}} : (!commir.tile<f64>, !commir.tile<f64>, !commir.tile<f64>) -> (!commir.tile<f64>, !commir.tile<f64>)\n  commir.reduce lse_merge %o, %lse into @O[{qidx}] : !commir.tile<f64>, !commir.tile<f64>\n}}\n",
+                sharding(4, Some(2), &qs),
+                sharding(4, Some(2), &ks),
+                sharding(4, Some(2), &ks),
+                sharding(4, Some(2), &os),
+            )
+        }
+        2 => {
+            let (i, j) = (n * 2 * rng.gen_range(1..3), n * rng.gen_range(1..3));
+            let (a, c) = (place(rng), place(rng));
+            format!(
+                "commir.mesh @mesh shape {m}\ncommir.kernel @ws on @mesh {{\n  commir.axis @i = {i} spatial\n  commir.axis @j = {j} managed\n  commir.buffer @A : [@i, @j] f64 in{}\n  commir.buffer @B : [@j] f64 in\n  commir.buffer @C : [@i] f64 out{}\n  %a = commir.load @A[@i, @j] : !commir.tile<f64>\n  %b = commir.load @B[@j] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@i] : !commir.tile<f64>\n}}\n",
+                sharding(2, Some(0), &a),
+                sharding(1, Some(0), &c)
+            )
+        }
+        _ => {
+            let (mm, kk, nn) = (n * 2, n * rng.gen_range(1..3), n);
+            let (a, b, c) = (place(rng), place(rng), place(rng));
+            let ad = rng.gen_range(0..2);
+            format!(
+                "commir.mesh @mesh shape {m}\ncommir.kernel @gemm on @mesh {{\n  commir.axis @m = {mm} spatial\n  commir.axis @k = {kk} managed\n  commir.axis @n = {nn} spatial\n  commir.buffer @A : [@m, @k] f64 in{}\n  commir.buffer @B : [@k, @n] f64 in{}\n  commir.buffer @C : [@m, @n] f64 out{}\n  %a = commir.load @A[@m, @k] : !commir.tile<f64>\n  %b = commir.load @B[@k, @n] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@m, @n] : !commir.tile<f64>\n}}\n",
+                sharding(2, Some(ad), &a),
+                sharding(2, Some(1 - ad), &b),
+                sharding(2, Some(rng.gen_range(0..2)), &c)
+            )
+        }
+    }
+}
+
+fn divisors(n: usize) -> Vec<usize> {
+    (2..=n).filter(|d| n.is_multiple_of(*d)).collect()
+}
+
+/// One random primitive application against the current kernel.
+fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
+    let axes: Vec<&str> = k.axes.iter().map(|a| a.name.as_str()).collect();
+    let loops: Vec<&mercury_commir::ForLoop> = k.loops();
+    let bufs: Vec<&str> = k.buffers.iter().map(|b| b.name.as_str()).collect();
+    let levels = k.mesh.shape.len();
+    let pick = |rng: &mut ChaCha8Rng, v: &[&str]| {
+        v.choose(rng)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "none".into())
+    };
+    match rng.gen_range(0..10) {
+        0..=2 => {
+            let a = k.axes.choose(rng).unwrap();
+            let mut f = k.mesh.shape.clone();
+            f.extend(divisors(a.extent));
+            let factor = f.choose(rng).copied().unwrap_or(2);
+            let tag: u32 = rng.gen_range(0..1000);
+            format!(
+                "tile{{axis={} factor={factor} outer={}_o{tag} inner={}_i{tag}}}",
+                a.name, a.name, a.name
+            )
+        }
+        3 | 4 => {
+            let lp = loops
+                .choose(rng)
+                .map(|l| l.axis.clone())
+                .unwrap_or_else(|| pick(rng, &axes));
+            format!(
+                "parallelize{{axis={lp} level={} shard={}}}",
+                rng.gen_range(0..levels),
+                rng.gen_bool(0.7)
+            )
+        }
+        5 | 6 => {
+            let seq: Vec<&str> = loops
+                .iter()
+                .filter(|l| l.parallel.is_none())
+                .map(|l| l.axis.as_str())
+                .collect();
+            let par: Vec<&str> = loops
+                .iter()
+                .filter(|l| l.parallel.is_some())
+                .map(|l| l.axis.as_str())
+                .collect();
+            format!("shift{{axis={} by={}}}", pick(rng, &seq), pick(rng, &par))
+        }
+        7 => {
+            let b = k.buffers.choose(rng).unwrap();
+            let ax: Vec<String> = b.axis_slots().into_iter().map(|(_, a)| a).collect();
+            let a = ax.choose(rng).cloned().unwrap_or_default();
+            if rng.gen_bool(0.5) {
+                format!("shard{{buffer={} axis={a}}}", b.name)
+            } else {
+                format!(
+                    "shard{{buffer={} axis={a} level={}}}",
+                    b.name,
+                    rng.gen_range(0..levels)
+                )
+            }
+        }
+        8 => {
+            if rng.gen_bool(0.5) {
+                format!("replicate{{buffer={}}}", pick(rng, &bufs))
+            } else {
+                let nested: Vec<(String, String)> = loops
+                    .iter()
+                    .filter_map(|l| match l.body.as_slice() {
+                        [mercury_commir::Stmt::For(inner)] => {
+                            Some((l.axis.clone(), inner.axis.clone()))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                match nested.choose(rng) {
+                    Some((o, i)) => format!("reorder{{outer={o} inner={i}}}"),
+                    None => format!(
+                        "join{{outer={} inner={}}}",
+                        pick(rng, &axes),
+                        pick(rng, &axes)
+                    ),
+                }
+            }
+        }
+        _ => {
+            let ins: Vec<&mercury_commir::Buffer> =
+                k.buffers.iter().filter(|b| b.role == Role::In).collect();
+            let b = ins.choose(rng).unwrap();
+            let entries: Vec<String> = (0..b.dims.len())
+                .map(|_| {
+                    if rng.gen_bool(0.3) {
+                        format!("S({})", rng.gen_range(0..levels))
+                    } else {
+                        "R".into()
+                    }
+                })
+                .collect();
+            format!(
+                "reshard{{buffer={} sharding={}}}",
+                b.name,
+                entries.join(",")
+            )
+        }
+    }
+}
+
+fn run_pipeline(
+    reg: &Registry,
+    passes: &PassRegistry,
+    m: &mut Operation,
+    p: &str,
+) -> Result<(), String> {
+    let mut pm = PassManager::new();
+    pm.add_pipeline(passes, &format!("builtin.module({p})"))?;
+    pm.run(m, reg).map_err(|d| d.render())
+}
+
+#[test]
+fn random_schedules_compute_the_operator() {
+    let cases: usize = std::env::var("MERCURY_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1200);
+    let reg = mercury_commir::registry();
+    let mut passes = PassRegistry::new();
+    mercury_passes::register_all(&mut passes);
+    let mut rng = ChaCha8Rng::seed_from_u64(0x004d_6572_6375_7279);
+    let (mut executed, mut steps_applied, mut steps_refused, mut with_comm) = (0, 0, 0, 0);
+    let mut lowering_refused = Vec::new();
+    let start = std::time::Instant::now();
+    for case in 0..cases {
+        let text = random_operator(&mut rng);
+        let module = parse_str(&reg, "case.mlir", &text).unwrap_or_else(|d| {
+            panic!(
+                "case {case}: generated operator is invalid: {}\n{text}",
+                d.render()
+            )
+        });
+        let base = mercury_conversion::lower_module(&module, None).unwrap_or_else(|d| {
+            panic!(
+                "case {case}: unscheduled operator does not lower: {}\n{text}",
+                d.render()
+            )
+        });
+        let mut m = module.clone();
+        let mut script = Vec::new();
+        // Half the cases start from a known-good schedule, then perturb it.
+        if rng.gen_bool(0.3) && run_pipeline(&reg, &passes, &mut m, "shift-shard").is_ok() {
+            script.push("shift-shard".to_string());
+        }
+        for _ in 0..rng.gen_range(1..7) {
+            let k = mercury_commir::kernels(&m).unwrap().remove(0);
+            let step = random_step(&mut rng, &k);
+            let before = m.clone();
+            match run_pipeline(&reg, &passes, &mut m, &step) {
+                Ok(()) => {
+                    steps_applied += 1;
+                    script.push(step);
+                }
+                Err(e) => {
+                    assert!(
+                        e.contains("error:"),
+                        "case {case}: refusal without a diagnostic: {e}"
+                    );
+                    steps_refused += 1;
+                    m = before;
+                }
+            }
+        }
+        let plan = match mercury_conversion::lower_module(&m, None) {
+            Ok(p) => p,
+            Err(d) => {
+                if std::env::var("MERCURY_DIFF_SHOW").is_ok() {
+                    eprintln!("{text}");
+                }
+                lowering_refused.push(format!(
+                    "case {case} [{}]: {}",
+                    script.join(", "),
+                    d.message
+                ));
+                continue;
+            }
+        };
+        let inputs = random_inputs(&base, case as u64);
+        let want = execute(&base, &inputs).expect("unscheduled plan runs");
+        let got = execute(&plan, &inputs)
+            .unwrap_or_else(|e| panic!("case {case} [{}]: {e}", script.join(", ")));
+        let err = relative_error(&got, &want);
+        assert!(
+            err < 1e-9,
+            "case {case}: schedule [{}] gives relative error {err}\n{text}",
+            script.join(", ")
+        );
+        executed += 1;
+        if plan.bytes_sent_per_rank().values().any(|b| *b > 0) {
+            with_comm += 1;
+        }
+    }
+    eprintln!(
+        "differential: {cases} cases, {executed} executed ({with_comm} with communication), {steps_applied} steps applied, {steps_refused} refused, {} schedules the lowering refused, {:.1} s",
+        lowering_refused.len(),
+        start.elapsed().as_secs_f64()
+    );
+    for l in lowering_refused.iter().take(10) {
+        eprintln!("  lowering refused: {l}");
+    }
+    assert!(
+        lowering_refused.is_empty(),
+        "legal schedules the lowering refused: {lowering_refused:#?}"
+    );
+    assert_eq!(executed, cases);
+    assert!(
+        with_comm * 4 >= executed,
+        "too few schedules communicate: {with_comm} of {executed}"
+    );
+    let _ = AxisKind::Spatial;
+}

@@ -1,0 +1,663 @@
+//! Compute-stream operations: resolution of a plan's `ComputeOp`s against the slot addresses
+//! (shapes, dtypes, strides and alignment are checked once, before anything runs), and their
+//! launch on a rank's compute stream.
+
+use super::device_kernels::DeviceKernels;
+use super::error::{Result, RuntimeError};
+use super::layout::as_matrix;
+use super::mem::{copy, operand, write_back, CopyCx, Loc, MemTable};
+use cudarc::driver::CudaStream;
+use mercury_kernels::cpu::{AttnDims, AttnParams};
+use mercury_kernels::cuda::{
+    AttentionPatch, AttnLaunch, ElemType, GemmPatch, GemmSpec, GemmWorkspace, Strided3,
+};
+use mercury_plan::{CombineKind, ComputeOp, DType, PatchKind, View};
+
+/// A GEMM operand: the matrix geometry and either its own address (`ptr`) or, when the view
+/// is not a strided matrix, the region to pack into scratch (`ld` is then `cols`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatOperand {
+    pub loc: Loc,
+    pub ptr: Option<u64>,
+    pub rows: usize,
+    pub cols: usize,
+    pub ld: usize,
+}
+
+/// One resolved compute operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ComputeLaunch {
+    Gemm {
+        spec: GemmSpec,
+        a: MatOperand,
+        b: MatOperand,
+        c: MatOperand,
+    },
+    Attention(AttnLaunch),
+    Add(Vec<(Loc, Loc)>),
+    LseMerge {
+        o_acc: Loc,
+        lse_acc: Loc,
+        o_part: Loc,
+        lse_part: Loc,
+        rows: usize,
+        d: usize,
+    },
+    Copy {
+        src: Loc,
+        dst: Loc,
+    },
+}
+
+fn unsupported(msg: String) -> RuntimeError {
+    RuntimeError::Unsupported(msg)
+}
+
+fn elem_type(d: DType, what: &str) -> Result<ElemType> {
+    match d {
+        DType::BF16 => Ok(ElemType::BF16),
+        DType::F16 => Ok(ElemType::F16),
+        DType::F32 => Ok(ElemType::F32),
+        DType::F64 => Err(unsupported(format!("{what}: f64 operands on the GPU"))),
+    }
+}
+
+fn mat_operand(mem: &MemTable, rank: usize, view: &View) -> Result<MatOperand> {
+    let s = mem.slot(rank, view.slot)?;
+    let loc = mem.loc(rank, view)?;
+    if let Some(m) = as_matrix(&s.shape, &view.region) {
+        return Ok(MatOperand {
+            ptr: Some(s.ptr + (m.offset * s.dtype.size_bytes()) as u64),
+            rows: m.rows,
+            cols: m.cols,
+            ld: m.ld,
+            loc,
+        });
+    }
+    let ext = &view.region.extent;
+    let first = ext
+        .iter()
+        .take_while(|e| **e == 1)
+        .count()
+        .min(ext.len() - 2.min(ext.len()));
+    let logical = &ext[first..];
+    if logical.len() != 2 {
+        return Err(unsupported(format!(
+            "gemm view {} of slot shape {:?} is not 2-D after dropping leading unit dims",
+            view.region, s.shape
+        )));
+    }
+    Ok(MatOperand {
+        ptr: None,
+        rows: logical[0],
+        cols: logical[1],
+        ld: logical[1],
+        loc,
+    })
+}
+
+fn strided<const R: usize>(
+    mem: &MemTable,
+    rank: usize,
+    view: &View,
+    what: &str,
+) -> Result<([usize; R], Strided3, DType)> {
+    let s = mem.slot(rank, view.slot)?;
+    let (off, e, st) = super::layout::as_rank::<R>(&s.shape, &view.region).ok_or_else(|| {
+        unsupported(format!(
+            "attention {what} view {} of slot shape {:?} is not a rank-{R} tensor",
+            view.region, s.shape
+        ))
+    })?;
+    let t = Strided3 {
+        ptr: s.ptr + (off * s.dtype.size_bytes()) as u64,
+        sb: st[0] as i64,
+        sh: st[1] as i64,
+        sr: st[2] as i64,
+    };
+    Ok((e, t, s.dtype))
+}
+
+/// Resolves one compute op of `rank`.
+pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLaunch> {
+    match op {
+        ComputeOp::Patch {
+            patch,
+            inputs,
+            outputs,
+        } => match patch {
+            PatchKind::Gemm { accumulate } => {
+                if inputs.len() != 2 || outputs.len() != 1 {
+                    return Err(RuntimeError::Schedule(format!(
+                        "gemm takes 2 inputs and 1 output, got {} / {}",
+                        inputs.len(),
+                        outputs.len()
+                    )));
+                }
+                let a = mat_operand(mem, rank, &inputs[0])?;
+                let b = mat_operand(mem, rank, &inputs[1])?;
+                let c = mat_operand(mem, rank, &outputs[0])?;
+                if a.cols != b.rows || c.rows != a.rows || c.cols != b.cols {
+                    return Err(RuntimeError::Schedule(format!(
+                        "gemm shapes disagree: a {}x{}, b {}x{}, c {}x{}",
+                        a.rows, a.cols, b.rows, b.cols, c.rows, c.cols
+                    )));
+                }
+                if a.loc.dtype != b.loc.dtype {
+                    return Err(unsupported(format!(
+                        "gemm with a {} and b {}",
+                        a.loc.dtype.name(),
+                        b.loc.dtype.name()
+                    )));
+                }
+                let spec = GemmSpec {
+                    m: a.rows,
+                    n: b.cols,
+                    k: a.cols,
+                    lda: a.ld,
+                    ldb: b.ld,
+                    ldc: c.ld,
+                    in_type: elem_type(a.loc.dtype, "gemm")?,
+                    out_type: elem_type(c.loc.dtype, "gemm")?,
+                    accumulate: *accumulate,
+                };
+                spec.validate()?;
+                Ok(ComputeLaunch::Gemm { spec, a, b, c })
+            }
+            PatchKind::Attention {
+                causal,
+                scale,
+                q_offset,
+                k_offset,
+            } => {
+                if inputs.len() != 3 || outputs.len() != 2 {
+                    return Err(RuntimeError::Schedule(format!(
+                        "attention takes [q, k, v] -> [o, lse], got {} / {}",
+                        inputs.len(),
+                        outputs.len()
+                    )));
+                }
+                let (qe, q, qt) = strided::<4>(mem, rank, &inputs[0], "q")?;
+                let (ke, k, kt) = strided::<4>(mem, rank, &inputs[1], "k")?;
+                let (ve, v, vt) = strided::<4>(mem, rank, &inputs[2], "v")?;
+                let (oe, o, ot) = strided::<4>(mem, rank, &outputs[0], "o")?;
+                let (le, lse, lt) = strided::<3>(mem, rank, &outputs[1], "lse")?;
+                if [qt, kt, vt] != [DType::BF16; 3] || ot != DType::F32 || lt != DType::F32 {
+                    return Err(unsupported(format!(
+                        "attention patch needs bf16 q/k/v and f32 o/lse, got {}/{}/{} -> {}/{}",
+                        qt.name(),
+                        kt.name(),
+                        vt.name(),
+                        ot.name(),
+                        lt.name()
+                    )));
+                }
+                if ke != ve
+                    || oe != qe
+                    || ke[0] != qe[0]
+                    || ke[3] != qe[3]
+                    || le != [qe[0], qe[1], qe[2]]
+                {
+                    return Err(RuntimeError::Schedule(format!(
+                        "attention shapes disagree: q {qe:?} k {ke:?} v {ve:?} o {oe:?} lse {le:?}"
+                    )));
+                }
+                let launch = AttnLaunch {
+                    dims: AttnDims {
+                        b: qe[0],
+                        hq: qe[1],
+                        hk: ke[1],
+                        sq: qe[2],
+                        sk: ke[2],
+                        d: qe[3],
+                    },
+                    params: AttnParams {
+                        causal: *causal,
+                        scale: *scale,
+                        q_offset: *q_offset,
+                        k_offset: *k_offset,
+                    },
+                    q,
+                    k,
+                    v,
+                    o,
+                    lse,
+                };
+                launch.validate()?;
+                Ok(ComputeLaunch::Attention(launch))
+            }
+        },
+        ComputeOp::Combine { kind, acc, part } => match kind {
+            CombineKind::Add => {
+                if acc.len() != part.len() {
+                    return Err(RuntimeError::Schedule(format!(
+                        "add combine of {} accumulators and {} parts",
+                        acc.len(),
+                        part.len()
+                    )));
+                }
+                let mut pairs = Vec::with_capacity(acc.len());
+                for (a, p) in acc.iter().zip(part) {
+                    let (la, lp) = (mem.loc(rank, a)?, mem.loc(rank, p)?);
+                    check_f32(&la, "add accumulator")?;
+                    check_f32(&lp, "add part")?;
+                    if la.reg.numel() != lp.reg.numel() {
+                        return Err(RuntimeError::Schedule(format!(
+                            "add of {} elements into {}",
+                            lp.reg.numel(),
+                            la.reg.numel()
+                        )));
+                    }
+                    pairs.push((la, lp));
+                }
+                Ok(ComputeLaunch::Add(pairs))
+            }
+            CombineKind::LseMerge => {
+                let (o_acc, lse_acc, o_part, lse_part, rows, d) =
+                    lse_operands(mem, rank, acc, part)?;
+                Ok(ComputeLaunch::LseMerge {
+                    o_acc,
+                    lse_acc,
+                    o_part,
+                    lse_part,
+                    rows,
+                    d,
+                })
+            }
+        },
+        ComputeOp::Copy { src, dst } => {
+            let (s, d) = (mem.loc(rank, src)?, mem.loc(rank, dst)?);
+            check_copy(&s, &d)?;
+            Ok(ComputeLaunch::Copy { src: s, dst: d })
+        }
+    }
+}
+
+/// Element count and dtype compatibility of a copy.
+pub fn check_copy(s: &Loc, d: &Loc) -> Result<()> {
+    if s.reg.numel() != d.reg.numel() {
+        return Err(RuntimeError::Schedule(format!(
+            "copy of {} elements into {}",
+            s.reg.numel(),
+            d.reg.numel()
+        )));
+    }
+    let ok = s.dtype == d.dtype
+        || matches!(
+            (s.dtype, d.dtype),
+            (DType::F32, DType::BF16) | (DType::BF16, DType::F32)
+        );
+    if !ok {
+        return Err(unsupported(format!(
+            "copy converting {} to {}",
+            s.dtype.name(),
+            d.dtype.name()
+        )));
+    }
+    Ok(())
+}
+
+/// Requires an f32 location.
+pub fn check_f32(l: &Loc, what: &str) -> Result<()> {
+    if l.dtype != DType::F32 {
+        return Err(unsupported(format!(
+            "{what} is {}, combine kernels are f32",
+            l.dtype.name()
+        )));
+    }
+    Ok(())
+}
+
+/// The four locations of an lse merge (`[o, lse]` each) plus rows and row width.
+pub fn lse_operands(
+    mem: &MemTable,
+    rank: usize,
+    acc: &[View],
+    part: &[View],
+) -> Result<(Loc, Loc, Loc, Loc, usize, usize)> {
+    if acc.len() != 2 || part.len() != 2 {
+        return Err(RuntimeError::Schedule(
+            "lse merge needs [o, lse] for the accumulator and the part".into(),
+        ));
+    }
+    let o_acc = mem.loc(rank, &acc[0])?;
+    let lse_acc = mem.loc(rank, &acc[1])?;
+    let o_part = mem.loc(rank, &part[0])?;
+    let lse_part = mem.loc(rank, &part[1])?;
+    lse_shape(&o_acc, &lse_acc, &o_part, &lse_part)
+        .map(|(r, d)| (o_acc, lse_acc, o_part, lse_part, r, d))
+}
+
+/// Rows and width of an lse merge, checking types and element counts.
+pub fn lse_shape(
+    o_acc: &Loc,
+    lse_acc: &Loc,
+    o_part: &Loc,
+    lse_part: &Loc,
+) -> Result<(usize, usize)> {
+    for (l, w) in [
+        (o_acc, "o accumulator"),
+        (lse_acc, "lse accumulator"),
+        (o_part, "o part"),
+        (lse_part, "lse part"),
+    ] {
+        check_f32(l, w)?;
+    }
+    let rows = lse_acc.reg.numel();
+    if rows == 0 || lse_part.reg.numel() != rows || !o_acc.reg.numel().is_multiple_of(rows) {
+        return Err(RuntimeError::Schedule(format!(
+            "lse merge: {} lse rows vs {} part rows, {} o elements",
+            rows,
+            lse_part.reg.numel(),
+            o_acc.reg.numel()
+        )));
+    }
+    if o_part.reg.numel() != o_acc.reg.numel() {
+        return Err(RuntimeError::Schedule(format!(
+            "lse merge: o part has {} elements, accumulator {}",
+            o_part.reg.numel(),
+            o_acc.reg.numel()
+        )));
+    }
+    Ok((rows, o_acc.reg.numel() / rows))
+}
+
+/// Enqueues an lse merge of packed-or-direct operands.
+///
+/// # Safety
+/// All locations must be live device memory of the stream's context.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn enqueue_lse_merge(
+    cx: &mut CopyCx<'_>,
+    o_acc: &Loc,
+    lse_acc: &Loc,
+    o_part: &Loc,
+    lse_part: &Loc,
+    rows: usize,
+    d: usize,
+) -> Result<()> {
+    // SAFETY: per the caller; packed copies live in the stream's scratch.
+    unsafe {
+        let oa = operand(cx, o_acc, true)?;
+        let la = operand(cx, lse_acc, true)?;
+        let op = operand(cx, o_part, true)?;
+        let lp = operand(cx, lse_part, true)?;
+        cx.dk
+            .lse_merge(cx.stream, oa.ptr, la.ptr, op.ptr, lp.ptr, rows, d)?;
+        write_back(cx, &oa, o_acc)?;
+        write_back(cx, &la, lse_acc)
+    }
+}
+
+/// Enqueues `acc += part` of packed-or-direct f32 operands.
+///
+/// # Safety
+/// Both locations must be live device memory of the stream's context.
+pub unsafe fn enqueue_add(cx: &mut CopyCx<'_>, acc: &Loc, part: &Loc) -> Result<()> {
+    // SAFETY: per the caller.
+    unsafe {
+        let a = operand(cx, acc, true)?;
+        let p = operand(cx, part, true)?;
+        cx.dk.add_f32(cx.stream, a.ptr, p.ptr, acc.reg.numel())?;
+        write_back(cx, &a, acc)
+    }
+}
+
+/// The patches and kernels a compute stream launches with.
+pub struct Patches<'a> {
+    pub dk: &'a DeviceKernels,
+    pub gemm: Option<&'a GemmPatch>,
+    pub attention: Option<&'a AttentionPatch>,
+}
+
+/// Enqueues one resolved op on `cx.stream` (using `ws` for cuBLASLt).
+///
+/// # Safety
+/// The op must have been resolved against the live memory of this executor.
+pub unsafe fn enqueue(
+    cx: &mut CopyCx<'_>,
+    p: &Patches<'_>,
+    ws: Option<&GemmWorkspace>,
+    op: &ComputeLaunch,
+) -> Result<()> {
+    cx.scratch.reset();
+    let stream: &CudaStream = cx.stream;
+    match op {
+        ComputeLaunch::Gemm { spec, a, b, c } => {
+            let gemm = p
+                .gemm
+                .ok_or_else(|| unsupported("gemm patch not initialised".into()))?;
+            let ws = ws.ok_or_else(|| unsupported("gemm without a workspace".into()))?;
+            // SAFETY: operands per the caller; packed ones live in scratch.
+            unsafe {
+                let pa = match a.ptr {
+                    Some(x) => x,
+                    None => operand(cx, &a.loc, true)?.ptr,
+                };
+                let pb = match b.ptr {
+                    Some(x) => x,
+                    None => operand(cx, &b.loc, true)?.ptr,
+                };
+                match c.ptr {
+                    Some(pc) => gemm.run(stream, ws, spec, pa, pb, pc)?,
+                    None => {
+                        let oc = operand(cx, &c.loc, spec.accumulate)?;
+                        gemm.run(stream, ws, spec, pa, pb, oc.ptr)?;
+                        write_back(cx, &oc, &c.loc)?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        ComputeLaunch::Attention(args) => {
+            let attn = p
+                .attention
+                .ok_or_else(|| unsupported("attention patch not initialised".into()))?;
+            // SAFETY: the launch was validated against live slot memory.
+            unsafe { attn.launch(stream, args)? };
+            Ok(())
+        }
+        ComputeLaunch::Add(pairs) => {
+            for (a, q) in pairs {
+                // SAFETY: per the caller.
+                unsafe { enqueue_add(cx, a, q)? };
+            }
+            Ok(())
+        }
+        ComputeLaunch::LseMerge {
+            o_acc,
+            lse_acc,
+            o_part,
+            lse_part,
+            rows,
+            d,
+        } => {
+            // SAFETY: per the caller.
+            unsafe { enqueue_lse_merge(cx, o_acc, lse_acc, o_part, lse_part, *rows, *d) }
+        }
+        ComputeLaunch::Copy { src, dst } => {
+            // SAFETY: per the caller.
+            unsafe { copy(cx, src, dst) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::mem::SlotInfo;
+    use mercury_plan::Region;
+
+    fn v(slot: usize, off: &[usize], ext: &[usize]) -> View {
+        View {
+            slot,
+            region: Region {
+                offset: off.to_vec(),
+                extent: ext.to_vec(),
+            },
+        }
+    }
+
+    fn table() -> MemTable {
+        let s = |ptr, dtype, shape: &[usize]| SlotInfo {
+            ptr,
+            dtype,
+            shape: shape.to_vec(),
+        };
+        MemTable {
+            ranks: vec![vec![
+                s(0x10000, DType::BF16, &[64, 32]),          // 0: a
+                s(0x20000, DType::BF16, &[32, 48]),          // 1: b
+                s(0x30000, DType::F32, &[2, 64, 48]),        // 2: c (two tiles)
+                s(0x40000, DType::BF16, &[1, 4, 256, 128]),  // 3: q
+                s(0x80000, DType::BF16, &[1, 2, 512, 128]),  // 4: k
+                s(0x100000, DType::BF16, &[1, 2, 512, 128]), // 5: v
+                s(0x200000, DType::F32, &[1, 4, 256, 128]),  // 6: o
+                s(0x400000, DType::F32, &[1, 4, 256]),       // 7: lse
+                s(0x500000, DType::F32, &[4, 100]),          // 8: f32 scratch
+            ]],
+        }
+    }
+
+    #[test]
+    fn gemm_resolution() {
+        let t = table();
+        let op = ComputeOp::Patch {
+            patch: PatchKind::Gemm { accumulate: true },
+            inputs: vec![v(0, &[0, 0], &[64, 32]), v(1, &[0, 0], &[32, 48])],
+            outputs: vec![v(2, &[1, 0, 0], &[1, 64, 48])],
+        };
+        match resolve(&t, 0, &op).unwrap() {
+            ComputeLaunch::Gemm { spec, c, .. } => {
+                assert_eq!((spec.m, spec.n, spec.k), (64, 48, 32));
+                assert_eq!((spec.lda, spec.ldb, spec.ldc), (32, 48, 48));
+                assert_eq!(spec.out_type, ElemType::F32);
+                assert!(spec.accumulate);
+                assert_eq!(c.ptr, Some(0x30000 + 64 * 48 * 4));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Column sub-block of b: ldb stays 48.
+        let op = ComputeOp::Patch {
+            patch: PatchKind::Gemm { accumulate: false },
+            inputs: vec![v(0, &[0, 0], &[64, 32]), v(1, &[0, 16], &[32, 16])],
+            outputs: vec![v(2, &[0, 0, 0], &[1, 64, 16])],
+        };
+        match resolve(&t, 0, &op).unwrap() {
+            ComputeLaunch::Gemm { spec, b, .. } => {
+                assert_eq!((spec.n, spec.ldb, spec.ldc), (16, 48, 48));
+                assert_eq!(b.ptr, Some(0x20000 + 16 * 2));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Inner dimensions disagree.
+        let bad = ComputeOp::Patch {
+            patch: PatchKind::Gemm { accumulate: false },
+            inputs: vec![v(0, &[0, 0], &[64, 16]), v(1, &[0, 0], &[32, 48])],
+            outputs: vec![v(2, &[0, 0, 0], &[1, 64, 48])],
+        };
+        assert!(matches!(
+            resolve(&t, 0, &bad),
+            Err(RuntimeError::Schedule(_))
+        ));
+    }
+
+    #[test]
+    fn attention_resolution() {
+        let t = table();
+        let op = ComputeOp::Patch {
+            patch: PatchKind::Attention {
+                causal: true,
+                scale: 0.088,
+                q_offset: 256,
+                k_offset: 0,
+            },
+            inputs: vec![
+                v(3, &[0, 0, 128, 0], &[1, 4, 128, 128]),
+                v(4, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+                v(5, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+            ],
+            outputs: vec![
+                v(6, &[0, 0, 128, 0], &[1, 4, 128, 128]),
+                v(7, &[0, 0, 128], &[1, 4, 128]),
+            ],
+        };
+        match resolve(&t, 0, &op).unwrap() {
+            ComputeLaunch::Attention(a) => {
+                assert_eq!(
+                    (a.dims.hq, a.dims.hk, a.dims.sq, a.dims.sk),
+                    (4, 2, 128, 512)
+                );
+                // Tile view: base moved by 128 rows, head stride of the whole slot.
+                assert_eq!(a.q.ptr, 0x40000 + 128 * 128 * 2);
+                assert_eq!((a.q.sh, a.q.sr), (256 * 128, 128));
+                assert_eq!(a.lse.ptr, 0x400000 + 128 * 4);
+                assert_eq!((a.lse.sh, a.lse.sr), (256, 1));
+                assert!(a.params.causal);
+            }
+            other => panic!("{other:?}"),
+        }
+        // f32 q is rejected with a clear message.
+        let bad = ComputeOp::Patch {
+            patch: PatchKind::Attention {
+                causal: false,
+                scale: 1.0,
+                q_offset: 0,
+                k_offset: 0,
+            },
+            inputs: vec![
+                v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+                v(4, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+                v(5, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+            ],
+            outputs: vec![
+                v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+                v(7, &[0, 0, 0], &[1, 4, 256]),
+            ],
+        };
+        assert!(matches!(
+            resolve(&t, 0, &bad),
+            Err(RuntimeError::Unsupported(_))
+        ));
+    }
+
+    #[test]
+    fn combine_resolution() {
+        let t = table();
+        let op = ComputeOp::Combine {
+            kind: CombineKind::LseMerge,
+            acc: vec![
+                v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+                v(7, &[0, 0, 0], &[1, 4, 256]),
+            ],
+            part: vec![
+                v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+                v(7, &[0, 0, 0], &[1, 4, 256]),
+            ],
+        };
+        match resolve(&t, 0, &op).unwrap() {
+            ComputeLaunch::LseMerge { rows, d, .. } => assert_eq!((rows, d), (1024, 128)),
+            other => panic!("{other:?}"),
+        }
+        let add_bf16 = ComputeOp::Combine {
+            kind: CombineKind::Add,
+            acc: vec![v(0, &[0, 0], &[4, 32])],
+            part: vec![v(0, &[4, 0], &[4, 32])],
+        };
+        assert!(matches!(
+            resolve(&t, 0, &add_bf16),
+            Err(RuntimeError::Unsupported(_))
+        ));
+        let add = ComputeOp::Combine {
+            kind: CombineKind::Add,
+            acc: vec![v(8, &[0, 0], &[2, 100])],
+            part: vec![v(8, &[2, 0], &[2, 100])],
+        };
+        assert!(matches!(resolve(&t, 0, &add).unwrap(), ComputeLaunch::Add(p) if p.len() == 1));
+        let copy_cast = ComputeOp::Copy {
+            src: v(8, &[0, 0], &[1, 100]),
+            dst: v(1, &[0, 0], &[2, 48]),
+        };
+        assert!(resolve(&t, 0, &copy_cast).is_err());
+    }
+}

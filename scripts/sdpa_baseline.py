@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Times torch SDPA on the attention shapes of benchmark P2 (bf16, head dim 128).
+
+Backends: FLASH_ATTENTION (the FlashAttention-2 kernel) and CUDNN_ATTENTION (cuDNN fused
+attention, FA3-class on Hopper). Median of triton.testing.do_bench (CUDA-event timing), fresh
+random inputs. FLOPs are counted as 4*B*H*S*S*D, half when causal. GQA runs with
+enable_gqa=True; a backend that refuses it is timed on K/V expanded to all query heads (noted).
+
+Prints JSON {"device": ..., "torch": ..., "results": [{"id", "backend", "ms", "tflops", "note"}]}
+and writes it to --out when given. The ids match mercury-gpu-bench's P2 case ids.
+"""
+import argparse
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+CASES = [
+    # id, batch, q heads, kv heads, seq, causal
+    ("b1h32s32k.causal", 1, 32, 32, 32768, True),
+    ("b1h32s32k.noncausal", 1, 32, 32, 32768, False),
+    ("gqa32q8kv.s32k.noncausal", 1, 32, 8, 32768, False),
+    ("b16h32s4k.noncausal", 16, 32, 32, 4096, False),
+]
+BACKENDS = [("FLASH_ATTENTION", SDPBackend.FLASH_ATTENTION),
+            ("CUDNN_ATTENTION", SDPBackend.CUDNN_ATTENTION)]
+D = 128
+
+
+def bench(fn, warmup_ms, rep_ms):
+    try:
+        from triton.testing import do_bench
+        return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    except ImportError:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(10):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(b))
+        times.sort()
+        return times[len(times) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--warmup-ms", type=float, default=150.0)
+    ap.add_argument("--rep-ms", type=float, default=700.0)
+    args = ap.parse_args()
+    dev = torch.cuda.get_device_name(0)
+    results = []
+    for cid, b, hq, hk, s, causal in CASES:
+        q = torch.rand(b, hq, s, D, device="cuda", dtype=torch.bfloat16) * 3 - 1.5
+        k = torch.rand(b, hk, s, D, device="cuda", dtype=torch.bfloat16) * 3 - 1.5
+        v = torch.rand(b, hk, s, D, device="cuda", dtype=torch.bfloat16) * 2 - 1
+        flops = 4.0 * b * hq * s * s * D * (0.5 if causal else 1.0)
+        for name, backend in BACKENDS:
+            note = ""
+            try:
+                def fn(k=k, v=v, gqa=hq != hk):
+                    with sdpa_kernel(backend):
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                              enable_gqa=gqa)
+                try:
+                    fn()
+                except RuntimeError:
+                    if hq == hk:
+                        raise
+                    ke = k.repeat_interleave(hq // hk, dim=1)
+                    ve = v.repeat_interleave(hq // hk, dim=1)
+                    note = "gqa via expanded K/V"
+
+                    def fn(k=ke, v=ve, gqa=False):
+                        with sdpa_kernel(backend):
+                            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    fn()
+                torch.cuda.synchronize()
+                ms = bench(fn, args.warmup_ms, args.rep_ms)
+                results.append({"id": cid, "backend": name, "ms": ms,
+                                "tflops": flops / (ms * 1e-3) / 1e12, "note": note})
+            except Exception as e:  # report and go on with the other cases
+                results.append({"id": cid, "backend": name, "ms": None, "tflops": None,
+                                "note": f"error: {type(e).__name__}: {e}"[:300]})
+            r = results[-1]
+            print(f"sdpa {cid:<28} {name:<16} "
+                  + (f"{r['ms']:9.3f} ms {r['tflops']:7.1f} TFLOP/s {note}" if r["ms"] else r["note"]),
+                  file=sys.stderr, flush=True)
+        del q, k, v
+        torch.cuda.empty_cache()
+    out = {"device": dev, "torch": torch.__version__, "results": results}
+    text = json.dumps(out, indent=1)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
