@@ -158,6 +158,7 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 scale,
                 q_offset,
                 k_offset,
+                accumulate,
             } => {
                 // [b, h, s, d], or [h, s, d] with a batch of one.
                 let four = |e: &Vec<usize>| {
@@ -208,8 +209,18 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                         k_offset: *k_offset,
                     },
                 );
-                mem.write(plan, r, &outputs[0], &o);
-                mem.write(plan, r, &outputs[1], &lse);
+                if *accumulate {
+                    let mut acc = vec![
+                        mem.read(plan, r, &outputs[0]),
+                        mem.read(plan, r, &outputs[1]),
+                    ];
+                    combine(CombineKind::LseMerge, &mut acc, &[o, lse]);
+                    mem.write(plan, r, &outputs[0], &acc[0]);
+                    mem.write(plan, r, &outputs[1], &acc[1]);
+                } else {
+                    mem.write(plan, r, &outputs[0], &o);
+                    mem.write(plan, r, &outputs[1], &lse);
+                }
             }
         },
         ComputeOp::Combine { kind, acc, part } => {

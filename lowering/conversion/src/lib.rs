@@ -703,6 +703,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
                                         scale,
                                         q_offset,
                                         k_offset,
+                                        accumulate: false,
                                     },
                                     vec![q.clone(), q[..q.len() - 1].to_vec()],
                                 )
@@ -780,11 +781,54 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
                             } else {
                                 CombineKind::LseMerge
                             };
-                            ranks[r].stage(ps).compute.push(ComputeOp::Combine {
-                                kind: ck,
-                                acc,
-                                part: parts,
+                            // The patch that produced the parts merges straight into the
+                            // accumulator when nothing else reads its results.
+                            let single_use = vals.iter().all(|v| {
+                                events
+                                    .iter()
+                                    .filter(|e| match e {
+                                        Event::Reduce { values, .. } => values.contains(v),
+                                        Event::Store { value, .. } => value == v,
+                                        Event::Patch { inputs, .. } => inputs.contains(v),
+                                        _ => false,
+                                    })
+                                    .count()
+                                    == 1
                             });
+                            let fused = single_use
+                                && match ranks[r].stage(ps).compute.last_mut() {
+                                    Some(ComputeOp::Patch { patch, outputs, .. })
+                                        if *outputs == parts =>
+                                    {
+                                        let ok = match patch {
+                                            PatchKind::Gemm { accumulate }
+                                                if ck == CombineKind::Add =>
+                                            {
+                                                *accumulate = true;
+                                                true
+                                            }
+                                            PatchKind::Attention { accumulate, .. }
+                                                if ck == CombineKind::LseMerge =>
+                                            {
+                                                *accumulate = true;
+                                                true
+                                            }
+                                            _ => false,
+                                        };
+                                        if ok {
+                                            *outputs = acc.clone();
+                                        }
+                                        ok
+                                    }
+                                    _ => false,
+                                };
+                            if !fused {
+                                ranks[r].stage(ps).compute.push(ComputeOp::Combine {
+                                    kind: ck,
+                                    acc,
+                                    part: parts,
+                                });
+                            }
                         } else {
                             // Shift-reduce: send the partial tile to its owner in the next stage,
                             // the owner merges it the stage after.
@@ -1063,6 +1107,14 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
             ));
         }
     }
+    for (r, rb) in ranks.iter_mut().enumerate() {
+        let mine: Vec<&mut OutputPiece> = pieces
+            .iter_mut()
+            .filter(|(pr, _)| *pr == r)
+            .map(|(_, p)| p)
+            .collect();
+        prune_slots(rb, mine);
+    }
     let num_stages = ranks
         .iter()
         .flat_map(|r| r.stages.keys().copied())
@@ -1098,6 +1150,74 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
         )
     })?;
     Ok(plan)
+}
+
+/// Removes slots no op or output piece references (e.g. patch temporaries that a fused
+/// accumulation made unnecessary) and renumbers the views.
+fn prune_slots(rb: &mut RankBuild, outputs: Vec<&mut OutputPiece>) {
+    let mut used = vec![false; rb.slots.len()];
+    let mut mark = |v: &View| used[v.slot] = true;
+    for st in rb.stages.values() {
+        for op in &st.compute {
+            let (r, w) = verify::compute_access(op);
+            r.into_iter().chain(w).for_each(&mut mark);
+        }
+        for op in &st.comm {
+            let (r, w) = verify::comm_access(op);
+            r.into_iter().chain(w).for_each(&mut mark);
+        }
+    }
+    for o in outputs.iter() {
+        mark(&o.src);
+    }
+    if used.iter().all(|u| *u) {
+        return;
+    }
+    let mut remap = vec![usize::MAX; rb.slots.len()];
+    let mut kept = Vec::new();
+    for (i, s) in rb.slots.drain(..).enumerate() {
+        if used[i] {
+            remap[i] = kept.len();
+            kept.push(s);
+        }
+    }
+    rb.slots = kept;
+    let fix = |v: &mut View| v.slot = remap[v.slot];
+    for st in rb.stages.values_mut() {
+        for op in &mut st.compute {
+            match op {
+                ComputeOp::Patch {
+                    inputs, outputs, ..
+                } => inputs.iter_mut().chain(outputs.iter_mut()).for_each(fix),
+                ComputeOp::Combine { acc, part, .. } => {
+                    acc.iter_mut().chain(part.iter_mut()).for_each(fix)
+                }
+                ComputeOp::Copy { src, dst } => {
+                    fix(src);
+                    fix(dst);
+                }
+            }
+        }
+        for op in &mut st.comm {
+            match op {
+                CommOp::Send { src, .. } => fix(src),
+                CommOp::Recv { dst, .. } => fix(dst),
+                CommOp::Collective { collective, .. } => match collective {
+                    Collective::AllGather { src, dst, .. }
+                    | Collective::ReduceScatter { src, dst, .. }
+                    | Collective::AllToAll { src, dst, .. } => {
+                        fix(src);
+                        fix(dst);
+                    }
+                    Collective::AllReduce { bufs, .. } => bufs.iter_mut().for_each(fix),
+                    Collective::Broadcast { buf, .. } => fix(buf),
+                },
+            }
+        }
+    }
+    for o in outputs {
+        fix(&mut o.src);
+    }
 }
 
 fn ensure_acc(rb: &mut RankBuild, buffer: &str, bx: &Region, kind: ReduceKind) -> Vec<View> {

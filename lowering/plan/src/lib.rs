@@ -167,12 +167,16 @@ pub enum PatchKind {
     /// `hq = hk * group`; outputs o `[b, hq, sq, d]` (normalised) and lse `[b, hq, sq]`
     /// (natural log of the softmax denominator, scaled logits). With `causal`, key position
     /// `k_offset + c` is visible to query position `q_offset + r` iff it is not larger.
-    /// Fully masked rows give o = 0 and lse = -inf.
+    /// Fully masked rows give o = 0 and lse = -inf. With `accumulate`, the outputs are an
+    /// accumulator `[o, lse]` that the tile's result is merged into (as `CombineKind::LseMerge`
+    /// would), so a ring step needs no separate merge pass.
     Attention {
         causal: bool,
         scale: f64,
         q_offset: usize,
         k_offset: usize,
+        #[serde(default)]
+        accumulate: bool,
     },
 }
 

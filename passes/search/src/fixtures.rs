@@ -158,7 +158,9 @@ impl AttnSchedule {
                 .collect::<Vec<_>>()
                 .join("x")
         ));
+        let ring_levels = self.levels_with(LevelRole::Ring);
         for (i, (m, role)) in self.mesh.iter().zip(&self.roles).enumerate() {
+            let inner = ring_levels.last() == Some(&i);
             match role {
                 LevelRole::Ulysses => s.push_str(&format!(
                     "level {i} ({m}): all-to-all q,k,v from sequence- to head-sharded, o back\n"
@@ -167,7 +169,11 @@ impl AttnSchedule {
                     "level {i} ({m}): parallelize(I); {}\n",
                     match self.ring {
                         RingMode::Flat => "shift(J) with double-buffered kv",
-                        RingMode::TwoLevel => "two-level shift(J)",
+                        RingMode::TwoLevel if inner =>
+                            "shift(J) on the inner ring (double-buffered kv)",
+                        RingMode::TwoLevel => {
+                            "shift(J) on the outer ring, each transfer spread over the inner steps"
+                        }
                         RingMode::AllGather => "shard(kv) read as all-gather",
                     }
                 )),
@@ -199,7 +205,10 @@ pub fn check_schedule(shape: &AttentionShape, s: &AttnSchedule) -> Result<(), St
         ));
     }
     if shape.seq % n != 0 {
-        return Err(format!("sequence {} does not split over {n} devices", shape.seq));
+        return Err(format!(
+            "sequence {} does not split over {n} devices",
+            shape.seq
+        ));
     }
     let u = s.ulysses_degree();
     if shape.kv_heads % u != 0 {
@@ -209,7 +218,10 @@ pub fn check_schedule(shape: &AttentionShape, s: &AttnSchedule) -> Result<(), St
         ));
     }
     if s.q_blocks == 0 || (shape.seq / n * u) % s.q_blocks != 0 {
-        return Err(format!("q_blocks {} does not split the query shard", s.q_blocks));
+        return Err(format!(
+            "q_blocks {} does not split the query shard",
+            s.q_blocks
+        ));
     }
     if s.ring == RingMode::TwoLevel && s.levels_with(LevelRole::Ring).len() < 2 {
         return Err("a two-level ring needs two ring levels".into());
@@ -347,6 +359,7 @@ impl Acc {
                     scale: self.scale,
                     q_offset: qb.global,
                     k_offset: kr.global,
+                    accumulate: false,
                 };
                 let (o_dst, l_dst) = if self.started[bi] {
                     (
@@ -453,18 +466,33 @@ pub fn attention_plan(shape: &AttentionShape, s: &AttnSchedule) -> Result<Plan, 
         let mut rb = RankB::default();
         let tok = region_along(&[b, hq, seq, d], 2, dev * t, t);
         let tok_kv = region_along(&[b, hk, seq, d], 2, dev * t, t);
-        let q_in = rb.slot("q_in", DType::BF16, vec![b, hq, t, d], SlotInit::FromGlobal {
-            buffer: 0,
-            region: tok.clone(),
-        });
-        let k_in = rb.slot("k_in", DType::BF16, vec![b, hk, t, d], SlotInit::FromGlobal {
-            buffer: 1,
-            region: tok_kv.clone(),
-        });
-        let v_in = rb.slot("v_in", DType::BF16, vec![b, hk, t, d], SlotInit::FromGlobal {
-            buffer: 2,
-            region: tok_kv,
-        });
+        let q_in = rb.slot(
+            "q_in",
+            DType::BF16,
+            vec![b, hq, t, d],
+            SlotInit::FromGlobal {
+                buffer: 0,
+                region: tok.clone(),
+            },
+        );
+        let k_in = rb.slot(
+            "k_in",
+            DType::BF16,
+            vec![b, hk, t, d],
+            SlotInit::FromGlobal {
+                buffer: 1,
+                region: tok_kv.clone(),
+            },
+        );
+        let v_in = rb.slot(
+            "v_in",
+            DType::BF16,
+            vec![b, hk, t, d],
+            SlotInit::FromGlobal {
+                buffer: 2,
+                region: tok_kv,
+            },
+        );
         let mut stage = 0;
         // Ulysses all-to-all in.
         let group: Vec<usize> = (0..u_deg).map(|uu| dev_of[uu][p]).collect();
@@ -499,7 +527,11 @@ pub fn attention_plan(shape: &AttentionShape, s: &AttnSchedule) -> Result<Plan, 
                 for i in 0..per {
                     blocks.push(Piece {
                         local: piece.local + i * len,
-                        len: if i + 1 == per { piece.len - i * len } else { len },
+                        len: if i + 1 == per {
+                            piece.len - i * len
+                        } else {
+                            len
+                        },
                         global: piece.global + i * len,
                     });
                 }
@@ -516,8 +548,18 @@ pub fn attention_plan(shape: &AttentionShape, s: &AttnSchedule) -> Result<Plan, 
         let part_len = blocks.iter().map(|bl| bl.len).max().unwrap_or(lq);
         let o = rb.slot("o_acc", DType::BF16, vec![b, hql, lq, d], SlotInit::Uninit);
         let lse = rb.slot("lse_acc", DType::F32, vec![b, hql, lq], SlotInit::Uninit);
-        let o_part = rb.slot("o_part", DType::BF16, vec![b, hql, part_len, d], SlotInit::Uninit);
-        let lse_part = rb.slot("lse_part", DType::F32, vec![b, hql, part_len], SlotInit::Uninit);
+        let o_part = rb.slot(
+            "o_part",
+            DType::BF16,
+            vec![b, hql, part_len, d],
+            SlotInit::Uninit,
+        );
+        let lse_part = rb.slot(
+            "lse_part",
+            DType::F32,
+            vec![b, hql, part_len],
+            SlotInit::Uninit,
+        );
         let mut acc = Acc {
             q,
             o,
@@ -535,8 +577,18 @@ pub fn attention_plan(shape: &AttentionShape, s: &AttnSchedule) -> Result<Plan, 
                 // Own chunk now, overlapped with the gather of everything.
                 acc.attend(&mut rb, stage, x0k, x0v, &k_ranges(p, 0));
                 if r_deg > 1 {
-                    let kf = rb.slot("k_all", DType::BF16, vec![b, hkl, lq * r_deg, d], SlotInit::Uninit);
-                    let vf = rb.slot("v_all", DType::BF16, vec![b, hkl, lq * r_deg, d], SlotInit::Uninit);
+                    let kf = rb.slot(
+                        "k_all",
+                        DType::BF16,
+                        vec![b, hkl, lq * r_deg, d],
+                        SlotInit::Uninit,
+                    );
+                    let vf = rb.slot(
+                        "v_all",
+                        DType::BF16,
+                        vec![b, hkl, lq * r_deg, d],
+                        SlotInit::Uninit,
+                    );
                     for (src, dst) in [(x0k, kf), (x0v, vf)] {
                         let (src, dst) = (rb.full(src), rb.full(dst));
                         rb.stage(stage).comm.push(CommOp::Collective {
@@ -859,14 +911,15 @@ pub fn gemm_plan(g: &GemmShape, sched: GemmSchedule, p: usize) -> Result<Plan, S
         return Err("gemm dimensions and device count must be positive".into());
     }
     let split = match sched {
-        GemmSchedule::AllGatherGemm | GemmSchedule::RingAllGatherGemm => {
-            m % p == 0 && n % p == 0
-        }
+        GemmSchedule::AllGatherGemm | GemmSchedule::RingAllGatherGemm => m % p == 0 && n % p == 0,
         GemmSchedule::GemmReduceScatter => k % p == 0 && m % p == 0,
         GemmSchedule::GemmAllReduce => k % p == 0 && m % p == 0,
     };
     if !split {
-        return Err(format!("{} does not split m{m} n{n} k{k} over {p}", sched.name()));
+        return Err(format!(
+            "{} does not split m{m} n{n} k{k} over {p}",
+            sched.name()
+        ));
     }
     let group: Vec<usize> = (0..p).collect();
     let (mc, nc, kc) = (m / p, n / p, k / p);
@@ -875,14 +928,24 @@ pub fn gemm_plan(g: &GemmShape, sched: GemmSchedule, p: usize) -> Result<Plan, S
         let mut rb = RankB::default();
         match sched {
             GemmSchedule::AllGatherGemm | GemmSchedule::RingAllGatherGemm => {
-                let a = rb.slot("a", DType::BF16, vec![mc, k], SlotInit::FromGlobal {
-                    buffer: 0,
-                    region: region_along(&[m, k], 0, r * mc, mc),
-                });
-                let bsl = rb.slot("b", DType::BF16, vec![k, nc], SlotInit::FromGlobal {
-                    buffer: 1,
-                    region: region_along(&[k, n], 1, r * nc, nc),
-                });
+                let a = rb.slot(
+                    "a",
+                    DType::BF16,
+                    vec![mc, k],
+                    SlotInit::FromGlobal {
+                        buffer: 0,
+                        region: region_along(&[m, k], 0, r * mc, mc),
+                    },
+                );
+                let bsl = rb.slot(
+                    "b",
+                    DType::BF16,
+                    vec![k, nc],
+                    SlotInit::FromGlobal {
+                        buffer: 1,
+                        region: region_along(&[k, n], 1, r * nc, nc),
+                    },
+                );
                 let c = rb.slot("c", DType::BF16, vec![m, nc], SlotInit::Uninit);
                 if sched == GemmSchedule::AllGatherGemm {
                     let af = rb.slot("a_all", DType::BF16, vec![m, k], SlotInit::Uninit);
@@ -934,14 +997,24 @@ pub fn gemm_plan(g: &GemmShape, sched: GemmSchedule, p: usize) -> Result<Plan, S
                 });
             }
             GemmSchedule::GemmReduceScatter | GemmSchedule::GemmAllReduce => {
-                let a = rb.slot("a", DType::BF16, vec![m, kc], SlotInit::FromGlobal {
-                    buffer: 0,
-                    region: region_along(&[m, k], 1, r * kc, kc),
-                });
-                let bsl = rb.slot("b", DType::BF16, vec![kc, n], SlotInit::FromGlobal {
-                    buffer: 1,
-                    region: region_along(&[k, n], 0, r * kc, kc),
-                });
+                let a = rb.slot(
+                    "a",
+                    DType::BF16,
+                    vec![m, kc],
+                    SlotInit::FromGlobal {
+                        buffer: 0,
+                        region: region_along(&[m, k], 1, r * kc, kc),
+                    },
+                );
+                let bsl = rb.slot(
+                    "b",
+                    DType::BF16,
+                    vec![kc, n],
+                    SlotInit::FromGlobal {
+                        buffer: 1,
+                        region: region_along(&[k, n], 0, r * kc, kc),
+                    },
+                );
                 let c = rb.slot("c_partial", DType::BF16, vec![m, n], SlotInit::Uninit);
                 let (ia, ib, oc) = (rb.full(a), rb.full(bsl), rb.full(c));
                 rb.stage(0).compute.push(ComputeOp::Patch {
@@ -1166,10 +1239,7 @@ mod tests {
     #[test]
     fn every_schedule_verifies() {
         for causal in [false, true] {
-            let shape = AttentionShape {
-                causal,
-                ..small()
-            };
+            let shape = AttentionShape { causal, ..small() };
             let scheds = attention_schedules(&shape, 8, true);
             assert!(scheds.len() > 8, "{}", scheds.len());
             for s in scheds {
@@ -1185,7 +1255,11 @@ mod tests {
 
     #[test]
     fn names_are_the_known_schedules() {
-        let shape = small();
+        let shape = AttentionShape {
+            kv_heads: 8,
+            heads: 8,
+            ..small()
+        };
         let names: Vec<String> = attention_schedules(&shape, 8, false)
             .iter()
             .map(|s| s.name())
@@ -1198,9 +1272,17 @@ mod tests {
             "usp[u2.r4]",
             "loongtrain[r2.r4]",
         ] {
-            assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
+            assert!(
+                names.iter().any(|n| n == want),
+                "{want} missing from {names:?}"
+            );
         }
         // Ulysses over more devices than kv heads is rejected.
+        let shape = small();
+        let names: Vec<String> = attention_schedules(&shape, 8, false)
+            .iter()
+            .map(|s| s.name())
+            .collect();
         let e = check_schedule(
             &shape,
             &AttnSchedule {
@@ -1223,11 +1305,7 @@ mod tests {
             .contains("x.toml"));
         let e = OperatorSpec::parse("", "y.toml").unwrap_err().to_string();
         assert!(e.contains("exactly one"), "{e}");
-        let ok = OperatorSpec::parse(
-            "[gemm]\nm = 4096\nn = 4096\nk = 4096\n",
-            "z.toml",
-        )
-        .unwrap();
+        let ok = OperatorSpec::parse("[gemm]\nm = 4096\nn = 4096\nk = 4096\n", "z.toml").unwrap();
         assert_eq!(ok.gemm.unwrap().k, 4096);
     }
 }

@@ -165,10 +165,16 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 Ok(ComputeLaunch::Gemm { spec, a, b, c })
             }
             PatchKind::Attention {
+                accumulate: true, ..
+            } => Err(unsupported(
+                "an attention patch that accumulates into its outputs".to_string(),
+            )),
+            PatchKind::Attention {
                 causal,
                 scale,
                 q_offset,
                 k_offset,
+                accumulate: false,
             } => {
                 if inputs.len() != 3 || outputs.len() != 2 {
                     return Err(RuntimeError::Schedule(format!(
@@ -571,6 +577,7 @@ mod tests {
                 scale: 0.088,
                 q_offset: 256,
                 k_offset: 0,
+                accumulate: false,
             },
             inputs: vec![
                 v(3, &[0, 0, 128, 0], &[1, 4, 128, 128]),
@@ -604,6 +611,7 @@ mod tests {
                 scale: 1.0,
                 q_offset: 0,
                 k_offset: 0,
+                accumulate: false,
             },
             inputs: vec![
                 v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),

@@ -149,6 +149,7 @@ pub fn ring_attention_plan(s: &RingSpec) -> Result<Plan, String> {
                         scale: s.scale,
                         q_offset: r * c,
                         k_offset: chunk * c,
+                        accumulate: false,
                     },
                     inputs: vec![full(0, &q_tile), full(kc, &kv_tile), full(vc, &kv_tile)],
                     outputs: vec![full(7, &q_tile), full(8, &lse_tile)],
