@@ -1,1 +1,193 @@
-fn main() {}
+//! `mercury-run`: compiles a CommIR operator with a schedule (a `.sched` script, a pass
+//! pipeline, or `--shift-shard`), lowers it to per-rank plans and runs them: on the CPU
+//! reference executor (`--backend cpu`, f64, small shapes) or on the GPU (`--backend cuda`,
+//! `--virtual` runs every rank on one GPU). `--check` compares the outputs with the operator's
+//! single-device reference on fresh random inputs; `--bench` times both side by side.
+
+mod args;
+mod check;
+mod cpu;
+#[cfg(feature = "cuda")]
+mod gpu;
+
+use mercury_ir::pass::{PassManager, PassRegistry};
+use mercury_ir::{parse_str, verify, Diagnostic, Operation, Registry};
+use std::process::ExitCode;
+
+/// What went wrong, with the exit status it maps to.
+pub enum Failure {
+    /// Bad input or arguments (exit 1).
+    Input(String),
+    /// A numerics check failed (exit 1).
+    Check(String),
+    /// No usable GPU or library (exit 2).
+    NoDevice(String),
+}
+
+fn main() -> ExitCode {
+    let args = match args::parse() {
+        Ok(a) => a,
+        Err(e) => {
+            // clap prints help and version itself and exits 0 for them.
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Input(m)) | Err(Failure::Check(m)) => {
+            eprint!("{m}");
+            if !m.ends_with('\n') {
+                eprintln!();
+            }
+            ExitCode::from(1)
+        }
+        Err(Failure::NoDevice(m)) => {
+            eprintln!("mercury-run: {m}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The module, scheduled and verified, and the unscheduled reference module.
+pub struct Compiled {
+    pub scheduled: Operation,
+    pub reference: Operation,
+    pub kernel: String,
+}
+
+fn diag(d: Diagnostic) -> Failure {
+    Failure::Input(d.render())
+}
+
+/// Parses, verifies and schedules the input.
+pub fn compile(a: &args::Args, registry: &Registry) -> Result<Compiled, Failure> {
+    let text = std::fs::read_to_string(&a.input).map_err(|e| {
+        Failure::Input(format!(
+            "mercury-run: cannot read '{}': {e}",
+            a.input.display()
+        ))
+    })?;
+    let module = parse_str(registry, &a.input.display().to_string(), &text).map_err(diag)?;
+    verify(registry, &module).map_err(diag)?;
+    let kernels = mercury_commir::kernels(&module).map_err(diag)?;
+    let kernel = match &a.kernel {
+        Some(k) => kernels
+            .iter()
+            .find(|x| x.name == k.trim_start_matches('@'))
+            .map(|x| x.name.clone())
+            .ok_or_else(|| Failure::Input(format!("mercury-run: no kernel '@{k}' in the input")))?,
+        None => match kernels.as_slice() {
+            [k] => k.name.clone(),
+            [] => {
+                return Err(Failure::Input(
+                    "mercury-run: the input has no commir.kernel".into(),
+                ))
+            }
+            _ => {
+                return Err(Failure::Input(
+                    "mercury-run: the input has several kernels; choose one with --kernel".into(),
+                ))
+            }
+        },
+    };
+    let mut passes = PassRegistry::new();
+    mercury_passes::register_all(&mut passes);
+    let mut pm = PassManager::new();
+    if a.shift_shard {
+        pm.add_pipeline(&passes, "builtin.module(shift-shard)")
+            .map_err(Failure::Input)?;
+    }
+    if let Some(s) = &a.schedule {
+        let script = std::fs::read_to_string(s).map_err(|e| {
+            Failure::Input(format!(
+                "mercury-run: cannot read schedule '{}': {e}",
+                s.display()
+            ))
+        })?;
+        pm.add_pipeline(&passes, &mercury_passes::schedule_pipeline(&script))
+            .map_err(|e| Failure::Input(format!("mercury-run: {}: {e}", s.display())))?;
+    }
+    if let Some(p) = &a.pass_pipeline {
+        pm.add_pipeline(&passes, p)
+            .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+    }
+    let mut scheduled = module.clone();
+    pm.run(&mut scheduled, registry).map_err(diag)?;
+    Ok(Compiled {
+        scheduled,
+        reference: single_device(&module),
+        kernel,
+    })
+}
+
+/// The operator on one device: a mesh of ones, every buffer replicated, no reshards. Its plan
+/// is the single-device patch the schedules are checked and timed against.
+pub fn single_device(module: &Operation) -> Operation {
+    let mut m = module.clone();
+    m.walk_mut(&mut |op| match op.name.as_str() {
+        "commir.mesh" => {
+            let n = op
+                .attr("shape")
+                .and_then(|a| a.as_int_array())
+                .map_or(1, |v| v.len());
+            op.set_attr(
+                "shape",
+                mercury_ir::Attribute::Array(vec![mercury_ir::Attribute::int(1); n]),
+            );
+        }
+        "commir.buffer" => {
+            op.remove_attr("sharding");
+        }
+        _ => {}
+    });
+    m.walk_mut(&mut |op| {
+        for r in &mut op.regions {
+            for b in &mut r.blocks {
+                b.ops.retain(|o| o.name != "commir.reshard");
+            }
+        }
+    });
+    m
+}
+
+fn run(a: &args::Args) -> Result<(), Failure> {
+    let registry = mercury_commir::registry();
+    let c = compile(a, &registry)?;
+    let plan = mercury_conversion::lower_module(&c.scheduled, Some(&c.kernel)).map_err(diag)?;
+    if let Some(path) = &a.emit_plan {
+        std::fs::write(path, plan.to_json()).map_err(|e| {
+            Failure::Input(format!(
+                "mercury-run: cannot write '{}': {e}",
+                path.display()
+            ))
+        })?;
+    }
+    println!(
+        "{}",
+        mercury_conversion::report::comm_plan(&plan, false).trim_end()
+    );
+    println!(
+        "{}",
+        mercury_conversion::report::memory(&plan)
+            .lines()
+            .next()
+            .unwrap_or("")
+    );
+    match a.backend {
+        args::Backend::Cpu => cpu::run(a, &c, &plan),
+        args::Backend::Cuda => {
+            #[cfg(feature = "cuda")]
+            {
+                gpu::run(a, &c, plan)
+            }
+            #[cfg(not(feature = "cuda"))]
+            {
+                Err(Failure::NoDevice(
+                    "this build has no CUDA backend (rebuild with --features cuda)".into(),
+                ))
+            }
+        }
+    }
+}

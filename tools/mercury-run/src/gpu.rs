@@ -1,0 +1,354 @@
+//! The GPU backend: the scheduled plan and the single-device plan on the CUDA executor, with
+//! the same fresh random inputs (outputs poisoned by the executor before each run), an f32
+//! comparison of the whole outputs and an f64 spot check of rows on the CPU.
+
+use crate::{args::Args, check, diag, Compiled, Failure};
+use mercury_kernels::cpu as k;
+use mercury_plan::{ComputeOp, PatchKind, Plan, Role, SlotInit};
+use mercury_runtime::cuda::{CudaExecutor, ExecOptions, HostData};
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+
+fn device_kernels(a: &Args, cc: (i32, i32)) -> Result<String, Failure> {
+    if let Some(p) = &a.device_kernels {
+        return std::fs::read_to_string(p).map_err(|e| {
+            Failure::Input(format!("mercury-run: cannot read '{}': {e}", p.display()))
+        });
+    }
+    #[cfg(feature = "mlir")]
+    {
+        let opts = mercury_lowering::TargetOptions::for_chip(&format!("sm_{}{}", cc.0, cc.1))
+            .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+        mercury_lowering::device_kernels_ptx(&opts)
+            .map_err(|e| Failure::Input(format!("mercury-run: compiling the device kernels: {e}")))
+    }
+    #[cfg(not(feature = "mlir"))]
+    {
+        let _ = cc;
+        Err(Failure::Input("mercury-run: this build cannot compile device kernels (no `mlir` feature); pass --device-kernels FILE from `mercury-opt --emit=ptx`".into()))
+    }
+}
+
+fn rt(e: impl std::fmt::Display) -> Failure {
+    Failure::Input(format!("mercury-run: {e}"))
+}
+
+struct Run {
+    outputs: HashMap<String, Vec<f64>>,
+    median_ms: f64,
+    runs: Vec<f64>,
+}
+
+fn execute(
+    exec: &mut CudaExecutor,
+    plan: &Plan,
+    inputs: &HashMap<String, Vec<f64>>,
+    warmup: usize,
+    iters: usize,
+) -> Result<Run, Failure> {
+    for (i, b) in plan
+        .buffers
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.role == Role::Input)
+    {
+        exec.upload_input_f64(i, &inputs[&b.name]).map_err(rt)?;
+    }
+    let mut runs = Vec::new();
+    for it in 0..warmup + iters {
+        let t = exec.run().map_err(rt)?;
+        if it >= warmup {
+            runs.push(t.stages_ms as f64);
+        }
+    }
+    let mut outputs = HashMap::new();
+    for (i, b) in plan
+        .buffers
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.role == Role::Output)
+    {
+        outputs.insert(b.name.clone(), exec.download_f64(i).map_err(rt)?);
+    }
+    let mut sorted = runs.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(Run {
+        outputs,
+        median_ms: sorted[sorted.len() / 2],
+        runs,
+    })
+}
+
+/// Floating-point operations of the single-device plan's patches.
+fn flops(plan: &Plan) -> f64 {
+    let mut f = 0.0;
+    for r in &plan.ranks {
+        for st in &r.stages {
+            for op in &st.compute {
+                if let ComputeOp::Patch { patch, inputs, .. } = op {
+                    let e = |i: usize| inputs[i].region.extent.clone();
+                    match patch {
+                        PatchKind::Gemm { .. } => {
+                            let (a, b) = (e(0), e(1));
+                            let kd = *a.last().unwrap_or(&1) as f64;
+                            f += 2.0
+                                * (a.iter().product::<usize>() as f64 / kd)
+                                * kd
+                                * (b.iter().product::<usize>() as f64 / kd);
+                        }
+                        PatchKind::Attention { causal, .. } => {
+                            let (q, kk) = (e(0), e(1));
+                            let (sq, sk, d) = (
+                                q[q.len() - 2] as f64,
+                                kk[kk.len() - 2] as f64,
+                                q[q.len() - 1] as f64,
+                            );
+                            let bh = q[..q.len() - 2].iter().product::<usize>() as f64;
+                            f += 4.0 * bh * sq * sk * d * if *causal { 0.5 } else { 1.0 };
+                        }
+                    }
+                }
+            }
+        }
+    }
+    f
+}
+
+/// Inputs as the device sees them (rounded to each buffer's type), for the f64 spot check.
+fn rounded(plan: &Plan, inputs: &HashMap<String, Vec<f64>>) -> HashMap<String, Vec<f64>> {
+    plan.buffers
+        .iter()
+        .filter(|b| b.role == Role::Input)
+        .map(|b| {
+            (
+                b.name.clone(),
+                HostData::from_f64(&inputs[&b.name], b.dtype).to_f64(b.dtype),
+            )
+        })
+        .collect()
+}
+
+/// Recomputes a few output rows in f64 from the single-device plan's one patch; returns the
+/// largest relative row error.
+fn spot_check(
+    reference: &Plan,
+    inputs: &HashMap<String, Vec<f64>>,
+    out: &HashMap<String, Vec<f64>>,
+    seed: u64,
+) -> Option<f64> {
+    let r = reference.ranks.first()?;
+    let patches: Vec<&ComputeOp> = r
+        .stages
+        .iter()
+        .flat_map(|s| &s.compute)
+        .filter(|op| matches!(op, ComputeOp::Patch { .. }))
+        .collect();
+    let [ComputeOp::Patch {
+        patch, inputs: ins, ..
+    }] = patches.as_slice()
+    else {
+        return None;
+    };
+    // Operands must be whole input buffers.
+    let buf = |v: &mercury_plan::View| -> Option<(String, Vec<usize>)> {
+        match &r.slots[v.slot].init {
+            SlotInit::FromGlobal { buffer, .. } => Some((
+                reference.buffers[*buffer].name.clone(),
+                v.region.extent.clone(),
+            )),
+            _ => None,
+        }
+    };
+    let ops: Vec<(String, Vec<usize>)> = ins.iter().map(buf).collect::<Option<_>>()?;
+    let out_name = reference
+        .buffers
+        .iter()
+        .find(|b| b.role == Role::Output)?
+        .name
+        .clone();
+    let got = &out[&out_name];
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    let mut worst: f64 = 0.0;
+    match patch {
+        PatchKind::Attention { causal, scale, .. } => {
+            let (qn, qs) = &ops[0];
+            let (kn, ks) = &ops[1];
+            let vn = &ops[2].0;
+            let four = |s: &Vec<usize>| {
+                if s.len() == 3 {
+                    vec![1, s[0], s[1], s[2]]
+                } else {
+                    s.clone()
+                }
+            };
+            let (qs, ks) = (four(qs), four(ks));
+            let (b, hq, sq, d, hk, sk) = (qs[0], qs[1], qs[2], qs[3], ks[1], ks[2]);
+            let group = hq / hk.max(1);
+            for _ in 0..4 {
+                let (bi, h, row) = (
+                    rng.gen_range(0..b),
+                    rng.gen_range(0..hq),
+                    rng.gen_range(0..sq),
+                );
+                let kh = h / group;
+                let q = &inputs[qn][((bi * hq + h) * sq + row) * d..][..d];
+                let kk = &inputs[kn][((bi * hk + kh) * sk) * d..][..sk * d];
+                let vv = &inputs[vn][((bi * hk + kh) * sk) * d..][..sk * d];
+                let (mut o, mut lse) = (vec![0.0; d], vec![0.0; 1]);
+                let dims = k::AttnDims {
+                    b: 1,
+                    hq: 1,
+                    hk: 1,
+                    sq: 1,
+                    sk,
+                    d,
+                };
+                k::attention(
+                    q,
+                    kk,
+                    vv,
+                    &mut o,
+                    &mut lse,
+                    dims,
+                    k::AttnParams {
+                        causal: *causal,
+                        scale: *scale,
+                        q_offset: row,
+                        k_offset: 0,
+                    },
+                );
+                let g = &got[((bi * hq + h) * sq + row) * d..][..d];
+                let num: f64 = g
+                    .iter()
+                    .zip(&o)
+                    .map(|(x, y)| (x - y) * (x - y))
+                    .sum::<f64>()
+                    .sqrt();
+                let den: f64 = o.iter().map(|y| y * y).sum::<f64>().sqrt().max(1e-300);
+                worst = worst.max(if g.iter().all(|x| x.is_finite()) {
+                    num / den
+                } else {
+                    f64::INFINITY
+                });
+            }
+        }
+        PatchKind::Gemm { .. } => {
+            let (an, ash) = &ops[0];
+            let (bn, bsh) = &ops[1];
+            let kd = *ash.last()?;
+            let (m, n) = (
+                ash.iter().product::<usize>() / kd,
+                bsh.iter().product::<usize>() / kd,
+            );
+            let (mut num, mut den) = (0.0f64, 0.0f64);
+            for _ in 0..64 {
+                let (i, j) = (rng.gen_range(0..m), rng.gen_range(0..n));
+                let want: f64 = (0..kd)
+                    .map(|p| inputs[an][i * kd + p] * inputs[bn][p * n + j])
+                    .sum();
+                num += (got[i * n + j] - want).powi(2);
+                den += want * want;
+            }
+            worst = (num / den.max(1e-300)).sqrt();
+        }
+    }
+    Some(worst)
+}
+
+pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
+    let n = plan.num_ranks();
+    if let Some(r) = a.ranks {
+        if r != n {
+            return Err(Failure::Input(format!(
+                "mercury-run: --ranks {r} but the mesh {:?} has {n} ranks",
+                plan.mesh
+            )));
+        }
+    }
+    let ctx = mercury_kernels::cuda::open_context(0)
+        .map_err(|e| Failure::NoDevice(format!("no usable GPU: {e}")))?;
+    if n > 1 && !a.virtual_ranks {
+        return Err(Failure::Input(format!(
+            "mercury-run: the plan has {n} ranks; this build runs several ranks only as virtual ranks on one GPU (--virtual); peer and NCCL transports across GPUs are not built yet"
+        )));
+    }
+    let cc = ctx.compute_capability().map_err(rt)?;
+    let name = ctx.name().unwrap_or_else(|_| "?".into());
+    let ptx = device_kernels(a, cc)?;
+    let reference =
+        mercury_conversion::lower_module(&c.reference, Some(&c.kernel)).map_err(diag)?;
+    let seed = a.seed();
+    let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
+    println!(
+        "gpu: {name} (sm_{}{}), {n} {} ranks, seed {seed}",
+        cc.0,
+        cc.1,
+        if n > 1 { "virtual" } else { "" }
+    );
+    let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
+    let mut exec =
+        CudaExecutor::new(ctx.clone(), plan.clone(), &ptx, ExecOptions::default()).map_err(rt)?;
+    let got = execute(&mut exec, &plan, &inputs, warmup, iters)?;
+    drop(exec);
+    let want = if a.check || a.bench {
+        let mut rexec =
+            CudaExecutor::new(ctx, reference.clone(), &ptx, ExecOptions::default()).map_err(rt)?;
+        Some(execute(&mut rexec, &reference, &inputs, warmup, iters)?)
+    } else {
+        None
+    };
+    let mut failed = Vec::new();
+    if a.check {
+        let want = want.as_ref().expect("reference ran");
+        let tol = a.tolerance.unwrap_or(2e-2);
+        for (name, e, nonfinite) in check::compare(&got.outputs, &want.outputs) {
+            let ok = e <= tol;
+            println!("check @{name} vs single-device (GPU): relative error {e:.3e} (tolerance {tol:.0e}){}{}", if nonfinite > 0 { format!(", {nonfinite} non-finite") } else { String::new() }, if ok { "  ok" } else { "  FAILED" });
+            if !ok {
+                failed.push(name);
+            }
+        }
+        match spot_check(&reference, &rounded(&plan, &inputs), &got.outputs, seed) {
+            Some(e) => {
+                let ok = e <= tol;
+                println!("check rows vs f64 CPU: relative error {e:.3e}{}", if ok { "  ok" } else { "  FAILED" });
+                if !ok {
+                    failed.push("f64 rows".into());
+                }
+            }
+            None => println!("check rows vs f64 CPU: skipped (the operator is not a single patch over whole buffers)"),
+        }
+    }
+    if a.bench {
+        let want = want.as_ref().expect("reference ran");
+        let f = flops(&reference);
+        let tf = |ms: f64| f / (ms * 1e-3) / 1e12;
+        println!();
+        println!("| what | median ms | TFLOP/s | runs |");
+        println!("| --- | ---: | ---: | ---: |");
+        println!(
+            "| schedule, {n} ranks | {:.3} | {:.0} | {} |",
+            got.median_ms,
+            tf(got.median_ms),
+            got.runs.len()
+        );
+        println!(
+            "| single-device patch | {:.3} | {:.0} | {} |",
+            want.median_ms,
+            tf(want.median_ms),
+            want.runs.len()
+        );
+        println!(
+            "| schedule / single time | {:.3}x | | |",
+            got.median_ms / want.median_ms
+        );
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Check(format!(
+            "mercury-run: check failed for {}",
+            failed.join(", ")
+        )))
+    }
+}
