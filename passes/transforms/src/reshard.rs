@@ -118,10 +118,12 @@ impl Pass for Reshard {
             let mut op = Operation::new("commir.reshard").with_loc(loc);
             op.set_attr("buffer", Attribute::sym(&self.buffer));
             op.set_attr("sharding", sharding_to_attr(&self.sharding));
+            // After the reshards already at that end, so a script's order is kept.
             let at = if self.at_end {
                 k.body(0).len()
             } else {
-                first_stmt(k)
+                let f = first_stmt(k);
+                f + k.body(0)[f..].iter().take_while(|o| o.name == "commir.reshard").count()
             };
             k.body_mut(0).insert(at, op);
             model(module, &name)?;
