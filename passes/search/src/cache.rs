@@ -6,7 +6,7 @@
 //! a driver or compiler upgrade the old entry is found and reported *stale* instead of
 //! silently missing; the search result then overwrites it.
 //!
-//! File: `{"format": 1, "checksum": "<fnv1a64 of the entry>", "entry": {...}}`. Loading
+//! File: `{"format": 1, "checksum": "fnv1a64:<hash of the entry's bytes>", "entry": {...}}`. Loading
 //! checks the format, the checksum, the key and that the cached plans still verify; any
 //! failure is a [`CacheLookup::Corrupt`] or [`CacheLookup::Stale`] answer, never a panic.
 
@@ -44,7 +44,10 @@ impl CacheKey {
 
     /// `<fnv of topology, device, signature>.json`.
     pub fn file_name(&self) -> String {
-        let stable = format!("{}\n{}\n{}", self.topology_hash, self.device, self.signature);
+        let stable = format!(
+            "{}\n{}\n{}",
+            self.topology_hash, self.device, self.signature
+        );
         format!("{:016x}.json", crate::fnv1a64(stable.as_bytes()))
     }
 
@@ -161,17 +164,25 @@ impl ScheduleCache {
             }
             None => return corrupt("no format field".into()),
         }
-        let Some(entry_v) = value.get("entry") else {
-            return corrupt("no entry".into());
-        };
-        let Some(sum) = value.get("checksum").and_then(|c| c.as_str()) else {
-            return corrupt("no checksum".into());
-        };
-        let want = checksum(entry_v);
-        if sum != want {
-            return corrupt(format!("checksum {sum} does not match the contents ({want})"));
+        // The checksum covers the exact bytes of the entry as stored.
+        #[derive(Deserialize)]
+        struct Raw<'a> {
+            checksum: String,
+            #[serde(borrow)]
+            entry: &'a serde_json::value::RawValue,
         }
-        let entry: CacheEntry = match serde_json::from_value(entry_v.clone()) {
+        let raw: Raw = match serde_json::from_str(&text) {
+            Ok(r) => r,
+            Err(e) => return corrupt(format!("no checksum or entry: {e}")),
+        };
+        let want = checksum(raw.entry.get());
+        if raw.checksum != want {
+            return corrupt(format!(
+                "checksum {} does not match the contents ({want})",
+                raw.checksum
+            ));
+        }
+        let entry: CacheEntry = match serde_json::from_str(raw.entry.get()) {
             Ok(e) => e,
             Err(e) => return corrupt(format!("bad entry: {e}")),
         };
@@ -204,20 +215,19 @@ impl ScheduleCache {
             chosen,
             frontier,
         };
-        let entry_v = serde_json::to_value(&entry).map_err(std::io::Error::other)?;
-        let file = serde_json::json!({
-            "format": CACHE_FORMAT,
-            "checksum": checksum(&entry_v),
-            "entry": entry_v,
-        });
+        let entry_text = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
+        let file = format!(
+            "{{\"format\":{CACHE_FORMAT},\"checksum\":\"{}\",\"entry\":{entry_text}}}",
+            checksum(&entry_text)
+        );
         let path = self.path_for(key);
         let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
-        std::fs::write(&tmp, serde_json::to_string(&file).map_err(std::io::Error::other)?)?;
+        std::fs::write(&tmp, file)?;
         std::fs::rename(&tmp, &path)?;
         Ok(path)
     }
 }
 
-fn checksum(entry: &serde_json::Value) -> String {
-    format!("fnv1a64:{:016x}", crate::fnv1a64(entry.to_string().as_bytes()))
+fn checksum(entry_text: &str) -> String {
+    format!("fnv1a64:{:016x}", crate::fnv1a64(entry_text.as_bytes()))
 }

@@ -90,6 +90,10 @@ pub struct AttnSchedule {
     /// Query blocks per attention call group: >1 shrinks the partial-result buffer by this
     /// factor at the price of more, smaller kernels (a memory-lean variant).
     pub q_blocks: usize,
+    /// Attention tiles merge into the accumulator themselves (`PatchKind::Attention` with
+    /// `accumulate`): no partial buffers, no separate merge kernels.
+    #[serde(default)]
+    pub fused: bool,
 }
 
 impl AttnSchedule {
@@ -138,8 +142,13 @@ impl AttnSchedule {
                 (true, RingMode::AllGather) => format!("cp-allgather[{}]", levels.join(".")),
             }
         };
-        if self.q_blocks > 1 {
+        let base = if self.q_blocks > 1 {
             format!("{base}+lean{}", self.q_blocks)
+        } else {
+            base
+        };
+        if self.fused {
+            format!("{base}+fused")
         } else {
             base
         }
@@ -178,6 +187,9 @@ impl AttnSchedule {
                     }
                 )),
             }
+        }
+        if self.fused {
+            s.push_str("patch(attention, accumulate): tiles merge into the accumulator\n");
         }
         if self.q_blocks > 1 {
             s.push_str(&format!(
@@ -332,8 +344,8 @@ struct Acc {
     q: usize,
     o: usize,
     lse: usize,
-    o_part: usize,
-    lse_part: usize,
+    /// Partial-result slots (None when tiles accumulate in place).
+    part: Option<(usize, usize)>,
     /// Query blocks (local ranges of q with their global token offsets).
     blocks: Vec<Piece>,
     /// Whether each block already holds a contribution.
@@ -361,33 +373,51 @@ impl Acc {
                     k_offset: kr.global,
                     accumulate: false,
                 };
-                let (o_dst, l_dst) = if self.started[bi] {
-                    (
-                        rb.along(self.o_part, 2, 0, qb.len),
-                        rb.along(self.lse_part, 2, 0, qb.len),
-                    )
-                } else {
-                    (
-                        rb.along(self.o, 2, qb.local, qb.len),
-                        rb.along(self.lse, 2, qb.local, qb.len),
-                    )
-                };
-                let st = rb.stage(stage);
-                st.compute.push(ComputeOp::Patch {
-                    patch,
-                    inputs: vec![qv, kv, vv],
-                    outputs: vec![o_dst.clone(), l_dst.clone()],
-                });
-                if self.started[bi] {
-                    let acc = vec![
-                        rb.along(self.o, 2, qb.local, qb.len),
-                        rb.along(self.lse, 2, qb.local, qb.len),
-                    ];
-                    rb.stage(stage).compute.push(ComputeOp::Combine {
-                        kind: CombineKind::LseMerge,
-                        acc,
-                        part: vec![o_dst, l_dst],
-                    });
+                let acc_views = vec![
+                    rb.along(self.o, 2, qb.local, qb.len),
+                    rb.along(self.lse, 2, qb.local, qb.len),
+                ];
+                match self.part {
+                    Some((o_part, lse_part)) if self.started[bi] => {
+                        let part = vec![
+                            rb.along(o_part, 2, 0, qb.len),
+                            rb.along(lse_part, 2, 0, qb.len),
+                        ];
+                        let st = rb.stage(stage);
+                        st.compute.push(ComputeOp::Patch {
+                            patch,
+                            inputs: vec![qv, kv, vv],
+                            outputs: part.clone(),
+                        });
+                        st.compute.push(ComputeOp::Combine {
+                            kind: CombineKind::LseMerge,
+                            acc: acc_views,
+                            part,
+                        });
+                    }
+                    _ => {
+                        let patch = match patch {
+                            PatchKind::Attention {
+                                causal,
+                                scale,
+                                q_offset,
+                                k_offset,
+                                ..
+                            } => PatchKind::Attention {
+                                causal,
+                                scale,
+                                q_offset,
+                                k_offset,
+                                accumulate: self.started[bi],
+                            },
+                            other => other,
+                        };
+                        rb.stage(stage).compute.push(ComputeOp::Patch {
+                            patch,
+                            inputs: vec![qv, kv, vv],
+                            outputs: acc_views,
+                        });
+                    }
                 }
                 self.started[bi] = true;
             }
@@ -461,8 +491,7 @@ pub fn attention_plan(shape: &AttentionShape, s: &AttnSchedule) -> Result<Plan, 
         (r_deg, 1)
     };
     let mut ranks: Vec<RankB> = Vec::with_capacity(n);
-    for dev in 0..n {
-        let (u, p) = pos[dev];
+    for (dev, &(u, p)) in pos.iter().enumerate() {
         let mut rb = RankB::default();
         let tok = region_along(&[b, hq, seq, d], 2, dev * t, t);
         let tok_kv = region_along(&[b, hk, seq, d], 2, dev * t, t);
@@ -548,24 +577,28 @@ pub fn attention_plan(shape: &AttentionShape, s: &AttnSchedule) -> Result<Plan, 
         let part_len = blocks.iter().map(|bl| bl.len).max().unwrap_or(lq);
         let o = rb.slot("o_acc", DType::BF16, vec![b, hql, lq, d], SlotInit::Uninit);
         let lse = rb.slot("lse_acc", DType::F32, vec![b, hql, lq], SlotInit::Uninit);
-        let o_part = rb.slot(
-            "o_part",
-            DType::BF16,
-            vec![b, hql, part_len, d],
-            SlotInit::Uninit,
-        );
-        let lse_part = rb.slot(
-            "lse_part",
-            DType::F32,
-            vec![b, hql, part_len],
-            SlotInit::Uninit,
-        );
+        let part = if s.fused {
+            None
+        } else {
+            let o_part = rb.slot(
+                "o_part",
+                DType::BF16,
+                vec![b, hql, part_len, d],
+                SlotInit::Uninit,
+            );
+            let lse_part = rb.slot(
+                "lse_part",
+                DType::F32,
+                vec![b, hql, part_len],
+                SlotInit::Uninit,
+            );
+            Some((o_part, lse_part))
+        };
         let mut acc = Acc {
             q,
             o,
             lse,
-            o_part,
-            lse_part,
+            part,
             started: vec![false; blocks.len()],
             blocks,
             causal,
@@ -771,8 +804,10 @@ pub fn factorisations(n: usize) -> Vec<Vec<usize>> {
     out
 }
 
-/// Every distinct schedule of the family for `n` devices (deduplicated by name).
-pub fn attention_schedules(shape: &AttentionShape, n: usize, lean: bool) -> Vec<AttnSchedule> {
+/// Every distinct schedule of the family for `n` devices (deduplicated by name). With
+/// `variants`, each also comes as `+lean4` (partial buffer a quarter of the query shard, four
+/// times the kernels) and `+fused` (tiles accumulate in place: no partial buffer, no merge).
+pub fn attention_schedules(shape: &AttentionShape, n: usize, variants: bool) -> Vec<AttnSchedule> {
     let mut out: Vec<AttnSchedule> = Vec::new();
     let mut names = std::collections::BTreeSet::new();
     for mesh in factorisations(n) {
@@ -800,13 +835,20 @@ pub fn attention_schedules(shape: &AttentionShape, n: usize, lean: bool) -> Vec<
                     roles: roles.clone(),
                     ring,
                     q_blocks: 1,
+                    fused: false,
                 };
                 if !canonical(&sched) {
                     continue;
                 }
-                for q_blocks in if lean { vec![1, 4] } else { vec![1] } {
+                let variants: &[(usize, bool)] = if variants {
+                    &[(1, false), (4, false), (1, true)]
+                } else {
+                    &[(1, false)]
+                };
+                for &(q_blocks, fused) in variants {
                     let sc = AttnSchedule {
                         q_blocks,
+                        fused,
                         ..sched.clone()
                     };
                     if check_schedule(shape, &sc).is_ok() && names.insert(sc.name()) {
@@ -1083,9 +1125,9 @@ pub struct OperatorSpec {
     pub attention: Option<AttentionShape>,
     #[serde(default)]
     pub gemm: Option<GemmShape>,
-    /// Also generate memory-lean variants (default true).
+    /// Also generate the `+lean4` and `+fused` variants of every schedule (default true).
     #[serde(default)]
-    pub lean_variants: Option<bool>,
+    pub variants: Option<bool>,
 }
 
 impl OperatorSpec {
@@ -1115,7 +1157,7 @@ impl FixtureSource {
         let n = topo.num_devices();
         let mut out = Vec::new();
         if let Some(shape) = &self.spec.attention {
-            for s in attention_schedules(shape, n, self.spec.lean_variants.unwrap_or(true)) {
+            for s in attention_schedules(shape, n, self.spec.variants.unwrap_or(true)) {
                 out.push(
                     attention_plan(shape, &s)
                         .map(|plan| Candidate {
@@ -1192,6 +1234,7 @@ pub fn paper_baselines(nodes: usize, gpus: usize) -> Vec<(&'static str, AttnSche
         roles: vec![roles],
         ring,
         q_blocks: 1,
+        fused: false,
     };
     let mut v = vec![
         ("RingAttention", one(LevelRole::Ring, RingMode::Flat)),
@@ -1205,6 +1248,7 @@ pub fn paper_baselines(nodes: usize, gpus: usize) -> Vec<(&'static str, AttnSche
                 roles: vec![LevelRole::Ring, LevelRole::Ulysses],
                 ring: RingMode::Flat,
                 q_blocks: 1,
+                fused: false,
             },
         ));
     }
@@ -1290,6 +1334,7 @@ mod tests {
                 roles: vec![LevelRole::Ulysses],
                 ring: RingMode::Flat,
                 q_blocks: 1,
+                fused: false,
             },
         )
         .unwrap_err();

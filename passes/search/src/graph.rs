@@ -70,8 +70,11 @@ pub fn reshard_cost(
 ) -> Option<f64> {
     use Sharding::*;
     let n = group.len().max(1) as f64;
+    if from == to {
+        return Some(0.0);
+    }
     let kind = match (from, to) {
-        _ if from == to => return Some(0.0),
+        (Replicated, Replicated) | (Seq, Seq) | (Hidden, Hidden) => return Some(0.0),
         (Replicated, Seq) | (Replicated, Hidden) => return Some(0.0), // local slice
         (Seq, Replicated) | (Hidden, Replicated) => CollectiveKind::AllGather { bytes: bytes / n },
         (Seq, Hidden) | (Hidden, Seq) => CollectiveKind::AllToAll { bytes: bytes / n },
@@ -269,7 +272,11 @@ impl OpGraph {
                 }
             }
             if let Some(sel) = self.evaluate(&configs, b) {
-                if best.as_ref().map(|x| sel.total() < x.total()).unwrap_or(true) {
+                if best
+                    .as_ref()
+                    .map(|x| sel.total() < x.total())
+                    .unwrap_or(true)
+                {
                     best = Some(sel);
                 }
             }
@@ -282,8 +289,8 @@ impl OpGraph {
         let _ = self.order()?;
         let g = &self.graph;
         let sizes: Vec<usize> = g.node_indices().map(|v| g[v].configs.len()).collect();
-        let combos: f64 = sizes.iter().map(|&s| s as f64).product::<f64>()
-            * self.boundaries().len() as f64;
+        let combos: f64 =
+            sizes.iter().map(|&s| s as f64).product::<f64>() * self.boundaries().len() as f64;
         if combos > 1e7 {
             return Err(GraphError::TooLarge(combos));
         }
@@ -292,7 +299,11 @@ impl OpGraph {
             let mut idx = vec![0usize; sizes.len()];
             loop {
                 if let Some(sel) = self.evaluate(&idx, b) {
-                    if best.as_ref().map(|x| sel.total() < x.total()).unwrap_or(true) {
+                    if best
+                        .as_ref()
+                        .map(|x| sel.total() < x.total())
+                        .unwrap_or(true)
+                    {
                         best = Some(sel);
                     }
                 }
@@ -393,7 +404,9 @@ impl LlamaDims {
 }
 
 fn sim_seconds(plan: &mercury_plan::Plan, topo: &Topology) -> Option<f64> {
-    simulate(plan, topo, SimOptions::default()).ok().map(|s| s.latency)
+    simulate(plan, topo, SimOptions::default())
+        .ok()
+        .map(|s| s.latency)
 }
 
 /// GEMM configurations `x[T, K] W[K, N]` on all devices of `topo`.
@@ -401,7 +414,12 @@ fn gemm_configs(topo: &Topology, t: usize, k: usize, n: usize) -> Vec<OpConfig> 
     let p = topo.num_devices();
     let mut out = Vec::new();
     let single = |m: usize, nn: usize, kk: usize| -> Option<f64> {
-        let plan = gemm_plan(&GemmShape { m, n: nn, k: kk }, GemmSchedule::AllGatherGemm, 1).ok()?;
+        let plan = gemm_plan(
+            &GemmShape { m, n: nn, k: kk },
+            GemmSchedule::AllGatherGemm,
+            1,
+        )
+        .ok()?;
         sim_seconds(&plan, topo)
     };
     let mut push = |name: &str, input, output, s: Option<f64>| {
@@ -414,19 +432,43 @@ fn gemm_configs(topo: &Topology, t: usize, k: usize, n: usize) -> Vec<OpConfig> 
             });
         }
     };
-    push("replicated", Sharding::Replicated, Sharding::Replicated, single(t, n, k));
+    push(
+        "replicated",
+        Sharding::Replicated,
+        Sharding::Replicated,
+        single(t, n, k),
+    );
     if p > 1 {
         if n % p == 0 {
-            push("column-parallel", Sharding::Replicated, Sharding::Hidden, single(t, n / p, k));
+            push(
+                "column-parallel",
+                Sharding::Replicated,
+                Sharding::Hidden,
+                single(t, n / p, k),
+            );
         }
         if k % p == 0 {
-            push("row-parallel (partial)", Sharding::Hidden, Sharding::Partial, single(t, n, k / p));
+            push(
+                "row-parallel (partial)",
+                Sharding::Hidden,
+                Sharding::Partial,
+                single(t, n, k / p),
+            );
         }
         if t % p == 0 {
-            push("sequence-parallel", Sharding::Seq, Sharding::Seq, single(t / p, n, k));
+            push(
+                "sequence-parallel",
+                Sharding::Seq,
+                Sharding::Seq,
+                single(t / p, n, k),
+            );
         }
         let g = GemmShape { m: t, n, k };
-        let fused = |s: GemmSchedule| gemm_plan(&g, s, p).ok().and_then(|pl| sim_seconds(&pl, topo));
+        let fused = |s: GemmSchedule| {
+            gemm_plan(&g, s, p)
+                .ok()
+                .and_then(|pl| sim_seconds(&pl, topo))
+        };
         push(
             "allgather+gemm",
             Sharding::Seq,
@@ -477,7 +519,7 @@ fn attention_configs(topo: &Topology, d: &LlamaDims, t: usize) -> Vec<OpConfig> 
             input: Sharding::Replicated,
             output: Sharding::Replicated,
             seconds: s,
-        }
+        });
     }
     if p > 1 && d.kv_heads % p == 0 {
         if let Some(s) = local(d.heads / p, d.kv_heads / p) {
@@ -499,7 +541,10 @@ fn attention_configs(topo: &Topology, d: &LlamaDims, t: usize) -> Vec<OpConfig> 
             causal: false,
         };
         for s in attention_schedules(&shape, p, false) {
-            if let Some(sec) = attention_plan(&shape, &s).ok().and_then(|pl| sim_seconds(&pl, topo)) {
+            if let Some(sec) = attention_plan(&shape, &s)
+                .ok()
+                .and_then(|pl| sim_seconds(&pl, topo))
+            {
                 out.push(OpConfig {
                     name: format!("attention {}", s.name()),
                     input: Sharding::Seq,
@@ -606,7 +651,10 @@ mod tests {
         let rs = reshard_cost(&t, &g, Partial, Seq, b).unwrap();
         let a2a = reshard_cost(&t, &g, Seq, Hidden, b).unwrap();
         assert!(ag > 0.0 && rs > 0.0 && a2a > 0.0);
-        assert!(ar > rs, "all-reduce {ar} must cost more than reduce-scatter {rs}");
+        assert!(
+            ar > rs,
+            "all-reduce {ar} must cost more than reduce-scatter {rs}"
+        );
         assert!(a2a < ag, "all-to-all moves 1/n of what all-gather moves");
     }
 
@@ -637,7 +685,10 @@ mod tests {
             let dp = g.select_exact().unwrap();
             let bf = g.select_brute_force().unwrap();
             let gr = g.select_greedy().unwrap();
-            assert!((dp.total() - bf.total()).abs() < 1e-12, "DP must equal brute force");
+            assert!(
+                (dp.total() - bf.total()).abs() < 1e-12,
+                "DP must equal brute force"
+            );
             assert!(
                 gr.total() > dp.total() * 1.05,
                 "greedy {} vs exact {}",
@@ -653,7 +704,9 @@ mod tests {
         let t = Topology::preset("h100-2x4").unwrap().unwrap();
         let mut seed = 12345u64;
         let mut rnd = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) as usize
         };
         {
@@ -684,7 +737,10 @@ mod tests {
                 }
                 if let Ok(gr) = g.select_greedy() {
                     let ex = g.select_exact().unwrap();
-                    assert!(gr.total() >= ex.total() - 1e-12, "greedy beat exact in case {case}");
+                    assert!(
+                        gr.total() >= ex.total() - 1e-12,
+                        "greedy beat exact in case {case}"
+                    );
                 }
             }
         }

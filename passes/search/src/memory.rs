@@ -40,9 +40,9 @@ pub fn memory_report(plan: &Plan, topo: &Topology) -> MemoryReport {
             r.slots
                 .iter()
                 .map(|s| {
-                    s.shape
-                        .iter()
-                        .fold(s.dtype.size_bytes() as u64, |a, &d| a.saturating_mul(d as u64))
+                    s.shape.iter().fold(s.dtype.size_bytes() as u64, |a, &d| {
+                        a.saturating_mul(d as u64)
+                    })
                 })
                 .fold(0u64, u64::saturating_add)
         })
@@ -60,10 +60,9 @@ pub fn memory_report(plan: &Plan, topo: &Topology) -> MemoryReport {
             r.slots
                 .iter()
                 .map(|s| {
-                    let b = s
-                        .shape
-                        .iter()
-                        .fold(s.dtype.size_bytes() as u64, |a, &d| a.saturating_mul(d as u64));
+                    let b = s.shape.iter().fold(s.dtype.size_bytes() as u64, |a, &d| {
+                        a.saturating_mul(d as u64)
+                    });
                     (s.name.clone(), b)
                 })
                 .collect()

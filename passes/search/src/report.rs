@@ -49,7 +49,11 @@ fn row(e: &Evaluated) -> serde_json::Value {
 }
 
 /// Writes every output file into `dir` (created if needed); returns the paths written.
-pub fn write_outputs(res: &TuneResult, topo: &Topology, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub fn write_outputs(
+    res: &TuneResult,
+    topo: &Topology,
+    dir: &Path,
+) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
     let mut put = |name: &str, text: String| -> std::io::Result<()> {
@@ -73,14 +77,21 @@ pub fn write_outputs(res: &TuneResult, topo: &Topology, dir: &Path) -> std::io::
             "decision": res.report.decision,
         })),
     )?;
-    put("schedule.transform", chosen.candidate.transform_script.clone())?;
+    put(
+        "schedule.transform",
+        chosen.candidate.transform_script.clone(),
+    )?;
     put("schedule.plan.json", chosen.candidate.plan.to_json())?;
     if !chosen.candidate.annotated_ir.is_empty() {
-        put("schedule.commir.mlir", chosen.candidate.annotated_ir.clone())?;
+        put(
+            "schedule.commir.mlir",
+            chosen.candidate.annotated_ir.clone(),
+        )?;
     }
     let rows: Vec<serde_json::Value> = res.ranked.iter().map(row).collect();
     put("candidates.json", to_json(&serde_json::Value::Array(rows)))?;
-    let frontier: Vec<serde_json::Value> = res.frontier.iter().map(|&i| row(&res.ranked[i])).collect();
+    let frontier: Vec<serde_json::Value> =
+        res.frontier.iter().map(|&i| row(&res.ranked[i])).collect();
     put(
         "pareto.json",
         to_json(&serde_json::json!({
@@ -105,7 +116,10 @@ pub fn write_outputs(res: &TuneResult, topo: &Topology, dir: &Path) -> std::io::
     let trace = res
         .chosen_sim
         .chrome_trace(&chosen.candidate.name, chosen.candidate.plan.num_ranks());
-    put("trace.json", serde_json::to_string(&trace).unwrap_or_default())?;
+    put(
+        "trace.json",
+        serde_json::to_string(&trace).unwrap_or_default(),
+    )?;
     Ok(written)
 }
 
@@ -124,7 +138,13 @@ pub fn report_markdown(res: &TuneResult, topo: &Topology) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Tuning report\n");
     let _ = writeln!(s, "- operator: {}", r.operator);
-    let _ = writeln!(s, "- topology: {} ({}), hash {}", topo.name, topo.summary(), r.topology_hash);
+    let _ = writeln!(
+        s,
+        "- topology: {} ({}), hash {}",
+        topo.name,
+        topo.summary(),
+        r.topology_hash
+    );
     let _ = writeln!(s, "- decision: {}; cache: {}", r.decision, r.cache);
     let _ = writeln!(
         s,
@@ -143,7 +163,10 @@ pub fn report_markdown(res: &TuneResult, topo: &Topology) -> String {
     for w in &r.source_errors {
         let _ = writeln!(s, "- source error: {w}");
     }
-    let _ = writeln!(s, "\n| rank | schedule | predicted | measured | peak memory | status |");
+    let _ = writeln!(
+        s,
+        "\n| rank | schedule | predicted | measured | peak memory | status |"
+    );
     let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- |");
     for (i, e) in res.ranked.iter().enumerate() {
         let status = match &e.status {
@@ -159,7 +182,10 @@ pub fn report_markdown(res: &TuneResult, topo: &Topology) -> String {
             e.candidate.name,
             fmt_s(e.predicted_s),
             fmt_s(e.measured_s),
-            e.memory.as_ref().map(|m| gb(m.peak_bytes)).unwrap_or_default(),
+            e.memory
+                .as_ref()
+                .map(|m| gb(m.peak_bytes))
+                .unwrap_or_default(),
             status
         );
     }
@@ -199,6 +225,17 @@ pub fn pareto_svg(res: &TuneResult, topo: &Topology) -> String {
     let (w, h) = (760.0, 480.0);
     let (ml, mr, mt, mb) = (70.0, 30.0, 40.0, 55.0);
     let limit = topo.usable_hbm_bytes() as f64 / 1e9;
+    // Latency unit: ms unless the values are in the seconds range.
+    let max_s = res
+        .ranked
+        .iter()
+        .filter_map(|e| e.latency())
+        .fold(0.0, f64::max);
+    let (unit, scale) = if max_s >= 5.0 {
+        ("s", 1.0)
+    } else {
+        ("ms", 1e3)
+    };
     let ranked: Vec<(f64, f64, &str, bool)> = res
         .ranked
         .iter()
@@ -208,7 +245,7 @@ pub fn pareto_svg(res: &TuneResult, topo: &Topology) -> String {
             e.latency().map(|l| {
                 (
                     e.peak_bytes() as f64 / 1e9,
-                    l * 1e3,
+                    l * scale,
                     e.candidate.name.as_str(),
                     res.frontier.contains(&i),
                 )
@@ -225,8 +262,14 @@ pub fn pareto_svg(res: &TuneResult, topo: &Topology) -> String {
         .iter()
         .map(|p| p.0)
         .chain(over.iter().copied())
-        .fold(limit, f64::max);
-    let xmax = xmax_data * 1.08;
+        .fold(0.0, f64::max);
+    // Show the HBM limit on scale only when the data comes near it.
+    let limit_on_scale = !over.is_empty() || xmax_data > 0.4 * limit;
+    let xmax = if limit_on_scale {
+        xmax_data.max(limit)
+    } else {
+        xmax_data.max(1e-3)
+    } * 1.08;
     let ymax = ranked.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-6) * 1.12;
     let sx = |x: f64| ml + (x / xmax) * (w - ml - mr);
     let sy = |y: f64| h - mb - (y / ymax) * (h - mt - mb);
@@ -240,7 +283,10 @@ pub fn pareto_svg(res: &TuneResult, topo: &Topology) -> String {
         s,
         r#"<text x="{}" y="22" font-size="14" text-anchor="middle">{}</text>"#,
         w / 2.0,
-        esc(&format!("{} on {}: latency vs memory", res.report.operator, topo.name))
+        esc(&format!(
+            "{} on {}: latency vs memory",
+            res.report.operator, topo.name
+        ))
     );
     // Axes and ticks.
     let _ = writeln!(
@@ -288,21 +334,37 @@ pub fn pareto_svg(res: &TuneResult, topo: &Topology) -> String {
     );
     let _ = writeln!(
         s,
-        r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">latency (ms)</text>"#,
+        r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">latency ({unit})</text>"#,
         (mt + h - mb) / 2.0,
         (mt + h - mb) / 2.0
     );
-    // Memory limit.
     let _ = writeln!(
         s,
-        r##"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="#c00" stroke-dasharray="5,4"/><text x="{3:.1}" y="{4}" fill="#c00" text-anchor="end">usable HBM {5:.0} GB</text>"##,
-        sx(limit),
-        mt,
-        h - mb,
-        sx(limit) - 4.0,
-        mt + 12.0,
-        limit
+        r##"<text x="{}" y="{}" fill="#555" text-anchor="end">blue: Pareto frontier; grey: other ranked; red x: over memory (not simulated)</text>"##,
+        w - mr,
+        h - 12.0
     );
+    // Memory limit.
+    if limit_on_scale {
+        let _ = writeln!(
+            s,
+            r##"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="#c00" stroke-dasharray="5,4"/><text x="{3:.1}" y="{4}" fill="#c00" text-anchor="end">usable HBM {5:.0} GB</text>"##,
+            sx(limit),
+            mt,
+            h - mb,
+            sx(limit) - 4.0,
+            mt + 12.0,
+            limit
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" fill="#c00" text-anchor="end">usable HBM {:.0} GB (off scale)</text>"##,
+            w - mr,
+            mt + 12.0,
+            limit
+        );
+    }
     for &m in &over {
         let (cx, cy) = (sx(m), mt + 24.0);
         let _ = writeln!(
@@ -335,15 +397,25 @@ pub fn pareto_svg(res: &TuneResult, topo: &Topology) -> String {
             pts.join(" ")
         );
     }
-    for p in &front {
+    // Labels right of their points, pushed apart vertically so they never overlap.
+    let mut labels: Vec<(f64, f64, f64, &str)> = front
+        .iter()
+        .map(|p| (sx(p.0), sy(p.1), sy(p.1) - 6.0, p.2))
+        .collect();
+    labels.sort_by(|a, b| a.2.total_cmp(&b.2));
+    for i in 1..labels.len() {
+        if labels[i].2 < labels[i - 1].2 + 13.0 {
+            labels[i].2 = labels[i - 1].2 + 13.0;
+        }
+    }
+    for (x, y, ly, name) in &labels {
         let _ = writeln!(
             s,
-            r##"<circle cx="{:.1}" cy="{:.1}" r="4.5" fill="#06c"/><text x="{:.1}" y="{:.1}" fill="#036">{}</text>"##,
-            sx(p.0),
-            sy(p.1),
-            sx(p.0) + 7.0,
-            sy(p.1) - 6.0,
-            esc(p.2)
+            r##"<circle cx="{x:.1}" cy="{y:.1}" r="4.5" fill="#06c"/><line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{:.1}" stroke="#9bd" stroke-width="0.8"/><text x="{:.1}" y="{ly:.1}" fill="#036">{}</text>"##,
+            x + 12.0,
+            ly - 4.0,
+            x + 14.0,
+            esc(name)
         );
     }
     let _ = writeln!(s, "</svg>");

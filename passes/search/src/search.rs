@@ -124,10 +124,11 @@ impl PlanListSource {
                 .join(",")
         };
         let sig = bufs(&first.plan);
+        let (first_name, first_plan) = (first.name.clone(), first.plan.name.clone());
         if let Some(c) = candidates.iter().find(|c| bufs(&c.plan) != sig) {
             return Err(SourceError::new(format!(
-                "{origin}: candidate '{}' computes different buffers than '{}'",
-                c.name, first.name
+                "{origin}: candidate '{}' computes different buffers than '{first_name}'",
+                c.name
             )));
         }
         // Names are output file names: make them unique.
@@ -140,7 +141,7 @@ impl PlanListSource {
             }
         }
         Ok(PlanListSource {
-            signature: format!("plans {} [{sig}]", first.plan.name),
+            signature: format!("plans {first_plan} [{sig}]"),
             candidates,
         })
     }
@@ -382,7 +383,7 @@ pub fn tune(
     source: &mut dyn CandidateSource,
     topo: &Topology,
     opts: &TuneOptions,
-    mut profiler: Option<&mut dyn Profiler>,
+    profiler: Option<&mut dyn Profiler>,
     progress: &mut dyn Progress,
 ) -> Result<TuneResult, TuneError> {
     let t0 = Instant::now();
@@ -431,11 +432,17 @@ pub fn tune(
             CacheLookup::Miss => report.cache = "miss".into(),
             CacheLookup::Stale(why) => {
                 report.cache = format!("stale: {why}");
-                warn(&mut report, format!("schedule cache entry is stale ({why}); ignoring it"));
+                warn(
+                    &mut report,
+                    format!("schedule cache entry is stale ({why}); ignoring it"),
+                );
             }
             CacheLookup::Corrupt(why) => {
                 report.cache = format!("corrupt: {why}");
-                warn(&mut report, format!("schedule cache entry is corrupt ({why}); ignoring it"));
+                warn(
+                    &mut report,
+                    format!("schedule cache entry is corrupt ({why}); ignoring it"),
+                );
             }
         }
     }
@@ -443,7 +450,10 @@ pub fn tune(
         let c = source.default_candidate(topo)?;
         warn(
             &mut report,
-            format!("search disabled and no cached schedule: using the default '{}'", c.name),
+            format!(
+                "search disabled and no cached schedule: using the default '{}'",
+                c.name
+            ),
         );
         let e = evaluate(c, topo);
         report.decision = "default (no search)".into();
@@ -497,10 +507,18 @@ pub fn tune(
         progress.finish();
     }
     sort_ranked(&mut evals);
-    if evals.first().map(|e| e.status != Status::Ranked).unwrap_or(true) {
+    if evals
+        .first()
+        .map(|e| e.status != Status::Ranked)
+        .unwrap_or(true)
+    {
         let smallest = evals
             .iter()
-            .filter_map(|e| e.memory.as_ref().map(|m| (m.peak_bytes, e.candidate.name.clone())))
+            .filter_map(|e| {
+                e.memory
+                    .as_ref()
+                    .map(|m| (m.peak_bytes, e.candidate.name.clone()))
+            })
             .min();
         let detail = match smallest {
             _ if evals.is_empty() => format!(
@@ -530,7 +548,7 @@ pub fn tune(
     }
     // Profile the top K.
     if opts.profile_top > 0 {
-        match profiler.as_deref_mut() {
+        match profiler {
             None => warn(
                 &mut report,
                 format!(
@@ -607,7 +625,11 @@ fn finish(
     topo: &Topology,
     t0: Instant,
 ) -> Result<TuneResult, TuneError> {
-    let chosen_sim = simulate(&ranked[chosen].candidate.plan, topo, SimOptions { trace: true })?;
+    let chosen_sim = simulate(
+        &ranked[chosen].candidate.plan,
+        topo,
+        SimOptions { trace: true },
+    )?;
     let frontier = pareto_frontier(&ranked);
     report.total_s = t0.elapsed().as_secs_f64();
     Ok(TuneResult {

@@ -120,17 +120,47 @@ pub enum TopologyError {
 
 /// Presets embedded in the binary (also in `topologies/*.toml`).
 pub const PRESETS: &[(&str, &str)] = &[
-    ("h100-1x4", include_str!("../../../topologies/h100-1x4.toml")),
-    ("h100-2x2", include_str!("../../../topologies/h100-2x2.toml")),
-    ("h100-4x1", include_str!("../../../topologies/h100-4x1.toml")),
-    ("h100-1x8", include_str!("../../../topologies/h100-1x8.toml")),
-    ("h100-2x4", include_str!("../../../topologies/h100-2x4.toml")),
-    ("h100-4x2", include_str!("../../../topologies/h100-4x2.toml")),
-    ("h100-4x4", include_str!("../../../topologies/h100-4x4.toml")),
-    ("h100-2x8", include_str!("../../../topologies/h100-2x8.toml")),
-    ("a100-2x4", include_str!("../../../topologies/a100-2x4.toml")),
+    (
+        "h100-1x4",
+        include_str!("../../../topologies/h100-1x4.toml"),
+    ),
+    (
+        "h100-2x2",
+        include_str!("../../../topologies/h100-2x2.toml"),
+    ),
+    (
+        "h100-4x1",
+        include_str!("../../../topologies/h100-4x1.toml"),
+    ),
+    (
+        "h100-1x8",
+        include_str!("../../../topologies/h100-1x8.toml"),
+    ),
+    (
+        "h100-2x4",
+        include_str!("../../../topologies/h100-2x4.toml"),
+    ),
+    (
+        "h100-4x2",
+        include_str!("../../../topologies/h100-4x2.toml"),
+    ),
+    (
+        "h100-4x4",
+        include_str!("../../../topologies/h100-4x4.toml"),
+    ),
+    (
+        "h100-2x8",
+        include_str!("../../../topologies/h100-2x8.toml"),
+    ),
+    (
+        "a100-2x4",
+        include_str!("../../../topologies/a100-2x4.toml"),
+    ),
     ("l4-2x4", include_str!("../../../topologies/l4-2x4.toml")),
-    ("h200-1x8", include_str!("../../../topologies/h200-1x8.toml")),
+    (
+        "h200-1x8",
+        include_str!("../../../topologies/h200-1x8.toml"),
+    ),
 ];
 
 /// A link port: transfers through the same port share its bandwidth (per direction).
@@ -234,6 +264,14 @@ impl Topology {
         }
         if self.levels.is_empty() {
             return Err("no `[[levels]]`: a topology needs at least one mesh level".into());
+        }
+        for (i, l) in self.levels.iter().enumerate() {
+            if l.size == 0 {
+                return Err(format!(
+                    "levels[{i}] ('{}'): `size` must be at least 1",
+                    l.name
+                ));
+            }
         }
         let mut names = std::collections::BTreeSet::new();
         for (i, l) in self.levels.iter().enumerate() {
@@ -455,9 +493,15 @@ mod tests {
         let t = Topology::preset("h100-2x4").unwrap().unwrap();
         assert_eq!(t.mesh(), vec![2, 4]);
         assert_eq!(t.num_devices(), 8);
-        assert_eq!(Topology::preset("h100-2x8").unwrap().unwrap().num_devices(), 16);
         assert_eq!(
-            Topology::preset("h200-1x8").unwrap().unwrap().usable_hbm_bytes(),
+            Topology::preset("h100-2x8").unwrap().unwrap().num_devices(),
+            16
+        );
+        assert_eq!(
+            Topology::preset("h200-1x8")
+                .unwrap()
+                .unwrap()
+                .usable_hbm_bytes(),
             137_000_000_000
         );
     }
@@ -503,23 +547,38 @@ mod tests {
     fn bad_files_give_clear_errors() {
         let cases: Vec<(String, &str)> = vec![
             ("name = 3".into(), "not a valid topology"),
-            (base().replace("size = 4", "size = 0"), "`size` must be at least 1"),
+            (
+                base().replace("size = 4", "size = 0"),
+                "`size` must be at least 1",
+            ),
             (
                 base().replace("bandwidth_gbs = 450.0", "bandwidth_gbs = -1.0"),
                 "bandwidth_gbs` must be a positive",
             ),
-            (base().replace("ports = 1", "ports = 3"), "`ports` = 3 must divide"),
+            (
+                base().replace("ports = 1", "ports = 3"),
+                "`ports` = 3 must divide",
+            ),
             (
                 base().replace("bandwidth_gbs = 12.5", "bandwidth_gbs = 4500.0"),
                 "slowest first",
             ),
-            (base().replace("copy_engines = 3", "copy_engines = 0"), "copy_engines"),
+            (
+                base().replace("copy_engines = 3", "copy_engines = 0"),
+                "copy_engines",
+            ),
             (
                 base().replace("hbm_reserved_gb = 4.0", "hbm_reserved_gb = 90.0"),
                 "leaves nothing",
             ),
-            (base().replace("latency_us = 3.0", "latncy_us = 3.0"), "unknown field"),
-            (base().replace("efficiency = 0.82", "efficiency = 1.5"), "efficiency"),
+            (
+                base().replace("latency_us = 3.0", "latncy_us = 3.0"),
+                "unknown field",
+            ),
+            (
+                base().replace("efficiency = 0.82", "efficiency = 1.5"),
+                "efficiency",
+            ),
             (
                 base().replace("name = \"gpu\"", "name = \"node\""),
                 "duplicate level name",

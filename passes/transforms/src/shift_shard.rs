@@ -164,6 +164,13 @@ impl Pass for ShiftShard {
                     }
                     .run(module, registry)?;
                     for b in bufs {
+                        // A buffer already placed over this level elsewhere keeps its placement.
+                        let cur = model(module, &name)?;
+                        let buf = cur.buffer(b).expect("buffer");
+                        let dim = buf.dim_of_axis(a).expect("tiled axis");
+                        if buf.sharding.iter().enumerate().any(|(d, s)| d != dim && s.contains(&l)) {
+                            continue;
+                        }
                         Shard {
                             buffer: b.clone(),
                             axis: a.clone(),

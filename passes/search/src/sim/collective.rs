@@ -140,7 +140,10 @@ fn all_gather(topo: &Topology, group: &[usize], bytes: f64) -> Phases {
                 })
                 .collect();
             let m = parts.len() as f64;
-            let intra: Vec<Phases> = parts.iter().map(|p| all_gather(topo, p, bytes * m)).collect();
+            let intra: Vec<Phases> = parts
+                .iter()
+                .map(|p| all_gather(topo, p, bytes * m))
+                .collect();
             let mut out = parallel(inter);
             out.extend(parallel(intra));
             return out;
@@ -337,7 +340,14 @@ mod tests {
             price_collective(&t, &[3], CollectiveKind::AllReduce { bytes: 1e9 }),
             0.0
         );
-        let b = price_collective(&t, &[0, 1], CollectiveKind::Broadcast { bytes: 1e8, root: 1 });
+        let b = price_collective(
+            &t,
+            &[0, 1],
+            CollectiveKind::Broadcast {
+                bytes: 1e8,
+                root: 1,
+            },
+        );
         assert!(b > 1e8 / t.bandwidth(1));
     }
 }

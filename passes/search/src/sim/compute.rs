@@ -8,6 +8,8 @@
 //!   counts the (query, key) pairs the causal mask leaves (all `sq*sk` without a mask; about
 //!   half on a diagonal tile; none on a tile fully above the diagonal, which kernels skip).
 //!   Blocks of 128 query rows per head are spread over the SMs in waves.
+//!   An accumulating tile (`accumulate`) merges into its outputs in the epilogue: the same
+//!   FLOPs, and it reads the accumulator as well as writing it.
 //! - Combine (`Add`, `LseMerge`) and `Copy` are memory-bound: bytes / HBM bandwidth.
 
 use super::SimError;
@@ -38,7 +40,10 @@ pub(crate) fn view_bytes(r: &RankProgram, v: &View) -> Result<f64, String> {
 /// Extents without leading unit dimensions.
 fn squeeze(v: &View) -> Vec<usize> {
     let e = &v.region.extent;
-    let first = e.iter().position(|&x| x != 1).unwrap_or(e.len().saturating_sub(2));
+    let first = e
+        .iter()
+        .position(|&x| x != 1)
+        .unwrap_or(e.len().saturating_sub(2));
     let first = first.min(e.len().saturating_sub(2));
     e[first..].to_vec()
 }
@@ -72,10 +77,7 @@ fn waves_efficiency(blocks: f64, sms: usize) -> f64 {
 }
 
 pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCost, SimError> {
-    let err = |what: String| SimError::Op {
-        rank: r.rank,
-        what,
-    };
+    let err = |what: String| SimError::Op { rank: r.rank, what };
     let launch = topo.launch_overhead();
     let hbm = topo.hbm_bandwidth();
     let bytes_of = |v: &View| view_bytes(r, v).map_err(err);
@@ -98,7 +100,8 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                         _ => None,
                     }
                 };
-                let (Some((m, k)), Some((k2, n)), Some((m2, n2))) = (dims(&sa), dims(&sb), dims(&so))
+                let (Some((m, k)), Some((k2, n)), Some((m2, n2))) =
+                    (dims(&sa), dims(&sb), dims(&so))
                 else {
                     return Err(err(format!(
                         "gemm views must be 2-D after dropping unit dims: {sa:?} x {sb:?} -> {so:?}"
@@ -116,7 +119,11 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 }
                 let tiles = (m as f64 / 128.0).ceil() * (n as f64 / 128.0).ceil();
                 let sms = topo.device.sm_count as f64;
-                let eff = if sms > 0.0 { (tiles / sms).min(1.0) } else { 1.0 };
+                let eff = if sms > 0.0 {
+                    (tiles / sms).min(1.0)
+                } else {
+                    1.0
+                };
                 let t = (flops / (topo.gemm_rate() * eff)).max(bytes / hbm);
                 Ok(OpCost {
                     seconds: launch + t,
@@ -129,6 +136,7 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 causal,
                 q_offset,
                 k_offset,
+                accumulate,
                 ..
             } => {
                 let (Some(q), Some(k), Some(v)) = (inputs.first(), inputs.get(1), inputs.get(2))
@@ -154,7 +162,8 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 let flops = 4.0 * *b as f64 * *hq as f64 * *d as f64 * pairs;
                 let mut bytes = bytes_of(q)? + bytes_of(k)? + bytes_of(v)?;
                 for o in outputs {
-                    bytes += bytes_of(o)?;
+                    // An accumulating tile also reads the accumulator it merges into.
+                    bytes += bytes_of(o)? * if *accumulate { 2.0 } else { 1.0 };
                 }
                 if pairs == 0.0 {
                     // Kernels skip fully masked tiles: only the (empty) output is written.
@@ -238,7 +247,11 @@ mod tests {
             (1, 9, 8, 0),
             (6, 2, 0, 9),
         ] {
-            assert_eq!(visible_pairs(sq, sk, qo, ko), brute(sq, sk, qo, ko), "{sq} {sk} {qo} {ko}");
+            assert_eq!(
+                visible_pairs(sq, sk, qo, ko),
+                brute(sq, sk, qo, ko),
+                "{sq} {sk} {qo} {ko}"
+            );
         }
         // Diagonal tile is about half, a tile below the diagonal is full.
         assert_eq!(visible_pairs(1024, 1024, 0, 0), 1024.0 * 1025.0 / 2.0);

@@ -125,7 +125,9 @@ fn collective_kind(
         ),
         Collective::Broadcast { buf, root } => {
             if *root >= group_len {
-                return Err(format!("broadcast root {root} outside a group of {group_len}"));
+                return Err(format!(
+                    "broadcast root {root} outside a group of {group_len}"
+                ));
             }
             (
                 CollectiveKind::Broadcast {
@@ -148,8 +150,8 @@ fn stage_jobs(plan: &Plan, topo: &Topology, si: usize) -> Result<Vec<CommJob>, S
     let mut recvs: BTreeMap<(usize, usize, u64), usize> = BTreeMap::new();
     // Collectives: (group, occurrence) -> (kind, name, members seen).
     type CollKey = (Vec<usize>, usize);
-    let mut colls: BTreeMap<CollKey, (CollectiveKind, &'static str, Vec<(usize, usize)>)> =
-        BTreeMap::new();
+    type CollVal = (CollectiveKind, &'static str, Vec<(usize, usize)>);
+    let mut colls: BTreeMap<CollKey, CollVal> = BTreeMap::new();
     for r in &plan.ranks {
         let Some(st) = r.stages.get(si) else { continue };
         let mut seen: BTreeMap<Vec<usize>, usize> = BTreeMap::new();
@@ -161,7 +163,10 @@ fn stage_jobs(plan: &Plan, topo: &Topology, si: usize) -> Result<Vec<CommJob>, S
                     }
                     let b = view_bytes(r, src).map_err(|w| err(format!("rank {}: {w}", r.rank)))?;
                     if sends.insert((r.rank, *peer, *tag), (oi, b)).is_some() {
-                        return Err(err(format!("rank {} sends twice to {peer} tag {tag}", r.rank)));
+                        return Err(err(format!(
+                            "rank {} sends twice to {peer} tag {tag}",
+                            r.rank
+                        )));
                     }
                 }
                 CommOp::Recv { peer, tag, .. } => {
@@ -206,9 +211,14 @@ fn stage_jobs(plan: &Plan, topo: &Topology, si: usize) -> Result<Vec<CommJob>, S
     }
     for ((from, to, tag), (soi, bytes)) in &sends {
         let Some(roi) = recvs.remove(&(*from, *to, *tag)) else {
-            return Err(err(format!("send {from} -> {to} tag {tag} has no matching receive")));
+            return Err(err(format!(
+                "send {from} -> {to} tag {tag} has no matching receive"
+            )));
         };
-        let lat = topo.tier(*from, *to).map(|l| topo.latency(l)).unwrap_or(0.0);
+        let lat = topo
+            .tier(*from, *to)
+            .map(|l| topo.latency(l))
+            .unwrap_or(0.0);
         jobs.push(CommJob {
             job: Job {
                 phases: vec![vec![Flow {
@@ -226,7 +236,9 @@ fn stage_jobs(plan: &Plan, topo: &Topology, si: usize) -> Result<Vec<CommJob>, S
         });
     }
     if let Some(((from, to, tag), _)) = recvs.into_iter().next() {
-        return Err(err(format!("receive {from} -> {to} tag {tag} has no matching send")));
+        return Err(err(format!(
+            "receive {from} -> {to} tag {tag} has no matching send"
+        )));
     }
     for ((group, _), (kind, name, members)) in colls {
         let mut have: Vec<usize> = members.iter().map(|m| m.0).collect();

@@ -100,7 +100,11 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
                 flows.push(FlowState {
                     job: j,
                     src: f.src,
-                    remaining: if f.src == f.dst { 0.0 } else { f.bytes.max(0.0) },
+                    remaining: if f.src == f.dst {
+                        0.0
+                    } else {
+                        f.bytes.max(0.0)
+                    },
                     latency: f.latency.max(0.0),
                     copy_engine: f.copy_engine,
                     admitted_at: if f.copy_engine { None } else { Some(t) },
@@ -188,8 +192,7 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
         t = next;
         // Completed flows.
         for f in flows.iter_mut() {
-            if !f.done && f.remaining <= 0.0 && f.admitted_at.is_some_and(|a| a + f.latency <= t)
-            {
+            if !f.done && f.remaining <= 0.0 && f.admitted_at.is_some_and(|a| a + f.latency <= t) {
                 f.done = true;
                 if f.copy_engine {
                     if let Some(b) = engines_busy.get_mut(&f.src) {
@@ -316,7 +319,11 @@ mod tests {
             assert!((d - want).abs() / want < 1e-9, "{d} vs {want}");
         }
         // The opposite direction is independent: 0->4 and 4->0 do not slow each other.
-        let (done, _) = run_jobs(&t, &[job(vec![flow(0, 4, 1e8)]), job(vec![flow(4, 0, 1e8)])], 0.0);
+        let (done, _) = run_jobs(
+            &t,
+            &[job(vec![flow(0, 4, 1e8)]), job(vec![flow(4, 0, 1e8)])],
+            0.0,
+        );
         let want = 1e8 / t.bandwidth(0);
         assert!((done[0] - want).abs() / want < 1e-9);
         assert!((done[1] - want).abs() / want < 1e-9);
@@ -370,7 +377,11 @@ mod tests {
         let first = done.iter().cloned().fold(f64::INFINITY, f64::min);
         let last = done.iter().cloned().fold(0.0, f64::max);
         assert!(first < last, "queued copy must finish later: {done:?}");
-        assert!((last - 4e9 / bw).abs() / last < 1e-9, "{last} vs {}", 4e9 / bw);
+        assert!(
+            (last - 4e9 / bw).abs() / last < 1e-9,
+            "{last} vs {}",
+            4e9 / bw
+        );
     }
 
     #[test]
