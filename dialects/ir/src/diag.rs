@@ -2,7 +2,7 @@
 //! source line and a caret under the column.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A source buffer: its name (file path or `<stdin>`) and text, shared by locations.
 #[derive(Debug)]
@@ -11,6 +11,9 @@ pub struct SourceFile {
     pub text: String,
     /// Line number (1-based) that line 1 of `text` has in the original file (split inputs).
     pub first_line: u32,
+    /// Byte offset of the start of every line, computed on first use: `location` is a binary
+    /// search instead of a scan from the start (which made parsing quadratic in file size).
+    line_starts: OnceLock<Vec<usize>>,
 }
 
 impl SourceFile {
@@ -19,6 +22,7 @@ impl SourceFile {
             name: name.into(),
             text: text.into(),
             first_line: 1,
+            line_starts: OnceLock::new(),
         })
     }
     pub fn with_first_line(
@@ -30,6 +34,7 @@ impl SourceFile {
             name: name.into(),
             text: text.into(),
             first_line,
+            line_starts: OnceLock::new(),
         })
     }
     /// Text of a 1-based line of this buffer (original numbering).
@@ -42,13 +47,19 @@ impl SourceFile {
     }
     /// Location of a byte offset into `text`.
     pub fn location(self: &Arc<Self>, offset: usize) -> Location {
-        let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() as u32 + self.first_line;
-        let col = before.rfind('\n').map_or(before.chars().count(), |nl| {
-            before[nl + 1..].chars().count()
-        }) as u32
-            + 1;
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let starts = self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect()
+        });
+        // starts[0] == 0 <= offset, so the line index is at least 0.
+        let index = starts.partition_point(|&start| start <= offset) - 1;
+        let line = index as u32 + self.first_line;
+        let col = self.text[starts[index]..offset].chars().count() as u32 + 1;
         Location::File {
             file: self.clone(),
             line,

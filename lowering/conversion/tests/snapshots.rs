@@ -14,10 +14,18 @@ fn scheduled(example: &str, schedule: &str) -> String {
     let mut m = parse_str(&reg, example, &text).unwrap_or_else(|d| panic!("{}", d.render()));
     let script = std::fs::read_to_string(format!("{ROOT}/examples/schedules/{schedule}")).unwrap();
     let mut pm = PassManager::new();
-    pm.add_pipeline(&passes, &mercury_passes::schedule_pipeline(&script)).unwrap();
-    pm.run(&mut m, &reg).unwrap_or_else(|d| panic!("{}", d.render()));
-    let plan = mercury_conversion::lower_module(&m, None).unwrap_or_else(|d| panic!("{}", d.render()));
-    format!("{}{}{}", print_op(&reg, &m, PrintOptions::default()), mercury_conversion::report::comm_plan(&plan, false), mercury_conversion::report::memory(&plan))
+    pm.add_pipeline(&passes, &mercury_passes::schedule_pipeline(&script))
+        .unwrap();
+    pm.run(&mut m, &reg)
+        .unwrap_or_else(|d| panic!("{}", d.render()));
+    let plan =
+        mercury_conversion::lower_module(&m, None).unwrap_or_else(|d| panic!("{}", d.render()));
+    format!(
+        "{}{}{}",
+        print_op(&reg, &m, PrintOptions::default()),
+        mercury_conversion::report::comm_plan(&plan, false),
+        mercury_conversion::report::memory(&plan)
+    )
 }
 
 macro_rules! schedule_snapshot {

@@ -39,10 +39,10 @@ impl Pass for PrintCommPlan {
     fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
         for name in kernel_names(module, &self.kernel)? {
             let plan = mercury_conversion::lower_module(module, Some(&name))?;
-            print!(
-                "{}",
-                mercury_conversion::report::comm_plan(&plan, self.detail)
-            );
+            // Reports go to standard output ahead of the IR; a closed pipe is not an error here.
+            use std::io::Write;
+            let report = mercury_conversion::report::comm_plan(&plan, self.detail);
+            let _ = write!(std::io::stdout(), "{report}");
         }
         Ok(())
     }

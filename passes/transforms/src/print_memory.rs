@@ -28,7 +28,13 @@ impl Pass for PrintMemory {
     fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
         for name in kernel_names(module, &self.kernel)? {
             let plan = mercury_conversion::lower_module(module, Some(&name))?;
-            print!("{}", mercury_conversion::report::memory(&plan));
+            // Reports go to standard output ahead of the IR; a closed pipe is not an error here.
+            use std::io::Write;
+            let _ = write!(
+                std::io::stdout(),
+                "{}",
+                mercury_conversion::report::memory(&plan)
+            );
         }
         Ok(())
     }

@@ -123,7 +123,10 @@ impl Pass for Reshard {
                 k.body(0).len()
             } else {
                 let f = first_stmt(k);
-                f + k.body(0)[f..].iter().take_while(|o| o.name == "commir.reshard").count()
+                f + k.body(0)[f..]
+                    .iter()
+                    .take_while(|o| o.name == "commir.reshard")
+                    .count()
             };
             k.body_mut(0).insert(at, op);
             model(module, &name)?;

@@ -168,7 +168,12 @@ impl Pass for ShiftShard {
                         let cur = model(module, &name)?;
                         let buf = cur.buffer(b).expect("buffer");
                         let dim = buf.dim_of_axis(a).expect("tiled axis");
-                        if buf.sharding.iter().enumerate().any(|(d, s)| d != dim && s.contains(&l)) {
+                        if buf
+                            .sharding
+                            .iter()
+                            .enumerate()
+                            .any(|(d, s)| d != dim && s.contains(&l))
+                        {
                             continue;
                         }
                         Shard {

@@ -1,1 +1,55 @@
-fn main() {}
+//! `mercury-opt`: the Mercury-rs `-opt` driver, modelled on `mlir-opt`.
+//!
+//! It reads one `.mlir` buffer (a file or standard input), optionally splits it at `// -----`
+//! lines, and for every chunk parses, verifies, runs a pass pipeline and prints the result.
+//! Diagnostics go to standard error as `file:line:col: error: message` with a caret line; with
+//! `--verify-diagnostics` they are instead matched against `// expected-error {{...}}`
+//! annotations in the input.
+//!
+//! Exit status: 0 on success, 1 when the input or pipeline produced an error (or a diagnostic
+//! expectation failed), 2 for a command-line usage error.
+
+mod cli;
+mod driver;
+mod expect;
+mod out;
+
+use std::process::ExitCode;
+
+/// Stack for the driver thread. Input nesting is bounded by the parser (`MAX_NESTING`); this
+/// leaves passes that recurse over the IR a wide margin even in unoptimized builds.
+const STACK_BYTES: usize = 64 << 20;
+
+fn main() -> ExitCode {
+    match std::thread::Builder::new()
+        .name("mercury-opt".into())
+        .stack_size(STACK_BYTES)
+        .spawn(real_main)
+    {
+        Ok(handle) => handle.join().unwrap_or(ExitCode::from(101)),
+        Err(_) => real_main(),
+    }
+}
+
+fn real_main() -> ExitCode {
+    let passes = driver::pass_registry();
+    let invocation = match cli::parse(std::env::args_os(), &passes) {
+        Ok(inv) => inv,
+        Err(cli::CliError::Clap(e)) => {
+            // Prints usage or help; exits 0 for --help/--version and 2 for usage errors.
+            e.exit();
+        }
+        Err(cli::CliError::Message(m)) => {
+            out::error(&m);
+            return ExitCode::from(2);
+        }
+    };
+    if invocation.options.list_passes {
+        out::stdout(&cli::list_passes(&passes));
+        return ExitCode::SUCCESS;
+    }
+    match driver::run(&invocation, &passes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(driver::Failed) => ExitCode::FAILURE,
+    }
+}

@@ -89,7 +89,7 @@ fn pest_error(file: &Arc<SourceFile>, e: pest::error::Error<Rule>) -> Diagnostic
             let found = file.text[offset.min(file.text.len())..].chars().next();
             let found = match found {
                 None => "end of input".to_string(),
-                Some('\n') => "end of line".to_string(),
+                Some('\n' | '\r') => "end of line".to_string(),
                 Some(c) => format!("'{c}'"),
             };
             if names.is_empty() {

@@ -1,0 +1,1 @@
+%0 = "arith.constant"() : () -> i32

@@ -1,0 +1,37 @@
+// Command-line mistakes exit non-zero with a clear message (clap usage errors exit 2,
+// everything else 1; tools/mercury-opt/tests/cli.rs checks the exact codes).
+// RUN: not %mercury-opt --no-such-flag %s 2>&1 | FileCheck %s --check-prefix=UNKNOWN-FLAG
+// UNKNOWN-FLAG: error: unexpected argument '--no-such-flag' found
+// RUN: not %mercury-opt --pass-pipeline='builtin.module(no-such-pass)' %s 2>&1 | FileCheck %s --check-prefix=UNKNOWN-PASS
+// UNKNOWN-PASS: mercury-opt: error: invalid --pass-pipeline 'builtin.module(no-such-pass)': 'no-such-pass' does not refer to a registered pass (see --list-passes)
+// RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize' %s 2>&1 | FileCheck %s --check-prefix=UNCLOSED
+// UNCLOSED: mercury-opt: error: invalid --pass-pipeline 'builtin.module(canonicalize': missing ')' at the end of the pipeline
+// RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize{x=1)' %s 2>&1 | FileCheck %s --check-prefix=UNCLOSED-OPTS
+// UNCLOSED-OPTS: mercury-opt: error: invalid --pass-pipeline {{.*}}: missing '}' after options of 'canonicalize'
+// RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize symbol-dce)' %s 2>&1 | FileCheck %s --check-prefix=NO-COMMA
+// NO-COMMA: mercury-opt: error: invalid --pass-pipeline {{.*}}: expected ',' after pass 'canonicalize', found 's'
+// RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize{x=1})' %s 2>&1 | FileCheck %s --check-prefix=BAD-OPTION
+// BAD-OPTION: mercury-opt: error: invalid --pass-pipeline {{.*}}: pass 'canonicalize' has no option 'x' (it takes none)
+// RUN: not %mercury-opt --canonicalize=x=1 %s 2>&1 | FileCheck %s --check-prefix=BAD-FLAG-OPTION
+// BAD-FLAG-OPTION: mercury-opt: error: pass 'canonicalize' has no option 'x' (it takes none)
+// RUN: not %mercury-opt '--canonicalize=a}b{' %s 2>&1 | FileCheck %s --check-prefix=GARBLED-FLAG-OPTION
+// GARBLED-FLAG-OPTION: mercury-opt: error: bad options for --canonicalize
+// RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize)' --symbol-dce %s 2>&1 | FileCheck %s --check-prefix=BOTH
+// BOTH: mercury-opt: error: --pass-pipeline cannot be combined with individual pass flags (--symbol-dce)
+// RUN: not %mercury-opt %s.does-not-exist 2>&1 | FileCheck %s --check-prefix=MISSING
+// MISSING: mercury-opt: error: could not open input file '{{.*}}cli-errors.mlir.does-not-exist': No such file or directory
+// RUN: not %mercury-opt %S 2>&1 | FileCheck %s --check-prefix=DIRECTORY
+// DIRECTORY: mercury-opt: error: could not open input file '{{.*}}': Is a directory
+// RUN: not %mercury-opt %s -o %t.no-such-dir/out.mlir 2>&1 | FileCheck %s --check-prefix=UNWRITABLE
+// UNWRITABLE: mercury-opt: error: could not write output file '{{.*}}out.mlir': No such file or directory
+// RUN: not %mercury-opt --emit=ptx %s 2>&1 | FileCheck %s --check-prefix=EMIT
+// EMIT: error: invalid value 'ptx' for '--emit <KIND>'
+// RUN: not %mercury-opt --verify-each=maybe %s 2>&1 | FileCheck %s --check-prefix=VERIFY-EACH
+// VERIFY-EACH: error: invalid value 'maybe' for '--verify-each[=<BOOL>]'
+// RUN: not %mercury-opt %s %s 2>&1 | FileCheck %s --check-prefix=TWO-INPUTS
+// TWO-INPUTS: error: unexpected argument '{{.*}}cli-errors.mlir' found
+// RUN: not %mercury-opt -o 2>&1 | FileCheck %s --check-prefix=NO-VALUE
+// NO-VALUE: error: a value is required for '-o <FILE>' but none was supplied
+"func.func"() ({
+  func.return
+}) {sym_name = "f", function_type = () -> ()} : () -> ()

@@ -1,0 +1,34 @@
+// Input from a file, from standard input (`-` or no argument), output to -o; empty input is
+// an empty module; invalid UTF-8 is a located error.
+// RUN: %mercury-opt %s | FileCheck %s
+// RUN: %mercury-opt - < %s | FileCheck %s
+// RUN: %mercury-opt < %s | FileCheck %s
+// RUN: %mercury-opt %s -o %t.out && FileCheck %s < %t.out
+// RUN: %mercury-opt -o %t.out2 %s --canonicalize && FileCheck %s < %t.out2
+// RUN: %mercury-opt - < %s 2>&1 | FileCheck %s --check-prefix=QUIET
+// QUIET-NOT: error
+// CHECK: module {
+// CHECK-NEXT: "func.func"() ({
+// CHECK-NEXT: func.return
+// CHECK-NEXT: }) {sym_name = "io", function_type = () -> ()} : () -> ()
+// CHECK-NEXT: }
+"func.func"() ({
+  func.return
+}) {sym_name = "io", function_type = () -> ()} : () -> ()
+
+// Diagnostics on standard input are attributed to <stdin>.
+// RUN: cat %S/Inputs/missing-value.mlir | not %mercury-opt 2>&1 | FileCheck %s --check-prefix=STDIN
+// STDIN: <stdin>:1:6: error: 'arith.constant' requires attribute 'value'
+
+// RUN: printf '' | %mercury-opt | FileCheck %s --check-prefix=EMPTY
+// RUN: printf '// only a comment\n\n' | %mercury-opt | FileCheck %s --check-prefix=EMPTY
+// EMPTY: module {
+// EMPTY-NEXT: }
+
+// RUN: printf '"a.b"() {s = "ok"} : () -> ()\n"a.b"() {s = "\xff\xfe"} : () -> ()\n' | not %mercury-opt --allow-unregistered-dialect 2>&1 | FileCheck %s --check-prefix=UTF8
+// UTF8: <stdin>:2:15: error: the input is not valid UTF-8
+
+// An output file is not written when the input has errors.
+// RUN: rm -f %t.bad
+// RUN: printf '"x' | not %mercury-opt -o %t.bad
+// RUN: not test -e %t.bad

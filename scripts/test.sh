@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: formatting, clippy (warnings are errors) and all tests of the
+# workspace -- unit tests, integration and snapshot tests (test/), and the lit suite (lit/,
+# run by tools/mercury-opt/tests/lit.rs against the freshly built binaries).
+# Installs missing tools first (scripts/setup.sh). Under CI=true a missing tool fails the run.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# .ci/run has just done this (and printed the versions); skip the second round.
+[ "${MERCURY_SETUP_DONE:-}" = 1 ] || bash scripts/setup.sh
+
+step() { printf '\n== %s\n' "$*"; }
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+step "cargo test --workspace"
+cargo test --workspace
+step "all checks passed"

@@ -1,0 +1,246 @@
+//! Properties of the IR core with CommIR registered, over the repository's `.mlir` corpus and
+//! thousands of random edits of it:
+//! - parsing never panics, and every error has a source location;
+//! - for input that parses and verifies, printing is a fixed point (print, parse, print gives
+//!   the same text), the generic form parses back to the same IR, and the builtin passes keep
+//!   the IR valid;
+//! - nesting up to the parser's limit works on an 8 MiB (main-thread sized) stack; deeper
+//!   nesting is an error, not a stack overflow.
+
+use mercury_ir::pass::PassManager;
+use mercury_ir::syntax::parser::MAX_NESTING;
+use mercury_ir::{parse_str, print_op, verify, Diagnostic, Location, PrintOptions, Registry};
+use mercury_tests::{corpus, mutate, passes, registry, Case, Rng};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Runs `f` on a thread with the stack of a typical main thread.
+fn on_main_sized_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(f)
+        .expect("spawn")
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+fn located(d: &Diagnostic) -> bool {
+    matches!(d.loc, Location::File { .. }) && d.notes.iter().all(located)
+}
+
+/// Checks every property for one input; `Err` describes the violation.
+fn check(reg: &Registry, name: &str, text: &str) -> Result<(), String> {
+    let generic = PrintOptions { generic: true };
+    let module = match parse_str(reg, name, text) {
+        Ok(m) => m,
+        Err(d) if located(&d) => return Ok(()),
+        Err(d) => return Err(format!("parse error without a location: {}", d.render())),
+    };
+    if let Err(d) = verify(reg, &module) {
+        return if located(&d) {
+            Ok(())
+        } else {
+            Err(format!("verifier error without a location: {}", d.render()))
+        };
+    }
+    let once = print_op(reg, &module, PrintOptions::default());
+    let reparsed = parse_str(reg, "printed", &once)
+        .map_err(|d| format!("printed IR does not parse:\n{}\n{once}", d.render()))?;
+    verify(reg, &reparsed)
+        .map_err(|d| format!("printed IR does not verify:\n{}\n{once}", d.render()))?;
+    let twice = print_op(reg, &reparsed, PrintOptions::default());
+    if once != twice {
+        return Err(format!(
+            "printing is not a fixed point:\n--- once\n{once}\n--- twice\n{twice}"
+        ));
+    }
+    let gen = print_op(reg, &module, generic);
+    let from_generic = parse_str(reg, "generic", &gen)
+        .map_err(|d| format!("generic form does not parse:\n{}\n{gen}", d.render()))?;
+    let again = print_op(reg, &from_generic, PrintOptions::default());
+    if again != once {
+        return Err(format!(
+            "generic form reads back differently:\n--- custom\n{once}\n--- via generic\n{again}"
+        ));
+    }
+    let mut pm = PassManager::new();
+    pm.add_pipeline(&passes(), "builtin.module(canonicalize,symbol-dce)")
+        .map_err(|e| e.to_string())?;
+    let mut transformed = reparsed;
+    pm.run(&mut transformed, reg)
+        .map_err(|d| format!("canonicalize,symbol-dce failed:\n{}\n{once}", d.render()))?;
+    let after = print_op(reg, &transformed, PrintOptions::default());
+    parse_str(reg, "transformed", &after)
+        .map_err(|d| format!("transformed IR does not parse:\n{}\n{after}", d.render()))?;
+    Ok(())
+}
+
+fn check_no_panic(reg: &Registry, case: &Case, text: &str) -> Result<(), String> {
+    match catch_unwind(AssertUnwindSafe(|| check(reg, &case.name, text))) {
+        Ok(r) => r,
+        Err(_) => Err("panicked".to_string()),
+    }
+    .map_err(|e| format!("{} (edited):\n{e}\n--- input\n{text}", case.name))
+}
+
+#[test]
+fn corpus_inputs_satisfy_the_properties() {
+    let cases = corpus();
+    assert!(cases.len() >= 50, "corpus has only {} chunks", cases.len());
+    for allow in [false, true] {
+        let reg = registry(allow);
+        for case in &cases {
+            check_no_panic(&reg, case, &case.text).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+/// CRLF line ends change nothing: what parses and verifies with LF does with CRLF, and prints
+/// the same.
+#[test]
+fn crlf_line_ends_are_equivalent() {
+    let reg = registry(true);
+    let mut checked = 0;
+    for case in corpus() {
+        let Ok(lf) = parse_str(&reg, &case.name, &case.text) else {
+            continue;
+        };
+        if verify(&reg, &lf).is_err() {
+            continue;
+        }
+        let crlf_text = case.text.replace('\n', "\r\n");
+        let crlf = parse_str(&reg, &case.name, &crlf_text)
+            .unwrap_or_else(|d| panic!("{} with CRLF:\n{}", case.name, d.render()));
+        assert_eq!(
+            print_op(&reg, &crlf, PrintOptions::default()),
+            print_op(&reg, &lf, PrintOptions::default()),
+            "{} prints differently with CRLF",
+            case.name
+        );
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} valid corpus chunks");
+}
+
+#[test]
+fn edited_inputs_satisfy_the_properties() {
+    on_main_sized_stack(|| {
+        let cases = corpus();
+        let regs = [registry(false), registry(true)];
+        let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+        let (mut parsed, mut total) = (0, 0);
+        for round in 0..40 {
+            for case in &cases {
+                let mut text = mutate(&case.text, &mut rng);
+                if round % 3 == 0 {
+                    text = mutate(&text, &mut rng);
+                }
+                let reg = &regs[rng.below(2)];
+                check_no_panic(reg, case, &text).unwrap_or_else(|e| panic!("{e}"));
+                total += 1;
+                parsed += usize::from(parse_str(reg, "x", &text).is_ok());
+            }
+        }
+        // The edits must leave a fair share of valid inputs, or the printer is not exercised.
+        println!("{parsed} of {total} edited inputs parsed");
+        assert!(
+            parsed * 10 > total,
+            "only {parsed} of {total} edited inputs parsed"
+        );
+    });
+}
+
+/// `depth` levels of one kind of nesting, closed.
+fn nested(kind: &str, depth: usize) -> String {
+    match kind {
+        "region" => "\"test.op\"() ({\n".repeat(depth) + &"}) : () -> ()\n".repeat(depth),
+        "array" => format!(
+            "\"test.op\"() {{x = {}{}}} : () -> ()",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        ),
+        "tensor" => format!(
+            "\"test.op\"() {{x = {}f32{}}} : () -> ()",
+            "tensor<".repeat(depth),
+            ">".repeat(depth)
+        ),
+        "dict" => format!(
+            "\"test.op\"() {}1{} : () -> ()",
+            "{x = ".repeat(depth),
+            "}".repeat(depth)
+        ),
+        "func" => {
+            let mut s = String::new();
+            for _ in 0..depth {
+                s.push_str("\"func.func\"() ({\n");
+            }
+            for i in 0..depth {
+                s.push_str(&format!(
+                    "}}) {{sym_name = \"f{i}\", function_type = () -> ()}} : () -> ()\n"
+                ));
+            }
+            s
+        }
+        _ => unreachable!("unknown kind {kind}"),
+    }
+}
+
+#[test]
+fn nesting_up_to_the_limit_works_on_a_main_thread_stack() {
+    on_main_sized_stack(|| {
+        let reg = registry(true);
+        for kind in ["region", "array", "tensor", "dict"] {
+            // Close to the limit: the op, its attribute, the types in it and the explicit
+            // `module` the printed form adds take a few levels of their own.
+            let text = nested(kind, MAX_NESTING - 8);
+            let m =
+                parse_str(&reg, kind, &text).unwrap_or_else(|d| panic!("{kind}: {}", d.render()));
+            verify(&reg, &m).unwrap_or_else(|d| panic!("{kind}: {}", d.render()));
+            check(&reg, kind, &text).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        }
+    });
+}
+
+#[test]
+fn nesting_past_the_limit_is_an_error() {
+    on_main_sized_stack(|| {
+        let reg = registry(true);
+        for kind in ["region", "array", "tensor", "dict", "func"] {
+            for depth in [MAX_NESTING + 1, 5_000, 100_000] {
+                let e = parse_str(&reg, kind, &nested(kind, depth)).expect_err(kind);
+                assert!(
+                    e.message.contains("nesting too deep"),
+                    "{kind} x{depth}: {}",
+                    e.render()
+                );
+                assert!(located(&e));
+            }
+        }
+    });
+}
+
+/// `SourceFile::location` (a binary search over line starts) agrees with a plain scan at every
+/// character boundary, for split chunks (first line > 1), multi-byte characters and CRLF.
+#[test]
+fn locations_match_a_plain_scan() {
+    use mercury_ir::SourceFile;
+    let mut texts: Vec<String> = corpus().into_iter().take(20).map(|c| c.text).collect();
+    texts.push("a\r\nb\u{e9}c\n\n\u{1F600}x\ny".to_string());
+    texts.push(String::new());
+    for (k, text) in texts.iter().enumerate() {
+        let first_line = 1 + k as u32;
+        let file = SourceFile::with_first_line("t.mlir", text.as_str(), first_line);
+        for offset in (0..=text.len()).filter(|&o| text.is_char_boundary(o)) {
+            let before = &text[..offset];
+            let line = before.matches('\n').count() as u32 + first_line;
+            let col = before.rsplit('\n').next().unwrap_or("").chars().count() as u32 + 1;
+            match file.location(offset) {
+                Location::File {
+                    line: l, col: c, ..
+                } => assert_eq!((l, c), (line, col), "text #{k} offset {offset}"),
+                Location::Unknown => panic!("unknown location"),
+            }
+        }
+        // Past the end clamps to the end.
+        assert_eq!(file.location(text.len() + 10), file.location(text.len()));
+    }
+}

@@ -1,0 +1,184 @@
+//! Reading the input, and per chunk: parse, verify, run the pipeline, emit.
+
+use crate::cli::{Emit, Invocation};
+use crate::{expect, out};
+use mercury_ir::pass::{PassManager, PassRegistry};
+use mercury_ir::syntax::split::{split_input, Chunk};
+use mercury_ir::{
+    parse_source, print_op, verify, Diagnostic, Operation, PrintOptions, Registry, SourceFile,
+};
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The run failed; what went wrong has been printed.
+#[derive(Debug)]
+pub struct Failed;
+
+/// Every pass the tool knows: the IR core's and the passes crate's.
+pub fn pass_registry() -> PassRegistry {
+    let mut passes = PassRegistry::new();
+    mercury_passes::register_all(&mut passes);
+    passes
+}
+
+/// The builtin dialects plus CommIR.
+pub fn dialect_registry(allow_unregistered: bool) -> Registry {
+    let mut registry = Registry::new();
+    mercury_commir::register(&mut registry);
+    registry.allow_unregistered = allow_unregistered;
+    registry
+}
+
+fn pass_manager(
+    inv: &Invocation,
+    passes: &PassRegistry,
+    registry: &Registry,
+) -> Result<PassManager, String> {
+    let o = &inv.options;
+    let mut pm = PassManager::new();
+    pm.verify_each = o.verify_each;
+    match &o.pass_pipeline {
+        Some(text) => pm
+            .add_pipeline(passes, text)
+            .map_err(|e| format!("invalid --pass-pipeline '{text}': {e}"))?,
+        None => {
+            for f in &inv.pass_flags {
+                pm.add(passes, f.name, &f.options)?;
+            }
+        }
+    }
+    if o.mlir_print_ir_after_all {
+        let registry = registry.clone();
+        let opts = PrintOptions {
+            generic: o.mlir_print_op_generic,
+        };
+        pm.after_pass = Some(Box::new(move |name: &str, module: &Operation| {
+            out::stderr(&format!(
+                "// -----// IR Dump After {name} //----- //\n{}\n",
+                print_op(&registry, module, opts)
+            ));
+        }));
+    }
+    Ok(pm)
+}
+
+/// The input's name for diagnostics and its text. Invalid UTF-8 is a located error.
+fn read_input(path: &Path) -> Result<(String, String), Failed> {
+    let (name, bytes) = if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut bytes)
+            .map_err(|e| {
+                out::error(&format!("could not read standard input: {e}"));
+                Failed
+            })?;
+        ("<stdin>".to_string(), bytes)
+    } else {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| {
+            out::error(&format!("could not open input file '{name}': {e}"));
+            Failed
+        })?;
+        (name, bytes)
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok((name, text)),
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let file = SourceFile::new(name, String::from_utf8_lossy(e.as_bytes()).into_owned());
+            out::stderr(
+                &Diagnostic::error(file.location(valid), "the input is not valid UTF-8").render(),
+            );
+            Err(Failed)
+        }
+    }
+}
+
+/// Parse, verify and transform one buffer.
+fn process(
+    registry: &Registry,
+    pm: &mut PassManager,
+    file: &Arc<SourceFile>,
+) -> Result<Operation, Diagnostic> {
+    let mut module = parse_source(registry, file)?;
+    verify(registry, &module)?;
+    pm.run(&mut module, registry)?;
+    Ok(module)
+}
+
+/// What `--emit` asks for, for one module. (The place for `plan`, `gpu-mlir` and `ptx`.)
+fn emit(
+    kind: Emit,
+    registry: &Registry,
+    module: &Operation,
+    opts: PrintOptions,
+) -> Result<String, Diagnostic> {
+    match kind {
+        Emit::Mlir => Ok(print_op(registry, module, opts)),
+    }
+}
+
+/// Runs the whole invocation. Diagnostics and errors are printed as they happen.
+pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
+    let o = &inv.options;
+    let registry = dialect_registry(o.allow_unregistered_dialect);
+    let mut pm = pass_manager(inv, passes, &registry).map_err(|e| {
+        out::error(&e);
+        Failed
+    })?;
+    let (name, text) = read_input(&o.input)?;
+    let chunks = if o.split_input_file {
+        split_input(&text)
+    } else {
+        vec![Chunk {
+            text,
+            first_line: 1,
+        }]
+    };
+    let print = PrintOptions {
+        generic: o.mlir_print_op_generic,
+    };
+
+    let mut ok = true;
+    let mut outputs = Vec::new();
+    for chunk in chunks {
+        let file = SourceFile::with_first_line(name.as_str(), chunk.text, chunk.first_line);
+        let result =
+            process(&registry, &mut pm, &file).and_then(|m| emit(o.emit, &registry, &m, print));
+        if o.verify_diagnostics {
+            let emitted: Vec<Diagnostic> = result.as_ref().err().cloned().into_iter().collect();
+            for failure in expect::verify(&file, &emitted) {
+                out::stderr(&failure.render());
+                ok = false;
+            }
+        } else if let Err(d) = &result {
+            out::stderr(&d.render());
+            ok = false;
+        }
+        if let Ok(text) = result {
+            outputs.push(text);
+        }
+    }
+
+    let text = outputs.join("// -----\n");
+    if o.output.as_os_str() == "-" {
+        if !out::stdout(&text) {
+            return Err(Failed);
+        }
+    } else if ok {
+        std::fs::write(&o.output, text).map_err(|e| {
+            out::error(&format!(
+                "could not write output file '{}': {e}",
+                o.output.display()
+            ));
+            Failed
+        })?;
+    }
+    if ok {
+        Ok(())
+    } else {
+        Err(Failed)
+    }
+}
