@@ -25,7 +25,7 @@
 // RUN: not %mercury-opt %s -o %t.no-such-dir/out.mlir 2>&1 | FileCheck %s --check-prefix=UNWRITABLE
 // UNWRITABLE: mercury-opt: error: could not write output file '{{.*}}out.mlir': No such file or directory
 // RUN: not %mercury-opt --emit=ptx %s 2>&1 | FileCheck %s --check-prefix=EMIT
-// EMIT: error: invalid value 'ptx' for '--emit <KIND>'
+// EMIT: error: the module has no commir.kernel
 // RUN: not %mercury-opt --verify-each=maybe %s 2>&1 | FileCheck %s --check-prefix=VERIFY-EACH
 // VERIFY-EACH: error: invalid value 'maybe' for '--verify-each[=<BOOL>]'
 // RUN: not %mercury-opt %s %s 2>&1 | FileCheck %s --check-prefix=TWO-INPUTS

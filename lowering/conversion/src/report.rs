@@ -67,12 +67,27 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
         for (si, st) in r.stages.iter().enumerate() {
             for c in &st.comm {
                 match c {
-                    CommOp::Send { peer, src, .. } => {
-                        let b = buffer_of(r, src);
-                        let kind = if r.slots[src.slot].name.contains(".acc")
-                            || r.slots[src.slot].name.starts_with("gemm.")
-                            || r.slots[src.slot].name.starts_with("attention.")
-                        {
+                    CommOp::Send { peer, src, tag } => {
+                        // Named after where it lands: the receiver's slot says which buffer
+                        // (and whether it is a partial result).
+                        let dst_name = plan.ranks[*peer]
+                            .stages
+                            .get(si)
+                            .and_then(|st| {
+                                st.comm.iter().find_map(|c| match c {
+                                    CommOp::Recv {
+                                        peer: from,
+                                        dst,
+                                        tag: t,
+                                    } if *from == r.rank && t == tag => {
+                                        Some(plan.ranks[*peer].slots[dst.slot].name.clone())
+                                    }
+                                    _ => None,
+                                })
+                            })
+                            .unwrap_or_else(|| r.slots[src.slot].name.clone());
+                        let b = dst_name.split('.').next().unwrap_or("?").to_string();
+                        let kind = if dst_name.contains(".partial") {
                             "partial p2p (shift-reduce)"
                         } else {
                             "ring p2p"

@@ -13,6 +13,12 @@ pub enum Emit {
     /// MLIR text: custom assembly where an op has one, the generic form otherwise.
     #[default]
     Mlir,
+    /// The per-rank execution plan of the kernel (JSON).
+    Plan,
+    /// The device kernels the plan needs, in MLIR's gpu/arith/llvm dialects.
+    GpuMlir,
+    /// Those device kernels compiled to PTX (in-process, through MLIR; `--chip`).
+    Ptx,
 }
 
 /// The fixed options; pass flags are added by [`command`].
@@ -72,6 +78,23 @@ pub struct Options {
     /// What to emit.
     #[arg(long, value_enum, value_name = "KIND", default_value_t = Emit::Mlir)]
     pub emit: Emit,
+
+    /// A schedule script (one pass per line, `#` comments) run before the other passes.
+    #[arg(long, value_name = "FILE")]
+    pub schedule: Option<PathBuf>,
+
+    /// The kernel to emit a plan or device code for, when the module has several.
+    #[arg(long, value_name = "NAME")]
+    pub kernel: Option<String>,
+
+    /// Target chip of `--emit=ptx`.
+    #[arg(long, value_name = "CHIP", default_value = "sm_90")]
+    pub chip: String,
+
+    /// With `--emit=gpu-mlir|ptx`: every device kernel the GPU runtime loads, not only those
+    /// the plan uses.
+    #[arg(long)]
+    pub all_device_kernels: bool,
 }
 
 /// A `--<pass>[=options]` flag as given on the command line.

@@ -38,6 +38,12 @@ fn pass_manager(
     let o = &inv.options;
     let mut pm = PassManager::new();
     pm.verify_each = o.verify_each;
+    if let Some(path) = &o.schedule {
+        let script = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read schedule '{}': {e}", path.display()))?;
+        pm.add_pipeline(passes, &mercury_passes::schedule_pipeline(&script))
+            .map_err(|e| format!("schedule '{}': {e}", path.display()))?;
+    }
     match &o.pass_pipeline {
         Some(text) => pm
             .add_pipeline(passes, text)
@@ -114,10 +120,83 @@ fn emit(
     registry: &Registry,
     module: &Operation,
     opts: PrintOptions,
+    kernel: Option<&str>,
+    chip: &str,
+    all_kernels: bool,
 ) -> Result<String, Diagnostic> {
+    let kernels = |module: &Operation| -> Result<Vec<mercury_lowering::DeviceKernel>, Diagnostic> {
+        if all_kernels {
+            Ok(mercury_lowering::DeviceKernel::ALL.to_vec())
+        } else {
+            Ok(device_kernels(&plan_of(module, kernel)?))
+        }
+    };
     match kind {
         Emit::Mlir => Ok(print_op(registry, module, opts)),
+        Emit::Plan => Ok(plan_of(module, kernel)?.to_json() + "\n"),
+        Emit::GpuMlir => Ok(mercury_lowering::gpu_module_mlir(&kernels(module)?)),
+        Emit::Ptx => {
+            let loc = module.loc.clone();
+            let opts = mercury_lowering::TargetOptions::for_chip(chip)
+                .map_err(|e| Diagnostic::error(loc.clone(), format!("--chip: {e}")))?;
+            let text = mercury_lowering::gpu_module_mlir(&kernels(module)?);
+            mercury_lowering::compile_to_ptx(&text, &opts).map_err(|e| {
+                Diagnostic::error(loc, format!("lowering the device kernels to PTX: {e}"))
+            })
+        }
     }
+}
+
+fn plan_of(module: &Operation, kernel: Option<&str>) -> Result<mercury_plan::Plan, Diagnostic> {
+    mercury_conversion::lower_module(module, kernel)
+}
+
+/// The compiler-generated device kernels a plan needs: the combines and copies it uses, plus
+/// the casts and fills every GPU run needs for its inputs, outputs and accumulators.
+fn device_kernels(plan: &mercury_plan::Plan) -> Vec<mercury_lowering::DeviceKernel> {
+    use mercury_lowering::DeviceKernel as K;
+    use mercury_plan::{Collective, CombineKind, CommOp, ComputeOp};
+    let mut out = vec![K::CastF32ToBf16, K::CastBf16ToF32, K::FillF32];
+    let mut add = |k: K| {
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    };
+    let combine = |c: CombineKind, add: &mut dyn FnMut(K)| match c {
+        CombineKind::Add => add(K::AddF32),
+        CombineKind::LseMerge => {
+            add(K::LseMergeO);
+            add(K::LseMergeLse);
+        }
+    };
+    for r in &plan.ranks {
+        for st in &r.stages {
+            for op in &st.compute {
+                match op {
+                    ComputeOp::Combine { kind, .. } => combine(*kind, &mut add),
+                    ComputeOp::Copy { .. } => {
+                        add(K::Copy2dB16);
+                        add(K::Copy2dB32);
+                    }
+                    ComputeOp::Patch { .. } => {}
+                }
+            }
+            for c in &st.comm {
+                match c {
+                    CommOp::Collective {
+                        collective:
+                            Collective::AllReduce { kind, .. } | Collective::ReduceScatter { kind, .. },
+                        ..
+                    } => combine(*kind, &mut add),
+                    CommOp::Collective { .. } | CommOp::Send { .. } | CommOp::Recv { .. } => {
+                        add(K::Copy2dB16);
+                        add(K::Copy2dB32);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Runs the whole invocation. Diagnostics and errors are printed as they happen.
@@ -145,8 +224,17 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
     let mut outputs = Vec::new();
     for chunk in chunks {
         let file = SourceFile::with_first_line(name.as_str(), chunk.text, chunk.first_line);
-        let result =
-            process(&registry, &mut pm, &file).and_then(|m| emit(o.emit, &registry, &m, print));
+        let result = process(&registry, &mut pm, &file).and_then(|m| {
+            emit(
+                o.emit,
+                &registry,
+                &m,
+                print,
+                o.kernel.as_deref(),
+                &o.chip,
+                o.all_device_kernels,
+            )
+        });
         if o.verify_diagnostics {
             let emitted: Vec<Diagnostic> = result.as_ref().err().cloned().into_iter().collect();
             for failure in expect::verify(&file, &emitted) {
