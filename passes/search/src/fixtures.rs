@@ -2,7 +2,7 @@
 //! cost model, the tuner and the simulation study can run before the CommIR candidate
 //! generator exists. They are *not* produced by the compiler; the lead's CommIR -> Plan
 //! lowering replaces them as the candidate source. Every builder returns a plan that passes
-//! [`mercury_plan::verify`] and computes the operator exactly (the integration test
+//! [`mercury_plan::verify()`] and computes the operator exactly (the integration test
 //! `tests/fixtures_exec.rs` runs them on a small CPU executor against the reference kernels).
 //!
 //! Attention contract (the baselines' one, so that all schedules are comparable): q, k, v and
@@ -210,26 +210,26 @@ pub fn check_schedule(shape: &AttentionShape, s: &AttnSchedule) -> Result<(), St
     if shape.batch == 0 || shape.heads == 0 || shape.kv_heads == 0 || shape.head_dim == 0 {
         return Err("attention dimensions must be positive".into());
     }
-    if shape.heads % shape.kv_heads != 0 {
+    if !shape.heads.is_multiple_of(shape.kv_heads) {
         return Err(format!(
             "{} query heads are not a multiple of {} kv heads",
             shape.heads, shape.kv_heads
         ));
     }
-    if shape.seq % n != 0 {
+    if !shape.seq.is_multiple_of(n) {
         return Err(format!(
             "sequence {} does not split over {n} devices",
             shape.seq
         ));
     }
     let u = s.ulysses_degree();
-    if shape.kv_heads % u != 0 {
+    if !shape.kv_heads.is_multiple_of(u) {
         return Err(format!(
             "Ulysses degree {u} does not divide {} kv heads",
             shape.kv_heads
         ));
     }
-    if s.q_blocks == 0 || (shape.seq / n * u) % s.q_blocks != 0 {
+    if s.q_blocks == 0 || !(shape.seq / n * u).is_multiple_of(s.q_blocks) {
         return Err(format!(
             "q_blocks {} does not split the query shard",
             s.q_blocks
@@ -778,7 +778,7 @@ fn split_range(total: usize, parts: usize, i: usize) -> (usize, usize) {
     (start, end - start)
 }
 
-/// Ordered factorisations of `n` into factors >= 2 (e.g. 8: [8], [2,4], [4,2], [2,2,2]).
+/// Ordered factorisations of `n` into factors >= 2 (e.g. 8: `[8]`, `[2, 4]`, `[4, 2]`, `[2, 2, 2]`).
 pub fn factorisations(n: usize) -> Vec<Vec<usize>> {
     fn go(n: usize, prefix: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
         if n == 1 {
@@ -788,7 +788,7 @@ pub fn factorisations(n: usize) -> Vec<Vec<usize>> {
             return;
         }
         for f in 2..=n {
-            if n % f == 0 {
+            if n.is_multiple_of(f) {
                 prefix.push(f);
                 go(n / f, prefix, out);
                 prefix.pop();

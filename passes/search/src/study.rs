@@ -1,6 +1,6 @@
 //! Predicted-latency tables for `docs/simulation.md`.
 //!
-//! The generators take plans through a [`CandidateSource`]-like closure, so the same tables
+//! The generators take plans through a [`CandidateSource`](crate::search::CandidateSource)-like closure, so the same tables
 //! can be produced from CommIR-generated plans once they exist; today they run on the
 //! FIXTURE builders of [`crate::fixtures`] (every number they print says so).
 
@@ -258,9 +258,9 @@ pub fn length_sweep(
 }
 
 fn tokens(n: usize) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{}M", n >> 20)
-    } else if n >= 1024 && n % 1024 == 0 {
+    } else if n >= 1024 && n.is_multiple_of(1024) {
         format!("{}K", n >> 10)
     } else {
         n.to_string()
@@ -289,7 +289,23 @@ pub fn memory_table(
         "| schedule | peak GB/device | fits | predicted | Pareto |"
     );
     let _ = writeln!(s, "| --- | --- | --- | --- | --- |");
-    let mut rows: Vec<(usize, &Evaluated)> = ev.iter().enumerate().collect();
+    // The frontier, the named baselines (all variants) and the smallest candidate.
+    let baseline = |n: &str| {
+        let base = n.split('+').next().unwrap_or(n);
+        base == "ring" || base == "ulysses" || base.starts_with("usp[r")
+    };
+    let smallest = ev
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, e)| e.peak_bytes())
+        .map(|(i, _)| i);
+    let mut rows: Vec<(usize, &Evaluated)> = ev
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| {
+            frontier.contains(i) || baseline(&e.candidate.name) || Some(*i) == smallest
+        })
+        .collect();
     rows.sort_by_key(|a| a.1.peak_bytes());
     for (i, e) in rows {
         let peak = e
@@ -311,6 +327,12 @@ pub fn memory_table(
             if frontier.contains(&i) { "*" } else { "" }
         );
     }
+    let fits = ev.iter().filter(|e| e.status == Status::Ranked).count();
+    let _ = writeln!(
+        s,
+        "\n{fits} of {} candidates fit (rows: the Pareto frontier *, the Ring / Ulysses / USP baselines and the smallest candidate).",
+        ev.len()
+    );
     s
 }
 
@@ -420,6 +442,17 @@ pub fn full_study() -> String {
             s.push('\n');
         }
     }
+    if let Some(mut topo) = t("h100-2x4") {
+        // Sensitivity: one 100 Gb/s NIC per GPU instead of one per node.
+        topo.levels[0].ports = None;
+        topo.name = "h100-2x4, one NIC per GPU".into();
+        let _ = writeln!(
+            s,
+            "### Fig. 9 analogue on h100-2x4 with one NIC per GPU (sensitivity, FIXTURE plans)\n"
+        );
+        s.push_str(&fig9_table(&topo, &fig9_cases("h100"), src));
+        s.push('\n');
+    }
     let fig10: Vec<Topology> = [
         "h100-1x4", "h100-2x2", "h100-4x1", "h100-1x8", "h100-2x4", "h100-4x2", "h100-4x4",
         "h100-2x8",
@@ -488,4 +521,54 @@ pub fn full_study() -> String {
         ],
     ));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fig9_table_has_baselines_and_ratios() {
+        let topo = Topology::preset("h100-2x4").unwrap().unwrap();
+        let cases = vec![Fig9Case {
+            label: "GQA BS1 8K",
+            shape: attn(1, 8, 8192),
+            paper: [1.0, 2.0, 3.0],
+        }];
+        let t = fig9_table(&topo, &cases, &fixture_candidates);
+        let row = t.lines().find(|l| l.starts_with("| GQA BS1 8K")).unwrap();
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // | case | ring | ulysses | usp | best | best ms |
+        assert!(
+            !cells[2].contains("n/a") && !cells[3].contains("n/a") && !cells[4].contains("n/a")
+        );
+        assert!(
+            cells[3].ends_with("/ 1.00)") && cells[6].ends_with("/ 3.00)"),
+            "{row}"
+        );
+        // The best is at least as fast as Ring: its speedup is >= 1.
+        let sp: f64 = cells[6]
+            .split('(')
+            .nth(1)
+            .and_then(|x| x.split(' ').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(sp >= 1.0, "{row}");
+    }
+
+    #[test]
+    fn memory_table_marks_what_does_not_fit() {
+        let topo = Topology::preset("h200-1x8").unwrap().unwrap();
+        let t = memory_table(&topo, &attn(16, 8, 2 << 20), &fixture_candidates);
+        let line = |name: &str| {
+            t.lines()
+                .find(|l| l.starts_with(&format!("| {name} |")))
+                .unwrap_or_else(|| panic!("{name} missing:\n{t}"))
+                .to_string()
+        };
+        assert!(line("ring+fused").contains("| yes |") && line("ring+fused").ends_with("| * |"));
+        assert!(line("ring").contains("| no |"));
+        assert!(t.contains("2 of 60 candidates fit"), "{t}");
+    }
 }

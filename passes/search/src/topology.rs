@@ -300,7 +300,7 @@ impl Topology {
             }
             let per_unit = self.devices_per_unit(i);
             if let Some(p) = l.ports {
-                if p == 0 || p > per_unit || per_unit % p != 0 {
+                if p == 0 || p > per_unit || !per_unit.is_multiple_of(p) {
                     return Err(format!(
                         "{at}: `ports` = {p} must divide the {per_unit} device(s) of one unit"
                     ));

@@ -143,8 +143,8 @@ fn execute(plan: &Plan, globals: &BTreeMap<usize, Vec<f64>>) -> BTreeMap<usize, 
     for si in 0..plan.num_stages() {
         // 1. Read everything transfers send (hazard-free by verification).
         let mut p2p: BTreeMap<(usize, usize, u64), Vec<f64>> = BTreeMap::new();
-        let mut coll_in: BTreeMap<(Vec<usize>, usize), BTreeMap<usize, Vec<Vec<f64>>>> =
-            BTreeMap::new();
+        type Inputs = BTreeMap<usize, Vec<Vec<f64>>>;
+        let mut coll_in: BTreeMap<(Vec<usize>, usize), Inputs> = BTreeMap::new();
         for r in &plan.ranks {
             let Some(st) = r.stages.get(si) else { continue };
             let mut occ: BTreeMap<Vec<usize>, usize> = BTreeMap::new();
@@ -529,4 +529,61 @@ fn executor_catches_a_broken_plan() {
             .any(|(a, b)| (a - b).abs() > 1e-6),
         "the check must notice a wrong plan"
     );
+}
+
+/// The same plans on the runtime's CPU executor (the lead's interpretation of the plan
+/// format): every fixture schedule must agree with the reference there too.
+#[test]
+fn fixtures_run_on_the_runtime_cpu_executor() {
+    let shapes = [
+        AttentionShape {
+            batch: 1,
+            heads: 8,
+            kv_heads: 4,
+            seq: 32,
+            head_dim: 4,
+            causal: false,
+        },
+        AttentionShape {
+            batch: 1,
+            heads: 4,
+            kv_heads: 4,
+            seq: 32,
+            head_dim: 4,
+            causal: true,
+        },
+    ];
+    let mut checked = 0;
+    for shape in shapes {
+        for sch in attention_schedules(&shape, 4, true) {
+            let plan = attention_plan(&shape, &sch).unwrap();
+            let inputs = mercury_runtime::cpu::random_inputs(&plan, 7);
+            let got = mercury_runtime::cpu::execute(&plan, &inputs)
+                .unwrap_or_else(|e| panic!("{}: {e}", sch.name()));
+            let globals: BTreeMap<usize, Vec<f64>> = (0..3)
+                .map(|i| (i, inputs[&plan.buffers[i].name].clone()))
+                .collect();
+            let mine = execute(&plan, &globals);
+            let theirs = &got["o"];
+            for (i, (x, y)) in theirs.iter().zip(&mine[&3]).enumerate() {
+                assert!(
+                    (x - y).abs() < 1e-10,
+                    "{}: element {i}: {x} vs {y}",
+                    sch.name()
+                );
+            }
+            checked += 1;
+        }
+    }
+    for s in GemmSchedule::ALL {
+        let plan = gemm_plan(&GemmShape { m: 8, n: 8, k: 8 }, s, 4).unwrap();
+        let inputs = mercury_runtime::cpu::random_inputs(&plan, 3);
+        let got = mercury_runtime::cpu::execute(&plan, &inputs).unwrap();
+        let mut want = vec![0.0; 64];
+        cpu::gemm(8, 8, 8, &inputs["a"], &inputs["b"], &mut want, false);
+        for (x, y) in got["c"].iter().zip(&want) {
+            assert!((x - y).abs() < 1e-10, "{}: {x} vs {y}", s.name());
+        }
+    }
+    assert!(checked >= 20, "{checked}");
 }

@@ -1,0 +1,167 @@
+//! The binary end to end: outputs, exit codes and error messages.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mercury-tune"))
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mercury-tune-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn attention_example_ranks_and_writes_outputs() {
+    let out = tmp("ok");
+    let ex = example("attention-mha-32k.toml");
+    let start = std::time::Instant::now();
+    let o = run(&[
+        ex.to_str().unwrap(),
+        "--topology",
+        "h100-2x4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let took = start.elapsed().as_secs_f64();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("chosen:"), "{stdout}");
+    for f in [
+        "schedule.json",
+        "schedule.transform",
+        "pareto.json",
+        "pareto.svg",
+        "tuning-report.json",
+        "trace.json",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    // Debug build on a shared machine; the release binary takes a few milliseconds.
+    assert!(took < 5.0, "took {took} s");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn cache_round_trip_through_the_binary() {
+    let out = tmp("cache-out");
+    let cache = tmp("cache-dir");
+    let ex = example("attention-mha-32k.toml");
+    let args = [
+        ex.to_str().unwrap(),
+        "--topology",
+        "h100-2x4",
+        "--out",
+        out.to_str().unwrap(),
+        "--cache",
+        cache.to_str().unwrap(),
+    ];
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("cache miss"));
+    let o = run(&args);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("cache hit"));
+    // Corrupt the entry: a warning, then a normal search.
+    for f in std::fs::read_dir(&cache).unwrap() {
+        std::fs::write(f.unwrap().path(), "garbage").unwrap();
+    }
+    let o = run(&args);
+    assert!(o.status.success());
+    assert!(
+        stderr(&o).contains("warning: schedule cache entry is corrupt"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn bad_inputs_give_clear_errors() {
+    let out = tmp("bad");
+    let o_s = out.to_str().unwrap();
+    let ex = example("attention-mha-32k.toml");
+    let ex_s = ex.to_str().unwrap();
+    // Unknown topology.
+    let o = run(&[ex_s, "--topology", "h900-9x9", "--out", o_s]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("h100-2x4"), "{}", stderr(&o));
+    // Invalid topology file.
+    let bad_topo = tmp("topo.toml");
+    std::fs::write(&bad_topo, "name = \"x\"\nlevels = []\n").unwrap();
+    let o = run(&[ex_s, "--topology", bad_topo.to_str().unwrap(), "--out", o_s]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("topo.toml"), "{}", stderr(&o));
+    // Invalid operator file.
+    let bad_op = tmp("op.toml");
+    std::fs::write(&bad_op, "[attention]\nbatch = 1\n").unwrap();
+    let o = run(&[
+        bad_op.to_str().unwrap(),
+        "--topology",
+        "h100-2x4",
+        "--out",
+        o_s,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("op.toml") && stderr(&o).contains("missing field"),
+        "{}",
+        stderr(&o)
+    );
+    // Missing file, CommIR file, unknown extension.
+    let o = run(&[
+        "/nonexistent/x.toml",
+        "--topology",
+        "h100-2x4",
+        "--out",
+        o_s,
+    ]);
+    assert!(stderr(&o).contains("cannot read"), "{}", stderr(&o));
+    let mlir = tmp("k.mlir");
+    std::fs::write(&mlir, "module {}").unwrap();
+    let o = run(&[
+        mlir.to_str().unwrap(),
+        "--topology",
+        "h100-2x4",
+        "--out",
+        o_s,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not wired"), "{}", stderr(&o));
+    // Nothing fits: exit code 2.
+    let big = tmp("big.toml");
+    std::fs::write(
+        &big,
+        "[attention]\nbatch = 16\nheads = 32\nkv_heads = 32\nseq = 2097152\nhead_dim = 128\n",
+    )
+    .unwrap();
+    let o = run(&[
+        big.to_str().unwrap(),
+        "--topology",
+        "h200-1x8",
+        "--out",
+        o_s,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no usable schedule"), "{}", stderr(&o));
+    for p in [bad_topo, bad_op, mlir, big] {
+        let _ = std::fs::remove_dir_all(&p);
+        let _ = std::fs::remove_file(&p);
+    }
+}
