@@ -5,15 +5,19 @@
 #   .carry/device_kernels_sm90.ptx   mercury_lowering::device_kernels_ptx(&TargetOptions::default())
 #   .carry/sdpa_baseline.py          the torch SDPA baseline script
 #
-# Then, with the device tool (one call; kind nvidia-h200), e.g.:
-#   run(kind="nvidia-h200", carry=[".carry"], timeout_s=600, command=
-#     "export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH;
-#      nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv;
-#      PYTHONUNBUFFERED=1 python3 .carry/sdpa_baseline.py --out $OUT/sdpa.json;
-#      .carry/mercury-gpu-bench --device-kernels-ptx .carry/device_kernels_sm90.ptx
-#        --sdpa-json $OUT/sdpa.json --json-out $OUT/bench.json 2>&1 | tee $OUT/bench.log")
-# The binary prints one summary table at the end (ratios vs cuBLAS, cuDNN/FA2 SDPA, and the
-# single-device patch).
+# Then, with the device tool (one call; kind nvidia-h200, carry [".carry"]), the command used
+# for docs/perf-gpu-draft.md (P0 executor self-checks, P2 attention vs SDPA, P3 ring; P1 GEMM
+# is unchanged and skipped with --only):
+#   export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH;
+#   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv;
+#   (PYTHONUNBUFFERED=1 timeout 75 python3 .carry/sdpa_baseline.py --out $OUT/sdpa.json
+#      > $OUT/sdpa.log 2>&1; echo "sdpa rc=$?"; grep "^sdpa" $OUT/sdpa.log);
+#   timeout 150 .carry/mercury-gpu-bench --only P0,P2,P3
+#     --device-kernels-ptx .carry/device_kernels_sm90.ptx --sdpa-json $OUT/sdpa.json
+#     --json-out $OUT/bench.json > $OUT/bench.log 2>&1; echo "bench rc=$?";
+#   grep -E "^  \((P3|kernel)" $OUT/bench.log; sed -n "/==== summary/,\$p" $OUT/bench.log
+# (drop --only for P1 as well). The binary prints one summary table at the end (ratios vs
+# cuBLAS, cuDNN/FA2 SDPA, and ring time over the single-device patch's time).
 #
 # Usage: scripts/gpu-bench.sh [--no-ptx]   (--no-ptx: skip the MLIR build; the bench then
 # falls back to its NVRTC stand-in device kernels and says so in its report)

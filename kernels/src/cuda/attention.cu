@@ -5,6 +5,14 @@
 // denominator of the scaled logits). Causal: key k_offset + c is visible to query
 // q_offset + r iff k_offset + c <= q_offset + r. Rows that see no key get o = 0, lse = -inf.
 //
+// Accumulating entries (`..._acc`): o and lse are an accumulator that the tile's result is
+// merged into in the epilogue, with the log-sum-exp merge of kernels::cpu::lse_merge:
+//   m = max(la, lt), s = e^(la - m) + e^(lt - m), lse' = m + ln s,
+//   o' = o_acc * e^(la - m) / s + o_tile * e^(lt - m) / s.
+// A row the tile does not reach (no visible key) leaves the accumulator untouched; an
+// accumulator row with lse = -inf contributes nothing (its o is not even read, so it may hold
+// anything) and receives the tile's result. One pass, no temporary.
+//
 // Tiling: one CTA owns 128 query rows of one (batch, head) (two variants: 8 warps x 16 rows,
 // 4 warps x 32 rows); key/value tiles of 64 rows stream through shared memory with cp.async
 // double buffering. S = Q K^T and
@@ -40,6 +48,8 @@ struct AttnArgs {
 #define TILE_Q_BYTES (BM * ROW_BYTES)
 #define TILE_KV_BYTES (BN * ROW_BYTES)
 #define NEG_INF (__int_as_float(0xff800000))
+#define LN2 0.6931471805599453f
+#define LOG2E 1.4426950408889634f
 
 static __device__ __forceinline__ u32 smem_u32(const void* p) {
     u32 r;
@@ -124,7 +134,8 @@ static __device__ __forceinline__ void load_tile(u32 sdst, const u16* g, i64 sr,
 // MT = 1: 8 warps, Q fragments kept in registers;
 // MT = 2: 4 warps, Q fragments re-read from shared memory, every K/V fragment feeds two
 //         m-tiles (half the shared-memory traffic per FLOP).
-template <int MT>
+// ACC: merge into the (o, lse) accumulator instead of overwriting it (see the header).
+template <int MT, bool ACC>
 static __device__ __forceinline__ void attn_fwd(const AttnArgs& p) {
     constexpr int NWARPS = 8 / MT;
     constexpr int NT = 32 * NWARPS;
@@ -347,9 +358,25 @@ static __device__ __forceinline__ void attn_fwd(const AttnArgs& p) {
         __syncthreads();
     }
 
-    // Epilogue: full row sums across the quad, normalise, store o (f32) and lse.
+    // Epilogue: full row sums across the quad, normalise, store o (f32) and lse (or merge
+    // them into the accumulator).
     float* og = (float*)p.o + (i64)bi * p.o_sb + (i64)h * p.o_sh;
     float* lg = (float*)p.lse + (i64)bi * p.lse_sb + (i64)h * p.lse_sh;
+    // Accumulator lse of this thread's rows, read by all four lanes of the quad before lane 0
+    // overwrites it (the __syncwarp orders the reads before any write of this warp's rows;
+    // no other warp touches them).
+    float la_row[MT][2];
+    if (ACC) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int row = q0 + warp * WROWS + mt * 16 + g + r * 8;
+                la_row[mt][r] = (row < p.sq) ? lg[row] : NEG_INF;
+            }
+        }
+        __syncwarp();
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -361,15 +388,54 @@ static __device__ __forceinline__ void attn_fwd(const AttnArgs& p) {
             const int row = q0 + warp * WROWS + mt * 16 + g + r * 8;
             if (row < p.sq) {
                 float* orow = og + (i64)row * p.o_sr;
+                if (!ACC) {
 #pragma unroll
-                for (int i = 0; i < 16; ++i) {
-                    float2 val;
-                    val.x = acc[mt][i][2 * r] * inv;
-                    val.y = acc[mt][i][2 * r + 1] * inv;
-                    *reinterpret_cast<float2*>(orow + i * 8 + 2 * t) = val;
-                }
-                if (t == 0) {
-                    lg[row] = (l > 0.f) ? (row_m[mt][r] + lg2(l)) * 0.6931471805599453f : NEG_INF;
+                    for (int i = 0; i < 16; ++i) {
+                        float2 val;
+                        val.x = acc[mt][i][2 * r] * inv;
+                        val.y = acc[mt][i][2 * r + 1] * inv;
+                        *reinterpret_cast<float2*>(orow + i * 8 + 2 * t) = val;
+                    }
+                    if (t == 0) {
+                        lg[row] = (l > 0.f) ? (row_m[mt][r] + lg2(l)) * LN2 : NEG_INF;
+                    }
+                } else if (l > 0.f) {
+                    // The tile reaches this row: lt is its lse (natural log, as stored by the
+                    // non-accumulating kernel).
+                    const float lt = (row_m[mt][r] + lg2(l)) * LN2;
+                    const float la = la_row[mt][r];
+                    if (la == NEG_INF) {
+                        // Empty accumulator: take the tile's row; o_acc is not read.
+#pragma unroll
+                        for (int i = 0; i < 16; ++i) {
+                            float2 val;
+                            val.x = acc[mt][i][2 * r] * inv;
+                            val.y = acc[mt][i][2 * r + 1] * inv;
+                            *reinterpret_cast<float2*>(orow + i * 8 + 2 * t) = val;
+                        }
+                        if (t == 0) lg[row] = lt;
+                    } else {
+                        const float m = fmaxf(la, lt);
+                        const float wa = ex2((la - m) * LOG2E);
+                        const float wt = ex2((lt - m) * LOG2E);
+                        const float ssum = wa + wt;  // in [1, 2]
+                        const float is = 1.f / ssum;
+                        const float sa = wa * is;
+                        const float sp = wt * is * inv;
+                        // All loads first (independent, in flight together), then the stores.
+                        float2 old[16];
+#pragma unroll
+                        for (int i = 0; i < 16; ++i)
+                            old[i] = *reinterpret_cast<const float2*>(orow + i * 8 + 2 * t);
+#pragma unroll
+                        for (int i = 0; i < 16; ++i) {
+                            float2 val;
+                            val.x = old[i].x * sa + acc[mt][i][2 * r] * sp;
+                            val.y = old[i].y * sa + acc[mt][i][2 * r + 1] * sp;
+                            *reinterpret_cast<float2*>(orow + i * 8 + 2 * t) = val;
+                        }
+                        if (t == 0) lg[row] = m + lg2(ssum) * LN2;
+                    }
                 }
             }
         }
@@ -379,11 +445,23 @@ static __device__ __forceinline__ void attn_fwd(const AttnArgs& p) {
 // 8 warps, 16 query rows each, Q in registers.
 extern "C" __global__ void __launch_bounds__(256, 1)
     mercury_attn_fwd_bf16_d128(const AttnArgs p) {
-    attn_fwd<1>(p);
+    attn_fwd<1, false>(p);
 }
 
 // 4 warps, 32 query rows each (two m-tiles share every K/V fragment).
 extern "C" __global__ void __launch_bounds__(128, 2)
     mercury_attn_fwd_bf16_d128_w4(const AttnArgs p) {
-    attn_fwd<2>(p);
+    attn_fwd<2, false>(p);
+}
+
+// As mercury_attn_fwd_bf16_d128, merging into the (o, lse) accumulator.
+extern "C" __global__ void __launch_bounds__(256, 1)
+    mercury_attn_fwd_bf16_d128_acc(const AttnArgs p) {
+    attn_fwd<1, true>(p);
+}
+
+// As mercury_attn_fwd_bf16_d128_w4, merging into the (o, lse) accumulator.
+extern "C" __global__ void __launch_bounds__(128, 2)
+    mercury_attn_fwd_bf16_d128_w4_acc(const AttnArgs p) {
+    attn_fwd<2, true>(p);
 }

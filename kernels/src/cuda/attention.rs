@@ -3,6 +3,12 @@
 //! 128, GQA, causal masking with global offsets, f32 normalised output and natural-log lse,
 //! fully masked rows give o = 0 and lse = -inf.
 //!
+//! With [`AttnLaunch::accumulate`], o and lse are an accumulator that the tile's result is
+//! merged into in the kernel's epilogue (the log-sum-exp merge of [`crate::cpu::lse_merge`]):
+//! rows the tile does not reach are left untouched, and an accumulator row with lse = -inf
+//! contributes nothing (its o is not read) and receives the tile's row. No extra kernel, no
+//! temporary: a ring step is one launch.
+//!
 //! Tensors are passed as base pointer plus element strides for (batch, head, row); the last
 //! dimension is contiguous. A tile view of a larger slot (a sub-range of the sequence, or of
 //! the heads) therefore needs no copy.
@@ -32,12 +38,21 @@ impl AttnVariant {
     /// Both variants.
     pub const ALL: [AttnVariant; 2] = [AttnVariant::W8, AttnVariant::W4];
 
-    /// Kernel entry point.
-    pub fn entry(self) -> &'static str {
-        match self {
-            AttnVariant::W8 => "mercury_attn_fwd_bf16_d128",
-            AttnVariant::W4 => "mercury_attn_fwd_bf16_d128_w4",
+    /// Kernel entry point (`accumulate`: the entry that merges into its outputs).
+    pub fn entry(self, accumulate: bool) -> &'static str {
+        match (self, accumulate) {
+            (AttnVariant::W8, false) => "mercury_attn_fwd_bf16_d128",
+            (AttnVariant::W4, false) => "mercury_attn_fwd_bf16_d128_w4",
+            (AttnVariant::W8, true) => "mercury_attn_fwd_bf16_d128_acc",
+            (AttnVariant::W4, true) => "mercury_attn_fwd_bf16_d128_w4_acc",
         }
+    }
+
+    fn index(self, accumulate: bool) -> usize {
+        (match self {
+            AttnVariant::W8 => 0,
+            AttnVariant::W4 => 1,
+        }) + 2 * accumulate as usize
     }
 
     /// Threads per block.
@@ -100,6 +115,8 @@ pub struct AttnLaunch {
     pub o: Strided3,
     /// f32 `[b, hq, sq]` (`sr` must be 1).
     pub lse: Strided3,
+    /// Merge into `(o, lse)` (an accumulator) instead of overwriting them.
+    pub accumulate: bool,
 }
 
 /// Kernel parameter block; must match `struct AttnArgs` in `attention.cu` and `check.cu`.
@@ -265,7 +282,8 @@ impl AttnLaunch {
 /// The compiled attention kernels of one context; launches use the selected variant.
 pub struct AttentionPatch {
     _module: Arc<CudaModule>,
-    funcs: [CudaFunction; 2],
+    /// Indexed by [`AttnVariant::index`]: W8, W4, W8 accumulating, W4 accumulating.
+    funcs: [CudaFunction; 4],
     variant: AttnVariant,
 }
 
@@ -273,9 +291,9 @@ impl AttentionPatch {
     /// Compiles [`ATTENTION_SOURCE`] with NVRTC for the device of `ctx` and loads it.
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
         let module = compile_and_load(ctx, ATTENTION_SOURCE, "attention patch")?;
-        let load = |v: AttnVariant| -> Result<CudaFunction> {
+        let load = |v: AttnVariant, acc: bool| -> Result<CudaFunction> {
             let f = module
-                .load_function(v.entry())
+                .load_function(v.entry(acc))
                 .map_err(KernelError::driver("load attention function"))?;
             f.set_attribute(
                 CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -284,7 +302,12 @@ impl AttentionPatch {
             .map_err(KernelError::driver("raise attention shared-memory limit"))?;
             Ok(f)
         };
-        let funcs = [load(AttnVariant::W8)?, load(AttnVariant::W4)?];
+        let funcs = [
+            load(AttnVariant::W8, false)?,
+            load(AttnVariant::W4, false)?,
+            load(AttnVariant::W8, true)?,
+            load(AttnVariant::W4, true)?,
+        ];
         Ok(AttentionPatch {
             _module: module,
             funcs,
@@ -294,11 +317,8 @@ impl AttentionPatch {
         })
     }
 
-    fn func(&self, v: AttnVariant) -> &CudaFunction {
-        match v {
-            AttnVariant::W8 => &self.funcs[0],
-            AttnVariant::W4 => &self.funcs[1],
-        }
+    fn func(&self, v: AttnVariant, accumulate: bool) -> &CudaFunction {
+        &self.funcs[v.index(accumulate)]
     }
 
     /// The variant [`AttentionPatch::launch`] uses.
@@ -311,9 +331,10 @@ impl AttentionPatch {
         self.variant = v;
     }
 
-    /// Registers per thread and local (spill) bytes per thread of a variant.
-    pub fn resources(&self, v: AttnVariant) -> Result<(i32, i32)> {
-        let f = self.func(v);
+    /// Registers per thread and local (spill) bytes per thread of a variant (its
+    /// accumulating entry with `accumulate`).
+    pub fn resources(&self, v: AttnVariant, accumulate: bool) -> Result<(i32, i32)> {
+        let f = self.func(v, accumulate);
         Ok((
             f.num_regs()
                 .map_err(KernelError::driver("attention num_regs"))?,
@@ -327,7 +348,8 @@ impl AttentionPatch {
     /// # Safety
     /// The pointers of `args` must be device memory of this context covering every element
     /// the strides address for the given dims, live until the kernel completes; o and lse must
-    /// not overlap q, k or v.
+    /// not overlap q, k or v (nor each other). With `accumulate`, o and lse must hold the
+    /// accumulator (lse rows of -inf may have any o).
     pub unsafe fn launch(&self, stream: &CudaStream, args: &AttnLaunch) -> Result<()> {
         // SAFETY: forwarded from the caller.
         unsafe { self.launch_variant(stream, args, self.variant) }
@@ -354,10 +376,12 @@ impl AttentionPatch {
             block_dim: (variant.threads(), 1, 1),
             shared_mem_bytes: SMEM_BYTES,
         };
-        let mut b = stream.launch_builder(self.func(variant));
+        let mut b = stream.launch_builder(self.func(variant, args.accumulate));
         b.arg(&dev);
-        // SAFETY: the parameter block matches the kernel signature (one `AttnArgs` by value);
-        // the caller guarantees the memory; the grid covers every query row exactly once.
+        // SAFETY: the parameter block matches the kernel signature (one `AttnArgs` by value,
+        // the same for the accumulating entries); the caller guarantees the memory; the grid
+        // covers every query row exactly once, so each accumulator row is read and written by
+        // one block only.
         unsafe { b.launch(cfg) }
             .map(|_| ())
             .map_err(KernelError::driver("launch attention"))
@@ -390,6 +414,7 @@ mod tests {
             v: Strided3::dense(0x3000, 2, 333, 128),
             o: Strided3::dense(0x4000, 8, 300, 128),
             lse: Strided3::dense(0x5000, 8, 300, 1),
+            accumulate: false,
         }
     }
 
@@ -448,6 +473,26 @@ mod tests {
         // Keys entirely in the future: nothing visible.
         l.params.k_offset = 1000;
         assert_eq!(l.flops_visible(), 0.0);
+    }
+
+    #[test]
+    fn entries_exist_in_source() {
+        for v in AttnVariant::ALL {
+            for acc in [false, true] {
+                let e = v.entry(acc);
+                assert!(
+                    ATTENTION_SOURCE.contains(&format!("{e}(const AttnArgs p)")),
+                    "{e} missing"
+                );
+            }
+        }
+        let idx: Vec<usize> = AttnVariant::ALL
+            .iter()
+            .flat_map(|v| [v.index(false), v.index(true)])
+            .collect();
+        let mut sorted = idx.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![0, 1, 2, 3]);
     }
 
     #[test]

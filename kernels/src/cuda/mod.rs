@@ -47,6 +47,11 @@ mod tests {
                 assert!(ptx.contains("mma.sync.aligned.m16n8k16"));
                 assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans"));
                 assert!(ptx.contains("cp.async.cg.shared.global"));
+                for v in attention::AttnVariant::ALL {
+                    for acc in [false, true] {
+                        assert!(ptx.contains(&format!(".entry {}(", v.entry(acc))));
+                    }
+                }
             }
             if let Ok(dir) = std::env::var("MERCURY_DUMP_PTX_DIR") {
                 let path = std::path::Path::new(&dir).join(format!("{name}.ptx"));

@@ -1001,6 +1001,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     for (buffer, to, loc) in &end_reshards {
         let from = placement[buffer].clone();
         let shape = shape_of(k, buffer);
+        let mut sliced = false;
         for rb in ranks.iter_mut() {
             let mine = shard_box(&shape, &from, &mesh, &rb.coords);
             let held = rb
@@ -1014,7 +1015,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
                         .filter(|((b, _), _)| b == buffer)
                         .map(|(kk, (bx, s))| (kk.clone(), bx.clone(), *s, false)),
                 )
-                .find(|(_, bx, _, _)| *bx == mine);
+                .find(|(_, bx, _, _)| contains(bx, &mine));
             let Some((kk, bx, slot, is_acc)) = held else {
                 return Err(err(loc, format!("reshard of '@{buffer}' at the end: rank {:?} does not hold its shard {mine} of the current placement", rb.coords)));
             };
@@ -1023,7 +1024,34 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
             } else {
                 rb.stored.remove(&kk);
             }
-            rb.shard.insert(buffer.clone(), (slot, bx));
+            if bx == mine {
+                rb.shard.insert(buffer.clone(), (slot, bx));
+            } else {
+                sliced = true;
+                // The rank holds more than its shard (e.g. after an all-reduce): slice it.
+                let dst = rb.slot(
+                    format!("{buffer}.slice"),
+                    rb.slots[slot].dtype,
+                    mine.extent.clone(),
+                    SlotInit::Uninit,
+                );
+                let (src_view, dst_view) = (
+                    View {
+                        slot,
+                        region: relative(&bx, &mine),
+                    },
+                    rb.whole(dst),
+                );
+                rb.stage(epi).compute.push(ComputeOp::Copy {
+                    src: src_view,
+                    dst: dst_view,
+                });
+                rb.shard.insert(buffer.clone(), (dst, mine));
+            }
+        }
+        // The slices (if any) run in stage `epi`; the move starts after them.
+        if sliced {
+            epi += 1;
         }
         reshard(k, &mut ranks, &mesh, buffer, &from, to, epi, loc)?;
         for rb in ranks.iter_mut() {

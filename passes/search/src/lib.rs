@@ -14,6 +14,7 @@
 //! - [`report`]: output files of a tuning run (JSON, SVG, Markdown, trace).
 
 pub mod cache;
+pub mod commir_source;
 pub mod fixtures;
 pub mod graph;
 pub mod memory;

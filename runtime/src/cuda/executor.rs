@@ -3,10 +3,18 @@
 //! Each rank has its own slots (device allocations), a compute stream and a transfer stream.
 //! A stage enqueues the rank's compute ops in order on its compute stream and the stage's
 //! transfers through the [`Transport`] on the transfer streams (concurrently with compute).
-//! Between stages a barrier over all ranks is built from events: every rank stream records an
-//! event, a hub stream waits on all of them and records the barrier event, and every rank
-//! stream waits on that (4N + 1 calls a stage, no device-wide synchronize). The host waits
-//! only once, at the end, by polling with a timeout.
+//! Stages are ordered on the device only, never by the host (no synchronize, no host wait
+//! per stage), in one of two ways ([`ExecOptions::sync`]):
+//! * [`StageSync::Barrier`]: a barrier over all ranks after every stage, built from events:
+//!   every rank stream records an event, a hub stream waits on all of them and records the
+//!   barrier event, and every rank stream waits on that (4N + 1 calls a stage).
+//! * [`StageSync::Peers`] (default): point-to-point event waits (`schedule::peer_waits`): a
+//!   stream waits only for the streams that earlier touched the ranks whose memory it
+//!   touches now, so a rank's next stage starts as soon as its own inputs are ready, while
+//!   other ranks finish theirs.
+//!
+//! Slot initialisation and the output gather are fenced by full barriers in both modes. The
+//! host waits only once, at the end, by polling with a timeout.
 //!
 //! Slot initialisation: `FromGlobal` copies its region of the uploaded global input,
 //! `Zero` zeroes, `NegInf` sets every element to minus infinity (the lse half of an empty
@@ -17,7 +25,7 @@ use super::device_kernels::DeviceKernels;
 use super::error::{Result, RuntimeError};
 use super::mem::{self, CopyCx, Loc, MemTable, Scratch, SlotInfo};
 use super::ops::{self, check_copy, ComputeLaunch, Patches};
-use super::schedule::{self, Schedule};
+use super::schedule::{self, Schedule, StageSync, StageWaits};
 use super::transport::{TransferCx, Transport, VirtualTransport};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
@@ -37,6 +45,8 @@ pub struct ExecOptions {
     pub gemm_workspace_bytes: usize,
     /// Attention kernel variant (both compute the same function; W4 measured faster).
     pub attention_variant: AttnVariant,
+    /// How stages are ordered (both without host synchronisation).
+    pub sync: StageSync,
 }
 
 impl Default for ExecOptions {
@@ -46,6 +56,10 @@ impl Default for ExecOptions {
             poison_uninit: true,
             gemm_workspace_bytes: GemmWorkspace::DEFAULT_BYTES,
             attention_variant: AttnVariant::W4,
+            // Measured 0.4 ms faster than the barrier on the P3 ring (29.08 vs 29.51 ms
+            // causal, 56.57 vs 56.96 ms non-causal; docs/perf-gpu-draft.md); every P0 plan
+            // passed under both.
+            sync: StageSync::Peers,
         }
     }
 }
@@ -173,6 +187,8 @@ pub struct CudaExecutor {
     ev_barrier: CudaEvent,
     ev_time: [CudaEvent; 4],
     transport: Box<dyn Transport>,
+    /// Per stage: the waits and records of [`StageSync::Peers`].
+    peer: Vec<StageWaits>,
     max_pitch: usize,
     opts: ExecOptions,
 }
@@ -375,6 +391,15 @@ impl CudaExecutor {
                 transport.check_collective(&mem, c)?;
             }
         }
+        let nranks = plan.ranks.len();
+        let touches = schedule::stage_touches(
+            &schedule,
+            nranks,
+            |si, r| ranks[r].stages.get(si).is_some_and(|o| !o.is_empty()),
+            |m| transport.message_rank(m),
+            |c| transport.collective_rank(c),
+        );
+        let peer = schedule::peer_waits(&touches, nranks);
         let ev_time = [
             new_event(&ctx, true)?,
             new_event(&ctx, true)?,
@@ -397,9 +422,15 @@ impl CudaExecutor {
             globals,
             hub,
             transport,
+            peer,
             max_pitch,
             opts,
         })
+    }
+
+    /// Changes how later runs order their stages (see [`StageSync`]).
+    pub fn set_sync(&mut self, sync: StageSync) {
+        self.opts.sync = sync;
     }
 
     /// The plan being executed.
@@ -560,6 +591,40 @@ impl CudaExecutor {
         self.wait_barrier()
     }
 
+    /// Stream `id` of the `schedule::compute_stream` / `transfer_stream` numbering, with the
+    /// event it records under [`StageSync::Peers`].
+    fn stream_and_event(&self, id: usize) -> (&CudaStream, &CudaEvent) {
+        let n = self.ranks.len();
+        if id < n {
+            (&self.ranks[id].compute, &self.ranks[id].ev_compute)
+        } else {
+            (
+                &self.transfer_streams[id - n],
+                &self.ranks[id - n].ev_transfer,
+            )
+        }
+    }
+
+    /// Before stage `si` under [`StageSync::Peers`]: each stream waits on the events of the
+    /// streams that earlier touched the ranks it touches.
+    fn peer_wait(&self, si: usize) -> Result<()> {
+        for &(y, x) in &self.peer[si].waits {
+            let (sy, _) = self.stream_and_event(y);
+            let (_, ex) = self.stream_and_event(x);
+            sy.wait(ex).map_err(RuntimeError::driver("wait peer"))?;
+        }
+        Ok(())
+    }
+
+    /// After stage `si` under [`StageSync::Peers`]: the streams with work record their event.
+    fn peer_record(&self, si: usize) -> Result<()> {
+        for &y in &self.peer[si].record {
+            let (sy, ey) = self.stream_and_event(y);
+            ey.record(sy).map_err(RuntimeError::driver("record peer"))?;
+        }
+        Ok(())
+    }
+
     fn wait_barrier(&self) -> Result<()> {
         for (r, t) in self.ranks.iter().zip(&self.transfer_streams) {
             r.compute
@@ -639,7 +704,11 @@ impl CudaExecutor {
             gemm: self.gemm.as_ref(),
             attention: self.attention.as_ref(),
         };
+        let peers = self.opts.sync == StageSync::Peers;
         for si in 0..self.schedule.len() {
+            if peers {
+                self.peer_wait(si)?;
+            }
             for r in self.ranks.iter_mut() {
                 let Some(ops_here) = r.stages.get(si) else {
                     continue;
@@ -671,6 +740,14 @@ impl CudaExecutor {
                 // SAFETY: as above.
                 unsafe { self.transport.collective(&mut tcx, c)? };
             }
+            if peers {
+                self.peer_record(si)?;
+            } else {
+                self.barrier()?;
+            }
+        }
+        if peers {
+            // Everything joins before the output gather (and the timing event).
             self.barrier()?;
         }
         rec(&self.ev_time[2], &self.hub)?;

@@ -1,6 +1,7 @@
 //! CUDA backend (feature `cuda`): [`CudaExecutor`] runs a `mercury_plan::Plan` with N
 //! virtual ranks on one GPU (each rank its own slots, compute stream and transfer stream;
-//! stage barriers from events; transfers through a swappable [`Transport`]).
+//! stages ordered by events, a full barrier or point-to-point waits ([`StageSync`]), never by
+//! the host; transfers through a swappable [`Transport`]).
 //!
 //! Module map: `layout` and `schedule` are pure host logic (unit-tested without a GPU);
 //! `mem` holds addresses, scratch and the copy engine; `ops` resolves and launches compute
@@ -21,4 +22,5 @@ pub mod transport;
 pub use device_kernels::DeviceKernels;
 pub use error::{Result, RuntimeError};
 pub use executor::{CudaExecutor, ExecOptions, HostData, RunTiming};
+pub use schedule::StageSync;
 pub use transport::{Transport, VirtualTransport};

@@ -165,16 +165,11 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 Ok(ComputeLaunch::Gemm { spec, a, b, c })
             }
             PatchKind::Attention {
-                accumulate: true, ..
-            } => Err(unsupported(
-                "an attention patch that accumulates into its outputs".to_string(),
-            )),
-            PatchKind::Attention {
                 causal,
                 scale,
                 q_offset,
                 k_offset,
-                accumulate: false,
+                accumulate,
             } => {
                 if inputs.len() != 3 || outputs.len() != 2 {
                     return Err(RuntimeError::Schedule(format!(
@@ -228,6 +223,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     v,
                     o,
                     lse,
+                    // The kernel merges into (o, lse) in its epilogue: no LseMerge pass, no
+                    // temporary.
+                    accumulate: *accumulate,
                 };
                 launch.validate()?;
                 Ok(ComputeLaunch::Attention(launch))
@@ -601,6 +599,35 @@ mod tests {
                 assert_eq!(a.lse.ptr, 0x400000 + 128 * 4);
                 assert_eq!((a.lse.sh, a.lse.sr), (256, 1));
                 assert!(a.params.causal);
+                assert!(!a.accumulate);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Accumulating: the same launch, merging into the outputs.
+        let acc = ComputeOp::Patch {
+            patch: PatchKind::Attention {
+                causal: false,
+                scale: 0.088,
+                q_offset: 0,
+                k_offset: 0,
+                accumulate: true,
+            },
+            inputs: vec![
+                v(3, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+                v(4, &[0, 0, 256, 0], &[1, 2, 256, 128]),
+                v(5, &[0, 0, 256, 0], &[1, 2, 256, 128]),
+            ],
+            outputs: vec![
+                v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+                v(7, &[0, 0, 0], &[1, 4, 256]),
+            ],
+        };
+        match resolve(&t, 0, &acc).unwrap() {
+            ComputeLaunch::Attention(a) => {
+                assert!(a.accumulate);
+                assert_eq!((a.dims.sq, a.dims.sk), (256, 256));
+                assert_eq!(a.k.ptr, 0x80000 + 256 * 128 * 2);
+                assert_eq!(a.o.ptr, 0x200000);
             }
             other => panic!("{other:?}"),
         }

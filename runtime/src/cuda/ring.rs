@@ -1,13 +1,19 @@
 //! The RingAttention plan used by the benchmarks (built here, in test/bench code, not by the
 //! compiler): q sharded by sequence over N ranks; each rank's K/V shard travels around the
 //! ring with double buffering (receive into the buffer not being read), one `Send`/`Recv`
-//! pair per tensor per stage; every stage runs the attention patch on the resident K/V shard
-//! and merges the partial (o, lse) into the accumulator with `LseMerge`. Under the causal mask
-//! a rank skips shards that lie entirely in its future.
+//! pair per tensor per stage; every stage runs one accumulating attention patch
+//! (`PatchKind::Attention { accumulate: true }`) on the resident K/V shard, which merges its
+//! result into the rank's (o, lse) accumulator in the kernel's epilogue: no `LseMerge` pass,
+//! no partial-result slots. The first step is not special: the accumulator starts empty
+//! (o = 0, lse = -inf) and the first merge takes the tile's rows. Under the causal mask a rank
+//! skips shards that lie entirely in its future.
+//!
+//! This is the same shape of plan the compiler emits for a ring step (accumulate = true);
+//! the executor runs it with event dependencies only (no host synchronisation per stage).
 
 use mercury_plan::{
-    CombineKind, CommOp, ComputeOp, DType, GlobalBuffer, OutputPiece, PatchKind, Plan, RankProgram,
-    Region, Role, Slot, SlotInit, Stage, View,
+    CommOp, ComputeOp, DType, GlobalBuffer, OutputPiece, PatchKind, Plan, RankProgram, Region,
+    Role, Slot, SlotInit, Stage, View,
 };
 
 /// Shape of a RingAttention problem.
@@ -39,7 +45,7 @@ fn full(slot: usize, shape: &[usize]) -> View {
 }
 
 /// Builds the plan (see the module docs). Slots of each rank: 0 q, 1/2 k/v buffer A,
-/// 3/4 k/v buffer B, 5/6 o/lse accumulator (zero / minus infinity), 7/8 o/lse partial.
+/// 3/4 k/v buffer B, 5/6 o/lse accumulator (zero / minus infinity).
 pub fn ring_attention_plan(s: &RingSpec) -> Result<Plan, String> {
     let n = s.ranks;
     if n == 0 || !s.seq.is_multiple_of(n) || s.hk == 0 || !s.hq.is_multiple_of(s.hk) {
@@ -130,8 +136,6 @@ pub fn ring_attention_plan(s: &RingSpec) -> Result<Plan, String> {
             slot("v_b", DType::BF16, &kv_tile, SlotInit::Uninit),
             slot("o_acc", DType::F32, &q_tile, SlotInit::Zero),
             slot("lse_acc", DType::F32, &lse_tile, SlotInit::NegInf),
-            slot("o_part", DType::F32, &q_tile, SlotInit::Uninit),
-            slot("lse_part", DType::F32, &lse_tile, SlotInit::Uninit),
         ];
         let mut stages = Vec::with_capacity(n);
         for t in 0..n {
@@ -149,15 +153,10 @@ pub fn ring_attention_plan(s: &RingSpec) -> Result<Plan, String> {
                         scale: s.scale,
                         q_offset: r * c,
                         k_offset: chunk * c,
-                        accumulate: false,
+                        accumulate: true,
                     },
                     inputs: vec![full(0, &q_tile), full(kc, &kv_tile), full(vc, &kv_tile)],
-                    outputs: vec![full(7, &q_tile), full(8, &lse_tile)],
-                });
-                compute.push(ComputeOp::Combine {
-                    kind: CombineKind::LseMerge,
-                    acc: vec![full(5, &q_tile), full(6, &lse_tile)],
-                    part: vec![full(7, &q_tile), full(8, &lse_tile)],
+                    outputs: vec![full(5, &q_tile), full(6, &lse_tile)],
                 });
             }
             let mut comm = Vec::new();
@@ -248,14 +247,75 @@ mod tests {
                 assert_eq!(st.messages.len(), if t < 7 { 16 } else { 0 });
                 assert!(st.collectives.is_empty());
             }
-            let attn: usize = p
+            let ops: Vec<&ComputeOp> = p
                 .ranks
                 .iter()
                 .flat_map(|r| &r.stages)
-                .map(|s| s.compute.len() / 2)
-                .sum();
-            // Causal: rank r computes r + 1 shards (36 of 64).
-            assert_eq!(attn, if causal { 36 } else { 64 });
+                .flat_map(|s| &s.compute)
+                .collect();
+            // Causal: rank r computes r + 1 shards (36 of 64); one accumulating patch each,
+            // nothing else (no merge pass, no partial slots).
+            assert_eq!(ops.len(), if causal { 36 } else { 64 });
+            assert!(ops.iter().all(|op| matches!(
+                op,
+                ComputeOp::Patch {
+                    patch: PatchKind::Attention {
+                        accumulate: true,
+                        ..
+                    },
+                    ..
+                }
+            )));
+            assert!(p.ranks.iter().all(|r| r.slots.len() == 7));
+        }
+    }
+
+    /// The plan's semantics (accumulating attention steps, ring transfers, empty
+    /// accumulators) through the CPU reference executor equal whole-sequence attention.
+    #[test]
+    fn ring_plan_matches_attention_on_the_cpu_executor() {
+        use mercury_kernels::cpu::{attention, AttnDims, AttnParams};
+        for causal in [false, true] {
+            let s = RingSpec {
+                ranks: 4,
+                b: 1,
+                hq: 2,
+                hk: 1,
+                seq: 96,
+                d: 128,
+                causal,
+                scale: 0.1,
+            };
+            let p = ring_attention_plan(&s).unwrap();
+            let inputs = crate::cpu::random_inputs(&p, 7);
+            let out = crate::cpu::execute(&p, &inputs).unwrap();
+            let mut o = vec![0.0; s.hq * s.seq * s.d];
+            let mut lse = vec![0.0; s.hq * s.seq];
+            attention(
+                &inputs["q"],
+                &inputs["k"],
+                &inputs["v"],
+                &mut o,
+                &mut lse,
+                AttnDims {
+                    b: 1,
+                    hq: s.hq,
+                    hk: s.hk,
+                    sq: s.seq,
+                    sk: s.seq,
+                    d: s.d,
+                },
+                AttnParams {
+                    causal,
+                    scale: s.scale,
+                    q_offset: 0,
+                    k_offset: 0,
+                },
+            );
+            let want =
+                std::collections::HashMap::from([("o".to_string(), o), ("lse".to_string(), lse)]);
+            let err = crate::cpu::relative_error(&out, &want);
+            assert!(err < 1e-12, "causal {causal}: {err}");
         }
     }
 

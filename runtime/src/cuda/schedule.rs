@@ -209,6 +209,113 @@ pub fn build(plan: &Plan) -> Result<Schedule, String> {
     Ok(out)
 }
 
+/// How the executor orders one stage after the previous ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StageSync {
+    /// A barrier over all ranks after every stage: each rank stream records an event, a hub
+    /// stream waits on all of them, every rank stream waits on the hub (no host wait).
+    Barrier,
+    /// Point-to-point event dependencies (see [`peer_waits`]): a stream waits only for the
+    /// streams that earlier touched the ranks it touches now, so one rank's next stage can
+    /// start while unrelated ranks finish theirs (no drain of the GPU between stages).
+    #[default]
+    Peers,
+}
+
+/// Stream ids of the per-stage dependency logic: rank `r`'s compute stream is `r`, its
+/// transfer stream `ranks + r`.
+pub fn compute_stream(r: usize) -> usize {
+    r
+}
+
+/// See [`compute_stream`].
+pub fn transfer_stream(ranks: usize, r: usize) -> usize {
+    ranks + r
+}
+
+/// The streams that do work in each stage and the ranks whose memory each touches: a rank's
+/// compute ops touch that rank; a message touches its sender and receiver and runs on the
+/// transfer stream of `message_rank(msg)`; a collective touches every member and runs on the
+/// transfer stream of `collective_rank(call)`.
+pub fn stage_touches(
+    sched: &Schedule,
+    ranks: usize,
+    has_compute: impl Fn(usize, usize) -> bool,
+    message_rank: impl Fn(&Message) -> usize,
+    collective_rank: impl Fn(&CollectiveCall) -> usize,
+) -> Vec<BTreeMap<usize, Vec<usize>>> {
+    let mut out = Vec::with_capacity(sched.len());
+    for (si, st) in sched.stages.iter().enumerate() {
+        let mut m: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for r in 0..ranks {
+            if has_compute(si, r) {
+                m.entry(compute_stream(r)).or_default().push(r);
+            }
+        }
+        for msg in &st.messages {
+            let e = m
+                .entry(transfer_stream(ranks, message_rank(msg)))
+                .or_default();
+            e.push(msg.src_rank);
+            e.push(msg.dst_rank);
+        }
+        for c in &st.collectives {
+            m.entry(transfer_stream(ranks, collective_rank(c)))
+                .or_default()
+                .extend(c.group.iter().copied());
+        }
+        for v in m.values_mut() {
+            v.sort_unstable();
+            v.dedup();
+        }
+        out.push(m);
+    }
+    out
+}
+
+/// Point-to-point ordering of stages (all streams start after one common barrier). Before a
+/// stage, every stream with work waits on the last recorded event of every *other* stream
+/// that touched, in an earlier stage, a rank this stream touches now; after the stage, every
+/// stream with work records its event. Streams run in order and a wait sees the event's most
+/// recent record, so each operation starts after every earlier-stage operation on the memory
+/// of the ranks it touches (operations of one stage run concurrently, as under the barrier).
+///
+/// Returns, per stage, the `(waiting stream, awaited stream)` pairs and the streams that
+/// record after the stage.
+pub fn peer_waits(touches: &[BTreeMap<usize, Vec<usize>>], ranks: usize) -> Vec<StageWaits> {
+    let mut touched: Vec<std::collections::BTreeSet<usize>> = vec![Default::default(); ranks];
+    let mut out = Vec::with_capacity(touches.len());
+    for st in touches {
+        let mut waits = Vec::new();
+        for (&y, rs) in st {
+            let mut from: std::collections::BTreeSet<usize> = Default::default();
+            for &r in rs {
+                from.extend(touched[r].iter().copied().filter(|x| *x != y));
+            }
+            waits.extend(from.into_iter().map(|x| (y, x)));
+        }
+        for (&y, rs) in st {
+            for &r in rs {
+                touched[r].insert(y);
+            }
+        }
+        out.push(StageWaits {
+            waits,
+            record: st.keys().copied().collect(),
+        });
+    }
+    out
+}
+
+/// The dependencies of one stage under [`StageSync::Peers`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StageWaits {
+    /// `(waiting stream, awaited stream)`: enqueue a wait on the awaited stream's event.
+    pub waits: Vec<(usize, usize)>,
+    /// Streams that record their event after the stage's work.
+    pub record: Vec<usize>,
+}
+
 /// Region `chunk` of `parts` equal chunks of `region` along `axis`.
 pub fn chunk_region(
     region: &mercury_plan::Region,
@@ -410,6 +517,180 @@ mod tests {
             rank(1, vec![]),
         ];
         assert!(build(&plan(missing)).unwrap_err().contains("lacks"));
+    }
+
+    /// Happens-before closure over (stream, stage) nodes: stream order plus the waits.
+    /// Every pair of operations on different streams that touch the same rank in different
+    /// stages must be ordered.
+    fn assert_ordered(touches: &[BTreeMap<usize, Vec<usize>>], ranks: usize) {
+        let w = peer_waits(touches, ranks);
+        let streams = 2 * ranks;
+        let stages = touches.len();
+        let id = |x: usize, s: usize| x * stages + s;
+        let nn = streams * stages;
+        // reach[a][b]: node a completes before node b starts.
+        let mut reach = vec![vec![false; nn]; nn];
+        // Last record of each stream before stage s (the event a wait sees).
+        let mut last: Vec<Option<usize>> = vec![None; streams];
+        for s in 0..stages {
+            for &(y, x) in &w[s].waits {
+                // The wait sees the record after stream x's last active stage.
+                let src = last[x].expect("wait on a stream that never recorded");
+                reach[id(x, src)][id(y, s)] = true;
+            }
+            for &y in &w[s].record {
+                last[y] = Some(s);
+            }
+        }
+        // Stream order: node (x, s) before (x, t) for s < t.
+        for x in 0..streams {
+            for s in 0..stages {
+                for t in s + 1..stages {
+                    reach[id(x, s)][id(x, t)] = true;
+                }
+            }
+        }
+        // Transitive closure.
+        for k in 0..nn {
+            let via = reach[k].clone();
+            for row in reach.iter_mut().filter(|row| row[k]) {
+                for (cell, v) in row.iter_mut().zip(&via) {
+                    *cell |= *v;
+                }
+            }
+        }
+        for s in 0..stages {
+            for t in s + 1..stages {
+                for (&x, rx) in &touches[s] {
+                    for (&y, ry) in &touches[t] {
+                        if x != y && rx.iter().any(|r| ry.contains(r)) {
+                            assert!(
+                                reach[id(x, s)][id(y, t)],
+                                "stream {x} stage {s} not ordered before stream {y} stage {t}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn peer_waits_order_ring_and_collectives() {
+        // A double-buffered ring with compute every stage (as the RingAttention plan).
+        let n = 4;
+        let ranks: Vec<RankProgram> = (0..n)
+            .map(|r| {
+                rank(
+                    r,
+                    (0..n)
+                        .map(|t| Stage {
+                            compute: vec![],
+                            comm: if t + 1 < n {
+                                vec![
+                                    CommOp::Send {
+                                        peer: (r + 1) % n,
+                                        src: view(0, if t % 2 == 0 { 0 } else { 8 }, 8),
+                                        tag: 0,
+                                    },
+                                    CommOp::Recv {
+                                        peer: (r + n - 1) % n,
+                                        dst: view(0, if t % 2 == 0 { 8 } else { 0 }, 8),
+                                        tag: 0,
+                                    },
+                                ]
+                            } else {
+                                vec![]
+                            },
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        let s = build(&plan(ranks)).unwrap();
+        let t = stage_touches(&s, n, |_, _| true, |m| m.dst_rank, |c| c.leader());
+        assert_eq!(t[0].len(), 2 * n);
+        assert_eq!(t[0][&transfer_stream(n, 1)], vec![0, 1]);
+        let w = peer_waits(&t, n);
+        assert!(w[0].waits.is_empty());
+        // Rank 1's compute waits on its own receive (transfer 1) and on the send of its buffer
+        // (transfer 2); nothing else.
+        let c1: Vec<usize> = w[1]
+            .waits
+            .iter()
+            .filter(|(y, _)| *y == compute_stream(1))
+            .map(|(_, x)| *x)
+            .collect();
+        assert_eq!(c1, vec![transfer_stream(n, 1), transfer_stream(n, 2)]);
+        assert_ordered(&t, n);
+
+        // Collectives on leaders, computes on some ranks only.
+        let ar = |g: Vec<usize>| CommOp::Collective {
+            group: g,
+            collective: Collective::AllReduce {
+                bufs: vec![view(0, 0, 4)],
+                kind: CombineKind::Add,
+            },
+        };
+        let ranks: Vec<RankProgram> = (0..3)
+            .map(|r| {
+                let st = |comm| Stage {
+                    compute: vec![],
+                    comm,
+                };
+                rank(
+                    r,
+                    vec![
+                        st(if r < 2 { vec![ar(vec![0, 1])] } else { vec![] }),
+                        st(if r > 0 { vec![ar(vec![2, 1])] } else { vec![] }),
+                        st(vec![]),
+                        st(vec![ar(vec![0, 1, 2])]),
+                    ],
+                )
+            })
+            .collect();
+        let s = build(&plan(ranks)).unwrap();
+        let t = stage_touches(
+            &s,
+            3,
+            |si, r| (si + r) % 2 == 0,
+            |m| m.dst_rank,
+            |c| c.leader(),
+        );
+        assert_eq!(t[1][&transfer_stream(3, 2)], vec![1, 2]);
+        assert_ordered(&t, 3);
+    }
+
+    #[test]
+    fn peer_waits_order_the_ring_attention_plan() {
+        use crate::cuda::ring::{ring_attention_plan, RingSpec};
+        for causal in [false, true] {
+            let p = ring_attention_plan(&RingSpec {
+                ranks: 8,
+                b: 1,
+                hq: 2,
+                hk: 1,
+                seq: 512,
+                d: 128,
+                causal,
+                scale: 0.1,
+            })
+            .unwrap();
+            let s = build(&p).unwrap();
+            let t = stage_touches(
+                &s,
+                8,
+                |si, r| {
+                    p.ranks[r]
+                        .stages
+                        .get(si)
+                        .is_some_and(|st| !st.compute.is_empty())
+                },
+                |m| m.dst_rank,
+                |c| c.leader(),
+            );
+            assert_ordered(&t, 8);
+        }
     }
 
     #[test]

@@ -45,11 +45,22 @@ pub trait Transport {
     fn name(&self) -> &'static str;
     /// Checks, before anything runs, that `call` can be carried out (types, shapes).
     fn check_collective(&self, mem: &MemTable, call: &CollectiveCall) -> Result<()>;
+    /// The rank whose transfer stream [`Transport::message`] enqueues `msg` on (the executor
+    /// orders that stream after earlier work on both ranks' memory).
+    fn message_rank(&self, msg: &Message) -> usize {
+        msg.dst_rank
+    }
+    /// The rank whose transfer stream [`Transport::collective`] enqueues `call` on.
+    fn collective_rank(&self, call: &CollectiveCall) -> usize {
+        call.leader()
+    }
     /// Enqueues one message.
     ///
     /// # Safety
     /// The message's views must be live memory of the executor (as resolved in `cx.mem`), and
-    /// the stage's barrier must already be enqueued on the streams used.
+    /// the stage's dependencies (barrier or peer waits) must already be enqueued on the stream
+    /// used, which must be the one [`Transport::message_rank`] names (likewise for
+    /// collectives).
     unsafe fn message(&mut self, cx: &mut TransferCx<'_>, msg: &Message) -> Result<()>;
     /// Enqueues one collective call.
     ///
@@ -288,7 +299,7 @@ impl Transport for VirtualTransport {
     unsafe fn message(&mut self, cx: &mut TransferCx<'_>, msg: &Message) -> Result<()> {
         let src = cx.mem.loc(msg.src_rank, &msg.src)?;
         let dst = cx.mem.loc(msg.dst_rank, &msg.dst)?;
-        let mut c = cx.copy_cx(msg.dst_rank);
+        let mut c = cx.copy_cx(self.message_rank(msg));
         c.scratch.reset();
         // SAFETY: per the caller (both views live; barrier enqueued).
         unsafe { copy(&mut c, &src, &dst) }
@@ -296,7 +307,7 @@ impl Transport for VirtualTransport {
 
     unsafe fn collective(&mut self, cx: &mut TransferCx<'_>, call: &CollectiveCall) -> Result<()> {
         let n = call.group.len();
-        let leader = call.leader();
+        let leader = self.collective_rank(call);
         cx.scratch[leader].reset();
         let mem = cx.mem;
         match &call.members[0] {

@@ -59,10 +59,9 @@ fn source_for_file(path: &Path) -> Result<Box<dyn CandidateSource>, SourceError>
             &text, &origin,
         )?))),
         Some("json") => Ok(Box::new(PlanListSource::from_json(&text, &origin)?)),
-        Some("mlir") => Err(SourceError::new(format!(
-            "{origin}: CommIR candidate generation is not wired into mercury-tune yet; \
-             pass an operator description (.toml) or plans (.json)"
-        ))),
+        Some("mlir") => Ok(Box::new(
+            mercury_search::commir_source::CommirSource::from_text(&text, &origin, None)?,
+        )),
         _ => Err(SourceError::new(format!(
             "{origin}: unknown operator file type (expected .toml, .json or .mlir)"
         ))),

@@ -1,0 +1,531 @@
+//! Candidate schedules generated from a CommIR operator (the design space of paper section 6).
+//!
+//! For every ordered factorisation of the topology's device count into mesh levels (8: `8`,
+//! `2x4`, `4x2`, `2x2x2`), the operator's mesh is re-shaped (its sharded inputs and outputs stay
+//! sharded the same way, now over all levels), then every assignment of a *role* to each level
+//! is tried. A role is a small schedule for one level, written with the primitives:
+//!
+//! - attention (`Q[b, h, i, d]`, `K/V[b, hk, j, d]`): `heads` (all-to-all to head sharding and
+//!   distribute the key/value heads), `ring` (distribute the queries, shift the keys/values),
+//!   `gather` (distribute the queries, gather the keys/values), `tree` (distribute the
+//!   keys/values, merge partial softmax results);
+//! - GEMM (`A[m, k] x B[k, n]`): `m`, `n`, `k` (distribute that axis; the lowering gathers or
+//!   reduces what it must), `n+ring(m)` (AsyncTP-like), `k+shift(m)` (shift-reduce).
+//!
+//! Placements of the inputs are the problem's and are never changed (`shard=false`): what a
+//! schedule needs elsewhere, the lowering moves. Illegal combinations are refused by the
+//! primitives themselves and counted as pruned.
+
+use crate::search::{Candidate, CandidateSource, SourceError};
+use crate::topology::Topology;
+use mercury_commir::{DimBinding, Kernel, Stmt};
+use mercury_ir::pass::{PassManager, PassRegistry};
+use mercury_ir::{parse_str, print_op, Attribute, Operation, PrintOptions, Registry};
+
+/// Generates candidates for one kernel of a CommIR module.
+pub struct CommirSource {
+    origin: String,
+    module: Operation,
+    kernel: Kernel,
+    registry: Registry,
+    passes: PassRegistry,
+    /// Candidates the primitives or the lowering refused in the last enumeration.
+    pub pruned: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Attention,
+    Gemm,
+}
+
+fn err(msg: impl Into<String>) -> SourceError {
+    SourceError(msg.into())
+}
+
+impl CommirSource {
+    pub fn from_text(
+        text: &str,
+        origin: &str,
+        kernel: Option<&str>,
+    ) -> Result<CommirSource, SourceError> {
+        let registry = mercury_commir::registry();
+        let module = parse_str(&registry, origin, text).map_err(|d| err(d.render()))?;
+        mercury_ir::verify(&registry, &module).map_err(|d| err(d.render()))?;
+        let kernels = mercury_commir::kernels(&module).map_err(|d| err(d.render()))?;
+        let kernel = match kernel {
+            Some(k) => kernels
+                .into_iter()
+                .find(|x| x.name == k.trim_start_matches('@'))
+                .ok_or_else(|| err(format!("{origin}: no kernel '@{k}'")))?,
+            None => {
+                let mut ks = kernels;
+                if ks.len() != 1 {
+                    return Err(err(format!(
+                        "{origin}: expected one kernel, found {}",
+                        ks.len()
+                    )));
+                }
+                ks.remove(0)
+            }
+        };
+        if !kernel.loops().is_empty() {
+            return Err(err(format!(
+                "{origin}: the kernel is already scheduled; give the local operator"
+            )));
+        }
+        let mut passes = PassRegistry::new();
+        mercury_passes::register_all(&mut passes);
+        Ok(CommirSource {
+            origin: origin.to_string(),
+            module,
+            kernel,
+            registry,
+            passes,
+            pruned: vec![],
+        })
+    }
+
+    fn op(&self) -> Result<(Op, Vec<String>), SourceError> {
+        let mut patch = None;
+        self.kernel.walk(&mut |s, _| {
+            if let Stmt::Patch { kernel, inputs, .. } = s {
+                patch = Some((kernel.clone(), inputs.clone()));
+            }
+        });
+        let (name, inputs) =
+            patch.ok_or_else(|| err(format!("{}: the kernel has no patch", self.origin)))?;
+        // The buffers the patch reads, in operand order.
+        let mut loads = Vec::new();
+        self.kernel.walk(&mut |s, _| {
+            if let Stmt::Load { result, access } = s {
+                loads.push((*result, access.buffer.clone()));
+            }
+        });
+        let bufs: Vec<String> = inputs
+            .iter()
+            .filter_map(|v| loads.iter().find(|(r, _)| r == v).map(|(_, b)| b.clone()))
+            .collect();
+        let axis_of = |buf: &str, dim: usize| -> Result<String, SourceError> {
+            match self.kernel.buffer(buf).and_then(|b| b.dims.get(dim)) {
+                Some(DimBinding::Axes(a)) => Ok(a[0].clone()),
+                _ => Err(err(format!(
+                    "{}: '@{buf}' has no axis in dimension {dim}",
+                    self.origin
+                ))),
+            }
+        };
+        match name.as_str() {
+            "attention" if bufs.len() == 3 => {
+                let q = &bufs[0];
+                let k = &bufs[1];
+                let rank = self.kernel.buffer(q).map_or(0, |b| b.dims.len());
+                if rank != 4 {
+                    return Err(err(format!(
+                        "{}: attention operands must be [batch, heads, sequence, dim]",
+                        self.origin
+                    )));
+                }
+                Ok((
+                    Op::Attention,
+                    vec![
+                        axis_of(k, 1)?,
+                        axis_of(q, 2)?,
+                        axis_of(k, 2)?,
+                        q.clone(),
+                        k.clone(),
+                    ],
+                ))
+            }
+            "gemm" if bufs.len() == 2 => Ok((
+                Op::Gemm,
+                vec![
+                    axis_of(&bufs[0], 0)?,
+                    axis_of(&bufs[0], 1)?,
+                    axis_of(&bufs[1], 1)?,
+                ],
+            )),
+            other => Err(err(format!(
+                "{}: no candidate generator for patch '{other}'",
+                self.origin
+            ))),
+        }
+    }
+
+    /// The module with its mesh re-shaped to `shape`; every sharded dimension is sharded over
+    /// all levels.
+    fn reshaped(&self, shape: &[usize]) -> Operation {
+        let mut m = self.module.clone();
+        let levels: Vec<Attribute> = (0..shape.len()).map(|l| Attribute::int(l as i64)).collect();
+        m.walk_mut(&mut |op| match op.name.as_str() {
+            "commir.mesh" => {
+                op.set_attr(
+                    "shape",
+                    Attribute::Array(shape.iter().map(|s| Attribute::int(*s as i64)).collect()),
+                );
+                op.remove_attr("names");
+                op.remove_attr("bandwidth");
+            }
+            "commir.buffer" => {
+                if let Some(Attribute::Array(dims)) = op.attr("sharding").cloned() {
+                    let new: Vec<Attribute> = dims
+                        .iter()
+                        .map(|d| {
+                            if d.as_array().is_some_and(|a| !a.is_empty()) {
+                                Attribute::Array(levels.clone())
+                            } else {
+                                d.clone()
+                            }
+                        })
+                        .collect();
+                    op.set_attr("sharding", Attribute::Array(new));
+                }
+            }
+            _ => {}
+        });
+        m
+    }
+
+    /// The schedule script for one role per mesh level.
+    fn script(&self, op: Op, ax: &[String], shape: &[usize], roles: &[&str]) -> Vec<String> {
+        let mut s = Vec::new();
+        let k = shape.len();
+        match op {
+            Op::Attention => {
+                let (h, i, j, q, _kb) = (&ax[0], &ax[1], &ax[2], &ax[3], &ax[4]);
+                let heads: Vec<usize> = (0..k).filter(|l| roles[*l] == "heads").collect();
+                let seq_dim_levels = |exclude: &[usize]| {
+                    (0..k)
+                        .filter(|l| !exclude.contains(l))
+                        .map(|l| l.to_string())
+                        .collect::<Vec<_>>()
+                };
+                if !heads.is_empty() {
+                    // Move the head levels from the sequence dimension to the head dimension.
+                    let hs = heads
+                        .iter()
+                        .map(|l| l.to_string())
+                        .collect::<Vec<_>>()
+                        .join("|");
+                    let rest = seq_dim_levels(&heads);
+                    let seq = if rest.is_empty() {
+                        "R".to_string()
+                    } else {
+                        format!("S({})", rest.join("|"))
+                    };
+                    let all = format!(
+                        "S({})",
+                        (0..k).map(|l| l.to_string()).collect::<Vec<_>>().join("|")
+                    );
+                    for b in self.kernel.buffers.iter().filter(|b| {
+                        b.sharding.get(2).is_some_and(|x| !x.is_empty()) && b.dims.len() == 4
+                    }) {
+                        s.push(format!(
+                            "reshard{{buffer={} sharding=R,S({hs}),{seq},R}}",
+                            b.name
+                        ));
+                    }
+                    let _ = q;
+                    for (n, l) in heads.iter().enumerate() {
+                        let cur = if n == 0 {
+                            h.clone()
+                        } else {
+                            format!("{h}_r{}", n - 1)
+                        };
+                        let inner = if n + 1 == heads.len() {
+                            format!("{h}_t")
+                        } else {
+                            format!("{h}_r{n}")
+                        };
+                        s.push(format!(
+                            "tile{{axis={cur} factor={} outer={h}{l} inner={inner}}}",
+                            shape[*l]
+                        ));
+                        s.push(format!("parallelize{{axis={h}{l} level={l} shard=false}}"));
+                    }
+                    for b in self.kernel.buffers.iter().filter(|b| {
+                        b.role != mercury_commir::Role::In
+                            && b.sharding.get(2).is_some_and(|x| !x.is_empty())
+                    }) {
+                        s.push(format!(
+                            "reshard{{buffer={} sharding=R,R,{all},R at=end}}",
+                            b.name
+                        ));
+                    }
+                }
+                let seq_levels: Vec<usize> = (0..k)
+                    .filter(|l| roles[*l] == "ring" || roles[*l] == "gather")
+                    .collect();
+                for (n, l) in seq_levels.iter().enumerate() {
+                    let cur = if n == 0 {
+                        i.clone()
+                    } else {
+                        format!("{i}_r{}", n - 1)
+                    };
+                    let inner = if n + 1 == seq_levels.len() {
+                        format!("{i}_t")
+                    } else {
+                        format!("{i}_r{n}")
+                    };
+                    s.push(format!(
+                        "tile{{axis={cur} factor={} outer={i}{l} inner={inner}}}",
+                        shape[*l]
+                    ));
+                    s.push(format!("parallelize{{axis={i}{l} level={l} shard=false}}"));
+                }
+                let kv_levels: Vec<usize> = (0..k)
+                    .filter(|l| roles[*l] == "ring" || roles[*l] == "tree")
+                    .collect();
+                for (n, l) in kv_levels.iter().enumerate() {
+                    let cur = if n == 0 {
+                        j.clone()
+                    } else {
+                        format!("{j}_r{}", n - 1)
+                    };
+                    let inner = if n + 1 == kv_levels.len() {
+                        format!("{j}_t")
+                    } else {
+                        format!("{j}_r{n}")
+                    };
+                    s.push(format!(
+                        "tile{{axis={cur} factor={} outer={j}{l} inner={inner}}}",
+                        shape[*l]
+                    ));
+                    if roles[*l] == "ring" {
+                        s.push(format!("shift{{axis={j}{l} by={i}{l}}}"));
+                    } else {
+                        s.push(format!("parallelize{{axis={j}{l} level={l} shard=false}}"));
+                    }
+                }
+            }
+            Op::Gemm => {
+                let (m, kk, n) = (&ax[0], &ax[1], &ax[2]);
+                let mut count = std::collections::HashMap::new();
+                let mut tile = |s: &mut Vec<String>, axis: &String, l: usize| -> String {
+                    let c = count.entry(axis.clone()).or_insert(0usize);
+                    let cur = if *c == 0 {
+                        axis.clone()
+                    } else {
+                        format!("{axis}_r{}", *c - 1)
+                    };
+                    let name = format!("{axis}{l}");
+                    s.push(format!(
+                        "tile{{axis={cur} factor={} outer={name} inner={axis}_r{c}}}",
+                        shape[l]
+                    ));
+                    *c += 1;
+                    name
+                };
+                // Parallel loops first (outermost), then the shifted ones inside them.
+                let mut shifts = Vec::new();
+                for (l, role) in roles.iter().enumerate().take(k) {
+                    let (par, shifted) = match *role {
+                        "m" => (m, None),
+                        "n" => (n, None),
+                        "k" => (kk, None),
+                        "n+ring(m)" => (n, Some(m)),
+                        _ => (kk, Some(m)),
+                    };
+                    let p = tile(&mut s, par, l);
+                    s.push(format!("parallelize{{axis={p} level={l} shard=false}}"));
+                    if let Some(x) = shifted {
+                        shifts.push((x, l, p));
+                    }
+                }
+                for (x, l, p) in shifts {
+                    let name = tile(&mut s, x, l);
+                    s.push(format!("shift{{axis={name} by={p}}}"));
+                }
+            }
+        }
+        s
+    }
+
+    fn attempt(
+        &self,
+        shape: &[usize],
+        roles: &[&str],
+        op: Op,
+        ax: &[String],
+    ) -> Result<Candidate, String> {
+        let mut m = self.reshaped(shape);
+        let script = self.script(op, ax, shape, roles);
+        let mut pm = PassManager::new();
+        pm.add_pipeline(
+            &self.passes,
+            &format!("builtin.module({})", script.join(",")),
+        )
+        .map_err(|e| e.to_string())?;
+        pm.run(&mut m, &self.registry).map_err(|d| d.message)?;
+        let plan =
+            mercury_conversion::lower_module(&m, Some(&self.kernel.name)).map_err(|d| d.message)?;
+        let mesh = shape
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join("x");
+        let name = format!(
+            "mesh {mesh}: {}",
+            roles
+                .iter()
+                .enumerate()
+                .map(|(l, r)| format!("L{l}={r}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let header = format!(
+            "# {name}\n# mesh shape [{}] (levels slowest first)\n",
+            shape
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(Candidate {
+            name,
+            transform_script: header + &script.join("\n") + "\n",
+            annotated_ir: print_op(&self.registry, &m, PrintOptions::default()),
+            plan,
+        })
+    }
+}
+
+/// Ordered factorisations of `n` into factors of at least 2 (and `[n]`).
+pub fn factorisations(n: usize) -> Vec<Vec<usize>> {
+    if n <= 1 {
+        return vec![vec![1]];
+    }
+    let mut out = Vec::new();
+    fn go(n: usize, cur: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        if n == 1 {
+            out.push(cur.clone());
+            return;
+        }
+        for f in 2..=n {
+            if n.is_multiple_of(f) {
+                cur.push(f);
+                go(n / f, cur, out);
+                cur.pop();
+            }
+        }
+    }
+    go(n, &mut Vec::new(), &mut out);
+    out
+}
+
+fn assignments<'a>(roles: &[&'a str], k: usize) -> Vec<Vec<&'a str>> {
+    let mut out = vec![vec![]];
+    for _ in 0..k {
+        out = out
+            .into_iter()
+            .flat_map(|p| roles.iter().map(move |r| [p.clone(), vec![*r]].concat()))
+            .collect();
+    }
+    out
+}
+
+impl CandidateSource for CommirSource {
+    fn describe(&self) -> String {
+        format!("CommIR kernel @{} from {}", self.kernel.name, self.origin)
+    }
+
+    fn signature(&self) -> String {
+        let mut s = format!("commir:{}", self.kernel.name);
+        for a in &self.kernel.axes {
+            s += &format!(";{}={}:{}", a.name, a.extent, a.kind.keyword());
+        }
+        for b in &self.kernel.buffers {
+            s += &format!(
+                ";{}:{}:{:?}:{:?}",
+                b.name,
+                b.dtype,
+                b.role,
+                b.sharding.iter().map(|x| !x.is_empty()).collect::<Vec<_>>()
+            );
+        }
+        self.kernel.walk(&mut |st, _| {
+            if let Stmt::Patch { kernel, attrs, .. } = st {
+                s += &format!(
+                    ";patch:{kernel}:{:?}",
+                    attrs
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                );
+            }
+        });
+        s
+    }
+
+    fn candidates<'a>(
+        &'a mut self,
+        topo: &'a Topology,
+    ) -> Result<Box<dyn Iterator<Item = Result<Candidate, SourceError>> + 'a>, SourceError> {
+        let (op, ax) = self.op()?;
+        let roles: &[&str] = match op {
+            Op::Attention => &["ring", "heads", "gather", "tree"],
+            Op::Gemm => &["m", "n", "k", "n+ring(m)", "k+shift(m)"],
+        };
+        let mut work = Vec::new();
+        for shape in factorisations(topo.num_devices()) {
+            for r in assignments(roles, shape.len()) {
+                work.push((shape.clone(), r));
+            }
+        }
+        self.pruned.clear();
+        let this: &CommirSource = self;
+        Ok(Box::new(work.into_iter().map(move |(shape, r)| {
+            this.attempt(&shape, &r, op, &ax).map_err(|e| {
+                let mesh = shape
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join("x");
+                err(format!("mesh {mesh} {r:?}: {e}"))
+            })
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factorisations_of_8() {
+        assert_eq!(
+            factorisations(8),
+            vec![vec![2, 2, 2], vec![2, 4], vec![4, 2], vec![8]]
+        );
+    }
+
+    #[test]
+    fn attention_candidates_lower_and_include_ring_and_ulysses() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/attention.mlir"
+        ))
+        .unwrap();
+        let mut src = CommirSource::from_text(&text, "attention.mlir", None).unwrap();
+        let topo = Topology::preset("h100-2x4").unwrap().unwrap();
+        let (mut ok, mut bad) = (Vec::new(), 0);
+        for c in src.candidates(&topo).unwrap() {
+            match c {
+                Ok(c) => ok.push(c),
+                Err(_) => bad += 1,
+            }
+        }
+        assert!(
+            ok.len() >= 20,
+            "only {} candidates ({bad} refused)",
+            ok.len()
+        );
+        assert!(ok.iter().any(|c| c.name == "mesh 8: L0=ring"));
+        assert!(ok.iter().any(|c| c.name == "mesh 8: L0=heads"));
+        assert!(ok.iter().any(|c| c.name == "mesh 2x4: L0=ring L1=heads"));
+        for c in &ok {
+            mercury_plan::verify(&c.plan).unwrap();
+            assert_eq!(c.plan.num_ranks(), 8);
+        }
+    }
+}
