@@ -55,7 +55,7 @@ PYTHONUNBUFFERED=1 python3 $C/sdpa_baseline.py --out "$out/sdpa.json" > "$out/sd
 echo "== mercury-gpu-bench (P0 self-checks, P1 GEMM, P2 attention, P3 ring on virtual ranks)"
 $C/mercury-gpu-bench --device-kernels-ptx $C/device_kernels.ptx --sdpa-json "$out/sdpa.json" \
   --json-out "$out/bench.json" > "$out/bench.log" 2>&1 || status=1
-tail -40 "$out/bench.log"
+tail -60 "$out/bench.log" || true
 
 # Compiled schedules: CommIR -> passes -> per-rank plan -> CUDA executor, 8 virtual ranks on one
 # GPU, checked against the single-device patch and timed side by side.
@@ -68,7 +68,7 @@ run_case() {
   else
     r="FAILED"; status=1
   fi
-  grep -E "check|schedule|single|gpu:" "$out/run-$name.log" | sed 's/^/   /'
+  grep -E "check|schedule|single|gpu:|error" "$out/run-$name.log" | sed 's/^/   /' || true
   local sched single ratio
   sched=$(grep '^| schedule,' "$out/run-$name.log" | awk -F'|' '{print $3}' | xargs || true)
   single=$(grep '^| single-device' "$out/run-$name.log" | awk -F'|' '{print $3}' | xargs || true)
@@ -93,5 +93,4 @@ echo "| case | schedule ms | single-device ms | schedule/single | rel. error vs 
 echo "| --- | ---: | ---: | ---: | ---: | --- |"
 cat "$out/table.md"
 echo
-grep -A40 -i "summary" "$out/bench.log" | tail -40 || true
 exit $status
