@@ -312,7 +312,7 @@ impl AttentionPatch {
             _module: module,
             funcs,
             // Measured faster on an H200 at every benchmark shape (317 vs 305 TFLOP/s at
-            // B1 H32 S32K; docs/perf-gpu-draft.md); both pass the same checks.
+            // B1 H32 S32K; docs/perf.md); both pass the same checks.
             variant: AttnVariant::W4,
         })
     }

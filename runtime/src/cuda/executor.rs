@@ -57,7 +57,7 @@ impl Default for ExecOptions {
             gemm_workspace_bytes: GemmWorkspace::DEFAULT_BYTES,
             attention_variant: AttnVariant::W4,
             // Measured 0.4 ms faster than the barrier on the P3 ring (29.08 vs 29.51 ms
-            // causal, 56.57 vs 56.96 ms non-causal; docs/perf-gpu-draft.md); every P0 plan
+            // causal, 56.57 vs 56.96 ms non-causal; docs/perf.md); every P0 plan
             // passed under both.
             sync: StageSync::Peers,
         }
