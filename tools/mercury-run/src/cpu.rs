@@ -1,7 +1,7 @@
 //! The CPU backend: the f64 reference executor on the scheduled plan and on the single-device
 //! plan, with the same fresh random inputs.
 
-use crate::{args::Args, check, diag, Compiled, Failure};
+use crate::{args::Args, check, Compiled, Failure};
 use mercury_plan::Plan;
 use mercury_runtime::cpu::{execute, random_inputs};
 
@@ -40,8 +40,7 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<(), Failure> {
         plan.num_stages()
     );
     if a.check {
-        let reference =
-            mercury_conversion::lower_module(&c.reference, Some(&c.kernel)).map_err(diag)?;
+        let reference = crate::reference_plan(c)?;
         let want = execute(&reference, &inputs)
             .map_err(|e| Failure::Input(format!("mercury-run: reference: {e}")))?;
         let tol = a.tolerance.unwrap_or(1e-9);

@@ -2,7 +2,7 @@
 //! the same fresh random inputs (outputs poisoned by the executor before each run), an f32
 //! comparison of the whole outputs and an f64 spot check of rows on the CPU.
 
-use crate::{args::Args, check, diag, Compiled, Failure};
+use crate::{args::Args, check, Compiled, Failure};
 use mercury_kernels::cpu as k;
 use mercury_plan::{ComputeOp, PatchKind, Plan, Role, SlotInit};
 use mercury_runtime::cuda::{CudaExecutor, ExecOptions, HostData};
@@ -275,8 +275,7 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     let cc = ctx.compute_capability().map_err(rt)?;
     let name = ctx.name().unwrap_or_else(|_| "?".into());
     let ptx = device_kernels(a, cc)?;
-    let reference =
-        mercury_conversion::lower_module(&c.reference, Some(&c.kernel)).map_err(diag)?;
+    let reference = crate::reference_plan(c)?;
     let seed = a.seed();
     let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
     println!(

@@ -152,6 +152,16 @@ pub fn single_device(module: &Operation) -> Operation {
     m
 }
 
+/// The single-device plan of the operator (the reference of `--check` and `--bench`).
+pub fn reference_plan(c: &Compiled) -> Result<mercury_plan::Plan, Failure> {
+    mercury_conversion::lower_module(&c.reference, Some(&c.kernel)).map_err(|d| {
+        Failure::Input(format!(
+            "{}mercury-run: the single-device reference needs the local (unscheduled) operator as input, with the schedule given by --schedule, --shift-shard or --pass-pipeline",
+            d.render()
+        ))
+    })
+}
+
 fn run(a: &args::Args) -> Result<(), Failure> {
     let registry = mercury_commir::registry();
     let c = compile(a, &registry)?;
