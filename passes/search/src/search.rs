@@ -33,20 +33,9 @@ impl SourceError {
     }
 }
 
-/// Where candidates come from. The CommIR generator plugs in here:
-///
-/// ```ignore
-/// struct CommIrSource { kernel: Kernel }
-/// impl CandidateSource for CommIrSource {
-///     fn describe(&self) -> String { format!("{} (CommIR)", self.kernel.name) }
-///     fn signature(&self) -> String { self.kernel.shape_signature() }
-///     fn candidates<'a>(&'a mut self, topo: &'a Topology)
-///         -> Result<Box<dyn Iterator<Item = Result<Candidate, SourceError>> + 'a>, SourceError> {
-///         let v = mercury_passes::candidates(&self.kernel, &topo.mesh())?; // Vec<Candidate>
-///         Ok(Box::new(v.into_iter().map(Ok)))
-///     }
-/// }
-/// ```
+/// Where candidates come from: fixture plans (`FixtureSource`), plans given as JSON
+/// (`PlanListSource`), or a CommIR operator (`crate::commir_source::CommirSource`, which
+/// enumerates schedules over every mesh factorisation).
 pub trait CandidateSource {
     /// One line for reports.
     fn describe(&self) -> String;
