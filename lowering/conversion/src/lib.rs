@@ -962,18 +962,10 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
         }
         for &r in all {
             let me = coords_of(&mesh, r);
-            let mut group: Vec<usize> = all
-                .iter()
-                .copied()
-                .filter(|q| {
-                    let c = coords_of(&mesh, *q);
-                    (0..mesh.len()).all(|l| levels.contains(&l) || c[l] == me[l])
-                })
+            let group: Vec<usize> = group_of(&mesh, &me, &levels)
+                .into_iter()
+                .filter(|q| all.contains(q))
                 .collect();
-            group.sort_by_key(|q| {
-                let c = coords_of(&mesh, *q);
-                levels.iter().fold(0, |acc, l| acc * mesh[*l] + c[*l])
-            });
             if group.len() < 2 {
                 continue;
             }
@@ -1423,73 +1415,29 @@ fn reshard(
     let b = k.buffer(buffer).expect("buffer");
     let shape = k.shape(b);
     let changed: Vec<usize> = (0..from.len()).filter(|d| from[*d] != to[*d]).collect();
-    let n = ranks.len();
-    let group_of = |coords: &[usize], levels: &[usize]| -> Vec<usize> {
-        // Ranks that share `coords` except on `levels`, ordered by their index over `levels`.
-        let mut g: Vec<usize> = (0..n)
-            .filter(|q| {
-                let c = coords_of(mesh, *q);
-                (0..mesh.len()).all(|l| levels.contains(&l) || c[l] == coords[l])
-            })
-            .collect();
-        g.sort_by_key(|q| {
-            let c = coords_of(mesh, *q);
-            levels.iter().fold(0, |acc, l| acc * mesh[*l] + c[*l])
-        });
-        g
-    };
     let is_prefix = |a: &[usize], b: &[usize]| b.len() > a.len() && b.starts_with(a);
     match changed.as_slice() {
         [] => Ok(()),
         [d] if is_prefix(&to[*d], &from[*d]) => {
             // Coarser along d: AllGather over the dropped (trailing) levels.
             let levels = from[*d][to[*d].len()..].to_vec();
-            for rb in ranks.iter_mut() {
-                let (src, _) = rb.shard[buffer].clone();
-                let newbox = shard_box(&shape, to, mesh, &rb.coords);
-                let dst = rb.slot(
-                    format!("{buffer}.gathered"),
-                    rb.slots[src].dtype,
-                    newbox.extent.clone(),
-                    SlotInit::Uninit,
-                );
-                let group = group_of(&rb.coords, &levels);
-                let src_view = rb.whole(src);
-                let dst_view = rb.whole(dst);
-                rb.stage(stage).comm.push(CommOp::Collective {
-                    group,
-                    collective: Collective::AllGather {
-                        src: src_view,
-                        dst: dst_view,
-                        axis: *d,
-                    },
-                });
-                rb.shard.insert(buffer.to_string(), (dst, newbox));
-            }
+            let axis = *d;
+            move_by_collective(
+                ranks,
+                buffer,
+                &shape,
+                to,
+                mesh,
+                stage,
+                &levels,
+                "gathered",
+                &|src, dst| Collective::AllGather { src, dst, axis },
+            );
             Ok(())
         }
         [d] if is_prefix(&from[*d], &to[*d]) => {
             // Finer along d: a local slice.
-            for rb in ranks.iter_mut() {
-                let (src, sbox) = rb.shard[buffer].clone();
-                let newbox = shard_box(&shape, to, mesh, &rb.coords);
-                let dst = rb.slot(
-                    format!("{buffer}.slice"),
-                    rb.slots[src].dtype,
-                    newbox.extent.clone(),
-                    SlotInit::Uninit,
-                );
-                let src_view = View {
-                    slot: src,
-                    region: relative(&sbox, &newbox),
-                };
-                let dst_view = rb.whole(dst);
-                rb.stage(stage).compute.push(ComputeOp::Copy {
-                    src: src_view,
-                    dst: dst_view,
-                });
-                rb.shard.insert(buffer.to_string(), (dst, newbox));
-            }
+            slice_to(ranks, buffer, &shape, to, mesh, stage);
             Ok(())
         }
         [d1, d2] => {
@@ -1504,29 +1452,22 @@ fn reshard(
                 (_, Some(m)) => (*d2, *d1, m),
                 _ => return general_reshard(k, ranks, mesh, buffer, from, to, stage, loc),
             };
-            for rb in ranks.iter_mut() {
-                let (src, _) = rb.shard[buffer].clone();
-                let newbox = shard_box(&shape, to, mesh, &rb.coords);
-                let dst = rb.slot(
-                    format!("{buffer}.a2a"),
-                    rb.slots[src].dtype,
-                    newbox.extent.clone(),
-                    SlotInit::Uninit,
-                );
-                let group = group_of(&rb.coords, &levels);
-                let src_view = rb.whole(src);
-                let dst_view = rb.whole(dst);
-                rb.stage(stage).comm.push(CommOp::Collective {
-                    group,
-                    collective: Collective::AllToAll {
-                        src: src_view,
-                        dst: dst_view,
-                        split_axis: dst_dim,
-                        concat_axis: src_dim,
-                    },
-                });
-                rb.shard.insert(buffer.to_string(), (dst, newbox));
-            }
+            move_by_collective(
+                ranks,
+                buffer,
+                &shape,
+                to,
+                mesh,
+                stage,
+                &levels,
+                "a2a",
+                &|src, dst| Collective::AllToAll {
+                    src,
+                    dst,
+                    split_axis: dst_dim,
+                    concat_axis: src_dim,
+                },
+            );
             Ok(())
         }
         _ => general_reshard(k, ranks, mesh, buffer, from, to, stage, loc),
@@ -1557,11 +1498,74 @@ fn general_reshard(
             st += 1;
         }
     }
-    // The slice is local: it runs in the last gather's following stage's compute.
+    // The slice is local: it runs in the stage after the last gather.
+    slice_to(ranks, buffer, &shape_of(k, buffer), to, mesh, st);
+    Ok(())
+}
+
+/// The ranks that share `coords` except on `levels`, ordered by their index over `levels`
+/// (the order of the shards a collective over those levels combines or splits).
+pub fn group_of(mesh: &[usize], coords: &[usize], levels: &[usize]) -> Vec<usize> {
+    let n: usize = mesh.iter().product();
+    let mut g: Vec<usize> = (0..n)
+        .filter(|q| {
+            let c = coords_of(mesh, *q);
+            (0..mesh.len()).all(|l| levels.contains(&l) || c[l] == coords[l])
+        })
+        .collect();
+    g.sort_by_key(|q| {
+        let c = coords_of(mesh, *q);
+        levels.iter().fold(0, |acc, l| acc * mesh[*l] + c[*l])
+    });
+    g
+}
+
+/// Every rank gets its shard under `to` through one collective over the ranks that differ only
+/// on `levels` (ordered by their index over those levels), in stage `stage`.
+#[allow(clippy::too_many_arguments)]
+fn move_by_collective(
+    ranks: &mut [RankBuild],
+    buffer: &str,
+    shape: &[usize],
+    to: &[Vec<usize>],
+    mesh: &[usize],
+    stage: usize,
+    levels: &[usize],
+    suffix: &str,
+    make: &dyn Fn(View, View) -> Collective,
+) {
+    for rb in ranks.iter_mut() {
+        let (src, _) = rb.shard[buffer].clone();
+        let newbox = shard_box(shape, to, mesh, &rb.coords);
+        let dst = rb.slot(
+            format!("{buffer}.{suffix}"),
+            rb.slots[src].dtype,
+            newbox.extent.clone(),
+            SlotInit::Uninit,
+        );
+        let group = group_of(mesh, &rb.coords, levels);
+        let (src_view, dst_view) = (rb.whole(src), rb.whole(dst));
+        rb.stage(stage).comm.push(CommOp::Collective {
+            group,
+            collective: make(src_view, dst_view),
+        });
+        rb.shard.insert(buffer.to_string(), (dst, newbox));
+    }
+}
+
+/// Every rank copies its shard under `to` out of the copy it holds (which must contain it),
+/// in stage `stage`.
+fn slice_to(
+    ranks: &mut [RankBuild],
+    buffer: &str,
+    shape: &[usize],
+    to: &[Vec<usize>],
+    mesh: &[usize],
+    stage: usize,
+) {
     for rb in ranks.iter_mut() {
         let (src, sbox) = rb.shard[buffer].clone();
-        let shape = shape_of(k, buffer);
-        let newbox = shard_box(&shape, to, mesh, &rb.coords);
+        let newbox = shard_box(shape, to, mesh, &rb.coords);
         let dst = rb.slot(
             format!("{buffer}.slice"),
             rb.slots[src].dtype,
@@ -1573,13 +1577,12 @@ fn general_reshard(
             region: relative(&sbox, &newbox),
         };
         let dst_view = rb.whole(dst);
-        rb.stage(st).compute.push(ComputeOp::Copy {
+        rb.stage(stage).compute.push(ComputeOp::Copy {
             src: src_view,
             dst: dst_view,
         });
         rb.shard.insert(buffer.to_string(), (dst, newbox));
     }
-    Ok(())
 }
 
 /// Stages a reshard from `from` to `to` occupies (so callers can reserve them).
