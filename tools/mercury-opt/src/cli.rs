@@ -373,7 +373,7 @@ mod tests {
             Err(CliError::Clap(_))
         ));
         assert!(matches!(
-            parse_args(&["--emit=ptx"]),
+            parse_args(&["--emit=llvm"]),
             Err(CliError::Clap(_))
         ));
         assert!(matches!(

@@ -111,7 +111,7 @@ fn exit_codes() {
     );
     // Usage errors: 2.
     assert_eq!(run(&["--no-such-flag"], b"").status.code(), Some(2));
-    assert_eq!(run(&["--emit=ptx"], b"").status.code(), Some(2));
+    assert_eq!(run(&["--emit=llvm"], b"").status.code(), Some(2));
     assert_eq!(
         run(&["--pass-pipeline=canonicalize", "--symbol-dce"], b"")
             .status
