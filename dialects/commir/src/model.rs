@@ -565,7 +565,7 @@ impl Builder<'_> {
             ));
         }
         let looped: Vec<&str> = stack.iter().map(|(a, _)| a.as_str()).collect();
-        for ((dim, slot_axis), e) in slots.iter().zip(&indices) {
+        for ((_, slot_axis), e) in slots.iter().zip(&indices) {
             for a in e.axes() {
                 if self.axes.iter().all(|x| x.name != a) {
                     return Err(err(
@@ -590,7 +590,6 @@ impl Builder<'_> {
                     ),
                 ));
             }
-            let _ = dim;
         }
         // Looped axes of a dimension must be its outermost ones (tiles are contiguous boxes).
         for (d, binding) in buf.dims.iter().enumerate() {

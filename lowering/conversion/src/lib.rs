@@ -762,7 +762,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
                         buffer,
                         bx,
                         shifted,
-                        loc,
+                        loc: _,
                     } => {
                         let Some(parts) = vals
                             .iter()
@@ -884,7 +884,6 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
                                     acc,
                                     part: recv_views,
                                 });
-                            let _ = loc;
                         }
                     }
                     Event::Store {

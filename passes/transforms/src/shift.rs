@@ -72,8 +72,7 @@ impl Pass for Shift {
                     format!("shift: the loop over '@{}' is already shifted", self.axis),
                 ));
             }
-            let by = m
-                .find_loop(&self.by)
+            m.find_loop(&self.by)
                 .filter(|l| l.parallel.is_some())
                 .ok_or_else(|| {
                     Diagnostic::error(
@@ -85,7 +84,6 @@ impl Pass for Shift {
             if steps != ranks {
                 return Err(Diagnostic::error(lp.loc.clone(), format!("shift: '@{}' has {steps} steps but '@{}' spreads over {ranks} ranks; tile it to {ranks} first", self.axis, self.by)));
             }
-            let _ = by;
             // The shift must reach a buffer shared across the ranks.
             let mut shared = false;
             let mut store_err = None;
@@ -120,12 +118,10 @@ impl Pass for Shift {
             }
             let k = kernel_mut(module, &name);
             let (axis, by_axis) = (self.axis.clone(), self.by.clone());
-            let buffers = m.buffers.clone();
             let f = find_for_mut(k.body_mut(0), &axis).expect("loop");
             f.set_attr("shift", Attribute::sym(&by_axis));
             // The iteration order is staggered for every access in the loop (a permutation of
             // the iterations); only the shared buffers' accesses will need communication.
-            let _ = &buffers;
             for_each_access_mut(f.body_mut(0), &mut vec![axis.clone()], &mut |op, _| {
                 let mut ix = indices(op);
                 let mut changed = false;
