@@ -54,7 +54,6 @@ enum Event {
         buffer: String,
         bx: Region,
         shifted: bool,
-        loc: Location,
     },
     Store {
         value: ValueId,
@@ -212,7 +211,6 @@ fn trace(k: &Kernel, coords: &[usize]) -> Result<(Vec<(usize, Event)>, usize), D
                             buffer: access.buffer.clone(),
                             bx,
                             shifted,
-                            loc: access.loc.clone(),
                         },
                     ));
                 }
@@ -762,7 +760,6 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
                         buffer,
                         bx,
                         shifted,
-                        loc: _,
                     } => {
                         let Some(parts) = vals
                             .iter()
