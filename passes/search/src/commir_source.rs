@@ -186,6 +186,130 @@ impl CommirSource {
         m
     }
 
+    /// The kernel's mesh shape as written in the source text.
+    pub fn mesh_shape(&self) -> Vec<usize> {
+        self.kernel.mesh.shape.clone()
+    }
+
+    /// One named schedule: the module re-shaped to `mesh` (as [`CandidateSource::candidates`]
+    /// does; `None` keeps the text's mesh), then `script` (a `.sched` file: one primitive per
+    /// line, `#` comments) applied with [`mercury_passes::schedule_pipeline`], then lowered.
+    pub fn scheduled(
+        &self,
+        name: &str,
+        script: &str,
+        mesh: Option<&[usize]>,
+    ) -> Result<Candidate, SourceError> {
+        let mut m = match mesh {
+            Some(shape) if shape != self.kernel.mesh.shape.as_slice() => self.reshaped(shape),
+            _ => self.module.clone(),
+        };
+        let mut pm = PassManager::new();
+        pm.add_pipeline(&self.passes, &mercury_passes::schedule_pipeline(script))
+            .map_err(|e| err(format!("{name}: {e}")))?;
+        pm.run(&mut m, &self.registry)
+            .map_err(|d| err(format!("{name}: {}", d.message)))?;
+        let plan = mercury_conversion::lower_module(&m, Some(&self.kernel.name))
+            .map_err(|d| err(format!("{name}: {}", d.message)))?;
+        Ok(Candidate {
+            name: name.to_string(),
+            transform_script: script.to_string(),
+            annotated_ir: print_op(&self.registry, &m, PrintOptions::default()),
+            plan,
+        })
+    }
+
+    /// Whether `plan` leaves every output where the operator declares it. Checked for outputs
+    /// sharded along one dimension `d` over all mesh levels (the examples' placements, kept by
+    /// [`Self::reshaped`]). Block `i` of `d` (whole in the other dimensions) is *held* by a
+    /// rank when the pieces that rank writes cover it. A rank may cover no block or whole
+    /// blocks only; a rank holding exactly one block must hold its own block `r`; every
+    /// block must be held. A rank holding several blocks has a (partly) replicated result,
+    /// e.g. after an all-reduce, which the plan writes from one of the ranks holding it:
+    /// accepted. The lowering writes outputs from wherever the schedule computed them, so a
+    /// schedule that distributes another axis (a GEMM's rows for a column-sharded output)
+    /// silently returns a different layout; `Err` says which.
+    pub fn check_output_layout(&self, plan: &mercury_plan::Plan) -> Result<(), String> {
+        let n = plan.ranks.len();
+        let levels = self.kernel.mesh.shape.len();
+        for b in self
+            .kernel
+            .buffers
+            .iter()
+            .filter(|b| b.role != mercury_commir::Role::In)
+        {
+            let sharded: Vec<usize> = (0..b.sharding.len())
+                .filter(|&d| !b.sharding[d].is_empty())
+                .collect();
+            let [d] = sharded.as_slice() else { continue };
+            let d = *d;
+            if b.sharding[d] != (0..levels).collect::<Vec<_>>() {
+                continue;
+            }
+            let Some(gi) = plan.buffers.iter().position(|g| g.name == b.name) else {
+                return Err(format!("the plan has no output '{}'", b.name));
+            };
+            let shape = &plan.buffers[gi].shape;
+            if !shape[d].is_multiple_of(n) {
+                continue;
+            }
+            let block = shape[d] / n;
+            let whole: usize = shape.iter().product::<usize>() / n;
+            let mut held = vec![false; n];
+            for r in &plan.ranks {
+                let pieces: Vec<&mercury_plan::Region> = r
+                    .outputs
+                    .iter()
+                    .filter(|o| o.buffer == gi)
+                    .map(|o| &o.region)
+                    .collect();
+                let mut mine = Vec::new();
+                for (i, h) in held.iter_mut().enumerate() {
+                    // Volume of block i the rank's pieces cover (pieces do not overlap).
+                    let covered: usize = pieces
+                        .iter()
+                        .map(|p| {
+                            (0..shape.len())
+                                .map(|k| {
+                                    let (lo, hi) = if k == d {
+                                        (i * block, (i + 1) * block)
+                                    } else {
+                                        (0, shape[k])
+                                    };
+                                    let a = p.offset[k].max(lo);
+                                    (p.offset[k] + p.extent[k]).min(hi).saturating_sub(a)
+                                })
+                                .product::<usize>()
+                        })
+                        .sum();
+                    if covered == whole {
+                        mine.push(i);
+                        *h = true;
+                    } else if covered > 0 {
+                        return Err(format!(
+                            "rank {} writes {:.0}% of block {i} of '@{}' (declared sharded in dimension {d}): the output is split another way",
+                            r.rank,
+                            100.0 * covered as f64 / whole as f64,
+                            b.name
+                        ));
+                    }
+                }
+                if let [i] = mine.as_slice() {
+                    if *i != r.rank {
+                        return Err(format!(
+                            "rank {} holds block {i} of '@{}', declared block {}",
+                            r.rank, b.name, r.rank
+                        ));
+                    }
+                }
+            }
+            if let Some(i) = held.iter().position(|w| !w) {
+                return Err(format!("no rank writes block {i} of '@{}'", b.name));
+            }
+        }
+        Ok(())
+    }
+
     /// The schedule script for one role per mesh level.
     fn script(&self, op: Op, ax: &[String], shape: &[usize], roles: &[&str]) -> Vec<String> {
         let mut s = Vec::new();
