@@ -337,6 +337,22 @@ fn key(bx: &Region) -> Vec<usize> {
     bx.offset.iter().chain(&bx.extent).copied().collect()
 }
 
+/// The common part of two boxes, if any.
+fn intersect(a: &Region, b: &Region) -> Option<Region> {
+    let mut offset = Vec::new();
+    let mut extent = Vec::new();
+    for d in 0..a.rank() {
+        let lo = a.offset[d].max(b.offset[d]);
+        let hi = (a.offset[d] + a.extent[d]).min(b.offset[d] + b.extent[d]);
+        if hi <= lo {
+            return None;
+        }
+        offset.push(lo);
+        extent.push(hi - lo);
+    }
+    Some(Region { offset, extent })
+}
+
 /// Rank whose coordinates differ from `a`'s: (number of the slowest differing level, reversed so
 /// that faster is better; number of differing levels).
 fn link_cost(a: &[usize], b: &[usize]) -> (usize, usize) {
@@ -989,6 +1005,26 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     for (buffer, to, loc) in &end_reshards {
         let from = placement[buffer].clone();
         let shape = shape_of(k, buffer);
+        // A collective move needs every rank to hold its shard of the current placement; when
+        // the schedule left the output elsewhere, the final delivery moves it point to point.
+        let holds_shard = ranks.iter().all(|rb| {
+            let mine = shard_box(&shape, &from, &mesh, &rb.coords);
+            rb.acc
+                .iter()
+                .filter(|((b, _), _)| b == buffer)
+                .map(|(_, (bx, _, _))| bx)
+                .chain(
+                    rb.stored
+                        .iter()
+                        .filter(|((b, _), _)| b == buffer)
+                        .map(|(_, (bx, _))| bx),
+                )
+                .any(|bx| contains(bx, &mine))
+        });
+        if !holds_shard {
+            placement.insert(buffer.clone(), to.clone());
+            continue;
+        }
         let mut sliced = false;
         for rb in ranks.iter_mut() {
             let mine = shard_box(&shape, &from, &mesh, &rb.coords);
@@ -1049,9 +1085,17 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
         placement.insert(buffer.clone(), to.clone());
         epi += reshard_stages(&from, to);
     }
-    // Outputs: one provider per tile, preferring the tile's owner.
+    // Outputs end in their declared placement: every rank holds its shard of each output (all
+    // of it when replicated). Its own finished tiles serve in place (as views); the rest is
+    // received from ranks holding it, in one final stage.
     let mut plan_ranks = Vec::new();
     let mut pieces: Vec<(usize, OutputPiece)> = Vec::new();
+    let deliver = ranks
+        .iter()
+        .flat_map(|r| r.stages.keys().copied())
+        .max()
+        .unwrap_or(0)
+        + 1;
     for b in k
         .buffers
         .iter()
@@ -1059,68 +1103,119 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     {
         let gi = gidx(&b.name).expect("buffer");
         let shape = k.shape(b);
-        let mut by_box: BTreeMap<Vec<usize>, Vec<(usize, Region, View)>> = BTreeMap::new();
-        for (r, rb) in ranks.iter().enumerate() {
-            for ((bn, kk), (bx, slots, _)) in &rb.acc {
-                if *bn == b.name {
-                    by_box
-                        .entry(kk.clone())
-                        .or_default()
-                        .push((r, bx.clone(), rb.whole(slots[0])));
+        // Finished tiles per rank, as disjoint sets (a tile inside a larger one on the same
+        // rank holds the same values and is dropped).
+        let tiles: Vec<Vec<(Region, usize)>> = ranks
+            .iter()
+            .map(|rb| {
+                let mut t: Vec<(Region, usize)> = rb
+                    .acc
+                    .iter()
+                    .filter(|((bn, _), _)| *bn == b.name)
+                    .map(|(_, (bx, slots, _))| (bx.clone(), slots[0]))
+                    .chain(
+                        rb.stored
+                            .iter()
+                            .filter(|((bn, _), _)| *bn == b.name)
+                            .map(|(_, (bx, s))| (bx.clone(), *s)),
+                    )
+                    .collect();
+                t.sort_by_key(|(bx, _)| std::cmp::Reverse(bx.numel()));
+                let mut kept: Vec<(Region, usize)> = Vec::new();
+                for (bx, s) in t {
+                    if !kept.iter().any(|(c, _)| contains(c, &bx)) {
+                        kept.push((bx, s));
+                    }
+                }
+                kept
+            })
+            .collect();
+        for r in 0..n {
+            let want = shard_box(&shape, &placement[&b.name], &mesh, &ranks[r].coords);
+            let mut got: Vec<Region> = Vec::new();
+            let add = |got: &mut Vec<Region>, part: &Region| -> Result<bool, Diagnostic> {
+                if got.iter().any(|g| contains(g, part)) {
+                    return Ok(false);
+                }
+                if got.iter().any(|g| g.overlaps(part)) {
+                    return Err(err(&b.loc, format!("'@{}' is held in overlapping, different tiles around {part}; the schedule writes it ambiguously", b.name)));
+                }
+                got.push(part.clone());
+                Ok(true)
+            };
+            // Own tiles first.
+            for (bx, slot) in &tiles[r] {
+                if let Some(part) = intersect(bx, &want) {
+                    if add(&mut got, &part)? {
+                        pieces.push((
+                            r,
+                            OutputPiece {
+                                buffer: gi,
+                                region: part.clone(),
+                                src: View {
+                                    slot: *slot,
+                                    region: relative(bx, &part),
+                                },
+                            },
+                        ));
+                    }
                 }
             }
-            for ((bn, kk), (bx, s)) in &rb.stored {
-                if *bn == b.name {
-                    by_box
-                        .entry(kk.clone())
-                        .or_default()
-                        .push((r, bx.clone(), rb.whole(*s)));
-                }
-            }
-        }
-        let mut covered = 0usize;
-        let mut chosen: Vec<Region> = Vec::new();
-        // Larger finished tiles first; a tile inside one already chosen holds the same values
-        // (e.g. a reduce-scatter shard next to another group's all-reduced tile) and is skipped.
-        let mut order: Vec<&Vec<(usize, Region, View)>> = by_box.values().collect();
-        order.sort_by_key(|c| std::cmp::Reverse(c[0].1.numel()));
-        for cands in order {
-            let bx = &cands[0].1;
-            if chosen.iter().any(|c| contains(c, bx)) {
+            if got.iter().map(Region::numel).sum::<usize>() == want.numel() {
                 continue;
             }
-            if chosen.iter().any(|c| c.overlaps(bx)) {
-                return Err(err(&b.loc, format!("'@{}' gets different overlapping tiles ({bx}); the schedule writes it ambiguously", b.name)));
+            // Then from the other ranks, fastest link first.
+            let mut others: Vec<usize> = (0..n).filter(|q| *q != r).collect();
+            others.sort_by_key(|q| link_cost(&ranks[r].coords, &ranks[*q].coords));
+            let mut dst_slot = None;
+            for q in others {
+                for (bx, slot) in tiles[q].clone() {
+                    let Some(part) = intersect(&bx, &want) else {
+                        continue;
+                    };
+                    if !add(&mut got, &part)? {
+                        continue;
+                    }
+                    let dst = *dst_slot.get_or_insert_with(|| {
+                        ranks[r].slot(
+                            format!("{}.delivered", b.name),
+                            DType::F32,
+                            want.extent.clone(),
+                            SlotInit::Uninit,
+                        )
+                    });
+                    tag += 1;
+                    let src = View {
+                        slot,
+                        region: relative(&bx, &part),
+                    };
+                    let dst_view = View {
+                        slot: dst,
+                        region: relative(&want, &part),
+                    };
+                    ranks[q]
+                        .stage(deliver)
+                        .comm
+                        .push(CommOp::Send { peer: r, src, tag });
+                    ranks[r].stage(deliver).comm.push(CommOp::Recv {
+                        peer: q,
+                        dst: dst_view.clone(),
+                        tag,
+                    });
+                    pieces.push((
+                        r,
+                        OutputPiece {
+                            buffer: gi,
+                            region: part,
+                            src: dst_view,
+                        },
+                    ));
+                }
             }
-            let pick = cands
-                .iter()
-                .find(|(r, _, _)| {
-                    contains(
-                        &shard_box(&shape, &placement[&b.name], &mesh, &ranks[*r].coords),
-                        bx,
-                    )
-                })
-                .unwrap_or(&cands[0]);
-            pieces.push((
-                pick.0,
-                OutputPiece {
-                    buffer: gi,
-                    region: bx.clone(),
-                    src: pick.2.clone(),
-                },
-            ));
-            covered += bx.numel();
-            chosen.push(bx.clone());
-        }
-        if covered != shape.iter().product::<usize>() {
-            return Err(err(
-                &b.loc,
-                format!(
-                    "the schedule writes {covered} of the {} elements of '@{}'",
-                    shape.iter().product::<usize>(),
-                    b.name
-                ),
-            ));
+            let have: usize = got.iter().map(Region::numel).sum();
+            if have != want.numel() {
+                return Err(err(&b.loc, format!("the schedule produces {have} of the {} elements of rank {:?}'s part {want} of '@{}'", want.numel(), ranks[r].coords, b.name)));
+            }
         }
     }
     for (r, rb) in ranks.iter_mut().enumerate() {

@@ -1211,7 +1211,9 @@ mod tests {
         assert!(t.contains("search, Pareto frontier"), "{t}");
     }
 
-    /// A GEMM schedule that distributes the rows of a column-sharded output is flagged.
+    /// The lowering delivers every output in its declared placement: a GEMM schedule that
+    /// distributes the rows of a column-sharded output pays for moving it, and no candidate is
+    /// flagged by the layout check.
     #[test]
     fn output_layout_is_checked() {
         let topo = Topology::preset("h100-1x8").unwrap().unwrap();
@@ -1221,10 +1223,7 @@ mod tests {
             &topo,
         )
         .unwrap();
-        assert!(case.moved_output.contains_key("mesh 8: L0=m"));
-        assert!(!case.moved_output.contains_key("mesh 8: L0=n"));
-        assert!(!case.moved_output.contains_key("AsyncTP"));
-        assert!(!case.moved_output.contains_key("mesh 8: L0=n+ring(m)"));
+        assert!(case.moved_output.is_empty(), "{:?}", case.moved_output.keys().collect::<Vec<_>>());
     }
 
     /// Every search candidate and known schedule of a tiny attention (MHA and GQA) on
