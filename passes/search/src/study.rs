@@ -1223,7 +1223,11 @@ mod tests {
             &topo,
         )
         .unwrap();
-        assert!(case.moved_output.is_empty(), "{:?}", case.moved_output.keys().collect::<Vec<_>>());
+        assert!(
+            case.moved_output.is_empty(),
+            "{:?}",
+            case.moved_output.keys().collect::<Vec<_>>()
+        );
     }
 
     /// Every search candidate and known schedule of a tiny attention (MHA and GQA) on
