@@ -5,6 +5,7 @@
 #   bash scripts/gpu.sh --remote   # on the GPU machine: run every check and benchmark
 #   MERCURY_GPU_PARTS=schedules bash scripts/gpu.sh --remote   # only the compiled schedules
 #   MERCURY_GPU_CASES='causal|tree' ...                         # only cases matching a regex
+#   MERCURY_GPU_PARTS=mgpu bash scripts/gpu.sh --remote         # only the multi-GPU section
 #
 # With the device tool, after `bash scripts/gpu.sh` here:
 #   run(kind="nvidia-h200", carry=[".carry"], timeout_s=600, command="bash scripts/gpu.sh --remote")
@@ -14,6 +15,7 @@
 #   mercury-gpu-bench   release: P0 executor self-checks, P1 GEMM, P2 attention, P3 ring
 #   device_kernels.ptx  the compiler's device kernels (mercury-opt --emit=ptx, through MLIR)
 #   sdpa_baseline.py    torch SDPA (FA2 and cuDNN backends) on the same shapes
+#   mercury-mgpu        release: multi-GPU self-checks and link measurements (docs/multi-gpu.md)
 # Every check draws fresh random inputs (seeded from the clock) and poisons outputs first.
 # Timings are medians of CUDA-event-timed runs after warm-up; no timing is asserted.
 set -euo pipefail
@@ -32,6 +34,10 @@ if [[ "${1:-}" != "--remote" ]]; then
   echo "== device kernels: mercury-opt --emit=ptx --all-device-kernels"
   "$CARGO_TARGET_DIR/release/mercury-opt" --emit=ptx --all-device-kernels --chip=sm_90 examples/attention.mlir > .carry/device_kernels.ptx
   grep -c '\.visible \.entry' .carry/device_kernels.ptx | sed 's/^/   entry points: /'
+  # ---- multi-GPU staging (docs/multi-gpu.md) ----
+  echo "== building mercury-mgpu (multi-GPU self-checks, link measurements)"
+  cargo build --release -p mercury-runtime --features cuda --bin mercury-mgpu
+  cp "$CARGO_TARGET_DIR/release/mercury-mgpu" .carry/
   du -sh .carry
   exit 0
 fi
@@ -50,7 +56,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$out/gpu.txt"
 status=0
-parts="${MERCURY_GPU_PARTS:-bench,schedules}"
+parts="${MERCURY_GPU_PARTS:-bench,schedules,mgpu}"
 
 if [[ ",$parts," == *",bench,"* ]]; then
 echo "== torch SDPA baseline"
@@ -109,4 +115,95 @@ echo "| case | schedule ms | single-device ms | schedule/single | rel. error vs 
 echo "| --- | ---: | ---: | ---: | ---: | --- |"
 cat "$out/table.md"
 echo
+
+# ==== multi-GPU section (docs/multi-gpu.md) =================================================
+# Only with two or more GPUs: records the topology, measures the links, runs the placed
+# executor's self-checks and the ring attention and AG-GEMM schedules with real ranks under
+# both transports (peer copies, NCCL), and the launcher path when there is a GPU per rank.
+# NCCL_NVLS_ENABLE=0 is exported above and set again inside every NCCL-using program.
+if [[ ",$parts," == *",mgpu,"* ]]; then
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if (( ngpu < 2 )); then
+  echo "== multi-GPU section: skipped, only ${ngpu} GPU present (needs >= 2; nothing to measure between GPUs)"
+else
+  echo "== multi-GPU section: $ngpu GPUs"
+  : > "$out/mgpu-table.md"
+  nvidia-smi topo -m > "$out/topo.txt" 2>&1 || true
+  cat "$out/topo.txt"
+  # A libnccl.so for cudarc where the system only has libnccl.so.2.
+  if ! (ldconfig -p 2>/dev/null || true) | grep -q 'libnccl\.so '; then
+    so=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF}' | head -1 || true)
+    [[ -z "$so" ]] && so=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(nvidia.nccl.__path__[0],"lib","libnccl.so.2"))' 2>/dev/null || true)
+    if [[ -n "$so" && -e "$so" ]]; then
+      mkdir -p /tmp/mercury-nccl && ln -sf "$so" /tmp/mercury-nccl/libnccl.so
+      export LD_LIBRARY_PATH="/tmp/mercury-nccl:${LD_LIBRARY_PATH:-}"
+    fi
+  fi
+  $C/mercury-mgpu info 2>&1 | tee "$out/mgpu-info.txt" || status=1
+  echo "== mercury-mgpu links (256 MiB peer copies between every pair)"
+  $C/mercury-mgpu links --out "$out/topology-measured.toml" > "$out/links.log" 2>&1 || status=1
+  grep -E '^#   GPU|^bandwidth_gbs|^latency_us|^hbm_bandwidth' "$out/links.log" || tail -5 "$out/links.log"
+  echo "== mercury-mgpu selfcheck (P0 cases on rank r -> GPU r % $ngpu, peer and nccl)"
+  if $C/mercury-mgpu selfcheck --transport both --device-kernels-ptx $C/device_kernels.ptx \
+      > "$out/mgpu-selfcheck.log" 2>&1; then echo "   all passed"; else status=1; grep -E 'FAILED|ERROR' "$out/mgpu-selfcheck.log" | head -20 || true; fi
+  # Real ranks: one rank per GPU. The examples' meshes have 8 ranks; with fewer GPUs, variants
+  # with nr = 4 or 2 ranks (the mesh and the schedules' tiling factor set to nr) run with a
+  # rank per GPU, and the 8-rank examples run as several ranks per GPU as well.
+  if (( ngpu >= 8 )); then nr=8; elif (( ngpu >= 4 )); then nr=4; else nr=2; fi
+  gen=$(mktemp -d)
+  for f in attention attention_causal ag_gemm; do
+    sed "s/shape \[8\]/shape [$nr]/" "examples/$f.mlir" > "$gen/$f.mlir"
+  done
+  for f in ring_attention asynctp_ag_gemm; do
+    sed "s/factor=8/factor=$nr/g" "examples/schedules/$f.sched" > "$gen/$f.sched"
+  done
+  run_mgpu_case() {
+    local name="$1"; shift
+    if [[ -n "${MERCURY_GPU_CASES:-}" && ! "$name" =~ $MERCURY_GPU_CASES ]]; then return 0; fi
+    echo "== mercury-run (multi-GPU): $name"
+    local r="ok"
+    $C/mercury-run --backend cuda --check --bench --iters 5 --warmup 2 \
+      --device-kernels $C/device_kernels.ptx "$@" > "$out/mgpu-$name.log" 2>&1 || { r="FAILED"; status=1; }
+    grep -E "check|schedule|single|gpu:|transport|warning|error" "$out/mgpu-$name.log" | sed 's/^/   /' || true
+    local sched single ratio err
+    sched=$(grep '^| schedule,' "$out/mgpu-$name.log" | awk -F'|' '{print $3}' | xargs || true)
+    single=$(grep '^| single-device' "$out/mgpu-$name.log" | awk -F'|' '{print $3}' | xargs || true)
+    ratio=$(grep '^| schedule / single' "$out/mgpu-$name.log" | awk -F'|' '{print $3}' | xargs || true)
+    err=$(grep -m1 'check @' "$out/mgpu-$name.log" | sed 's/.*relative error \([^ ]*\).*/\1/' || true)
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$name" "${sched:--}" "${single:--}" "${ratio:--}" "${err:--}" "$r" >> "$out/mgpu-table.md"
+  }
+  for t in peer nccl; do
+    run_mgpu_case "ring-mha-${nr}gpu-$t"        "$gen/attention.mlir"        --schedule "$gen/ring_attention.sched"  --devices "$nr" --transport "$t"
+    run_mgpu_case "ring-mha-causal-${nr}gpu-$t" "$gen/attention_causal.mlir" --schedule "$gen/ring_attention.sched"  --devices "$nr" --transport "$t"
+    run_mgpu_case "asynctp-ag-gemm-${nr}gpu-$t" "$gen/ag_gemm.mlir"          --schedule "$gen/asynctp_ag_gemm.sched" --devices "$nr" --transport "$t"
+    if (( nr < 8 )); then
+      run_mgpu_case "ring-mha-8ranks-on-${ngpu}gpu-$t" examples/attention.mlir --schedule examples/schedules/ring_attention.sched --virtual --devices "$ngpu" --transport "$t"
+    fi
+  done
+  # One process per GPU through torchrun (--launcher env: NCCL world from the environment,
+  # split per group; each process checks the output pieces of its rank).
+  if command -v torchrun >/dev/null 2>&1; then
+    if [[ -z "${MERCURY_GPU_CASES:-}" || "launcher" =~ $MERCURY_GPU_CASES ]]; then
+      echo "== torchrun: $nr processes x 1 GPU, ring attention, --launcher env"
+      if NCCL_NVLS_ENABLE=0 MERCURY_NCCL_ID_FILE="$gen/nccl-unique-id" timeout 300 torchrun --standalone --nproc_per_node="$nr" --no-python \
+          $C/mercury-run --backend cuda --launcher env --transport nccl --check --seed 7 \
+          --device-kernels $C/device_kernels.ptx "$gen/attention.mlir" \
+          --schedule "$gen/ring_attention.sched" > "$out/mgpu-launcher.log" 2>&1; then
+        echo "   ok"
+      else
+        status=1; echo "   FAILED"; tail -20 "$out/mgpu-launcher.log"
+      fi
+      grep -E 'check @|transport' "$out/mgpu-launcher.log" | sed 's/^/   /' || true
+    fi
+  else
+    echo "== torchrun not found: launcher case skipped"
+  fi
+  echo
+  echo "== multi-GPU summary ($ngpu GPUs; times are the whole schedule vs the single-device patch on GPU 0)"
+  echo "| case | schedule ms | single-device ms | schedule/single | rel. error vs single | check |"
+  echo "| --- | ---: | ---: | ---: | ---: | --- |"
+  cat "$out/mgpu-table.md"
+  echo
+fi
+fi
 exit $status

@@ -1,6 +1,10 @@
-//! `CudaExecutor`: runs a `mercury_plan::Plan` with N virtual ranks on one GPU.
+//! `CudaExecutor`: runs a `mercury_plan::Plan` with N ranks, as virtual ranks on one GPU
+//! ([`CudaExecutor::new`]) or placed on several GPUs ([`CudaExecutor::new_placed`]: a
+//! [`DeviceMap`] rank -> device, peer copies or NCCL between devices, see docs/multi-gpu.md).
 //!
-//! Each rank has its own slots (device allocations), a compute stream and a transfer stream.
+//! Each rank has its own slots (device allocations), a compute stream and a transfer stream,
+//! all on its device's context. The global buffers and the hub stream live on the main device
+//! (the first rank's).
 //! A stage enqueues the rank's compute ops in order on its compute stream and the stage's
 //! transfers through the [`Transport`] on the transfer streams (concurrently with compute).
 //! Stages are ordered on the device only, never by the host (no synchronize, no host wait
@@ -22,11 +26,14 @@
 //! no rank writes reads back as NaN.
 
 use super::device_kernels::DeviceKernels;
-use super::error::{Result, RuntimeError};
-use super::mem::{self, CopyCx, Loc, MemTable, Scratch, SlotInfo};
+use super::error::{check, Result, RuntimeError};
+use super::launcher::World;
+use super::mem::{self, CopyCx, Loc, MemTable, Peers, Scratch, SlotInfo};
+use super::nccl::NcclTransport;
 use super::ops::{self, check_copy, ComputeLaunch, Patches};
+use super::placement::{distinct_groups, DeviceMap, PeerMatrix};
 use super::schedule::{self, Schedule, StageSync, StageWaits};
-use super::transport::{TransferCx, Transport, VirtualTransport};
+use super::transport::{CopyTransport, TransferCx, Transport, Work};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 use mercury_kernels::cuda::{AttentionPatch, AttnVariant, GemmPatch, GemmWorkspace};
@@ -159,6 +166,11 @@ impl GlobalMem {
 }
 
 struct RankState {
+    /// Driven by this process (false: another process's rank, whose streams are idle
+    /// placeholders on the main device).
+    local: bool,
+    /// Index of the rank's device in `CudaExecutor::devs`.
+    dev: usize,
     compute: Arc<CudaStream>,
     ev_compute: CudaEvent,
     ev_transfer: CudaEvent,
@@ -170,15 +182,112 @@ struct RankState {
     outputs: Vec<(Loc, Loc)>,
 }
 
-/// Runs a plan with N virtual ranks on one GPU (see the module docs).
-pub struct CudaExecutor {
+/// Per device: its context, the patches compiled for it and an allocation stream.
+struct DeviceRes {
+    /// Device id (what locations carry; the CUDA ordinal unless ids alias GPUs).
+    id: usize,
     ctx: Arc<CudaContext>,
+    gemm: Option<GemmPatch>,
+    attention: Option<Arc<AttentionPatch>>,
+    stream: Arc<CudaStream>,
+}
+
+/// The attention patch of `ctx` in variant `v`, compiled once per process: NVRTC compilation
+/// and module load of the attention kernels take seconds, and every executor would repeat
+/// them (mercury-run builds two, the multi-device checks dozens). The cache keeps the module,
+/// hence the context, alive for the life of the process.
+fn attention_patch(ctx: &Arc<CudaContext>, v: AttnVariant) -> Result<Arc<AttentionPatch>> {
+    type Cache = Vec<(usize, AttnVariant, Arc<AttentionPatch>)>;
+    static CACHE: std::sync::Mutex<Cache> = std::sync::Mutex::new(Vec::new());
+    let key = ctx.cu_ctx() as usize;
+    let mut cache = CACHE
+        .lock()
+        .map_err(|_| RuntimeError::Unsupported("attention patch cache poisoned".into()))?;
+    if let Some((_, _, p)) = cache.iter().find(|(k, w, _)| *k == key && *w == v) {
+        return Ok(p.clone());
+    }
+    let mut a = AttentionPatch::new(ctx)?;
+    a.set_variant(v);
+    let a = Arc::new(a);
+    cache.push((key, v, a.clone()));
+    Ok(a)
+}
+
+/// How transfers move in a placed executor (see [`CudaExecutor::new_placed`]).
+pub enum TransportChoice {
+    /// Device copies and combine kernels; copies between GPUs are copy-engine peer copies.
+    Copy,
+    /// NCCL with communicators made in this process (one process drives every GPU); groups
+    /// whose members share a GPU use copies.
+    Nccl,
+    /// NCCL with a launcher's world (one process per GPU or node): this process drives only
+    /// the world's local ranks.
+    NcclWorld(World),
+}
+
+impl std::fmt::Debug for TransportChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportChoice::Copy => write!(f, "Copy"),
+            TransportChoice::Nccl => write!(f, "Nccl"),
+            TransportChoice::NcclWorld(w) => write!(f, "NcclWorld({w:?})"),
+        }
+    }
+}
+
+/// Where the ranks of a placed executor run and how they talk.
+#[derive(Debug)]
+pub struct Placement {
+    /// Rank -> device id (entries of other processes' ranks are not used). Device ids are CUDA
+    /// ordinals unless `physical` says otherwise.
+    pub devices: DeviceMap,
+    pub transport: TransportChoice,
+    /// Device id -> CUDA ordinal (`None`: the identity). Several ids may name one GPU: each id
+    /// then gets its own resources and the copies between ids take the peer-copy paths
+    /// (`cuMemcpyPeerAsync` within one context), which is how those paths are tested on a
+    /// single GPU.
+    pub physical: Option<Vec<usize>>,
+}
+
+impl Placement {
+    /// `devices` with `transport`, device ids = CUDA ordinals.
+    pub fn new(devices: DeviceMap, transport: TransportChoice) -> Placement {
+        Placement {
+            devices,
+            transport,
+            physical: None,
+        }
+    }
+
+    /// Every rank on device `ordinal` with the copy transport: the virtual mode through the
+    /// placed constructor.
+    pub fn single_device(ranks: usize, ordinal: usize) -> Placement {
+        Placement::new(DeviceMap::single(ranks, ordinal), TransportChoice::Copy)
+    }
+
+    /// The CUDA ordinal of device id `id`.
+    pub fn ordinal_of(&self, id: usize) -> usize {
+        self.physical
+            .as_ref()
+            .and_then(|p| p.get(id).copied())
+            .unwrap_or(id)
+    }
+}
+
+/// Runs a plan with N ranks on one GPU (virtual ranks) or on several (see the module docs).
+pub struct CudaExecutor {
+    /// Devices of this executor; index 0 is the main device (hub stream, global buffers).
+    devs: Vec<DeviceRes>,
+    /// Device kernels of each device (same index).
+    dks: Vec<DeviceKernels>,
+    max_pitch: Vec<usize>,
+    /// Rank -> device index.
+    rank_dev: Vec<usize>,
+    /// Contexts by ordinal for peer copies (placed executors).
+    peers: Option<Peers>,
     plan: Plan,
     schedule: Schedule,
     mem: MemTable,
-    dk: DeviceKernels,
-    gemm: Option<GemmPatch>,
-    attention: Option<AttentionPatch>,
     ranks: Vec<RankState>,
     transfer_streams: Vec<Arc<CudaStream>>,
     transfer_scratch: Vec<Scratch>,
@@ -189,14 +298,16 @@ pub struct CudaExecutor {
     transport: Box<dyn Transport>,
     /// Per stage: the waits and records of [`StageSync::Peers`].
     peer: Vec<StageWaits>,
-    max_pitch: usize,
+    warnings: Vec<String>,
     opts: ExecOptions,
 }
 
 impl Drop for CudaExecutor {
     fn drop(&mut self) {
         // Queued work may still use slots and scratch; let it finish before they are freed.
-        let _ = self.ctx.synchronize();
+        for d in &self.devs {
+            let _ = d.ctx.synchronize();
+        }
     }
 }
 
@@ -220,22 +331,193 @@ fn alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<(CudaSlice<u8>, u64)>
     Ok((buf, ptr))
 }
 
+/// Enables peer access between every pair of `ctxs` that `cuDeviceCanAccessPeer` allows
+/// (contexts, and the default memory pools the slots come from); returns the matrix and a
+/// warning per pair left to host-staged copies.
+fn enable_peer_access(all: &[Arc<CudaContext>]) -> Result<(PeerMatrix, Vec<String>)> {
+    use cudarc::driver::sys;
+    // One context per GPU (device ids may alias a GPU).
+    let mut ctxs: Vec<Arc<CudaContext>> = Vec::new();
+    for c in all {
+        if !ctxs.iter().any(|x| x.ordinal() == c.ordinal()) {
+            ctxs.push(c.clone());
+        }
+    }
+    let ctxs = &ctxs[..];
+    let ordinals: Vec<usize> = ctxs.iter().map(|c| c.ordinal()).collect();
+    let dev_of = |o: usize| {
+        ctxs.iter()
+            .find(|c| c.ordinal() == o)
+            .map(|c| c.cu_device())
+    };
+    let mut failed: Option<RuntimeError> = None;
+    let matrix = PeerMatrix::build(&ordinals, |a, b| {
+        let (Some(da), Some(db)) = (dev_of(a), dev_of(b)) else {
+            return false;
+        };
+        let mut can = 0i32;
+        // SAFETY: `can` is a valid out-pointer; both handles are devices of live contexts.
+        let r = unsafe { sys::cuDeviceCanAccessPeer(&mut can, da, db) };
+        if let Err(e) = r.result() {
+            failed.get_or_insert(RuntimeError::driver("cuDeviceCanAccessPeer")(e));
+            return false;
+        }
+        can != 0
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    for a in ctxs {
+        for b in ctxs {
+            if a.ordinal() == b.ordinal() || !matrix.can_access(a.ordinal(), b.ordinal()) {
+                continue;
+            }
+            a.bind_to_thread()
+                .map_err(RuntimeError::driver("bind context"))?;
+            // SAFETY: `a` is current; `b`'s context is live. Grants `a` access to `b`'s
+            // cuMemAlloc memory; enabling twice answers PEER_ACCESS_ALREADY_ENABLED.
+            let r = unsafe { sys::cuCtxEnablePeerAccess(b.cu_ctx(), 0) };
+            if r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+                check(r, "cuCtxEnablePeerAccess")?;
+            }
+            // Slots and scratch come from the stream-ordered allocator (the device's default
+            // pool), which peer access to the context does not cover.
+            let pools = b
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)
+                .map_err(RuntimeError::driver("memory pools supported"))?;
+            if pools > 0 {
+                let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+                // SAFETY: `pool` is a valid out-pointer.
+                check(
+                    unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, b.cu_device()) },
+                    "cuDeviceGetDefaultMemPool",
+                )?;
+                // SAFETY: a zeroed descriptor is a valid starting point (plain C struct);
+                // every field that matters is set below.
+                let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
+                desc.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+                desc.location.id = a.ordinal() as i32;
+                desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+                // SAFETY: `pool` is `b`'s default pool; one descriptor is passed.
+                check(
+                    unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) },
+                    "cuMemPoolSetAccess",
+                )?;
+            }
+        }
+    }
+    let warnings = matrix
+        .staged_pairs()
+        .into_iter()
+        .map(|(a, b)| {
+            format!(
+                "GPU {a} cannot access GPU {b} directly (cuDeviceCanAccessPeer = 0): copies between them are staged through host memory by the driver and will be slow"
+            )
+        })
+        .collect();
+    Ok((matrix, warnings))
+}
+
 impl CudaExecutor {
     /// Verifies `plan`, loads the device kernels (`device_kernels_ptx`, the PTX of
     /// `mercury_lowering::device_kernels_ptx`), compiles the patches the plan uses, allocates
     /// every slot and global buffer, and resolves every operation (so unsupported views and
-    /// types fail here, before anything runs).
+    /// types fail here, before anything runs). Every rank runs on `ctx`'s GPU (virtual ranks).
     pub fn new(
         ctx: Arc<CudaContext>,
         plan: Plan,
         device_kernels_ptx: &str,
         opts: ExecOptions,
     ) -> Result<Self> {
+        let n = plan.ranks.len();
+        CudaExecutor::build(
+            vec![(0, ctx)],
+            vec![0; n],
+            vec![true; n],
+            false,
+            plan,
+            device_kernels_ptx,
+            opts,
+            TransportChoice::Copy,
+        )
+    }
+
+    /// As [`CudaExecutor::new`], with the ranks placed on GPUs by `placement`: each rank's
+    /// slots, streams and events live on its device's (primary) context; peer access is
+    /// enabled between the devices where possible; transfers between devices are peer copies
+    /// or NCCL (`placement.transport`). Ranks sharing a device behave as virtual ranks. With
+    /// [`TransportChoice::NcclWorld`] only the launcher's local ranks run here.
+    pub fn new_placed(
+        plan: Plan,
+        device_kernels_ptx: &str,
+        opts: ExecOptions,
+        placement: Placement,
+    ) -> Result<Self> {
+        let n = plan.ranks.len();
+        let map = placement.devices.clone();
+        let visible = CudaContext::device_count()
+            .map_err(RuntimeError::driver("device count"))?
+            .max(0) as usize;
+        let local: Vec<bool> = match &placement.transport {
+            TransportChoice::NcclWorld(w) => {
+                let l = w.local_ranks();
+                (0..n).map(|r| l.contains(&r)).collect()
+            }
+            _ => vec![true; n],
+        };
+        let local_ranks: Vec<usize> = (0..n).filter(|r| local[*r]).collect();
+        if map.ranks() != n {
+            return Err(RuntimeError::Schedule(format!(
+                "the device map has {} entries, the plan {n} ranks",
+                map.ranks()
+            )));
+        }
+        let ids = map.ordinals_of(&local_ranks);
+        let mut ctxs = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let o = placement.ordinal_of(*id);
+            if o >= visible {
+                return Err(RuntimeError::Unsupported(format!(
+                    "rank placement uses GPU {o}, but {visible} GPU(s) are visible"
+                )));
+            }
+            ctxs.push((*id, mercury_kernels::cuda::open_context(o)?));
+        }
+        let rank_dev: Vec<usize> = (0..n)
+            .map(|r| {
+                if local[r] {
+                    ids.iter().position(|o| *o == map.device(r)).unwrap_or(0)
+                } else {
+                    0
+                }
+            })
+            .collect();
+        CudaExecutor::build(
+            ctxs,
+            rank_dev,
+            local,
+            true,
+            plan,
+            device_kernels_ptx,
+            opts,
+            placement.transport,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        dev_ctxs: Vec<(usize, Arc<CudaContext>)>,
+        rank_dev: Vec<usize>,
+        local: Vec<bool>,
+        placed: bool,
+        plan: Plan,
+        device_kernels_ptx: &str,
+        opts: ExecOptions,
+        choice: TransportChoice,
+    ) -> Result<Self> {
         mercury_plan::verify(&plan)?;
         let schedule = schedule::build(&plan).map_err(RuntimeError::Schedule)?;
-        ctx.bind_to_thread()
-            .map_err(RuntimeError::driver("bind context"))?;
-        let dk = DeviceKernels::load(&ctx, device_kernels_ptx)?;
+        let nranks = plan.ranks.len();
         let uses = |f: &dyn Fn(&PatchKind) -> bool| {
             plan.ranks.iter().any(|r| {
                 r.stages.iter().any(|s| {
@@ -245,29 +527,70 @@ impl CudaExecutor {
                 })
             })
         };
-        let gemm = if uses(&|p| matches!(p, PatchKind::Gemm { .. })) {
-            Some(GemmPatch::new(&ctx, opts.gemm_workspace_bytes)?)
-        } else {
-            None
-        };
-        let attention = if uses(&|p| matches!(p, PatchKind::Attention { .. })) {
-            let mut a = AttentionPatch::new(&ctx)?;
-            a.set_variant(opts.attention_variant);
-            Some(a)
-        } else {
-            None
-        };
-        let new_stream = || {
-            ctx.new_stream()
-                .map_err(RuntimeError::driver("create stream"))
-        };
-        let hub = new_stream()?;
-        let max_pitch = ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_PITCH)
-            .map_err(RuntimeError::driver("max pitch"))?
-            .max(0) as usize;
+        let uses_gemm = uses(&|p| matches!(p, PatchKind::Gemm { .. }));
+        let ids: Vec<usize> = dev_ctxs.iter().map(|(i, _)| *i).collect();
+        let ctxs: Vec<Arc<CudaContext>> = dev_ctxs.into_iter().map(|(_, c)| c).collect();
+        let uses_attention = uses(&|p| matches!(p, PatchKind::Attention { .. }));
 
-        // Global buffers.
+        // Per device: kernels, patches, an allocation stream (the hub on the main device).
+        let mut warnings = Vec::new();
+        let mut devs = Vec::with_capacity(ctxs.len());
+        let mut dks = Vec::with_capacity(ctxs.len());
+        let mut max_pitch = Vec::with_capacity(ctxs.len());
+        for ctx in &ctxs {
+            ctx.bind_to_thread()
+                .map_err(RuntimeError::driver("bind context"))?;
+            dks.push(DeviceKernels::load(ctx, device_kernels_ptx)?);
+            let gemm = if uses_gemm {
+                Some(GemmPatch::new(ctx, opts.gemm_workspace_bytes)?)
+            } else {
+                None
+            };
+            let attention = if uses_attention {
+                Some(attention_patch(ctx, opts.attention_variant)?)
+            } else {
+                None
+            };
+            max_pitch.push(
+                ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_PITCH)
+                    .map_err(RuntimeError::driver("max pitch"))?
+                    .max(0) as usize,
+            );
+            devs.push(DeviceRes {
+                id: 0,
+                ctx: ctx.clone(),
+                gemm,
+                attention,
+                stream: ctx
+                    .new_stream()
+                    .map_err(RuntimeError::driver("create stream"))?,
+            });
+        }
+        for (d, id) in devs.iter_mut().zip(&ids) {
+            d.id = *id;
+        }
+        let hub = devs[0].stream.clone();
+        // Where a location of the main device lives, as copies see it.
+        let main_dev = placed.then_some(ids[0]);
+        let peers = if placed {
+            if ctxs.len() > 1 {
+                let (_m, w) = enable_peer_access(&ctxs)?;
+                warnings.extend(w);
+            }
+            Some(Peers::new(
+                ids.iter()
+                    .zip(&ctxs)
+                    .map(|(i, c)| (*i, c.cu_ctx()))
+                    .collect(),
+            ))
+        } else {
+            None
+        };
+
+        // Global buffers on the main device.
+        ctxs[0]
+            .bind_to_thread()
+            .map_err(RuntimeError::driver("bind context"))?;
         let mut globals = Vec::with_capacity(plan.buffers.len());
         for b in &plan.buffers {
             let bytes = b.shape.iter().product::<usize>() * b.dtype.size_bytes();
@@ -282,19 +605,36 @@ impl CudaExecutor {
             });
         }
 
-        // Slots, streams and events of every rank.
+        // Slots, streams and events of every rank, on its device. Ranks of other processes
+        // get idle placeholder streams on the main device and no slots (their slots are
+        // listed with address 0 for shapes and types).
         let mut mem = MemTable::default();
-        let mut ranks = Vec::with_capacity(plan.ranks.len());
-        let mut transfer_streams = Vec::with_capacity(plan.ranks.len());
-        let mut transfer_scratch = Vec::with_capacity(plan.ranks.len());
-        for r in &plan.ranks {
+        if placed {
+            mem.devs = rank_dev.iter().map(|d| ids[*d]).collect();
+            mem.remote = local.iter().map(|l| !l).collect();
+        }
+        let mut ranks = Vec::with_capacity(nranks);
+        let mut transfer_streams = Vec::with_capacity(nranks);
+        let mut transfer_scratch = Vec::with_capacity(nranks);
+        for (ri, r) in plan.ranks.iter().enumerate() {
+            let d = rank_dev[ri];
+            let ctx = &ctxs[d];
+            let new_stream = || {
+                ctx.new_stream()
+                    .map_err(RuntimeError::driver("create stream"))
+            };
             let compute = new_stream()?;
             let transfer = new_stream()?;
             let mut slots = Vec::with_capacity(r.slots.len());
             let mut infos = Vec::with_capacity(r.slots.len());
             for s in &r.slots {
-                let (buf, ptr) = alloc(&hub, s.bytes())?;
-                slots.push(buf);
+                let ptr = if local[ri] {
+                    let (buf, ptr) = alloc(&devs[d].stream, s.bytes())?;
+                    slots.push(buf);
+                    ptr
+                } else {
+                    0
+                };
                 infos.push(SlotInfo {
                     ptr,
                     dtype: s.dtype,
@@ -302,15 +642,17 @@ impl CudaExecutor {
                 });
             }
             mem.ranks.push(infos);
-            let ws = match &gemm {
-                Some(_) => Some(GemmWorkspace::new(&compute, opts.gemm_workspace_bytes)?),
-                None => None,
+            let ws = match (&devs[d].gemm, local[ri]) {
+                (Some(_), true) => Some(GemmWorkspace::new(&compute, opts.gemm_workspace_bytes)?),
+                _ => None,
             };
             ranks.push(RankState {
+                local: local[ri],
+                dev: d,
                 scratch: Scratch::new(compute.clone()),
                 compute,
-                ev_compute: new_event(&ctx, false)?,
-                ev_transfer: new_event(&ctx, false)?,
+                ev_compute: new_event(ctx, false)?,
+                ev_transfer: new_event(ctx, false)?,
                 ws,
                 _slots: slots,
                 init: Vec::new(),
@@ -320,16 +662,47 @@ impl CudaExecutor {
             transfer_scratch.push(Scratch::new(transfer.clone()));
             transfer_streams.push(transfer);
         }
-        hub.synchronize()
-            .map_err(RuntimeError::driver("synchronize allocations"))?;
+        for d in &devs {
+            d.stream
+                .synchronize()
+                .map_err(RuntimeError::driver("synchronize allocations"))?;
+        }
 
-        let transport: Box<dyn Transport> = Box::new(VirtualTransport);
-        // Resolve every operation against the real addresses.
+        // Each rank's device id and CUDA ordinal.
+        let id_map = DeviceMap::from_ordinals(rank_dev.iter().map(|d| ids[*d]).collect());
+        let map = DeviceMap::from_ordinals(rank_dev.iter().map(|d| ctxs[*d].ordinal()).collect());
+        let transport: Box<dyn Transport> = match choice {
+            TransportChoice::Copy if placed => Box::new(CopyTransport::placed(id_map.clone())),
+            TransportChoice::Copy => Box::new(CopyTransport::single_device()),
+            TransportChoice::Nccl => {
+                let t = NcclTransport::single_process(&map, &id_map, &distinct_groups(&plan))?;
+                if !t.fallback_groups().is_empty() {
+                    warnings.push(format!(
+                        "NCCL: {} group(s) have members sharing a GPU ({:?}...); they use device copies",
+                        t.fallback_groups().len(),
+                        t.fallback_groups()[0]
+                    ));
+                }
+                Box::new(t)
+            }
+            TransportChoice::NcclWorld(w) => {
+                Box::new(NcclTransport::from_world(w, &map, &distinct_groups(&plan))?)
+            }
+        };
+        for w in &warnings {
+            eprintln!("mercury-runtime: warning: {w}");
+        }
+
+        // Resolve every operation of this process's ranks against the real addresses.
         for (ri, r) in plan.ranks.iter().enumerate() {
+            if !local[ri] {
+                continue;
+            }
             let mut init = Vec::with_capacity(r.slots.len());
             for (si, s) in r.slots.iter().enumerate() {
                 let info = &mem.ranks[ri][si];
                 let full = Region::full(&s.shape);
+                let here = mem.devs.get(ri).copied();
                 init.push(match &s.init {
                     SlotInit::Uninit if opts.poison_uninit => InitLaunch::Poison,
                     SlotInit::Uninit => InitLaunch::Nothing,
@@ -348,8 +721,8 @@ impl CudaExecutor {
                                 s.name
                             )));
                         }
-                        let src = Loc::of(g.ptr, g.dtype, &g.shape, region)?;
-                        let dst = Loc::of(info.ptr, s.dtype, &s.shape, &full)?;
+                        let src = Loc::of(g.ptr, g.dtype, &g.shape, region)?.on(main_dev);
+                        let dst = Loc::of(info.ptr, s.dtype, &s.shape, &full)?.on(here);
                         check_copy(&src, &dst)?;
                         InitLaunch::Copy { src, dst }
                     }
@@ -375,7 +748,7 @@ impl CudaExecutor {
                     )));
                 }
                 let src = mem.loc(ri, &o.src)?;
-                let dst = Loc::of(g.ptr, g.dtype, &g.shape, &o.region)?;
+                let dst = Loc::of(g.ptr, g.dtype, &g.shape, &o.region)?.on(main_dev);
                 check_copy(&src, &dst)?;
                 outputs.push((src, dst));
             }
@@ -385,37 +758,44 @@ impl CudaExecutor {
         }
         for st in &schedule.stages {
             for m in &st.messages {
-                check_copy(&mem.loc(m.src_rank, &m.src)?, &mem.loc(m.dst_rank, &m.dst)?)?;
+                if local[m.src_rank] || local[m.dst_rank] {
+                    transport.check_message(&mem, m)?;
+                }
             }
             for c in &st.collectives {
-                transport.check_collective(&mem, c)?;
+                if c.group.iter().any(|r| local[*r]) {
+                    transport.check_collective(&mem, c)?;
+                }
             }
         }
-        let nranks = plan.ranks.len();
-        let touches = schedule::stage_touches(
+        // Streams of other processes' ranks never get work.
+        let keep = |w: Work| -> Work { w.into_iter().filter(|(y, _)| local[*y]).collect() };
+        let touches = schedule::stage_touches_work(
             &schedule,
             nranks,
-            |si, r| ranks[r].stages.get(si).is_some_and(|o| !o.is_empty()),
-            |m| transport.message_rank(m),
-            |c| transport.collective_rank(c),
+            |si, r| local[r] && ranks[r].stages.get(si).is_some_and(|o| !o.is_empty()),
+            |m| keep(transport.message_work(m)),
+            |c| keep(transport.collective_work(c)),
         );
         let peer = schedule::peer_waits(&touches, nranks);
+        let main = &ctxs[0];
         let ev_time = [
-            new_event(&ctx, true)?,
-            new_event(&ctx, true)?,
-            new_event(&ctx, true)?,
-            new_event(&ctx, true)?,
+            new_event(main, true)?,
+            new_event(main, true)?,
+            new_event(main, true)?,
+            new_event(main, true)?,
         ];
         Ok(CudaExecutor {
-            ev_barrier: new_event(&ctx, false)?,
+            ev_barrier: new_event(main, false)?,
             ev_time,
-            ctx,
+            devs,
+            dks,
+            max_pitch,
+            rank_dev,
+            peers,
             plan,
             schedule,
             mem,
-            dk,
-            gemm,
-            attention,
             ranks,
             transfer_streams,
             transfer_scratch,
@@ -423,7 +803,7 @@ impl CudaExecutor {
             hub,
             transport,
             peer,
-            max_pitch,
+            warnings,
             opts,
         })
     }
@@ -453,6 +833,29 @@ impl CudaExecutor {
         self.transport.name()
     }
 
+    /// CUDA device ordinals in use (the first holds the global buffers; an ordinal repeats
+    /// when device ids alias a GPU).
+    pub fn device_ordinals(&self) -> Vec<usize> {
+        self.devs.iter().map(|d| d.ctx.ordinal()).collect()
+    }
+
+    /// CUDA device ordinal of `rank`.
+    pub fn rank_device(&self, rank: usize) -> usize {
+        self.devs[self.rank_dev[rank]].ctx.ordinal()
+    }
+
+    /// The ranks this process drives (all, except under a launcher).
+    pub fn local_ranks(&self) -> Vec<usize> {
+        (0..self.ranks.len())
+            .filter(|r| self.ranks[*r].local)
+            .collect()
+    }
+
+    /// Warnings of the construction (host-staged peer copies, NCCL groups on copies).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     /// The stream on which global buffers are filled; work enqueued on it before
     /// [`CudaExecutor::run`] completes before the run reads the inputs.
     pub fn upload_stream(&self) -> &Arc<CudaStream> {
@@ -465,9 +868,24 @@ impl CudaExecutor {
             .ok_or_else(|| RuntimeError::Io(format!("no global buffer #{buffer}")))
     }
 
-    /// Device address of global buffer `buffer` (dense, row-major, its dtype).
+    /// Device address of global buffer `buffer` (dense, row-major, its dtype), on the main
+    /// device.
     pub fn global_ptr(&self, buffer: usize) -> Result<u64> {
         Ok(self.global(buffer)?.ptr)
+    }
+
+    fn bind_main(&self) -> Result<()> {
+        self.devs[0]
+            .ctx
+            .bind_to_thread()
+            .map_err(RuntimeError::driver("bind context"))
+    }
+
+    fn synchronize_all(&self, what: &'static str) -> Result<()> {
+        for d in &self.devs {
+            d.ctx.synchronize().map_err(RuntimeError::driver(what))?;
+        }
+        self.bind_main()
     }
 
     /// Declares input `buffer` written by the caller directly on the device (e.g. a random
@@ -509,11 +927,13 @@ impl CudaExecutor {
             )));
         }
         let ptr = g.ptr;
+        self.bind_main()?;
         self.hub
             .synchronize()
             .map_err(RuntimeError::driver("synchronize before upload"))?;
-        // SAFETY: `ptr` is the buffer's allocation, sized for exactly `data.len()` elements of
-        // the host type (checked above); the copy is synchronous.
+        // SAFETY: `ptr` is the buffer's allocation (main device, whose context is current),
+        // sized for exactly `data.len()` elements of the host type (checked above); the copy
+        // is synchronous.
         let r = unsafe {
             match data {
                 HostData::F32(v) => cudarc::driver::result::memcpy_htod_sync(ptr, v),
@@ -532,14 +952,14 @@ impl CudaExecutor {
         self.upload_input(buffer, &HostData::from_f64(values, dtype))
     }
 
-    /// Downloads global buffer `buffer` (after [`CudaExecutor::run`]).
+    /// Downloads global buffer `buffer` (after [`CudaExecutor::run`]). Under a launcher only
+    /// the pieces of this process's ranks are written (the rest reads as NaN).
     pub fn download(&self, buffer: usize) -> Result<HostData> {
         let g = self.global(buffer)?;
-        self.ctx
-            .synchronize()
-            .map_err(RuntimeError::driver("synchronize before download"))?;
+        self.synchronize_all("synchronize before download")?;
         let n = g.numel();
-        // SAFETY: the allocation holds `n` elements of the buffer's dtype.
+        // SAFETY: the allocation holds `n` elements of the buffer's dtype, on the main
+        // device, whose context is current.
         let r = unsafe {
             match g.dtype {
                 DType::F32 => {
@@ -568,10 +988,14 @@ impl CudaExecutor {
         Ok(self.download(buffer)?.to_f64(dtype))
     }
 
-    /// Every rank stream records, the hub waits on all and records the barrier, every rank
-    /// stream waits on the barrier.
+    /// Every local rank stream records, the hub waits on all and records the barrier, every
+    /// local rank stream waits on the barrier (events of other devices included: stream waits
+    /// cross devices).
     fn barrier(&self) -> Result<()> {
         for (r, t) in self.ranks.iter().zip(&self.transfer_streams) {
+            if !r.local {
+                continue;
+            }
             r.ev_compute
                 .record(&r.compute)
                 .map_err(RuntimeError::driver("record"))?;
@@ -627,6 +1051,9 @@ impl CudaExecutor {
 
     fn wait_barrier(&self) -> Result<()> {
         for (r, t) in self.ranks.iter().zip(&self.transfer_streams) {
+            if !r.local {
+                continue;
+            }
             r.compute
                 .wait(&self.ev_barrier)
                 .map_err(RuntimeError::driver("wait barrier"))?;
@@ -638,11 +1065,17 @@ impl CudaExecutor {
 
     fn init_rank(&mut self, ri: usize) -> Result<()> {
         let r = &mut self.ranks[ri];
+        r.compute
+            .context()
+            .bind_to_thread()
+            .map_err(RuntimeError::driver("bind context"))?;
         let mut cx = CopyCx {
             stream: &r.compute,
             scratch: &mut r.scratch,
-            dk: &self.dk,
-            max_pitch: self.max_pitch,
+            dk: &self.dks[r.dev],
+            max_pitch: self.max_pitch[r.dev],
+            peers: self.peers.as_ref(),
+            here: self.devs[r.dev].id,
         };
         for (si, init) in r.init.iter().enumerate() {
             let info = &self.mem.ranks[ri][si];
@@ -666,7 +1099,7 @@ impl CudaExecutor {
     }
 
     /// Runs the plan once: initialises slots, runs every stage, gathers the outputs, and
-    /// waits (with the configured timeout) for the device.
+    /// waits (with the configured timeout) for the devices.
     pub fn run(&mut self) -> Result<RunTiming> {
         if let Some(i) = self
             .globals
@@ -678,14 +1111,12 @@ impl CudaExecutor {
                 self.plan.buffers[i].name
             )));
         }
-        self.ctx
-            .bind_to_thread()
-            .map_err(RuntimeError::driver("bind context"))?;
+        self.bind_main()?;
         let rec =
             |e: &CudaEvent, s: &CudaStream| e.record(s).map_err(RuntimeError::driver("record"));
         // Poison the outputs; everything starts after the hub's work (uploads, fills).
         for g in self.globals.iter().filter(|g| g.role == Role::Output) {
-            // SAFETY: the allocation holds `bytes()` bytes.
+            // SAFETY: the allocation holds `bytes()` bytes (main device, current).
             unsafe { mem::poison(&self.hub, g.ptr, g.bytes(), g.dtype)? };
         }
         rec(&self.ev_time[0], &self.hub)?;
@@ -694,16 +1125,13 @@ impl CudaExecutor {
             .map_err(RuntimeError::driver("record barrier"))?;
         self.wait_barrier()?;
         for ri in 0..self.ranks.len() {
-            self.init_rank(ri)?;
+            if self.ranks[ri].local {
+                self.init_rank(ri)?;
+            }
         }
         self.barrier()?;
         rec(&self.ev_time[1], &self.hub)?;
 
-        let patches = Patches {
-            dk: &self.dk,
-            gemm: self.gemm.as_ref(),
-            attention: self.attention.as_ref(),
-        };
         let peers = self.opts.sync == StageSync::Peers;
         for si in 0..self.schedule.len() {
             if peers {
@@ -713,11 +1141,25 @@ impl CudaExecutor {
                 let Some(ops_here) = r.stages.get(si) else {
                     continue;
                 };
+                if ops_here.is_empty() {
+                    continue;
+                }
+                let d = &self.devs[r.dev];
+                d.ctx
+                    .bind_to_thread()
+                    .map_err(RuntimeError::driver("bind context"))?;
+                let patches = Patches {
+                    dk: &self.dks[r.dev],
+                    gemm: d.gemm.as_ref(),
+                    attention: d.attention.as_deref(),
+                };
                 let mut cx = CopyCx {
                     stream: &r.compute,
                     scratch: &mut r.scratch,
-                    dk: &self.dk,
-                    max_pitch: self.max_pitch,
+                    dk: &self.dks[r.dev],
+                    max_pitch: self.max_pitch[r.dev],
+                    peers: self.peers.as_ref(),
+                    here: self.devs[r.dev].id,
                 };
                 for op in ops_here {
                     // SAFETY: resolved against this executor's memory in `new`.
@@ -726,20 +1168,17 @@ impl CudaExecutor {
             }
             let mut tcx = TransferCx {
                 mem: &self.mem,
-                dk: &self.dk,
                 streams: &self.transfer_streams,
                 scratch: &mut self.transfer_scratch,
-                max_pitch: self.max_pitch,
+                rank_dev: &self.rank_dev,
+                dks: &self.dks,
+                max_pitch: &self.max_pitch,
+                peers: self.peers.as_ref(),
             };
             let st = &self.schedule.stages[si];
-            for m in &st.messages {
-                // SAFETY: views resolved and checked in `new`; the barrier is enqueued.
-                unsafe { self.transport.message(&mut tcx, m)? };
-            }
-            for c in &st.collectives {
-                // SAFETY: as above.
-                unsafe { self.transport.collective(&mut tcx, c)? };
-            }
+            // SAFETY: views resolved and checked in `new`; the stage's waits are enqueued.
+            unsafe { self.transport.stage(&mut tcx, st)? };
+            self.bind_main()?;
             if peers {
                 self.peer_record(si)?;
             } else {
@@ -751,12 +1190,18 @@ impl CudaExecutor {
             self.barrier()?;
         }
         rec(&self.ev_time[2], &self.hub)?;
-        for r in self.ranks.iter_mut() {
+        for r in self.ranks.iter_mut().filter(|r| r.local) {
+            r.compute
+                .context()
+                .bind_to_thread()
+                .map_err(RuntimeError::driver("bind context"))?;
             let mut cx = CopyCx {
                 stream: &r.compute,
                 scratch: &mut r.scratch,
-                dk: &self.dk,
-                max_pitch: self.max_pitch,
+                dk: &self.dks[r.dev],
+                max_pitch: self.max_pitch[r.dev],
+                peers: self.peers.as_ref(),
+                here: self.devs[r.dev].id,
             };
             for (src, dst) in &r.outputs {
                 cx.scratch.reset();
@@ -764,12 +1209,15 @@ impl CudaExecutor {
                 unsafe { mem::copy(&mut cx, src, dst)? };
             }
         }
+        self.bind_main()?;
         self.barrier()?;
         rec(&self.ev_time[3], &self.hub)?;
         self.wait_for(&self.ev_time[3], "the end of the run")?;
-        self.ctx
-            .check_err()
-            .map_err(RuntimeError::driver("deferred CUDA error"))?;
+        for d in &self.devs {
+            d.ctx
+                .check_err()
+                .map_err(RuntimeError::driver("deferred CUDA error"))?;
+        }
         for s in self
             .ranks
             .iter_mut()

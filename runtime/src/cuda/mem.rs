@@ -1,5 +1,13 @@
 //! Device memory of the ranks as plain addresses, per-stream scratch arenas, and the copy
 //! engine (linear copies, 2-D copies, packing through scratch, f32/bf16 casts).
+//!
+//! Multi-device: a [`Loc`] may name its device (`dev`); a copy whose source or destination
+//! lies on another device than the stream's goes through the copy engine's peer copies
+//! (`cuMemcpyPeerAsync`, `cuMemcpy3DPeerAsync`, given the [`Peers`] contexts). Kernels
+//! (casts, combines, strided-copy fallbacks) only ever touch memory of the stream's own
+//! device: remote operands are first copied into local scratch ([`operand`]). A copy whose
+//! two ends are both on other devices than the stream's is refused (transports pull or push
+//! from one end).
 
 use super::device_kernels::DeviceKernels;
 use super::error::{check, Result, RuntimeError};
@@ -21,14 +29,23 @@ pub struct SlotInfo {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemTable {
     pub ranks: Vec<Vec<SlotInfo>>,
+    /// Device ordinal of each rank (empty: every rank on the stream's device, the virtual
+    /// mode; locations then carry no device).
+    pub devs: Vec<usize>,
+    /// Ranks driven by another process (their slots carry shapes and types, address 0); empty:
+    /// none.
+    pub remote: Vec<bool>,
 }
 
-/// A region of device memory: base address of its tensor, element type, strided region.
+/// A region of device memory: base address of its tensor, element type, strided region, and
+/// the device ordinal it lives on (`None`: the device of the stream that uses it, as for
+/// scratch).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Loc {
     pub base: u64,
     pub dtype: DType,
     pub reg: StridedRegion,
+    pub dev: Option<usize>,
 }
 
 impl Loc {
@@ -52,6 +69,7 @@ impl Loc {
             base: ptr,
             dtype,
             reg: StridedRegion::linear(0, n),
+            dev: None,
         }
     }
     /// Region `region` of a row-major tensor of `shape` at `base`.
@@ -60,7 +78,17 @@ impl Loc {
             base,
             dtype,
             reg: StridedRegion::new(shape, region).map_err(RuntimeError::Schedule)?,
+            dev: None,
         })
+    }
+    /// The same region, placed on device `dev` (`None`: the stream's device).
+    pub fn on(mut self, dev: Option<usize>) -> Loc {
+        self.dev = dev;
+        self
+    }
+    /// Whether the region lives on device `here` (the device of the stream using it).
+    pub fn is_on(&self, here: usize) -> bool {
+        self.dev.is_none_or(|d| d == here)
     }
 }
 
@@ -72,10 +100,24 @@ impl MemTable {
             .and_then(|r| r.get(slot))
             .ok_or_else(|| RuntimeError::Schedule(format!("rank {rank} has no slot {slot}")))
     }
-    /// The memory of `view` on `rank`.
+    /// The memory of `view` on `rank` (an error for ranks of other processes).
     pub fn loc(&self, rank: usize, view: &View) -> Result<Loc> {
+        if self.is_remote(rank) {
+            return Err(RuntimeError::Schedule(format!(
+                "rank {rank} is driven by another process; its memory is not addressable here"
+            )));
+        }
+        self.meta(rank, view)
+    }
+    /// Shape, type and device of `view` on `rank`, also for ranks of other processes (whose
+    /// address is then 0: only for sizes and checks).
+    pub fn meta(&self, rank: usize, view: &View) -> Result<Loc> {
         let s = self.slot(rank, view.slot)?;
-        Loc::of(s.ptr, s.dtype, &s.shape, &view.region)
+        Ok(Loc::of(s.ptr, s.dtype, &s.shape, &view.region)?.on(self.devs.get(rank).copied()))
+    }
+    /// Whether `rank` is driven by another process.
+    pub fn is_remote(&self, rank: usize) -> bool {
+        self.remote.get(rank).copied().unwrap_or(false)
     }
 }
 
@@ -142,13 +184,282 @@ impl Scratch {
     }
 }
 
+/// The contexts of an executor's devices, by device id (the ids of `Loc::dev`; the CUDA
+/// ordinal, unless several ids alias one GPU to exercise the peer paths on one device): what
+/// peer copies name as their source and destination contexts.
+#[derive(Debug, Default)]
+pub struct Peers {
+    ctx: Vec<(usize, sys::CUcontext)>,
+}
+
+// SAFETY: a CUcontext handle is a plain identifier the driver accepts from any thread; the
+// contexts are owned (kept alive) by the executor that owns this table.
+unsafe impl Send for Peers {}
+// SAFETY: as above; the table is never mutated after construction.
+unsafe impl Sync for Peers {}
+
+impl Peers {
+    /// The table of `(ordinal, context)` pairs.
+    pub fn new(ctx: Vec<(usize, sys::CUcontext)>) -> Peers {
+        Peers { ctx }
+    }
+    fn ctx(&self, ordinal: usize) -> Result<sys::CUcontext> {
+        self.ctx
+            .iter()
+            .find(|(o, _)| *o == ordinal)
+            .map(|(_, c)| *c)
+            .ok_or_else(|| {
+                RuntimeError::Unsupported(format!(
+                    "no context of device {ordinal} in this executor"
+                ))
+            })
+    }
+}
+
 /// Everything a copy needs: the stream, its scratch, the device kernels (casts) and the
-/// device's largest 2-D copy pitch.
+/// device's largest 2-D copy pitch; `peers` (multi-device executors) for copies from or to
+/// other devices.
 pub struct CopyCx<'a> {
     pub stream: &'a CudaStream,
     pub scratch: &'a mut Scratch,
     pub dk: &'a DeviceKernels,
     pub max_pitch: usize,
+    pub peers: Option<&'a Peers>,
+    /// Device id of the stream (the ids locations carry in `Loc::dev`; 0 without `peers`).
+    pub here: usize,
+}
+
+impl CopyCx<'_> {
+    /// Device id of the stream's device.
+    pub fn here(&self) -> usize {
+        self.here
+    }
+}
+
+/// Enqueues a copy of `bytes` bytes from device `sdev` to device `ddev` (peer copy through the
+/// copy engine; the driver stages it through host memory where peer access is unavailable).
+///
+/// # Safety
+/// Both ranges must be device memory of the named devices, whose contexts `peers` holds.
+pub unsafe fn memcpy_peer(
+    stream: &CudaStream,
+    peers: &Peers,
+    dst: u64,
+    ddev: usize,
+    src: u64,
+    sdev: usize,
+    bytes: usize,
+) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    let (dc, sc) = (peers.ctx(ddev)?, peers.ctx(sdev)?);
+    // SAFETY: per the caller; the contexts are live.
+    check(
+        unsafe { sys::cuMemcpyPeerAsync(dst, dc, src, sc, bytes, stream.cu_stream()) },
+        "cuMemcpyPeerAsync",
+    )
+}
+
+/// Copies one 2-D block pair between devices (`cuMemcpy3DPeerAsync` with depth 1; row by row
+/// when a pitch exceeds the device's limit).
+///
+/// # Safety
+/// Both blocks must lie in device memory at the given bases on the named devices.
+#[allow(clippy::too_many_arguments)]
+unsafe fn copy_block_peer(
+    cx: &CopyCx<'_>,
+    peers: &Peers,
+    es: usize,
+    sbase: u64,
+    sdev: usize,
+    s: &Block2D,
+    dbase: u64,
+    ddev: usize,
+    d: &Block2D,
+) -> Result<()> {
+    let sp = sbase + (s.offset * es) as u64;
+    let dp = dbase + (d.offset * es) as u64;
+    let width = s.cols * es;
+    if s.rows == 1 || (s.stride == s.cols && d.stride == d.cols) {
+        // SAFETY: per the caller (one run of rows * cols elements on both sides).
+        return unsafe { memcpy_peer(cx.stream, peers, dp, ddev, sp, sdev, s.rows * width) };
+    }
+    let (spitch, dpitch) = (s.stride * es, d.stride * es);
+    if spitch <= cx.max_pitch && dpitch <= cx.max_pitch {
+        let p = sys::CUDA_MEMCPY3D_PEER {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcZ: 0,
+            srcLOD: 0,
+            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: sp,
+            srcArray: std::ptr::null_mut(),
+            srcContext: peers.ctx(sdev)?,
+            srcPitch: spitch,
+            srcHeight: s.rows,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstZ: 0,
+            dstLOD: 0,
+            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: dp,
+            dstArray: std::ptr::null_mut(),
+            dstContext: peers.ctx(ddev)?,
+            dstPitch: dpitch,
+            dstHeight: s.rows,
+            WidthInBytes: width,
+            Height: s.rows,
+            Depth: 1,
+        };
+        // SAFETY: the descriptor describes device memory per the caller; it is read during
+        // the call only.
+        return check(
+            unsafe { sys::cuMemcpy3DPeerAsync(&p, cx.stream.cu_stream()) },
+            "cuMemcpy3DPeerAsync",
+        );
+    }
+    for r in 0..s.rows {
+        // SAFETY: per the caller, row by row.
+        unsafe {
+            memcpy_peer(
+                cx.stream,
+                peers,
+                dp + (r * dpitch) as u64,
+                ddev,
+                sp + (r * spitch) as u64,
+                sdev,
+                width,
+            )?
+        };
+    }
+    Ok(())
+}
+
+/// A block copy between any two devices: the local path (2-D copies, kernel fallback) when
+/// both ends are on the stream's device, else the peer path.
+///
+/// # Safety
+/// As [`copy_block_peer`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn copy_block_any(
+    cx: &CopyCx<'_>,
+    es: usize,
+    sbase: u64,
+    sdev: usize,
+    s: &Block2D,
+    dbase: u64,
+    ddev: usize,
+    d: &Block2D,
+) -> Result<()> {
+    let here = cx.here();
+    if sdev == here && ddev == here {
+        // SAFETY: per the caller.
+        return unsafe { copy_block(cx, es, sbase, s, dbase, d) };
+    }
+    let peers = cx.peers.ok_or_else(|| {
+        RuntimeError::Unsupported("a copy between devices needs the executor's peer table".into())
+    })?;
+    // SAFETY: per the caller.
+    unsafe { copy_block_peer(cx, peers, es, sbase, sdev, s, dbase, ddev, d) }
+}
+
+/// [`copy`] when at least one end is on another device than the stream's.
+///
+/// # Safety
+/// As [`copy`], with each location on the device it names.
+unsafe fn copy_cross(cx: &mut CopyCx<'_>, src: &Loc, dst: &Loc) -> Result<()> {
+    let here = cx.here();
+    let (sdev, ddev) = (src.dev.unwrap_or(here), dst.dev.unwrap_or(here));
+    if sdev != here && ddev != here {
+        return Err(RuntimeError::Unsupported(format!(
+            "copy from device {sdev} to device {ddev} enqueued on a stream of device {here}"
+        )));
+    }
+    let n = src.reg.numel();
+    if src.dtype != dst.dtype {
+        // Convert on this device: bring the source here first, or convert here and send.
+        if sdev != here {
+            let t = cx.scratch.take(src.bytes())?;
+            let tl = Loc::dense(t, src.dtype, n);
+            // SAFETY: `t` holds the packed source; the second copy is local -> maybe remote.
+            unsafe {
+                copy_cross(cx, src, &tl)?;
+                return copy(cx, &tl, dst);
+            }
+        }
+        let t = cx.scratch.take(n * dst.es())?;
+        let tl = Loc::dense(t, dst.dtype, n);
+        // SAFETY: the cast stays on this device; then a same-type copy to the remote end.
+        unsafe {
+            copy(cx, src, &tl)?;
+            return copy_cross(cx, &tl, dst);
+        }
+    }
+    let es = src.es();
+    match plan_copy(&src.reg, &dst.reg).map_err(RuntimeError::Schedule)? {
+        CopyPlan::Empty => Ok(()),
+        CopyPlan::Linear {
+            src: s,
+            dst: d,
+            len,
+        } => {
+            let peers = cx.peers.ok_or_else(|| {
+                RuntimeError::Unsupported(
+                    "a copy between devices needs the executor's peer table".into(),
+                )
+            })?;
+            // SAFETY: per the caller.
+            unsafe {
+                memcpy_peer(
+                    cx.stream,
+                    peers,
+                    dst.base + (d * es) as u64,
+                    ddev,
+                    src.base + (s * es) as u64,
+                    sdev,
+                    len * es,
+                )
+            }
+        }
+        CopyPlan::Blocks(pairs) => {
+            for (s, d) in &pairs {
+                // SAFETY: per the caller; blocks come from the two regions.
+                unsafe { copy_block_any(cx, es, src.base, sdev, s, dst.base, ddev, d)? };
+            }
+            Ok(())
+        }
+        CopyPlan::Staged { src: sb, dst: db } => {
+            let t = cx.scratch.take(src.bytes())?;
+            let mut at = 0usize;
+            for s in &sb {
+                let c = Block2D {
+                    offset: at,
+                    rows: s.rows,
+                    cols: s.cols,
+                    stride: s.cols,
+                };
+                // SAFETY: packs into local scratch `t`, which holds all elements.
+                unsafe { copy_block_any(cx, es, src.base, sdev, s, t, here, &c)? };
+                at += s.numel();
+            }
+            at = 0;
+            for d in &db {
+                let c = Block2D {
+                    offset: at,
+                    rows: d.rows,
+                    cols: d.cols,
+                    stride: d.cols,
+                };
+                // SAFETY: unpacks from local scratch `t`.
+                unsafe { copy_block_any(cx, es, t, here, &c, dst.base, ddev, d)? };
+                at += d.numel();
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Enqueues a device-to-device copy of `bytes` bytes.
@@ -236,9 +547,11 @@ unsafe fn copy_block(
 /// Copies `src` into `dst` in row-major element order (same element count). Equal dtypes are
 /// copied bit for bit; f32 <-> bf16 is converted (round to nearest even) through scratch.
 ///
+/// Either end may lie on another device than the stream's (not both): see the module docs.
+///
 /// # Safety
-/// Both locations must be live device memory of the stream's context; the regions must not
-/// overlap.
+/// Both locations must be live device memory (of the stream's context, or of the device they
+/// name); the regions must not overlap.
 pub unsafe fn copy(cx: &mut CopyCx<'_>, src: &Loc, dst: &Loc) -> Result<()> {
     if src.reg.numel() != dst.reg.numel() {
         return Err(RuntimeError::Schedule(format!(
@@ -246,6 +559,11 @@ pub unsafe fn copy(cx: &mut CopyCx<'_>, src: &Loc, dst: &Loc) -> Result<()> {
             src.reg.numel(),
             dst.reg.numel()
         )));
+    }
+    let here = cx.here();
+    if !src.is_on(here) || !dst.is_on(here) {
+        // SAFETY: per the caller.
+        return unsafe { copy_cross(cx, src, dst) };
     }
     if src.dtype != dst.dtype {
         let to_bf16 = match (src.dtype, dst.dtype) {
@@ -344,13 +662,14 @@ pub struct Operand {
     pub packed: bool,
 }
 
-/// Makes `loc` available contiguously: its own address, or a packed scratch copy (copied in
-/// when `read` is set).
+/// Makes `loc` available contiguously on the stream's device: its own address, or a packed
+/// scratch copy (copied in when `read` is set). A location on another device is always
+/// copied into local scratch, so kernels never read or write peer memory.
 ///
 /// # Safety
-/// `loc` must be live device memory of the stream's context.
+/// `loc` must be live device memory (of the stream's context or the device it names).
 pub unsafe fn operand(cx: &mut CopyCx<'_>, loc: &Loc, read: bool) -> Result<Operand> {
-    if let Some(p) = loc.contiguous_ptr() {
+    if let (Some(p), true) = (loc.contiguous_ptr(), loc.is_on(cx.here())) {
         return Ok(Operand {
             ptr: p,
             packed: false,
@@ -514,12 +833,13 @@ mod tests {
 
     #[test]
     fn table_locations() {
-        let t = MemTable {
+        let mut t = MemTable {
             ranks: vec![vec![SlotInfo {
                 ptr: 0x1000,
                 dtype: DType::BF16,
                 shape: vec![4, 8],
             }]],
+            ..MemTable::default()
         };
         let v = View {
             slot: 0,
@@ -544,5 +864,16 @@ mod tests {
                 }
             )
             .is_err());
+        // Virtual mode: no device on the location (it lives on the stream's device).
+        assert_eq!(l.dev, None);
+        assert!(l.is_on(3));
+        // Multi-device: the rank's ordinal; other processes' ranks only have metadata.
+        t.devs = vec![1];
+        let l = t.loc(0, &v).unwrap();
+        assert_eq!(l.dev, Some(1));
+        assert!(l.is_on(1) && !l.is_on(0));
+        t.remote = vec![true];
+        assert!(t.loc(0, &v).is_err());
+        assert_eq!(t.meta(0, &v).unwrap().bytes(), 32);
     }
 }

@@ -520,6 +520,7 @@ mod tests {
                 s(0x400000, DType::F32, &[1, 4, 256]),       // 7: lse
                 s(0x500000, DType::F32, &[4, 100]),          // 8: f32 scratch
             ]],
+            ..MemTable::default()
         }
     }
 

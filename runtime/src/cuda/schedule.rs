@@ -244,6 +244,27 @@ pub fn stage_touches(
     message_rank: impl Fn(&Message) -> usize,
     collective_rank: impl Fn(&CollectiveCall) -> usize,
 ) -> Vec<BTreeMap<usize, Vec<usize>>> {
+    stage_touches_work(
+        sched,
+        ranks,
+        has_compute,
+        |m| vec![(message_rank(m), vec![m.src_rank, m.dst_rank])],
+        |c| vec![(collective_rank(c), c.group.clone())],
+    )
+}
+
+/// The general form of [`stage_touches`]: a transfer may run on several transfer streams.
+/// `message_work(msg)` and `collective_work(call)` list, for each rank whose transfer stream
+/// gets work, the ranks whose memory that work touches (NCCL: the sender's stream touches the
+/// sender, the receiver's the receiver; peer copies across devices: each member pulls into
+/// its own memory from the others).
+pub fn stage_touches_work(
+    sched: &Schedule,
+    ranks: usize,
+    has_compute: impl Fn(usize, usize) -> bool,
+    message_work: impl Fn(&Message) -> Vec<(usize, Vec<usize>)>,
+    collective_work: impl Fn(&CollectiveCall) -> Vec<(usize, Vec<usize>)>,
+) -> Vec<BTreeMap<usize, Vec<usize>>> {
     let mut out = Vec::with_capacity(sched.len());
     for (si, st) in sched.stages.iter().enumerate() {
         let mut m: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -253,16 +274,18 @@ pub fn stage_touches(
             }
         }
         for msg in &st.messages {
-            let e = m
-                .entry(transfer_stream(ranks, message_rank(msg)))
-                .or_default();
-            e.push(msg.src_rank);
-            e.push(msg.dst_rank);
+            for (y, touched) in message_work(msg) {
+                m.entry(transfer_stream(ranks, y))
+                    .or_default()
+                    .extend(touched);
+            }
         }
         for c in &st.collectives {
-            m.entry(transfer_stream(ranks, collective_rank(c)))
-                .or_default()
-                .extend(c.group.iter().copied());
+            for (y, touched) in collective_work(c) {
+                m.entry(transfer_stream(ranks, y))
+                    .or_default()
+                    .extend(touched);
+            }
         }
         for v in m.values_mut() {
             v.sort_unstable();
@@ -690,6 +713,88 @@ mod tests {
                 |c| c.leader(),
             );
             assert_ordered(&t, 8);
+        }
+    }
+
+    /// NCCL-style work (each side of a message and each member of a collective on its own
+    /// transfer stream, touching only its own memory) and pull-style peer copies are ordered
+    /// by the same point-to-point waits.
+    #[test]
+    fn peer_waits_order_split_work() {
+        use crate::cuda::ring::{ring_attention_plan, RingSpec};
+        let p = ring_attention_plan(&RingSpec {
+            ranks: 4,
+            b: 1,
+            hq: 2,
+            hk: 1,
+            seq: 256,
+            d: 64,
+            causal: true,
+            scale: 0.1,
+        })
+        .unwrap();
+        let s = build(&p).unwrap();
+        let has = |si: usize, r: usize| {
+            p.ranks[r]
+                .stages
+                .get(si)
+                .is_some_and(|st| !st.compute.is_empty())
+        };
+        let t = stage_touches_work(
+            &s,
+            4,
+            has,
+            |m| {
+                vec![
+                    (m.src_rank, vec![m.src_rank]),
+                    (m.dst_rank, vec![m.dst_rank]),
+                ]
+            },
+            |c| c.group.iter().map(|r| (*r, vec![*r])).collect(),
+        );
+        assert_eq!(t[0][&transfer_stream(4, 0)], vec![0]);
+        assert_ordered(&t, 4);
+
+        // Collectives split per member, over overlapping groups.
+        let ar = |g: Vec<usize>| CommOp::Collective {
+            group: g,
+            collective: Collective::AllReduce {
+                bufs: vec![view(0, 0, 4)],
+                kind: CombineKind::Add,
+            },
+        };
+        let ranks: Vec<RankProgram> = (0..3)
+            .map(|r| {
+                let st = |comm| Stage {
+                    compute: vec![],
+                    comm,
+                };
+                rank(
+                    r,
+                    vec![
+                        st(if r < 2 { vec![ar(vec![0, 1])] } else { vec![] }),
+                        st(if r > 0 { vec![ar(vec![2, 1])] } else { vec![] }),
+                        st(vec![ar(vec![0, 1, 2])]),
+                    ],
+                )
+            })
+            .collect();
+        let s = build(&plan(ranks)).unwrap();
+        for pull in [false, true] {
+            let t = stage_touches_work(
+                &s,
+                3,
+                |si, r| (si + r) % 2 == 1,
+                |m| vec![(m.dst_rank, vec![m.src_rank, m.dst_rank])],
+                |c| {
+                    if pull {
+                        c.group.iter().map(|r| (*r, c.group.clone())).collect()
+                    } else {
+                        c.group.iter().map(|r| (*r, vec![*r])).collect()
+                    }
+                },
+            );
+            assert_ordered(&t, 3);
         }
     }
 

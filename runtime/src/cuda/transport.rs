@@ -1,18 +1,27 @@
 //! How transfers move data. [`Transport`] is the seam between the executor and the wire:
-//! the executor hands it matched messages and collective calls of a stage, after the stage's
-//! barrier; the transport enqueues them on the ranks' transfer streams.
+//! the executor hands it the matched messages and collective calls of a stage, after the
+//! stage's dependencies are enqueued; the transport enqueues them on the ranks' transfer
+//! streams.
 //!
-//! [`VirtualTransport`] (the only one implemented) serves N virtual ranks on one GPU: a message
-//! is one device-to-device copy on the receiver's transfer stream; a collective is a sequence
-//! of copies and combine kernels on its leader's (first member's) transfer stream, combining
-//! members in group order so every member ends with identical bits. Peer copies between GPUs
-//! (`cuMemcpyPeerAsync`) and NCCL would be further implementations of the same trait.
+//! [`CopyTransport`] moves data with copies and the combine kernels, within one process:
+//! * all ranks on one GPU (virtual ranks, also named [`VirtualTransport`]): a message is one
+//!   device-to-device copy on the receiver's transfer stream; a collective is a sequence of
+//!   copies and combine kernels on its leader's (first member's) transfer stream, combining
+//!   members in group order so every member ends with identical bits;
+//! * ranks on several GPUs (peer mode): the same operations, with copies between devices as
+//!   copy-engine peer copies (`cuMemcpyPeerAsync`, see `mem`). A message is pulled by the
+//!   receiver; a reduction is pulled into the leader's scratch, combined there, and pushed back;
+//!   an all-gather, all-to-all or broadcast whose group spans devices is pulled by every member
+//!   on its own transfer stream (kernels never touch peer memory).
+//!
+//! `nccl::NcclTransport` is the other implementation (NCCL kernels on every rank's stream).
 
 use super::device_kernels::DeviceKernels;
 use super::error::{Result, RuntimeError};
-use super::mem::{copy, CopyCx, Loc, MemTable, Scratch};
+use super::mem::{copy, CopyCx, Loc, MemTable, Peers, Scratch};
 use super::ops::{check_copy, check_f32, enqueue_add, enqueue_lse_merge, lse_shape};
-use super::schedule::{chunk_region, CollectiveCall, Message};
+use super::placement::DeviceMap;
+use super::schedule::{chunk_region, CollectiveCall, Message, StageTransfers};
 use cudarc::driver::CudaStream;
 use mercury_plan::{Collective, CombineKind, DType, View};
 use std::sync::Arc;
@@ -20,46 +29,94 @@ use std::sync::Arc;
 /// What a transport may use while enqueuing one stage's transfers.
 pub struct TransferCx<'a> {
     pub mem: &'a MemTable,
-    pub dk: &'a DeviceKernels,
     /// Transfer stream of each rank.
     pub streams: &'a [Arc<CudaStream>],
     /// Scratch of each rank's transfer stream.
     pub scratch: &'a mut [Scratch],
-    pub max_pitch: usize,
+    /// Device index (into `dks` and `max_pitch`) of each rank.
+    pub rank_dev: &'a [usize],
+    /// Device kernels of each device.
+    pub dks: &'a [DeviceKernels],
+    /// Largest 2-D copy pitch of each device.
+    pub max_pitch: &'a [usize],
+    /// Contexts of every device (multi-device executors).
+    pub peers: Option<&'a Peers>,
 }
 
 impl TransferCx<'_> {
-    fn copy_cx(&mut self, rank: usize) -> CopyCx<'_> {
-        CopyCx {
-            stream: &self.streams[rank],
+    /// The copy context of `rank`'s transfer stream, with the stream's device current.
+    pub fn copy_cx(&mut self, rank: usize) -> Result<CopyCx<'_>> {
+        let here = self.here(rank);
+        let stream = &self.streams[rank];
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(RuntimeError::driver("bind context"))?;
+        let d = self.rank_dev[rank];
+        Ok(CopyCx {
+            stream,
             scratch: &mut self.scratch[rank],
-            dk: self.dk,
-            max_pitch: self.max_pitch,
-        }
+            dk: &self.dks[d],
+            max_pitch: self.max_pitch[d],
+            peers: self.peers,
+            here,
+        })
+    }
+
+    /// Device id of `rank` (what its locations carry; 0 in the virtual mode).
+    pub fn here(&self, rank: usize) -> usize {
+        self.mem.devs.get(rank).copied().unwrap_or(0)
     }
 }
+
+/// Work of one transfer: the rank whose transfer stream runs it, with the ranks whose memory
+/// that stream's work touches (what the executor's point-to-point ordering needs).
+pub type Work = Vec<(usize, Vec<usize>)>;
 
 /// Moves the data of matched messages and collective calls.
 pub trait Transport {
     /// Name for logs and reports.
     fn name(&self) -> &'static str;
+    /// Checks, before anything runs, that `msg` can be carried out (types, counts).
+    fn check_message(&self, mem: &MemTable, msg: &Message) -> Result<()> {
+        check_copy(
+            &mem.meta(msg.src_rank, &msg.src)?,
+            &mem.meta(msg.dst_rank, &msg.dst)?,
+        )
+    }
     /// Checks, before anything runs, that `call` can be carried out (types, shapes).
     fn check_collective(&self, mem: &MemTable, call: &CollectiveCall) -> Result<()>;
-    /// The rank whose transfer stream [`Transport::message`] enqueues `msg` on (the executor
-    /// orders that stream after earlier work on both ranks' memory).
-    fn message_rank(&self, msg: &Message) -> usize {
-        msg.dst_rank
+    /// The transfer streams [`Transport::message`] enqueues `msg` on, each with the ranks
+    /// whose memory its work touches (default: the receiver's stream, touching both).
+    fn message_work(&self, msg: &Message) -> Work {
+        vec![(msg.dst_rank, vec![msg.src_rank, msg.dst_rank])]
     }
-    /// The rank whose transfer stream [`Transport::collective`] enqueues `call` on.
-    fn collective_rank(&self, call: &CollectiveCall) -> usize {
-        call.leader()
+    /// As [`Transport::message_work`] for a collective (default: the leader's stream, touching
+    /// every member).
+    fn collective_work(&self, call: &CollectiveCall) -> Work {
+        vec![(call.leader(), call.group.clone())]
+    }
+    /// Enqueues one stage's transfers (default: every message, then every collective).
+    ///
+    /// # Safety
+    /// As [`Transport::message`], for every transfer of the stage.
+    unsafe fn stage(&mut self, cx: &mut TransferCx<'_>, st: &StageTransfers) -> Result<()> {
+        for m in &st.messages {
+            // SAFETY: per the caller.
+            unsafe { self.message(cx, m)? };
+        }
+        for c in &st.collectives {
+            // SAFETY: per the caller.
+            unsafe { self.collective(cx, c)? };
+        }
+        Ok(())
     }
     /// Enqueues one message.
     ///
     /// # Safety
     /// The message's views must be live memory of the executor (as resolved in `cx.mem`), and
-    /// the stage's dependencies (barrier or peer waits) must already be enqueued on the stream
-    /// used, which must be the one [`Transport::message_rank`] names (likewise for
+    /// the stage's dependencies (barrier or peer waits) must already be enqueued on the
+    /// streams used, which must be those [`Transport::message_work`] names (likewise for
     /// collectives).
     unsafe fn message(&mut self, cx: &mut TransferCx<'_>, msg: &Message) -> Result<()>;
     /// Enqueues one collective call.
@@ -69,15 +126,50 @@ pub trait Transport {
     unsafe fn collective(&mut self, cx: &mut TransferCx<'_>, call: &CollectiveCall) -> Result<()>;
 }
 
-/// N ranks on one GPU: copies and combine kernels within one context.
-#[derive(Debug, Default)]
-pub struct VirtualTransport;
+/// Copies and combine kernels within one process: virtual ranks on one GPU, or ranks on
+/// several GPUs of one node with peer copies between them (see the module docs).
+#[derive(Debug, Default, Clone)]
+pub struct CopyTransport {
+    /// Rank -> device; `None`: every rank on one device.
+    devices: Option<DeviceMap>,
+}
+
+/// The copy transport with every rank on one GPU (the virtual mode).
+pub type VirtualTransport = CopyTransport;
+
+impl CopyTransport {
+    /// Every rank on one device.
+    pub fn single_device() -> CopyTransport {
+        CopyTransport { devices: None }
+    }
+    /// Ranks placed by `devices` (copies between devices are peer copies).
+    pub fn placed(devices: DeviceMap) -> CopyTransport {
+        CopyTransport {
+            devices: (!devices.is_single_device()).then_some(devices),
+        }
+    }
+    /// Whether the members of `group` sit on more than one device.
+    fn spans(&self, group: &[usize]) -> bool {
+        self.devices
+            .as_ref()
+            .is_some_and(|m| group.iter().any(|r| !m.same_device(*r, group[0])))
+    }
+}
 
 fn locs(mem: &MemTable, group: &[usize], views: &[&View]) -> Result<Vec<Loc>> {
     group
         .iter()
         .zip(views)
         .map(|(r, v)| mem.loc(*r, v))
+        .collect()
+}
+
+/// Shapes, types and devices of the members' views (also of other processes' ranks).
+fn metas(mem: &MemTable, group: &[usize], views: &[&View]) -> Result<Vec<Loc>> {
+    group
+        .iter()
+        .zip(views)
+        .map(|(r, v)| mem.meta(*r, v))
         .collect()
 }
 
@@ -116,7 +208,8 @@ impl VirtualTransport {
         outs: &[Loc],
     ) -> Result<()> {
         let n = parts[0].reg.numel();
-        let mut c = cx.copy_cx(leader);
+        let mut c = cx.copy_cx(leader)?;
+        let here = c.here();
         let acc = c.scratch.take(n * 4)?;
         let tmp = c.scratch.take(n * 4)?;
         let acc_l = Loc::dense(acc, DType::F32, n);
@@ -126,7 +219,7 @@ impl VirtualTransport {
         unsafe {
             copy(&mut c, &parts[0], &acc_l)?;
             for p in &parts[1..] {
-                if p.dtype == DType::F32 {
+                if p.dtype == DType::F32 && p.is_on(here) {
                     enqueue_add(&mut c, &acc_l, p)?;
                 } else {
                     copy(&mut c, p, &tmp_l)?;
@@ -141,9 +234,39 @@ impl VirtualTransport {
     }
 }
 
-impl Transport for VirtualTransport {
+impl Transport for CopyTransport {
     fn name(&self) -> &'static str {
-        "virtual (N ranks on one GPU: device copies + combine kernels)"
+        if self.devices.is_some() {
+            "peer (copy-engine peer copies between GPUs + combine kernels)"
+        } else {
+            "virtual (N ranks on one GPU: device copies + combine kernels)"
+        }
+    }
+
+    fn collective_work(&self, call: &CollectiveCall) -> Work {
+        if !self.spans(&call.group) {
+            return vec![(call.leader(), call.group.clone())];
+        }
+        match &call.members[0] {
+            // Every member pulls into its own memory.
+            Collective::AllGather { .. } | Collective::AllToAll { .. } => call
+                .group
+                .iter()
+                .map(|q| (*q, call.group.clone()))
+                .collect(),
+            Collective::Broadcast { root, .. } => {
+                let r = call.group[*root];
+                call.group
+                    .iter()
+                    .filter(|q| **q != r)
+                    .map(|q| (*q, vec![r, *q]))
+                    .collect()
+            }
+            // Pulled into the leader's scratch, combined there, pushed back.
+            Collective::AllReduce { .. } | Collective::ReduceScatter { .. } => {
+                vec![(call.leader(), call.group.clone())]
+            }
+        }
     }
 
     fn check_collective(&self, mem: &MemTable, call: &CollectiveCall) -> Result<()> {
@@ -158,12 +281,12 @@ impl Transport for VirtualTransport {
                     Collective::AllGather { dst, .. } => Some(dst),
                     _ => None,
                 })?;
-                let s = locs(mem, &call.group, &srcs)?;
+                let s = metas(mem, &call.group, &srcs)?;
                 for (q, dv) in dsts.iter().enumerate() {
                     for (p, sp) in s.iter().enumerate() {
                         let ch = chunk_region(&dv.region, *axis, n, p)
                             .map_err(RuntimeError::Schedule)?;
-                        let d = mem.loc(
+                        let d = mem.meta(
                             call.group[q],
                             &View {
                                 slot: dv.slot,
@@ -181,7 +304,7 @@ impl Transport for VirtualTransport {
                         Collective::AllReduce { bufs, .. } => bufs.get(i),
                         _ => None,
                     })?;
-                    let l = locs(mem, &call.group, &views)?;
+                    let l = metas(mem, &call.group, &views)?;
                     if l.iter().any(|x| x.reg.numel() != l[0].reg.numel()) {
                         return Err(RuntimeError::Schedule(
                             "all-reduce members differ in size".into(),
@@ -212,8 +335,8 @@ impl Transport for VirtualTransport {
                                 "all-reduce members disagree".into(),
                             ));
                         };
-                        let o = mem.loc(call.group[r], &m[0])?;
-                        let l = mem.loc(call.group[r], &m[1])?;
+                        let o = mem.meta(call.group[r], &m[0])?;
+                        let l = mem.meta(call.group[r], &m[1])?;
                         lse_shape(&o, &l, &o, &l)?;
                     }
                 }
@@ -224,14 +347,14 @@ impl Transport for VirtualTransport {
                     if let Collective::ReduceScatter { src, dst, .. } = m {
                         let ch = chunk_region(&src.region, *axis, n, r)
                             .map_err(RuntimeError::Schedule)?;
-                        let s = mem.loc(
+                        let s = mem.meta(
                             call.group[r],
                             &View {
                                 slot: src.slot,
                                 region: ch,
                             },
                         )?;
-                        let d = mem.loc(call.group[r], dst)?;
+                        let d = mem.meta(call.group[r], dst)?;
                         reduce_dtype(s.dtype, "reduce-scatter")?;
                         reduce_dtype(d.dtype, "reduce-scatter")?;
                         if s.reg.numel() != d.reg.numel() {
@@ -259,14 +382,14 @@ impl Transport for VirtualTransport {
                                 .map_err(RuntimeError::Schedule)?;
                             let dc = chunk_region(&dst.region, *concat_axis, n, p)
                                 .map_err(RuntimeError::Schedule)?;
-                            let s = mem.loc(
+                            let s = mem.meta(
                                 call.group[p],
                                 &View {
                                     slot: src.slot,
                                     region: sc,
                                 },
                             )?;
-                            let d = mem.loc(
+                            let d = mem.meta(
                                 call.group[q],
                                 &View {
                                     slot: dst.slot,
@@ -284,7 +407,7 @@ impl Transport for VirtualTransport {
                     Collective::Broadcast { buf, .. } => Some(buf),
                     _ => None,
                 })?;
-                let l = locs(mem, &call.group, &views)?;
+                let l = metas(mem, &call.group, &views)?;
                 let r = l
                     .get(*root)
                     .ok_or_else(|| RuntimeError::Schedule("broadcast root".into()))?;
@@ -299,7 +422,7 @@ impl Transport for VirtualTransport {
     unsafe fn message(&mut self, cx: &mut TransferCx<'_>, msg: &Message) -> Result<()> {
         let src = cx.mem.loc(msg.src_rank, &msg.src)?;
         let dst = cx.mem.loc(msg.dst_rank, &msg.dst)?;
-        let mut c = cx.copy_cx(self.message_rank(msg));
+        let mut c = cx.copy_cx(msg.dst_rank)?;
         c.scratch.reset();
         // SAFETY: per the caller (both views live; barrier enqueued).
         unsafe { copy(&mut c, &src, &dst) }
@@ -307,16 +430,23 @@ impl Transport for VirtualTransport {
 
     unsafe fn collective(&mut self, cx: &mut TransferCx<'_>, call: &CollectiveCall) -> Result<()> {
         let n = call.group.len();
-        let leader = self.collective_rank(call);
-        cx.scratch[leader].reset();
+        let leader = call.leader();
+        let spans = self.spans(&call.group);
+        if spans {
+            for r in &call.group {
+                cx.scratch[*r].reset();
+            }
+        } else {
+            cx.scratch[leader].reset();
+        }
         let mem = cx.mem;
         match &call.members[0] {
             Collective::AllGather { axis, .. } => {
-                let mut c = cx.copy_cx(leader);
                 for (q, mq) in call.members.iter().enumerate() {
                     let Collective::AllGather { dst, .. } = mq else {
                         continue;
                     };
+                    let mut c = cx.copy_cx(if spans { call.group[q] } else { leader })?;
                     for (p, mp) in call.members.iter().enumerate() {
                         let Collective::AllGather { src, .. } = mp else {
                             continue;
@@ -368,7 +498,7 @@ impl Transport for VirtualTransport {
                         })?,
                     )?;
                     let (rows, d) = lse_shape(&o[0], &l[0], &o[0], &l[0])?;
-                    let mut c = cx.copy_cx(leader);
+                    let mut c = cx.copy_cx(leader)?;
                     let oa = Loc::dense(c.scratch.take(rows * d * 4)?, DType::F32, rows * d);
                     let la = Loc::dense(c.scratch.take(rows * 4)?, DType::F32, rows);
                     // SAFETY: per the caller; oa/la are leader scratch.
@@ -426,9 +556,11 @@ impl Transport for VirtualTransport {
                 concat_axis,
                 ..
             } => {
-                let mut c = cx.copy_cx(leader);
-                for (p, mp) in call.members.iter().enumerate() {
-                    for (q, mq) in call.members.iter().enumerate() {
+                // Receiver-major: member q's chunks are all written on one stream (q's own
+                // when the group spans devices).
+                for (q, mq) in call.members.iter().enumerate() {
+                    let mut c = cx.copy_cx(if spans { call.group[q] } else { leader })?;
+                    for (p, mp) in call.members.iter().enumerate() {
                         let (Collective::AllToAll { src, .. }, Collective::AllToAll { dst, .. }) =
                             (mp, mq)
                         else {
@@ -466,9 +598,9 @@ impl Transport for VirtualTransport {
                     _ => None,
                 })?;
                 let l = locs(mem, &call.group, &views)?;
-                let mut c = cx.copy_cx(leader);
                 for (q, x) in l.iter().enumerate() {
                     if q != *root {
+                        let mut c = cx.copy_cx(if spans { call.group[q] } else { leader })?;
                         // SAFETY: per the caller.
                         unsafe { copy(&mut c, &l[*root], x)? };
                     }

@@ -11,6 +11,25 @@ pub enum Backend {
     Cuda,
 }
 
+/// How ranks on different GPUs exchange data (`--transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// Copy-engine peer copies between GPUs (cuMemcpyPeerAsync over NVLink) and the combine
+    /// kernels; device copies between ranks on one GPU.
+    Peer,
+    /// NCCL: one communicator per collective group (one process), or the launcher's world
+    /// split per group (--launcher env); groups whose ranks share a GPU use device copies.
+    Nccl,
+}
+
+/// Where the processes of a multi-process run come from (`--launcher`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LauncherArg {
+    /// torchrun/srun/mpirun style: RANK, WORLD_SIZE, LOCAL_RANK and MERCURY_NCCL_ID_FILE,
+    /// NCCL_COMM_ID or MASTER_ADDR/MASTER_PORT from the environment (docs/multi-gpu.md).
+    Env,
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "mercury-run",
@@ -35,9 +54,21 @@ pub struct Args {
     /// Where to run.
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
-    /// Run every rank on one GPU (each its own memory and streams; transfers are device copies).
+    /// Run several ranks per GPU as virtual ranks (each its own memory and streams; transfers
+    /// between them are device copies): all on GPU 0, or rank r on GPU r % N with --devices N.
     #[arg(long = "virtual")]
     pub virtual_ranks: bool,
+    /// GPUs to use (default: every visible GPU; with --virtual and no --devices, GPU 0 only).
+    /// Without --virtual rank r runs on GPU r, and a plan with more ranks than GPUs is refused.
+    #[arg(long, value_name = "N")]
+    pub devices: Option<usize>,
+    /// How ranks on different GPUs exchange data.
+    #[arg(long, value_enum, default_value_t = TransportArg::Peer)]
+    pub transport: TransportArg,
+    /// One process per GPU or node, started by a launcher (implies --transport nccl); every
+    /// process needs the same --seed (default 1 in this mode).
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub launcher: Option<LauncherArg>,
     /// Number of ranks expected (checked against the mesh).
     #[arg(long)]
     pub ranks: Option<usize>,
@@ -75,6 +106,18 @@ pub fn parse() -> Result<Args, clap::Error> {
             "--iters must be at least 1\n",
         ));
     }
+    if a.devices == Some(0) {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ValueValidation,
+            "--devices must be at least 1\n",
+        ));
+    }
+    if a.launcher.is_some() && a.virtual_ranks {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--launcher runs one process per GPU or node; it does not combine with --virtual\n",
+        ));
+    }
     if let Some(t) = a.tolerance {
         if !(t.is_finite() && t > 0.0) {
             return Err(clap::Error::raw(
@@ -87,8 +130,12 @@ pub fn parse() -> Result<Args, clap::Error> {
 }
 
 impl Args {
-    /// The seed of this run's inputs.
+    /// The seed of this run's inputs (fixed under a launcher: every process must draw the
+    /// same inputs).
     pub fn seed(&self) -> u64 {
+        if self.launcher.is_some() {
+            return self.seed.unwrap_or(1);
+        }
         self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -1,11 +1,26 @@
 //! The GPU backend: the scheduled plan and the single-device plan on the CUDA executor, with
 //! the same fresh random inputs (outputs poisoned by the executor before each run), an f32
 //! comparison of the whole outputs and an f64 spot check of rows on the CPU.
+//!
+//! Where the scheduled plan's ranks run:
+//! * `--virtual` (no `--devices`): every rank on GPU 0 (virtual ranks, device copies);
+//! * `--virtual --devices N`: rank r on GPU r % N, several ranks per GPU;
+//! * otherwise rank r on GPU r (of `--devices N`, default every visible GPU); a plan with
+//!   more ranks than GPUs is refused; transfers between GPUs by `--transport peer|nccl`;
+//! * `--launcher env`: one process per GPU or node (NCCL world from the launcher's
+//!   environment); each process checks the output pieces its ranks write.
+//!
+//! The single-device reference always runs on the first GPU this process uses.
 
-use crate::{args::Args, check, Compiled, Failure};
+use crate::args::{Args, TransportArg};
+use crate::{check, Compiled, Failure};
 use mercury_kernels::cpu as k;
 use mercury_plan::{ComputeOp, PatchKind, Plan, Role, SlotInit};
-use mercury_runtime::cuda::{CudaExecutor, ExecOptions, HostData};
+use mercury_runtime::cuda::launcher::{LaunchEnv, World};
+use mercury_runtime::cuda::{nccl, placement};
+use mercury_runtime::cuda::{
+    CudaExecutor, DeviceMap, ExecOptions, HostData, Placement, TransportChoice,
+};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
@@ -255,6 +270,209 @@ fn spot_check(
     Some(worst)
 }
 
+/// Where the scheduled plan's ranks go (see the module docs).
+enum Layout {
+    /// Every rank on GPU 0 through the virtual-rank constructor (the original path).
+    Virtual,
+    /// Ranks placed on GPUs by the map, with a transport.
+    Placed(DeviceMap, TransportArg),
+}
+
+fn choose_layout(n: usize, visible: usize, a: &Args) -> Result<Layout, Failure> {
+    if let Some(d) = a.devices {
+        if d > visible {
+            return Err(Failure::Input(format!(
+                "mercury-run: --devices {d} but only {visible} GPU(s) are visible"
+            )));
+        }
+    }
+    if a.virtual_ranks {
+        return Ok(match a.devices {
+            None | Some(1) if a.transport == TransportArg::Peer => Layout::Virtual,
+            None | Some(1) => Layout::Placed(DeviceMap::single(n, 0), a.transport),
+            Some(d) => Layout::Placed(
+                DeviceMap::round_robin(n, d).map_err(Failure::Input)?,
+                a.transport,
+            ),
+        });
+    }
+    let d = a.devices.unwrap_or(visible);
+    if n == 1 {
+        return Ok(Layout::Virtual);
+    }
+    if n > d {
+        return Err(Failure::Input(format!(
+            "mercury-run: the plan has {n} ranks but only {d} GPU(s) {}; without --virtual every rank needs its own GPU. Pass --virtual to run the ranks as virtual ranks (all on GPU 0, or rank r on GPU r % N with --devices N), or run on a machine with {n} GPUs (or several processes: --launcher env)",
+            if a.devices.is_some() { "(--devices)" } else { "are visible" }
+        )));
+    }
+    Ok(Layout::Placed(
+        DeviceMap::round_robin(n, d).map_err(Failure::Input)?,
+        a.transport,
+    ))
+}
+
+fn choice(t: TransportArg) -> TransportChoice {
+    match t {
+        TransportArg::Peer => TransportChoice::Copy,
+        TransportArg::Nccl => TransportChoice::Nccl,
+    }
+}
+
+fn describe(map: &DeviceMap) -> String {
+    let ords = map.ordinals();
+    if ords.len() == 1 {
+        return format!("all on GPU {}", ords[0]);
+    }
+    let m = map.as_slice();
+    if m.iter().enumerate().all(|(r, d)| *d == r % ords.len()) {
+        format!("rank r on GPU r % {}", ords.len())
+    } else {
+        format!("ranks on GPUs {m:?}")
+    }
+}
+
+/// Keeps the elements of every output that `mask` (by buffer name) selects.
+fn masked(
+    outs: &HashMap<String, Vec<f64>>,
+    masks: &HashMap<String, Vec<bool>>,
+) -> HashMap<String, Vec<f64>> {
+    outs.iter()
+        .map(|(k, v)| {
+            let m = &masks[k];
+            (
+                k.clone(),
+                v.iter()
+                    .zip(m)
+                    .filter(|(_, keep)| **keep)
+                    .map(|(x, _)| *x)
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// `--launcher env`: this process drives its block of ranks; NCCL joins the processes.
+fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
+    let n = plan.num_ranks();
+    for note in nccl::prepare_env() {
+        println!("nccl: {note}");
+    }
+    let env = LaunchEnv::from_env()
+        .map_err(|e| Failure::Input(format!("mercury-run: --launcher env: {e}")))?
+        .ok_or_else(|| {
+            Failure::Input("mercury-run: --launcher env: RANK and WORLD_SIZE are not set (start it with torchrun, srun or mpirun; docs/multi-gpu.md)".into())
+        })?;
+    let owned = placement::owned_ranks(n, env.world_size, env.rank)
+        .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+    let visible = cudarc_device_count()?;
+    let devs = placement::local_devices(env.local_rank, owned.len(), 0);
+    if let Some(d) = devs.iter().find(|d| **d >= visible) {
+        return Err(Failure::Input(format!(
+            "mercury-run: process {} (LOCAL_RANK {}) would drive GPU {d}, but {visible} are visible",
+            env.rank, env.local_rank
+        )));
+    }
+    let mut ctxs = Vec::with_capacity(devs.len());
+    for d in &devs {
+        ctxs.push(
+            mercury_kernels::cuda::open_context(*d)
+                .map_err(|e| Failure::NoDevice(format!("GPU {d}: {e}")))?,
+        );
+    }
+    let tag = format!("[process {}/{}]", env.rank, env.world_size);
+    let cc = ctxs[0].compute_capability().map_err(rt)?;
+    let ptx = device_kernels(a, cc)?;
+    let reference = crate::reference_plan(c)?;
+    let seed = a.seed();
+    let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
+    println!(
+        "{tag} gpu: {} (sm_{}{}), ranks {owned:?} of {n} on GPUs {devs:?}, seed {seed}",
+        ctxs[0].name().unwrap_or_else(|_| "?".into()),
+        cc.0,
+        cc.1
+    );
+    let world = World::init(&env, n, &ctxs).map_err(rt)?;
+    let map = DeviceMap::from_ordinals(
+        (0..n)
+            .map(|r| {
+                if owned.contains(&r) {
+                    devs[r - owned.start]
+                } else {
+                    0
+                }
+            })
+            .collect(),
+    );
+    let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
+    let mut exec = CudaExecutor::new_placed(
+        plan.clone(),
+        &ptx,
+        ExecOptions::default(),
+        Placement::new(map, TransportChoice::NcclWorld(world)),
+    )
+    .map_err(rt)?;
+    println!("{tag} transport: {}", exec.transport_name());
+    let got = execute(&mut exec, &plan, &inputs, warmup, iters)?;
+    drop(exec);
+    let local: Vec<usize> = owned.clone().collect();
+    let masks: HashMap<String, Vec<bool>> = plan
+        .buffers
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.role == Role::Output)
+        .map(|(i, b)| (b.name.clone(), placement::output_mask(&plan, i, &local)))
+        .collect();
+    let mut failed = Vec::new();
+    if a.check || a.bench {
+        let mut rexec = CudaExecutor::new(
+            ctxs[0].clone(),
+            reference.clone(),
+            &ptx,
+            ExecOptions::default(),
+        )
+        .map_err(rt)?;
+        let want = execute(&mut rexec, &reference, &inputs, warmup, iters)?;
+        if a.check {
+            let tol = a.tolerance.unwrap_or(2e-2);
+            let (g, w) = (masked(&got.outputs, &masks), masked(&want.outputs, &masks));
+            for (name, e, nonfinite) in check::compare(&g, &w) {
+                let ok = e <= tol;
+                println!(
+                    "{tag} check @{name} (this process's {} elements) vs single-device (GPU): relative error {e:.3e} (tolerance {tol:.0e}){}{}",
+                    w[&name].len(),
+                    if nonfinite > 0 { format!(", {nonfinite} non-finite") } else { String::new() },
+                    if ok { "  ok" } else { "  FAILED" }
+                );
+                if !ok {
+                    failed.push(name);
+                }
+            }
+        }
+        if a.bench {
+            println!("{tag} | schedule, {n} ranks (this process) | {:.3} ms | single-device | {:.3} ms |", got.median_ms, want.median_ms);
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Check(format!(
+            "mercury-run: {tag} check failed for {}",
+            failed.join(", ")
+        )))
+    }
+}
+
+fn cudarc_device_count() -> Result<usize, Failure> {
+    match mercury_runtime::cuda::visible_gpus() {
+        Ok(0) => Err(Failure::NoDevice(
+            "no usable GPU: the driver shows none".into(),
+        )),
+        Ok(n) => Ok(n),
+        Err(e) => Err(Failure::NoDevice(format!("no usable GPU: {e}"))),
+    }
+}
+
 pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     let n = plan.num_ranks();
     if let Some(r) = a.ranks {
@@ -265,28 +483,56 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
             )));
         }
     }
+    if a.launcher.is_some() {
+        return run_launched(a, c, plan);
+    }
+    if a.transport == TransportArg::Nccl {
+        // NVLink multicast off before anything can start NCCL.
+        for note in nccl::prepare_env() {
+            println!("nccl: {note}");
+        }
+    }
     let ctx = mercury_kernels::cuda::open_context(0)
         .map_err(|e| Failure::NoDevice(format!("no usable GPU: {e}")))?;
-    if n > 1 && !a.virtual_ranks {
-        return Err(Failure::Input(format!(
-            "mercury-run: the plan has {n} ranks; this build runs several ranks only as virtual ranks on one GPU (--virtual); peer and NCCL transports across GPUs are not built yet"
-        )));
-    }
+    let visible = cudarc_device_count()?;
+    let layout = choose_layout(n, visible, a)?;
     let cc = ctx.compute_capability().map_err(rt)?;
     let name = ctx.name().unwrap_or_else(|_| "?".into());
     let ptx = device_kernels(a, cc)?;
     let reference = crate::reference_plan(c)?;
     let seed = a.seed();
     let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
-    println!(
-        "gpu: {name} (sm_{}{}), {n} {} ranks, seed {seed}",
-        cc.0,
-        cc.1,
-        if n > 1 { "virtual" } else { "" }
-    );
     let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
-    let mut exec =
-        CudaExecutor::new(ctx.clone(), plan.clone(), &ptx, ExecOptions::default()).map_err(rt)?;
+    let mut exec = match &layout {
+        Layout::Virtual => {
+            println!(
+                "gpu: {name} (sm_{}{}), {n} {} ranks, seed {seed}",
+                cc.0,
+                cc.1,
+                if n > 1 { "virtual" } else { "" }
+            );
+            CudaExecutor::new(ctx.clone(), plan.clone(), &ptx, ExecOptions::default())
+                .map_err(rt)?
+        }
+        Layout::Placed(map, t) => {
+            let e = CudaExecutor::new_placed(
+                plan.clone(),
+                &ptx,
+                ExecOptions::default(),
+                Placement::new(map.clone(), choice(*t)),
+            )
+            .map_err(rt)?;
+            println!(
+                "gpu: {name} (sm_{}{}), {n} ranks, {} ({} GPU(s) visible), seed {seed}",
+                cc.0,
+                cc.1,
+                describe(map),
+                visible
+            );
+            println!("transport: {}", e.transport_name());
+            e
+        }
+    };
     let got = execute(&mut exec, &plan, &inputs, warmup, iters)?;
     drop(exec);
     let want = if a.check || a.bench {

@@ -1,0 +1,467 @@
+//! One process per GPU (or per node), started by a launcher such as `torchrun`, `srun` or
+//! `mpirun`: the launcher's environment says which process this is, the NCCL unique id is
+//! shared through a file or NCCL's own `NCCL_COMM_ID`, and [`World`] builds the world
+//! communicator (NCCL rank = plan rank) and splits it per collective group.
+//!
+//! Environment read by [`LaunchEnv::from_env`]:
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `RANK` (or `OMPI_COMM_WORLD_RANK`, `SLURM_PROCID`) | this process's rank among the processes |
+//! | `WORLD_SIZE` (or `OMPI_COMM_WORLD_SIZE`, `SLURM_NTASKS`) | number of processes |
+//! | `LOCAL_RANK` (or `OMPI_COMM_WORLD_LOCAL_RANK`, `SLURM_LOCALID`; default 0) | rank among the processes of this node: the first GPU this process drives |
+//! | `MERCURY_NCCL_ID_FILE` | a path on a file system all processes see: process 0 writes the unique id there, the others wait for it (use a fresh path per job) |
+//! | `NCCL_COMM_ID` | `host:port` of the bootstrap root; every process derives the same id from it (NCCL's own mechanism) |
+//! | `MASTER_ADDR` + `MASTER_PORT` | torchrun-style: `NCCL_COMM_ID` becomes `MASTER_ADDR:(MASTER_PORT + 1)` (the port after the launcher's own store) |
+//!
+//! The first of the three id sources that is set wins. The plan's ranks are split evenly over
+//! the processes in contiguous blocks (`placement::owned_ranks`): process `p` of `P` drives
+//! ranks `p*k .. (p+1)*k` with `k = ranks / P`, its `i`-th on device `LOCAL_RANK * k + i`.
+//!
+//! Untested beyond one process on one GPU (no multi-GPU machine was lent when this was
+//! written); see docs/multi-gpu.md.
+
+use super::error::{Result, RuntimeError};
+use super::nccl::{self, nccl_err, Comm};
+use super::placement::{owned_ranks, split_color_key};
+use cudarc::driver::CudaContext;
+use cudarc::nccl::sys as ns;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the NCCL unique id comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdSource {
+    /// Process 0 writes it to this file; the others read it.
+    File(PathBuf),
+    /// `NCCL_COMM_ID` (`host:port`): every process calls `ncclGetUniqueId` itself. `set` says
+    /// whether this process must set the variable (derived from `MASTER_ADDR`).
+    CommId { addr: String, set: bool },
+}
+
+/// This process's place among the launcher's processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchEnv {
+    pub rank: usize,
+    pub world_size: usize,
+    pub local_rank: usize,
+    pub id: IdSource,
+}
+
+fn first(get: &dyn Fn(&str) -> Option<String>, names: &[&str]) -> Option<(String, String)> {
+    names
+        .iter()
+        .find_map(|n| get(n).map(|v| (n.to_string(), v.trim().to_string())))
+}
+
+fn number(name: &str, v: &str) -> std::result::Result<usize, String> {
+    v.parse::<usize>()
+        .map_err(|e| format!("{name}='{v}' is not a non-negative integer: {e}"))
+}
+
+impl LaunchEnv {
+    /// Reads the launcher's variables through `get` (see the module docs). `Ok(None)`: no
+    /// launcher (neither a rank nor a world size is set).
+    pub fn from_lookup(
+        get: &dyn Fn(&str) -> Option<String>,
+    ) -> std::result::Result<Option<LaunchEnv>, String> {
+        let rank = first(get, &["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"]);
+        let size = first(get, &["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"]);
+        let (rank, size) = match (rank, size) {
+            (None, None) => return Ok(None),
+            (Some(r), Some(s)) => (number(&r.0, &r.1)?, number(&s.0, &s.1)?),
+            (Some((n, _)), None) => return Err(format!("{n} is set but no WORLD_SIZE")),
+            (None, Some((n, _))) => return Err(format!("{n} is set but no RANK")),
+        };
+        if size == 0 || rank >= size {
+            return Err(format!("RANK {rank} outside WORLD_SIZE {size}"));
+        }
+        let local_rank = match first(
+            get,
+            &["LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"],
+        ) {
+            Some((n, v)) => number(&n, &v)?,
+            None => 0,
+        };
+        let id = if let Some(p) = get("MERCURY_NCCL_ID_FILE").filter(|p| !p.is_empty()) {
+            IdSource::File(PathBuf::from(p))
+        } else if let Some(a) = get("NCCL_COMM_ID").filter(|a| !a.is_empty()) {
+            IdSource::CommId {
+                addr: a,
+                set: false,
+            }
+        } else if let (Some(addr), Some(port)) = (get("MASTER_ADDR"), get("MASTER_PORT")) {
+            let port = number("MASTER_PORT", port.trim())?;
+            IdSource::CommId {
+                addr: format!("{}:{}", addr.trim(), port + 1),
+                set: true,
+            }
+        } else if size == 1 {
+            // A single process needs no exchange: it makes the id itself.
+            IdSource::CommId {
+                addr: String::new(),
+                set: false,
+            }
+        } else {
+            return Err(
+                "no way to share the NCCL unique id: set MERCURY_NCCL_ID_FILE (a path all processes see), NCCL_COMM_ID (host:port) or MASTER_ADDR and MASTER_PORT".into(),
+            );
+        };
+        Ok(Some(LaunchEnv {
+            rank,
+            world_size: size,
+            local_rank,
+            id,
+        }))
+    }
+
+    /// [`LaunchEnv::from_lookup`] over the process environment.
+    pub fn from_env() -> std::result::Result<Option<LaunchEnv>, String> {
+        LaunchEnv::from_lookup(&|k| std::env::var(k).ok())
+    }
+}
+
+/// The unique id as 256 hex digits (what the id file holds).
+pub fn id_to_hex(id: &[std::ffi::c_char; 128]) -> String {
+    id.iter().map(|b| format!("{:02x}", *b as u8)).collect()
+}
+
+/// Parses [`id_to_hex`]'s text (surrounding whitespace allowed).
+pub fn id_from_hex(text: &str) -> std::result::Result<[std::ffi::c_char; 128], String> {
+    let t = text.trim();
+    if t.len() != 256 || !t.is_ascii() {
+        return Err(format!(
+            "an NCCL unique id file holds 256 hex digits, got {} characters",
+            t.len()
+        ));
+    }
+    let mut out = [0 as std::ffi::c_char; 128];
+    for (i, o) in out.iter_mut().enumerate() {
+        let b = u8::from_str_radix(&t[2 * i..2 * i + 2], 16)
+            .map_err(|e| format!("unique id file: {e}"))?;
+        *o = b as std::ffi::c_char;
+    }
+    Ok(out)
+}
+
+/// Writes the id atomically (temporary file + rename).
+fn write_id_file(path: &Path, hex: &str) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, hex)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| RuntimeError::Io(format!("writing the NCCL id file {}: {e}", path.display())))
+}
+
+/// Waits for the id file (polling) up to `timeout`.
+fn read_id_file(path: &Path, timeout: Duration) -> Result<[std::ffi::c_char; 128]> {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(id) = id_from_hex(&text) {
+                return Ok(id);
+            }
+        }
+        if start.elapsed() > timeout {
+            return Err(RuntimeError::Timeout {
+                what: format!("the NCCL id file {} (written by process 0)", path.display()),
+                secs: start.elapsed().as_secs_f64(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Obtains the unique id every process of `env` shares.
+fn unique_id(env: &LaunchEnv, timeout: Duration) -> Result<ns::ncclUniqueId> {
+    match &env.id {
+        IdSource::File(path) => {
+            if env.rank == 0 {
+                let id =
+                    cudarc::nccl::result::get_uniqueid().map_err(nccl_err("ncclGetUniqueId"))?;
+                write_id_file(path, &id_to_hex(&id.internal))?;
+                Ok(id)
+            } else {
+                Ok(ns::ncclUniqueId {
+                    internal: read_id_file(path, timeout)?,
+                })
+            }
+        }
+        IdSource::CommId { .. } => {
+            // With NCCL_COMM_ID set every process derives the same id; a single process makes
+            // a fresh one.
+            cudarc::nccl::result::get_uniqueid().map_err(nccl_err("ncclGetUniqueId"))
+        }
+    }
+}
+
+/// The world communicator of this process's ranks.
+pub struct World {
+    env: LaunchEnv,
+    nranks: usize,
+    ranks: Range<usize>,
+    comms: HashMap<usize, Comm>,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("env", &self.env)
+            .field("nranks", &self.nranks)
+            .field("ranks", &self.ranks)
+            .finish()
+    }
+}
+
+impl World {
+    /// Joins the world of `nranks` plan ranks: this process's ranks (`owned_ranks`) on
+    /// `ctxs[i]` (one context per local rank, in rank order). Blocks until every process has
+    /// joined (NCCL's bootstrap), or fails.
+    pub fn init(env: &LaunchEnv, nranks: usize, ctxs: &[Arc<CudaContext>]) -> Result<World> {
+        nccl::probe()?;
+        if let IdSource::CommId { addr, set: true } = &env.id {
+            // Before NCCL reads its environment (its first call below).
+            if std::env::var("NCCL_COMM_ID").is_err() {
+                std::env::set_var("NCCL_COMM_ID", addr);
+            }
+        }
+        nccl::prepare_env();
+        let ranks =
+            owned_ranks(nranks, env.world_size, env.rank).map_err(RuntimeError::Schedule)?;
+        if ctxs.len() != ranks.len() {
+            return Err(RuntimeError::Schedule(format!(
+                "process {} drives ranks {ranks:?} but got {} device contexts",
+                env.rank,
+                ctxs.len()
+            )));
+        }
+        let id = unique_id(env, Duration::from_secs(300))?;
+        let mut raw = vec![std::ptr::null_mut(); ranks.len()];
+        let grouped = ranks.len() > 1;
+        if grouped {
+            cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+        }
+        let mut res = Ok(());
+        for (i, r) in ranks.clone().enumerate() {
+            // NCCL takes the rank's device from the current context.
+            if let Err(e) = ctxs[i].bind_to_thread() {
+                res = Err(RuntimeError::driver("bind context")(e));
+                break;
+            }
+            // SAFETY: `raw[i]` receives the handle; the id is the same in every process.
+            let r = unsafe {
+                cudarc::nccl::result::comm_init_rank(&mut raw[i], nranks as i32, id, r as i32)
+            };
+            if let Err(e) = r {
+                res = Err(nccl_err("ncclCommInitRank")(e));
+                break;
+            }
+        }
+        if grouped {
+            let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
+            res = res.and(end.map(|_| ()));
+        }
+        res?;
+        let comms = ranks
+            .clone()
+            .zip(raw)
+            .zip(ctxs)
+            .map(|((r, h), c)| (r, Comm::from_raw(h, r, nranks, c.ordinal())))
+            .collect();
+        Ok(World {
+            env: env.clone(),
+            nranks,
+            ranks,
+            comms,
+        })
+    }
+
+    /// The plan ranks this process drives.
+    pub fn local_ranks(&self) -> Range<usize> {
+        self.ranks.clone()
+    }
+
+    /// The launcher's view of this process.
+    pub fn env(&self) -> &LaunchEnv {
+        &self.env
+    }
+
+    /// The world handle of local rank `r`.
+    pub fn comm(&self, r: usize) -> Option<&Comm> {
+        self.comms.get(&r)
+    }
+
+    /// Splits the world per group (`ncclCommSplit`, color = the group's index, key = the
+    /// member's position): every process must pass the same list (`placement::distinct_groups`
+    /// of the same plan). Returns, per group, the handles of this process's members.
+    pub fn split(
+        &self,
+        groups: &[Vec<usize>],
+    ) -> Result<HashMap<Vec<usize>, HashMap<usize, Comm>>> {
+        let mut out = HashMap::new();
+        for (gi, g) in groups.iter().enumerate() {
+            let local: Vec<usize> = self.ranks.clone().collect();
+            let mut raw = vec![std::ptr::null_mut(); local.len()];
+            let grouped = local.len() > 1;
+            if grouped {
+                cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+            }
+            let mut res = Ok(());
+            for (i, r) in local.iter().enumerate() {
+                let (color, key) = split_color_key(g, gi, *r).unwrap_or((-1, 0)); // -1: NCCL_SPLIT_NOCOLOR
+                                                                                  // SAFETY: the world handle is live; `raw[i]` receives the new handle (null for
+                                                                                  // non-members); a null config asks for the parent's configuration.
+                let e = unsafe {
+                    ns::ncclCommSplit(
+                        self.comms[r].raw(),
+                        color,
+                        key,
+                        &mut raw[i],
+                        std::ptr::null_mut(),
+                    )
+                };
+                if let Err(e) = e.result() {
+                    res = Err(nccl_err("ncclCommSplit")(e));
+                    break;
+                }
+            }
+            if grouped {
+                let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
+                res = res.and(end.map(|_| ()));
+            }
+            res?;
+            let mut members = HashMap::new();
+            for (i, r) in local.iter().enumerate() {
+                if let Some((_, key)) = split_color_key(g, gi, *r) {
+                    if raw[i].is_null() {
+                        return Err(RuntimeError::Unsupported(format!(
+                            "ncclCommSplit gave rank {r} no communicator for group {g:?}"
+                        )));
+                    }
+                    members.insert(
+                        *r,
+                        Comm::from_raw(raw[i], key as usize, g.len(), self.comms[r].ordinal),
+                    );
+                }
+            }
+            out.insert(g.clone(), members);
+        }
+        Ok(out)
+    }
+
+    /// The world handles and the environment (the transport keeps the handles for messages).
+    pub fn into_parts(self) -> (HashMap<usize, Comm>, LaunchEnv) {
+        (self.comms, self.env)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> std::result::Result<Option<LaunchEnv>, String> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        LaunchEnv::from_lookup(&|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn torchrun_style_environment() {
+        assert_eq!(env(&[]).unwrap(), None);
+        let e = env(&[
+            ("RANK", "3"),
+            ("WORLD_SIZE", "8"),
+            ("LOCAL_RANK", "3"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((e.rank, e.world_size, e.local_rank), (3, 8, 3));
+        assert_eq!(
+            e.id,
+            IdSource::CommId {
+                addr: "10.0.0.1:29501".into(),
+                set: true
+            }
+        );
+        // The id file wins over NCCL_COMM_ID, which wins over MASTER_ADDR.
+        let e = env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MERCURY_NCCL_ID_FILE", "/shared/job7.id"),
+            ("NCCL_COMM_ID", "h:1"),
+            ("MASTER_ADDR", "x"),
+            ("MASTER_PORT", "1"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(e.id, IdSource::File("/shared/job7.id".into()));
+        assert_eq!(e.local_rank, 0);
+        let e = env(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("NCCL_COMM_ID", "h:1")])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            e.id,
+            IdSource::CommId {
+                addr: "h:1".into(),
+                set: false
+            }
+        );
+        // MPI and Slurm names.
+        let e = env(&[
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+            ("NCCL_COMM_ID", "h:1"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((e.rank, e.world_size, e.local_rank), (1, 4, 1));
+        // A single process needs no exchange.
+        assert!(env(&[("RANK", "0"), ("WORLD_SIZE", "1")])
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn bad_environments() {
+        assert!(env(&[("RANK", "0")]).unwrap_err().contains("WORLD_SIZE"));
+        assert!(env(&[("WORLD_SIZE", "2")]).unwrap_err().contains("RANK"));
+        assert!(
+            env(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("NCCL_COMM_ID", "h:1")])
+                .unwrap_err()
+                .contains("outside")
+        );
+        assert!(env(&[("RANK", "x"), ("WORLD_SIZE", "2")]).is_err());
+        assert!(env(&[("RANK", "0"), ("WORLD_SIZE", "2")])
+            .unwrap_err()
+            .contains("unique id"));
+    }
+
+    #[test]
+    fn id_roundtrip() {
+        let mut id = [0 as std::ffi::c_char; 128];
+        for (i, b) in id.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37) as std::ffi::c_char;
+        }
+        let hex = id_to_hex(&id);
+        assert_eq!(hex.len(), 256);
+        assert_eq!(id_from_hex(&format!("{hex}\n")).unwrap(), id);
+        assert!(id_from_hex("abc").is_err());
+        assert!(id_from_hex(&"zz".repeat(128)).is_err());
+        // Through a file, as processes exchange it.
+        let dir = std::env::temp_dir().join(format!("mercury-id-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("id");
+        write_id_file(&p, &hex).unwrap();
+        assert_eq!(read_id_file(&p, Duration::from_secs(1)).unwrap(), id);
+        let missing = read_id_file(&dir.join("none"), Duration::from_millis(100));
+        assert!(matches!(missing, Err(RuntimeError::Timeout { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
