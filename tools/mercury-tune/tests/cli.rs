@@ -143,7 +143,11 @@ fn bad_inputs_give_clear_errors() {
         o_s,
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("not wired"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("expected one kernel, found 0"),
+        "{}",
+        stderr(&o)
+    );
     // Nothing fits: exit code 2.
     let big = tmp("big.toml");
     std::fs::write(
