@@ -10,32 +10,6 @@ use mercury_ir::{Attribute, Diagnostic, Location, Operation, Region};
 
 pub const ACCESS_OPS: [&str; 3] = ["commir.load", "commir.reduce", "commir.store"];
 
-/// The kernels a pass applies to: the one named by `kernel` (without '@'), or every kernel.
-pub fn kernels_mut<'a>(
-    module: &'a mut Operation,
-    kernel: &str,
-) -> Result<Vec<&'a mut Operation>, Diagnostic> {
-    let loc = module.loc.clone();
-    let ks: Vec<&mut Operation> = module
-        .body_mut(0)
-        .iter_mut()
-        .filter(|o| {
-            o.name == "commir.kernel"
-                && (kernel.is_empty() || o.symbol_name() == Some(kernel.trim_start_matches('@')))
-        })
-        .collect();
-    if ks.is_empty() {
-        return Err(Diagnostic::error(
-            loc,
-            if kernel.is_empty() {
-                "no commir.kernel in the module".to_string()
-            } else {
-                format!("no commir.kernel named '@{kernel}'")
-            },
-        ));
-    }
-    Ok(ks)
-}
 
 /// The model of a kernel op (re-checked after each rewrite).
 pub fn model(module: &Operation, kernel_name: &str) -> Result<Kernel, Diagnostic> {
@@ -86,13 +60,6 @@ pub fn sym(op: &Operation, attr: &str) -> String {
         .to_string()
 }
 
-/// The `commir.axis` op named `axis` in a kernel.
-pub fn axis_op_mut<'a>(kernel: &'a mut Operation, axis: &str) -> Option<&'a mut Operation> {
-    kernel
-        .body_mut(0)
-        .iter_mut()
-        .find(|o| o.name == "commir.axis" && o.symbol_name() == Some(axis))
-}
 
 pub fn buffer_op_mut<'a>(kernel: &'a mut Operation, buffer: &str) -> Option<&'a mut Operation> {
     kernel
@@ -203,13 +170,6 @@ pub fn first_stmt(kernel: &Operation) -> usize {
         .unwrap_or(kernel.body(0).len())
 }
 
-/// Parses `a,b` or `@a, @b` lists of names.
-pub fn names(list: &str) -> Vec<String> {
-    list.split(',')
-        .map(|s| s.trim().trim_start_matches('@').to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
 
 pub fn opt_name(v: &str) -> String {
     v.trim().trim_start_matches('@').to_string()
