@@ -10,7 +10,6 @@ use mercury_ir::{Attribute, Diagnostic, Location, Operation, Region};
 
 pub const ACCESS_OPS: [&str; 3] = ["commir.load", "commir.reduce", "commir.store"];
 
-
 /// The model of a kernel op (re-checked after each rewrite).
 pub fn model(module: &Operation, kernel_name: &str) -> Result<Kernel, Diagnostic> {
     let k = module
@@ -59,7 +58,6 @@ pub fn sym(op: &Operation, attr: &str) -> String {
         .unwrap_or_default()
         .to_string()
 }
-
 
 pub fn buffer_op_mut<'a>(kernel: &'a mut Operation, buffer: &str) -> Option<&'a mut Operation> {
     kernel
@@ -169,7 +167,6 @@ pub fn first_stmt(kernel: &Operation) -> usize {
         .position(|o| o.name != "commir.axis" && o.name != "commir.buffer")
         .unwrap_or(kernel.body(0).len())
 }
-
 
 pub fn opt_name(v: &str) -> String {
     v.trim().trim_start_matches('@').to_string()
