@@ -195,9 +195,18 @@ impl DeviceKernel {
             DeviceKernel::AddF32 => ADD_F32_BODY,
             DeviceKernel::CastF32ToBf16 => CAST_F32_TO_BF16_BODY,
             DeviceKernel::CastBf16ToF32 => CAST_BF16_TO_F32_BODY,
-            DeviceKernel::Copy2dB16 => COPY_2D_B16_BODY,
-            DeviceKernel::Copy2dB32 => COPY_2D_B32_BODY,
+            DeviceKernel::Copy2dB16 | DeviceKernel::Copy2dB32 => COPY_2D_BODY,
             DeviceKernel::FillF32 => FILL_F32_BODY,
+        }
+    }
+
+    /// The element type that replaces `ELT` in [`COPY_2D_BODY`] (the other templates
+    /// have no `ELT` token).
+    fn copy_element(self) -> Option<&'static str> {
+        match self {
+            DeviceKernel::Copy2dB16 => Some("i16"),
+            DeviceKernel::Copy2dB32 => Some("i32"),
+            _ => None,
         }
     }
 }
@@ -265,8 +274,11 @@ impl Flavor {
 }
 
 fn instantiate(kernel: DeviceKernel, flavor: Flavor, indent: &str) -> String {
-    let body = kernel
-        .body_template()
+    let mut template = kernel.body_template().to_string();
+    if let Some(elt) = kernel.copy_element() {
+        template = template.replace("ELT", elt);
+    }
+    let body = template
         .replace("!P", flavor.ptr())
         .replace("EXP2", flavor.exp2())
         .replace("LOG2", flavor.log2());
@@ -499,7 +511,9 @@ scf.for %e = %gid to %n step %stride : i64 {
 }
 "#;
 
-const COPY_2D_B16_BODY: &str = r#"
+/// Both 2-D copies; `ELT` is the element type (`i16` or `i32`, see
+/// [`DeviceKernel::copy_element`]).
+const COPY_2D_BODY: &str = r#"
 %total = arith.muli %rows, %cols : i64
 scf.for %e = %gid to %total step %stride : i64 {
   %r = arith.divui %e, %cols : i64
@@ -508,26 +522,10 @@ scf.for %e = %gid to %total step %stride : i64 {
   %si = arith.addi %srow, %c : i64
   %drow = arith.muli %r, %dst_stride : i64
   %di = arith.addi %drow, %c : i64
-  %ps = llvm.getelementptr inbounds %src[%si] : (!P, i64) -> !P, i16
-  %v = llvm.load %ps : !P -> i16
-  %pd = llvm.getelementptr inbounds %dst[%di] : (!P, i64) -> !P, i16
-  llvm.store %v, %pd : i16, !P
-}
-"#;
-
-const COPY_2D_B32_BODY: &str = r#"
-%total = arith.muli %rows, %cols : i64
-scf.for %e = %gid to %total step %stride : i64 {
-  %r = arith.divui %e, %cols : i64
-  %c = arith.remui %e, %cols : i64
-  %srow = arith.muli %r, %src_stride : i64
-  %si = arith.addi %srow, %c : i64
-  %drow = arith.muli %r, %dst_stride : i64
-  %di = arith.addi %drow, %c : i64
-  %ps = llvm.getelementptr inbounds %src[%si] : (!P, i64) -> !P, i32
-  %v = llvm.load %ps : !P -> i32
-  %pd = llvm.getelementptr inbounds %dst[%di] : (!P, i64) -> !P, i32
-  llvm.store %v, %pd : i32, !P
+  %ps = llvm.getelementptr inbounds %src[%si] : (!P, i64) -> !P, ELT
+  %v = llvm.load %ps : !P -> ELT
+  %pd = llvm.getelementptr inbounds %dst[%di] : (!P, i64) -> !P, ELT
+  llvm.store %v, %pd : ELT, !P
 }
 "#;
 

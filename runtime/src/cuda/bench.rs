@@ -762,28 +762,12 @@ impl Bench {
         self.fill_bf16(&q, -1.5, 1.5)?;
         self.fill_bf16(&k, -1.5, 1.5)?;
         self.fill_bf16(&v, -1.0, 1.0)?;
-        let args = AttnLaunch {
-            dims: AttnDims {
-                b,
-                hq,
-                hk,
-                sq,
-                sk: sq,
-                d,
-            },
-            params: AttnParams {
-                causal,
-                scale: 1.0 / (d as f64).sqrt(),
-                q_offset: 0,
-                k_offset: 0,
-            },
-            q: Strided3::dense(q.ptr, hq, sq, d),
-            k: Strided3::dense(k.ptr, hk, sq, d),
-            v: Strided3::dense(v.ptr, hk, sq, d),
-            o: Strided3::dense(o.ptr, hq, sq, d),
-            lse: Strided3::dense(lse.ptr, hq, sq, 1),
-            accumulate: false,
-        };
+        let args = dense_attn(
+            (b, hq, hk, sq, d),
+            causal,
+            1.0 / (d as f64).sqrt(),
+            [q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr],
+        );
         let rows = self.sample_rows(b, hq, sq, 64);
         let mut out = Vec::new();
         for v in AttnVariant::ALL {
@@ -845,23 +829,19 @@ impl Bench {
             .map_err(RuntimeError::driver("upload"))
     }
 
-    /// Accumulating attention (the ring-step kernel) on ragged sizes through q/o/lse views
-    /// of larger slots: a random accumulator (a quarter of its rows empty, lse = -inf, with o
-    /// poisoned by NaN wherever the tile reaches the row: the kernel must not read it; some
-    /// rows far above or below the tile's lse) merged with the tile in the epilogue. Every row
-    /// of the view is compared with the f32 GPU reference tile merged into the host copy of
-    /// the accumulator (`kernels::cpu::lse_merge`, f64); spot rows with `kernels::cpu` f64
-    /// attention + merge. Rows the tile does not reach must keep their bits; rows outside the
-    /// view must still be NaN.
-    fn p2_accumulate(
+    /// The ragged launch of [`Self::p2_odd`] and [`Self::p2_accumulate`]: dims
+    /// [`ODD_DIMS`], GQA, scale 0.09, the given offsets; q/o/lse are views of rows
+    /// `s0..s0 + sq` of slots with `s_total` rows ([`ODD_SLOTS`]); k/v dense. q/k/v hold
+    /// fresh random bf16 values; o/lse are not initialised.
+    fn odd_launch(
         &mut self,
-        id: &str,
         causal: bool,
         q_offset: usize,
         k_offset: usize,
-    ) -> Result<()> {
-        let (b, hq, hk, sq, sk, d) = (2, 4, 2, 300, 333, 128);
-        let (s_total, s0) = (512, 100);
+        accumulate: bool,
+    ) -> Result<OddLaunch> {
+        let (b, hq, hk, sq, sk, d) = ODD_DIMS;
+        let (s_total, s0) = ODD_SLOTS;
         let s = self.stream.clone();
         let q = dev_alloc(&s, b * hq * s_total * d * 2)?;
         let k = dev_alloc(&s, b * hk * sk * d * 2)?;
@@ -900,8 +880,35 @@ impl Bench {
                 sr: 1,
                 ..view(lse.ptr, hq, 4, 1)
             },
-            accumulate: true,
+            accumulate,
         };
+        Ok(OddLaunch {
+            _qkv: [q, k, v],
+            o,
+            lse,
+            args,
+        })
+    }
+
+    /// Accumulating attention (the ring-step kernel) on ragged sizes through q/o/lse views
+    /// of larger slots: a random accumulator (a quarter of its rows empty, lse = -inf, with o
+    /// poisoned by NaN wherever the tile reaches the row: the kernel must not read it; some
+    /// rows far above or below the tile's lse) merged with the tile in the epilogue. Every row
+    /// of the view is compared with the f32 GPU reference tile merged into the host copy of
+    /// the accumulator (`kernels::cpu::lse_merge`, f64); spot rows with `kernels::cpu` f64
+    /// attention + merge. Rows the tile does not reach must keep their bits; rows outside the
+    /// view must still be NaN.
+    fn p2_accumulate(
+        &mut self,
+        id: &str,
+        causal: bool,
+        q_offset: usize,
+        k_offset: usize,
+    ) -> Result<()> {
+        let OddLaunch { _qkv, o, lse, args } = self.odd_launch(causal, q_offset, k_offset, true)?;
+        let AttnDims { b, hq, sq, d, .. } = args.dims;
+        let (s_total, s0) = ODD_SLOTS;
+        let s = self.stream.clone();
         // Row r of the view sees at least one key.
         let reaches = |r: usize| !causal || q_offset + r + 1 > k_offset;
         // Launch row (bi * hq + h) * sq + r -> row of the slots.
@@ -1045,50 +1052,12 @@ impl Bench {
 
     /// Ragged sizes, q/o as sequence sub-ranges of larger slots, GQA, offsets.
     fn p2_odd(&mut self, id: &str, causal: bool, q_offset: usize, k_offset: usize) -> Result<()> {
-        let (b, hq, hk, sq, sk, d) = (2, 4, 2, 300, 333, 128);
-        let (s_total, s0) = (512, 100);
+        let OddLaunch { _qkv, o, lse, args } =
+            self.odd_launch(causal, q_offset, k_offset, false)?;
+        let AttnDims { b, hq, sq, d, .. } = args.dims;
         let s = self.stream.clone();
-        let q = dev_alloc(&s, b * hq * s_total * d * 2)?;
-        let k = dev_alloc(&s, b * hk * sk * d * 2)?;
-        let v = dev_alloc(&s, b * hk * sk * d * 2)?;
-        let o = dev_alloc(&s, b * hq * s_total * d * 4)?;
-        let lse = dev_alloc(&s, b * hq * s_total * 4)?;
-        self.fill_bf16(&q, -2.0, 2.0)?;
-        self.fill_bf16(&k, -2.0, 2.0)?;
-        self.fill_bf16(&v, -1.0, 1.0)?;
         self.poison(&o, DType::F32)?;
         self.poison(&lse, DType::F32)?;
-        let view = |ptr: u64, h: usize, es: u64, dd: usize| Strided3 {
-            ptr: ptr + (s0 * dd) as u64 * es,
-            sb: (h * s_total * dd) as i64,
-            sh: (s_total * dd) as i64,
-            sr: dd as i64,
-        };
-        let args = AttnLaunch {
-            dims: AttnDims {
-                b,
-                hq,
-                hk,
-                sq,
-                sk,
-                d,
-            },
-            params: AttnParams {
-                causal,
-                scale: 0.09,
-                q_offset,
-                k_offset,
-            },
-            q: view(q.ptr, hq, 2, d),
-            k: Strided3::dense(k.ptr, hk, sk, d),
-            v: Strided3::dense(v.ptr, hk, sk, d),
-            o: view(o.ptr, hq, 4, d),
-            lse: Strided3 {
-                sr: 1,
-                ..view(lse.ptr, hq, 4, 1)
-            },
-            accumulate: false,
-        };
         let mut rows: Vec<i64> = (0..(b * hq * sq) as i64).step_by(7).collect();
         rows.extend([0, 1, (sq - 1) as i64, (b * hq * sq - 1) as i64]);
         let mut chk = (String::new(), true);
@@ -1174,28 +1143,18 @@ impl Bench {
         // The single-device patch on the same global inputs.
         let o1 = dev_alloc(&s, b * hq * seq * d * 4)?;
         let l1 = dev_alloc(&s, b * hq * seq * 4)?;
-        let single = AttnLaunch {
-            dims: AttnDims {
-                b,
-                hq,
-                hk,
-                sq: seq,
-                sk: seq,
-                d,
-            },
-            params: AttnParams {
-                causal,
-                scale: spec.scale,
-                q_offset: 0,
-                k_offset: 0,
-            },
-            q: Strided3::dense(ex.global_ptr(BUF_Q)?, hq, seq, d),
-            k: Strided3::dense(ex.global_ptr(BUF_K)?, hk, seq, d),
-            v: Strided3::dense(ex.global_ptr(BUF_V)?, hk, seq, d),
-            o: Strided3::dense(o1.ptr, hq, seq, d),
-            lse: Strided3::dense(l1.ptr, hq, seq, 1),
-            accumulate: false,
-        };
+        let single = dense_attn(
+            (b, hq, hk, seq, d),
+            causal,
+            spec.scale,
+            [
+                ex.global_ptr(BUF_Q)?,
+                ex.global_ptr(BUF_K)?,
+                ex.global_ptr(BUF_V)?,
+                o1.ptr,
+                l1.ptr,
+            ],
+        );
         let ring_out = AttnLaunch {
             o: Strided3::dense(ex.global_ptr(BUF_O)?, hq, seq, d),
             lse: Strided3::dense(ex.global_ptr(BUF_LSE)?, hq, seq, 1),
@@ -1270,6 +1229,51 @@ impl Bench {
     }
 }
 
+/// `(b, hq, hk, sq, sk, d)` of the ragged P2 launches ([`Bench::odd_launch`]).
+const ODD_DIMS: (usize, usize, usize, usize, usize, usize) = (2, 4, 2, 300, 333, 128);
+/// `(s_total, s0)`: rows of the q/o/lse slots and the first row of the view.
+const ODD_SLOTS: (usize, usize) = (512, 100);
+
+/// The buffers and launch of [`Bench::odd_launch`] (q/k/v kept alive for the launch).
+struct OddLaunch {
+    _qkv: [DevBuf; 3],
+    o: DevBuf,
+    lse: DevBuf,
+    args: AttnLaunch,
+}
+
+/// A dense attention launch (sk = sq, no offsets, not accumulating): q/o/lse
+/// `[b, hq, sq, d]` / `[b, hq, sq]`, k/v `[b, hk, sq, d]`; `ptrs` = [q, k, v, o, lse].
+fn dense_attn(
+    (b, hq, hk, sq, d): (usize, usize, usize, usize, usize),
+    causal: bool,
+    scale: f64,
+    [q, k, v, o, lse]: [u64; 5],
+) -> AttnLaunch {
+    AttnLaunch {
+        dims: AttnDims {
+            b,
+            hq,
+            hk,
+            sq,
+            sk: sq,
+            d,
+        },
+        params: AttnParams {
+            causal,
+            scale,
+            q_offset: 0,
+            k_offset: 0,
+        },
+        q: Strided3::dense(q, hq, sq, d),
+        k: Strided3::dense(k, hk, sq, d),
+        v: Strided3::dense(v, hk, sq, d),
+        o: Strided3::dense(o, hq, sq, d),
+        lse: Strided3::dense(lse, hq, sq, 1),
+        accumulate: false,
+    }
+}
+
 // ---------------------------------------------------------------------- P0 plans ---------
 
 /// Expected output of a self-check from its (rounded) inputs.
@@ -1283,7 +1287,7 @@ pub struct SelfCheck {
     pub tol: f64,
 }
 
-fn view(slot: usize, offset: &[usize], extent: &[usize]) -> View {
+pub(super) fn view(slot: usize, offset: &[usize], extent: &[usize]) -> View {
     View {
         slot,
         region: Region {
@@ -1293,14 +1297,14 @@ fn view(slot: usize, offset: &[usize], extent: &[usize]) -> View {
     }
 }
 
-fn fullv(slot: usize, shape: &[usize]) -> View {
+pub(super) fn fullv(slot: usize, shape: &[usize]) -> View {
     View {
         slot,
         region: Region::full(shape),
     }
 }
 
-fn slot(name: &str, dtype: DType, shape: &[usize], init: SlotInit) -> Slot {
+pub(super) fn slot(name: &str, dtype: DType, shape: &[usize], init: SlotInit) -> Slot {
     Slot {
         name: name.into(),
         dtype,
@@ -1309,7 +1313,7 @@ fn slot(name: &str, dtype: DType, shape: &[usize], init: SlotInit) -> Slot {
     }
 }
 
-fn buffer(name: &str, dtype: DType, shape: &[usize], role: Role) -> GlobalBuffer {
+pub(super) fn buffer(name: &str, dtype: DType, shape: &[usize], role: Role) -> GlobalBuffer {
     GlobalBuffer {
         name: name.into(),
         shape: shape.to_vec(),

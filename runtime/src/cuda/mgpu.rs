@@ -11,6 +11,7 @@
 //! code (`cuMemcpyPeerAsync` / `cuMemcpy3DPeerAsync` within one context) and the pull-mode
 //! collectives. NCCL across ranks needs one GPU per rank and could not run here.
 
+use super::bench::{buffer, fullv as full, slot, view};
 use super::bench::{
     selfcheck_all_to_all, selfcheck_allgather, selfcheck_allreduce, selfcheck_allreduce_lse,
     selfcheck_broadcast, selfcheck_gemm, selfcheck_gemm_accumulate, selfcheck_reduce_scatter,
@@ -24,8 +25,8 @@ use super::placement::DeviceMap;
 use super::schedule::StageSync;
 use mercury_kernels::cuda::check::compare;
 use mercury_plan::{
-    Collective, CombineKind, CommOp, DType, GlobalBuffer, OutputPiece, Plan, RankProgram, Region,
-    Role, Slot, SlotInit, Stage, View,
+    Collective, CombineKind, CommOp, DType, OutputPiece, Plan, RankProgram, Region, Role, SlotInit,
+    Stage,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -206,32 +207,6 @@ pub fn placed_selfchecks(
     rows
 }
 
-fn view(slot: usize, offset: &[usize], extent: &[usize]) -> View {
-    View {
-        slot,
-        region: Region {
-            offset: offset.to_vec(),
-            extent: extent.to_vec(),
-        },
-    }
-}
-
-fn full(slot: usize, shape: &[usize]) -> View {
-    View {
-        slot,
-        region: Region::full(shape),
-    }
-}
-
-fn slot(name: &str, dtype: DType, shape: &[usize], init: SlotInit) -> Slot {
-    Slot {
-        name: name.into(),
-        dtype,
-        shape: shape.to_vec(),
-        init,
-    }
-}
-
 fn global(buffer: usize, shape: &[usize]) -> SlotInit {
     SlotInit::FromGlobal {
         buffer,
@@ -254,24 +229,9 @@ pub struct SingleRankCase {
 pub fn nccl_single_rank_plan() -> SingleRankCase {
     let s86 = [8usize, 6];
     let buffers = vec![
-        GlobalBuffer {
-            name: "x".into(),
-            shape: s86.to_vec(),
-            dtype: DType::F32,
-            role: Role::Input,
-        },
-        GlobalBuffer {
-            name: "xb".into(),
-            shape: s86.to_vec(),
-            dtype: DType::BF16,
-            role: Role::Input,
-        },
-        GlobalBuffer {
-            name: "lse_in".into(),
-            shape: vec![4],
-            dtype: DType::F32,
-            role: Role::Input,
-        },
+        buffer("x", DType::F32, &s86, Role::Input),
+        buffer("xb", DType::BF16, &s86, Role::Input),
+        buffer("lse_in", DType::F32, &[4], Role::Input),
     ];
     let outs: Vec<(&str, DType, Vec<usize>)> = vec![
         ("y_ar", DType::F32, vec![8, 6]),
@@ -285,12 +245,7 @@ pub fn nccl_single_rank_plan() -> SingleRankCase {
     ];
     let mut buffers = buffers;
     for (n, d, s) in &outs {
-        buffers.push(GlobalBuffer {
-            name: n.to_string(),
-            shape: s.clone(),
-            dtype: *d,
-            role: Role::Output,
-        });
+        buffers.push(buffer(n, *d, s, Role::Output));
     }
     let slots = vec![
         slot("a", DType::F32, &s86, global(0, &s86)),
