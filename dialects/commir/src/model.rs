@@ -186,10 +186,7 @@ impl Kernel {
         self.axis(axis).map_or(1, |a| a.extent)
     }
     pub fn dim_size(&self, d: &DimBinding) -> usize {
-        match d {
-            DimBinding::Fixed(n) => *n as usize,
-            DimBinding::Axes(a) => a.iter().map(|x| self.extent(x)).product(),
-        }
+        dim_size(&self.axes, d)
     }
     /// Full shape of a buffer.
     pub fn shape(&self, b: &Buffer) -> Vec<usize> {
@@ -514,28 +511,38 @@ fn tile_elem(t: &Type) -> Option<&str> {
     }
 }
 
+/// Size of a buffer dimension under `axes`.
+fn dim_size(axes: &[Axis], d: &DimBinding) -> usize {
+    match d {
+        DimBinding::Fixed(n) => *n as usize,
+        DimBinding::Axes(a) => a
+            .iter()
+            .map(|x| axes.iter().find(|y| &y.name == x).map_or(1, |y| y.extent))
+            .product(),
+    }
+}
+
 impl Builder<'_> {
+    /// The buffer an access or reshard op names.
+    fn buffer_of(&self, op: &Operation) -> Result<&Buffer, Diagnostic> {
+        let name = op
+            .attr("buffer")
+            .and_then(|a| a.as_symbol())
+            .unwrap_or_default();
+        self.buffers
+            .iter()
+            .find(|b| b.name == name)
+            .ok_or_else(|| err(&op.loc, format!("'@{name}' is not a buffer of this kernel")))
+    }
+
     fn access(
         &self,
         op: &Operation,
         stack: &[(String, Option<usize>)],
         reading: bool,
     ) -> Result<Access, Diagnostic> {
-        let bname = op
-            .attr("buffer")
-            .and_then(|a| a.as_symbol())
-            .unwrap_or_default()
-            .to_string();
-        let buf = self
-            .buffers
-            .iter()
-            .find(|b| b.name == bname)
-            .ok_or_else(|| {
-                err(
-                    &op.loc,
-                    format!("'@{bname}' is not a buffer of this kernel"),
-                )
-            })?;
+        let buf = self.buffer_of(op)?;
+        let bname = buf.name.clone();
         if reading && buf.role == Role::Out {
             return Err(err(
                 &op.loc,
@@ -830,42 +837,15 @@ impl Builder<'_> {
                             "'commir.reshard' must be at the top of the kernel",
                         ));
                     }
-                    let bname = op
-                        .attr("buffer")
-                        .and_then(|a| a.as_symbol())
-                        .unwrap_or_default()
-                        .to_string();
-                    let buf = self
-                        .buffers
-                        .iter()
-                        .find(|b| b.name == bname)
-                        .ok_or_else(|| {
-                            err(
-                                &op.loc,
-                                format!("'@{bname}' is not a buffer of this kernel"),
-                            )
-                        })?;
+                    let buf = self.buffer_of(op)?;
+                    let bname = buf.name.clone();
                     let sharding = sharding_from_attr(
                         op.attr("sharding")
                             .unwrap_or(&mercury_ir::Attribute::Array(vec![])),
                     )
                     .map_err(|m| err(&op.loc, m))?;
-                    let shape: Vec<usize> = buf
-                        .dims
-                        .iter()
-                        .map(|d| match d {
-                            DimBinding::Fixed(n) => *n as usize,
-                            DimBinding::Axes(a) => a
-                                .iter()
-                                .map(|x| {
-                                    self.axes
-                                        .iter()
-                                        .find(|y| &y.name == x)
-                                        .map_or(1, |y| y.extent)
-                                })
-                                .product(),
-                        })
-                        .collect();
+                    let shape: Vec<usize> =
+                        buf.dims.iter().map(|d| dim_size(self.axes, d)).collect();
                     check_sharding(&bname, &sharding, &shape, self.mesh)
                         .map_err(|m| err(&op.loc, m))?;
                     out.push(Stmt::Reshard {
