@@ -4,9 +4,10 @@
 //! used to merge batch and heads before distributing them.
 
 use crate::util::*;
+use mercury_commir::ops::ForOp;
 use mercury_commir::{DimBinding, IndexExpr, Stmt};
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Attribute, Diagnostic, Operation, Registry};
+use mercury_ir::{Diagnostic, Operation, Registry};
 
 pub static INFO: PassInfo = PassInfo {
     name: "join",
@@ -141,23 +142,18 @@ impl Pass for Join {
                     )))
                 }
             }
-            let (ext, kind, min) = (
-                a.extent * b.extent,
-                a.kind.keyword(),
-                a.min_block.max(1) * b.extent,
-            );
+            let (ext, kind, min) = (a.extent * b.extent, a.kind, a.min_block.max(1) * b.extent);
             let loc = a.loc.clone();
             let k = kernel_mut(module, &kname);
             let body = k.body_mut(0);
-            body.retain(|o| !(o.name == "commir.axis" && (o.symbol_name() == Some(&self.inner))));
-            let pos = body
-                .iter()
-                .position(|o| o.name == "commir.axis" && o.symbol_name() == Some(&self.outer))
-                .expect("axis");
+            if let Some(p) = axis_position(body, &self.inner) {
+                body.remove(p);
+            }
+            let pos = axis_position(body, &self.outer).expect("axis");
             body[pos] = new_axis(&self.name, ext, kind, min.min(ext), &loc);
-            for op in body.iter_mut().filter(|o| o.name == "commir.buffer") {
-                let mut d = dims(op);
-                let mut sh = sharding(op);
+            for mut op in buffers_mut(body) {
+                let mut d = dims(&op);
+                let mut sh = sharding(&op);
                 let pair = d.windows(2).position(|w| matches!((&w[0], &w[1]), (DimBinding::Axes(x), DimBinding::Axes(y)) if x.as_slice() == [self.outer.clone()] && y.as_slice() == [self.inner.clone()]));
                 if let Some(p) = pair {
                     // Two adjacent dimensions become one.
@@ -172,24 +168,24 @@ impl Pass for Join {
                         }
                     }
                 }
-                set_dims(op, &d);
-                set_sharding(op, &sh);
+                op.set_dims(d);
+                set_sharding(&mut op, &sh);
             }
             let (o, i, n) = (self.outer.clone(), self.inner.clone(), self.name.clone());
-            for_each_access_mut(body, &mut vec![], &mut |op, _| {
-                let mut ix = indices(op);
-                if let Some(p) = ix.iter().position(|e| e.as_axis() == Some(&o)) {
-                    if ix.get(p + 1).and_then(|e| e.as_axis()) == Some(i.as_str()) {
-                        ix.splice(p..p + 2, [IndexExpr::axis(&n)]);
-                        set_indices(op, &ix);
-                    }
-                }
-                Ok(())
-            })?;
+            rewrite_indices(body, &mut vec![], &mut |ix| {
+                let p = ix.iter().position(|e| e.as_axis() == Some(&o))?;
+                (ix.get(p + 1).and_then(|e| e.as_axis()) == Some(i.as_str())).then(|| {
+                    let mut ix = ix.to_vec();
+                    ix.splice(p..p + 2, [IndexExpr::axis(&n)]);
+                    ix
+                })
+            });
             if let Some(f) = find_for_mut(body, &self.outer) {
                 let mut inner = f.body_mut(0).pop().expect("inner loop");
                 let inner_body = std::mem::take(inner.body_mut(0));
-                f.set_attr("axis", Attribute::sym(&self.name));
+                ForOp::cast(&mut *f)
+                    .expect("loop")
+                    .set_axis(self.name.as_str());
                 f.body_mut(0).extend(inner_body);
             }
             model(module, &kname)?;

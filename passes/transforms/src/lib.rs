@@ -6,6 +6,7 @@
 
 pub mod deps;
 pub mod join;
+pub mod mesh;
 pub mod parallelize;
 pub mod print_comm_plan;
 pub mod print_memory;
@@ -29,6 +30,8 @@ pub fn register_all(registry: &mut PassRegistry) {
     registry.register(&replicate::INFO);
     registry.register(&reorder::INFO);
     registry.register(&join::INFO);
+    registry.register(&mesh::SINGLE_DEVICE);
+    registry.register(&mesh::RESHAPE_MESH);
     registry.register(&reshard::INFO);
     registry.register(&shift_shard::INFO);
     registry.register(&print_comm_plan::INFO);

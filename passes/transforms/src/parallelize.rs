@@ -4,9 +4,10 @@
 //! dimension; the others stay as they are (replicated unless placed otherwise).
 
 use crate::util::*;
+use mercury_commir::ops::ForOp;
 use mercury_commir::DimBinding;
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Attribute, Diagnostic, Operation, Registry};
+use mercury_ir::{Diagnostic, Operation, Registry};
 
 pub static INFO: PassInfo = PassInfo {
     name: "parallelize",
@@ -71,39 +72,38 @@ impl Pass for Parallelize {
                     ),
                 ));
             }
-            let f = find_for_mut(k.body_mut(0), &self.axis).ok_or_else(|| {
-                Diagnostic::error(
-                    kloc.clone(),
-                    format!(
-                        "parallelize: there is no loop over '@{}' (tile it first)",
-                        self.axis
-                    ),
-                )
-            })?;
-            if let Some(l) = f.attr("parallel").and_then(|a| a.as_int()) {
+            let f = find_for_mut(k.body_mut(0), &self.axis)
+                .and_then(ForOp::cast)
+                .ok_or_else(|| {
+                    Diagnostic::error(
+                        kloc.clone(),
+                        format!(
+                            "parallelize: there is no loop over '@{}' (tile it first)",
+                            self.axis
+                        ),
+                    )
+                })?;
+            let mut f = f;
+            if let Some(l) = f.parallel() {
                 return Err(Diagnostic::error(
-                    f.loc.clone(),
+                    f.op().loc.clone(),
                     format!(
                         "parallelize: the loop over '@{}' is already parallel over mesh level {l}",
                         self.axis
                     ),
                 ));
             }
-            if f.attr("shift").is_some() {
+            if f.shift().is_some() {
                 return Err(Diagnostic::error(
-                    f.loc.clone(),
+                    f.op().loc.clone(),
                     format!("parallelize: the loop over '@{}' is shifted", self.axis),
                 ));
             }
-            f.set_attr("parallel", Attribute::int(self.level as i64));
+            f.set_parallel(self.level as i64);
             if self.shard {
-                for op in k
-                    .body_mut(0)
-                    .iter_mut()
-                    .filter(|o| o.name == "commir.buffer")
-                {
-                    let d = dims(op);
-                    let mut s = sharding(op);
+                for mut op in buffers_mut(k.body_mut(0)) {
+                    let d = dims(&op);
+                    let mut s = sharding(&op);
                     for (di, b) in d.iter().enumerate() {
                         if let DimBinding::Axes(ax) = b {
                             if ax.contains(&self.axis)
@@ -116,7 +116,7 @@ impl Pass for Parallelize {
                             }
                         }
                     }
-                    set_sharding(op, &s);
+                    set_sharding(&mut op, &s);
                 }
             }
             // The model re-checks extent == mesh size, reduction axes and reused levels.

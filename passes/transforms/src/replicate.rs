@@ -3,6 +3,7 @@
 //! (the lowering gathers it first when it starts sharded).
 
 use crate::util::*;
+use mercury_commir::ops::BufferOp;
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
 use mercury_ir::{Diagnostic, Operation, Registry};
 
@@ -67,7 +68,8 @@ impl Pass for Replicate {
                 s[d].clear();
             }
             let k = kernel_mut(module, &name);
-            set_sharding(buffer_op_mut(k, &self.buffer).expect("buffer"), &s);
+            let op = buffer_op_mut(k, &self.buffer).and_then(BufferOp::cast);
+            set_sharding(&mut op.expect("buffer"), &s);
         }
         Ok(())
     }

@@ -3,9 +3,8 @@
 //! or a local slice) between the two shardings; with parallelized heads this is Ulysses.
 
 use crate::util::*;
-use mercury_commir::attrs::sharding_to_attr;
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Attribute, Diagnostic, Operation, Registry};
+use mercury_ir::{Diagnostic, Operation, Registry};
 
 pub static INFO: PassInfo = PassInfo {
     name: "reshard",
@@ -115,18 +114,13 @@ impl Pass for Reshard {
             .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("reshard: {e}")))?;
             let k = kernel_mut(module, &name);
             let loc = k.loc.clone();
-            let mut op = Operation::new("commir.reshard").with_loc(loc);
-            op.set_attr("buffer", Attribute::sym(&self.buffer));
-            op.set_attr("sharding", sharding_to_attr(&self.sharding));
+            let op = new_reshard(&self.buffer, &self.sharding, &loc);
             // After the reshards already at that end, so a script's order is kept.
             let at = if self.at_end {
                 k.body(0).len()
             } else {
                 let f = first_stmt(k);
-                f + k.body(0)[f..]
-                    .iter()
-                    .take_while(|o| o.name == "commir.reshard")
-                    .count()
+                f + k.body(0)[f..].iter().take_while(|o| is_reshard(o)).count()
             };
             k.body_mut(0).insert(at, op);
             model(module, &name)?;

@@ -3,6 +3,7 @@
 //! j, or of the parallel loop that shifts the loop over j.
 
 use crate::util::*;
+use mercury_commir::ops::BufferOp;
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
 use mercury_ir::{Diagnostic, Operation, Registry};
 
@@ -108,7 +109,8 @@ impl Pass for Shard {
             mercury_commir::model::check_sharding(&self.buffer, &s, &m.shape(buf), &m.mesh)
                 .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("shard: {e}")))?;
             let k = kernel_mut(module, &name);
-            set_sharding(buffer_op_mut(k, &self.buffer).expect("buffer"), &s);
+            let op = buffer_op_mut(k, &self.buffer).and_then(BufferOp::cast);
+            set_sharding(&mut op.expect("buffer"), &s);
         }
         Ok(())
     }

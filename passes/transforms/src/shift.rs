@@ -6,9 +6,10 @@
 //! that would need communication is refused.
 
 use crate::util::*;
+use mercury_commir::ops::ForOp;
 use mercury_commir::{IndexExpr, Stmt};
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Attribute, Diagnostic, Operation, Registry};
+use mercury_ir::{Diagnostic, Operation, Registry};
 
 pub static INFO: PassInfo = PassInfo {
     name: "shift",
@@ -119,23 +120,24 @@ impl Pass for Shift {
             let k = kernel_mut(module, &name);
             let (axis, by_axis) = (self.axis.clone(), self.by.clone());
             let f = find_for_mut(k.body_mut(0), &axis).expect("loop");
-            f.set_attr("shift", Attribute::sym(&by_axis));
+            ForOp::cast(&mut *f)
+                .expect("loop")
+                .set_shift(by_axis.as_str());
             // The iteration order is staggered for every access in the loop (a permutation of
             // the iterations); only the shared buffers' accesses will need communication.
-            for_each_access_mut(f.body_mut(0), &mut vec![axis.clone()], &mut |op, _| {
-                let mut ix = indices(op);
-                let mut changed = false;
-                for e in ix.iter_mut() {
-                    if e.as_axis() == Some(&axis) {
-                        *e = IndexExpr::axis(&axis).shifted(&by_axis, steps as i64);
-                        changed = true;
-                    }
-                }
-                if changed {
-                    set_indices(op, &ix);
-                }
-                Ok(())
-            })?;
+            rewrite_indices(f.body_mut(0), &mut vec![axis.clone()], &mut |ix| {
+                ix.iter().any(|e| e.as_axis() == Some(&axis)).then(|| {
+                    ix.iter()
+                        .map(|e| {
+                            if e.as_axis() == Some(&axis) {
+                                IndexExpr::axis(&axis).shifted(&by_axis, steps as i64)
+                            } else {
+                                e.clone()
+                            }
+                        })
+                        .collect()
+                })
+            });
             model(module, &name)?;
         }
         Ok(())

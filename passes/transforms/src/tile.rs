@@ -3,6 +3,7 @@
 //! (innermost in the current nest; an existing loop over `i` becomes two nested loops).
 
 use crate::util::*;
+use mercury_commir::ops::ForOp;
 use mercury_commir::{DimBinding, IndexExpr};
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
 use mercury_ir::{Diagnostic, Operation, Registry};
@@ -146,12 +147,9 @@ pub fn tile_kernel(
             ),
         ));
     }
-    let kind = axis.kind.keyword();
+    let kind = axis.kind;
     let body = k.body_mut(0);
-    let pos = body
-        .iter()
-        .position(|o| o.name == "commir.axis" && o.symbol_name() == Some(&t.axis))
-        .expect("axis op");
+    let pos = axis_position(body, &t.axis).expect("axis op");
     body.remove(pos);
     body.insert(
         pos,
@@ -164,8 +162,8 @@ pub fn tile_kernel(
         ),
     );
     body.insert(pos, new_axis(&t.outer, t.factor, kind, 1, &aloc));
-    for op in body.iter_mut().filter(|o| o.name == "commir.buffer") {
-        let mut d = dims(op);
+    for mut op in buffers_mut(body) {
+        let mut d = dims(&op);
         let mut changed = false;
         for b in d.iter_mut() {
             if let DimBinding::Axes(ax) = b {
@@ -176,42 +174,39 @@ pub fn tile_kernel(
             }
         }
         if changed {
-            set_dims(op, &d);
+            op.set_dims(d);
         }
     }
     let (outer, inner, axis_name) = (t.outer.clone(), t.inner.clone(), t.axis.clone());
-    for_each_access_mut(body, &mut vec![], &mut |op, _| {
-        let mut ix = indices(op);
-        if let Some(p) = ix.iter().position(|e| e.as_axis() == Some(&axis_name)) {
-            ix.splice(p..=p, [IndexExpr::axis(&outer), IndexExpr::axis(&inner)]);
-            set_indices(op, &ix);
-        }
-        Ok(())
-    })?;
+    rewrite_indices(body, &mut vec![], &mut |ix| {
+        let p = ix.iter().position(|e| e.as_axis() == Some(&axis_name))?;
+        let mut ix = ix.to_vec();
+        ix.splice(p..=p, [IndexExpr::axis(&outer), IndexExpr::axis(&inner)]);
+        Some(ix)
+    });
     // Loops: an existing loop over the axis becomes outer{inner{..}}; otherwise a new loop over
     // the outer axis wraps the innermost loop body.
     if let Some(f) = find_for_mut(body, &t.axis) {
         let inner_body = std::mem::take(f.body_mut(0));
         let floc = f.loc.clone();
-        f.set_attr("axis", mercury_ir::Attribute::sym(&t.outer));
+        ForOp::cast(&mut *f)
+            .expect("loop")
+            .set_axis(t.outer.as_str());
         f.body_mut(0).push(new_for(&t.inner, inner_body, &floc));
     } else {
         // Reshards at the start and the end of the kernel stay outside the loops.
         let start = first_stmt(k);
         let body = k.body_mut(0);
-        let lead = body[start..]
-            .iter()
-            .take_while(|o| o.name == "commir.reshard")
-            .count();
+        let lead = body[start..].iter().take_while(|o| is_reshard(o)).count();
         let trail = body[start + lead..]
             .iter()
             .rev()
-            .take_while(|o| o.name == "commir.reshard")
+            .take_while(|o| is_reshard(o))
             .count();
         let (from, to) = (start + lead, body.len() - trail);
         let mut target: &mut Vec<Operation> = body;
         let (mut from_at, mut to_at) = (from, to);
-        while to_at == from_at + 1 && target[from_at].name == "commir.for" {
+        while to_at == from_at + 1 && ForOp::cast(&target[from_at]).is_some() {
             target = target[from_at].body_mut(0);
             from_at = 0;
             to_at = target.len();
