@@ -6,6 +6,7 @@ pub mod attrs;
 pub mod expr;
 pub mod model;
 pub mod ops;
+pub mod pass;
 
 pub use attrs::DimBinding;
 pub use expr::IndexExpr;

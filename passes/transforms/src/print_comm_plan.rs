@@ -3,47 +3,25 @@
 //! reduce-scatter, all-to-all, partial transfers of shift-reduce; with `detail`, every transfer
 //! with its stage, peers and bytes) as `//` comment lines on stdout. The IR is unchanged.
 
-use crate::util::kernel_names;
-use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Diagnostic, Operation, Registry};
+use mercury_commir::kernel_pass;
+use mercury_commir::pass::KernelPass;
+use mercury_commir::Kernel;
+use mercury_ir::{Diagnostic, Operation};
 
-pub static INFO: PassInfo = PassInfo {
-    name: "commir-print-comm-plan",
-    summary: "Print the communication plan inferred from the annotations",
-    options: &[
-        PassOptionDef {
-            name: "detail",
-            help: "list every transfer",
-            default: Some("false"),
-        },
-        PassOptionDef {
-            name: "kernel",
-            help: "kernel to print (default: all)",
-            default: Some(""),
-        },
-    ],
-    create: |o: &PassOptions| {
-        Ok(Box::new(PrintCommPlan {
-            detail: o.get_bool("detail")?,
-            kernel: o.get("kernel").to_string(),
-        }))
-    },
-};
-
-pub struct PrintCommPlan {
-    pub detail: bool,
-    pub kernel: String,
+kernel_pass! {
+    /// The options of `commir-print-comm-plan`.
+    pub struct PrintCommPlan = "commir-print-comm-plan", "Print the communication plan inferred from the annotations", {
+        detail: bool = "false" => "list every transfer",
+    }
 }
 
-impl Pass for PrintCommPlan {
-    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
-        for name in kernel_names(module, &self.kernel)? {
-            let plan = mercury_conversion::lower_module(module, Some(&name))?;
-            // Reports go to standard output ahead of the IR; a closed pipe is not an error here.
-            use std::io::Write;
-            let report = mercury_conversion::report::comm_plan(&plan, self.detail);
-            let _ = write!(std::io::stdout(), "{report}");
-        }
+impl KernelPass for PrintCommPlan {
+    fn apply(&self, _: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        let plan = mercury_conversion::lower_kernel(m)?;
+        // Reports go to standard output ahead of the IR; a closed pipe is not an error here.
+        use std::io::Write;
+        let report = mercury_conversion::report::comm_plan(&plan, self.detail);
+        let _ = write!(std::io::stdout(), "{report}");
         Ok(())
     }
 }

@@ -2,55 +2,11 @@
 //! rewriting buffer dimensions, shardings and index lists (through the typed op views of
 //! `mercury_commir::ops`).
 
-use mercury_commir::ops::{AccessOp, AxisOp, BufferOp, ForOp, KernelOp, ReshardOp};
-use mercury_commir::{AxisKind, DimBinding, IndexExpr, Kernel};
+use mercury_commir::ops::{AccessOp, AxisOp, BufferOp, ForOp, ReshardOp};
+use mercury_commir::{AxisKind, DimBinding, IndexExpr};
 use mercury_ir::{Diagnostic, Location, Operation, Region};
 
-/// The model of a kernel op (re-checked after each rewrite).
-pub fn model(module: &Operation, kernel_name: &str) -> Result<Kernel, Diagnostic> {
-    let k = module
-        .body(0)
-        .iter()
-        .find(|o| is_kernel(o, kernel_name))
-        .ok_or_else(|| {
-            Diagnostic::error(module.loc.clone(), format!("no kernel '@{kernel_name}'"))
-        })?;
-    Kernel::from_op(module, k)
-}
-
-fn is_kernel(op: &Operation, name: &str) -> bool {
-    KernelOp::cast(op).is_some() && op.symbol_name() == Some(name)
-}
-
-/// Names of kernels a pass applies to.
-pub fn kernel_names(module: &Operation, kernel: &str) -> Result<Vec<String>, Diagnostic> {
-    let names: Vec<String> = module
-        .body(0)
-        .iter()
-        .filter_map(KernelOp::cast)
-        .filter_map(|o| o.sym_name())
-        .filter(|n| kernel.is_empty() || n == kernel.trim_start_matches('@'))
-        .collect();
-    if names.is_empty() {
-        return Err(Diagnostic::error(
-            module.loc.clone(),
-            if kernel.is_empty() {
-                "no commir.kernel in the module".to_string()
-            } else {
-                format!("no commir.kernel named '@{kernel}'")
-            },
-        ));
-    }
-    Ok(names)
-}
-
-pub fn kernel_mut<'a>(module: &'a mut Operation, name: &str) -> &'a mut Operation {
-    module
-        .body_mut(0)
-        .iter_mut()
-        .find(|o| is_kernel(o, name))
-        .expect("kernel exists")
-}
+pub use mercury_commir::pass::{kernel_mut, kernel_names, model};
 
 /// The `commir.buffer` op named `buffer` in a kernel body.
 pub fn buffer_op_mut<'a>(kernel: &'a mut Operation, buffer: &str) -> Option<&'a mut Operation> {
@@ -199,6 +155,7 @@ pub fn first_stmt(kernel: &Operation) -> usize {
         .unwrap_or(kernel.body(0).len())
 }
 
-pub fn opt_name(v: &str) -> String {
-    v.trim().trim_start_matches('@').to_string()
+/// An error at `loc` (for `ok_or_else` on a lookup in a kernel model).
+pub fn err_at(loc: &Location, msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(loc.clone(), msg)
 }
