@@ -8,8 +8,6 @@ pub mod deps;
 pub mod join;
 pub mod mesh;
 pub mod parallelize;
-pub mod print_comm_plan;
-pub mod print_memory;
 pub mod reorder;
 pub mod replicate;
 pub mod reshard;
@@ -34,8 +32,6 @@ pub static PASSES: &[&PassInfo] = &[
     &mesh::RESHAPE_MESH,
     &reshard::INFO,
     &shift_shard::INFO,
-    &print_comm_plan::INFO,
-    &print_memory::INFO,
 ];
 
 /// Registers every pass of this crate.

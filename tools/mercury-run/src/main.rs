@@ -94,6 +94,7 @@ pub fn compile(a: &args::Args, registry: &Registry) -> Result<Compiled, Failure>
     };
     let mut passes = PassRegistry::new();
     mercury_passes::register_all(&mut passes);
+    mercury_conversion::passes::register(&mut passes);
     let mut pm = PassManager::new();
     if a.shift_shard {
         pm.add_pipeline(&passes, "builtin.module(shift-shard)")
