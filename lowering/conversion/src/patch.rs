@@ -5,7 +5,7 @@
 use crate::compute::StageCx;
 use crate::context::{err, Event, Lowering};
 use mercury_ir::{Attribute, Diagnostic, Location};
-use mercury_plan::{ComputeOp, DType, PatchKind, SlotInit, View};
+use mercury_plan::{ComputeOp, DType, PatchArgs, PatchKind, SlotInit, View};
 
 impl Lowering<'_> {
     /// Lowers one patch event of `cx`'s rank and stage.
@@ -40,20 +40,12 @@ impl Lowering<'_> {
                 .unwrap_or(0)
         };
         let (patch, out_shapes) = patch_kind(kernel, &shapes, attrs, (offset(0), offset(1)), loc)?;
-        // Causal blocks entirely above the diagonal are skipped.
-        if let PatchKind::Attention {
-            causal: true,
-            q_offset,
-            k_offset,
-            ..
-        } = patch
-        {
-            if k_offset >= q_offset + shapes[0][2] {
-                for o in outputs {
-                    cx.values.remove(o);
-                }
-                return Ok(());
+        // Instances with nothing to do (causal blocks entirely above the diagonal) are skipped.
+        if patch.is_empty(shapes[0].get(2).copied().unwrap_or(0)) {
+            for o in outputs {
+                cx.values.remove(o);
             }
+            return Ok(());
         }
         let mut outs = Vec::new();
         for (o, sh) in outputs.iter().zip(out_shapes) {
@@ -88,8 +80,9 @@ impl Lowering<'_> {
     }
 }
 
-/// The plan patch for `kernel` on tiles of `shapes`, and its output shapes. `offsets` are the
-/// sequence offsets of the first two inputs (attention's query and key positions).
+/// The plan patch for `kernel` on tiles of `shapes`, and its output shapes (from the patch's
+/// spec). `offsets` are the sequence offsets of the first two inputs (attention's query and key
+/// positions).
 fn patch_kind(
     kernel: &str,
     shapes: &[Vec<usize>],
@@ -97,38 +90,16 @@ fn patch_kind(
     offsets: (usize, usize),
     loc: &Location,
 ) -> Result<(PatchKind, Vec<Vec<usize>>), Diagnostic> {
-    match kernel {
-        "gemm" => {
-            let kd = *shapes[0].last().unwrap_or(&1);
-            let m = shapes[0].iter().product::<usize>() / kd.max(1);
-            let nn = shapes[1].iter().product::<usize>() / kd.max(1);
-            Ok((PatchKind::Gemm { accumulate: false }, vec![vec![m, nn]]))
-        }
-        "attention" => {
-            let q = &shapes[0];
-            if !(q.len() == 4 && shapes[1].len() == 4 || q.len() == 3 && shapes[1].len() == 3) {
-                return Err(err(loc, "attention tiles must be [batch, heads, sequence, head_dim] or [heads, sequence, head_dim]"));
-            }
-            let d = *q.last().unwrap_or(&1);
-            let causal = attrs
-                .iter()
-                .any(|(a, v)| a == "causal" && v.as_bool() == Some(true));
-            let scale = attrs
-                .iter()
-                .find(|(a, _)| a == "scale")
-                .and_then(|(_, v)| v.as_float())
-                .unwrap_or(1.0 / (d as f64).sqrt());
-            Ok((
-                PatchKind::Attention {
-                    causal,
-                    scale,
-                    q_offset: offsets.0,
-                    k_offset: offsets.1,
-                    accumulate: false,
-                },
-                vec![q.clone(), q[..q.len() - 1].to_vec()],
-            ))
-        }
-        other => Err(err(loc, format!("no patch implementation for '{other}'"))),
-    }
+    let spec = mercury_plan::patch::spec(kernel)
+        .ok_or_else(|| err(loc, format!("no patch implementation for '{kernel}'")))?;
+    let attr = |name: &str| attrs.iter().find(|(a, _)| a == name).map(|(_, v)| v);
+    let bool_attr = |name: &str| attr(name).and_then(Attribute::as_bool);
+    let float_attr = |name: &str| attr(name).and_then(Attribute::as_float);
+    (spec.build)(&PatchArgs {
+        shapes,
+        offsets,
+        bool_attr: &bool_attr,
+        float_attr: &float_attr,
+    })
+    .map_err(|m| err(loc, m))
 }

@@ -7,7 +7,7 @@ use crate::compute::StageCx;
 use crate::context::{combine_kind, key, Event, Lowering, RankBuild};
 use crate::placement::owner_of;
 use mercury_commir::ReduceKind;
-use mercury_plan::{CombineKind, CommOp, ComputeOp, DType, PatchKind, Region, SlotInit, View};
+use mercury_plan::{CommOp, ComputeOp, DType, Region, SlotInit, View};
 
 impl Lowering<'_> {
     /// Lowers one reduce event of `cx`'s rank and stage.
@@ -78,17 +78,7 @@ impl Lowering<'_> {
         let fused = single_use
             && match self.ranks[r].stage(ps).compute.last_mut() {
                 Some(ComputeOp::Patch { patch, outputs, .. }) if *outputs == parts => {
-                    let ok = match patch {
-                        PatchKind::Gemm { accumulate } if ck == CombineKind::Add => {
-                            *accumulate = true;
-                            true
-                        }
-                        PatchKind::Attention { accumulate, .. } if ck == CombineKind::LseMerge => {
-                            *accumulate = true;
-                            true
-                        }
-                        _ => false,
-                    };
+                    let ok = patch.fold(ck);
                     if ok {
                         *outputs = acc.clone();
                     }

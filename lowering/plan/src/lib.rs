@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub mod patch;
 pub mod verify;
+pub use patch::{PatchArgs, PatchAttr, PatchKind, PatchSpec, PATCHES};
 pub use verify::{verify, PlanError};
 
 /// Element type of a buffer or slot. Backends may store with more precision (the CPU executor
@@ -94,6 +96,30 @@ impl Region {
                 .zip(shape)
                 .all(|((o, e), s)| o + e <= *s)
     }
+    /// Chunk `chunk` of `parts` equal chunks of this box along `axis`: the collective
+    /// geometry (an AllGather member `p`'s piece is chunk `p` of the destination, a
+    /// ReduceScatter member keeps chunk `p` of the source, an AllToAll member `p` sends chunk
+    /// `q` of its source to member `q`, which stores it as chunk `p` of its destination).
+    /// `Err` when the axis does not exist, the chunk is out of range, or the extent does not
+    /// split evenly.
+    pub fn chunk(&self, axis: usize, parts: usize, chunk: usize) -> Result<Region, String> {
+        if axis >= self.rank() || parts == 0 || chunk >= parts {
+            return Err(format!(
+                "chunk {chunk} of {parts} along axis {axis} of {self}"
+            ));
+        }
+        if !self.extent[axis].is_multiple_of(parts) {
+            return Err(format!(
+                "extent {} of axis {axis} does not split into {parts} chunks",
+                self.extent[axis]
+            ));
+        }
+        let step = self.extent[axis] / parts;
+        let mut out = self.clone();
+        out.offset[axis] += chunk * step;
+        out.extent[axis] = step;
+        Ok(out)
+    }
     /// True when the two boxes share at least one element.
     pub fn overlaps(&self, other: &Region) -> bool {
         self.rank() == other.rank()
@@ -154,30 +180,6 @@ impl Slot {
 pub struct View {
     pub slot: usize,
     pub region: Region,
-}
-
-/// Local library kernels (the paper's patches).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum PatchKind {
-    /// `out[m, n] (=|+=) a[m, k] * b[k, n]`; views are 2-D after dropping leading unit dims.
-    /// With `accumulate`, the product is added to `out`.
-    Gemm { accumulate: bool },
-    /// Attention forward on one tile: q `[b, hq, sq, d]`, k and v `[b, hk, sk, d]` with
-    /// `hq = hk * group`; outputs o `[b, hq, sq, d]` (normalised) and lse `[b, hq, sq]`
-    /// (natural log of the softmax denominator, scaled logits). With `causal`, key position
-    /// `k_offset + c` is visible to query position `q_offset + r` iff it is not larger.
-    /// Fully masked rows give o = 0 and lse = -inf. With `accumulate`, the outputs are an
-    /// accumulator `[o, lse]` that the tile's result is merged into (as `CombineKind::LseMerge`
-    /// would), so a ring step needs no separate merge pass.
-    Attention {
-        causal: bool,
-        scale: f64,
-        q_offset: usize,
-        k_offset: usize,
-        #[serde(default)]
-        accumulate: bool,
-    },
 }
 
 /// How a partial result is combined into an accumulator.

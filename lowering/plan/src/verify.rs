@@ -44,14 +44,7 @@ pub fn compute_access(op: &ComputeOp) -> (Vec<&View>, Vec<&View>) {
             patch,
         } => {
             let mut reads: Vec<&View> = inputs.iter().collect();
-            if matches!(
-                patch,
-                crate::PatchKind::Gemm { accumulate: true }
-                    | crate::PatchKind::Attention {
-                        accumulate: true,
-                        ..
-                    }
-            ) {
+            if patch.accumulates() {
                 reads.extend(outputs.iter());
             }
             (reads, outputs.iter().collect())

@@ -339,29 +339,15 @@ pub struct StageWaits {
     pub record: Vec<usize>,
 }
 
-/// Region `chunk` of `parts` equal chunks of `region` along `axis`.
+/// Region `chunk` of `parts` equal chunks of `region` along `axis` (the plan's collective
+/// geometry, [`mercury_plan::Region::chunk`]).
 pub fn chunk_region(
     region: &mercury_plan::Region,
     axis: usize,
     parts: usize,
     chunk: usize,
 ) -> Result<mercury_plan::Region, String> {
-    if axis >= region.rank() || parts == 0 || chunk >= parts {
-        return Err(format!(
-            "chunk {chunk} of {parts} along axis {axis} of {region}"
-        ));
-    }
-    if !region.extent[axis].is_multiple_of(parts) {
-        return Err(format!(
-            "extent {} of axis {axis} does not split into {parts} chunks",
-            region.extent[axis]
-        ));
-    }
-    let step = region.extent[axis] / parts;
-    let mut out = region.clone();
-    out.offset[axis] += chunk * step;
-    out.extent[axis] = step;
-    Ok(out)
+    region.chunk(axis, parts, chunk)
 }
 
 #[cfg(test)]

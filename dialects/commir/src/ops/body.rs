@@ -6,6 +6,7 @@ use super::{check_sharding, LoadOp, PatchOp, ReduceOp, ReshardOp, StoreOp};
 use crate::attrs::{indices_from_attr, DimBinding};
 use crate::model::{Access, Buffer, ReduceKind, Role, Scope};
 use mercury_ir::{Diagnostic, Location, Operation, Type, ValueId};
+use mercury_plan::PatchAttr;
 use std::ops::Deref;
 
 fn err(loc: &Location, msg: impl Into<String>) -> Diagnostic {
@@ -158,22 +159,22 @@ impl<O: Deref<Target = Operation>> LoadOp<O> {
 }
 
 impl<O: Deref<Target = Operation>> PatchOp<O> {
-    /// Checks the patch: a known kernel with its number of operands and results, operands that
-    /// are tiles defined before, tile results, and the attention attributes (`causal` a bool,
-    /// `scale` positive). Records the results in `scope`; returns the kernel name.
+    /// Checks the patch against its spec (`mercury_plan::patch`): a known kernel with its
+    /// number of operands and results, operands that are tiles defined before, tile results,
+    /// and the attributes the spec names (e.g. attention's `causal` a bool, `scale` positive). Records the results in `scope`; returns the kernel name.
     pub fn verify(&self, scope: &mut Scope) -> Result<String, Diagnostic> {
         let op = self.op();
         let kernel = self.kernel().unwrap_or_default();
-        let (nin, nout) = match kernel.as_str() {
-            "gemm" => (2, 1),
-            "attention" => (3, 2),
-            other => {
-                return Err(err(
-                    &op.loc,
-                    format!("unknown patch kernel '{other}' (known: gemm, attention)"),
-                ))
-            }
-        };
+        let spec = mercury_plan::patch::spec(&kernel).ok_or_else(|| {
+            err(
+                &op.loc,
+                format!(
+                    "unknown patch kernel '{kernel}' (known: {})",
+                    mercury_plan::patch::known()
+                ),
+            )
+        })?;
+        let (nin, nout) = (spec.inputs, spec.outputs);
         if op.operands.len() != nin || op.results.len() != nout {
             return Err(err(
                 &op.loc,
@@ -198,15 +199,22 @@ impl<O: Deref<Target = Operation>> PatchOp<O> {
             }
             scope.values.insert(r.id, r.ty.clone());
         }
-        if kernel == "attention" {
-            if let Some(c) = op.attr("causal") {
-                c.as_bool()
-                    .ok_or_else(|| err(&op.loc, "'causal' must be true or false"))?;
-            }
-            if let Some(s) = op.attr("scale") {
-                s.as_float()
-                    .filter(|x| *x > 0.0)
-                    .ok_or_else(|| err(&op.loc, "'scale' must be a positive number"))?;
+        for a in spec.attrs {
+            match *a {
+                PatchAttr::Bool(name) => {
+                    if let Some(c) = op.attr(name) {
+                        c.as_bool().ok_or_else(|| {
+                            err(&op.loc, format!("'{name}' must be true or false"))
+                        })?;
+                    }
+                }
+                PatchAttr::Positive(name) => {
+                    if let Some(s) = op.attr(name) {
+                        s.as_float().filter(|x| *x > 0.0).ok_or_else(|| {
+                            err(&op.loc, format!("'{name}' must be a positive number"))
+                        })?;
+                    }
+                }
             }
         }
         Ok(kernel)

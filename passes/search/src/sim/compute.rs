@@ -48,24 +48,7 @@ fn squeeze(v: &View) -> Vec<usize> {
     e[first..].to_vec()
 }
 
-/// Number of (query, key) pairs with `k_off + c <= q_off + r`, r < sq, c < sk.
-pub fn visible_pairs(sq: usize, sk: usize, q_off: usize, k_off: usize) -> f64 {
-    // For row r the count is clamp(q_off - k_off + 1 + r, 0, sk); sum over a range of x of
-    // clamp(x, 0, sk) = G(hi) - G(lo) with G(n) = sum_{x=0}^{n-1} clamp(x, 0, sk).
-    let sk_i = sk as i128;
-    let g = |n: i128| -> i128 {
-        if n <= 0 {
-            0
-        } else if n <= sk_i + 1 {
-            n * (n - 1) / 2
-        } else {
-            sk_i * (sk_i + 1) / 2 + (n - sk_i - 1) * sk_i
-        }
-    };
-    let lo = q_off as i128 - k_off as i128 + 1;
-    let hi = lo + sq as i128;
-    (g(hi) - g(lo)) as f64
-}
+pub use mercury_plan::patch::visible_pairs;
 
 fn waves_efficiency(blocks: f64, sms: usize) -> f64 {
     if sms == 0 || blocks <= 0.0 {
@@ -87,7 +70,7 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
             inputs,
             outputs,
         } => match patch {
-            PatchKind::Gemm { accumulate } => {
+            PatchKind::Gemm { accumulate } if patch.spec().name == "gemm" => {
                 let (Some(a), Some(b), Some(o)) = (inputs.first(), inputs.get(1), outputs.first())
                 else {
                     return Err(err("gemm needs inputs [a, b] and output [out]".into()));
@@ -112,7 +95,9 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                         "gemm shapes do not agree: [{m},{k}] x [{k2},{n}] -> [{m2},{n2}]"
                     )));
                 }
-                let flops = 2.0 * m as f64 * n as f64 * k as f64;
+                let shapes: Vec<Vec<usize>> =
+                    inputs.iter().map(|v| v.region.extent.clone()).collect();
+                let flops = (patch.spec().flops)(patch, &shapes);
                 let mut bytes = bytes_of(a)? + bytes_of(b)? + bytes_of(o)?;
                 if *accumulate {
                     bytes += bytes_of(o)?;
@@ -138,7 +123,7 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 k_offset,
                 accumulate,
                 ..
-            } => {
+            } if patch.spec().name == "attention" => {
                 let (Some(q), Some(k), Some(v)) = (inputs.first(), inputs.get(1), inputs.get(2))
                 else {
                     return Err(err("attention needs inputs [q, k, v]".into()));
@@ -159,7 +144,9 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 } else {
                     *sq as f64 * *sk as f64
                 };
-                let flops = 4.0 * *b as f64 * *hq as f64 * *d as f64 * pairs;
+                let shapes: Vec<Vec<usize>> =
+                    inputs.iter().map(|v| v.region.extent.clone()).collect();
+                let flops = (patch.spec().flops)(patch, &shapes);
                 let mut bytes = bytes_of(q)? + bytes_of(k)? + bytes_of(v)?;
                 for o in outputs {
                     // An accumulating tile also reads the accumulator it merges into.
@@ -185,6 +172,23 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                         "attention b{b} hq{hq} hk{hk} {sq}x{sk}{}",
                         if *causal { " causal" } else { "" }
                     ),
+                })
+            }
+            // Any other patch kind: a roofline from its spec's FLOPs and the bytes of its views
+            // (at the GEMM rate, as a tensor-core kernel), until it gets a model of its own.
+            _ => {
+                let shapes: Vec<Vec<usize>> =
+                    inputs.iter().map(|v| v.region.extent.clone()).collect();
+                let flops = (patch.spec().flops)(patch, &shapes);
+                let mut bytes = 0.0;
+                for v in inputs.iter().chain(outputs) {
+                    bytes += bytes_of(v)?;
+                }
+                Ok(OpCost {
+                    seconds: launch + (flops / topo.gemm_rate()).max(bytes / hbm),
+                    flops,
+                    bytes,
+                    label: patch.spec().name.to_string(),
                 })
             }
         },
