@@ -6,9 +6,9 @@
 //! The snapshots live in `tests/snapshots/plans/`. A refactoring must leave every one of them
 //! byte-identical; an intended change of the plans is reviewed with `cargo insta review`.
 
-use mercury_ir::pass::PassManager;
-use mercury_ir::{parse_str, verify, Diagnostic};
-use mercury_tests::{passes, registry, repo};
+use mercury_driver::{Compiler, Schedule};
+use mercury_ir::Diagnostic;
+use mercury_tests::repo;
 use std::path::Path;
 
 /// The `.mlir` files of `examples/` and `examples/small/`, repository-relative, sorted.
@@ -45,24 +45,22 @@ fn schedules() -> Vec<Option<String>> {
     out
 }
 
-/// Parse, verify, schedule and lower `example` as `mercury-opt [schedule] --emit=plan` does.
+/// Parse, verify, schedule and lower `example` as `mercury-opt [schedule] --emit=plan` does
+/// (through the compile path, `mercury_driver`).
 fn plan_json(example: &str, schedule: Option<&str>) -> Result<String, Diagnostic> {
-    let reg = registry(false);
     let text = std::fs::read_to_string(repo().join(example)).expect("example");
-    let mut module = parse_str(&reg, example, &text)?;
-    verify(&reg, &module)?;
-    let pipeline = match schedule {
-        None => "builtin.module()".to_string(),
-        Some("shift-shard") => "builtin.module(shift-shard)".to_string(),
+    let schedule = match schedule {
+        None => Schedule::default(),
+        Some("shift-shard") => Schedule::shift_shard(),
         Some(script) => {
             let path = repo().join("examples/schedules").join(script);
-            mercury_passes::schedule_pipeline(&std::fs::read_to_string(path).expect("schedule"))
+            Schedule::script(&std::fs::read_to_string(path).expect("schedule"))
         }
     };
-    let mut pm = PassManager::new();
-    pm.add_pipeline(&passes(), &pipeline).expect("pipeline");
-    pm.run(&mut module, &reg)?;
-    Ok(mercury_conversion::lower_module(&module, None)?.to_json() + "\n")
+    Ok(Compiler::new()
+        .compile(example, &text, &schedule)?
+        .to_json()
+        + "\n")
 }
 
 #[test]

@@ -1,8 +1,7 @@
 //! Every known schedule in examples/schedules, applied to its example scaled down, computes the
 //! same result as the unscheduled operator on the CPU executor (fresh random inputs).
 
-use mercury_ir::parse_str;
-use mercury_ir::pass::{PassManager, PassRegistry};
+use mercury_driver::{Compiler, Schedule};
 use mercury_runtime::cpu::{execute, random_inputs, relative_error};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -26,23 +25,21 @@ pub fn scaled(text: &str) -> String {
 }
 
 fn check(example: &str, schedule: Option<&str>) -> String {
-    let reg = mercury_commir::registry();
-    let mut passes = PassRegistry::new();
-    mercury_passes::register_all(&mut passes);
+    let c = Compiler::new();
     let text = scaled(&std::fs::read_to_string(format!("{ROOT}/examples/{example}")).unwrap());
-    let m = parse_str(&reg, example, &text).unwrap_or_else(|d| panic!("{}", d.render()));
+    let m = c
+        .parse(example, &text)
+        .unwrap_or_else(|d| panic!("{}", d.render()));
     let base = mercury_conversion::lower_module(&m, None)
         .unwrap_or_else(|d| panic!("{example}: {}", d.render()));
     let mut m2 = m.clone();
-    let pipeline = match schedule {
-        Some(s) => mercury_passes::schedule_pipeline(
+    let sched = match schedule {
+        Some(s) => Schedule::script(
             &std::fs::read_to_string(format!("{ROOT}/examples/schedules/{s}")).unwrap(),
         ),
-        None => "builtin.module(shift-shard)".to_string(),
+        None => Schedule::shift_shard(),
     };
-    let mut pm = PassManager::new();
-    pm.add_pipeline(&passes, &pipeline).unwrap();
-    pm.run(&mut m2, &reg)
+    c.schedule(&mut m2, &sched)
         .unwrap_or_else(|d| panic!("{example} {schedule:?}: {}", d.render()));
     let plan = mercury_conversion::lower_module(&m2, None)
         .unwrap_or_else(|d| panic!("{example} {schedule:?}: {}", d.render()));

@@ -19,16 +19,15 @@
 use crate::search::{Candidate, CandidateSource, SourceError};
 use crate::topology::Topology;
 use mercury_commir::{DimBinding, Kernel, Stmt};
-use mercury_ir::pass::{PassManager, PassRegistry};
-use mercury_ir::{parse_str, print_op, Operation, PrintOptions, Registry};
+use mercury_driver::{Compiler, Schedule};
+use mercury_ir::{print_op, Operation, PrintOptions};
 
 /// Generates candidates for one kernel of a CommIR module.
 pub struct CommirSource {
     origin: String,
     module: Operation,
     kernel: Kernel,
-    registry: Registry,
-    passes: PassRegistry,
+    compiler: Compiler,
     /// Candidates the primitives or the lowering refused in the last enumeration.
     pub pruned: Vec<String>,
 }
@@ -49,9 +48,8 @@ impl CommirSource {
         origin: &str,
         kernel: Option<&str>,
     ) -> Result<CommirSource, SourceError> {
-        let registry = mercury_commir::registry();
-        let module = parse_str(&registry, origin, text).map_err(|d| err(d.render()))?;
-        mercury_ir::verify(&registry, &module).map_err(|d| err(d.render()))?;
+        let compiler = Compiler::new();
+        let module = compiler.parse(origin, text).map_err(|d| err(d.render()))?;
         let kernels = mercury_commir::kernels(&module).map_err(|d| err(d.render()))?;
         let kernel = match kernel {
             Some(k) => kernels
@@ -74,14 +72,11 @@ impl CommirSource {
                 "{origin}: the kernel is already scheduled; give the local operator"
             )));
         }
-        let mut passes = PassRegistry::new();
-        mercury_passes::register_all(&mut passes);
         Ok(CommirSource {
             origin: origin.to_string(),
             module,
             kernel,
-            registry,
-            passes,
+            compiler,
             pruned: vec![],
         })
     }
@@ -178,17 +173,18 @@ impl CommirSource {
             Some(shape) if shape != self.kernel.mesh.shape.as_slice() => self.reshaped(shape),
             _ => self.module.clone(),
         };
-        let mut pm = PassManager::new();
-        pm.add_pipeline(&self.passes, &mercury_passes::schedule_pipeline(script))
+        let mut pm = self
+            .compiler
+            .pass_manager(&Schedule::script(script))
             .map_err(|e| err(format!("{name}: {e}")))?;
-        pm.run(&mut m, &self.registry)
+        pm.run(&mut m, &self.compiler.registry)
             .map_err(|d| err(format!("{name}: {}", d.message)))?;
-        let plan = mercury_conversion::lower_module(&m, Some(&self.kernel.name))
+        let plan = mercury_driver::lower(&m, Some(&self.kernel.name))
             .map_err(|d| err(format!("{name}: {}", d.message)))?;
         Ok(Candidate {
             name: name.to_string(),
             transform_script: script.to_string(),
-            annotated_ir: print_op(&self.registry, &m, PrintOptions::default()),
+            annotated_ir: print_op(&self.compiler.registry, &m, PrintOptions::default()),
             plan,
         })
     }
@@ -448,15 +444,16 @@ impl CommirSource {
     ) -> Result<Candidate, String> {
         let mut m = self.reshaped(shape);
         let script = self.script(op, ax, shape, roles);
-        let mut pm = PassManager::new();
-        pm.add_pipeline(
-            &self.passes,
-            &format!("builtin.module({})", script.join(",")),
-        )
-        .map_err(|e| e.to_string())?;
-        pm.run(&mut m, &self.registry).map_err(|d| d.message)?;
-        let plan =
-            mercury_conversion::lower_module(&m, Some(&self.kernel.name)).map_err(|d| d.message)?;
+        let mut pm = self
+            .compiler
+            .pass_manager(&Schedule::pipeline(&format!(
+                "builtin.module({})",
+                script.join(",")
+            )))
+            .map_err(|e| e.to_string())?;
+        pm.run(&mut m, &self.compiler.registry)
+            .map_err(|d| d.message)?;
+        let plan = mercury_driver::lower(&m, Some(&self.kernel.name)).map_err(|d| d.message)?;
         let mesh = shape
             .iter()
             .map(|s| s.to_string())
@@ -482,7 +479,7 @@ impl CommirSource {
         Ok(Candidate {
             name,
             transform_script: header + &script.join("\n") + "\n",
-            annotated_ir: print_op(&self.registry, &m, PrintOptions::default()),
+            annotated_ir: print_op(&self.compiler.registry, &m, PrintOptions::default()),
             plan,
         })
     }

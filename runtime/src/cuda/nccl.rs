@@ -445,6 +445,10 @@ fn reduce_type(d: DType) -> Result<DType> {
 
 impl NcclTransport {
     /// Phase A of one NCCL message: pack and describe the calls.
+    ///
+    /// # Safety
+    /// As [`Transport::message`]: the message's views are live memory of the executor and the
+    /// stage's dependencies are already enqueued on the streams used.
     unsafe fn plan_message(
         &self,
         cx: &mut TransferCx<'_>,
@@ -484,6 +488,9 @@ impl NcclTransport {
     }
 
     /// Phase A of one NCCL collective, for each local member.
+    ///
+    /// # Safety
+    /// As [`Transport::collective`].
     unsafe fn plan_collective(
         &self,
         cx: &mut TransferCx<'_>,
@@ -910,6 +917,8 @@ impl Transport for NcclTransport {
             .collect()
     }
 
+    /// # Safety
+    /// As [`Transport::stage`].
     unsafe fn stage(&mut self, cx: &mut TransferCx<'_>, st: &StageTransfers) -> Result<()> {
         // Copies first (they reset and reuse their streams' scratch in stream order).
         let copy_msgs: Vec<&Message> = st
@@ -1010,6 +1019,8 @@ impl Transport for NcclTransport {
         Ok(())
     }
 
+    /// # Safety
+    /// As [`Transport::message`].
     unsafe fn message(&mut self, cx: &mut TransferCx<'_>, msg: &Message) -> Result<()> {
         let st = StageTransfers {
             messages: vec![msg.clone()],
@@ -1019,6 +1030,8 @@ impl Transport for NcclTransport {
         unsafe { self.stage(cx, &st) }
     }
 
+    /// # Safety
+    /// As [`Transport::collective`].
     unsafe fn collective(&mut self, cx: &mut TransferCx<'_>, call: &CollectiveCall) -> Result<()> {
         let st = StageTransfers {
             messages: vec![],

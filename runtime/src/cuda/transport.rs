@@ -201,6 +201,11 @@ fn reduce_dtype(dtype: DType, what: &str) -> Result<()> {
 impl VirtualTransport {
     /// acc (dense f32 scratch) = sum over members of `parts` in order; then every `outs[i]`
     /// receives it (converted back to its dtype).
+    ///
+    /// # Safety
+    /// Every location in `parts` and `outs` is live device memory of the executor, and the
+    /// stage's dependencies are already enqueued on `leader`'s stream (as for
+    /// [`Transport::collective`]).
     unsafe fn reduce_add(
         cx: &mut TransferCx<'_>,
         leader: usize,
@@ -419,6 +424,8 @@ impl Transport for CopyTransport {
         }
     }
 
+    /// # Safety
+    /// As [`Transport::message`].
     unsafe fn message(&mut self, cx: &mut TransferCx<'_>, msg: &Message) -> Result<()> {
         let src = cx.mem.loc(msg.src_rank, &msg.src)?;
         let dst = cx.mem.loc(msg.dst_rank, &msg.dst)?;
@@ -428,6 +435,8 @@ impl Transport for CopyTransport {
         unsafe { copy(&mut c, &src, &dst) }
     }
 
+    /// # Safety
+    /// As [`Transport::collective`].
     unsafe fn collective(&mut self, cx: &mut TransferCx<'_>, call: &CollectiveCall) -> Result<()> {
         let n = call.group.len();
         let leader = call.leader();

@@ -1,7 +1,8 @@
 //! Reading the input, and per chunk: parse, verify, run the pipeline, emit.
 
 use crate::cli::{Emit, Invocation};
-use crate::{expect, out};
+use crate::out;
+use mercury_ir::expect;
 use mercury_ir::pass::{PassManager, PassRegistry};
 use mercury_ir::syntax::split::{split_input, Chunk};
 use mercury_ir::{
@@ -15,20 +16,9 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Failed;
 
-/// Every pass the tool knows: the IR core's and the passes crate's.
+/// Every pass the tool knows (the compile path's, `mercury_driver::passes`).
 pub fn pass_registry() -> PassRegistry {
-    let mut passes = PassRegistry::new();
-    mercury_passes::register_all(&mut passes);
-    mercury_conversion::passes::register(&mut passes);
-    passes
-}
-
-/// The builtin dialects plus CommIR.
-pub fn dialect_registry(allow_unregistered: bool) -> Registry {
-    let mut registry = Registry::new();
-    mercury_commir::register(&mut registry);
-    registry.allow_unregistered = allow_unregistered;
-    registry
+    mercury_driver::passes()
 }
 
 fn pass_manager(
@@ -42,7 +32,7 @@ fn pass_manager(
     if let Some(path) = &o.schedule {
         let script = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read schedule '{}': {e}", path.display()))?;
-        pm.add_pipeline(passes, &mercury_passes::schedule_pipeline(&script))
+        pm.add_pipeline(passes, &mercury_driver::schedule_pipeline(&script))
             .map_err(|e| format!("schedule '{}': {e}", path.display()))?;
     }
     match &o.pass_pipeline {
@@ -149,7 +139,7 @@ fn emit(
 }
 
 fn plan_of(module: &Operation, kernel: Option<&str>) -> Result<mercury_plan::Plan, Diagnostic> {
-    mercury_conversion::lower_module(module, kernel)
+    mercury_driver::lower(module, kernel)
 }
 
 /// The compiler-generated device kernels a plan needs: the combines and copies it uses, plus
@@ -203,7 +193,7 @@ fn device_kernels(plan: &mercury_plan::Plan) -> Vec<mercury_lowering::DeviceKern
 /// Runs the whole invocation. Diagnostics and errors are printed as they happen.
 pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
     let o = &inv.options;
-    let registry = dialect_registry(o.allow_unregistered_dialect);
+    let registry = mercury_driver::registry(o.allow_unregistered_dialect);
     let mut pm = pass_manager(inv, passes, &registry).map_err(|e| {
         out::error(&e);
         Failed

@@ -3,10 +3,11 @@
 //! ```text
 //! mercury-tune FILE --topology PRESET|FILE --out DIR [--profile-top K] [--no-search] [--cache DIR]
 //! ```
-//! FILE is an operator description (`.toml`, see `mercury_search::fixtures::OperatorSpec`:
-//! candidates come from the FIXTURE plan builders), or plans as JSON (`.json`: one plan, a
-//! list of plans or a list of candidates). CommIR kernels (`.mlir`) plug in through
-//! [`source_for_file`] once the CommIR candidate generator exists.
+//! FILE is a CommIR operator (`.mlir`: the candidates come from the CommIR generator,
+//! `mercury_search::commir_source`), an operator description (`.toml`, see
+//! `mercury_search::fixtures::OperatorSpec`: candidates from the FIXTURE plan builders), or
+//! plans as JSON (`.json`: one plan, a list of plans or a list of candidates); see
+//! [`source_for_file`].
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -28,8 +29,8 @@ use std::process::ExitCode;
     after_help = "Topology presets: h100-1x4 h100-2x2 h100-4x1 h100-1x8 h100-2x4 h100-4x2 h100-4x4 h100-2x8 a100-2x4 l4-2x4 h200-1x8 (or a TOML file, see docs/topology.md)"
 )]
 struct Args {
-    /// Operator file: `.toml` operator description, `.json` plans/candidates (`.mlir` once
-    /// the CommIR generator is wired in).
+    /// Operator file: `.mlir` CommIR operator (candidates from the CommIR generator), `.toml`
+    /// operator description, or `.json` plans/candidates.
     file: PathBuf,
     /// Topology preset name or TOML file.
     #[arg(long)]
@@ -48,8 +49,7 @@ struct Args {
     cache: Option<PathBuf>,
 }
 
-/// Picks the candidate source for an operator file. Add the CommIR generator here:
-/// `Some("mlir") => Ok(Box::new(CommIrSource::from_file(path)?))`.
+/// Picks the candidate source for an operator file by its extension.
 fn source_for_file(path: &Path) -> Result<Box<dyn CandidateSource>, SourceError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| SourceError::new(format!("cannot read '{}': {e}", path.display())))?;

@@ -11,7 +11,7 @@
 //! message contains. Every emitted diagnostic must match one, and every annotation must be
 //! matched; otherwise each mismatch is reported as a located error.
 
-use mercury_ir::{Diagnostic, Location, Severity, SourceFile};
+use crate::{Diagnostic, Location, Severity, SourceFile};
 use std::sync::Arc;
 
 /// One annotation.
