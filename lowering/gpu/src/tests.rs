@@ -615,3 +615,153 @@ fn host_and_device_share_the_kernel_bodies() {
     };
     assert_eq!(normalise(&host), normalise(&device));
 }
+
+/// `bf16` bits of `x` (round to nearest even), for building test parts.
+fn bf16_bits(x: f32) -> u16 {
+    bf16::from_f32(x).to_bits()
+}
+
+#[test]
+fn host_attn_merge_strided_bf16_part() {
+    let mut rng = rng();
+    let ninf = f32::NEG_INFINITY;
+    // A [b, hq, sq, d] accumulator inside a larger slot: sequence offset 2 of 9 rows, row
+    // stride d + 4 (padding that must stay untouched), so no two of b, h, s collapse.
+    let (b, hq, sq, d) = (2usize, 3usize, 5usize, 8usize);
+    let (s_slot, s0, pad) = (9usize, 2usize, 4usize);
+    let o_sr = d + pad;
+    let o_sh = s_slot * o_sr;
+    let o_sb = hq * o_sh;
+    let (l_sh, l_sb) = (s_slot, hq * s_slot);
+    let rows = b * hq * sq;
+    for overwrite in [0i64, 1] {
+        for threads in [1u32, 5, 64] {
+            let mut o_acc: Vec<f32> = (0..b * o_sb).map(|_| rng.gen_range(-3.0..3.0)).collect();
+            let mut lse_acc: Vec<f32> = (0..b * l_sb).map(|_| rng.gen_range(-9.0..9.0)).collect();
+            let mut lse_part: Vec<f32> = (0..rows).map(|_| rng.gen_range(-9.0..9.0)).collect();
+            let part_f: Vec<f32> = (0..rows * d).map(|_| rng.gen_range(-2.0..2.0)).collect();
+            let mut o_part: Vec<u16> = part_f.iter().map(|x| bf16_bits(*x)).collect();
+            let row_at = |r: usize| {
+                let (s, bh) = (r % sq, r / sq);
+                let (h, bi) = (bh % hq, bh / hq);
+                (
+                    bi * o_sb + h * o_sh + (s0 + s) * o_sr,
+                    bi * l_sb + h * l_sh + s0 + s,
+                )
+            };
+            // Special rows: empty accumulator, empty part, both empty.
+            for (r, (a, p)) in [
+                (0usize, (ninf, 1.0f32)),
+                (4, (2.0, ninf)),
+                (7, (ninf, ninf)),
+            ] {
+                let (oi, li) = row_at(r);
+                lse_acc[li] = a;
+                lse_part[r] = p;
+                if a == ninf {
+                    o_acc[oi..oi + d].iter_mut().for_each(|x| *x = f32::NAN);
+                }
+            }
+            let before_o = o_acc.clone();
+            let before_l = lse_acc.clone();
+            let (n, dd) = (rows as i64, d as i64);
+            let strides = [
+                sq as i64,
+                hq as i64,
+                o_sb as i64,
+                o_sh as i64,
+                o_sr as i64,
+                l_sb as i64,
+                l_sh as i64,
+            ];
+            with_host_kernels(threads, |jit| {
+                // The kernels get the view: the slots' addresses plus the sequence offset.
+                let mut args = vec![
+                    ptr(&mut o_acc[s0 * o_sr..]),
+                    ptr(&mut lse_acc[s0..]),
+                    ptr(&mut o_part),
+                    ptr(&mut lse_part),
+                    Arg::I64(n),
+                    Arg::I64(dd),
+                ];
+                args.extend(strides.iter().map(|x| Arg::I64(*x)));
+                args.push(Arg::I64(overwrite));
+                jit.call(DeviceKernel::AttnMergeOBf16, &args);
+                let mut args = vec![ptr(&mut lse_acc[s0..]), ptr(&mut lse_part), Arg::I64(n)];
+                args.extend(
+                    [strides[0], strides[1], strides[5], strides[6], overwrite]
+                        .iter()
+                        .map(|x| Arg::I64(*x)),
+                );
+                jit.call(DeviceKernel::AttnMergeLse, &args);
+            });
+            let mut touched = vec![false; o_acc.len()];
+            let mut ltouched = vec![false; lse_acc.len()];
+            for r in 0..rows {
+                let (oi, li) = row_at(r);
+                ltouched[li] = true;
+                let la = if overwrite == 1 {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::from(before_l[li])
+                };
+                let lp = f64::from(lse_part[r]);
+                let m = la.max(lp);
+                for c in 0..d {
+                    touched[oi + c] = true;
+                    let got = o_acc[oi + c];
+                    if m == f64::NEG_INFINITY && overwrite == 1 {
+                        assert_eq!(got, 0.0, "row {r}: no visible key overwrites with 0");
+                        continue;
+                    }
+                    if m == f64::NEG_INFINITY {
+                        assert_eq!(
+                            got.to_bits(),
+                            before_o[oi + c].to_bits(),
+                            "row {r} untouched"
+                        );
+                        continue;
+                    }
+                    let new = m + ((la - m).exp() + (lp - m).exp()).ln();
+                    let a = if la == f64::NEG_INFINITY {
+                        0.0
+                    } else {
+                        f64::from(before_o[oi + c]) * (la - new).exp()
+                    };
+                    let p = if lp == f64::NEG_INFINITY {
+                        0.0
+                    } else {
+                        f64::from(bf16::from_bits(o_part[r * d + c]).to_f32()) * (lp - new).exp()
+                    };
+                    assert!(
+                        close(got, a + p, 2e-6),
+                        "overwrite={overwrite} threads={threads} row {r} col {c}: {got} vs {}",
+                        a + p
+                    );
+                }
+                let want_l = if overwrite == 1 {
+                    lp
+                } else if m == f64::NEG_INFINITY {
+                    f64::from(before_l[li])
+                } else {
+                    m + ((la - m).exp() + (lp - m).exp()).ln()
+                };
+                assert!(close(lse_acc[li], want_l, 1e-6), "lse row {r}");
+            }
+            for (i, t) in touched.iter().enumerate() {
+                if !t {
+                    assert_eq!(o_acc[i].to_bits(), before_o[i].to_bits(), "padding o[{i}]");
+                }
+            }
+            for (i, t) in ltouched.iter().enumerate() {
+                if !t {
+                    assert_eq!(
+                        lse_acc[i].to_bits(),
+                        before_l[i].to_bits(),
+                        "padding lse[{i}]"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -5,12 +5,16 @@
 //! * P1: the GEMM patch (cuBLASLt) against `cublasGemmEx` at 8192^3 bf16.
 //! * P2: the attention patch at B1 H32 S32K D128 (causal and not), GQA 32q/8kv S32K and
 //!   B16 H32 S4K, plus correctness-only odd shapes (ragged sizes, tile views, fully masked rows).
+//! * P2c: the cuDNN attention patch alone (`bench/cudnn.rs`): benchmark shapes beside torch's
+//!   cuDNN, and check-only shapes (every head dim, d_v != d_qk, f16, shifted diagonals, views).
 //! * P3: RingAttention on 8 virtual ranks (the `ring` plan) against the single-device patch.
 //!
 //! Every check draws fresh random inputs (seeded from the clock), poisons outputs with NaN,
 //! counts non-finite values over the whole output, compares sampled rows/entries with an f32
 //! GPU reference (‖out − ref‖ / ‖ref‖) and spot-checks a few against `kernels::cpu` in f64.
 //! Timing: CUDA events, warm-up, median of the repetitions.
+
+mod cudnn;
 
 use super::error::{Result, RuntimeError};
 use super::executor::{CudaExecutor, ExecOptions};
