@@ -151,10 +151,13 @@ class Skip(Exception):
 def fmt_err(e):
     if isinstance(e, Skip):
         return f"skipped: {e}"
-    s = f"{type(e).__name__}: {e}".replace("\n", " ")
+    msg = str(e).split("\n")[0]
+    for cut in (" This could be because", " If you are a Facebook"):
+        msg = msg.split(cut)[0]
+    s = f"{type(e).__name__}: {msg}"
     if "out of memory" in s.lower():
         s = "OOM: " + s
-    return s[:400]
+    return s[:240]
 
 
 # -- timing ---------------------------------------------------------------------------------
@@ -275,10 +278,15 @@ def drive(ctx, report, meta, baseline, attempts, flops, args, only_rank0=False):
                        samples=nsamp, calls_per_sample=inner,
                        note="; ".join(x for x in notes + [label, note] if x))
             break
-        notes.append(f"{label} failed: {err}" if label else err)
+        if notes and err == notes[-1].split(" failed: ", 1)[-1]:
+            notes.append(f"{label or 'try'} failed: same")
+        else:
+            notes.append(f"{label or 'try'} failed: {err}")
         if "skipped:" in err:
             break
     if row is None:
+        if len(notes) == 1:
+            notes = [notes[0].split(" failed: ", 1)[-1]]
         row = dict(meta, baseline=baseline, ms=None, tflops=None, rel_err=None,
                    max_abs_err=None,
                    check="skipped" if notes and "skipped:" in notes[-1] else "error",
