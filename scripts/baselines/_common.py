@@ -12,6 +12,9 @@ import os
 ENV_FLAGS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
              "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(ENV_FLAGS)
+import time  # noqa: E402
+
+T_START = time.time()  # process start (close enough: before torch is imported)
 
 import datetime  # noqa: E402
 import gc  # noqa: E402
@@ -19,7 +22,6 @@ import json  # noqa: E402
 import math  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 import traceback  # noqa: E402
 import warnings  # noqa: E402
 
@@ -34,6 +36,7 @@ RATE_LINK = 340e9        # NVLink, bytes/s per direction as NCCL sees it
 
 def world_size_check(smoke):
     """Fails with a clear message when the launch cannot work (no torchrun, too few GPUs)."""
+    quiet = int(os.environ.get("RANK", "0")) != 0  # one message, from rank 0
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise SystemExit("error: launch with torchrun, e.g. `torchrun --standalone "
                          "--nproc_per_node=2 " + sys.argv[0] + " ...` (RANK/WORLD_SIZE unset)")
@@ -43,7 +46,7 @@ def world_size_check(smoke):
         return world
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if n < local_world:
-        raise SystemExit(
+        raise SystemExit(2 if quiet else 
             f"error: {local_world} ranks on this host but only {n} CUDA device(s) visible "
             f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}); "
             f"run with --nproc_per_node={max(n, 1)} or on a machine with more GPUs "
@@ -346,6 +349,15 @@ class Report:
         self.write_json()
 
 
+def finish(ctx, args, report):
+    """Prints the table, closes the process group; exit status 3 under --strict on a FAIL."""
+    report.table()
+    failed = any(r["check"] == "FAIL" for r in report.rows)
+    dist.destroy_process_group()
+    if args.strict and failed:
+        raise SystemExit(3)
+
+
 def _finite(x):
     """Strict JSON: NaN/inf become null (the row's check already says FAIL)."""
     if isinstance(x, float) and not math.isfinite(x):
@@ -375,6 +387,11 @@ def common_args(ap):
     ap.add_argument("--seed", type=int, default=None, help="input seed (default: from the clock)")
     ap.add_argument("--timeout-s", type=int, default=600, help="process-group timeout")
     ap.add_argument("--world", type=int, default=None, help="ranks assumed by --estimate")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="skip the cases whose estimated time would end past this many seconds "
+                         "after start (rows say so); for a launcher with a hard time limit")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 3 when a row's numerics check FAILs (errors and skips do not count)")
     ap.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
     return ap
 
@@ -395,6 +412,20 @@ def pre_launch(args, estimate_fn):
                   f"torch {torch.__version__}, env {ENV_FLAGS}", flush=True)
         raise SystemExit(0)
     return Ctx(args.smoke, args.timeout_s)
+
+
+def over_budget(ctx, args, report, est_s):
+    """True (on every rank) when this case would end past --budget-s."""
+    if not args.budget_s:
+        return False
+    end = time.time() - T_START + est_s
+    return ctx.allreduce([end], "max")[0] > args.budget_s
+
+
+def error_rows(report, meta, baselines, check, note):
+    for b in baselines:
+        report.add(dict(meta, baseline=b, ms=None, tflops=None, rel_err=None, max_abs_err=None,
+                        check=check, samples=0, calls_per_sample=0, note=note))
 
 
 def seed_for(ctx, args):

@@ -657,6 +657,11 @@ def main():
               file=sys.stderr, flush=True)
     for ci, c in enumerate(cases):
         meta = dict(c, world_size=ctx.world)
+        est = case_seconds(c, ctx.world, baselines, args.target_ms)
+        if C.over_budget(ctx, args, report, est):
+            C.error_rows(report, meta, baselines, "skipped",
+                         f"skipped: --budget-s {args.budget_s:.0f} (case estimated {est:.0f} s)")
+            continue
         inp, err = None, None
         try:
             if c["s"] % (2 * ctx.world):
@@ -666,10 +671,7 @@ def main():
             err = C.fmt_err(e)
         err = ctx.agree(err)
         if err is not None:
-            for b in baselines:
-                report.add(dict(meta, baseline=b, ms=None, tflops=None, rel_err=None,
-                                max_abs_err=None, check="error", samples=0, calls_per_sample=0,
-                                note=f"inputs: {err}"))
+            C.error_rows(report, meta, baselines, "error", f"inputs: {err}")
             inp = None
             ctx.free()
             continue
@@ -686,8 +688,7 @@ def main():
         inp.close()
         inp = None
         ctx.free()
-    report.table()
-    dist.destroy_process_group()
+    C.finish(ctx, args, report)
 
 
 if __name__ == "__main__":

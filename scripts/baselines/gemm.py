@@ -276,6 +276,11 @@ def main():
               f"ranks ({header['device']}), seed {seed}", file=sys.stderr, flush=True)
     for ci, c in enumerate(cases):
         meta = dict(c, world_size=ctx.world)
+        est = case_seconds(c, ctx.world, baselines, args.target_ms)
+        if C.over_budget(ctx, args, report, est):
+            C.error_rows(report, meta, baselines, "skipped",
+                         f"skipped: --budget-s {args.budget_s:.0f} (case estimated {est:.0f} s)")
+            continue
         inp, err = None, None
         try:
             inp = Inputs(ctx, c, seed + ci)
@@ -283,18 +288,14 @@ def main():
             err = C.fmt_err(e)
         err = ctx.agree(err)
         if err is not None:
-            for b in baselines:
-                report.add(dict(meta, baseline=b, ms=None, tflops=None, rel_err=None,
-                                max_abs_err=None, check="error", samples=0, calls_per_sample=0,
-                                note=f"inputs: {err}"))
+            C.error_rows(report, meta, baselines, "error", f"inputs: {err}")
             ctx.free()
             continue
         for b in baselines:
             C.drive(ctx, report, meta, b, attempts_for(b, ctx, inp), flops(c), args)
         inp.close()
         ctx.free()
-    report.table()
-    dist.destroy_process_group()
+    C.finish(ctx, args, report)
 
 
 if __name__ == "__main__":
