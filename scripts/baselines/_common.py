@@ -332,7 +332,11 @@ class Report:
     def table(self):
         if self.ctx.rank != 0:
             return
-        lines = [f"### {self.title}", "",
+        h = self.header
+        sub = (f"{h.get('device')}, torch {h.get('torch')}, cuDNN {h.get('cudnn', '-')}, "
+               f"NCCL {h.get('nccl', '-')}, {h.get('world_size')} ranks, seed {h.get('seed')}"
+               + (f", GQA in cuDNN: {h['gqa_cudnn']}" if "gqa_cudnn" in h else ""))
+        lines = [f"### {self.title}", "", sub, "",
                  "| case | baseline | ms | TFLOP/s | rel. err | note |",
                  "| --- | --- | ---: | ---: | ---: | --- |"]
         for r in self.rows:
