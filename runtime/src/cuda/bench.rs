@@ -17,7 +17,7 @@
 mod cudnn;
 
 use super::error::{Result, RuntimeError};
-use super::executor::{CudaExecutor, ExecOptions};
+use super::executor::{AttnBackend, CudaExecutor, ExecOptions};
 use super::ring::{ring_attention_plan, RingSpec, BUF_K, BUF_LSE, BUF_O, BUF_Q, BUF_V};
 use super::schedule::StageSync;
 use cudarc::driver::sys::CUevent_flags;
@@ -25,8 +25,8 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use mercury_kernels::cpu::{self, AttnDims, AttnParams};
 use mercury_kernels::cuda::check::{bf16_to_f64, compare, dtoh, ErrStats};
 use mercury_kernels::cuda::{
-    AttentionPatch, AttnLaunch, AttnVariant, CheckKernels, CublasDirect, ElemType, GemmPatch,
-    GemmSpec, GemmWorkspace, Strided3,
+    AttentionPatch, AttnLaunch, AttnVariant, CheckKernels, CublasDirect, CudnnAttention, ElemType,
+    GemmPatch, GemmSpec, GemmWorkspace, Strided3, Tensor4,
 };
 use mercury_plan::{
     Collective, CombineKind, CommOp, ComputeOp, DType, GlobalBuffer, OutputPiece, PatchKind, Plan,
@@ -94,6 +94,33 @@ extern "C" __global__ void mercury_copy_2d_b32(u32* dst, u32* src, i64 rows, i64
 }
 extern "C" __global__ void mercury_fill_f32(float* dst, float value, i64 n) {
   GRID_STRIDE(n) { dst[e] = value; }
+}
+extern "C" __global__ void mercury_attn_merge_o_bf16(float* o_acc, float* lse_acc, u16* o_part,
+    float* lse_part, i64 rows, i64 d, i64 sq, i64 hq, i64 o_sb, i64 o_sh, i64 o_sr, i64 l_sb,
+    i64 l_sh, i64 overwrite) {
+  GRID_STRIDE(rows * d) {
+    const i64 r = e / d, c = e % d, s = r % sq, h = (r / sq) % hq, b = r / (sq * hq);
+    const float la = overwrite ? NEG_INF : lse_acc[b * l_sb + h * l_sh + s], lp = lse_part[r];
+    const float m = fmaxf(la, lp);
+    float* po = o_acc + b * o_sb + h * o_sh + s * o_sr + c;
+    if (m == NEG_INF) { if (overwrite) *po = 0.f; continue; }
+    const float wa = expf(la - m), wp = expf(lp - m);
+    const float ca = (la == NEG_INF) ? 0.f : *po * wa;
+    const float cp = (lp == NEG_INF) ? 0.f : __uint_as_float(((u32)o_part[r * d + c]) << 16) * wp;
+    *po = (ca + cp) / (wa + wp);
+  }
+}
+extern "C" __global__ void mercury_attn_merge_lse(float* lse_acc, float* lse_part, i64 rows,
+    i64 sq, i64 hq, i64 l_sb, i64 l_sh, i64 overwrite) {
+  GRID_STRIDE(rows) {
+    const i64 s = e % sq, h = (e / sq) % hq, b = e / (sq * hq);
+    float* pl = lse_acc + b * l_sb + h * l_sh + s;
+    const float lp = lse_part[e];
+    if (overwrite) { *pl = lp; continue; }
+    const float la = *pl, m = fmaxf(la, lp);
+    if (m == NEG_INF) continue;
+    *pl = m + logf(expf(la - m) + expf(lp - m));
+  }
 }
 "#;
 
@@ -1096,22 +1123,43 @@ impl Bench {
 
     // ------------------------------------------------------------------ P3 ----------------
 
-    /// P3: RingAttention on `ranks` virtual ranks vs the single-device patch.
+    /// P3: RingAttention on `ranks` virtual ranks vs the single-device patch, with the cuDNN
+    /// patch (the executor's default) and with the NVRTC kernel; then the merge error over
+    /// 2 to 64 virtual ranks.
     pub fn p3_ring(&mut self, ranks: usize, seq: usize) -> Result<()> {
         println!("P3 RingAttention, {ranks} virtual ranks on one GPU, B1 H32 S{seq} D128");
-        for causal in [true, false] {
-            let id = format!(
-                "P3.ring{ranks}.{}",
-                if causal { "causal" } else { "noncausal" }
-            );
-            if let Err(e) = self.p3_case(&id, ranks, seq, causal) {
-                self.record_error(&id, &e);
+        for backend in [AttnBackend::Cudnn, AttnBackend::Nvrtc] {
+            for causal in [true, false] {
+                let id = format!(
+                    "P3.ring{ranks}.{}{}",
+                    if causal { "causal" } else { "noncausal" },
+                    if backend == AttnBackend::Nvrtc {
+                        ".nvrtc"
+                    } else {
+                        ""
+                    }
+                );
+                if let Err(e) = self.p3_case(&id, ranks, seq, causal, backend) {
+                    self.record_error(&id, &e);
+                }
+            }
+        }
+        if self.opts.check {
+            if let Err(e) = self.p3_error_growth() {
+                self.record_error("P3.merge_error", &e);
             }
         }
         Ok(())
     }
 
-    fn p3_case(&mut self, id: &str, ranks: usize, seq: usize, causal: bool) -> Result<()> {
+    fn p3_case(
+        &mut self,
+        id: &str,
+        ranks: usize,
+        seq: usize,
+        causal: bool,
+        backend: AttnBackend,
+    ) -> Result<()> {
         let (b, hq, hk, d) = (1, 32, 32, 128);
         let spec = RingSpec {
             ranks,
@@ -1124,8 +1172,21 @@ impl Bench {
             scale: 1.0 / (d as f64).sqrt(),
         };
         let plan = ring_attention_plan(&spec).map_err(RuntimeError::Schedule)?;
-        let mut ex =
-            CudaExecutor::new(self.ctx.clone(), plan, &self.dk_ptx, ExecOptions::default())?;
+        let opts = ExecOptions {
+            attention: backend,
+            ..ExecOptions::default()
+        };
+        let mut ex = CudaExecutor::new(self.ctx.clone(), plan, &self.dk_ptx, opts)?;
+        let fell_back: Vec<&String> = ex
+            .warnings()
+            .iter()
+            .filter(|w| w.contains("attention"))
+            .collect();
+        if backend == AttnBackend::Cudnn && !fell_back.is_empty() {
+            return Err(RuntimeError::Unsupported(format!(
+                "the cuDNN ring did not run on cuDNN: {fell_back:?}"
+            )));
+        }
         let up = ex.upload_stream().clone();
         for (buf, lo, hi) in [(BUF_Q, -1.5, 1.5), (BUF_K, -1.5, 1.5), (BUF_V, -1.0, 1.0)] {
             let n = if buf == BUF_Q {
@@ -1219,9 +1280,20 @@ impl Bench {
             );
             self.push(&format!("{id}{suffix}"), Some(ts), flops, chk);
         }
-        let attn = &self.attention;
-        // SAFETY: buffers sized for the dims.
-        let t1 = self.time(|| unsafe { Ok(attn.launch(&s, &single)?) })?;
+        let t1 = if backend == AttnBackend::Cudnn {
+            // The single-device cuDNN patch: the whole problem in one call (bf16 O, f32 LSE).
+            let cudnn = CudnnAttention::new(&self.ctx)?;
+            let ob = dev_alloc(&s, b * hq * seq * d * 2)?;
+            let mut call = cudnn_call_of(&single)?;
+            call.o = Tensor4::dense(ob.ptr, [b, hq, seq, d]);
+            call.stats = Tensor4::dense(l1.ptr, [b, hq, seq, 1]);
+            // SAFETY: buffers sized for the dims.
+            self.time(|| unsafe { Ok(cudnn.forward(&s, &call)?) })?
+        } else {
+            let attn = &self.attention;
+            // SAFETY: buffers sized for the dims.
+            self.time(|| unsafe { Ok(attn.launch(&s, &single)?) })?
+        };
         self.push(
             &format!("{id}.single_device"),
             Some(t1),
@@ -1229,6 +1301,100 @@ impl Bench {
             ("-".into(), true),
         );
         drop(ex);
+        Ok(())
+    }
+
+    /// The ring's error against the f32 reference, over 2 to 64 virtual ranks (B1 H8 S16K,
+    /// causal and not), next to the single-device cuDNN patch's error on the same rows: the
+    /// log-sum-exp merges must not make it grow with the ring (goal: within 1.5x).
+    fn p3_error_growth(&mut self) -> Result<()> {
+        let (b, hq, hk, seq, d) = (1, 8, 8, 16384, 128);
+        let s = self.stream.clone();
+        let cudnn = CudnnAttention::new(&self.ctx)?;
+        for causal in [false, true] {
+            let mut msgs = Vec::new();
+            let mut ok = true;
+            let mut worst: f64 = 0.0;
+            for ranks in [2usize, 4, 8, 16, 32, 64] {
+                let spec = RingSpec {
+                    ranks,
+                    b,
+                    hq,
+                    hk,
+                    seq,
+                    d,
+                    causal,
+                    scale: 1.0 / (d as f64).sqrt(),
+                };
+                let plan = ring_attention_plan(&spec).map_err(RuntimeError::Schedule)?;
+                let mut ex = CudaExecutor::new(
+                    self.ctx.clone(),
+                    plan,
+                    &self.dk_ptx,
+                    ExecOptions::default(),
+                )?;
+                let up = ex.upload_stream().clone();
+                for (buf, lo, hi) in [(BUF_Q, -1.5, 1.5), (BUF_K, -1.5, 1.5), (BUF_V, -1.0, 1.0)] {
+                    let seed = self.seed();
+                    // SAFETY: each global buffer holds b * h * seq * d bf16 values.
+                    unsafe {
+                        self.check.fill_random_bf16(
+                            &up,
+                            ex.global_ptr(buf)?,
+                            b * hq * seq * d,
+                            seed,
+                            lo,
+                            hi,
+                        )?
+                    };
+                    ex.mark_input_written(buf)?;
+                }
+                up.synchronize()
+                    .map_err(RuntimeError::driver("synchronize"))?;
+                ex.run()?;
+                let ptr = |i| ex.global_ptr(i);
+                let single = dense_attn(
+                    (b, hq, hk, seq, d),
+                    causal,
+                    spec.scale,
+                    [
+                        ptr(BUF_Q)?,
+                        ptr(BUF_K)?,
+                        ptr(BUF_V)?,
+                        ptr(BUF_O)?,
+                        ptr(BUF_LSE)?,
+                    ],
+                );
+                let rows = self.sample_rows(b, hq, seq, 64);
+                // SAFETY: the ring's outputs are written.
+                let ring = unsafe { self.check.attention_rows(&s, &single, &rows)? };
+                // The single-device cuDNN patch on the same inputs.
+                let ob = dev_alloc(&s, b * hq * seq * d * 2)?;
+                let lb = dev_alloc(&s, b * hq * seq * 4)?;
+                let mut call = cudnn_call_of(&single)?;
+                call.o = Tensor4::dense(ob.ptr, [b, hq, seq, d]);
+                call.stats = Tensor4::dense(lb.ptr, [b, hq, seq, 1]);
+                // SAFETY: buffers sized for the dims.
+                unsafe { cudnn.forward(&s, &call)? };
+                // SAFETY: written above.
+                let one = unsafe { self.check.sdpa_rows(&s, &call, &rows)? };
+                let (er, e1) = (ring.o_err(), one.o_err());
+                let ratio = er.rel / e1.rel.max(1e-12);
+                worst = worst.max(ratio);
+                ok &= er.bad == 0 && ratio <= 1.5;
+                msgs.push(format!("{ranks}: {:.2e}/{:.2e}={ratio:.2}", er.rel, e1.rel));
+            }
+            let id = format!(
+                "P3.merge_error.{}",
+                if causal { "causal" } else { "noncausal" }
+            );
+            let msg = format!(
+                "ring/single-cuDNN error, ranks 2..64 (worst {worst:.2}x, goal <= 1.5x{}): {}",
+                if ok { "" } else { " FAIL" },
+                msgs.join(", ")
+            );
+            self.push(&id, None, 0.0, (msg, ok));
+        }
         Ok(())
     }
 }
@@ -1248,6 +1414,13 @@ struct OddLaunch {
 
 /// A dense attention launch (sk = sq, no offsets, not accumulating): q/o/lse
 /// `[b, hq, sq, d]` / `[b, hq, sq]`, k/v `[b, hk, sq, d]`; `ptrs` = [q, k, v, o, lse].
+/// The cuDNN call of a dense whole-sequence launch (O and Stats left for the caller).
+fn cudnn_call_of(l: &AttnLaunch) -> Result<mercury_kernels::cuda::SdpaCall> {
+    super::ops::cudnn_split(l)?
+        .call
+        .ok_or_else(|| RuntimeError::Unsupported("an attention launch with no query rows".into()))
+}
+
 fn dense_attn(
     (b, hq, hk, sq, d): (usize, usize, usize, usize, usize),
     causal: bool,

@@ -30,13 +30,15 @@ use super::error::{check, Result, RuntimeError};
 use super::launcher::World;
 use super::mem::{self, CopyCx, Loc, MemTable, Peers, Scratch, SlotInfo};
 use super::nccl::NcclTransport;
-use super::ops::{self, check_copy, ComputeLaunch, Patches};
+use super::ops::{self, check_copy, AttnVia, ComputeLaunch, Patches};
 use super::placement::{distinct_groups, DeviceMap, PeerMatrix};
 use super::schedule::{self, Schedule, StageSync, StageWaits};
 use super::transport::{CopyTransport, TransferCx, Transport, Work};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
-use mercury_kernels::cuda::{AttentionPatch, AttnVariant, GemmPatch, GemmWorkspace};
+use mercury_kernels::cuda::{
+    AttentionPatch, AttnVariant, CudnnAttention, GemmPatch, GemmWorkspace,
+};
 use mercury_plan::{ComputeOp, DType, PatchKind, Plan, Region, Role, SlotInit};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,7 +52,9 @@ pub struct ExecOptions {
     pub poison_uninit: bool,
     /// cuBLASLt workspace per rank (only allocated when the plan has GEMMs).
     pub gemm_workspace_bytes: usize,
-    /// Attention kernel variant (both compute the same function; W4 measured faster).
+    /// Which attention patch runs the plan's attention blocks.
+    pub attention: AttnBackend,
+    /// NVRTC attention kernel variant (both compute the same function; W4 measured faster).
     pub attention_variant: AttnVariant,
     /// How stages are ordered (both without host synchronisation).
     pub sync: StageSync,
@@ -62,11 +66,35 @@ impl Default for ExecOptions {
             timeout: Duration::from_secs(300),
             poison_uninit: true,
             gemm_workspace_bytes: GemmWorkspace::DEFAULT_BYTES,
+            attention: AttnBackend::Cudnn,
             attention_variant: AttnVariant::W4,
             // Measured 0.4 ms faster than the barrier on the P3 ring (29.08 vs 29.51 ms
             // causal, 56.57 vs 56.96 ms non-causal; docs/perf.md); every P0 plan
             // passed under both.
             sync: StageSync::Peers,
+        }
+    }
+}
+
+/// The attention patch an executor uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttnBackend {
+    /// cuDNN fused attention (`mercury_kernels::cuda::cudnn`), with the NVRTC kernel for any
+    /// block cuDNN cannot take (one warning naming the shape and the reason). Without a usable
+    /// cuDNN, every block runs on the NVRTC kernel (one warning saying where cuDNN was looked
+    /// for).
+    Cudnn,
+    /// The NVRTC FlashAttention-2-style kernel only (head dim 128).
+    Nvrtc,
+}
+
+impl AttnBackend {
+    /// `cudnn` or `nvrtc`.
+    pub fn parse(s: &str) -> Option<AttnBackend> {
+        match s {
+            "cudnn" => Some(AttnBackend::Cudnn),
+            "nvrtc" => Some(AttnBackend::Nvrtc),
+            _ => None,
         }
     }
 }
@@ -189,7 +217,28 @@ struct DeviceRes {
     ctx: Arc<CudaContext>,
     gemm: Option<GemmPatch>,
     attention: Option<Arc<AttentionPatch>>,
+    cudnn: Option<Arc<CudnnAttention>>,
     stream: Arc<CudaStream>,
+}
+
+/// The cuDNN patch of `ctx` (handle and plan cache), made once per process and context: plans
+/// take tens of milliseconds to a second to build, and every executor of the process shares
+/// them. A failure (no usable cuDNN) is remembered too.
+fn cudnn_patch(ctx: &Arc<CudaContext>) -> std::result::Result<Arc<CudnnAttention>, String> {
+    type Cache = Vec<(usize, std::result::Result<Arc<CudnnAttention>, String>)>;
+    static CACHE: std::sync::Mutex<Cache> = std::sync::Mutex::new(Vec::new());
+    let key = ctx.cu_ctx() as usize;
+    let mut cache = CACHE
+        .lock()
+        .map_err(|_| "cuDNN patch cache poisoned".to_string())?;
+    if let Some((_, p)) = cache.iter().find(|(k, _)| *k == key) {
+        return p.clone();
+    }
+    let p = CudnnAttention::new(ctx)
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
+    cache.push((key, p.clone()));
+    p
 }
 
 /// The attention patch of `ctx` in variant `v`, compiled once per process: NVRTC compilation
@@ -546,11 +595,20 @@ impl CudaExecutor {
             } else {
                 None
             };
-            let attention = if uses_attention {
-                Some(attention_patch(ctx, opts.attention_variant)?)
+            let cudnn = if uses_attention && opts.attention == AttnBackend::Cudnn {
+                match cudnn_patch(ctx) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        warnings.push(format!(
+                            "cuDNN attention unavailable, using the NVRTC kernel: {e}"
+                        ));
+                        None
+                    }
+                }
             } else {
                 None
             };
+            // The NVRTC kernel is compiled below, once some block needs it.
             max_pitch.push(
                 ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_PITCH)
                     .map_err(RuntimeError::driver("max pitch"))?
@@ -560,7 +618,8 @@ impl CudaExecutor {
                 id: 0,
                 ctx: ctx.clone(),
                 gemm,
-                attention,
+                attention: None,
+                cudnn,
                 stream: ctx
                     .new_stream()
                     .map_err(RuntimeError::driver("create stream"))?,
@@ -751,6 +810,38 @@ impl CudaExecutor {
                 let dst = Loc::of(g.ptr, g.dtype, &g.shape, &o.region)?.on(main_dev);
                 check_copy(&src, &dst)?;
                 outputs.push((src, dst));
+            }
+            // Attention: the cuDNN patch where it takes the block, else the NVRTC kernel.
+            let dev = &mut devs[rank_dev[ri]];
+            for op in stages.iter_mut().flatten() {
+                let ComputeLaunch::Attention { launch, via } = op else {
+                    continue;
+                };
+                let refusal = match &dev.cudnn {
+                    Some(c) => match ops::cudnn_choice(c, launch) {
+                        Ok(split) => {
+                            *via = AttnVia::Cudnn(Box::new(split));
+                            continue;
+                        }
+                        Err(e) => Some(e),
+                    },
+                    None => None,
+                };
+                if dev.attention.is_none() {
+                    dev.attention = Some(attention_patch(&dev.ctx, opts.attention_variant)?);
+                }
+                if let Some(why) = refusal {
+                    let d = launch.dims;
+                    let w = format!(
+                        "attention b{} hq{} hk{} sq{} sk{} d{}: cuDNN refused ({why}); using the NVRTC kernel",
+                        d.b, d.hq, d.hk, d.sq, d.sk, d.d
+                    );
+                    if !warnings.contains(&w) {
+                        eprintln!("mercury-runtime: warning: {w}");
+                        warnings.push(w);
+                    }
+                }
+                *via = AttnVia::Nvrtc;
             }
             ranks[ri].init = init;
             ranks[ri].stages = stages;
@@ -1152,6 +1243,7 @@ impl CudaExecutor {
                     dk: &self.dks[r.dev],
                     gemm: d.gemm.as_ref(),
                     attention: d.attention.as_deref(),
+                    cudnn: d.cudnn.as_deref(),
                 };
                 let mut cx = CopyCx {
                     stream: &r.compute,

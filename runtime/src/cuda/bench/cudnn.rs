@@ -5,6 +5,7 @@
 //! the NVRTC patch on the same inputs (differential). Outputs are poisoned before every call.
 
 use super::{dev_alloc, fmt_err, Bench, DevBuf};
+use crate::cuda::device_kernels::{AttnAcc, DeviceKernels};
 use crate::cuda::error::{Result, RuntimeError};
 use mercury_kernels::cpu::{AttnDims, AttnParams};
 use mercury_kernels::cuda::check::{compare, dtoh, ErrStats};
@@ -545,6 +546,115 @@ impl Bench {
                 self.record_error(&format!("P2c.{}", c.id), &e);
             }
         }
+        let dk = DeviceKernels::load(&self.ctx, &self.dk_ptx)?;
+        for seq in [4096, 16384] {
+            let id = format!("P2c.ring_step.b1h32s{}k", seq / 1024);
+            if let Err(e) = self.cudnn_ring_step(&cudnn, &dk, &id, seq) {
+                self.record_error(&id, &e);
+            }
+        }
+        Ok(())
+    }
+
+    /// One ring step as the executor runs it: the cuDNN patch into a bf16 part, then the MLIR
+    /// merge kernels into a random f32 accumulator (a quarter of its rows empty, lse = -inf),
+    /// against the plain cuDNN call on the same block. Checked on sampled rows against the
+    /// f64 merge of the accumulator as it was and the part cuDNN wrote.
+    fn cudnn_ring_step(
+        &mut self,
+        cudnn: &CudnnAttention,
+        dk: &DeviceKernels,
+        id: &str,
+        seq: usize,
+    ) -> Result<()> {
+        let (b, h, d) = (1, 32, 128);
+        let c = case("", (b, h, h, seq, seq), (d, d), None, true);
+        let bufs = self.cudnn_bufs(&c)?;
+        let call = bufs.call;
+        let s = self.stream.clone();
+        let acc_o = dev_alloc(&s, b * h * seq * d * 4)?;
+        let acc_l = dev_alloc(&s, b * h * seq * 4)?;
+        let nrows = b * h * seq;
+        let (seed1, seed2) = (self.seed(), self.seed());
+        // SAFETY: the buffers hold these many f32.
+        unsafe {
+            self.check
+                .fill_random_f32(&s, acc_o.ptr, nrows * d, seed1, -1.0, 1.0)?;
+            self.check
+                .fill_random_f32(&s, acc_l.ptr, nrows, seed2, 4.0, 9.0)?;
+        }
+        let acc = AttnAcc {
+            o: acc_o.ptr,
+            lse: acc_l.ptr,
+            b,
+            hq: h,
+            sq: seq,
+            d,
+            o_strides: [(h * seq * d) as i64, (seq * d) as i64, d as i64],
+            lse_strides: [(h * seq) as i64, seq as i64],
+        };
+        let rows = self.sample_rows(b, h, seq, 64);
+        // A quarter of the sampled rows start empty.
+        for (i, r) in rows.iter().enumerate() {
+            if i % 4 == 0 {
+                // SAFETY: row r of the lse accumulator.
+                unsafe { self.htod_f32(acc_l.ptr + (*r as u64) * 4, &[f32::NEG_INFINITY])? };
+            }
+        }
+        let take = |v: &Vec<f32>, r: i64, w: usize| -> Vec<f64> {
+            v[r as usize * w..(r as usize + 1) * w]
+                .iter()
+                .map(|x| *x as f64)
+                .collect()
+        };
+        // SAFETY: the accumulator holds these many f32.
+        let (o0, l0): (Vec<f32>, Vec<f32>) =
+            unsafe { (dtoh(&s, acc_o.ptr, nrows * d)?, dtoh(&s, acc_l.ptr, nrows)?) };
+        let step = || -> Result<()> {
+            // SAFETY: buffers sized for the call and the accumulator.
+            unsafe {
+                cudnn.forward(&s, &call)?;
+                dk.attn_merge(&s, &acc, call.o.ptr, call.stats.ptr, false)
+            }
+        };
+        step()?;
+        // SAFETY: written by the step.
+        let part = unsafe { self.check.sdpa_rows(&s, &call, &rows)? };
+        let (o1, l1): (Vec<f32>, Vec<f32>) =
+            // SAFETY: as above.
+            unsafe { (dtoh(&s, acc_o.ptr, nrows * d)?, dtoh(&s, acc_l.ptr, nrows)?) };
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for (i, &r) in rows.iter().enumerate() {
+            let la = l0[r as usize] as f64;
+            let mut oa = if la == f64::NEG_INFINITY {
+                vec![0.0; d]
+            } else {
+                take(&o0, r, d)
+            };
+            let mut lacc = [la];
+            let op: Vec<f64> = part.o_got[i * d..(i + 1) * d]
+                .iter()
+                .map(|x| *x as f64)
+                .collect();
+            mercury_kernels::cpu::lse_merge(&mut oa, &mut lacc, &op, &[part.lse_got[i] as f64], d);
+            want.extend(oa);
+            want.push(lacc[0]);
+            got.extend(take(&o1, r, d));
+            got.push(l1[r as usize] as f64);
+        }
+        let (msg, ok) = fmt_err("merged vs f64", &compare(&got, &want), 1e-5);
+        let plain = self.time(|| {
+            // SAFETY: as above.
+            unsafe { cudnn.forward(&s, &call) }.map_err(RuntimeError::from)
+        })?;
+        let merged = self.time(step)?;
+        let msg = format!(
+            "{msg}; step / plain cuDNN {:.3}x (plain {:.3} ms, merge {:.3} ms)",
+            merged.0 / plain.0,
+            plain.0,
+            merged.0 - plain.0
+        );
+        self.push(id, Some(merged), call.flops(), (msg, ok));
         Ok(())
     }
 }
