@@ -406,6 +406,7 @@ impl Bench {
             ("P0.gemm_accumulate_beta1", selfcheck_gemm_accumulate()),
             ("P0.ring4_acc_attn_causal", selfcheck_ring(true)),
             ("P0.ring4_acc_attn_noncausal", selfcheck_ring(false)),
+            ("P0.attn_masked_rows", selfcheck_attention_masked_rows()),
         ];
         // Every case under both stage orderings (fresh inputs each time).
         for (id, case) in cases {
@@ -2173,6 +2174,115 @@ pub fn selfcheck_gemm_accumulate() -> SelfCheck {
 /// The RingAttention plan of P3 (one accumulating attention patch per step, no merge pass)
 /// at a small ragged size: 4 ranks of 200 rows (partial query tiles and key blocks), GQA
 /// 4q/2kv, d 128; o against `kernels::cpu::attention` over the whole sequence in f64.
+/// One rank, two causal attention blocks whose keys start after the first queries: the
+/// first block (no accumulation) leaves its leading 37 rows with no visible key (o = 0,
+/// lse = -inf), the second accumulates keys 128..256 placed 165 positions on, which the first
+/// 165 rows do not see (left untouched). The query rows are a view into a wider slot. Checks
+/// the attention patch's handling of rows that see no key, on whichever patch the executor
+/// picked (cuDNN splits them off).
+pub fn selfcheck_attention_masked_rows() -> SelfCheck {
+    let (hq, hk, sq, sk, d, scale) = (4, 2, 300, 256, 128, 0.08);
+    let (koff, pad) = (37, 20);
+    let patch = |accumulate: bool, k_offset: usize| PatchKind::Attention {
+        causal: true,
+        scale,
+        q_offset: 0,
+        k_offset,
+        accumulate,
+    };
+    let inputs = |lo: usize| {
+        vec![
+            fullv(0, &[1, hq, sq, d]),
+            view(1, &[0, 0, lo, 0], &[1, hk, 128, d]),
+            view(2, &[0, 0, lo, 0], &[1, hk, 128, d]),
+        ]
+    };
+    // o and lse are the middle rows of wider slots (strided accumulator views).
+    let outs = || {
+        vec![
+            view(3, &[0, 0, pad, 0], &[1, hq, sq, d]),
+            view(4, &[0, 0, pad], &[1, hq, sq]),
+        ]
+    };
+    let whole = |n: usize, e: &[usize]| from_global(n, &vec![0; e.len()], e);
+    let mut plan = one_stage_plan(
+        "attention-masked-rows",
+        vec![
+            buffer("q", DType::BF16, &[1, hq, sq, d], Role::Input),
+            buffer("k", DType::BF16, &[1, hk, sk, d], Role::Input),
+            buffer("v", DType::BF16, &[1, hk, sk, d], Role::Input),
+            buffer("o", DType::F32, &[1, hq, sq, d], Role::Output),
+        ],
+        1,
+        |_| {
+            (
+                vec![
+                    slot("q", DType::BF16, &[1, hq, sq, d], whole(0, &[1, hq, sq, d])),
+                    slot("k", DType::BF16, &[1, hk, sk, d], whole(1, &[1, hk, sk, d])),
+                    slot("v", DType::BF16, &[1, hk, sk, d], whole(2, &[1, hk, sk, d])),
+                    slot("o", DType::F32, &[1, hq, sq + 2 * pad, d], SlotInit::Uninit),
+                    slot("lse", DType::F32, &[1, hq, sq + 2 * pad], SlotInit::Uninit),
+                ],
+                Stage {
+                    compute: vec![
+                        ComputeOp::Patch {
+                            patch: patch(false, koff),
+                            inputs: inputs(0),
+                            outputs: outs(),
+                        },
+                        ComputeOp::Patch {
+                            patch: patch(true, koff + 128),
+                            inputs: inputs(128),
+                            outputs: outs(),
+                        },
+                    ],
+                    comm: vec![],
+                },
+                vec![OutputPiece {
+                    buffer: 3,
+                    region: Region {
+                        offset: vec![0; 4],
+                        extent: vec![1, hq, sq, d],
+                    },
+                    src: view(3, &[0, 0, pad, 0], &[1, hq, sq, d]),
+                }],
+            )
+        },
+    );
+    plan.name = "attention-masked-rows".into();
+    SelfCheck {
+        plan,
+        output: 3,
+        expect: Box::new(move |inp| {
+            let mut o = vec![0.0; hq * sq * d];
+            let mut lse = vec![0.0; hq * sq];
+            cpu::attention(
+                &inp[0],
+                &inp[1],
+                &inp[2],
+                &mut o,
+                &mut lse,
+                AttnDims {
+                    b: 1,
+                    hq,
+                    hk,
+                    sq,
+                    sk,
+                    d,
+                },
+                AttnParams {
+                    causal: true,
+                    scale,
+                    q_offset: 0,
+                    k_offset: koff,
+                },
+            );
+            o
+        }),
+        tol: 1e-2,
+    }
+}
+
 pub fn selfcheck_ring(causal: bool) -> SelfCheck {
     let (ranks, hq, hk, seq, d, scale) = (4, 4, 2, 800, 128, 0.09);
     let spec = RingSpec {
@@ -2242,6 +2352,7 @@ mod tests {
             selfcheck_gemm_accumulate(),
             selfcheck_ring(true),
             selfcheck_ring(false),
+            selfcheck_attention_masked_rows(),
         ];
         for c in &cases {
             mercury_plan::verify(&c.plan).unwrap_or_else(|e| panic!("{}: {e}", c.plan.name));
