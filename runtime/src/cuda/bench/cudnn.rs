@@ -547,7 +547,7 @@ impl Bench {
             }
         }
         let dk = DeviceKernels::load(&self.ctx, &self.dk_ptx)?;
-        for seq in [4096, 16384] {
+        for seq in [4096, 16384, 32768] {
             let id = format!("P2c.ring_step.b1h32s{}k", seq / 1024);
             if let Err(e) = self.cudnn_ring_step(&cudnn, &dk, &id, seq) {
                 self.record_error(&id, &e);
@@ -647,12 +647,21 @@ impl Bench {
             // SAFETY: as above.
             unsafe { cudnn.forward(&s, &call) }.map_err(RuntimeError::from)
         })?;
+        let merge_alone = self.time(|| {
+            // SAFETY: as above.
+            unsafe { dk.attn_merge(&s, &acc, call.o.ptr, call.stats.ptr, false) }
+        })?;
         let merged = self.time(step)?;
+        // Bytes the merge must move: the bf16 part, the f32 accumulator read and written,
+        // the lse rows.
+        let bytes = (nrows * d * (2 + 4 + 4) + nrows * 12) as f64;
         let msg = format!(
-            "{msg}; step / plain cuDNN {:.3}x (plain {:.3} ms, merge {:.3} ms)",
+            "{msg}; step / plain cuDNN {:.3}x (plain {:.3} ms, step - plain {:.3} ms, merge alone {:.3} ms = {:.0} GB/s)",
             merged.0 / plain.0,
             plain.0,
-            merged.0 - plain.0
+            merged.0 - plain.0,
+            merge_alone.0,
+            bytes / (merge_alone.0 * 1e-3) / 1e9
         );
         self.push(id, Some(merged), call.flops(), (msg, ok));
         Ok(())
