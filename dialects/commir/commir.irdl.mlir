@@ -1,7 +1,11 @@
 // IRDL definition of the CommIR dialect, so that upstream MLIR accepts CommIR in generic form:
 //   mercury-opt --mlir-print-op-generic X.mlir | mlir-opt-22 --irdl-file=dialects/commir/commir.irdl.mlir
+// Generated from the op definitions (dialects/commir/src/ops/mod.rs); regenerate with
+//   MERCURY_WRITE_IRDL=1 cargo test -p mercury-commir --lib irdl
 // Attributes use builtin kinds (strings, integers, arrays, symbol references, types); the
 // checks beyond their kinds are the Rust verifier's. Optional attributes are not listed.
+// IRDL constraint variables bind one value: the values of one operand or result group share
+// an element type.
 irdl.dialect @commir {
   // A tile of a buffer, with its element type: !commir.tile<bf16>.
   irdl.type @tile {
@@ -63,30 +67,29 @@ irdl.dialect @commir {
   irdl.operation @patch {
     %str = irdl.base "#builtin.string"
     irdl.attributes {"kernel" = %str}
-    // IRDL constraint variables bind one value: inputs share an element type, outputs too.
-    %tin = irdl.base @commir::@tile
-    %tout = irdl.base @commir::@tile
-    irdl.operands(inputs: variadic %tin)
-    irdl.results(outputs: variadic %tout)
+    %inputs = irdl.base @commir::@tile
+    irdl.operands(inputs: variadic %inputs)
+    %outputs = irdl.base @commir::@tile
+    irdl.results(outputs: variadic %outputs)
   }
 
   irdl.operation @reduce {
+    %add = irdl.is "add"
+    %lse_merge = irdl.is "lse_merge"
+    %kind = irdl.any_of(%add, %lse_merge)
     %sym = irdl.base "#builtin.symbol_ref"
     %arr = irdl.base "#builtin.array"
-    %add = irdl.is "add"
-    %lse = irdl.is "lse_merge"
-    %kind = irdl.any_of(%add, %lse)
     irdl.attributes {"kind" = %kind, "buffer" = %sym, "indices" = %arr}
-    %tile = irdl.base @commir::@tile
-    irdl.operands(values: variadic %tile)
+    %values = irdl.base @commir::@tile
+    irdl.operands(values: variadic %values)
   }
 
   irdl.operation @store {
     %sym = irdl.base "#builtin.symbol_ref"
     %arr = irdl.base "#builtin.array"
     irdl.attributes {"buffer" = %sym, "indices" = %arr}
-    %tile = irdl.base @commir::@tile
-    irdl.operands(value: %tile)
+    %value = irdl.base @commir::@tile
+    irdl.operands(value: %value)
   }
 
   irdl.operation @reshard {

@@ -26,6 +26,7 @@ pub fn registry(allow_unregistered: bool) -> Registry {
 pub fn passes() -> PassRegistry {
     let mut p = PassRegistry::new();
     mercury_passes::register_all(&mut p);
+    mercury_conversion::passes::register(&mut p);
     p
 }
 

@@ -8,9 +8,10 @@
 //! | index list | `[@b, (@j + @i) mod 8]` | `["b", "(j + i) mod 8"]` |
 
 use crate::expr::IndexExpr;
+use crate::model::{AxisKind, ReduceKind, Role};
 use mercury_ir::syntax::format::{comma_items, comma_runs};
 use mercury_ir::syntax::tokens::{Tok, TokKind};
-use mercury_ir::{Attribute, CustomAttrSyntax};
+use mercury_ir::{AttrKind, Attribute, CustomAttrSyntax, Type};
 
 /// One dimension of a buffer: a product of loop axes (outermost first) or a fixed size.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +130,12 @@ pub static DIMS: CustomAttrSyntax = CustomAttrSyntax {
     parse: parse_dims,
     print: print_dims,
     check: |a| dims_from_attr(a).map(|_| ()),
+    irdl_base: ARRAY,
+    irdl_var: "arr",
 };
+
+/// Every CommIR attribute syntax is a builtin array in generic form.
+const ARRAY: &str = "irdl.base \"#builtin.array\"";
 
 // ---- sharding ------------------------------------------------------------------------------
 
@@ -222,6 +228,8 @@ pub static SHARDING: CustomAttrSyntax = CustomAttrSyntax {
     parse: parse_sharding,
     print: |a| sharding_from_attr(a).map_or_else(|_| a.to_string(), |s| sharding_to_custom(&s)),
     check: |a| sharding_from_attr(a).map(|_| ()),
+    irdl_base: ARRAY,
+    irdl_var: "arr",
 };
 
 // ---- index lists ---------------------------------------------------------------------------
@@ -268,4 +276,215 @@ pub static INDICES: CustomAttrSyntax = CustomAttrSyntax {
         Err(_) => a.to_string(),
     },
     check: |a| indices_from_attr(a).map(|_| ()),
+    irdl_base: ARRAY,
+    irdl_var: "arr",
 };
+
+// ---- typed attribute values ----------------------------------------------------------------
+
+/// The Rust face of one attribute kind: how an op declaration (`ops.rs`) spells the kind of an
+/// attribute, and how its typed accessors read and write the value.
+pub trait AttrValue {
+    /// What the accessors return and take.
+    type Value;
+    /// The kind the structural verifier and the assembly format see.
+    const KIND: AttrKind;
+    /// Reads the value; `Err` says why the attribute is malformed.
+    fn read(a: &Attribute) -> Result<Self::Value, String>;
+    /// The attribute that stores `v`.
+    fn write(v: &Self::Value) -> Attribute;
+}
+
+/// A defining symbol name (`sym_name`), printed `@name`.
+pub struct SymName;
+/// A flat symbol reference `@name`; the value is the leaf name.
+pub struct SymRef;
+/// A signless integer.
+pub struct Int;
+/// An array of integers.
+pub struct IntArray;
+/// A string.
+pub struct Str;
+/// A type (an element type).
+pub struct TypeAttr;
+/// Any attribute, kept as it is (checked by the op's own verifier).
+pub struct AnyAttr;
+/// Buffer dimensions bound to axes ([`DIMS`]).
+pub struct Dims;
+/// A placement: per dimension the mesh levels it is split over ([`SHARDING`]).
+pub struct Sharding;
+/// An index list of an access ([`INDICES`]).
+pub struct Indices;
+
+fn wrong(a: &Attribute, what: &str) -> String {
+    format!("'{a}' is not {what}")
+}
+
+impl AttrValue for SymName {
+    type Value = String;
+    const KIND: AttrKind = AttrKind::SymbolName;
+    fn read(a: &Attribute) -> Result<String, String> {
+        a.as_str()
+            .map(String::from)
+            .ok_or_else(|| wrong(a, "a name"))
+    }
+    fn write(v: &String) -> Attribute {
+        Attribute::str(v.as_str())
+    }
+}
+
+impl AttrValue for SymRef {
+    type Value = String;
+    const KIND: AttrKind = AttrKind::SymbolRef;
+    fn read(a: &Attribute) -> Result<String, String> {
+        a.as_symbol()
+            .map(String::from)
+            .ok_or_else(|| wrong(a, "a symbol reference"))
+    }
+    fn write(v: &String) -> Attribute {
+        Attribute::sym(v.as_str())
+    }
+}
+
+impl AttrValue for Int {
+    type Value = i64;
+    const KIND: AttrKind = AttrKind::Int;
+    fn read(a: &Attribute) -> Result<i64, String> {
+        a.as_int().ok_or_else(|| wrong(a, "an integer"))
+    }
+    fn write(v: &i64) -> Attribute {
+        Attribute::int(*v)
+    }
+}
+
+impl AttrValue for IntArray {
+    type Value = Vec<i64>;
+    const KIND: AttrKind = AttrKind::IntArray;
+    fn read(a: &Attribute) -> Result<Vec<i64>, String> {
+        a.as_int_array()
+            .ok_or_else(|| wrong(a, "an array of integers"))
+    }
+    fn write(v: &Vec<i64>) -> Attribute {
+        Attribute::Array(v.iter().map(|x| Attribute::int(*x)).collect())
+    }
+}
+
+impl AttrValue for Str {
+    type Value = String;
+    const KIND: AttrKind = AttrKind::String;
+    fn read(a: &Attribute) -> Result<String, String> {
+        a.as_str()
+            .map(String::from)
+            .ok_or_else(|| wrong(a, "a string"))
+    }
+    fn write(v: &String) -> Attribute {
+        Attribute::str(v.as_str())
+    }
+}
+
+impl AttrValue for TypeAttr {
+    type Value = Type;
+    const KIND: AttrKind = AttrKind::Type;
+    fn read(a: &Attribute) -> Result<Type, String> {
+        a.as_type().cloned().ok_or_else(|| wrong(a, "a type"))
+    }
+    fn write(v: &Type) -> Attribute {
+        Attribute::Type(v.clone())
+    }
+}
+
+impl AttrValue for AnyAttr {
+    type Value = Attribute;
+    const KIND: AttrKind = AttrKind::Any;
+    fn read(a: &Attribute) -> Result<Attribute, String> {
+        Ok(a.clone())
+    }
+    fn write(v: &Attribute) -> Attribute {
+        v.clone()
+    }
+}
+
+impl AttrValue for Dims {
+    type Value = Vec<DimBinding>;
+    const KIND: AttrKind = AttrKind::Custom(&DIMS);
+    fn read(a: &Attribute) -> Result<Vec<DimBinding>, String> {
+        dims_from_attr(a)
+    }
+    fn write(v: &Vec<DimBinding>) -> Attribute {
+        dims_to_attr(v)
+    }
+}
+
+impl AttrValue for Sharding {
+    type Value = Vec<Vec<usize>>;
+    const KIND: AttrKind = AttrKind::Custom(&SHARDING);
+    fn read(a: &Attribute) -> Result<Vec<Vec<usize>>, String> {
+        sharding_from_attr(a)
+    }
+    fn write(v: &Vec<Vec<usize>>) -> Attribute {
+        sharding_to_attr(v)
+    }
+}
+
+impl AttrValue for Indices {
+    type Value = Vec<IndexExpr>;
+    const KIND: AttrKind = AttrKind::Custom(&INDICES);
+    fn read(a: &Attribute) -> Result<Vec<IndexExpr>, String> {
+        indices_from_attr(a)
+    }
+    fn write(v: &Vec<IndexExpr>) -> Attribute {
+        indices_to_attr(v)
+    }
+}
+
+/// An attribute whose value is one keyword of a fixed set, read as a Rust enum (the set is
+/// the enum's, so the verifier's list and the enum cannot drift apart).
+macro_rules! keyword_attr {
+    ($(#[$doc:meta])* $ty:ident { $($variant:ident = $kw:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every keyword, in declaration order.
+            pub const KEYWORDS: &'static [&'static str] = &[$($kw),+];
+            /// The keyword spelling.
+            pub fn keyword(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $kw),+
+                }
+            }
+            /// The value a keyword names.
+            pub fn from_keyword(s: &str) -> Option<$ty> {
+                match s {
+                    $($kw => Some($ty::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+        impl AttrValue for $ty {
+            type Value = $ty;
+            const KIND: AttrKind = AttrKind::Keyword($ty::KEYWORDS);
+            fn read(a: &Attribute) -> Result<$ty, String> {
+                a.as_str()
+                    .and_then($ty::from_keyword)
+                    .ok_or_else(|| format!("{:?}", a.as_str()))
+            }
+            fn write(v: &$ty) -> Attribute {
+                Attribute::str(v.keyword())
+            }
+        }
+    };
+}
+
+keyword_attr!(AxisKind {
+    Spatial = "spatial",
+    Reduction = "reduction",
+    Managed = "managed",
+});
+keyword_attr!(Role {
+    In = "in",
+    Out = "out",
+    InOut = "inout",
+    Temp = "temp",
+});
+keyword_attr!(ReduceKind {
+    Add = "add",
+    LseMerge = "lse_merge",
+});

@@ -7,6 +7,7 @@ pub mod attributes;
 pub mod builtin;
 pub mod diag;
 pub mod ir;
+pub mod irdl;
 pub mod pass;
 pub mod registry;
 pub mod syntax;

@@ -60,19 +60,10 @@ impl PassOptions {
         self.values.get(k).map_or("", String::as_str)
     }
     pub fn get_usize(&self, k: &str) -> Result<usize, String> {
-        self.get(k).parse().map_err(|_| {
-            format!(
-                "option '{k}' must be a non-negative integer, got '{}'",
-                self.get(k)
-            )
-        })
+        usize::parse_option(k, self.get(k))
     }
     pub fn get_bool(&self, k: &str) -> Result<bool, String> {
-        match self.get(k) {
-            "true" | "1" | "" => Ok(true),
-            "false" | "0" => Ok(false),
-            v => Err(format!("option '{k}' must be true or false, got '{v}'")),
-        }
+        bool::parse_option(k, self.get(k))
     }
     pub fn get_list(&self, k: &str) -> Vec<String> {
         self.get(k)
@@ -94,6 +85,114 @@ impl PassOptions {
             .collect();
         format!("{{{}}}", items.join(" "))
     }
+}
+
+/// The Rust type of a pass option: how its `key=value` text is read.
+pub trait OptionValue: Sized {
+    /// Reads option `name`'s value `v`; `Err` says what is wrong with it.
+    fn parse_option(name: &str, v: &str) -> Result<Self, String>;
+}
+
+impl OptionValue for usize {
+    fn parse_option(k: &str, v: &str) -> Result<usize, String> {
+        v.parse()
+            .map_err(|_| format!("option '{k}' must be a non-negative integer, got '{v}'"))
+    }
+}
+
+/// An optional count: empty means absent.
+impl OptionValue for Option<usize> {
+    fn parse_option(k: &str, v: &str) -> Result<Option<usize>, String> {
+        if v.is_empty() {
+            Ok(None)
+        } else {
+            usize::parse_option(k, v).map(Some)
+        }
+    }
+}
+
+/// `true`, `1` or nothing (a bare `{flag}`) is true; `false` or `0` is false.
+impl OptionValue for bool {
+    fn parse_option(k: &str, v: &str) -> Result<bool, String> {
+        match v {
+            "true" | "1" | "" => Ok(true),
+            "false" | "0" => Ok(false),
+            v => Err(format!("option '{k}' must be true or false, got '{v}'")),
+        }
+    }
+}
+
+/// A symbol name, written with or without its `@`.
+impl OptionValue for String {
+    fn parse_option(_: &str, v: &str) -> Result<String, String> {
+        Ok(v.trim().trim_start_matches('@').to_string())
+    }
+}
+
+/// Declares a pass's options once, on its struct: each field with its type (an
+/// [`OptionValue`]), an optional default (a field without one is required) and its help. Gives
+/// the struct, its `OPTIONS` table (what the registry, `--list-passes` and the option checks
+/// read) and `from_options`, which reads the checked `key=value` pairs into the typed fields.
+/// An optional `extra: [...]` lists options that are not fields (an adapter's, read by it).
+///
+/// ```
+/// mercury_ir::pass_options! {
+///     /// Options of a pass.
+///     pub struct Split {
+///         axis: String => "the axis to split",
+///         factor: usize => "iterations of the outer axis",
+///         outer: String = "" => "name of the outer axis (default <axis>_o)",
+///     }
+/// }
+/// let info = mercury_ir::pass::PassInfo {
+///     name: "split",
+///     summary: "an example",
+///     options: Split::OPTIONS,
+///     create: |_| Err("not run here".into()),
+/// };
+/// let pairs = [("axis".to_string(), "@i".to_string()), ("factor".into(), "4".into())];
+/// let o = mercury_ir::pass::PassOptions::from_pairs(&info, &pairs).unwrap();
+/// let s = Split::from_options(&o).unwrap();
+/// assert_eq!((s.axis.as_str(), s.factor, s.outer.as_str()), ("i", 4, ""));
+/// ```
+#[macro_export]
+macro_rules! pass_options {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $($field:ident : $ty:ty $(= $default:literal)? => $help:literal),* $(,)?
+        }
+        $(extra: [$($extra:expr),* $(,)?])?
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $(#[doc = $help] pub $field: $ty,)*
+        }
+
+        impl $name {
+            /// The options, as the pass registry lists them.
+            pub const OPTIONS: &'static [$crate::pass::PassOptionDef] = &[$(
+                $crate::pass::PassOptionDef {
+                    name: stringify!($field),
+                    help: $help,
+                    default: $crate::pass_options!(@default $($default)?),
+                },
+            )* $($($extra,)*)?];
+
+            /// Reads the checked options into their typed fields.
+            #[allow(unused_variables)]
+            pub fn from_options(o: &$crate::pass::PassOptions) -> Result<Self, String> {
+                Ok($name {
+                    $($field: <$ty as $crate::pass::OptionValue>::parse_option(
+                        stringify!($field),
+                        o.get(stringify!($field)),
+                    )?,)*
+                })
+            }
+        }
+    };
+    (@default) => { None };
+    (@default $d:literal) => { Some($d) };
 }
 
 /// What a pass does when run on a module. Errors are located diagnostics.
@@ -142,8 +241,11 @@ pub struct PipelineEntry {
     pub options: Vec<(String, String)>,
 }
 
-/// Parses `builtin.module(a{k=v},b)` or a bare `a{k=v},b`.
+/// Parses `builtin.module(a{k=v},b)` or a bare `a{k=v},b`: the grammar's `pipeline` rules
+/// lex the list, this reads the tokens in order (passes separated by commas).
 pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineEntry>, String> {
+    use crate::syntax::parser::{MlirGrammar, Rule};
+    use pest::Parser as _;
     let t = text.trim();
     let inner = if let Some(rest) = t
         .strip_prefix("builtin.module(")
@@ -154,57 +256,61 @@ pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineEntry>, String> {
     } else {
         t
     };
-    let chars: Vec<char> = inner.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        while i < chars.len() && (chars[i].is_whitespace() || chars[i] == ',') {
-            i += 1;
-        }
-        if i >= chars.len() {
-            break;
-        }
-        let start = i;
-        while i < chars.len() && (chars[i].is_alphanumeric() || "-_.".contains(chars[i])) {
-            i += 1;
-        }
-        let name: String = chars[start..i].iter().collect();
-        if name.is_empty() {
-            return Err(format!(
-                "expected a pass name at '{}'",
-                chars[i..].iter().collect::<String>()
-            ));
-        }
-        let mut options = Vec::new();
-        while i < chars.len() && chars[i].is_whitespace() {
-            i += 1;
-        }
-        if i < chars.len() && chars[i] == '{' {
-            let close = chars[i..]
-                .iter()
-                .position(|&c| c == '}')
-                .ok_or_else(|| format!("missing '}}' after options of '{name}'"))?
-                + i;
-            let body: String = chars[i + 1..close].iter().collect();
-            for item in body.split_whitespace() {
-                let (k, v) = item.split_once('=').unwrap_or((item, "true"));
-                if k.is_empty() {
-                    return Err(format!("empty option name in '{name}'"));
+    let tokens = MlirGrammar::parse(Rule::pipeline, inner)
+        .map_err(|e| format!("cannot read the pipeline: {e}"))?
+        .next()
+        .map(|p| p.into_inner())
+        .into_iter()
+        .flatten();
+    let mut out: Vec<PipelineEntry> = Vec::new();
+    // The pass before, while no comma has followed it yet.
+    let mut open: Option<String> = None;
+    let first_char = |s: &str| s.chars().next().unwrap_or(' ');
+    for tok in tokens {
+        match tok.as_rule() {
+            Rule::pipeline_sep => open = None,
+            Rule::pipeline_entry => {
+                if let Some(prev) = &open {
+                    return Err(format!(
+                        "expected ',' after pass '{prev}', found '{}'",
+                        first_char(tok.as_str())
+                    ));
                 }
-                options.push((k.to_string(), v.trim_matches('"').to_string()));
+                let mut name = String::new();
+                let mut options = Vec::new();
+                for part in tok.into_inner() {
+                    match part.as_rule() {
+                        Rule::pipeline_name => name = part.as_str().to_string(),
+                        Rule::pipeline_unclosed => {
+                            return Err(format!("missing '}}' after options of '{name}'"))
+                        }
+                        _ => {
+                            let body = part.as_str();
+                            for item in body[1..body.len() - 1].split_whitespace() {
+                                let (k, v) = item.split_once('=').unwrap_or((item, "true"));
+                                if k.is_empty() {
+                                    return Err(format!("empty option name in '{name}'"));
+                                }
+                                options.push((k.to_string(), v.trim_matches('"').to_string()));
+                            }
+                        }
+                    }
+                }
+                open = Some(name.clone());
+                out.push(PipelineEntry { name, options });
             }
-            i = close + 1;
+            Rule::pipeline_stray => {
+                let at = tok.as_span().start();
+                return Err(match &open {
+                    Some(prev) => format!(
+                        "expected ',' after pass '{prev}', found '{}'",
+                        first_char(tok.as_str())
+                    ),
+                    None => format!("expected a pass name at '{}'", &inner[at..]),
+                });
+            }
+            _ => {}
         }
-        while i < chars.len() && chars[i].is_whitespace() {
-            i += 1;
-        }
-        if i < chars.len() && chars[i] != ',' {
-            return Err(format!(
-                "expected ',' after pass '{name}', found '{}'",
-                chars[i]
-            ));
-        }
-        out.push(PipelineEntry { name, options });
     }
     Ok(out)
 }

@@ -43,6 +43,10 @@ pub struct CustomAttrSyntax {
     pub print: fn(&Attribute) -> String,
     /// Checks the generic (builtin) encoding.
     pub check: fn(&Attribute) -> Result<(), String>,
+    /// The IRDL constraint on the generic encoding (e.g. `irdl.base "#builtin.array"`) and the
+    /// name of its constraint variable, for the IRDL export (`irdl::export`).
+    pub irdl_base: &'static str,
+    pub irdl_var: &'static str,
 }
 
 impl std::fmt::Debug for CustomAttrSyntax {

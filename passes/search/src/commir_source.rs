@@ -20,7 +20,7 @@ use crate::search::{Candidate, CandidateSource, SourceError};
 use crate::topology::Topology;
 use mercury_commir::{DimBinding, Kernel, Stmt};
 use mercury_ir::pass::{PassManager, PassRegistry};
-use mercury_ir::{parse_str, print_op, Attribute, Operation, PrintOptions, Registry};
+use mercury_ir::{parse_str, print_op, Operation, PrintOptions, Registry};
 
 /// Generates candidates for one kernel of a CommIR module.
 pub struct CommirSource {
@@ -152,37 +152,11 @@ impl CommirSource {
         }
     }
 
-    /// The module with its mesh re-shaped to `shape`; every sharded dimension is sharded over
-    /// all levels.
+    /// The module with its mesh re-shaped to `shape` (the `reshape-mesh` pass); every sharded
+    /// dimension is sharded over all levels.
     fn reshaped(&self, shape: &[usize]) -> Operation {
         let mut m = self.module.clone();
-        let levels: Vec<Attribute> = (0..shape.len()).map(|l| Attribute::int(l as i64)).collect();
-        m.walk_mut(&mut |op| match op.name.as_str() {
-            "commir.mesh" => {
-                op.set_attr(
-                    "shape",
-                    Attribute::Array(shape.iter().map(|s| Attribute::int(*s as i64)).collect()),
-                );
-                op.remove_attr("names");
-                op.remove_attr("bandwidth");
-            }
-            "commir.buffer" => {
-                if let Some(Attribute::Array(dims)) = op.attr("sharding").cloned() {
-                    let new: Vec<Attribute> = dims
-                        .iter()
-                        .map(|d| {
-                            if d.as_array().is_some_and(|a| !a.is_empty()) {
-                                Attribute::Array(levels.clone())
-                            } else {
-                                d.clone()
-                            }
-                        })
-                        .collect();
-                    op.set_attr("sharding", Attribute::Array(new));
-                }
-            }
-            _ => {}
-        });
+        mercury_passes::mesh::reshape_mesh(&mut m, shape);
         m
     }
 

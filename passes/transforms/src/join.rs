@@ -4,195 +4,156 @@
 //! used to merge batch and heads before distributing them.
 
 use crate::util::*;
+use mercury_commir::kernel_pass;
+use mercury_commir::ops::ForOp;
+use mercury_commir::pass::{kernel_mut, KernelPass};
+use mercury_commir::Kernel;
 use mercury_commir::{DimBinding, IndexExpr, Stmt};
-use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Attribute, Diagnostic, Operation, Registry};
+use mercury_ir::{Diagnostic, Operation};
 
-pub static INFO: PassInfo = PassInfo {
-    name: "join",
-    summary: "Merge two adjacent axes (and their loops) into one",
-    options: &[
-        PassOptionDef {
-            name: "outer",
-            help: "the outer axis",
-            default: None,
-        },
-        PassOptionDef {
-            name: "inner",
-            help: "the inner axis",
-            default: None,
-        },
-        PassOptionDef {
-            name: "name",
-            help: "name of the joined axis (default <outer>_<inner>)",
-            default: Some(""),
-        },
-        PassOptionDef {
-            name: "kernel",
-            help: "kernel to transform (default: all)",
-            default: Some(""),
-        },
-    ],
-    create: |o: &PassOptions| {
-        let (outer, inner) = (opt_name(o.get("outer")), opt_name(o.get("inner")));
-        let name = if o.get("name").is_empty() {
-            format!("{outer}_{inner}")
-        } else {
-            opt_name(o.get("name"))
-        };
-        Ok(Box::new(Join {
-            outer,
-            inner,
-            name,
-            kernel: o.get("kernel").to_string(),
-        }))
-    },
-};
-
-pub struct Join {
-    pub outer: String,
-    pub inner: String,
-    pub name: String,
-    pub kernel: String,
+kernel_pass! {
+    /// The options of `join`.
+    pub struct Join = "join", "Merge two adjacent axes (and their loops) into one", {
+        outer: String => "the outer axis",
+        inner: String => "the inner axis",
+        name: String = "" => "name of the joined axis (default <outer>_<inner>)",
+    }
 }
 
-impl Pass for Join {
-    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
-        for kname in kernel_names(module, &self.kernel)? {
-            let m = model(module, &kname)?;
-            let err = |msg: String| Diagnostic::error(m.loc.clone(), format!("join: {msg}"));
-            let (a, b) = (
-                m.axis(&self.outer)
-                    .ok_or_else(|| err(format!("'@{}' is not an axis", self.outer)))?,
-                m.axis(&self.inner)
-                    .ok_or_else(|| err(format!("'@{}' is not an axis", self.inner)))?,
-            );
-            if a.kind != b.kind {
-                return Err(err(format!(
-                    "'@{}' is {} but '@{}' is {}",
-                    a.name,
-                    a.kind.keyword(),
-                    b.name,
-                    b.kind.keyword()
-                )));
-            }
-            if m.axis(&self.name).is_some() || m.buffer(&self.name).is_some() {
-                return Err(err(format!("the name '@{}' is already taken", self.name)));
-            }
-            for buf in &m.buffers {
-                let (ua, ub) = (buf.uses_axis(&a.name), buf.uses_axis(&b.name));
-                if ua != ub {
-                    return Err(Diagnostic::error(
-                        buf.loc.clone(),
-                        format!(
-                            "join: '@{}' uses only one of '@{}' and '@{}'",
-                            buf.name, a.name, b.name
-                        ),
-                    ));
-                }
-                if ua {
-                    let same_dim = buf.dims.iter().any(|d| matches!(d, DimBinding::Axes(ax) if ax.windows(2).any(|w| w[0] == a.name && w[1] == b.name)));
-                    let adjacent_dims = buf.dims.windows(2).zip(buf.sharding.windows(2)).any(|(w, s)| {
-                        matches!((&w[0], &w[1]), (DimBinding::Axes(x), DimBinding::Axes(y)) if x.as_slice() == [a.name.clone()] && y.as_slice() == [b.name.clone()]) && s[1].is_empty()
-                    });
-                    if !same_dim && !adjacent_dims {
-                        return Err(Diagnostic::error(buf.loc.clone(), format!("join: '@{}' does not bind '@{}' directly before '@{}' (in one dimension, or as two adjacent dimensions of their own with the inner one unsharded)", buf.name, a.name, b.name)));
-                    }
-                }
-            }
-            let mut bad = None;
-            m.walk(&mut |s, _| {
-                if let Stmt::Load { access, .. }
-                | Stmt::Reduce { access, .. }
-                | Stmt::Store { access, .. } = s
-                {
-                    for e in &access.indices {
-                        let ax = e.axes();
-                        if (ax.contains(&a.name.as_str()) || ax.contains(&b.name.as_str()))
-                            && e.as_axis().is_none()
-                            && bad.is_none()
-                        {
-                            bad = Some(access.loc.clone());
-                        }
-                    }
-                }
-            });
-            if let Some(l) = bad {
+impl KernelPass for Join {
+    fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        let name_joined = if self.name.is_empty() {
+            format!("{}_{}", self.outer, self.inner)
+        } else {
+            self.name.clone()
+        };
+        let kname = m.name.clone();
+        let err = |msg: String| Diagnostic::error(m.loc.clone(), format!("join: {msg}"));
+        let (a, b) = (
+            m.axis(&self.outer)
+                .ok_or_else(|| err(format!("'@{}' is not an axis", self.outer)))?,
+            m.axis(&self.inner)
+                .ok_or_else(|| err(format!("'@{}' is not an axis", self.inner)))?,
+        );
+        if a.kind != b.kind {
+            return Err(err(format!(
+                "'@{}' is {} but '@{}' is {}",
+                a.name,
+                a.kind.keyword(),
+                b.name,
+                b.kind.keyword()
+            )));
+        }
+        if m.axis(&name_joined).is_some() || m.buffer(&name_joined).is_some() {
+            return Err(err(format!("the name '@{}' is already taken", name_joined)));
+        }
+        for buf in &m.buffers {
+            let (ua, ub) = (buf.uses_axis(&a.name), buf.uses_axis(&b.name));
+            if ua != ub {
                 return Err(Diagnostic::error(
-                    l,
-                    "join: an index here is not a plain axis".to_string(),
+                    buf.loc.clone(),
+                    format!(
+                        "join: '@{}' uses only one of '@{}' and '@{}'",
+                        buf.name, a.name, b.name
+                    ),
                 ));
             }
-            let (la, lb) = (m.find_loop(&a.name), m.find_loop(&b.name));
-            match (la, lb) {
-                (None, None) => {}
-                (Some(x), Some(_)) if matches!(x.body.as_slice(), [Stmt::For(y)] if y.axis == b.name) => {
-                    if x.parallel.is_some() || x.shift.is_some() {
-                        return Err(Diagnostic::error(
-                            x.loc.clone(),
-                            "join: loops must be plain sequential loops",
-                        ));
-                    }
-                }
-                _ => {
-                    return Err(err(format!(
-                        "the loops over '@{}' and '@{}' must be perfectly nested, or both absent",
-                        a.name, b.name
-                    )))
+            if ua {
+                let same_dim = buf.dims.iter().any(|d| matches!(d, DimBinding::Axes(ax) if ax.windows(2).any(|w| w[0] == a.name && w[1] == b.name)));
+                let adjacent_dims = buf.dims.windows(2).zip(buf.sharding.windows(2)).any(|(w, s)| {
+                    matches!((&w[0], &w[1]), (DimBinding::Axes(x), DimBinding::Axes(y)) if x.as_slice() == [a.name.clone()] && y.as_slice() == [b.name.clone()]) && s[1].is_empty()
+                });
+                if !same_dim && !adjacent_dims {
+                    return Err(Diagnostic::error(buf.loc.clone(), format!("join: '@{}' does not bind '@{}' directly before '@{}' (in one dimension, or as two adjacent dimensions of their own with the inner one unsharded)", buf.name, a.name, b.name)));
                 }
             }
-            let (ext, kind, min) = (
-                a.extent * b.extent,
-                a.kind.keyword(),
-                a.min_block.max(1) * b.extent,
-            );
-            let loc = a.loc.clone();
-            let k = kernel_mut(module, &kname);
-            let body = k.body_mut(0);
-            body.retain(|o| !(o.name == "commir.axis" && (o.symbol_name() == Some(&self.inner))));
-            let pos = body
-                .iter()
-                .position(|o| o.name == "commir.axis" && o.symbol_name() == Some(&self.outer))
-                .expect("axis");
-            body[pos] = new_axis(&self.name, ext, kind, min.min(ext), &loc);
-            for op in body.iter_mut().filter(|o| o.name == "commir.buffer") {
-                let mut d = dims(op);
-                let mut sh = sharding(op);
-                let pair = d.windows(2).position(|w| matches!((&w[0], &w[1]), (DimBinding::Axes(x), DimBinding::Axes(y)) if x.as_slice() == [self.outer.clone()] && y.as_slice() == [self.inner.clone()]));
-                if let Some(p) = pair {
-                    // Two adjacent dimensions become one.
-                    d.splice(p..p + 2, [DimBinding::Axes(vec![self.name.clone()])]);
-                    sh.remove(p + 1);
-                } else {
-                    for dd in d.iter_mut() {
-                        if let DimBinding::Axes(ax) = dd {
-                            if let Some(p) = ax.iter().position(|x| *x == self.outer) {
-                                ax.splice(p..p + 2, [self.name.clone()]);
-                            }
+        }
+        let mut bad = None;
+        m.walk(&mut |s, _| {
+            if let Stmt::Load { access, .. }
+            | Stmt::Reduce { access, .. }
+            | Stmt::Store { access, .. } = s
+            {
+                for e in &access.indices {
+                    let ax = e.axes();
+                    if (ax.contains(&a.name.as_str()) || ax.contains(&b.name.as_str()))
+                        && e.as_axis().is_none()
+                        && bad.is_none()
+                    {
+                        bad = Some(access.loc.clone());
+                    }
+                }
+            }
+        });
+        if let Some(l) = bad {
+            return Err(Diagnostic::error(
+                l,
+                "join: an index here is not a plain axis".to_string(),
+            ));
+        }
+        let (la, lb) = (m.find_loop(&a.name), m.find_loop(&b.name));
+        match (la, lb) {
+            (None, None) => {}
+            (Some(x), Some(_)) if matches!(x.body.as_slice(), [Stmt::For(y)] if y.axis == b.name) => {
+                if x.parallel.is_some() || x.shift.is_some() {
+                    return Err(Diagnostic::error(
+                        x.loc.clone(),
+                        "join: loops must be plain sequential loops",
+                    ));
+                }
+            }
+            _ => {
+                return Err(err(format!(
+                    "the loops over '@{}' and '@{}' must be perfectly nested, or both absent",
+                    a.name, b.name
+                )))
+            }
+        }
+        let (ext, kind, min) = (a.extent * b.extent, a.kind, a.min_block.max(1) * b.extent);
+        let loc = a.loc.clone();
+        let k = kernel_mut(module, &kname);
+        let body = k.body_mut(0);
+        if let Some(p) = axis_position(body, &self.inner) {
+            body.remove(p);
+        }
+        let pos = axis_position(body, &self.outer).expect("axis");
+        body[pos] = new_axis(&name_joined, ext, kind, min.min(ext), &loc);
+        for mut op in buffers_mut(body) {
+            let mut d = dims(&op);
+            let mut sh = sharding(&op);
+            let pair = d.windows(2).position(|w| matches!((&w[0], &w[1]), (DimBinding::Axes(x), DimBinding::Axes(y)) if x.as_slice() == [self.outer.clone()] && y.as_slice() == [self.inner.clone()]));
+            if let Some(p) = pair {
+                // Two adjacent dimensions become one.
+                d.splice(p..p + 2, [DimBinding::Axes(vec![name_joined.clone()])]);
+                sh.remove(p + 1);
+            } else {
+                for dd in d.iter_mut() {
+                    if let DimBinding::Axes(ax) = dd {
+                        if let Some(p) = ax.iter().position(|x| *x == self.outer) {
+                            ax.splice(p..p + 2, [name_joined.clone()]);
                         }
                     }
                 }
-                set_dims(op, &d);
-                set_sharding(op, &sh);
             }
-            let (o, i, n) = (self.outer.clone(), self.inner.clone(), self.name.clone());
-            for_each_access_mut(body, &mut vec![], &mut |op, _| {
-                let mut ix = indices(op);
-                if let Some(p) = ix.iter().position(|e| e.as_axis() == Some(&o)) {
-                    if ix.get(p + 1).and_then(|e| e.as_axis()) == Some(i.as_str()) {
-                        ix.splice(p..p + 2, [IndexExpr::axis(&n)]);
-                        set_indices(op, &ix);
-                    }
-                }
-                Ok(())
-            })?;
-            if let Some(f) = find_for_mut(body, &self.outer) {
-                let mut inner = f.body_mut(0).pop().expect("inner loop");
-                let inner_body = std::mem::take(inner.body_mut(0));
-                f.set_attr("axis", Attribute::sym(&self.name));
-                f.body_mut(0).extend(inner_body);
-            }
-            model(module, &kname)?;
+            op.set_dims(d);
+            set_sharding(&mut op, &sh);
+        }
+        let (o, i, n) = (self.outer.clone(), self.inner.clone(), name_joined.clone());
+        rewrite_indices(body, &mut vec![], &mut |ix| {
+            let p = ix.iter().position(|e| e.as_axis() == Some(&o))?;
+            (ix.get(p + 1).and_then(|e| e.as_axis()) == Some(i.as_str())).then(|| {
+                let mut ix = ix.to_vec();
+                ix.splice(p..p + 2, [IndexExpr::axis(&n)]);
+                ix
+            })
+        });
+        if let Some(f) = find_for_mut(body, &self.outer) {
+            let mut inner = f.body_mut(0).pop().expect("inner loop");
+            let inner_body = std::mem::take(inner.body_mut(0));
+            ForOp::cast(&mut *f)
+                .expect("loop")
+                .set_axis(name_joined.as_str());
+            f.body_mut(0).extend(inner_body);
         }
         Ok(())
     }

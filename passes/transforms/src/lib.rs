@@ -6,9 +6,8 @@
 
 pub mod deps;
 pub mod join;
+pub mod mesh;
 pub mod parallelize;
-pub mod print_comm_plan;
-pub mod print_memory;
 pub mod reorder;
 pub mod replicate;
 pub mod reshard;
@@ -18,21 +17,28 @@ pub mod shift_shard;
 pub mod tile;
 pub mod util;
 
-use mercury_ir::pass::PassRegistry;
+use mercury_ir::pass::{PassInfo, PassRegistry};
+
+/// Every pass of this crate, in `--list-passes` order of registration.
+pub static PASSES: &[&PassInfo] = &[
+    &tile::INFO,
+    &parallelize::INFO,
+    &shift::INFO,
+    &shard::INFO,
+    &replicate::INFO,
+    &reorder::INFO,
+    &join::INFO,
+    &mesh::SINGLE_DEVICE,
+    &mesh::RESHAPE_MESH,
+    &reshard::INFO,
+    &shift_shard::INFO,
+];
 
 /// Registers every pass of this crate.
 pub fn register_all(registry: &mut PassRegistry) {
-    registry.register(&tile::INFO);
-    registry.register(&parallelize::INFO);
-    registry.register(&shift::INFO);
-    registry.register(&shard::INFO);
-    registry.register(&replicate::INFO);
-    registry.register(&reorder::INFO);
-    registry.register(&join::INFO);
-    registry.register(&reshard::INFO);
-    registry.register(&shift_shard::INFO);
-    registry.register(&print_comm_plan::INFO);
-    registry.register(&print_memory::INFO);
+    for p in PASSES {
+        registry.register(p);
+    }
 }
 
 /// Turns a schedule script (one pass per line, `#` comments) into a pass pipeline string.

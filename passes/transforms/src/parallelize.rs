@@ -4,124 +4,91 @@
 //! dimension; the others stay as they are (replicated unless placed otherwise).
 
 use crate::util::*;
+use mercury_commir::kernel_pass;
+use mercury_commir::ops::ForOp;
+use mercury_commir::pass::{kernel_mut, KernelPass};
 use mercury_commir::DimBinding;
-use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Attribute, Diagnostic, Operation, Registry};
+use mercury_commir::Kernel;
+use mercury_ir::{Diagnostic, Operation};
 
-pub static INFO: PassInfo = PassInfo {
-    name: "parallelize",
-    summary: "Map a loop onto a mesh level and shard the buffers it indexes",
-    options: &[
-        PassOptionDef {
-            name: "axis",
-            help: "the loop's axis",
-            default: None,
-        },
-        PassOptionDef {
-            name: "level",
-            help: "mesh level (0 = slowest)",
-            default: None,
-        },
-        PassOptionDef {
-            name: "shard",
-            help: "shard the buffers the axis indexes (default true)",
-            default: Some("true"),
-        },
-        PassOptionDef {
-            name: "kernel",
-            help: "kernel to transform (default: all)",
-            default: Some(""),
-        },
-    ],
-    create: |o: &PassOptions| {
-        Ok(Box::new(Parallelize {
-            axis: opt_name(o.get("axis")),
-            level: o.get_usize("level")?,
-            shard: o.get_bool("shard")?,
-            kernel: o.get("kernel").to_string(),
-        }))
-    },
-};
-
-pub struct Parallelize {
-    pub axis: String,
-    pub level: usize,
-    pub shard: bool,
-    pub kernel: String,
+kernel_pass! {
+    /// The options of `parallelize`.
+    pub struct Parallelize = "parallelize", "Map a loop onto a mesh level and shard the buffers it indexes", {
+        axis: String => "the loop's axis",
+        level: usize => "mesh level (0 = slowest)",
+        shard: bool = "true" => "shard the buffers the axis indexes",
+    }
 }
 
-impl Pass for Parallelize {
-    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
-        for name in kernel_names(module, &self.kernel)? {
-            let m = model(module, &name)?;
-            let k = kernel_mut(module, &name);
-            let kloc = k.loc.clone();
-            let axis = m.axis(&self.axis).ok_or_else(|| {
-                Diagnostic::error(
-                    kloc.clone(),
-                    format!("parallelize: '@{}' is not an axis of '@{name}'", self.axis),
-                )
-            })?;
-            if !m.buffers.iter().any(|b| b.uses_axis(&self.axis)) {
-                return Err(Diagnostic::error(
-                    axis.loc.clone(),
-                    format!(
-                        "parallelize: no buffer uses '@{}', so distributing it does nothing",
-                        self.axis
-                    ),
-                ));
-            }
-            let f = find_for_mut(k.body_mut(0), &self.axis).ok_or_else(|| {
-                Diagnostic::error(
-                    kloc.clone(),
+impl KernelPass for Parallelize {
+    fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        let k = kernel_mut(module, &m.name);
+        let kloc = k.loc.clone();
+        let axis = m.axis(&self.axis).ok_or_else(|| {
+            err_at(
+                &kloc,
+                format!(
+                    "parallelize: '@{}' is not an axis of '@{}'",
+                    self.axis, m.name
+                ),
+            )
+        })?;
+        if !m.buffers.iter().any(|b| b.uses_axis(&self.axis)) {
+            return Err(Diagnostic::error(
+                axis.loc.clone(),
+                format!(
+                    "parallelize: no buffer uses '@{}', so distributing it does nothing",
+                    self.axis
+                ),
+            ));
+        }
+        let f = find_for_mut(k.body_mut(0), &self.axis)
+            .and_then(ForOp::cast)
+            .ok_or_else(|| {
+                err_at(
+                    &kloc,
                     format!(
                         "parallelize: there is no loop over '@{}' (tile it first)",
                         self.axis
                     ),
                 )
             })?;
-            if let Some(l) = f.attr("parallel").and_then(|a| a.as_int()) {
-                return Err(Diagnostic::error(
-                    f.loc.clone(),
-                    format!(
-                        "parallelize: the loop over '@{}' is already parallel over mesh level {l}",
-                        self.axis
-                    ),
-                ));
-            }
-            if f.attr("shift").is_some() {
-                return Err(Diagnostic::error(
-                    f.loc.clone(),
-                    format!("parallelize: the loop over '@{}' is shifted", self.axis),
-                ));
-            }
-            f.set_attr("parallel", Attribute::int(self.level as i64));
-            if self.shard {
-                for op in k
-                    .body_mut(0)
-                    .iter_mut()
-                    .filter(|o| o.name == "commir.buffer")
-                {
-                    let d = dims(op);
-                    let mut s = sharding(op);
-                    for (di, b) in d.iter().enumerate() {
-                        if let DimBinding::Axes(ax) = b {
-                            if ax.contains(&self.axis)
-                                && !s.iter().flatten().any(|l| *l == self.level)
-                            {
-                                // Keep the mesh levels of a dimension in the order of its axes.
-                                let pos = ax.iter().position(|x| *x == self.axis).unwrap_or(0);
-                                let insert_at = s[di].len().min(pos);
-                                s[di].insert(insert_at, self.level);
-                            }
+        let mut f = f;
+        if let Some(l) = f.parallel() {
+            return Err(Diagnostic::error(
+                f.op().loc.clone(),
+                format!(
+                    "parallelize: the loop over '@{}' is already parallel over mesh level {l}",
+                    self.axis
+                ),
+            ));
+        }
+        if f.shift().is_some() {
+            return Err(Diagnostic::error(
+                f.op().loc.clone(),
+                format!("parallelize: the loop over '@{}' is shifted", self.axis),
+            ));
+        }
+        f.set_parallel(self.level as i64);
+        if self.shard {
+            for mut op in buffers_mut(k.body_mut(0)) {
+                let d = dims(&op);
+                let mut s = sharding(&op);
+                for (di, b) in d.iter().enumerate() {
+                    if let DimBinding::Axes(ax) = b {
+                        if ax.contains(&self.axis) && !s.iter().flatten().any(|l| *l == self.level)
+                        {
+                            // Keep the mesh levels of a dimension in the order of its axes.
+                            let pos = ax.iter().position(|x| *x == self.axis).unwrap_or(0);
+                            let insert_at = s[di].len().min(pos);
+                            s[di].insert(insert_at, self.level);
                         }
                     }
-                    set_sharding(op, &s);
                 }
+                set_sharding(&mut op, &s);
             }
-            // The model re-checks extent == mesh size, reduction axes and reused levels.
-            model(module, &name)?;
         }
+        // The model re-checks extent == mesh size, reduction axes and reused levels.
         Ok(())
     }
 }

@@ -3,72 +3,49 @@
 //! (the lowering gathers it first when it starts sharded).
 
 use crate::util::*;
-use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Diagnostic, Operation, Registry};
+use mercury_commir::kernel_pass;
+use mercury_commir::ops::BufferOp;
+use mercury_commir::pass::{kernel_mut, KernelPass};
+use mercury_commir::Kernel;
+use mercury_ir::{Diagnostic, Operation};
 
-pub static INFO: PassInfo = PassInfo {
-    name: "replicate",
-    summary: "Replicate a buffer along an axis' dimension (or entirely)",
-    options: &[
-        PassOptionDef {
-            name: "buffer",
-            help: "the buffer",
-            default: None,
-        },
-        PassOptionDef {
-            name: "axis",
-            help: "the axis whose dimension is replicated (default: all)",
-            default: Some(""),
-        },
-        PassOptionDef {
-            name: "kernel",
-            help: "kernel to transform (default: all)",
-            default: Some(""),
-        },
-    ],
-    create: |o: &PassOptions| {
-        Ok(Box::new(Replicate {
-            buffer: opt_name(o.get("buffer")),
-            axis: opt_name(o.get("axis")),
-            kernel: o.get("kernel").to_string(),
-        }))
-    },
-};
-
-pub struct Replicate {
-    pub buffer: String,
-    pub axis: String,
-    pub kernel: String,
+kernel_pass! {
+    /// The options of `replicate`.
+    pub struct Replicate = "replicate", "Replicate a buffer along an axis' dimension (or entirely)", {
+        buffer: String => "the buffer",
+        axis: String = "" => "the axis whose dimension is replicated (default: all)",
+    }
 }
 
-impl Pass for Replicate {
-    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
-        for name in kernel_names(module, &self.kernel)? {
-            let m = model(module, &name)?;
-            let buf = m.buffer(&self.buffer).ok_or_else(|| {
-                Diagnostic::error(
-                    m.loc.clone(),
-                    format!("replicate: '@{}' is not a buffer of '@{name}'", self.buffer),
+impl KernelPass for Replicate {
+    fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        let buf = m.buffer(&self.buffer).ok_or_else(|| {
+            err_at(
+                &m.loc,
+                format!(
+                    "replicate: '@{}' is not a buffer of '@{}'",
+                    self.buffer, m.name
+                ),
+            )
+        })?;
+        let mut s = buf.sharding.clone();
+        if self.axis.is_empty() {
+            s.iter_mut().for_each(Vec::clear);
+        } else {
+            let d = buf.dim_of_axis(&self.axis).ok_or_else(|| {
+                err_at(
+                    &buf.loc,
+                    format!(
+                        "replicate: '@{}' is not bound to axis '@{}'",
+                        self.buffer, self.axis
+                    ),
                 )
             })?;
-            let mut s = buf.sharding.clone();
-            if self.axis.is_empty() {
-                s.iter_mut().for_each(Vec::clear);
-            } else {
-                let d = buf.dim_of_axis(&self.axis).ok_or_else(|| {
-                    Diagnostic::error(
-                        buf.loc.clone(),
-                        format!(
-                            "replicate: '@{}' is not bound to axis '@{}'",
-                            self.buffer, self.axis
-                        ),
-                    )
-                })?;
-                s[d].clear();
-            }
-            let k = kernel_mut(module, &name);
-            set_sharding(buffer_op_mut(k, &self.buffer).expect("buffer"), &s);
+            s[d].clear();
         }
+        let k = kernel_mut(module, &m.name);
+        let op = buffer_op_mut(k, &self.buffer).and_then(BufferOp::cast);
+        set_sharding(&mut op.expect("buffer"), &s);
         Ok(())
     }
 }

@@ -3,50 +3,76 @@
 //! or a local slice) between the two shardings; with parallelized heads this is Ulysses.
 
 use crate::util::*;
-use mercury_commir::attrs::sharding_to_attr;
-use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Attribute, Diagnostic, Operation, Registry};
+use mercury_commir::kernel_pass;
+use mercury_commir::pass::{kernel_mut, KernelPass};
+use mercury_commir::Kernel;
+use mercury_ir::pass::OptionValue;
+use mercury_ir::{Diagnostic, Operation};
 
-pub static INFO: PassInfo = PassInfo {
-    name: "reshard",
-    summary: "Change a buffer's placement at the start or the end of the kernel (all-to-all)",
-    options: &[
-        PassOptionDef {
-            name: "buffer",
-            help: "the buffer",
-            default: None,
-        },
-        PassOptionDef {
-            name: "sharding",
-            help: "per dimension R or S(levels), comma separated",
-            default: None,
-        },
-        PassOptionDef {
-            name: "at",
-            help: "begin (default) or end",
-            default: Some("begin"),
-        },
-        PassOptionDef {
-            name: "kernel",
-            help: "kernel to transform (default: all)",
-            default: Some(""),
-        },
-    ],
-    create: |o: &PassOptions| {
-        let sharding = parse_sharding_option(o.get("sharding"))?;
-        let at_end = match o.get("at") {
-            "begin" => false,
-            "end" => true,
-            v => return Err(format!("option 'at' must be begin or end, got '{v}'")),
+kernel_pass! {
+    /// The options of `reshard`.
+    pub struct Reshard = "reshard", "Change a buffer's placement at the start or the end of the kernel (all-to-all)", {
+        buffer: String => "the buffer",
+        sharding: ShardingOption => "per dimension R or S(levels), comma separated",
+        at: At = "begin" => "begin or end of the kernel",
+    }
+}
+
+impl KernelPass for Reshard {
+    fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        let buf = m.buffer(&self.buffer).ok_or_else(|| {
+            err_at(
+                &m.loc,
+                format!("reshard: '@{}' is not a buffer", self.buffer),
+            )
+        })?;
+        mercury_commir::model::check_sharding(
+            &self.buffer,
+            &self.sharding.0,
+            &m.shape(buf),
+            &m.mesh,
+        )
+        .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("reshard: {e}")))?;
+        let k = kernel_mut(module, &m.name);
+        let loc = k.loc.clone();
+        let op = new_reshard(&self.buffer, &self.sharding.0, &loc);
+        // After the reshards already at that end, so a script's order is kept.
+        let at = if self.at == At::End {
+            k.body(0).len()
+        } else {
+            let f = first_stmt(k);
+            f + k.body(0)[f..].iter().take_while(|o| is_reshard(o)).count()
         };
-        Ok(Box::new(Reshard {
-            buffer: opt_name(o.get("buffer")),
-            sharding,
-            at_end,
-            kernel: o.get("kernel").to_string(),
-        }))
-    },
-};
+        k.body_mut(0).insert(at, op);
+        Ok(())
+    }
+}
+
+/// A placement option: per dimension `R` or `S(levels)` (see [`parse_sharding_option`]).
+pub struct ShardingOption(pub Vec<Vec<usize>>);
+
+impl OptionValue for ShardingOption {
+    fn parse_option(_: &str, v: &str) -> Result<ShardingOption, String> {
+        parse_sharding_option(v).map(ShardingOption)
+    }
+}
+
+/// Where a reshard goes: at the start of the kernel or at its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    Begin,
+    End,
+}
+
+impl OptionValue for At {
+    fn parse_option(k: &str, v: &str) -> Result<At, String> {
+        match v {
+            "begin" => Ok(At::Begin),
+            "end" => Ok(At::End),
+            v => Err(format!("option '{k}' must be begin or end, got '{v}'")),
+        }
+    }
+}
 
 /// Parses `R,S(0),S(0|1),R` (levels of one dimension separated by `|` or `;`).
 pub fn parse_sharding_option(s: &str) -> Result<Vec<Vec<usize>>, String> {
@@ -87,50 +113,4 @@ pub fn parse_sharding_option(s: &str) -> Result<Vec<Vec<usize>>, String> {
         }
     }
     Ok(out)
-}
-
-pub struct Reshard {
-    pub buffer: String,
-    pub sharding: Vec<Vec<usize>>,
-    pub at_end: bool,
-    pub kernel: String,
-}
-
-impl Pass for Reshard {
-    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
-        for name in kernel_names(module, &self.kernel)? {
-            let m = model(module, &name)?;
-            let buf = m.buffer(&self.buffer).ok_or_else(|| {
-                Diagnostic::error(
-                    m.loc.clone(),
-                    format!("reshard: '@{}' is not a buffer", self.buffer),
-                )
-            })?;
-            mercury_commir::model::check_sharding(
-                &self.buffer,
-                &self.sharding,
-                &m.shape(buf),
-                &m.mesh,
-            )
-            .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("reshard: {e}")))?;
-            let k = kernel_mut(module, &name);
-            let loc = k.loc.clone();
-            let mut op = Operation::new("commir.reshard").with_loc(loc);
-            op.set_attr("buffer", Attribute::sym(&self.buffer));
-            op.set_attr("sharding", sharding_to_attr(&self.sharding));
-            // After the reshards already at that end, so a script's order is kept.
-            let at = if self.at_end {
-                k.body(0).len()
-            } else {
-                let f = first_stmt(k);
-                f + k.body(0)[f..]
-                    .iter()
-                    .take_while(|o| o.name == "commir.reshard")
-                    .count()
-            };
-            k.body_mut(0).insert(at, op);
-            model(module, &name)?;
-        }
-        Ok(())
-    }
 }

@@ -6,138 +6,110 @@
 //! that would need communication is refused.
 
 use crate::util::*;
+use mercury_commir::kernel_pass;
+use mercury_commir::ops::ForOp;
+use mercury_commir::pass::{kernel_mut, KernelPass};
+use mercury_commir::Kernel;
 use mercury_commir::{IndexExpr, Stmt};
-use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Attribute, Diagnostic, Operation, Registry};
+use mercury_ir::{Diagnostic, Operation};
 
-pub static INFO: PassInfo = PassInfo {
-    name: "shift",
-    summary:
-        "Stagger a sequential loop by a parallel loop (ranks consume shared data in shifted order)",
-    options: &[
-        PassOptionDef {
-            name: "axis",
-            help: "the sequential loop's axis",
-            default: None,
-        },
-        PassOptionDef {
-            name: "by",
-            help: "the enclosing parallel loop's axis",
-            default: None,
-        },
-        PassOptionDef {
-            name: "kernel",
-            help: "kernel to transform (default: all)",
-            default: Some(""),
-        },
-    ],
-    create: |o: &PassOptions| {
-        Ok(Box::new(Shift {
-            axis: opt_name(o.get("axis")),
-            by: opt_name(o.get("by")),
-            kernel: o.get("kernel").to_string(),
-        }))
-    },
-};
-
-pub struct Shift {
-    pub axis: String,
-    pub by: String,
-    pub kernel: String,
+kernel_pass! {
+    /// The options of `shift`.
+    pub struct Shift = "shift", "Stagger a sequential loop by a parallel loop (ranks consume shared data in shifted order)", {
+        axis: String => "the sequential loop's axis",
+        by: String => "the enclosing parallel loop's axis",
+    }
 }
 
-impl Pass for Shift {
-    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
-        for name in kernel_names(module, &self.kernel)? {
-            let m = model(module, &name)?;
-            let kloc = m.loc.clone();
-            let lp = m.find_loop(&self.axis).ok_or_else(|| {
-                Diagnostic::error(
-                    kloc.clone(),
-                    format!("shift: there is no loop over '@{}'", self.axis),
+impl KernelPass for Shift {
+    fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        let kloc = m.loc.clone();
+        let lp = m.find_loop(&self.axis).ok_or_else(|| {
+            err_at(
+                &kloc,
+                format!("shift: there is no loop over '@{}'", self.axis),
+            )
+        })?;
+        if lp.parallel.is_some() {
+            return Err(Diagnostic::error(
+                lp.loc.clone(),
+                format!(
+                    "shift: the loop over '@{}' is parallel; shift a sequential loop",
+                    self.axis
+                ),
+            ));
+        }
+        if lp.shift.is_some() {
+            return Err(Diagnostic::error(
+                lp.loc.clone(),
+                format!("shift: the loop over '@{}' is already shifted", self.axis),
+            ));
+        }
+        m.find_loop(&self.by)
+            .filter(|l| l.parallel.is_some())
+            .ok_or_else(|| {
+                err_at(
+                    &lp.loc,
+                    format!("shift: '@{}' is not a parallel loop", self.by),
                 )
             })?;
-            if lp.parallel.is_some() {
-                return Err(Diagnostic::error(
-                    lp.loc.clone(),
-                    format!(
-                        "shift: the loop over '@{}' is parallel; shift a sequential loop",
-                        self.axis
-                    ),
-                ));
-            }
-            if lp.shift.is_some() {
-                return Err(Diagnostic::error(
-                    lp.loc.clone(),
-                    format!("shift: the loop over '@{}' is already shifted", self.axis),
-                ));
-            }
-            m.find_loop(&self.by)
-                .filter(|l| l.parallel.is_some())
-                .ok_or_else(|| {
-                    Diagnostic::error(
-                        lp.loc.clone(),
-                        format!("shift: '@{}' is not a parallel loop", self.by),
-                    )
-                })?;
-            let (steps, ranks) = (m.extent(&self.axis), m.extent(&self.by));
-            if steps != ranks {
-                return Err(Diagnostic::error(lp.loc.clone(), format!("shift: '@{}' has {steps} steps but '@{}' spreads over {ranks} ranks; tile it to {ranks} first", self.axis, self.by)));
-            }
-            // The shift must reach a buffer shared across the ranks.
-            let mut shared = false;
-            let mut store_err = None;
-            m.walk(&mut |s, stack| {
-                if !stack.iter().any(|l| l.axis == self.axis) {
-                    return;
-                }
-                let (acc, is_store) = match s {
-                    Stmt::Load { access, .. } | Stmt::Reduce { access, .. } => (access, false),
-                    Stmt::Store { access, .. } => (access, true),
-                    _ => return,
-                };
-                let buf = m.buffer(&acc.buffer).expect("buffer");
-                if buf.uses_axis(&self.axis) && !buf.uses_axis(&self.by) {
-                    shared = true;
-                    if is_store && store_err.is_none() {
-                        store_err = Some(acc.loc.clone());
-                    }
-                }
-            });
-            if let Some(l) = store_err {
-                return Err(Diagnostic::error(l, format!("shift: this store into a buffer shared across '@{}' would need communication (use a reduction)", self.by)));
-            }
-            if !shared {
-                return Err(Diagnostic::error(
-                    lp.loc.clone(),
-                    format!(
-                        "shift: the loop over '@{}' indexes no buffer shared across '@{}'",
-                        self.axis, self.by
-                    ),
-                ));
-            }
-            let k = kernel_mut(module, &name);
-            let (axis, by_axis) = (self.axis.clone(), self.by.clone());
-            let f = find_for_mut(k.body_mut(0), &axis).expect("loop");
-            f.set_attr("shift", Attribute::sym(&by_axis));
-            // The iteration order is staggered for every access in the loop (a permutation of
-            // the iterations); only the shared buffers' accesses will need communication.
-            for_each_access_mut(f.body_mut(0), &mut vec![axis.clone()], &mut |op, _| {
-                let mut ix = indices(op);
-                let mut changed = false;
-                for e in ix.iter_mut() {
-                    if e.as_axis() == Some(&axis) {
-                        *e = IndexExpr::axis(&axis).shifted(&by_axis, steps as i64);
-                        changed = true;
-                    }
-                }
-                if changed {
-                    set_indices(op, &ix);
-                }
-                Ok(())
-            })?;
-            model(module, &name)?;
+        let (steps, ranks) = (m.extent(&self.axis), m.extent(&self.by));
+        if steps != ranks {
+            return Err(Diagnostic::error(lp.loc.clone(), format!("shift: '@{}' has {steps} steps but '@{}' spreads over {ranks} ranks; tile it to {ranks} first", self.axis, self.by)));
         }
+        // The shift must reach a buffer shared across the ranks.
+        let mut shared = false;
+        let mut store_err = None;
+        m.walk(&mut |s, stack| {
+            if !stack.iter().any(|l| l.axis == self.axis) {
+                return;
+            }
+            let (acc, is_store) = match s {
+                Stmt::Load { access, .. } | Stmt::Reduce { access, .. } => (access, false),
+                Stmt::Store { access, .. } => (access, true),
+                _ => return,
+            };
+            let buf = m.buffer(&acc.buffer).expect("buffer");
+            if buf.uses_axis(&self.axis) && !buf.uses_axis(&self.by) {
+                shared = true;
+                if is_store && store_err.is_none() {
+                    store_err = Some(acc.loc.clone());
+                }
+            }
+        });
+        if let Some(l) = store_err {
+            return Err(Diagnostic::error(l, format!("shift: this store into a buffer shared across '@{}' would need communication (use a reduction)", self.by)));
+        }
+        if !shared {
+            return Err(Diagnostic::error(
+                lp.loc.clone(),
+                format!(
+                    "shift: the loop over '@{}' indexes no buffer shared across '@{}'",
+                    self.axis, self.by
+                ),
+            ));
+        }
+        let k = kernel_mut(module, &m.name);
+        let (axis, by_axis) = (self.axis.clone(), self.by.clone());
+        let f = find_for_mut(k.body_mut(0), &axis).expect("loop");
+        ForOp::cast(&mut *f)
+            .expect("loop")
+            .set_shift(by_axis.as_str());
+        // The iteration order is staggered for every access in the loop (a permutation of
+        // the iterations); only the shared buffers' accesses will need communication.
+        rewrite_indices(f.body_mut(0), &mut vec![axis.clone()], &mut |ix| {
+            ix.iter().any(|e| e.as_axis() == Some(&axis)).then(|| {
+                ix.iter()
+                    .map(|e| {
+                        if e.as_axis() == Some(&axis) {
+                            IndexExpr::axis(&axis).shifted(&by_axis, steps as i64)
+                        } else {
+                            e.clone()
+                        }
+                    })
+                    .collect()
+            })
+        });
         Ok(())
     }
 }

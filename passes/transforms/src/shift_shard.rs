@@ -6,32 +6,25 @@
 //! On a 1-D mesh attention becomes RingAttention; on a 2-level mesh the two-level shift
 //! (LoongTrain).
 
-use crate::util::*;
+use crate::util::err_at;
 use crate::{parallelize::Parallelize, shard::Shard, shift::Shift, tile::Tile};
+use mercury_commir::kernel_pass;
+use mercury_commir::pass::{model, KernelPass};
+use mercury_commir::Kernel;
 use mercury_commir::{AxisKind, Role};
-use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Diagnostic, Operation, Registry};
+use mercury_ir::{Diagnostic, Operation};
 
-pub static INFO: PassInfo = PassInfo {
-    name: "shift-shard",
-    summary: "Parallelize the output's largest spatial axis over the mesh and shift + shard the shared inputs (RingAttention, LoongTrain)",
-    options: &[
-        PassOptionDef { name: "axis", help: "spatial axis to distribute (default: the largest that divides)", default: Some("") },
-        PassOptionDef { name: "kernel", help: "kernel to transform (default: all)", default: Some("") },
-    ],
-    create: |o: &PassOptions| Ok(Box::new(ShiftShard { axis: opt_name(o.get("axis")), kernel: o.get("kernel").to_string() })),
-};
-
-pub struct ShiftShard {
-    pub axis: String,
-    pub kernel: String,
+kernel_pass! {
+    /// The options of `shift-shard`.
+    pub struct ShiftShard = "shift-shard", "Parallelize the output's largest spatial axis over the mesh and shift + shard the shared inputs (RingAttention, LoongTrain)", {
+        axis: String = "" => "spatial axis to distribute (default: the largest that divides)",
+    }
 }
 
 /// Splits `axis` into one loop per mesh level (`<axis>0`, `<axis>1`, ...) and a block `<axis>_t`;
 /// returns the loop axes.
 fn tile_over_mesh(
     module: &mut Operation,
-    registry: &Registry,
     kernel: &str,
     axis: &str,
     mesh: &[usize],
@@ -50,140 +43,132 @@ fn tile_over_mesh(
             factor: s,
             outer: outer.clone(),
             inner: inner.clone(),
-            kernel: kernel.to_string(),
         }
-        .run(module, registry)?;
+        .apply_to(module, kernel)?;
         loops.push(outer);
         cur = inner;
     }
     Ok(loops)
 }
 
-impl Pass for ShiftShard {
-    fn run(&self, module: &mut Operation, registry: &Registry) -> Result<(), Diagnostic> {
-        for name in kernel_names(module, &self.kernel)? {
-            let m = model(module, &name)?;
-            if !m.loops().is_empty() {
-                return Err(Diagnostic::error(m.loc.clone(), "shift-shard: expects a local operator without loops (apply the primitives one by one instead)"));
-            }
-            let n = m.mesh.num_devices();
-            let outputs: Vec<_> = m
-                .buffers
+impl KernelPass for ShiftShard {
+    fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        if !m.loops().is_empty() {
+            return Err(Diagnostic::error(m.loc.clone(), "shift-shard: expects a local operator without loops (apply the primitives one by one instead)"));
+        }
+        let n = m.mesh.num_devices();
+        let outputs: Vec<_> = m
+            .buffers
+            .iter()
+            .filter(|b| matches!(b.role, Role::Out | Role::InOut))
+            .collect();
+        let fits =
+            |a: &mercury_commir::Axis| a.extent.is_multiple_of(n) && a.extent / n >= a.min_block;
+        // An axis whose dimension already carries a buffer's sharding keeps that placement.
+        let sharded_axis = |b: &mercury_commir::Buffer| -> Option<String> {
+            b.dims.iter().zip(&b.sharding).find_map(|(d, s)| match d {
+                mercury_commir::DimBinding::Axes(ax) if !s.is_empty() && ax.len() == 1 => {
+                    Some(ax[0].clone())
+                }
+                _ => None,
+            })
+        };
+        let par = if self.axis.is_empty() {
+            let placed = outputs
                 .iter()
-                .filter(|b| matches!(b.role, Role::Out | Role::InOut))
-                .collect();
-            let fits = |a: &mercury_commir::Axis| {
-                a.extent.is_multiple_of(n) && a.extent / n >= a.min_block
-            };
-            // An axis whose dimension already carries a buffer's sharding keeps that placement.
-            let sharded_axis = |b: &mercury_commir::Buffer| -> Option<String> {
-                b.dims.iter().zip(&b.sharding).find_map(|(d, s)| match d {
-                    mercury_commir::DimBinding::Axes(ax) if !s.is_empty() && ax.len() == 1 => {
-                        Some(ax[0].clone())
-                    }
-                    _ => None,
-                })
-            };
-            let par = if self.axis.is_empty() {
-                let placed = outputs
+                .filter_map(|b| sharded_axis(b))
+                .filter_map(|a| m.axis(&a))
+                .find(|a| a.kind == AxisKind::Spatial && fits(a))
+                .map(|a| a.name.clone());
+            match placed {
+                Some(a) => a,
+                None => m
+                    .axes
                     .iter()
-                    .filter_map(|b| sharded_axis(b))
-                    .filter_map(|a| m.axis(&a))
-                    .find(|a| a.kind == AxisKind::Spatial && fits(a))
-                    .map(|a| a.name.clone());
-                match placed {
-                    Some(a) => a,
-                    None => m
-                        .axes
-                        .iter()
-                        .filter(|a| a.kind == AxisKind::Spatial && outputs.iter().any(|b| b.uses_axis(&a.name)) && fits(a))
-                        .max_by_key(|a| (a.extent, std::cmp::Reverse(m.axes.iter().position(|x| x.name == a.name))))
-                        .map(|a| a.name.clone())
-                        .ok_or_else(|| Diagnostic::error(m.loc.clone(), format!("shift-shard: no spatial axis of the output divides over the {n} devices of '@{}'", m.mesh.name)))?,
+                    .filter(|a| a.kind == AxisKind::Spatial && outputs.iter().any(|b| b.uses_axis(&a.name)) && fits(a))
+                    .max_by_key(|a| (a.extent, std::cmp::Reverse(m.axes.iter().position(|x| x.name == a.name))))
+                    .map(|a| a.name.clone())
+                    .ok_or_else(|| Diagnostic::error(m.loc.clone(), format!("shift-shard: no spatial axis of the output divides over the {n} devices of '@{}'", m.mesh.name)))?,
+            }
+        } else {
+            let a = m.axis(&self.axis).ok_or_else(|| {
+                err_at(
+                    &m.loc,
+                    format!("shift-shard: '@{}' is not an axis", self.axis),
+                )
+            })?;
+            if a.kind != AxisKind::Spatial || !fits(a) {
+                return Err(Diagnostic::error(a.loc.clone(), format!("shift-shard: '@{}' must be a spatial axis whose extent divides over {n} devices in blocks of at least {}", a.name, a.min_block)));
+            }
+            a.name.clone()
+        };
+        // Shared inputs: read by every rank because they do not use the parallel axis.
+        let mut shift_axes: Vec<String> = Vec::new();
+        let mut shared_by_axis: Vec<(String, Vec<String>)> = Vec::new();
+        for b in m
+            .buffers
+            .iter()
+            .filter(|b| b.role == Role::In && !b.uses_axis(&par))
+        {
+            let placed = sharded_axis(b)
+                .and_then(|a| m.axis(&a).cloned())
+                .filter(|a| a.kind != AxisKind::Reduction && fits(a));
+            let cand = placed.or_else(|| {
+                b.axis_slots()
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .filter(|a| !outputs.iter().any(|o| o.uses_axis(a)))
+                    .filter_map(|a| m.axis(&a).cloned())
+                    .filter(|a| a.kind != AxisKind::Reduction && fits(a))
+                    .max_by_key(|a| a.extent)
+            });
+            if let Some(a) = cand {
+                if !shift_axes.contains(&a.name) {
+                    shift_axes.push(a.name.clone());
+                    shared_by_axis.push((a.name.clone(), vec![]));
                 }
-            } else {
-                let a = m.axis(&self.axis).ok_or_else(|| {
-                    Diagnostic::error(
-                        m.loc.clone(),
-                        format!("shift-shard: '@{}' is not an axis", self.axis),
-                    )
-                })?;
-                if a.kind != AxisKind::Spatial || !fits(a) {
-                    return Err(Diagnostic::error(a.loc.clone(), format!("shift-shard: '@{}' must be a spatial axis whose extent divides over {n} devices in blocks of at least {}", a.name, a.min_block)));
-                }
-                a.name.clone()
-            };
-            // Shared inputs: read by every rank because they do not use the parallel axis.
-            let mut shift_axes: Vec<String> = Vec::new();
-            let mut shared_by_axis: Vec<(String, Vec<String>)> = Vec::new();
-            for b in m
-                .buffers
-                .iter()
-                .filter(|b| b.role == Role::In && !b.uses_axis(&par))
-            {
-                let placed = sharded_axis(b)
-                    .and_then(|a| m.axis(&a).cloned())
-                    .filter(|a| a.kind != AxisKind::Reduction && fits(a));
-                let cand = placed.or_else(|| {
-                    b.axis_slots()
-                        .into_iter()
-                        .map(|(_, a)| a)
-                        .filter(|a| !outputs.iter().any(|o| o.uses_axis(a)))
-                        .filter_map(|a| m.axis(&a).cloned())
-                        .filter(|a| a.kind != AxisKind::Reduction && fits(a))
-                        .max_by_key(|a| a.extent)
-                });
-                if let Some(a) = cand {
-                    if !shift_axes.contains(&a.name) {
-                        shift_axes.push(a.name.clone());
-                        shared_by_axis.push((a.name.clone(), vec![]));
-                    }
-                    if let Some(e) = shared_by_axis.iter_mut().find(|e| e.0 == a.name) {
-                        e.1.push(b.name.clone());
-                    }
+                if let Some(e) = shared_by_axis.iter_mut().find(|e| e.0 == a.name) {
+                    e.1.push(b.name.clone());
                 }
             }
-            let mesh = m.mesh.shape.clone();
-            let par_loops = tile_over_mesh(module, registry, &name, &par, &mesh)?;
-            for (l, a) in par_loops.iter().enumerate() {
-                Parallelize {
+        }
+        let mesh = m.mesh.shape.clone();
+        let par_loops = tile_over_mesh(module, &m.name, &par, &mesh)?;
+        for (l, a) in par_loops.iter().enumerate() {
+            Parallelize {
+                axis: a.clone(),
+                level: l,
+                shard: true,
+            }
+            .apply_to(module, &m.name)?;
+        }
+        for (axis, bufs) in &shared_by_axis {
+            let loops = tile_over_mesh(module, &m.name, axis, &mesh)?;
+            for (l, a) in loops.iter().enumerate() {
+                Shift {
                     axis: a.clone(),
-                    level: l,
-                    shard: true,
-                    kernel: name.clone(),
+                    by: par_loops[l].clone(),
                 }
-                .run(module, registry)?;
-            }
-            for (axis, bufs) in &shared_by_axis {
-                let loops = tile_over_mesh(module, registry, &name, axis, &mesh)?;
-                for (l, a) in loops.iter().enumerate() {
-                    Shift {
+                .apply_to(module, &m.name)?;
+                for b in bufs {
+                    // A buffer already placed over this level elsewhere keeps its placement.
+                    let cur = model(module, &m.name)?;
+                    let buf = cur.buffer(b).expect("buffer");
+                    let dim = buf.dim_of_axis(a).expect("tiled axis");
+                    if buf
+                        .sharding
+                        .iter()
+                        .enumerate()
+                        .any(|(d, s)| d != dim && s.contains(&l))
+                    {
+                        continue;
+                    }
+                    Shard {
+                        buffer: b.clone(),
                         axis: a.clone(),
-                        by: par_loops[l].clone(),
-                        kernel: name.clone(),
+                        level: Some(l),
                     }
-                    .run(module, registry)?;
-                    for b in bufs {
-                        // A buffer already placed over this level elsewhere keeps its placement.
-                        let cur = model(module, &name)?;
-                        let buf = cur.buffer(b).expect("buffer");
-                        let dim = buf.dim_of_axis(a).expect("tiled axis");
-                        if buf
-                            .sharding
-                            .iter()
-                            .enumerate()
-                            .any(|(d, s)| d != dim && s.contains(&l))
-                        {
-                            continue;
-                        }
-                        Shard {
-                            buffer: b.clone(),
-                            axis: a.clone(),
-                            level: Some(l),
-                            kernel: name.clone(),
-                        }
-                        .run(module, registry)?;
-                    }
+                    .apply_to(module, &m.name)?;
                 }
             }
         }

@@ -3,91 +3,49 @@
 //! (innermost in the current nest; an existing loop over `i` becomes two nested loops).
 
 use crate::util::*;
+use mercury_commir::kernel_pass;
+use mercury_commir::ops::ForOp;
+use mercury_commir::pass::{kernel_mut, KernelPass};
+use mercury_commir::Kernel;
 use mercury_commir::{DimBinding, IndexExpr};
-use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
-use mercury_ir::{Diagnostic, Operation, Registry};
+use mercury_ir::{Diagnostic, Operation};
 
-pub static INFO: PassInfo = PassInfo {
-    name: "tile",
-    summary: "Split an axis into outer x inner and loop over the outer part",
-    options: &[
-        PassOptionDef {
-            name: "axis",
-            help: "the axis to split",
-            default: None,
-        },
-        PassOptionDef {
-            name: "factor",
-            help: "iterations of the outer axis",
-            default: None,
-        },
-        PassOptionDef {
-            name: "outer",
-            help: "name of the outer axis (default <axis>_o)",
-            default: Some(""),
-        },
-        PassOptionDef {
-            name: "inner",
-            help: "name of the inner axis (default <axis>_i)",
-            default: Some(""),
-        },
-        PassOptionDef {
-            name: "kernel",
-            help: "kernel to transform (default: all)",
-            default: Some(""),
-        },
-    ],
-    create: |o: &PassOptions| {
-        let axis = opt_name(o.get("axis"));
-        let factor = o.get_usize("factor")?;
-        let outer = if o.get("outer").is_empty() {
-            format!("{axis}_o")
-        } else {
-            opt_name(o.get("outer"))
-        };
-        let inner = if o.get("inner").is_empty() {
-            format!("{axis}_i")
-        } else {
-            opt_name(o.get("inner"))
-        };
-        Ok(Box::new(Tile {
-            axis,
-            factor,
-            outer,
-            inner,
-            kernel: o.get("kernel").to_string(),
-        }))
-    },
-};
-
-pub struct Tile {
-    pub axis: String,
-    pub factor: usize,
-    pub outer: String,
-    pub inner: String,
-    pub kernel: String,
-}
-
-impl Pass for Tile {
-    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
-        for name in kernel_names(module, &self.kernel)? {
-            let m = model(module, &name)?;
-            let k = kernel_mut(module, &name);
-            tile_kernel(k, &m, self)?;
-        }
-        Ok(())
+kernel_pass! {
+    /// The options of `tile`.
+    pub struct Tile = "tile", "Split an axis into outer x inner and loop over the outer part", {
+        axis: String => "the axis to split",
+        factor: usize => "iterations of the outer axis",
+        outer: String = "" => "name of the outer axis (default <axis>_o)",
+        inner: String = "" => "name of the inner axis (default <axis>_i)",
     }
 }
 
-pub fn tile_kernel(
-    k: &mut Operation,
-    m: &mercury_commir::Kernel,
-    t: &Tile,
-) -> Result<(), Diagnostic> {
+impl Tile {
+    /// The outer and inner axis names (`<axis>_o` and `<axis>_i` unless given).
+    fn names(&self) -> (String, String) {
+        let or = |n: &str, suffix: &str| {
+            if n.is_empty() {
+                format!("{}{suffix}", self.axis)
+            } else {
+                n.to_string()
+            }
+        };
+        (or(&self.outer, "_o"), or(&self.inner, "_i"))
+    }
+}
+
+impl KernelPass for Tile {
+    fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        tile_kernel(kernel_mut(module, &m.name), m, self)
+    }
+}
+
+fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Result<(), Diagnostic> {
+    let (outer, inner) = t.names();
     let loc = k.loc.clone();
     let axis = m.axis(&t.axis).ok_or_else(|| {
-        Diagnostic::error(
-            loc.clone(),
+        err_at(
+            &loc,
             format!("tile: '@{}' is not an axis of '@{}'", t.axis, m.name),
         )
     })?;
@@ -111,7 +69,7 @@ pub fn tile_kernel(
             ),
         ));
     }
-    for n in [&t.outer, &t.inner] {
+    for n in [&outer, &inner] {
         if m.axis(n).is_some() || m.buffer(n).is_some() {
             return Err(Diagnostic::error(
                 aloc,
@@ -146,78 +104,70 @@ pub fn tile_kernel(
             ),
         ));
     }
-    let kind = axis.kind.keyword();
+    let kind = axis.kind;
     let body = k.body_mut(0);
-    let pos = body
-        .iter()
-        .position(|o| o.name == "commir.axis" && o.symbol_name() == Some(&t.axis))
-        .expect("axis op");
+    let pos = axis_position(body, &t.axis).expect("axis op");
     body.remove(pos);
     body.insert(
         pos,
         new_axis(
-            &t.inner,
+            &inner,
             inner_extent,
             kind,
             axis.min_block.min(inner_extent),
             &aloc,
         ),
     );
-    body.insert(pos, new_axis(&t.outer, t.factor, kind, 1, &aloc));
-    for op in body.iter_mut().filter(|o| o.name == "commir.buffer") {
-        let mut d = dims(op);
+    body.insert(pos, new_axis(&outer, t.factor, kind, 1, &aloc));
+    for mut op in buffers_mut(body) {
+        let mut d = dims(&op);
         let mut changed = false;
         for b in d.iter_mut() {
             if let DimBinding::Axes(ax) = b {
                 if let Some(p) = ax.iter().position(|x| *x == t.axis) {
-                    ax.splice(p..=p, [t.outer.clone(), t.inner.clone()]);
+                    ax.splice(p..=p, [outer.clone(), inner.clone()]);
                     changed = true;
                 }
             }
         }
         if changed {
-            set_dims(op, &d);
+            op.set_dims(d);
         }
     }
-    let (outer, inner, axis_name) = (t.outer.clone(), t.inner.clone(), t.axis.clone());
-    for_each_access_mut(body, &mut vec![], &mut |op, _| {
-        let mut ix = indices(op);
-        if let Some(p) = ix.iter().position(|e| e.as_axis() == Some(&axis_name)) {
-            ix.splice(p..=p, [IndexExpr::axis(&outer), IndexExpr::axis(&inner)]);
-            set_indices(op, &ix);
-        }
-        Ok(())
-    })?;
+    let axis_name = t.axis.clone();
+    rewrite_indices(body, &mut vec![], &mut |ix| {
+        let p = ix.iter().position(|e| e.as_axis() == Some(&axis_name))?;
+        let mut ix = ix.to_vec();
+        ix.splice(p..=p, [IndexExpr::axis(&outer), IndexExpr::axis(&inner)]);
+        Some(ix)
+    });
     // Loops: an existing loop over the axis becomes outer{inner{..}}; otherwise a new loop over
     // the outer axis wraps the innermost loop body.
     if let Some(f) = find_for_mut(body, &t.axis) {
         let inner_body = std::mem::take(f.body_mut(0));
         let floc = f.loc.clone();
-        f.set_attr("axis", mercury_ir::Attribute::sym(&t.outer));
-        f.body_mut(0).push(new_for(&t.inner, inner_body, &floc));
+        ForOp::cast(&mut *f).expect("loop").set_axis(outer.as_str());
+        f.body_mut(0).push(new_for(&inner, inner_body, &floc));
     } else {
         // Reshards at the start and the end of the kernel stay outside the loops.
         let start = first_stmt(k);
         let body = k.body_mut(0);
-        let lead = body[start..]
-            .iter()
-            .take_while(|o| o.name == "commir.reshard")
-            .count();
+        let lead = body[start..].iter().take_while(|o| is_reshard(o)).count();
         let trail = body[start + lead..]
             .iter()
             .rev()
-            .take_while(|o| o.name == "commir.reshard")
+            .take_while(|o| is_reshard(o))
             .count();
         let (from, to) = (start + lead, body.len() - trail);
         let mut target: &mut Vec<Operation> = body;
         let (mut from_at, mut to_at) = (from, to);
-        while to_at == from_at + 1 && target[from_at].name == "commir.for" {
+        while to_at == from_at + 1 && ForOp::cast(&target[from_at]).is_some() {
             target = target[from_at].body_mut(0);
             from_at = 0;
             to_at = target.len();
         }
         let stmts: Vec<Operation> = target.drain(from_at..to_at).collect();
-        target.insert(from_at, new_for(&t.outer, stmts, &loc));
+        target.insert(from_at, new_for(&outer, stmts, &loc));
     }
     Ok(())
 }

@@ -1,91 +1,50 @@
 //! IR helpers shared by the schedule primitives: finding kernels, loops, axes and buffers, and
-//! rewriting buffer dimensions, shardings and index lists.
+//! rewriting buffer dimensions, shardings and index lists (through the typed op views of
+//! `mercury_commir::ops`).
 
-use mercury_commir::attrs::{
-    dims_from_attr, dims_to_attr, indices_from_attr, indices_to_attr, sharding_from_attr,
-    sharding_to_attr,
-};
-use mercury_commir::{DimBinding, IndexExpr, Kernel};
-use mercury_ir::{Attribute, Diagnostic, Location, Operation, Region};
+use mercury_commir::ops::{AccessOp, AxisOp, BufferOp, ForOp, ReshardOp};
+use mercury_commir::{AxisKind, DimBinding, IndexExpr};
+use mercury_ir::{Diagnostic, Location, Operation, Region};
 
-pub const ACCESS_OPS: [&str; 3] = ["commir.load", "commir.reduce", "commir.store"];
+pub use mercury_commir::pass::{kernel_mut, kernel_names, model};
 
-/// The model of a kernel op (re-checked after each rewrite).
-pub fn model(module: &Operation, kernel_name: &str) -> Result<Kernel, Diagnostic> {
-    let k = module
-        .body(0)
-        .iter()
-        .find(|o| o.name == "commir.kernel" && o.symbol_name() == Some(kernel_name))
-        .ok_or_else(|| {
-            Diagnostic::error(module.loc.clone(), format!("no kernel '@{kernel_name}'"))
-        })?;
-    Kernel::from_op(module, k)
-}
-
-/// Names of kernels a pass applies to.
-pub fn kernel_names(module: &Operation, kernel: &str) -> Result<Vec<String>, Diagnostic> {
-    let names: Vec<String> = module
-        .body(0)
-        .iter()
-        .filter(|o| o.name == "commir.kernel")
-        .filter_map(|o| o.symbol_name().map(String::from))
-        .filter(|n| kernel.is_empty() || n == kernel.trim_start_matches('@'))
-        .collect();
-    if names.is_empty() {
-        return Err(Diagnostic::error(
-            module.loc.clone(),
-            if kernel.is_empty() {
-                "no commir.kernel in the module".to_string()
-            } else {
-                format!("no commir.kernel named '@{kernel}'")
-            },
-        ));
-    }
-    Ok(names)
-}
-
-pub fn kernel_mut<'a>(module: &'a mut Operation, name: &str) -> &'a mut Operation {
-    module
-        .body_mut(0)
-        .iter_mut()
-        .find(|o| o.name == "commir.kernel" && o.symbol_name() == Some(name))
-        .expect("kernel exists")
-}
-
-pub fn sym(op: &Operation, attr: &str) -> String {
-    op.attr(attr)
-        .and_then(|a| a.as_symbol())
-        .unwrap_or_default()
-        .to_string()
-}
-
+/// The `commir.buffer` op named `buffer` in a kernel body.
 pub fn buffer_op_mut<'a>(kernel: &'a mut Operation, buffer: &str) -> Option<&'a mut Operation> {
     kernel
         .body_mut(0)
         .iter_mut()
-        .find(|o| o.name == "commir.buffer" && o.symbol_name() == Some(buffer))
+        .find(|o| BufferOp::cast(&**o).is_some() && o.symbol_name() == Some(buffer))
 }
 
+/// The `commir.axis` op named `axis` in a kernel body, by position.
+pub fn axis_position(body: &[Operation], axis: &str) -> Option<usize> {
+    body.iter()
+        .position(|o| AxisOp::cast(o).is_some() && o.symbol_name() == Some(axis))
+}
+
+/// A new `commir.axis` op.
 pub fn new_axis(
     name: &str,
     extent: usize,
-    kind: &str,
+    kind: AxisKind,
     min_block: usize,
     loc: &Location,
 ) -> Operation {
-    let mut op = Operation::new("commir.axis").with_loc(loc.clone());
-    op.set_attr("sym_name", Attribute::str(name));
-    op.set_attr("extent", Attribute::int(extent as i64));
-    op.set_attr("kind", Attribute::str(kind));
+    let mut op = Operation::new(AxisOp::<&Operation>::NAME).with_loc(loc.clone());
+    let mut v = AxisOp::cast(&mut op).expect("axis");
+    v.set_sym_name(name);
+    v.set_extent(extent as i64);
+    v.set_kind(kind);
     if min_block > 1 {
-        op.set_attr("min_block", Attribute::int(min_block as i64));
+        v.set_min_block(min_block as i64);
     }
     op
 }
 
+/// A new `commir.for` op over `axis` with `body`.
 pub fn new_for(axis: &str, body: Vec<Operation>, loc: &Location) -> Operation {
-    let mut op = Operation::new("commir.for").with_loc(loc.clone());
-    op.set_attr("axis", Attribute::sym(axis));
+    let mut op = Operation::new(ForOp::<&Operation>::NAME).with_loc(loc.clone());
+    ForOp::cast(&mut op).expect("for").set_axis(axis);
     op.regions.push(Region {
         blocks: vec![mercury_ir::Block {
             args: vec![],
@@ -95,46 +54,49 @@ pub fn new_for(axis: &str, body: Vec<Operation>, loc: &Location) -> Operation {
     op
 }
 
-pub fn dims(op: &Operation) -> Vec<DimBinding> {
-    op.attr("dims")
-        .and_then(|a| dims_from_attr(a).ok())
-        .unwrap_or_default()
+/// A new `commir.reshard` op.
+pub fn new_reshard(buffer: &str, sharding: &[Vec<usize>], loc: &Location) -> Operation {
+    let mut op = Operation::new(ReshardOp::<&Operation>::NAME).with_loc(loc.clone());
+    let mut v = ReshardOp::cast(&mut op).expect("reshard");
+    v.set_buffer(buffer);
+    v.set_sharding(sharding.to_vec());
+    op
 }
-pub fn set_dims(op: &mut Operation, d: &[DimBinding]) {
-    op.set_attr("dims", dims_to_attr(d));
+
+/// Every `commir.buffer` op of a kernel body, as views to rewrite.
+pub fn buffers_mut(body: &mut [Operation]) -> impl Iterator<Item = BufferOp<&mut Operation>> {
+    body.iter_mut().filter_map(BufferOp::cast)
 }
-pub fn sharding(op: &Operation) -> Vec<Vec<usize>> {
-    let n = dims(op).len();
-    op.attr("sharding")
-        .and_then(|a| sharding_from_attr(a).ok())
-        .unwrap_or_else(|| vec![vec![]; n])
+
+/// The dimensions of a buffer op.
+pub fn dims(op: &BufferOp<&mut Operation>) -> Vec<DimBinding> {
+    op.dims().unwrap_or_default()
 }
-pub fn set_sharding(op: &mut Operation, s: &[Vec<usize>]) {
+
+/// The placement of a buffer op (replicated when it has no `sharding`).
+pub fn sharding(op: &BufferOp<&mut Operation>) -> Vec<Vec<usize>> {
+    op.sharding()
+        .unwrap_or_else(|| vec![vec![]; dims(op).len()])
+}
+
+/// Sets the placement of a buffer op; a replicated one is written without `sharding`.
+pub fn set_sharding(op: &mut BufferOp<&mut Operation>, s: &[Vec<usize>]) {
     if s.iter().all(Vec::is_empty) {
-        op.remove_attr("sharding");
+        op.remove_sharding();
     } else {
-        op.set_attr("sharding", sharding_to_attr(s));
+        op.set_sharding(s.to_vec());
     }
-}
-pub fn indices(op: &Operation) -> Vec<IndexExpr> {
-    op.attr("indices")
-        .and_then(|a| indices_from_attr(a).ok())
-        .unwrap_or_default()
-}
-pub fn set_indices(op: &mut Operation, ix: &[IndexExpr]) {
-    op.set_attr("indices", indices_to_attr(ix));
 }
 
 /// Finds the `commir.for` over `axis` anywhere in `ops`.
 pub fn find_for_mut<'a>(ops: &'a mut [Operation], axis: &str) -> Option<&'a mut Operation> {
     for op in ops.iter_mut() {
-        if op.name == "commir.for" {
-            if sym(op, "axis") == axis {
-                return Some(op);
-            }
-            if let Some(f) = find_for_mut(op.body_mut(0), axis) {
-                return Some(f);
-            }
+        let Some(f) = ForOp::cast(&*op) else { continue };
+        if f.axis().as_deref() == Some(axis) {
+            return Some(op);
+        }
+        if let Some(f) = find_for_mut(op.body_mut(0), axis) {
+            return Some(f);
         }
     }
     None
@@ -144,18 +106,43 @@ pub fn find_for_mut<'a>(ops: &'a mut [Operation], axis: &str) -> Option<&'a mut 
 pub fn for_each_access_mut(
     ops: &mut [Operation],
     stack: &mut Vec<String>,
-    f: &mut dyn FnMut(&mut Operation, &[String]) -> Result<(), Diagnostic>,
+    f: &mut dyn FnMut(&mut AccessOp<&mut Operation>, &[String]) -> Result<(), Diagnostic>,
 ) -> Result<(), Diagnostic> {
     for op in ops.iter_mut() {
-        if op.name == "commir.for" {
-            stack.push(sym(op, "axis"));
+        if let Some(axis) = ForOp::cast(&*op).map(|l| l.axis().unwrap_or_default()) {
+            stack.push(axis);
             for_each_access_mut(op.body_mut(0), stack, f)?;
             stack.pop();
-        } else if ACCESS_OPS.contains(&op.name.as_str()) {
-            f(op, stack)?;
+        } else if let Some(mut a) = AccessOp::cast(op) {
+            f(&mut a, stack)?;
         }
     }
     Ok(())
+}
+
+/// Rewrites the index list of every access op in `ops` (with the axes of its enclosing
+/// loops); `f` returns the new list, or `None` to leave it.
+pub fn rewrite_indices(
+    ops: &mut [Operation],
+    stack: &mut Vec<String>,
+    f: &mut dyn FnMut(&[IndexExpr]) -> Option<Vec<IndexExpr>>,
+) {
+    let _ = for_each_access_mut(ops, stack, &mut |op, _| {
+        if let Some(ix) = op.indices().and_then(|ix| f(&ix)) {
+            op.set_indices(ix);
+        }
+        Ok(())
+    });
+}
+
+/// Whether `op` is a declaration (axis or buffer).
+pub fn is_decl(op: &Operation) -> bool {
+    AxisOp::cast(op).is_some() || BufferOp::cast(op).is_some()
+}
+
+/// Whether `op` is a `commir.reshard`.
+pub fn is_reshard(op: &Operation) -> bool {
+    ReshardOp::cast(op).is_some()
 }
 
 /// The executable statements of a kernel body (everything but axis and buffer declarations)
@@ -164,10 +151,11 @@ pub fn first_stmt(kernel: &Operation) -> usize {
     kernel
         .body(0)
         .iter()
-        .position(|o| o.name != "commir.axis" && o.name != "commir.buffer")
+        .position(|o| !is_decl(o))
         .unwrap_or(kernel.body(0).len())
 }
 
-pub fn opt_name(v: &str) -> String {
-    v.trim().trim_start_matches('@').to_string()
+/// An error at `loc` (for `ok_or_else` on a lookup in a kernel model).
+pub fn err_at(loc: &Location, msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(loc.clone(), msg)
 }

@@ -19,6 +19,7 @@ pub struct Failed;
 pub fn pass_registry() -> PassRegistry {
     let mut passes = PassRegistry::new();
     mercury_passes::register_all(&mut passes);
+    mercury_conversion::passes::register(&mut passes);
     passes
 }
 

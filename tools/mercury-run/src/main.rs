@@ -94,6 +94,7 @@ pub fn compile(a: &args::Args, registry: &Registry) -> Result<Compiled, Failure>
     };
     let mut passes = PassRegistry::new();
     mercury_passes::register_all(&mut passes);
+    mercury_conversion::passes::register(&mut passes);
     let mut pm = PassManager::new();
     if a.shift_shard {
         pm.add_pipeline(&passes, "builtin.module(shift-shard)")
@@ -122,33 +123,11 @@ pub fn compile(a: &args::Args, registry: &Registry) -> Result<Compiled, Failure>
     })
 }
 
-/// The operator on one device: a mesh of ones, every buffer replicated, no reshards. Its plan
-/// is the single-device patch the schedules are checked and timed against.
+/// The operator on one device (the `single-device` pass): its plan is the single-device patch
+/// the schedules are checked and timed against.
 pub fn single_device(module: &Operation) -> Operation {
     let mut m = module.clone();
-    m.walk_mut(&mut |op| match op.name.as_str() {
-        "commir.mesh" => {
-            let n = op
-                .attr("shape")
-                .and_then(|a| a.as_int_array())
-                .map_or(1, |v| v.len());
-            op.set_attr(
-                "shape",
-                mercury_ir::Attribute::Array(vec![mercury_ir::Attribute::int(1); n]),
-            );
-        }
-        "commir.buffer" => {
-            op.remove_attr("sharding");
-        }
-        _ => {}
-    });
-    m.walk_mut(&mut |op| {
-        for r in &mut op.regions {
-            for b in &mut r.blocks {
-                b.ops.retain(|o| o.name != "commir.reshard");
-            }
-        }
-    });
+    mercury_passes::mesh::single_device(&mut m);
     m
 }
 

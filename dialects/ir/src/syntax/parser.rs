@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 #[derive(pest_derive::Parser)]
 #[grammar = "syntax/grammar.pest"]
-struct MlirGrammar;
+pub(crate) struct MlirGrammar;
 
 /// Parses a whole buffer into a `builtin.module` (top-level ops without a module are wrapped).
 pub fn parse_source(registry: &Registry, file: &Arc<SourceFile>) -> Result<Operation, Diagnostic> {

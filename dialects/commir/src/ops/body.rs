@@ -1,0 +1,301 @@
+//! The rules of the body ops: `commir.load`, `commir.patch`, `commir.reduce`,
+//! `commir.store` and `commir.reshard`. Each checks itself against its kernel (`Scope`: axes,
+//! buffers, mesh, the tiles defined so far) and its enclosing loops (`stack`).
+
+use super::{check_sharding, LoadOp, PatchOp, ReduceOp, ReshardOp, StoreOp};
+use crate::attrs::{indices_from_attr, DimBinding};
+use crate::model::{Access, Buffer, ReduceKind, Role, Scope};
+use mercury_ir::{Diagnostic, Location, Operation, Type, ValueId};
+use std::ops::Deref;
+
+fn err(loc: &Location, msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(loc.clone(), msg)
+}
+
+/// The element type of a `!commir.tile<elem>` type.
+pub(crate) fn tile_elem(t: &Type) -> Option<&str> {
+    match t {
+        Type::Dialect {
+            dialect,
+            name,
+            body: Some(b),
+        } if dialect == "commir" && name == "tile" => Some(b),
+        _ => None,
+    }
+}
+
+/// The buffer an access or reshard op names.
+fn buffer_of<'a>(scope: &Scope<'a>, op: &Operation) -> Result<&'a Buffer, Diagnostic> {
+    let name = op
+        .attr("buffer")
+        .and_then(|a| a.as_symbol())
+        .unwrap_or_default();
+    scope
+        .buffers
+        .iter()
+        .find(|b| b.name == name)
+        .ok_or_else(|| err(&op.loc, format!("'@{name}' is not a buffer of this kernel")))
+}
+
+/// The rules every access (load, reduce, store) shares: a buffer of the kernel whose role
+/// allows the access, one index per bound axis, each index the whole range of its axis or an
+/// expression of enclosing loop axes only, and looped axes outermost in their dimension (a tile
+/// is a contiguous box).
+fn verify_access(
+    scope: &Scope,
+    op: &Operation,
+    stack: &[(String, Option<usize>)],
+    reading: bool,
+) -> Result<Access, Diagnostic> {
+    let buf = buffer_of(scope, op)?;
+    let bname = buf.name.clone();
+    if reading && buf.role == Role::Out {
+        return Err(err(
+            &op.loc,
+            format!("cannot load from '@{bname}', an 'out' buffer"),
+        ));
+    }
+    if !reading && buf.role == Role::In {
+        return Err(err(
+            &op.loc,
+            format!("cannot write to '@{bname}', an 'in' buffer"),
+        ));
+    }
+    let indices = indices_from_attr(
+        op.attr("indices")
+            .unwrap_or(&mercury_ir::Attribute::Array(vec![])),
+    )
+    .map_err(|m| err(&op.loc, m))?;
+    let slots = buf.axis_slots();
+    if indices.len() != slots.len() {
+        return Err(err(
+            &op.loc,
+            format!(
+                "'@{bname}' is indexed by {} axes but {} indices were given",
+                slots.len(),
+                indices.len()
+            ),
+        ));
+    }
+    let looped: Vec<&str> = stack.iter().map(|(a, _)| a.as_str()).collect();
+    for ((_, slot_axis), e) in slots.iter().zip(&indices) {
+        for a in e.axes() {
+            if scope.axes.iter().all(|x| x.name != a) {
+                return Err(err(
+                    &op.loc,
+                    format!("index uses '@{a}', which is not an axis"),
+                ));
+            }
+        }
+        let slot_looped = e.axes().iter().any(|a| looped.contains(a));
+        if !slot_looped && e.as_axis() != Some(slot_axis.as_str()) {
+            return Err(err(
+                &op.loc,
+                format!("index '{}' of '@{bname}' must be '@{slot_axis}' (whole range) or use an enclosing loop axis", e.to_custom()),
+            ));
+        }
+        if slot_looped && e.axes().iter().any(|a| !looped.contains(a)) {
+            return Err(err(
+                &op.loc,
+                format!(
+                    "index '{}' mixes loop axes with axes no enclosing loop iterates",
+                    e.to_custom()
+                ),
+            ));
+        }
+    }
+    // Looped axes of a dimension must be its outermost ones (tiles are contiguous boxes).
+    for (d, binding) in buf.dims.iter().enumerate() {
+        if let DimBinding::Axes(ax) = binding {
+            let mut seen_whole = false;
+            for a in ax {
+                let Some(pos) = slots.iter().position(|(dd, s)| *dd == d && s == a) else {
+                    continue;
+                };
+                let is_looped =
+                    indices[pos].as_axis() != Some(a.as_str()) || looped.contains(&a.as_str());
+                if is_looped && seen_whole {
+                    return Err(err(&op.loc, format!("dimension {d} of '@{bname}': loop axis '@{a}' is inside a whole-range axis (tile would not be contiguous)")));
+                }
+                seen_whole |= !is_looped;
+            }
+        }
+    }
+    Ok(Access {
+        buffer: bname,
+        indices,
+        loc: op.loc.clone(),
+    })
+}
+
+impl<O: Deref<Target = Operation>> LoadOp<O> {
+    /// Checks the read (see the access rules) and that it produces a tile of the buffer's
+    /// element type; records the tile in `scope`. Returns (tile, access).
+    pub fn verify(
+        &self,
+        scope: &mut Scope,
+        stack: &[(String, Option<usize>)],
+    ) -> Result<(ValueId, Access), Diagnostic> {
+        let op = self.op();
+        let access = verify_access(scope, op, stack, true)?;
+        let buf = buffer_of(scope, op)?;
+        let result = op
+            .results
+            .first()
+            .ok_or_else(|| err(&op.loc, "load needs a result"))?;
+        if tile_elem(&result.ty) != Some(buf.dtype.to_string().as_str()) {
+            return Err(err(
+                &op.loc,
+                format!(
+                    "load of '@{}' must produce '!commir.tile<{}>', not '{}'",
+                    buf.name, buf.dtype, result.ty
+                ),
+            ));
+        }
+        scope.values.insert(result.id, result.ty.clone());
+        Ok((result.id, access))
+    }
+}
+
+impl<O: Deref<Target = Operation>> PatchOp<O> {
+    /// Checks the patch: a known kernel with its number of operands and results, operands that
+    /// are tiles defined before, tile results, and the attention attributes (`causal` a bool,
+    /// `scale` positive). Records the results in `scope`; returns the kernel name.
+    pub fn verify(&self, scope: &mut Scope) -> Result<String, Diagnostic> {
+        let op = self.op();
+        let kernel = self.kernel().unwrap_or_default();
+        let (nin, nout) = match kernel.as_str() {
+            "gemm" => (2, 1),
+            "attention" => (3, 2),
+            other => {
+                return Err(err(
+                    &op.loc,
+                    format!("unknown patch kernel '{other}' (known: gemm, attention)"),
+                ))
+            }
+        };
+        if op.operands.len() != nin || op.results.len() != nout {
+            return Err(err(
+                &op.loc,
+                format!(
+                    "patch '{kernel}' takes {nin} tiles and produces {nout}, got {} and {}",
+                    op.operands.len(),
+                    op.results.len()
+                ),
+            ));
+        }
+        for v in &op.operands {
+            if !scope.values.contains_key(&v.id) || tile_elem(&v.ty).is_none() {
+                return Err(err(
+                    &op.loc,
+                    "patch operands must be tiles produced in this kernel",
+                ));
+            }
+        }
+        for r in &op.results {
+            if tile_elem(&r.ty).is_none() {
+                return Err(err(&op.loc, "patch results must be '!commir.tile<...>'"));
+            }
+            scope.values.insert(r.id, r.ty.clone());
+        }
+        if kernel == "attention" {
+            if let Some(c) = op.attr("causal") {
+                c.as_bool()
+                    .ok_or_else(|| err(&op.loc, "'causal' must be true or false"))?;
+            }
+            if let Some(s) = op.attr("scale") {
+                s.as_float()
+                    .filter(|x| *x > 0.0)
+                    .ok_or_else(|| err(&op.loc, "'scale' must be a positive number"))?;
+            }
+        }
+        Ok(kernel)
+    }
+}
+
+impl<O: Deref<Target = Operation>> ReduceOp<O> {
+    /// Checks the reduction: a known kind with its number of values (add: 1; lse_merge: the
+    /// output and its log-sum-exp), values defined before, and the access rules.
+    pub fn verify(
+        &self,
+        scope: &Scope,
+        stack: &[(String, Option<usize>)],
+    ) -> Result<(ReduceKind, Access), Diagnostic> {
+        let op = self.op();
+        let kind = self
+            .read_kind()
+            .map_err(|other| err(&op.loc, format!("unknown reduction {other}")))?
+            .ok_or_else(|| err(&op.loc, "unknown reduction None"))?;
+        let want = if kind == ReduceKind::Add { 1 } else { 2 };
+        if op.operands.len() != want {
+            return Err(err(
+                &op.loc,
+                format!(
+                    "reduction '{}' takes {want} value(s), got {}",
+                    kind.keyword(),
+                    op.operands.len()
+                ),
+            ));
+        }
+        for v in &op.operands {
+            if !scope.values.contains_key(&v.id) {
+                return Err(err(
+                    &op.loc,
+                    "reduced values must be tiles produced in this kernel",
+                ));
+            }
+        }
+        let access = verify_access(scope, op, stack, false)?;
+        Ok((kind, access))
+    }
+}
+
+impl<O: Deref<Target = Operation>> StoreOp<O> {
+    /// Checks the store: a value defined before, and the access rules. Returns (value, access).
+    pub fn verify(
+        &self,
+        scope: &Scope,
+        stack: &[(String, Option<usize>)],
+    ) -> Result<(ValueId, Access), Diagnostic> {
+        let op = self.op();
+        let v = op
+            .operands
+            .first()
+            .ok_or_else(|| err(&op.loc, "store needs a value"))?;
+        if !scope.values.contains_key(&v.id) {
+            return Err(err(
+                &op.loc,
+                "stored value must be a tile produced in this kernel",
+            ));
+        }
+        let access = verify_access(scope, op, stack, false)?;
+        Ok((v.id, access))
+    }
+}
+
+impl<O: Deref<Target = Operation>> ReshardOp<O> {
+    /// Checks the reshard: at the top of the kernel, of a buffer of the kernel, to a sharding
+    /// that fits it. Returns (buffer, sharding).
+    pub fn verify(
+        &self,
+        scope: &Scope,
+        stack: &[(String, Option<usize>)],
+    ) -> Result<(String, Vec<Vec<usize>>), Diagnostic> {
+        let op = self.op();
+        if !stack.is_empty() {
+            return Err(err(
+                &op.loc,
+                "'commir.reshard' must be at the top of the kernel",
+            ));
+        }
+        let buf = buffer_of(scope, op)?;
+        let bname = buf.name.clone();
+        let sharding = self
+            .read_sharding()
+            .map_err(|m| err(&op.loc, m))?
+            .unwrap_or_default();
+        let shape: Vec<usize> = buf.dims.iter().map(|d| scope.dim_size(d)).collect();
+        check_sharding(&bname, &sharding, &shape, scope.mesh).map_err(|m| err(&op.loc, m))?;
+        Ok((bname, sharding))
+    }
+}

@@ -1,0 +1,230 @@
+//! The rules of the declaration ops: `commir.mesh`, `commir.axis`, `commir.buffer`.
+
+use super::{AxisOp, BufferOp, MeshOp};
+use crate::attrs::DimBinding;
+use crate::model::{Axis, Buffer, Mesh, Role};
+use mercury_ir::{Diagnostic, Location, Operation};
+use std::collections::HashSet;
+use std::ops::Deref;
+
+fn err(loc: &Location, msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(loc.clone(), msg)
+}
+
+impl<O: Deref<Target = Operation>> MeshOp<O> {
+    /// Checks the mesh (positive sizes, at most 2^20 devices, one name and one positive
+    /// bandwidth per level when given) and returns its model.
+    pub fn verify(&self) -> Result<Mesh, Diagnostic> {
+        let op = self.op();
+        let name = op.symbol_name().unwrap_or_default().to_string();
+        let shape: Vec<usize> = self
+            .shape()
+            .ok_or_else(|| err(&op.loc, "mesh needs a 'shape' array"))?
+            .into_iter()
+            .map(|x| usize::try_from(x).ok().filter(|v| *v > 0))
+            .collect::<Option<_>>()
+            .ok_or_else(|| err(&op.loc, "mesh dimensions must be positive"))?;
+        if shape.is_empty() {
+            return Err(err(&op.loc, "mesh must have at least one dimension"));
+        }
+        if shape
+            .iter()
+            .try_fold(1usize, |acc, x| acc.checked_mul(*x))
+            .is_none_or(|n| n > 1 << 20)
+        {
+            return Err(err(&op.loc, "mesh has too many devices"));
+        }
+        let names = match self.names() {
+            None => vec![],
+            Some(a) => a
+                .as_array()
+                .and_then(|v| {
+                    v.iter()
+                        .map(|x| x.as_str().map(String::from))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| err(&op.loc, "mesh 'names' must be an array of strings"))?,
+        };
+        if !names.is_empty() && names.len() != shape.len() {
+            return Err(err(
+                &op.loc,
+                format!(
+                    "mesh has {} dimensions but {} names",
+                    shape.len(),
+                    names.len()
+                ),
+            ));
+        }
+        let bandwidth = match self.bandwidth() {
+            None => vec![],
+            Some(a) => a
+                .as_array()
+                .and_then(|v| v.iter().map(|x| x.as_float()).collect::<Option<Vec<_>>>())
+                .ok_or_else(|| {
+                    err(
+                        &op.loc,
+                        "mesh 'bandwidth' must be an array of numbers (GB/s)",
+                    )
+                })?,
+        };
+        if !bandwidth.is_empty()
+            && (bandwidth.len() != shape.len() || bandwidth.iter().any(|b| *b <= 0.0))
+        {
+            return Err(err(
+                &op.loc,
+                "mesh 'bandwidth' needs one positive number per dimension",
+            ));
+        }
+        Ok(Mesh {
+            name,
+            shape,
+            names,
+            bandwidth,
+        })
+    }
+}
+
+impl<O: Deref<Target = Operation>> AxisOp<O> {
+    /// Checks the axis (positive extent, known kind, minimum block within the extent) and
+    /// returns its model.
+    pub fn verify(&self) -> Result<Axis, Diagnostic> {
+        let op = self.op();
+        let name = op.symbol_name().unwrap_or_default().to_string();
+        let extent = self.extent().unwrap_or(0);
+        if extent <= 0 || extent > 1 << 40 {
+            return Err(err(
+                &op.loc,
+                format!("axis '@{name}' must have a positive extent, got {extent}"),
+            ));
+        }
+        let kind = self
+            .read_kind()
+            .map_err(|other| err(&op.loc, format!("unknown axis kind {other}")))?
+            .ok_or_else(|| err(&op.loc, "unknown axis kind None"))?;
+        let min_block = self.min_block().unwrap_or(1);
+        if min_block <= 0 || min_block > extent {
+            return Err(err(
+                &op.loc,
+                format!(
+                    "axis '@{name}': min block {min_block} must be between 1 and the extent {extent}"
+                ),
+            ));
+        }
+        Ok(Axis {
+            name,
+            extent: extent as usize,
+            kind,
+            min_block: min_block as usize,
+            loc: op.loc.clone(),
+        })
+    }
+}
+
+impl<O: Deref<Target = Operation>> BufferOp<O> {
+    /// Checks the buffer against the axes declared before it and the mesh (dimensions bound
+    /// to declared axes, each axis once, a float element type, a sharding that fits) and
+    /// returns its model.
+    pub fn verify(&self, axes: &[Axis], mesh: &Mesh) -> Result<Buffer, Diagnostic> {
+        let op = self.op();
+        let name = op.symbol_name().unwrap_or_default().to_string();
+        let dims = self
+            .read_dims()
+            .map_err(|m| err(&op.loc, m))?
+            .unwrap_or_default();
+        if dims.is_empty() {
+            return Err(err(
+                &op.loc,
+                format!("buffer '@{name}' needs at least one dimension"),
+            ));
+        }
+        let mut seen = HashSet::new();
+        let mut shape = Vec::new();
+        for d in &dims {
+            let size = match d {
+                DimBinding::Fixed(n) => *n as usize,
+                DimBinding::Axes(ax) => {
+                    let mut s = 1usize;
+                    for a in ax {
+                        let axis = axes.iter().find(|x| &x.name == a).ok_or_else(|| err(&op.loc, format!("buffer '@{name}' uses '@{a}', which is not an axis declared before it in this kernel")))?;
+                        if !seen.insert(a.clone()) {
+                            return Err(err(
+                                &op.loc,
+                                format!("buffer '@{name}' binds axis '@{a}' twice"),
+                            ));
+                        }
+                        s = s
+                            .checked_mul(axis.extent)
+                            .ok_or_else(|| err(&op.loc, "buffer too large"))?;
+                    }
+                    s
+                }
+            };
+            shape.push(size);
+        }
+        let dtype = self
+            .dtype()
+            .ok_or_else(|| err(&op.loc, "buffer needs an element type"))?;
+        if !dtype.is_float() {
+            return Err(err(
+                &op.loc,
+                format!("buffer '@{name}' element type must be a float type, got '{dtype}'"),
+            ));
+        }
+        let role: Role = self
+            .read_role()
+            .map_err(|other| err(&op.loc, format!("unknown buffer role {other}")))?
+            .ok_or_else(|| err(&op.loc, "unknown buffer role None"))?;
+        let sharding = self
+            .read_sharding()
+            .map_err(|m| err(&op.loc, m))?
+            .unwrap_or_else(|| vec![vec![]; dims.len()]);
+        check_sharding(&name, &sharding, &shape, mesh).map_err(|m| err(&op.loc, m))?;
+        Ok(Buffer {
+            name,
+            dims,
+            dtype,
+            role,
+            sharding,
+            loc: op.loc.clone(),
+        })
+    }
+}
+
+/// Checks a sharding against a buffer shape and a mesh: one entry per dimension, existing
+/// mesh levels, each level once, and every dimension divisible by its number of shards.
+pub fn check_sharding(
+    name: &str,
+    sharding: &[Vec<usize>],
+    shape: &[usize],
+    mesh: &Mesh,
+) -> Result<(), String> {
+    if sharding.len() != shape.len() {
+        return Err(format!(
+            "sharding of '@{name}' has {} entries but the buffer has {} dimensions",
+            sharding.len(),
+            shape.len()
+        ));
+    }
+    let mut used = HashSet::new();
+    for (d, levels) in sharding.iter().enumerate() {
+        let mut parts = 1;
+        for l in levels {
+            if *l >= mesh.shape.len() {
+                return Err(format!("sharding of '@{name}' uses mesh dimension {l}, but mesh '@{}' has {} dimensions", mesh.name, mesh.shape.len()));
+            }
+            if !used.insert(*l) {
+                return Err(format!(
+                    "sharding of '@{name}' uses mesh dimension {l} twice"
+                ));
+            }
+            parts *= mesh.shape[*l];
+        }
+        if !shape[d].is_multiple_of(parts) {
+            return Err(format!(
+                "dimension {d} of '@{name}' (size {}) does not divide into {parts} shards",
+                shape[d]
+            ));
+        }
+    }
+    Ok(())
+}

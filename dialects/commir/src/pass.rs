@@ -1,0 +1,147 @@
+//! Kernel passes: the pass kind of every CommIR schedule primitive (MLIR's
+//! `OperationPass<KernelOp>`). A [`KernelPass`] rewrites one `commir.kernel`, given its checked
+//! model; the [`OnKernels`] adapter owns what every such pass shares: the `kernel=` option,
+//! the loop over the module's kernels, and the re-check of the model after the rewrite.
+//! [`kernel_pass!`](crate::kernel_pass) declares a pass's options once, on its struct, and its
+//! registration.
+
+use crate::model::Kernel;
+use crate::ops::KernelOp;
+use mercury_ir::pass::{Pass, PassOptions};
+use mercury_ir::{Diagnostic, Operation, Registry};
+
+/// A rewrite of one `commir.kernel`.
+pub trait KernelPass {
+    /// Rewrites the kernel `m` names in `module`. `m` is its model before the rewrite; the
+    /// kernel op itself is [`kernel_mut`]`(module, &m.name)`.
+    fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic>;
+
+    /// The primitive as a function: checks kernel `name` of `module`, rewrites it, and checks
+    /// the result (what the pass does for one kernel; composite passes and the search call it).
+    fn apply_to(&self, module: &mut Operation, name: &str) -> Result<(), Diagnostic> {
+        let m = model(module, name)?;
+        self.apply(module, &m)?;
+        model(module, name).map(|_| ())
+    }
+}
+
+/// Runs a [`KernelPass`] on every kernel of a module, or on the one `kernel=` names.
+pub struct OnKernels<P> {
+    pub pass: P,
+    /// The kernel to transform (`@` optional); empty: every kernel.
+    pub kernel: String,
+}
+
+impl<P: KernelPass> Pass for OnKernels<P> {
+    fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
+        for name in kernel_names(module, &self.kernel)? {
+            self.pass.apply_to(module, &name)?;
+        }
+        Ok(())
+    }
+}
+
+impl<P> OnKernels<P> {
+    /// The adapter around `pass`, with the `kernel` option read from `o`.
+    pub fn new(pass: P, o: &PassOptions) -> OnKernels<P> {
+        OnKernels {
+            pass,
+            kernel: o.get("kernel").to_string(),
+        }
+    }
+}
+
+/// The help of the `kernel=` option every kernel pass has.
+pub const KERNEL_OPTION_HELP: &str = "the kernel to transform (every kernel when not given)";
+
+fn is_kernel(op: &Operation, name: &str) -> bool {
+    KernelOp::cast(op).is_some() && op.symbol_name() == Some(name)
+}
+
+/// The checked model of kernel `name` of `module`.
+pub fn model(module: &Operation, name: &str) -> Result<Kernel, Diagnostic> {
+    let k = module
+        .body(0)
+        .iter()
+        .find(|o| is_kernel(o, name))
+        .ok_or_else(|| Diagnostic::error(module.loc.clone(), format!("no kernel '@{name}'")))?;
+    Kernel::from_op(module, k)
+}
+
+/// Names of the kernels a pass applies to: all, or the one `kernel` names (`@` optional).
+pub fn kernel_names(module: &Operation, kernel: &str) -> Result<Vec<String>, Diagnostic> {
+    let names: Vec<String> = module
+        .body(0)
+        .iter()
+        .filter_map(KernelOp::cast)
+        .filter_map(|o| o.sym_name())
+        .filter(|n| kernel.is_empty() || n == kernel.trim_start_matches('@'))
+        .collect();
+    if names.is_empty() {
+        return Err(Diagnostic::error(
+            module.loc.clone(),
+            if kernel.is_empty() {
+                "no commir.kernel in the module".to_string()
+            } else {
+                format!("no commir.kernel named '@{kernel}'")
+            },
+        ));
+    }
+    Ok(names)
+}
+
+/// The `commir.kernel` op named `name`, to rewrite. Panics if there is none: call it with the
+/// name of a model built from the same module.
+pub fn kernel_mut<'a>(module: &'a mut Operation, name: &str) -> &'a mut Operation {
+    module
+        .body_mut(0)
+        .iter_mut()
+        .find(|o| is_kernel(o, name))
+        .expect("kernel exists")
+}
+
+/// Declares a kernel pass: its options once, on its struct (as
+/// [`pass_options!`](mercury_ir::pass_options): type, optional default, help), and its
+/// `pub static INFO` registration, whose options end with the adapter's `kernel=`. The struct
+/// implements [`KernelPass`] by hand.
+///
+/// ```ignore
+/// kernel_pass! {
+///     /// `shift{axis=j by=i}`: ...
+///     pub struct Shift = "shift", "Stagger a sequential loop by a parallel loop" {
+///         axis: String => "the sequential loop's axis",
+///         by: String => "the enclosing parallel loop's axis",
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! kernel_pass {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident = $pass:literal, $summary:expr, {
+            $($field:ident : $ty:ty $(= $default:literal)? => $help:literal),* $(,)?
+        }
+    ) => {
+        mercury_ir::pass_options! {
+            $(#[$meta])*
+            $vis struct $name {
+                $($field: $ty $(= $default)? => $help,)*
+            }
+            extra: [mercury_ir::pass::PassOptionDef {
+                name: "kernel",
+                help: $crate::pass::KERNEL_OPTION_HELP,
+                default: Some(""),
+            }]
+        }
+
+        /// The pass's registration.
+        pub static INFO: mercury_ir::pass::PassInfo = mercury_ir::pass::PassInfo {
+            name: $pass,
+            summary: $summary,
+            options: $name::OPTIONS,
+            create: |o: &mercury_ir::pass::PassOptions| {
+                Ok(Box::new($crate::pass::OnKernels::new($name::from_options(o)?, o)))
+            },
+        };
+    };
+}

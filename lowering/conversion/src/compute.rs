@@ -1,0 +1,73 @@
+//! The compute stages: trace stage `s` of every rank becomes plan stage `base + s`, each of its
+//! events lowered by the file of its kind (`load.rs`, `patch.rs`, `reduce.rs`, `store.rs`).
+
+use crate::context::{Event, Lowering};
+use mercury_ir::{Diagnostic, ValueId};
+use mercury_plan::View;
+use std::collections::HashMap;
+
+/// One rank's view of one compute stage while its events are lowered.
+pub(crate) struct StageCx {
+    /// The rank.
+    pub r: usize,
+    /// The plan stage.
+    pub ps: usize,
+    /// The plan stage of trace stage 0 (the last prologue stage).
+    pub base: usize,
+    /// The rank's events of this stage, in order.
+    pub events: Vec<Event>,
+    /// Where each tile value of the stage lives.
+    pub values: HashMap<ValueId, View>,
+    /// Sequence offset (dimension 2) of each loaded tile, for attention's causal mask.
+    pub q_offsets: HashMap<ValueId, usize>,
+    /// Remote tiles of each buffer received so far in this stage (ring slot numbering).
+    pub remote_count: HashMap<String, usize>,
+}
+
+impl Lowering<'_> {
+    /// Lowers every compute stage; `base` is the last prologue stage, where first-stage
+    /// prefetches go.
+    pub(crate) fn compute_stages(&mut self, base: usize) -> Result<(), Diagnostic> {
+        // Patch results that a shifted reduction may send to another rank live two stages, so
+        // they are double-buffered; the others are consumed in their stage.
+        for t in &self.traces {
+            for (_, e) in t {
+                if let Event::Reduce {
+                    values,
+                    shifted: true,
+                    ..
+                } = e
+                {
+                    self.sent_values.extend(values.iter().copied());
+                }
+            }
+        }
+        for s in 1..=self.last_stage {
+            for r in 0..self.n {
+                let events: Vec<Event> = self.traces[r]
+                    .iter()
+                    .filter(|(st, _)| *st == s)
+                    .map(|(_, e)| e.clone())
+                    .collect();
+                let mut cx = StageCx {
+                    r,
+                    ps: base + s,
+                    base,
+                    events: events.clone(),
+                    values: HashMap::new(),
+                    q_offsets: HashMap::new(),
+                    remote_count: HashMap::new(),
+                };
+                for e in &events {
+                    match e {
+                        Event::Load { .. } => self.lower_load(&mut cx, e)?,
+                        Event::Patch { .. } => self.lower_patch(&mut cx, e)?,
+                        Event::Reduce { .. } => self.lower_reduce(&mut cx, e),
+                        Event::Store { .. } => self.lower_store(&mut cx, e)?,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

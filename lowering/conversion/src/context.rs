@@ -1,0 +1,228 @@
+//! The lowering context: what every phase of the conversion reads and extends (the kernel, the
+//! per-rank traces, the buffers' current placement, and each rank's plan under construction),
+//! and the box arithmetic the phases share.
+
+use mercury_commir::{Kernel, ReduceKind};
+use mercury_ir::{Attribute, Diagnostic, Location, ValueId};
+use mercury_plan::{DType, GlobalBuffer, Region, Slot, SlotInit, Stage, View};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// One statement instance a rank executes, as the symbolic execution (`trace.rs`) records it.
+#[derive(Debug, Clone)]
+pub(crate) enum Event {
+    Load {
+        buffer: String,
+        bx: Region,
+        value: ValueId,
+        shifted: bool,
+        loc: Location,
+    },
+    Patch {
+        kernel: String,
+        inputs: Vec<ValueId>,
+        outputs: Vec<ValueId>,
+        attrs: Vec<(String, Attribute)>,
+        loc: Location,
+    },
+    Reduce {
+        kind: ReduceKind,
+        values: Vec<ValueId>,
+        buffer: String,
+        bx: Region,
+        shifted: bool,
+    },
+    Store {
+        value: ValueId,
+        buffer: String,
+        bx: Region,
+        loc: Location,
+    },
+}
+
+/// A placement: per buffer dimension, the mesh levels it is split over.
+pub(crate) type Sharding = Vec<Vec<usize>>;
+
+/// The plan of one rank under construction.
+pub(crate) struct RankBuild {
+    pub coords: Vec<usize>,
+    pub slots: Vec<Slot>,
+    pub stages: BTreeMap<usize, Stage>,
+    /// buffer -> (slot, box) of the rank's copy of that buffer under the current placement.
+    pub shard: HashMap<String, (usize, Region)>,
+    /// Tiles received for a stage: (stage, buffer) -> [(box, slot)].
+    pub received: HashMap<(usize, String), Vec<(Region, usize)>>,
+    /// Ring slots: (buffer, parity, k) -> slot.
+    pub ring: HashMap<(String, usize, usize), usize>,
+    /// Temporaries for patch results: (value, parity) -> slot.
+    pub temps: HashMap<(ValueId, usize), usize>,
+    /// Accumulators: (buffer, box) -> slots ([o] or [o, lse]).
+    pub acc: BTreeMap<(String, Vec<usize>), (Region, Vec<usize>, ReduceKind)>,
+    /// Receive slots of owner-pushed partials: (buffer, box, parity) -> slots.
+    pub push_recv: HashMap<(String, Vec<usize>, usize), Vec<usize>>,
+    /// Stored outputs: (buffer, box) -> slot.
+    pub stored: BTreeMap<(String, Vec<usize>), (Region, usize)>,
+}
+
+impl RankBuild {
+    pub fn new(coords: Vec<usize>) -> RankBuild {
+        RankBuild {
+            coords,
+            slots: vec![],
+            stages: BTreeMap::new(),
+            shard: HashMap::new(),
+            received: HashMap::new(),
+            ring: HashMap::new(),
+            temps: HashMap::new(),
+            acc: BTreeMap::new(),
+            push_recv: HashMap::new(),
+            stored: BTreeMap::new(),
+        }
+    }
+    pub fn slot(&mut self, name: String, dtype: DType, shape: Vec<usize>, init: SlotInit) -> usize {
+        self.slots.push(Slot {
+            name,
+            dtype,
+            shape,
+            init,
+        });
+        self.slots.len() - 1
+    }
+    pub fn stage(&mut self, s: usize) -> &mut Stage {
+        self.stages.entry(s).or_default()
+    }
+    pub fn whole(&self, slot: usize) -> View {
+        View {
+            slot,
+            region: Region::full(&self.slots[slot].shape),
+        }
+    }
+    /// The last stage any op of this rank uses.
+    pub fn last_stage(&self) -> Option<usize> {
+        self.stages.keys().copied().max()
+    }
+}
+
+/// Everything the phases of one kernel's lowering share.
+pub(crate) struct Lowering<'k> {
+    pub k: &'k Kernel,
+    /// Mesh shape, slowest level first.
+    pub mesh: Vec<usize>,
+    /// Number of ranks.
+    pub n: usize,
+    /// The operator's global buffers (inputs and outputs; temporaries have none).
+    pub buffers: Vec<GlobalBuffer>,
+    /// Per rank: the events it executes, with their trace stage (1-based).
+    pub traces: Vec<Vec<(usize, Event)>>,
+    /// The last trace stage of any rank.
+    pub last_stage: usize,
+    /// Current placement of every buffer.
+    pub placement: HashMap<String, Sharding>,
+    pub ranks: Vec<RankBuild>,
+    /// The last send/receive tag handed out.
+    pub tag: u64,
+    /// Patch results a shifted reduction sends to another rank (double-buffered).
+    pub sent_values: HashSet<ValueId>,
+}
+
+impl Lowering<'_> {
+    /// A fresh send/receive tag.
+    pub fn next_tag(&mut self) -> u64 {
+        self.tag += 1;
+        self.tag
+    }
+    /// Index of global buffer `name`.
+    pub fn global(&self, name: &str) -> usize {
+        self.buffers
+            .iter()
+            .position(|b| b.name == name)
+            .expect("global buffer")
+    }
+    /// The last stage any rank uses.
+    pub fn last_plan_stage(&self) -> usize {
+        self.ranks
+            .iter()
+            .filter_map(RankBuild::last_stage)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+pub(crate) fn err(loc: &Location, msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(loc.clone(), msg)
+}
+
+/// Shape of a buffer under the kernel's axes.
+pub(crate) fn shape_of(k: &Kernel, buffer: &str) -> Vec<usize> {
+    k.buffer(buffer).map(|b| k.shape(b)).unwrap_or_default()
+}
+
+/// Whether `inner` lies inside `outer`.
+pub(crate) fn contains(outer: &Region, inner: &Region) -> bool {
+    (0..outer.rank()).all(|d| {
+        inner.offset[d] >= outer.offset[d]
+            && inner.offset[d] + inner.extent[d] <= outer.offset[d] + outer.extent[d]
+    })
+}
+
+/// `inner` with offsets relative to `outer`.
+pub(crate) fn relative(outer: &Region, inner: &Region) -> Region {
+    Region {
+        offset: inner
+            .offset
+            .iter()
+            .zip(&outer.offset)
+            .map(|(a, b)| a - b)
+            .collect(),
+        extent: inner.extent.clone(),
+    }
+}
+
+/// The plan element type of a CommIR element type.
+pub(crate) fn to_dtype(t: &mercury_ir::Type) -> DType {
+    match t {
+        mercury_ir::Type::F64 => DType::F64,
+        mercury_ir::Type::F16 => DType::F16,
+        mercury_ir::Type::BF16 => DType::BF16,
+        _ => DType::F32,
+    }
+}
+
+/// A box as a map key.
+pub(crate) fn key(bx: &Region) -> Vec<usize> {
+    bx.offset.iter().chain(&bx.extent).copied().collect()
+}
+
+/// The common part of two boxes, if any.
+pub(crate) fn intersect(a: &Region, b: &Region) -> Option<Region> {
+    let mut offset = Vec::new();
+    let mut extent = Vec::new();
+    for d in 0..a.rank() {
+        let lo = a.offset[d].max(b.offset[d]);
+        let hi = (a.offset[d] + a.extent[d]).min(b.offset[d] + b.extent[d]);
+        if hi <= lo {
+            return None;
+        }
+        offset.push(lo);
+        extent.push(hi - lo);
+    }
+    Some(Region { offset, extent })
+}
+
+/// Rank whose coordinates differ from `a`'s: (number of the slowest differing level, reversed so
+/// that faster is better; number of differing levels).
+pub(crate) fn link_cost(a: &[usize], b: &[usize]) -> (usize, usize) {
+    let first = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len());
+    (
+        a.len() - first,
+        a.iter().zip(b).filter(|(x, y)| x != y).count(),
+    )
+}
+
+/// The plan's combine of a CommIR reduction kind.
+pub(crate) fn combine_kind(kind: ReduceKind) -> mercury_plan::CombineKind {
+    if kind == ReduceKind::Add {
+        mercury_plan::CombineKind::Add
+    } else {
+        mercury_plan::CombineKind::LseMerge
+    }
+}

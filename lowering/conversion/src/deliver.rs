@@ -1,0 +1,271 @@
+//! Output delivery: outputs end in their declared placement. Every rank holds its shard of
+//! each output (all of it when replicated): its own finished tiles serve in place (as views);
+//! the rest is received from ranks holding it, in one final stage. Then unused slots are
+//! pruned and the plan is assembled and verified.
+
+use crate::context::{err, intersect, link_cost, relative, Lowering, RankBuild};
+use crate::placement::shard_box;
+use mercury_commir::Role;
+use mercury_ir::Diagnostic;
+use mercury_plan::{
+    verify, Collective, CommOp, ComputeOp, DType, OutputPiece, Plan, RankProgram, Region, SlotInit,
+    Stage, View,
+};
+
+impl Lowering<'_> {
+    /// Every rank's output pieces, receiving in one last stage what it does not hold.
+    pub(crate) fn deliver_outputs(&mut self) -> Result<Vec<(usize, OutputPiece)>, Diagnostic> {
+        let k = self.k;
+        let mut pieces: Vec<(usize, OutputPiece)> = Vec::new();
+        let deliver = self.last_plan_stage() + 1;
+        for b in k
+            .buffers
+            .iter()
+            .filter(|b| matches!(b.role, Role::Out | Role::InOut))
+        {
+            let gi = self.global(&b.name);
+            let shape = k.shape(b);
+            let tiles: Vec<Vec<(Region, usize)>> =
+                self.ranks.iter().map(|rb| finished(rb, &b.name)).collect();
+            for r in 0..self.n {
+                let want = shard_box(
+                    &shape,
+                    &self.placement[&b.name],
+                    &self.mesh,
+                    &self.ranks[r].coords,
+                );
+                let mut got: Vec<Region> = Vec::new();
+                let add = |got: &mut Vec<Region>, part: &Region| -> Result<bool, Diagnostic> {
+                    if got.iter().any(|g| crate::context::contains(g, part)) {
+                        return Ok(false);
+                    }
+                    if got.iter().any(|g| g.overlaps(part)) {
+                        return Err(err(&b.loc, format!("'@{}' is held in overlapping, different tiles around {part}; the schedule writes it ambiguously", b.name)));
+                    }
+                    got.push(part.clone());
+                    Ok(true)
+                };
+                // Own tiles first.
+                for (bx, slot) in &tiles[r] {
+                    if let Some(part) = intersect(bx, &want) {
+                        if add(&mut got, &part)? {
+                            pieces.push((
+                                r,
+                                OutputPiece {
+                                    buffer: gi,
+                                    region: part.clone(),
+                                    src: View {
+                                        slot: *slot,
+                                        region: relative(bx, &part),
+                                    },
+                                },
+                            ));
+                        }
+                    }
+                }
+                if got.iter().map(Region::numel).sum::<usize>() == want.numel() {
+                    continue;
+                }
+                // Then from the other ranks, fastest link first.
+                let mut others: Vec<usize> = (0..self.n).filter(|q| *q != r).collect();
+                others.sort_by_key(|q| link_cost(&self.ranks[r].coords, &self.ranks[*q].coords));
+                let mut dst_slot = None;
+                for q in others {
+                    for (bx, slot) in tiles[q].clone() {
+                        let Some(part) = intersect(&bx, &want) else {
+                            continue;
+                        };
+                        if !add(&mut got, &part)? {
+                            continue;
+                        }
+                        let dst = *dst_slot.get_or_insert_with(|| {
+                            self.ranks[r].slot(
+                                format!("{}.delivered", b.name),
+                                DType::F32,
+                                want.extent.clone(),
+                                SlotInit::Uninit,
+                            )
+                        });
+                        let tag = self.next_tag();
+                        let src = View {
+                            slot,
+                            region: relative(&bx, &part),
+                        };
+                        let dst_view = View {
+                            slot: dst,
+                            region: relative(&want, &part),
+                        };
+                        self.ranks[q]
+                            .stage(deliver)
+                            .comm
+                            .push(CommOp::Send { peer: r, src, tag });
+                        self.ranks[r].stage(deliver).comm.push(CommOp::Recv {
+                            peer: q,
+                            dst: dst_view.clone(),
+                            tag,
+                        });
+                        pieces.push((
+                            r,
+                            OutputPiece {
+                                buffer: gi,
+                                region: part,
+                                src: dst_view,
+                            },
+                        ));
+                    }
+                }
+                let have: usize = got.iter().map(Region::numel).sum();
+                if have != want.numel() {
+                    return Err(err(&b.loc, format!("the schedule produces {have} of the {} elements of rank {:?}'s part {want} of '@{}'", want.numel(), self.ranks[r].coords, b.name)));
+                }
+            }
+        }
+        Ok(pieces)
+    }
+
+    /// The plan: unused slots pruned, stages numbered densely, verified.
+    pub(crate) fn finish(
+        mut self,
+        mut pieces: Vec<(usize, OutputPiece)>,
+    ) -> Result<Plan, Diagnostic> {
+        for (r, rb) in self.ranks.iter_mut().enumerate() {
+            let mine: Vec<&mut OutputPiece> = pieces
+                .iter_mut()
+                .filter(|(pr, _)| *pr == r)
+                .map(|(_, p)| p)
+                .collect();
+            prune_slots(rb, mine);
+        }
+        let num_stages = self
+            .ranks
+            .iter()
+            .flat_map(|r| r.stages.keys().copied())
+            .max()
+            .map_or(0, |m| m + 1);
+        let mut plan_ranks = Vec::new();
+        for (r, rb) in self.ranks.into_iter().enumerate() {
+            let mut stages = vec![Stage::default(); num_stages];
+            for (s, st) in rb.stages {
+                stages[s] = st;
+            }
+            plan_ranks.push(RankProgram {
+                rank: r,
+                coords: rb.coords,
+                slots: rb.slots,
+                stages,
+                outputs: pieces
+                    .iter()
+                    .filter(|(pr, _)| *pr == r)
+                    .map(|(_, p)| p.clone())
+                    .collect(),
+            });
+        }
+        let k = self.k;
+        let plan = Plan {
+            name: k.name.clone(),
+            mesh: self.mesh,
+            buffers: self.buffers,
+            ranks: plan_ranks,
+        };
+        verify(&plan).map_err(|e| {
+            err(
+                &k.loc,
+                format!("internal error: the lowered plan is invalid: {e}"),
+            )
+        })?;
+        Ok(plan)
+    }
+}
+
+/// Finished tiles of `buffer` on a rank, as disjoint sets (a tile inside a larger one on the
+/// same rank holds the same values and is dropped).
+fn finished(rb: &RankBuild, buffer: &str) -> Vec<(Region, usize)> {
+    let mut t: Vec<(Region, usize)> = rb
+        .acc
+        .iter()
+        .filter(|((bn, _), _)| *bn == buffer)
+        .map(|(_, (bx, slots, _))| (bx.clone(), slots[0]))
+        .chain(
+            rb.stored
+                .iter()
+                .filter(|((bn, _), _)| *bn == buffer)
+                .map(|(_, (bx, s))| (bx.clone(), *s)),
+        )
+        .collect();
+    t.sort_by_key(|(bx, _)| std::cmp::Reverse(bx.numel()));
+    let mut kept: Vec<(Region, usize)> = Vec::new();
+    for (bx, s) in t {
+        if !kept.iter().any(|(c, _)| crate::context::contains(c, &bx)) {
+            kept.push((bx, s));
+        }
+    }
+    kept
+}
+
+/// Removes slots no op or output piece references (e.g. patch temporaries that a fused
+/// accumulation made unnecessary) and renumbers the views.
+fn prune_slots(rb: &mut RankBuild, outputs: Vec<&mut OutputPiece>) {
+    let mut used = vec![false; rb.slots.len()];
+    let mut mark = |v: &View| used[v.slot] = true;
+    for st in rb.stages.values() {
+        for op in &st.compute {
+            let (r, w) = mercury_plan::verify::compute_access(op);
+            r.into_iter().chain(w).for_each(&mut mark);
+        }
+        for op in &st.comm {
+            let (r, w) = mercury_plan::verify::comm_access(op);
+            r.into_iter().chain(w).for_each(&mut mark);
+        }
+    }
+    for o in outputs.iter() {
+        mark(&o.src);
+    }
+    if used.iter().all(|u| *u) {
+        return;
+    }
+    let mut remap = vec![usize::MAX; rb.slots.len()];
+    let mut kept = Vec::new();
+    for (i, s) in rb.slots.drain(..).enumerate() {
+        if used[i] {
+            remap[i] = kept.len();
+            kept.push(s);
+        }
+    }
+    rb.slots = kept;
+    let fix = |v: &mut View| v.slot = remap[v.slot];
+    for st in rb.stages.values_mut() {
+        for op in &mut st.compute {
+            match op {
+                ComputeOp::Patch {
+                    inputs, outputs, ..
+                } => inputs.iter_mut().chain(outputs.iter_mut()).for_each(fix),
+                ComputeOp::Combine { acc, part, .. } => {
+                    acc.iter_mut().chain(part.iter_mut()).for_each(fix)
+                }
+                ComputeOp::Copy { src, dst } => {
+                    fix(src);
+                    fix(dst);
+                }
+            }
+        }
+        for op in &mut st.comm {
+            match op {
+                CommOp::Send { src, .. } => fix(src),
+                CommOp::Recv { dst, .. } => fix(dst),
+                CommOp::Collective { collective, .. } => match collective {
+                    Collective::AllGather { src, dst, .. }
+                    | Collective::ReduceScatter { src, dst, .. }
+                    | Collective::AllToAll { src, dst, .. } => {
+                        fix(src);
+                        fix(dst);
+                    }
+                    Collective::AllReduce { bufs, .. } => bufs.iter_mut().for_each(fix),
+                    Collective::Broadcast { buf, .. } => fix(buf),
+                },
+            }
+        }
+    }
+    for o in outputs {
+        fix(&mut o.src);
+    }
+}

@@ -1,0 +1,300 @@
+//! The end of the compute: partial results of one output tile held by several ranks are
+//! combined by AllReduce, or ReduceScatter when the output is sharded over those ranks; then
+//! the reshards at the kernel's end move the finished outputs.
+
+use crate::context::{combine_kind, contains, err, key, relative, shape_of, Lowering, RankBuild};
+use crate::placement::{group_of, shard_box};
+use crate::prologue::ReshardAt;
+use crate::reshard::{reshard, reshard_stages};
+use mercury_commir::{Kernel, ReduceKind, Stmt};
+use mercury_ir::Diagnostic;
+use mercury_plan::{
+    coords_of, Collective, CombineKind, CommOp, ComputeOp, DType, Region, SlotInit, View,
+};
+use std::collections::{BTreeMap, HashMap};
+
+impl Lowering<'_> {
+    /// Combines partial results of the same tile held by several ranks (AllReduce, rewritten
+    /// to ReduceScatter where the output is sharded over the group), in the stage after the
+    /// last one used. Returns the first stage after the combines.
+    pub(crate) fn combine_partials(&mut self) -> usize {
+        let k = self.k;
+        let mut epi = self.last_plan_stage() + 1;
+        let red_levels = reduction_levels(k);
+        let mut holders: BTreeMap<(String, Vec<usize>), Vec<usize>> = BTreeMap::new();
+        for (r, rb) in self.ranks.iter().enumerate() {
+            for key in rb.acc.keys() {
+                holders.entry(key.clone()).or_default().push(r);
+            }
+        }
+        let mut any_collective = false;
+        for ((buffer, kk), all) in &holders {
+            let levels = red_levels.get(buffer).cloned().unwrap_or_default();
+            if levels.is_empty() {
+                continue;
+            }
+            for &r in all {
+                let me = coords_of(&self.mesh, r);
+                let group: Vec<usize> = group_of(&self.mesh, &me, &levels)
+                    .into_iter()
+                    .filter(|q| all.contains(q))
+                    .collect();
+                if group.len() < 2 {
+                    continue;
+                }
+                any_collective = true;
+                let (_, slots, kind) = self.ranks[r].acc[&(buffer.clone(), kk.clone())].clone();
+                let bufs: Vec<View> = slots.iter().map(|s| self.ranks[r].whole(*s)).collect();
+                self.ranks[r].stage(epi).comm.push(CommOp::Collective {
+                    group,
+                    collective: Collective::AllReduce {
+                        bufs,
+                        kind: combine_kind(kind),
+                    },
+                });
+            }
+        }
+        if any_collective {
+            epi += 1;
+        }
+        reduce_scatter_where_sharded(k, &mut self.ranks, &self.placement, &self.mesh);
+        epi
+    }
+
+    /// The reshards at the kernel's end, from stage `epi` on: every rank must hold exactly its
+    /// shard of the current placement (slicing what it holds beyond it first). Returns the
+    /// first stage after them.
+    pub(crate) fn end_reshards(
+        &mut self,
+        end: &[ReshardAt],
+        mut epi: usize,
+    ) -> Result<usize, Diagnostic> {
+        let k = self.k;
+        for (buffer, to, loc) in end {
+            let from = self.placement[buffer].clone();
+            let shape = shape_of(k, buffer);
+            // A collective move needs every rank to hold its shard of the current placement;
+            // when the schedule left the output elsewhere, the final delivery moves it point
+            // to point.
+            let mesh = &self.mesh;
+            let holds_shard = self.ranks.iter().all(|rb| {
+                let mine = shard_box(&shape, &from, mesh, &rb.coords);
+                finished_tiles(rb, buffer).any(|(_, bx, _, _)| contains(&bx, &mine))
+            });
+            if !holds_shard {
+                self.placement.insert(buffer.clone(), to.clone());
+                continue;
+            }
+            let mut sliced = false;
+            for rb in self.ranks.iter_mut() {
+                let mine = shard_box(&shape, &from, mesh, &rb.coords);
+                let held = finished_tiles(rb, buffer).find(|(_, bx, _, _)| contains(bx, &mine));
+                let Some((kk, bx, slot, is_acc)) = held else {
+                    return Err(err(loc, format!("reshard of '@{buffer}' at the end: rank {:?} does not hold its shard {mine} of the current placement", rb.coords)));
+                };
+                if is_acc {
+                    rb.acc.remove(&kk);
+                } else {
+                    rb.stored.remove(&kk);
+                }
+                if bx == mine {
+                    rb.shard.insert(buffer.clone(), (slot, bx));
+                } else {
+                    sliced = true;
+                    slice_held(rb, buffer, slot, &bx, mine, epi);
+                }
+            }
+            // The slices (if any) run in stage `epi`; the move starts after them.
+            if sliced {
+                epi += 1;
+            }
+            reshard(k, &mut self.ranks, &self.mesh, buffer, &from, to, epi, loc)?;
+            for rb in self.ranks.iter_mut() {
+                let (slot, bx) = rb.shard[buffer].clone();
+                rb.stored.insert((buffer.clone(), key(&bx)), (bx, slot));
+            }
+            self.placement.insert(buffer.clone(), to.clone());
+            epi += reshard_stages(&from, to);
+        }
+        Ok(epi)
+    }
+}
+
+/// The finished tiles of `buffer` a rank holds: (key, box, slot, is an accumulator), the
+/// accumulators first.
+fn finished_tiles<'a>(
+    rb: &'a RankBuild,
+    buffer: &'a str,
+) -> impl Iterator<Item = ((String, Vec<usize>), Region, usize, bool)> + 'a {
+    rb.acc
+        .iter()
+        .filter(move |((b, _), _)| b == buffer)
+        .map(|(kk, (bx, slots, _))| (kk.clone(), bx.clone(), slots[0], true))
+        .chain(
+            rb.stored
+                .iter()
+                .filter(move |((b, _), _)| b == buffer)
+                .map(|(kk, (bx, s))| (kk.clone(), bx.clone(), *s, false)),
+        )
+}
+
+/// The rank holds more than its shard `mine` of `buffer` (e.g. after an all-reduce): copies the
+/// shard out of `slot` (holding `bx`) in stage `stage`; the copy becomes the rank's shard.
+fn slice_held(
+    rb: &mut RankBuild,
+    buffer: &str,
+    slot: usize,
+    bx: &Region,
+    mine: Region,
+    stage: usize,
+) {
+    let dst = rb.slot(
+        format!("{buffer}.slice"),
+        rb.slots[slot].dtype,
+        mine.extent.clone(),
+        SlotInit::Uninit,
+    );
+    let (src_view, dst_view) = (
+        View {
+            slot,
+            region: relative(bx, &mine),
+        },
+        rb.whole(dst),
+    );
+    rb.stage(stage).compute.push(ComputeOp::Copy {
+        src: src_view,
+        dst: dst_view,
+    });
+    rb.shard.insert(buffer.to_string(), (dst, mine));
+}
+
+/// Reduction levels per output buffer: parallel loops around its reductions whose axis the
+/// output does not use. Ranks that differ only there hold different partial results; ranks
+/// that differ elsewhere hold copies of the same result.
+fn reduction_levels(k: &Kernel) -> HashMap<String, Vec<usize>> {
+    let mut red_levels: HashMap<String, Vec<usize>> = HashMap::new();
+    k.walk(&mut |s, stack| {
+        if let Stmt::Reduce { access, .. } = s {
+            let b = k.buffer(&access.buffer).expect("buffer");
+            let e = red_levels.entry(access.buffer.clone()).or_default();
+            for l in stack
+                .iter()
+                .filter(|l| l.parallel.is_some() && !b.uses_axis(&l.axis))
+            {
+                let lv = l.parallel.expect("parallel");
+                if !e.contains(&lv) {
+                    e.push(lv);
+                }
+            }
+        }
+    });
+    red_levels
+}
+
+/// Replaces AllReduce(add) of a tile by ReduceScatter when the output buffer is sharded (along
+/// one dimension) over exactly the ranks of the group: each rank then keeps only its shard.
+fn reduce_scatter_where_sharded(
+    k: &Kernel,
+    ranks: &mut [RankBuild],
+    placement: &HashMap<String, Vec<Vec<usize>>>,
+    mesh: &[usize],
+) {
+    for r in 0..ranks.len() {
+        let accs: Vec<((String, Vec<usize>), (Region, Vec<usize>, ReduceKind))> = ranks[r]
+            .acc
+            .iter()
+            .map(|(a, b)| (a.clone(), b.clone()))
+            .collect();
+        for ((buffer, kk), (bx, slots, kind)) in accs {
+            if kind != ReduceKind::Add {
+                continue;
+            }
+            let sh = &placement[&buffer];
+            let shape = shape_of(k, &buffer);
+            let mine = shard_box(&shape, sh, mesh, &ranks[r].coords);
+            // Sharded along exactly one dimension, and the tile spans several shards there.
+            let dims: Vec<usize> = (0..sh.len())
+                .filter(|d| !sh[*d].is_empty() && bx.extent[*d] > mine.extent[*d])
+                .collect();
+            if dims.len() != 1 {
+                continue;
+            }
+            let d = dims[0];
+            let acc_view = View {
+                slot: slots[0],
+                region: Region::full(&bx.extent),
+            };
+            let mut found = None;
+            for (si, st) in ranks[r].stages.iter() {
+                for (ci, c) in st.comm.iter().enumerate() {
+                    if let CommOp::Collective {
+                        group,
+                        collective: Collective::AllReduce { bufs, .. },
+                    } = c
+                    {
+                        if bufs.len() == 1 && bufs[0] == acc_view {
+                            found = Some((*si, ci, group.clone()));
+                        }
+                    }
+                }
+            }
+            let Some((si, ci, group)) = found else {
+                continue;
+            };
+            // Group order must be the shard order along d, and the group must be exactly the
+            // holders of the shards of this tile.
+            let parts = bx.extent[d] / mine.extent[d];
+            if group.len() != parts {
+                continue;
+            }
+            let mut ordered = group.clone();
+            ordered.sort_by_key(|q| shard_box(&shape, sh, mesh, &ranks[*q].coords).offset[d]);
+            // Every member must find its own shard in this tile, the shards side by side along
+            // d covering it: a property of (group, tile), so all members decide alike.
+            let shards: Vec<Region> = ordered
+                .iter()
+                .map(|q| shard_box(&shape, sh, mesh, &ranks[*q].coords))
+                .collect();
+            let tiles_it = shards.iter().all(|m| contains(&bx, m))
+                && shards
+                    .windows(2)
+                    .all(|w| w[0].offset[d] + w[0].extent[d] == w[1].offset[d])
+                && shards.iter().map(|m| m.extent[d]).sum::<usize>() == bx.extent[d];
+            if !tiles_it {
+                continue;
+            }
+            let mut dst_shape = bx.extent.clone();
+            dst_shape[d] = mine.extent[d];
+            let dst = ranks[r].slot(
+                format!("{buffer}.rs"),
+                DType::F32,
+                dst_shape,
+                SlotInit::Uninit,
+            );
+            let dst_view = ranks[r].whole(dst);
+            ranks[r].stages.get_mut(&si).expect("stage").comm[ci] = CommOp::Collective {
+                group: ordered,
+                collective: Collective::ReduceScatter {
+                    src: acc_view,
+                    dst: dst_view,
+                    axis: d,
+                    kind: CombineKind::Add,
+                },
+            };
+            // The rank's output tile is now its shard in the scatter destination.
+            ranks[r].acc.remove(&(buffer.clone(), kk));
+            let mine_tile = Region {
+                offset: bx
+                    .offset
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| if i == d { mine.offset[d] } else { *o })
+                    .collect(),
+                extent: ranks[r].slots[dst].shape.clone(),
+            };
+            ranks[r]
+                .stored
+                .insert((buffer.clone(), key(&mine_tile)), (mine_tile, dst));
+        }
+    }
+}

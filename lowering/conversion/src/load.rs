@@ -1,0 +1,148 @@
+//! `commir.load`: a tile inside the rank's shard is read in place; a shifted read of a tile it
+//! does not hold is received during the previous stage from a rank that holds it then,
+//! preferring the peer on the fastest link that used it in that stage (a ring,
+//! double-buffered), else its owner.
+
+use crate::compute::StageCx;
+use crate::context::{contains, err, link_cost, relative, Event, Lowering};
+use mercury_ir::Diagnostic;
+use mercury_plan::{CommOp, Region, SlotInit, View};
+
+impl Lowering<'_> {
+    /// Lowers one load event of `cx`'s rank and stage.
+    pub(crate) fn lower_load(&mut self, cx: &mut StageCx, e: &Event) -> Result<(), Diagnostic> {
+        let Event::Load {
+            buffer,
+            bx,
+            value,
+            shifted,
+            loc,
+        } = e
+        else {
+            return Ok(());
+        };
+        let (r, ps) = (cx.r, cx.ps);
+        let (slot, sb) = self.ranks[r].shard[buffer].clone();
+        let seq_off = bx.offset.get(2).copied().unwrap_or(0);
+        cx.q_offsets.insert(*value, seq_off);
+        if contains(&sb, bx) {
+            cx.values.insert(
+                *value,
+                View {
+                    slot,
+                    region: relative(&sb, bx),
+                },
+            );
+            return Ok(());
+        }
+        if !*shifted {
+            return Err(err(
+                loc,
+                format!("rank {r} reads '@{buffer}' {bx} which it does not hold"),
+            ));
+        }
+        // Already received for this stage (another load of the same tile)?
+        if let Some((rb, rs)) = self.ranks[r]
+            .received
+            .get(&(ps, buffer.clone()))
+            .and_then(|v| v.iter().find(|(b, _)| contains(b, bx)).cloned())
+        {
+            cx.values.insert(
+                *value,
+                View {
+                    slot: rs,
+                    region: relative(&rb, bx),
+                },
+            );
+            return Ok(());
+        }
+        let Some((q, src)) = self.ring_source(cx, buffer, bx) else {
+            return Err(err(loc, format!("rank {r} needs '@{buffer}' {bx} at stage {ps}, but no rank holds it in the stage before")));
+        };
+        let prev = ps - 1;
+        let parity = ps % 2;
+        let kth = cx.remote_count.entry(buffer.clone()).or_default();
+        let key_ring = (buffer.clone(), parity, *kth);
+        *kth += 1;
+        let dtype = self.ranks[q].slots[src.slot].dtype;
+        let rs = match self.ranks[r].ring.get(&key_ring) {
+            Some(s) if self.ranks[r].slots[*s].shape == bx.extent => *s,
+            _ => {
+                let s = self.ranks[r].slot(
+                    format!("{buffer}.ring{parity}.{}", key_ring.2),
+                    dtype,
+                    bx.extent.clone(),
+                    SlotInit::Uninit,
+                );
+                self.ranks[r].ring.insert(key_ring, s);
+                s
+            }
+        };
+        let tag = self.next_tag();
+        self.ranks[q]
+            .stage(prev)
+            .comm
+            .push(CommOp::Send { peer: r, src, tag });
+        let dst = self.ranks[r].whole(rs);
+        self.ranks[r].stage(prev).comm.push(CommOp::Recv {
+            peer: q,
+            dst: dst.clone(),
+            tag,
+        });
+        self.ranks[r]
+            .received
+            .entry((ps, buffer.clone()))
+            .or_default()
+            .push((bx.clone(), rs));
+        cx.values.insert(*value, dst);
+        Ok(())
+    }
+
+    /// The rank (and its view) that sends tile `bx` of `buffer` to `cx`'s rank during the
+    /// stage before: among the ranks holding it then (as their shard or as a tile received for
+    /// that stage), the one on the fastest link, then one that used the tile in that stage,
+    /// then a receiver over the owner, then the nearest along the ring.
+    fn ring_source(&self, cx: &StageCx, buffer: &str, bx: &Region) -> Option<(usize, View)> {
+        let (r, n) = (cx.r, self.n);
+        let prev = cx.ps - 1;
+        let mut best: Option<((usize, usize, usize, usize), usize, View)> = None;
+        for q in (0..n).filter(|q| *q != r) {
+            let (qs, qb) = &self.ranks[q].shard[buffer];
+            let mut cands = Vec::new();
+            if contains(qb, bx) {
+                cands.push((
+                    1usize,
+                    View {
+                        slot: *qs,
+                        region: relative(qb, bx),
+                    },
+                ));
+            }
+            if let Some(v) = self.ranks[q].received.get(&(prev, buffer.to_string())) {
+                if let Some((rb, rs)) = v.iter().find(|(b, _)| contains(b, bx)) {
+                    cands.push((
+                        0usize,
+                        View {
+                            slot: *rs,
+                            region: relative(rb, bx),
+                        },
+                    ));
+                }
+            }
+            let used_prev = self.traces[q].iter().any(|(st, ev)| cx.base + *st == prev && matches!(ev, Event::Load { buffer: b2, bx: x2, .. } if b2 == buffer && contains(x2, bx)));
+            for (owner_rank, view) in cands {
+                let (fast, ndiff) = link_cost(&self.ranks[r].coords, &self.ranks[q].coords);
+                let pref = (
+                    fast,
+                    ndiff,
+                    usize::from(!used_prev) * 2 + owner_rank,
+                    (q + n - r) % n,
+                );
+                if best.as_ref().is_none_or(|(p, _, _)| pref < *p) {
+                    best = Some((pref, q, view));
+                }
+            }
+        }
+        best.map(|(_, q, v)| (q, v))
+    }
+}

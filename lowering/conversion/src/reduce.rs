@@ -1,0 +1,202 @@
+//! `commir.reduce`: partial results accumulate locally (add, or the softmax log-sum-exp merge),
+//! fused into the producing patch when nothing else reads its results; a shifted reduction of a
+//! tile another rank owns sends the partial tile to its owner in the next stage and the owner
+//! merges it the stage after (shift-reduce), overlapped with the next computation.
+
+use crate::compute::StageCx;
+use crate::context::{combine_kind, key, Event, Lowering, RankBuild};
+use crate::placement::owner_of;
+use mercury_commir::ReduceKind;
+use mercury_plan::{CombineKind, CommOp, ComputeOp, DType, PatchKind, Region, SlotInit, View};
+
+impl Lowering<'_> {
+    /// Lowers one reduce event of `cx`'s rank and stage.
+    pub(crate) fn lower_reduce(&mut self, cx: &mut StageCx, e: &Event) {
+        let Event::Reduce {
+            kind,
+            values: vals,
+            buffer,
+            bx,
+            shifted,
+        } = e
+        else {
+            return;
+        };
+        let Some(parts) = vals
+            .iter()
+            .map(|v| cx.values.get(v).cloned())
+            .collect::<Option<Vec<View>>>()
+        else {
+            // A skipped (fully masked) causal block contributes nothing.
+            return;
+        };
+        let r = cx.r;
+        let owner = owner_of(
+            self.k,
+            &self.placement,
+            buffer,
+            bx,
+            &self.mesh,
+            &self.ranks[r].coords,
+        );
+        let target = if *shifted { owner } else { r };
+        if target == r {
+            self.reduce_locally(cx, vals, parts, buffer, bx, *kind);
+        } else {
+            self.send_to_owner(cx, target, parts, buffer, bx, *kind);
+        }
+    }
+
+    /// Merges `parts` into the rank's accumulator of the tile: fused into the patch that
+    /// produced them when nothing else reads its results, else a combine.
+    fn reduce_locally(
+        &mut self,
+        cx: &StageCx,
+        vals: &[mercury_ir::ValueId],
+        parts: Vec<View>,
+        buffer: &str,
+        bx: &Region,
+        kind: ReduceKind,
+    ) {
+        let (r, ps) = (cx.r, cx.ps);
+        let acc = ensure_acc(&mut self.ranks[r], buffer, bx, kind);
+        let ck = combine_kind(kind);
+        // The patch that produced the parts merges straight into the accumulator when nothing
+        // else reads its results.
+        let single_use = vals.iter().all(|v| {
+            cx.events
+                .iter()
+                .filter(|e| match e {
+                    Event::Reduce { values, .. } => values.contains(v),
+                    Event::Store { value, .. } => value == v,
+                    Event::Patch { inputs, .. } => inputs.contains(v),
+                    _ => false,
+                })
+                .count()
+                == 1
+        });
+        let fused = single_use
+            && match self.ranks[r].stage(ps).compute.last_mut() {
+                Some(ComputeOp::Patch { patch, outputs, .. }) if *outputs == parts => {
+                    let ok = match patch {
+                        PatchKind::Gemm { accumulate } if ck == CombineKind::Add => {
+                            *accumulate = true;
+                            true
+                        }
+                        PatchKind::Attention { accumulate, .. } if ck == CombineKind::LseMerge => {
+                            *accumulate = true;
+                            true
+                        }
+                        _ => false,
+                    };
+                    if ok {
+                        *outputs = acc.clone();
+                    }
+                    ok
+                }
+                _ => false,
+            };
+        if !fused {
+            self.ranks[r].stage(ps).compute.push(ComputeOp::Combine {
+                kind: ck,
+                acc,
+                part: parts,
+            });
+        }
+    }
+
+    /// Shift-reduce: sends the partial tile to its owner `target` in the next stage; the owner
+    /// merges it the stage after.
+    fn send_to_owner(
+        &mut self,
+        cx: &StageCx,
+        target: usize,
+        parts: Vec<View>,
+        buffer: &str,
+        bx: &Region,
+        kind: ReduceKind,
+    ) {
+        let r = cx.r;
+        let send_stage = cx.ps + 1;
+        let parity = send_stage % 2;
+        let rkey = (buffer.to_string(), key(bx), parity);
+        let recv_slots = match self.ranks[target].push_recv.get(&rkey) {
+            Some(s) => s.clone(),
+            None => {
+                let s: Vec<usize> = parts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        self.ranks[target].slot(
+                            format!("{buffer}.partial{parity}.{i}"),
+                            DType::F32,
+                            p.region.extent.clone(),
+                            SlotInit::Uninit,
+                        )
+                    })
+                    .collect();
+                self.ranks[target].push_recv.insert(rkey, s.clone());
+                s
+            }
+        };
+        let mut recv_views = Vec::new();
+        for (p, rs) in parts.iter().zip(&recv_slots) {
+            let tag = self.next_tag();
+            self.ranks[r].stage(send_stage).comm.push(CommOp::Send {
+                peer: target,
+                src: p.clone(),
+                tag,
+            });
+            let dst = self.ranks[target].whole(*rs);
+            self.ranks[target]
+                .stage(send_stage)
+                .comm
+                .push(CommOp::Recv {
+                    peer: r,
+                    dst: dst.clone(),
+                    tag,
+                });
+            recv_views.push(dst);
+        }
+        let acc = ensure_acc(&mut self.ranks[target], buffer, bx, kind);
+        self.ranks[target]
+            .stage(send_stage + 1)
+            .compute
+            .push(ComputeOp::Combine {
+                kind: combine_kind(kind),
+                acc,
+                part: recv_views,
+            });
+    }
+}
+
+/// The rank's accumulator of tile `bx` of `buffer` (zero, and minus infinity for the
+/// log-sum-exp half), created on first use.
+pub(crate) fn ensure_acc(
+    rb: &mut RankBuild,
+    buffer: &str,
+    bx: &Region,
+    kind: ReduceKind,
+) -> Vec<View> {
+    let k = (buffer.to_string(), key(bx));
+    if !rb.acc.contains_key(&k) {
+        let o = rb.slot(
+            format!("{buffer}.acc"),
+            DType::F32,
+            bx.extent.clone(),
+            SlotInit::Zero,
+        );
+        let mut slots = vec![o];
+        if kind == ReduceKind::LseMerge {
+            let lse_shape = bx.extent[..bx.extent.len().saturating_sub(1)].to_vec();
+            slots.push(rb.slot(
+                format!("{buffer}.lse"),
+                DType::F32,
+                lse_shape,
+                SlotInit::NegInf,
+            ));
+        }
+        rb.acc.insert(k.clone(), (bx.clone(), slots, kind));
+    }
+    rb.acc[&k].1.iter().map(|s| rb.whole(*s)).collect()
+}
