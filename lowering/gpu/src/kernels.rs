@@ -89,13 +89,14 @@ pub enum DeviceKernel {
     Copy2dB32,
     /// `mercury_fill_f32`: `dst[i] = value`.
     FillF32,
-    /// `mercury_attn_merge_o_bf16`: merges a bf16 partial attention output (a vendor patch's
-    /// O, dense rows) into a strided f32 accumulator by the log-sum-exps, four elements per
-    /// work item; with `overwrite` the accumulator is replaced (a widening, strided copy).
-    /// Does not write `lse_acc`.
+    /// `mercury_attn_merge_o_bf16`: merges `nparts` bf16 partial attention outputs (a vendor
+    /// patch's O, dense rows, e.g. several ring steps) into a strided f32 accumulator by their
+    /// log-sum-exps in one pass, four elements per work item; with `overwrite` the accumulator
+    /// is replaced. Does not write `lse_acc`.
     AttnMergeOBf16,
-    /// `mercury_attn_merge_lse`: the strided log-sum-exp update (or copy, with `overwrite`)
-    /// that goes with [`DeviceKernel::AttnMergeOBf16`], launched after it.
+    /// `mercury_attn_merge_lse`: the strided log-sum-exp update over `nparts` parts (with
+    /// `overwrite`: of the parts alone) that goes with [`DeviceKernel::AttnMergeOBf16`],
+    /// launched after it.
     AttnMergeLse,
 }
 
@@ -168,7 +169,8 @@ impl DeviceKernel {
         ];
         const FILL: &[KernelParam] = &[p("dst", PtrF32), p("value", F32), p("n", I64)];
         // Rows are (batch, head, seq) of a [b, hq, sq, d] accumulator with element strides
-        // o_sb / o_sh / o_sr (lse: l_sb / l_sh, unit seq stride); the parts are dense.
+        // o_sb / o_sh / o_sr (lse: l_sb / l_sh, unit seq stride); `nparts` dense parts lie
+        // `part_o_stride` / `part_l_stride` elements apart.
         const ATTN_O: &[KernelParam] = &[
             p("o_acc", PtrF32),
             p("lse_acc", PtrF32),
@@ -184,6 +186,9 @@ impl DeviceKernel {
             p("l_sb", I64),
             p("l_sh", I64),
             p("overwrite", I64),
+            p("nparts", I64),
+            p("part_o_stride", I64),
+            p("part_l_stride", I64),
         ];
         const ATTN_LSE: &[KernelParam] = &[
             p("lse_acc", PtrF32),
@@ -194,6 +199,8 @@ impl DeviceKernel {
             p("l_sb", I64),
             p("l_sh", I64),
             p("overwrite", I64),
+            p("nparts", I64),
+            p("part_l_stride", I64),
         ];
         match self {
             DeviceKernel::LseMergeO => LSE_O,
@@ -584,15 +591,17 @@ scf.for %e = %gid to %n step %stride : i64 {
 
 // Work item e covers elements 4c..4c+3 of row r = e / (d / 4), with r = (bi * hq + h) * sq + s.
 // Index arithmetic is in i32 (the host guarantees rows * d / 4 < 2^31 and d % 4 == 0, and
-// 16-byte aligned accumulator rows); addresses in i64. The four accumulator values and the four
-// bf16 part values move as one vector each (ld/st.global.v4.f32, ld.global.v4.u16).
-// o = (o_acc * wa + o_part * wp) / (wa + wp) with wa = 2^((la - m) log2e), wp likewise,
-// m = max(la, lp): the merge of LSE_MERGE_O_BODY. A side with lse = -inf contributes exactly 0
-// (its o is not loaded); rows with both -inf are left untouched. overwrite != 0: la counts as
-// -inf (o_acc is never read), so o_acc = f32(o_part), and 0 where lp = -inf (a row that sees
-// no key, as in `kernels::cpu::attention`).
+// 16-byte aligned accumulator rows); addresses in i64. Accumulator and part values move as one
+// vector each (ld/st.global.v4.f32, ld.global.v4.u16). With la the accumulator's lse (-inf
+// when overwrite != 0) and lp_i the parts': m = max(la, lp_0, ...), w = 2^((l - m) log2e) per
+// side, o = (o_acc * wa + sum_i o_i * w_i) / (wa + sum_i w_i): for one part the merge of
+// LSE_MERGE_O_BODY. A side with lse = -inf contributes exactly 0 (its o is not loaded); rows
+// where every side is -inf are left untouched, or set to 0 with overwrite (a row that sees no
+// key, as in `kernels::cpu::attention`).
 const ATTN_MERGE_O_BODY: &str = r#"
 %c4 = arith.constant 4 : i64
+%c0 = arith.constant 0 : i64
+%c1 = arith.constant 1 : i64
 %d4 = arith.divui %d, %c4 : i64
 %total = arith.muli %rows, %d4 : i64
 %cpr = arith.trunci %d4 : i64 to i32
@@ -600,9 +609,9 @@ const ATTN_MERGE_O_BODY: &str = r#"
 %hq32 = arith.trunci %hq : i64 to i32
 %ninf = arith.constant 0xFF800000 : f32
 %zero = arith.constant 0.000000e+00 : f32
+%one = arith.constant 1.000000e+00 : f32
 %log2e = arith.constant 1.44269504 : f32
-%izero = arith.constant 0 : i64
-%keep_acc = arith.cmpi eq, %overwrite, %izero : i64
+%keep_acc = arith.cmpi eq, %overwrite, %c0 : i64
 %true = arith.constant true
 %zerov = llvm.mlir.constant(dense<0.000000e+00> : vector<4xf32>) : vector<4xf32>
 %sh16 = llvm.mlir.constant(dense<16> : vector<4xi32>) : vector<4xi32>
@@ -635,8 +644,6 @@ scf.for %e = %gid to %total step %stride : i64 {
   %lidx = arith.addi %l1, %s64 : i64
   %prow = arith.muli %r64, %d : i64
   %pidx = arith.addi %prow, %col : i64
-  %plp = llvm.getelementptr inbounds %lse_part[%r64] : (!P, i64) -> !P, f32
-  %lp = llvm.load %plp : !P -> f32
   %la = scf.if %keep_acc -> (f32) {
     %pla = llvm.getelementptr inbounds %lse_acc[%lidx] : (!P, i64) -> !P, f32
     %la0 = llvm.load %pla : !P -> f32
@@ -644,60 +651,80 @@ scf.for %e = %gid to %total step %stride : i64 {
   } else {
     scf.yield %ninf : f32
   }
-  %m = arith.maximumf %la, %lp : f32
+  %m = scf.for %i = %c0 to %nparts step %c1 iter_args(%mm = %la) -> (f32) : i64 {
+    %ioff = arith.muli %i, %part_l_stride : i64
+    %li = arith.addi %ioff, %r64 : i64
+    %plp = llvm.getelementptr inbounds %lse_part[%li] : (!P, i64) -> !P, f32
+    %lp = llvm.load %plp : !P -> f32
+    %mx = arith.maximumf %mm, %lp : f32
+    scf.yield %mx : f32
+  }
   %live = arith.cmpf une, %m, %ninf : f32
   %fresh = arith.xori %keep_acc, %true : i1
   %write = arith.ori %live, %fresh : i1
   scf.if %write {
     %poa = llvm.getelementptr inbounds %o_acc[%oidx] : (!P, i64) -> !P, f32
-    %pop = llvm.getelementptr inbounds %o_part[%pidx] : (!P, i64) -> !P, i16
     %a_live = arith.cmpf une, %la, %ninf : f32
-    %p_live = arith.cmpf une, %lp, %ninf : f32
     %oa = scf.if %a_live -> (vector<4xf32>) {
       %va = llvm.load %poa {alignment = 16 : i64} : !P -> vector<4xf32>
       scf.yield %va : vector<4xf32>
     } else {
       scf.yield %zerov : vector<4xf32>
     }
-    %op = scf.if %p_live -> (vector<4xf32>) {
-      %vh = llvm.load %pop {alignment = 8 : i64} : !P -> vector<4xi16>
-      %vw = llvm.zext %vh : vector<4xi16> to vector<4xi32>
-      %vs = llvm.shl %vw, %sh16 : vector<4xi32>
-      %vf = llvm.bitcast %vs : vector<4xi32> to vector<4xf32>
-      scf.yield %vf : vector<4xf32>
-    } else {
-      scf.yield %zerov : vector<4xf32>
-    }
     %da = arith.subf %la, %m : f32
     %ta = arith.mulf %da, %log2e : f32
     %wa = llvm.call_intrinsic "EXP2"(%ta) : (f32) -> f32
-    %dp = arith.subf %lp, %m : f32
-    %tp = arith.mulf %dp, %log2e : f32
-    %wp = llvm.call_intrinsic "EXP2"(%tp) : (f32) -> f32
-    %sum = arith.addf %wa, %wp : f32
-    %ka = arith.divf %wa, %sum : f32
-    %kp = arith.divf %wp, %sum : f32
-    %ka1 = llvm.insertelement %ka, %undef[%lane0 : i32] : vector<4xf32>
-    %kav = llvm.shufflevector %ka1, %undef [0, 0, 0, 0] : vector<4xf32>
-    %kp1 = llvm.insertelement %kp, %undef[%lane0 : i32] : vector<4xf32>
-    %kpv = llvm.shufflevector %kp1, %undef [0, 0, 0, 0] : vector<4xf32>
-    %xa = llvm.fmul %oa, %kav : vector<4xf32>
-    %xp = llvm.fmul %op, %kpv : vector<4xf32>
-    %sumv = llvm.fadd %xa, %xp : vector<4xf32>
+    %wa1 = llvm.insertelement %wa, %undef[%lane0 : i32] : vector<4xf32>
+    %wav = llvm.shufflevector %wa1, %undef [0, 0, 0, 0] : vector<4xf32>
+    %xa = llvm.fmul %oa, %wav : vector<4xf32>
+    %acc:2 = scf.for %i = %c0 to %nparts step %c1 iter_args(%av = %xa, %sw = %wa) -> (vector<4xf32>, f32) : i64 {
+      %ioff = arith.muli %i, %part_l_stride : i64
+      %li = arith.addi %ioff, %r64 : i64
+      %plp = llvm.getelementptr inbounds %lse_part[%li] : (!P, i64) -> !P, f32
+      %lp = llvm.load %plp : !P -> f32
+      %p_live = arith.cmpf une, %lp, %ninf : f32
+      %ooff = arith.muli %i, %part_o_stride : i64
+      %oi = arith.addi %ooff, %pidx : i64
+      %pop = llvm.getelementptr inbounds %o_part[%oi] : (!P, i64) -> !P, i16
+      %op = scf.if %p_live -> (vector<4xf32>) {
+        %vh = llvm.load %pop {alignment = 8 : i64} : !P -> vector<4xi16>
+        %vw = llvm.zext %vh : vector<4xi16> to vector<4xi32>
+        %vs = llvm.shl %vw, %sh16 : vector<4xi32>
+        %vf = llvm.bitcast %vs : vector<4xi32> to vector<4xf32>
+        scf.yield %vf : vector<4xf32>
+      } else {
+        scf.yield %zerov : vector<4xf32>
+      }
+      %dp = arith.subf %lp, %m : f32
+      %tp = arith.mulf %dp, %log2e : f32
+      %wp = llvm.call_intrinsic "EXP2"(%tp) : (f32) -> f32
+      %wp1 = llvm.insertelement %wp, %undef[%lane0 : i32] : vector<4xf32>
+      %wpv = llvm.shufflevector %wp1, %undef [0, 0, 0, 0] : vector<4xf32>
+      %xp = llvm.fmul %op, %wpv : vector<4xf32>
+      %av2 = llvm.fadd %av, %xp : vector<4xf32>
+      %sw2 = arith.addf %sw, %wp : f32
+      scf.yield %av2, %sw2 : vector<4xf32>, f32
+    }
+    %inv = arith.divf %one, %acc#1 : f32
+    %inv1 = llvm.insertelement %inv, %undef[%lane0 : i32] : vector<4xf32>
+    %invv = llvm.shufflevector %inv1, %undef [0, 0, 0, 0] : vector<4xf32>
+    %sumv = llvm.fmul %acc#0, %invv : vector<4xf32>
     %res = llvm.select %live, %sumv, %zerov : i1, vector<4xf32>
     llvm.store %res, %poa {alignment = 16 : i64} : vector<4xf32>, !P
   }
 }
 "#;
 
-// lse_acc[row] = m + log(exp(la - m) + exp(lp - m)) over strided accumulator rows (unchanged
-// when both are -inf); overwrite != 0: lse_acc[row] = lse_part[r].
+// lse_acc[row] = m + log(exp(la - m) + sum_i exp(lp_i - m)) over strided accumulator rows, with
+// la = -inf when overwrite != 0; unchanged when every side is -inf (set to -inf with overwrite).
 const ATTN_MERGE_LSE_BODY: &str = r#"
+%c0 = arith.constant 0 : i64
+%c1 = arith.constant 1 : i64
 %ninf = arith.constant 0xFF800000 : f32
 %log2e = arith.constant 1.44269504 : f32
 %ln2 = arith.constant 0.693147182 : f32
-%izero = arith.constant 0 : i64
-%keep_acc = arith.cmpi eq, %overwrite, %izero : i64
+%keep_acc = arith.cmpi eq, %overwrite, %c0 : i64
+%true = arith.constant true
 %sq32 = arith.trunci %sq : i64 to i32
 %hq32 = arith.trunci %hq : i64 to i32
 scf.for %r = %gid to %rows step %stride : i64 {
@@ -714,27 +741,43 @@ scf.for %r = %gid to %rows step %stride : i64 {
   %l1 = arith.addi %lb, %lh : i64
   %lidx = arith.addi %l1, %s64 : i64
   %pla = llvm.getelementptr inbounds %lse_acc[%lidx] : (!P, i64) -> !P, f32
-  %plp = llvm.getelementptr inbounds %lse_part[%r] : (!P, i64) -> !P, f32
-  %lp = llvm.load %plp : !P -> f32
-  scf.if %keep_acc {
-    %la = llvm.load %pla : !P -> f32
-    %m = arith.maximumf %la, %lp : f32
-    %live = arith.cmpf une, %m, %ninf : f32
-    scf.if %live {
-      %da = arith.subf %la, %m : f32
-      %ta = arith.mulf %da, %log2e : f32
-      %wa = llvm.call_intrinsic "EXP2"(%ta) : (f32) -> f32
+  %la = scf.if %keep_acc -> (f32) {
+    %la0 = llvm.load %pla : !P -> f32
+    scf.yield %la0 : f32
+  } else {
+    scf.yield %ninf : f32
+  }
+  %m = scf.for %i = %c0 to %nparts step %c1 iter_args(%mm = %la) -> (f32) : i64 {
+    %ioff = arith.muli %i, %part_l_stride : i64
+    %li = arith.addi %ioff, %r : i64
+    %plp = llvm.getelementptr inbounds %lse_part[%li] : (!P, i64) -> !P, f32
+    %lp = llvm.load %plp : !P -> f32
+    %mx = arith.maximumf %mm, %lp : f32
+    scf.yield %mx : f32
+  }
+  %live = arith.cmpf une, %m, %ninf : f32
+  %fresh = arith.xori %keep_acc, %true : i1
+  %write = arith.ori %live, %fresh : i1
+  scf.if %write {
+    %da = arith.subf %la, %m : f32
+    %ta = arith.mulf %da, %log2e : f32
+    %wa = llvm.call_intrinsic "EXP2"(%ta) : (f32) -> f32
+    %sum = scf.for %i = %c0 to %nparts step %c1 iter_args(%sw = %wa) -> (f32) : i64 {
+      %ioff = arith.muli %i, %part_l_stride : i64
+      %li = arith.addi %ioff, %r : i64
+      %plp = llvm.getelementptr inbounds %lse_part[%li] : (!P, i64) -> !P, f32
+      %lp = llvm.load %plp : !P -> f32
       %dp = arith.subf %lp, %m : f32
       %tp = arith.mulf %dp, %log2e : f32
       %wp = llvm.call_intrinsic "EXP2"(%tp) : (f32) -> f32
-      %sum = arith.addf %wa, %wp : f32
-      %lg = llvm.call_intrinsic "LOG2"(%sum) : (f32) -> f32
-      %ln = arith.mulf %lg, %ln2 : f32
-      %new = arith.addf %m, %ln : f32
-      llvm.store %new, %pla : f32, !P
+      %sw2 = arith.addf %sw, %wp : f32
+      scf.yield %sw2 : f32
     }
-  } else {
-    llvm.store %lp, %pla : f32, !P
+    %lg = llvm.call_intrinsic "LOG2"(%sum) : (f32) -> f32
+    %ln = arith.mulf %lg, %ln2 : f32
+    %new = arith.addf %m, %ln : f32
+    %out = arith.select %live, %new, %ninf : f32
+    llvm.store %out, %pla : f32, !P
   }
 }
 "#;

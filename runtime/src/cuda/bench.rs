@@ -97,29 +97,36 @@ extern "C" __global__ void mercury_fill_f32(float* dst, float value, i64 n) {
 }
 extern "C" __global__ void mercury_attn_merge_o_bf16(float* o_acc, float* lse_acc, u16* o_part,
     float* lse_part, i64 rows, i64 d, i64 sq, i64 hq, i64 o_sb, i64 o_sh, i64 o_sr, i64 l_sb,
-    i64 l_sh, i64 overwrite) {
+    i64 l_sh, i64 overwrite, i64 nparts, i64 pos, i64 pls) {
   GRID_STRIDE(rows * d) {
     const i64 r = e / d, c = e % d, s = r % sq, h = (r / sq) % hq, b = r / (sq * hq);
-    const float la = overwrite ? NEG_INF : lse_acc[b * l_sb + h * l_sh + s], lp = lse_part[r];
-    const float m = fmaxf(la, lp);
+    const float la = overwrite ? NEG_INF : lse_acc[b * l_sb + h * l_sh + s];
+    float m = la;
+    for (i64 i = 0; i < nparts; ++i) m = fmaxf(m, lse_part[i * pls + r]);
     float* po = o_acc + b * o_sb + h * o_sh + s * o_sr + c;
     if (m == NEG_INF) { if (overwrite) *po = 0.f; continue; }
-    const float wa = expf(la - m), wp = expf(lp - m);
-    const float ca = (la == NEG_INF) ? 0.f : *po * wa;
-    const float cp = (lp == NEG_INF) ? 0.f : __uint_as_float(((u32)o_part[r * d + c]) << 16) * wp;
-    *po = (ca + cp) / (wa + wp);
+    const float wa = expf(la - m);
+    float num = (la == NEG_INF) ? 0.f : *po * wa, den = wa;
+    for (i64 i = 0; i < nparts; ++i) {
+      const float lp = lse_part[i * pls + r], wp = expf(lp - m);
+      if (lp != NEG_INF) num += __uint_as_float(((u32)o_part[i * pos + r * d + c]) << 16) * wp;
+      den += wp;
+    }
+    *po = num / den;
   }
 }
 extern "C" __global__ void mercury_attn_merge_lse(float* lse_acc, float* lse_part, i64 rows,
-    i64 sq, i64 hq, i64 l_sb, i64 l_sh, i64 overwrite) {
+    i64 sq, i64 hq, i64 l_sb, i64 l_sh, i64 overwrite, i64 nparts, i64 pls) {
   GRID_STRIDE(rows) {
     const i64 s = e % sq, h = (e / sq) % hq, b = e / (sq * hq);
     float* pl = lse_acc + b * l_sb + h * l_sh + s;
-    const float lp = lse_part[e];
-    if (overwrite) { *pl = lp; continue; }
-    const float la = *pl, m = fmaxf(la, lp);
-    if (m == NEG_INF) continue;
-    *pl = m + logf(expf(la - m) + expf(lp - m));
+    const float la = overwrite ? NEG_INF : *pl;
+    float m = la;
+    for (i64 i = 0; i < nparts; ++i) m = fmaxf(m, lse_part[i * pls + e]);
+    if (m == NEG_INF) { if (overwrite) *pl = NEG_INF; continue; }
+    float sum = expf(la - m);
+    for (i64 i = 0; i < nparts; ++i) sum += expf(lse_part[i * pls + e] - m);
+    *pl = m + logf(sum);
   }
 }
 "#;
@@ -1129,18 +1136,22 @@ impl Bench {
     /// 2 to 64 virtual ranks.
     pub fn p3_ring(&mut self, ranks: usize, seq: usize) -> Result<()> {
         println!("P3 RingAttention, {ranks} virtual ranks on one GPU, B1 H32 S{seq} D128");
-        for backend in [AttnBackend::Cudnn, AttnBackend::Nvrtc] {
+        for (backend, defer, tag) in [
+            (AttnBackend::Cudnn, true, ""),
+            (AttnBackend::Cudnn, false, ".merge_each"),
+            (AttnBackend::Nvrtc, false, ".nvrtc"),
+        ] {
             for causal in [true, false] {
                 let id = format!(
-                    "P3.ring{ranks}.{}{}",
+                    "P3.ring{ranks}.{}{tag}",
                     if causal { "causal" } else { "noncausal" },
-                    if backend == AttnBackend::Nvrtc {
-                        ".nvrtc"
-                    } else {
-                        ""
-                    }
                 );
-                if let Err(e) = self.p3_case(&id, ranks, seq, causal, backend) {
+                let opts = ExecOptions {
+                    attention: backend,
+                    defer_merges: defer,
+                    ..ExecOptions::default()
+                };
+                if let Err(e) = self.p3_case(&id, ranks, seq, causal, opts) {
                     self.record_error(&id, &e);
                 }
             }
@@ -1159,8 +1170,9 @@ impl Bench {
         ranks: usize,
         seq: usize,
         causal: bool,
-        backend: AttnBackend,
+        opts: ExecOptions,
     ) -> Result<()> {
+        let backend = opts.attention;
         let (b, hq, hk, d) = (1, 32, 32, 128);
         let spec = RingSpec {
             ranks,
@@ -1173,10 +1185,6 @@ impl Bench {
             scale: 1.0 / (d as f64).sqrt(),
         };
         let plan = ring_attention_plan(&spec).map_err(RuntimeError::Schedule)?;
-        let opts = ExecOptions {
-            attention: backend,
-            ..ExecOptions::default()
-        };
         let mut ex = CudaExecutor::new(self.ctx.clone(), plan, &self.dk_ptx, opts)?;
         let fell_back: Vec<&String> = ex
             .warnings()

@@ -11,8 +11,8 @@
 //! | `mercury_cast_f32_to_bf16` / `mercury_cast_bf16_to_f32` | dst, src, n |
 //! | `mercury_copy_2d_b16` / `mercury_copy_2d_b32` | dst, src, rows, cols, dst_stride, src_stride |
 //! | `mercury_fill_f32` | dst, value (f32), n |
-//! | `mercury_attn_merge_o_bf16` | o_acc, lse_acc, o_part (bf16), lse_part, rows, d, sq, hq, o_sb, o_sh, o_sr, l_sb, l_sh, overwrite |
-//! | `mercury_attn_merge_lse` | lse_acc, lse_part, rows, sq, hq, l_sb, l_sh, overwrite (after the `_o` kernel) |
+//! | `mercury_attn_merge_o_bf16` | o_acc, lse_acc, o_part (bf16), lse_part, rows, d, sq, hq, o_sb, o_sh, o_sr, l_sb, l_sh, overwrite, nparts, part_o_stride, part_l_stride |
+//! | `mercury_attn_merge_lse` | lse_acc, lse_part, rows, sq, hq, l_sb, l_sh, overwrite, nparts, part_l_stride (after the `_o` kernel) |
 
 use super::error::{Result, RuntimeError};
 use cudarc::driver::{
@@ -236,6 +236,27 @@ impl DeviceKernels {
         lse_part: u64,
         overwrite: bool,
     ) -> Result<()> {
+        // SAFETY: one part, per the caller.
+        unsafe { self.attn_merge_parts(stream, acc, (o_part, lse_part), (1, 0, 0), overwrite) }
+    }
+
+    /// As [`DeviceKernels::attn_merge`] for `n` parts in one pass: part `i`'s O starts
+    /// `i * o_stride` elements after `parts.0`, its lse `i * l_stride` after `parts.1`
+    /// (`(n, o_stride, l_stride)`). Each merge pass reads every part once and the accumulator
+    /// once, so merging k ring steps together moves `2k + 8` bytes per element instead of
+    /// `10k`.
+    ///
+    /// # Safety
+    /// As [`DeviceKernels::attn_merge`], for every part.
+    pub unsafe fn attn_merge_parts(
+        &self,
+        stream: &CudaStream,
+        acc: &AttnAcc,
+        parts: (u64, u64),
+        (nparts, o_stride, l_stride): (usize, usize, usize),
+        overwrite: bool,
+    ) -> Result<()> {
+        let (o_part, lse_part) = parts;
         acc.check()?;
         let rows = acc.b * acc.hq * acc.sq;
         if rows == 0 {
@@ -251,6 +272,7 @@ impl DeviceKernels {
             i(acc.hq),
             i64::from(overwrite),
         );
+        let (np, pos, pls) = (i(nparts), i(o_stride), i(l_stride));
         let mut b = stream.launch_builder(&self.f[8]);
         b.arg(&acc.o)
             .arg(&acc.lse)
@@ -265,7 +287,10 @@ impl DeviceKernels {
             .arg(&o_sr)
             .arg(&l_sb)
             .arg(&l_sh)
-            .arg(&ow);
+            .arg(&ow)
+            .arg(&np)
+            .arg(&pos)
+            .arg(&pls);
         // SAFETY: arguments match `mercury_attn_merge_o_bf16`; memory per the caller, geometry
         // checked above.
         unsafe { b.launch(self.cfg(rows * acc.d / 4)) }
@@ -278,7 +303,9 @@ impl DeviceKernels {
             .arg(&hq)
             .arg(&l_sb)
             .arg(&l_sh)
-            .arg(&ow);
+            .arg(&ow)
+            .arg(&np)
+            .arg(&pls);
         // SAFETY: arguments match `mercury_attn_merge_lse`; same stream, after the `_o` kernel
         // read the old lse.
         unsafe { b.launch(self.cfg(rows)) }

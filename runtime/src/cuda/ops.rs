@@ -80,6 +80,133 @@ pub struct CudnnSplit {
     pub call: Option<SdpaCall>,
     /// The launch's output and lse.
     pub acc: AttnAcc,
+    /// Set when the block's merge is deferred (see [`defer_groups`]): its part goes to a
+    /// buffer kept for its group, and the group's last block merges every part at once.
+    pub part: Option<PartSlot>,
+}
+
+/// A deferred block's place in its group's part buffer. Parts are `[b, hq, sq, d]` bf16 O and
+/// `[b, hq, sq]` f32 lse over the accumulator's full rows (rows that see no key keep lse -inf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartSlot {
+    pub index: usize,
+    /// On the group's last block: merge this many parts, replacing the accumulator when the
+    /// group's first block does not accumulate.
+    pub merge: Option<(usize, bool)>,
+    pub o_base: u64,
+    pub l_base: u64,
+    /// Elements between two parts' O / lse.
+    pub o_stride: usize,
+    pub l_stride: usize,
+}
+
+impl PartSlot {
+    /// O and lse addresses of this block's part.
+    pub fn addrs(&self) -> (u64, u64) {
+        (
+            self.o_base + (self.index * self.o_stride * 2) as u64,
+            self.l_base + (self.index * self.l_stride * 4) as u64,
+        )
+    }
+}
+
+/// Largest number of ring steps whose parts are merged in one pass.
+pub const MAX_DEFERRED_PARTS: usize = 8;
+
+/// Groups of a rank's attention blocks whose merges can be deferred and done in one pass: runs
+/// of blocks (in program order: stage by stage, compute before transfers) that `eligible`
+/// accepts, write the same output and lse views, accumulate after the first, and with no other
+/// operation, compute or transfer, touching those views in between. Runs are cut into chunks of
+/// at most `max_parts`; chunks of one block are not returned. Each entry is (stage, op) indices.
+pub fn defer_groups(
+    prog: &mercury_plan::RankProgram,
+    eligible: impl Fn(usize, usize) -> bool,
+    max_parts: usize,
+) -> Vec<Vec<(usize, usize)>> {
+    use mercury_plan::verify::{comm_access, compute_access};
+    type Key = (View, View);
+    let overlaps = |a: &View, b: &View| a.slot == b.slot && a.region.overlaps(&b.region);
+    let touches = |key: &Key, v: &View| overlaps(&key.0, v) || overlaps(&key.1, v);
+    let mut open: Vec<(Key, Vec<(usize, usize)>)> = Vec::new();
+    let mut done: Vec<Vec<(usize, usize)>> = Vec::new();
+    let close = |g: Vec<(usize, usize)>, done: &mut Vec<Vec<(usize, usize)>>| {
+        for c in g.chunks(max_parts.max(1)) {
+            if c.len() >= 2 {
+                done.push(c.to_vec());
+            }
+        }
+    };
+    for (si, st) in prog.stages.iter().enumerate() {
+        for (oi, op) in st.compute.iter().enumerate() {
+            let member = match op {
+                ComputeOp::Patch {
+                    patch: PatchKind::Attention { accumulate, .. },
+                    outputs,
+                    ..
+                } if outputs.len() == 2 && eligible(si, oi) => {
+                    Some(((outputs[0].clone(), outputs[1].clone()), *accumulate))
+                }
+                _ => None,
+            };
+            if let Some((key, accumulate)) = member {
+                if let Some(pos) = open.iter().position(|(k, _)| *k == key) {
+                    if accumulate {
+                        open[pos].1.push((si, oi));
+                        continue;
+                    }
+                    let (_, g) = open.remove(pos);
+                    close(g, &mut done);
+                }
+                // Any other open group this block's views touch ends here.
+                let mut i = 0;
+                while i < open.len() {
+                    if touches(&open[i].0, &key.0) || touches(&open[i].0, &key.1) {
+                        let (_, g) = open.remove(i);
+                        close(g, &mut done);
+                    } else {
+                        i += 1;
+                    }
+                }
+                open.push((key, vec![(si, oi)]));
+                continue;
+            }
+            let (reads, writes) = compute_access(op);
+            let mut i = 0;
+            while i < open.len() {
+                if reads
+                    .iter()
+                    .chain(writes.iter())
+                    .any(|v| touches(&open[i].0, v))
+                {
+                    let (_, g) = open.remove(i);
+                    close(g, &mut done);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for op in &st.comm {
+            let (reads, writes) = comm_access(op);
+            let mut i = 0;
+            while i < open.len() {
+                if reads
+                    .iter()
+                    .chain(writes.iter())
+                    .any(|v| touches(&open[i].0, v))
+                {
+                    let (_, g) = open.remove(i);
+                    close(g, &mut done);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+    }
+    for (_, g) in open {
+        close(g, &mut done);
+    }
+    done.sort();
+    done
 }
 
 /// The cuDNN form of an attention launch (pure index arithmetic; see [`CudnnSplit`]).
@@ -139,7 +266,12 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
         lse_strides: [l.lse.sb, l.lse.sh],
     };
     acc.check()?;
-    Ok(CudnnSplit { masked, call, acc })
+    Ok(CudnnSplit {
+        masked,
+        call,
+        acc,
+        part: None,
+    })
 }
 
 /// Whether the cuDNN patch computes `launch`: its split, or why not.
@@ -169,6 +301,42 @@ unsafe fn enqueue_cudnn_attention(
     accumulate: bool,
 ) -> Result<()> {
     let acc = &split.acc;
+    if let Some(ps) = &split.part {
+        let (_, part_l) = ps.addrs();
+        if split.masked > 0 {
+            // Rows that see no key keep lse -inf in the part (cuDNN writes the others).
+            // SAFETY: the part's lse holds b * hq * sq f32.
+            unsafe {
+                cx.dk.fill_f32(
+                    cx.stream,
+                    part_l,
+                    f32::NEG_INFINITY,
+                    acc.b * acc.hq * acc.sq,
+                )?
+            };
+        }
+        if let Some(call) = &split.call {
+            let ws_bytes = cudnn.prepare(call)?.max(256);
+            let ws = cx.scratch.take(ws_bytes)?;
+            // SAFETY: q/k/v per the caller; O and Stats address the part (set when the
+            // executor was built), sized for the accumulator's rows.
+            unsafe { cudnn.forward_ws(cx.stream, call, ws, ws_bytes)? };
+        }
+        if let Some((n, overwrite)) = ps.merge {
+            // SAFETY: every part of the group was written by the blocks before this one on
+            // this stream (parts of blocks that saw no key hold lse -inf).
+            unsafe {
+                cx.dk.attn_merge_parts(
+                    cx.stream,
+                    acc,
+                    (ps.o_base, ps.l_base),
+                    (n, ps.o_stride, ps.l_stride),
+                    overwrite,
+                )?
+            };
+        }
+        return Ok(());
+    }
     if let Some(call) = &split.call {
         let rows = acc.b * acc.hq * (acc.sq - split.masked);
         let ws_bytes = cudnn.prepare(call)?.max(256);
@@ -878,6 +1046,46 @@ mod tests {
         let mut l = launch(0, 0, false);
         l.o.ptr += 8;
         assert!(cudnn_split(&l).is_err());
+    }
+
+    /// The ring's blocks into one accumulator form one deferral group per rank; another
+    /// operation touching the accumulator in between cuts the group.
+    #[test]
+    fn ring_blocks_form_deferral_groups() {
+        use crate::cuda::ring::{ring_attention_plan, RingSpec};
+        let spec = RingSpec {
+            ranks: 4,
+            b: 1,
+            hq: 4,
+            hk: 2,
+            seq: 800,
+            d: 128,
+            causal: false,
+            scale: 0.1,
+        };
+        let plan = ring_attention_plan(&spec).unwrap();
+        for prog in &plan.ranks {
+            let g = defer_groups(prog, |_, _| true, MAX_DEFERRED_PARTS);
+            assert_eq!(g.len(), 1, "rank {}: {g:?}", prog.rank);
+            assert_eq!(g[0].len(), 4);
+            // Chunks of at most 3; the single leftover block merges on its own.
+            let g = defer_groups(prog, |_, _| true, 3);
+            assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![3]);
+            // Blocks the executor does not run on cuDNN are not deferred.
+            assert!(defer_groups(prog, |si, _| si == 0, 8).is_empty());
+        }
+        // A copy out of the accumulator between two blocks ends the group there.
+        let mut prog = plan.ranks[0].clone();
+        let (o, _) = match &prog.stages[1].compute[0] {
+            ComputeOp::Patch { outputs, .. } => (outputs[0].clone(), outputs[1].clone()),
+            other => panic!("{other:?}"),
+        };
+        prog.stages[1].compute.push(ComputeOp::Copy {
+            src: o.clone(),
+            dst: o,
+        });
+        let g = defer_groups(&prog, |_, _| true, 8);
+        assert_eq!(g, vec![vec![(0, 0), (1, 0)], vec![(2, 0), (3, 0)]]);
     }
 
     #[test]
