@@ -129,13 +129,22 @@ pub fn defer_groups(
     let touches = |key: &Key, v: &View| overlaps(&key.0, v) || overlaps(&key.1, v);
     let mut open: Vec<(Key, Vec<(usize, usize)>)> = Vec::new();
     let mut done: Vec<Vec<(usize, usize)>> = Vec::new();
-    let close = |g: Vec<(usize, usize)>, done: &mut Vec<Vec<(usize, usize)>>| {
-        for c in g.chunks(max_parts.max(1)) {
-            if c.len() >= 2 {
-                done.push(c.to_vec());
+    type Groups = Vec<(Key, Vec<(usize, usize)>)>;
+    // Closes every open group whose views one of `views` touches.
+    let close_touched =
+        |open: &mut Groups, done: &mut Vec<Vec<(usize, usize)>>, views: &[&View]| {
+            let (hit, keep): (Groups, Groups) = std::mem::take(open)
+                .into_iter()
+                .partition(|(k, _)| views.iter().any(|v| touches(k, v)));
+            *open = keep;
+            for (_, g) in hit {
+                done.extend(
+                    g.chunks(max_parts.max(1))
+                        .filter(|c| c.len() >= 2)
+                        .map(<[(usize, usize)]>::to_vec),
+                );
             }
-        }
-    };
+        };
     for (si, st) in prog.stages.iter().enumerate() {
         for (oi, op) in st.compute.iter().enumerate() {
             let member = match op {
@@ -148,63 +157,36 @@ pub fn defer_groups(
                 }
                 _ => None,
             };
-            if let Some((key, accumulate)) = member {
-                if let Some(pos) = open.iter().position(|(k, _)| *k == key) {
-                    if accumulate {
-                        open[pos].1.push((si, oi));
-                        continue;
-                    }
-                    let (_, g) = open.remove(pos);
-                    close(g, &mut done);
-                }
-                // Any other open group this block's views touch ends here.
-                let mut i = 0;
-                while i < open.len() {
-                    if touches(&open[i].0, &key.0) || touches(&open[i].0, &key.1) {
-                        let (_, g) = open.remove(i);
-                        close(g, &mut done);
-                    } else {
-                        i += 1;
+            match member {
+                Some((key, true)) if open.iter().any(|(k, _)| *k == key) => {
+                    if let Some((_, g)) = open.iter_mut().find(|(k, _)| *k == key) {
+                        g.push((si, oi));
                     }
                 }
-                open.push((key, vec![(si, oi)]));
-                continue;
-            }
-            let (reads, writes) = compute_access(op);
-            let mut i = 0;
-            while i < open.len() {
-                if reads
-                    .iter()
-                    .chain(writes.iter())
-                    .any(|v| touches(&open[i].0, v))
-                {
-                    let (_, g) = open.remove(i);
-                    close(g, &mut done);
-                } else {
-                    i += 1;
+                Some((key, _)) => {
+                    // A block that starts afresh (or a new accumulator) ends every open group
+                    // its views touch, its own included.
+                    close_touched(&mut open, &mut done, &[&key.0, &key.1]);
+                    open.push((key, vec![(si, oi)]));
+                }
+                None => {
+                    let (reads, writes) = compute_access(op);
+                    let views: Vec<&View> = reads.into_iter().chain(writes).collect();
+                    close_touched(&mut open, &mut done, &views);
                 }
             }
         }
         for op in &st.comm {
             let (reads, writes) = comm_access(op);
-            let mut i = 0;
-            while i < open.len() {
-                if reads
-                    .iter()
-                    .chain(writes.iter())
-                    .any(|v| touches(&open[i].0, v))
-                {
-                    let (_, g) = open.remove(i);
-                    close(g, &mut done);
-                } else {
-                    i += 1;
-                }
-            }
+            let views: Vec<&View> = reads.into_iter().chain(writes).collect();
+            close_touched(&mut open, &mut done, &views);
         }
     }
-    for (_, g) in open {
-        close(g, &mut done);
-    }
+    let all: Vec<View> = open
+        .iter()
+        .flat_map(|(k, _)| [k.0.clone(), k.1.clone()])
+        .collect();
+    close_touched(&mut open, &mut done, &all.iter().collect::<Vec<_>>());
     done.sort();
     done
 }
