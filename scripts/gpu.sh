@@ -6,6 +6,10 @@
 #   MERCURY_GPU_PARTS=schedules bash scripts/gpu.sh --remote   # only the compiled schedules
 #   MERCURY_GPU_CASES='causal|tree' ...                         # only cases matching a regex
 #   MERCURY_GPU_PARTS=mgpu bash scripts/gpu.sh --remote         # only the multi-GPU section
+#   MERCURY_GPU_PARTS=baselines ...   # PyTorch baselines on every GPU (scripts/baselines, >= 2 GPUs)
+#   MERCURY_BENCH_ONLY=P2c,P3 ...     # bench sections; MERCURY_SDPA_CASES=regex: SDPA baseline ids
+#   MERCURY_BASELINE_ARGS='--quick' ...  # extra arguments of the baseline scripts
+#   MERCURY_BASELINE_SCRIPTS=attention ... # which of scripts/baselines/{attention,gemm}.py
 #
 # With the device tool, after `bash scripts/gpu.sh` here:
 #   run(kind="nvidia-h200", carry=[".carry"], timeout_s=600, command="bash scripts/gpu.sh --remote")
@@ -50,20 +54,29 @@ done
 out="${OUT:-/tmp/mercury-gpu-out}"
 mkdir -p "$out"
 C=.carry
+# cuDNN: the one PyTorch uses (the nvidia-cudnn package in its venv), not the older system copy
+# the dynamic loader would find first (kernels/src/cuda/cudnn/loader.rs).
+if [[ -z "${MERCURY_CUDNN_LIB:-}" ]]; then
+  d=$(python3 -c 'import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)
+  [[ -n "$d" && -e "$d/libcudnn.so.9" ]] && export MERCURY_CUDNN_LIB="$d/libcudnn.so.9"
+fi
+echo "MERCURY_CUDNN_LIB=${MERCURY_CUDNN_LIB:-unset, the dynamic loader search}"
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "scripts/gpu.sh --remote: no GPU found (nvidia-smi -L failed); nothing to run" >&2
   exit 2
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$out/gpu.txt"
 status=0
-parts="${MERCURY_GPU_PARTS:-bench,schedules,mgpu}"
+parts="${MERCURY_GPU_PARTS:-bench,schedules,mgpu,baselines}"
 
 if [[ ",$parts," == *",bench,"* ]]; then
 echo "== torch SDPA baseline"
-PYTHONUNBUFFERED=1 python3 $C/sdpa_baseline.py --out "$out/sdpa.json" > "$out/sdpa.log" 2>&1 || { echo "sdpa baseline failed"; tail -5 "$out/sdpa.log"; }
+PYTHONUNBUFFERED=1 python3 $C/sdpa_baseline.py ${MERCURY_SDPA_CASES:+--cases "$MERCURY_SDPA_CASES"} \
+  --out "$out/sdpa.json" > "$out/sdpa.log" 2>&1 || { echo "sdpa baseline failed"; tail -5 "$out/sdpa.log"; }
 
-echo "== mercury-gpu-bench (P0 self-checks, P1 GEMM, P2 attention, P3 ring on virtual ranks)"
+echo "== mercury-gpu-bench (${MERCURY_BENCH_ONLY:-P0,P1,P2,P2c,P3}: self-checks, GEMM, attention patches, ring on virtual ranks)"
 $C/mercury-gpu-bench --device-kernels-ptx $C/device_kernels.ptx --sdpa-json "$out/sdpa.json" \
+  --only "${MERCURY_BENCH_ONLY:-P0,P1,P2,P2c,P3}" \
   --json-out "$out/bench.json" > "$out/bench.log" 2>&1 || status=1
 tail -60 "$out/bench.log" || true
 fi
@@ -204,6 +217,22 @@ else
   echo "| --- | ---: | ---: | ---: | ---: | --- |"
   cat "$out/mgpu-table.md"
   echo
+fi
+fi
+# ==== PyTorch baselines on every GPU (scripts/baselines; issue 13's side-by-side suite) ========
+if [[ ",$parts," == *",baselines,"* ]]; then
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if (( ngpu < 2 )); then
+  echo "== baselines: skipped, only ${ngpu} GPU present (they run one process per GPU)"
+else
+  for script in ${MERCURY_BASELINE_SCRIPTS:-attention gemm}; do
+    echo "== torchrun $ngpu x scripts/baselines/$script.py ${MERCURY_BASELINE_ARGS:-}"
+    # shellcheck disable=SC2086
+    PYTHONUNBUFFERED=1 timeout 400 torchrun --standalone --nproc_per_node="$ngpu" scripts/baselines/$script.py \
+      ${MERCURY_BASELINE_ARGS:-} --json-out "$out/$script-baselines.json" \
+      > "$out/$script-baselines.md" 2> "$out/$script-baselines.log" || { echo "   $script baselines failed"; tail -5 "$out/$script-baselines.log"; }
+    cat "$out/$script-baselines.md"
+  done
 fi
 fi
 exit $status

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Times torch SDPA on the attention shapes of benchmark P2 (bf16, head dim 128).
+"""Times torch SDPA on the attention shapes of benchmarks P2 and P2c (bf16).
 
 Backends: FLASH_ATTENTION (the FlashAttention-2 kernel) and CUDNN_ATTENTION (cuDNN fused
 attention, FA3-class on Hopper). Median of triton.testing.do_bench (CUDA-event timing), fresh
@@ -11,6 +11,7 @@ and writes it to --out when given. The ids match mercury-gpu-bench's P2 case ids
 """
 import argparse
 import json
+import re
 import sys
 
 import torch
@@ -18,15 +19,24 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 CASES = [
-    # id, batch, q heads, kv heads, seq, causal
-    ("b1h32s32k.causal", 1, 32, 32, 32768, True),
-    ("b1h32s32k.noncausal", 1, 32, 32, 32768, False),
-    ("gqa32q8kv.s32k.noncausal", 1, 32, 8, 32768, False),
-    ("b16h32s4k.noncausal", 16, 32, 32, 4096, False),
+    # id, batch, q heads, kv heads, seq, causal, head dim
+    ("b1h32s32k.causal", 1, 32, 32, 32768, True, 128),
+    ("b1h32s32k.noncausal", 1, 32, 32, 32768, False, 128),
+    ("gqa32q8kv.s32k.noncausal", 1, 32, 8, 32768, False, 128),
+    ("gqa32q8kv.s32k.causal", 1, 32, 8, 32768, True, 128),
+    ("b16h32s4k.noncausal", 16, 32, 32, 4096, False, 128),
+    ("b16h32s4k.causal", 16, 32, 32, 4096, True, 128),
+    ("b1h32s32k.d64.noncausal", 1, 32, 32, 32768, False, 64),
+    ("b1h32s32k.d64.causal", 1, 32, 32, 32768, True, 64),
+    ("b1h32s32k.d256.noncausal", 1, 32, 32, 32768, False, 256),
+    ("b1h32s32k.d256.causal", 1, 32, 32, 32768, True, 256),
+    ("b1h32s4kx4k.noncausal", 1, 32, 32, 4096, False, 128),
 ]
+# CUDNN_LSE: the same cuDNN kernel through torch's internal op with the softmax statistics
+# requested (compute_log_sumexp=True), i.e. the same work as our patch (O plus LSE).
 BACKENDS = [("FLASH_ATTENTION", SDPBackend.FLASH_ATTENTION),
-            ("CUDNN_ATTENTION", SDPBackend.CUDNN_ATTENTION)]
-D = 128
+            ("CUDNN_ATTENTION", SDPBackend.CUDNN_ATTENTION),
+            ("CUDNN_LSE", None)]
 
 
 def bench(fn, warmup_ms, rep_ms):
@@ -54,10 +64,13 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--warmup-ms", type=float, default=150.0)
     ap.add_argument("--rep-ms", type=float, default=700.0)
+    ap.add_argument("--cases", default=None, help="regular expression selecting case ids")
     args = ap.parse_args()
     dev = torch.cuda.get_device_name(0)
     results = []
-    for cid, b, hq, hk, s, causal in CASES:
+    for cid, b, hq, hk, s, causal, D in CASES:
+        if args.cases and not re.search(args.cases, cid):
+            continue
         q = torch.rand(b, hq, s, D, device="cuda", dtype=torch.bfloat16) * 3 - 1.5
         k = torch.rand(b, hk, s, D, device="cuda", dtype=torch.bfloat16) * 3 - 1.5
         v = torch.rand(b, hk, s, D, device="cuda", dtype=torch.bfloat16) * 2 - 1
@@ -65,6 +78,26 @@ def main():
         for name, backend in BACKENDS:
             note = ""
             try:
+                if backend is None:
+                    ke, ve = k, v
+                    if hq != hk:
+                        ke = k.repeat_interleave(hq // hk, dim=1)
+                        ve = v.repeat_interleave(hq // hk, dim=1)
+                        note = "gqa via expanded K/V"
+
+                    def fn(k=ke, v=ve):
+                        return torch.ops.aten._scaled_dot_product_cudnn_attention(
+                            q, k, v, None, True, 0.0, causal, False)
+                    fn()
+                    torch.cuda.synchronize()
+                    ms = bench(fn, args.warmup_ms, args.rep_ms)
+                    results.append({"id": cid, "backend": name, "ms": ms,
+                                    "tflops": flops / (ms * 1e-3) / 1e12, "note": note})
+                    r = results[-1]
+                    print(f"sdpa {cid:<28} {name:<16} {ms:9.3f} ms {r['tflops']:7.1f} TFLOP/s {note}",
+                          file=sys.stderr, flush=True)
+                    continue
+
                 def fn(k=k, v=v, gqa=hq != hk):
                     with sdpa_kernel(backend):
                         return F.scaled_dot_product_attention(q, k, v, is_causal=causal,

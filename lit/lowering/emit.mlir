@@ -4,6 +4,7 @@
 // RUN: %mercury-opt --schedule=%repo/examples/schedules/tree_attention.sched --emit=gpu-mlir %repo/examples/attention.mlir | FileCheck %s --check-prefix=GPU
 // RUN: %mercury-opt --schedule=%repo/examples/schedules/tree_attention.sched --emit=ptx %repo/examples/attention.mlir | FileCheck %s --check-prefix=PTX
 // RUN: %mercury-opt --emit=ptx --all-device-kernels --chip=sm_80 %repo/examples/attention.mlir | FileCheck %s --check-prefix=SM80
+// RUN: %mercury-opt --emit=ptx --all-device-kernels %repo/examples/attention.mlir | FileCheck %s --check-prefix=ATTN
 // RUN: not %mercury-opt --emit=ptx --chip=sm_999 %repo/examples/attention.mlir 2>&1 | FileCheck %s --check-prefix=BADCHIP
 
 // PLAN: "name": "attention",
@@ -26,6 +27,17 @@
 // PTX-NOT: __nv_
 
 // SM80: .target sm_80
-// SM80-COUNT-8: .visible .entry mercury_
+// SM80-COUNT-10: .visible .entry mercury_
+
+// The epilogue of the cuDNN attention patch: a bf16 partial output merged into a strided f32
+// accumulator, four elements per thread through vector loads and stores, 32-bit index math.
+// ATTN-LABEL: .visible .entry mercury_attn_merge_o_bf16(
+// ATTN-DAG: ld.global.v4.b16
+// ATTN-DAG: ld.global.v4.b32
+// ATTN-DAG: st.global.v4.b32
+// ATTN-DAG: ex2.approx.f32
+// ATTN-DAG: div.u32
+// ATTN-LABEL: .visible .entry mercury_attn_merge_lse(
+// ATTN: lg2.approx.f32
 
 // BADCHIP: error: --chip: invalid NVPTX target options: unknown NVPTX chip `sm_999`

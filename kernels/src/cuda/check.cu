@@ -8,21 +8,6 @@ typedef unsigned int u32;
 typedef long long i64;
 typedef unsigned long long u64;
 
-// Must match `AttnArgsDev` in attention.rs (and struct AttnArgs in attention.cu).
-struct AttnArgs {
-    u64 q, k, v, o, lse;
-    i64 q_sb, q_sh, q_sr;
-    i64 k_sb, k_sh, k_sr;
-    i64 v_sb, v_sh, v_sr;
-    i64 o_sb, o_sh, o_sr;
-    i64 lse_sb, lse_sh;
-    i64 q_offset, k_offset;
-    int b, hq, hk, sq, sk;
-    int causal;
-    float scale_log2;
-    float scale;
-};
-
 #define NEG_INF (__int_as_float(0xff800000))
 
 static __device__ __forceinline__ u32 mix64(u64 x) {
@@ -120,17 +105,39 @@ extern "C" __global__ void mercury_check_gather_entries_bf16(const u16* c, const
     out[e] = bf16_to_f32(c[(idx[e] / n) * ldc + idx[e] % n]);
 }
 
-// Plain f32 attention for selected query rows: rows[i] = (bi * hq + h) * sq + r. One block of
-// 128 threads (= head dim) per row; two passes over the visible keys (max/sum, then output).
-// o_ref is [nrows, 128], lse_ref [nrows]. Also gathers the patch's own output for the same
-// rows into o_got / lse_got (p.o / p.lse with their strides) so the host compares dense data.
-extern "C" __global__ void __launch_bounds__(128)
-    mercury_check_ref_attn_rows(const AttnArgs p, const i64* rows, int nrows, float* o_ref,
+// Must match `SdpaRefArgsDev` in check.rs. Tensors are [b, h, s, d] with element strides of the
+// batch, head and row dimensions (the last dimension contiguous); io 0 = bf16, 1 = f16; the
+// checked output o is io-typed (o_f32 = 0) or f32 (o_f32 = 1); stats are f32 [b, h, s].
+struct SdpaRefArgs {
+    u64 q, k, v, o, stats;
+    i64 q_s[3], k_s[3], v_s[3], o_s[3], st_s[2];
+    i64 delta;  // causal: key c visible to query r when r + delta >= c
+    int b, hq, hk, sq, sk, dqk, dv;
+    int causal, io, o_f32;
+    float scale;
+};
+
+static __device__ __forceinline__ float f16_to_f32(u16 x) {
+    float f;
+    asm("{ .reg .f16 h; mov.b16 h, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(x));
+    return f;
+}
+
+static __device__ __forceinline__ float load_io(const u16* p, i64 i, int io) {
+    return io == 0 ? bf16_to_f32(p[i]) : f16_to_f32(p[i]);
+}
+
+// Plain f32 attention for selected rows (rows[i] = (bi * hq + h) * sq + r) of any head dims
+// up to 256 and either io type: one block of 256 threads per row, two passes over the visible
+// keys (max/sum, then the output, 256 keys at a time). o_ref is [nrows, dv], lse_ref [nrows]; the patch's own
+// output for the same rows is gathered into o_got / lse_got.
+extern "C" __global__ void __launch_bounds__(256)
+    mercury_check_ref_sdpa_rows(const SdpaRefArgs p, const i64* rows, int nrows, float* o_ref,
                                 float* lse_ref, float* o_got, float* lse_got) {
-    __shared__ float qs[128];
-    __shared__ float ps[128];
-    __shared__ float red_m[4];
-    __shared__ float red_l[4];
+    __shared__ float qs[256];
+    __shared__ float ps[256];
+    __shared__ float red_m[8];
+    __shared__ float red_l[8];
     const int ridx = blockIdx.x;
     if (ridx >= nrows) return;
     const int tid = threadIdx.x;
@@ -139,32 +146,28 @@ extern "C" __global__ void __launch_bounds__(128)
     const int h = (int)((flat / p.sq) % p.hq);
     const int bi = (int)(flat / ((i64)p.sq * p.hq));
     const int kh = h / (p.hq / p.hk);
-    const u16* qrow = (const u16*)p.q + bi * p.q_sb + h * p.q_sh + (i64)r * p.q_sr;
-    const u16* kg = (const u16*)p.k + bi * p.k_sb + kh * p.k_sh;
-    const u16* vg = (const u16*)p.v + bi * p.v_sb + kh * p.v_sh;
-
-    // Gather what the patch produced for this row.
-    {
-        const float* og = (const float*)p.o + bi * p.o_sb + h * p.o_sh + (i64)r * p.o_sr;
-        o_got[(i64)ridx * 128 + tid] = og[tid];
-        if (tid == 0) lse_got[ridx] = ((const float*)p.lse)[bi * p.lse_sb + h * p.lse_sh + r];
+    const u16* qrow = (const u16*)p.q + bi * p.q_s[0] + h * p.q_s[1] + (i64)r * p.q_s[2];
+    const u16* kg = (const u16*)p.k + bi * p.k_s[0] + kh * p.k_s[1];
+    const u16* vg = (const u16*)p.v + bi * p.v_s[0] + kh * p.v_s[1];
+    const i64 orow = bi * p.o_s[0] + h * p.o_s[1] + (i64)r * p.o_s[2];
+    if (tid < p.dv) {
+        o_got[(i64)ridx * p.dv + tid] =
+            p.o_f32 ? ((const float*)p.o)[orow + tid] : load_io((const u16*)p.o, orow + tid, p.io);
     }
-
-    qs[tid] = bf16_to_f32(qrow[tid]);
+    if (tid == 0) lse_got[ridx] = ((const float*)p.stats)[bi * p.st_s[0] + h * p.st_s[1] + r];
+    if (tid < p.dqk) qs[tid] = load_io(qrow, tid, p.io);
     __syncthreads();
 
     i64 nvis = p.sk;
     if (p.causal) {
-        const i64 lim = p.q_offset + r - p.k_offset;  // last visible key
+        const i64 lim = (i64)r + p.delta;  // last visible key
         nvis = lim + 1 < 0 ? 0 : (lim + 1 < p.sk ? lim + 1 : p.sk);
     }
-
-    // Pass 1: per-thread online max / sum over keys tid, tid + 128, ...
     float m = NEG_INF, l = 0.f;
-    for (i64 c = tid; c < nvis; c += 128) {
-        const u16* krow = kg + c * p.k_sr;
+    for (i64 c = tid; c < nvis; c += 256) {
+        const u16* krow = kg + c * p.k_s[2];
         float s = 0.f;
-        for (int d = 0; d < 128; ++d) s += qs[d] * bf16_to_f32(krow[d]);
+        for (int d = 0; d < p.dqk; ++d) s += qs[d] * load_io(krow, d, p.io);
         s *= p.scale;
         if (s > m) {
             l = l * expf(m - s) + 1.f;
@@ -173,16 +176,11 @@ extern "C" __global__ void __launch_bounds__(128)
             l += expf(s - m);
         }
     }
-    // Block reduce (m, l): warp shuffles, then 4 warps through shared memory.
     for (int o = 16; o > 0; o >>= 1) {
         const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
         const float l2 = __shfl_xor_sync(0xffffffffu, l, o);
         const float mm = fmaxf(m, m2);
-        if (mm == NEG_INF) {
-            l = 0.f;
-        } else {
-            l = l * expf(m - mm) + l2 * expf(m2 - mm);
-        }
+        l = (mm == NEG_INF) ? 0.f : l * expf(m - mm) + l2 * expf(m2 - mm);
         m = mm;
     }
     if ((tid & 31) == 0) {
@@ -191,29 +189,43 @@ extern "C" __global__ void __launch_bounds__(128)
     }
     __syncthreads();
     float M = NEG_INF;
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w]);
+    for (int w = 0; w < 8; ++w) M = fmaxf(M, red_m[w]);
     float L = 0.f;
     if (M != NEG_INF) {
-        for (int w = 0; w < 4; ++w) L += red_l[w] * expf(red_m[w] - M);
+        for (int w = 0; w < 8; ++w) L += red_l[w] * expf(red_m[w] - M);
     }
-
-    // Pass 2: o = sum_c softmax_c * v[c], 128 keys at a time.
     float acc = 0.f;
-    for (i64 base = 0; base < nvis; base += 128) {
+    for (i64 base = 0; base < nvis; base += 256) {
         const i64 c = base + tid;
         float pc = 0.f;
         if (c < nvis) {
-            const u16* krow = kg + c * p.k_sr;
+            const u16* krow = kg + c * p.k_s[2];
             float s = 0.f;
-            for (int d = 0; d < 128; ++d) s += qs[d] * bf16_to_f32(krow[d]);
+            for (int d = 0; d < p.dqk; ++d) s += qs[d] * load_io(krow, d, p.io);
             pc = expf(s * p.scale - M) / L;
         }
         __syncthreads();
         ps[tid] = pc;
         __syncthreads();
-        const i64 cnt = nvis - base < 128 ? nvis - base : 128;
-        for (int i = 0; i < cnt; ++i) acc += ps[i] * bf16_to_f32(vg[(base + i) * p.v_sr + tid]);
+        const i64 cnt = nvis - base < 256 ? nvis - base : 256;
+        if (tid < p.dv) {
+            for (int i = 0; i < cnt; ++i) acc += ps[i] * load_io(vg, (base + i) * p.v_s[2] + tid, p.io);
+        }
     }
-    o_ref[(i64)ridx * 128 + tid] = (nvis > 0) ? acc : 0.f;
+    if (tid < p.dv) o_ref[(i64)ridx * p.dv + tid] = (nvis > 0) ? acc : 0.f;
     if (tid == 0) lse_ref[ridx] = (nvis > 0) ? M + logf(L) : NEG_INF;
+}
+
+// dst[i] = f16(lo + (hi - lo) * u_i), the same hash as mercury_check_fill_random_bf16.
+extern "C" __global__ void mercury_check_fill_random_f16(u16* dst, i64 n, u64 seed, float lo,
+                                                         float hi) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (i64)gridDim.x * blockDim.x) {
+        const u32 h = mix64((u64)i * 0x9E3779B97F4A7C15ULL + seed);
+        const float u = (float)(h >> 8) * (1.0f / 16777216.0f);
+        const float x = lo + (hi - lo) * u;
+        u16 out;
+        asm("{ .reg .f16 h; cvt.rn.f16.f32 h, %1; mov.b16 %0, h; }" : "=h"(out) : "f"(x));
+        dst[i] = out;
+    }
 }

@@ -3,6 +3,7 @@
 //! host-side error measures used by the checks.
 
 use super::attention::AttnLaunch;
+use super::cudnn::{IoType, SdpaCall};
 use super::error::{ensure, KernelError, Result};
 use super::gemm::{ElemType, GemmSpec};
 use super::nvrtc::compile_and_load;
@@ -25,8 +26,42 @@ pub struct CheckKernels {
     ref_gemm: CudaFunction,
     gather_f32: CudaFunction,
     gather_bf16: CudaFunction,
-    ref_attn: CudaFunction,
+    ref_sdpa: CudaFunction,
+    rand_f16: CudaFunction,
 }
+
+/// Kernel parameter block of `mercury_check_ref_sdpa_rows`; must match `struct SdpaRefArgs` in
+/// `check.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct SdpaRefArgsDev {
+    q: u64,
+    k: u64,
+    v: u64,
+    o: u64,
+    stats: u64,
+    q_s: [i64; 3],
+    k_s: [i64; 3],
+    v_s: [i64; 3],
+    o_s: [i64; 3],
+    st_s: [i64; 2],
+    delta: i64,
+    b: i32,
+    hq: i32,
+    hk: i32,
+    sq: i32,
+    sk: i32,
+    dqk: i32,
+    dv: i32,
+    causal: i32,
+    io: i32,
+    o_f32: i32,
+    scale: f32,
+}
+
+// SAFETY: `#[repr(C)]` of 8-byte and 4-byte scalars in the order of the C struct, which has the
+// same natural layout (checked by `sdpa_ref_args_layout`).
+unsafe impl DeviceRepr for SdpaRefArgsDev {}
 
 fn grid_for(n: usize) -> LaunchConfig {
     let blocks = n.div_ceil(256).clamp(1, 4096) as u32;
@@ -147,11 +182,11 @@ pub fn bf16_to_f64(x: u16) -> f64 {
 /// Result of [`CheckKernels::attention_rows`]: reference and patch output for each row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowsCheck {
-    /// `[rows, 128]` reference output.
+    /// `[rows, d]` reference output (`d` = 128 for the NVRTC patch, `d_v` for cuDNN).
     pub o_ref: Vec<f32>,
     /// `[rows]` reference lse.
     pub lse_ref: Vec<f32>,
-    /// `[rows, 128]` what the patch wrote.
+    /// `[rows, d]` what the patch wrote.
     pub o_got: Vec<f32>,
     /// `[rows]` what the patch wrote.
     pub lse_got: Vec<f32>,
@@ -189,7 +224,8 @@ impl CheckKernels {
             ref_gemm: f("mercury_check_ref_gemm_entries")?,
             gather_f32: f("mercury_check_gather_entries_f32")?,
             gather_bf16: f("mercury_check_gather_entries_bf16")?,
-            ref_attn: f("mercury_check_ref_attn_rows")?,
+            ref_sdpa: f("mercury_check_ref_sdpa_rows")?,
+            rand_f16: f("mercury_check_fill_random_f16")?,
             _module: module,
         })
     }
@@ -214,6 +250,28 @@ impl CheckKernels {
         unsafe { b.launch(grid_for(n)) }
             .map(|_| ())
             .map_err(KernelError::driver("launch fill_random_bf16"))
+    }
+
+    /// Fills `n` f16 values at `ptr` with uniform random values in `[lo, hi)` from `seed`.
+    ///
+    /// # Safety
+    /// `ptr` must be device memory of this context with room for `n` f16 values.
+    pub unsafe fn fill_random_f16(
+        &self,
+        stream: &CudaStream,
+        ptr: u64,
+        n: usize,
+        seed: u64,
+        lo: f32,
+        hi: f32,
+    ) -> Result<()> {
+        let n64 = n as i64;
+        let mut b = stream.launch_builder(&self.rand_f16);
+        b.arg(&ptr).arg(&n64).arg(&seed).arg(&lo).arg(&hi);
+        // SAFETY: the arguments match the kernel signature; the caller guarantees the memory.
+        unsafe { b.launch(grid_for(n)) }
+            .map(|_| ())
+            .map_err(KernelError::driver("launch fill_random_f16"))
     }
 
     /// Fills `n` f32 values at `ptr` with uniform random values in `[lo, hi)` from `seed`.
@@ -367,11 +425,104 @@ impl CheckKernels {
     ) -> Result<RowsCheck> {
         args.validate()?;
         let d = args.dims;
-        let total = (d.b * d.hq * d.sq) as i64;
-        ensure(rows.iter().all(|r| *r >= 0 && *r < total), || {
+        let p = args.params;
+        let s3 = |t: &super::attention::Strided3| [t.sb, t.sh, t.sr];
+        let dev = SdpaRefArgsDev {
+            q: args.q.ptr,
+            k: args.k.ptr,
+            v: args.v.ptr,
+            o: args.o.ptr,
+            stats: args.lse.ptr,
+            q_s: s3(&args.q),
+            k_s: s3(&args.k),
+            v_s: s3(&args.v),
+            o_s: s3(&args.o),
+            st_s: [args.lse.sb, args.lse.sh],
+            delta: p.q_offset as i64 - p.k_offset as i64,
+            b: d.b as i32,
+            hq: d.hq as i32,
+            hk: d.hk as i32,
+            sq: d.sq as i32,
+            sk: d.sk as i32,
+            dqk: d.d as i32,
+            dv: d.d as i32,
+            causal: p.causal as i32,
+            io: 0,
+            o_f32: 1,
+            scale: p.scale as f32,
+        };
+        // SAFETY: per the caller.
+        unsafe { self.ref_rows(stream, &dev, d.b * d.hq * d.sq, d.d, rows) }
+    }
+
+    /// Plain f32 attention for the query rows `rows` (`(bi * hq + h) * sq + r`) of the cuDNN
+    /// call `call` (any head dims up to 256, bf16 or f16, causal shifts), next to what the
+    /// patch wrote into its O and Stats for the same rows (synchronises). `o_ref` / `o_got`
+    /// are `[rows, dv]`.
+    ///
+    /// # Safety
+    /// `call` must describe live device tensors whose outputs have been written.
+    pub unsafe fn sdpa_rows(
+        &self,
+        stream: &Arc<CudaStream>,
+        call: &SdpaCall,
+        rows: &[i64],
+    ) -> Result<RowsCheck> {
+        ensure(call.dqk <= 256 && call.dv <= 256 && call.hk > 0, || {
+            format!("reference: head dims {} / {} above 256", call.dqk, call.dv)
+        })?;
+        ensure(call.hq.is_multiple_of(call.hk), || {
+            "reference: h_q % h_k != 0".into()
+        })?;
+        let s3 = |s: [i64; 4]| [s[0], s[1], s[2]];
+        let dev = SdpaRefArgsDev {
+            q: call.q.ptr,
+            k: call.k.ptr,
+            v: call.v.ptr,
+            o: call.o.ptr,
+            stats: call.stats.ptr,
+            q_s: s3(call.q.strides),
+            k_s: s3(call.k.strides),
+            v_s: s3(call.v.strides),
+            o_s: s3(call.o.strides),
+            st_s: [call.stats.strides[0], call.stats.strides[1]],
+            delta: call.causal_delta.unwrap_or(0),
+            b: call.b as i32,
+            hq: call.hq as i32,
+            hk: call.hk as i32,
+            sq: call.sq as i32,
+            sk: call.sk as i32,
+            dqk: call.dqk as i32,
+            dv: call.dv as i32,
+            causal: call.causal_delta.is_some() as i32,
+            io: match call.io {
+                IoType::Bf16 => 0,
+                IoType::F16 => 1,
+            },
+            o_f32: call.o_f32 as i32,
+            scale: call.scale,
+        };
+        // SAFETY: per the caller.
+        unsafe { self.ref_rows(stream, &dev, call.b * call.hq * call.sq, call.dv, rows) }
+    }
+
+    /// Runs `mercury_check_ref_sdpa_rows` for `rows` (each below `total`) of width `dv`.
+    ///
+    /// # Safety
+    /// `dev` must describe live device tensors whose outputs have been written.
+    unsafe fn ref_rows(
+        &self,
+        stream: &Arc<CudaStream>,
+        dev: &SdpaRefArgsDev,
+        total: usize,
+        dv: usize,
+        rows: &[i64],
+    ) -> Result<RowsCheck> {
+        ensure(rows.iter().all(|r| *r >= 0 && *r < total as i64), || {
             "attention check row out of range".into()
         })?;
-        if rows.is_empty() {
+        let nr = rows.len();
+        if nr == 0 {
             return Ok(RowsCheck {
                 o_ref: Vec::new(),
                 lse_ref: Vec::new(),
@@ -379,11 +530,10 @@ impl CheckKernels {
                 lse_got: Vec::new(),
             });
         }
-        let nr = rows.len();
         let d_rows = upload(stream, rows)?;
-        let o_ref = zeros::<f32>(stream, nr * 128)?;
+        let o_ref = zeros::<f32>(stream, nr * dv)?;
         let lse_ref = zeros::<f32>(stream, nr)?;
-        let o_got = zeros::<f32>(stream, nr * 128)?;
+        let o_got = zeros::<f32>(stream, nr * dv)?;
         let lse_got = zeros::<f32>(stream, nr)?;
         let ptrs = [
             ptr_of(&d_rows, stream),
@@ -392,30 +542,29 @@ impl CheckKernels {
             ptr_of(&o_got, stream),
             ptr_of(&lse_got, stream),
         ];
-        let dev = args.to_dev();
         let nrows = nr as i32;
         let cfg = LaunchConfig {
             grid_dim: (nr as u32, 1, 1),
-            block_dim: (128, 1, 1),
+            block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut l = stream.launch_builder(&self.ref_attn);
-        l.arg(&dev)
+        let mut l = stream.launch_builder(&self.ref_sdpa);
+        l.arg(dev)
             .arg(&ptrs[0])
             .arg(&nrows)
             .arg(&ptrs[1])
             .arg(&ptrs[2])
             .arg(&ptrs[3])
             .arg(&ptrs[4]);
-        // SAFETY: arguments match `mercury_check_ref_attn_rows`; every buffer outlives the
+        // SAFETY: arguments match `mercury_check_ref_sdpa_rows`; every buffer outlives the
         // downloads below.
-        unsafe { l.launch(cfg) }.map_err(KernelError::driver("launch ref_attn"))?;
+        unsafe { l.launch(cfg) }.map_err(KernelError::driver("launch ref_sdpa"))?;
         // SAFETY: the buffers hold the sizes given.
         let out = unsafe {
             RowsCheck {
-                o_ref: dtoh(stream, ptrs[1], nr * 128)?,
+                o_ref: dtoh(stream, ptrs[1], nr * dv)?,
                 lse_ref: dtoh(stream, ptrs[2], nr)?,
-                o_got: dtoh(stream, ptrs[3], nr * 128)?,
+                o_got: dtoh(stream, ptrs[3], nr * dv)?,
                 lse_got: dtoh(stream, ptrs[4], nr)?,
             }
         };
@@ -443,6 +592,17 @@ mod tests {
         assert_eq!(s.bad, 1);
         let s = compare(&[1.0, f64::INFINITY, f64::NEG_INFINITY], &r);
         assert_eq!(s.bad, 1);
+    }
+
+    #[test]
+    fn sdpa_ref_args_layout() {
+        // 5 pointers, 14 strides and delta (i64), 10 ints and a float, padded to 8 bytes.
+        assert_eq!(
+            std::mem::size_of::<SdpaRefArgsDev>(),
+            5 * 8 + 15 * 8 + 10 * 4 + 8
+        );
+        assert!(CHECK_SOURCE.contains("struct SdpaRefArgs {"));
+        assert!(CHECK_SOURCE.contains("int causal, io, o_f32;"));
     }
 
     #[test]

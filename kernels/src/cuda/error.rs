@@ -29,6 +29,9 @@ pub enum KernelError {
     /// The device cannot run a kernel (e.g. compute capability below 8.0).
     #[error("unsupported device: {0}")]
     Unsupported(String),
+    /// A cuDNN call failed, or no usable cuDNN was found (the message says where it looked).
+    #[error("cuDNN: {0}")]
+    Cudnn(String),
     /// Arguments that the patch cannot handle (shapes, strides, alignment, dtypes).
     #[error("invalid argument: {0}")]
     Invalid(String),

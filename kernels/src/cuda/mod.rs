@@ -11,12 +11,14 @@
 
 pub mod attention;
 pub mod check;
+pub mod cudnn;
 pub mod error;
 pub mod gemm;
 pub mod nvrtc;
 
 pub use attention::{AttentionPatch, AttnLaunch, AttnVariant, Strided3, ATTENTION_SOURCE};
 pub use check::CheckKernels;
+pub use cudnn::{CudnnAttention, SdpaCall, Tensor4};
 pub use error::{KernelError, Result};
 pub use gemm::{CublasDirect, ElemType, GemmPatch, GemmSpec, GemmWorkspace};
 pub use nvrtc::open_context;

@@ -89,11 +89,20 @@ pub enum DeviceKernel {
     Copy2dB32,
     /// `mercury_fill_f32`: `dst[i] = value`.
     FillF32,
+    /// `mercury_attn_merge_o_bf16`: merges `nparts` bf16 partial attention outputs (a vendor
+    /// patch's O, dense rows, e.g. several ring steps) into a strided f32 accumulator by their
+    /// log-sum-exps in one pass, four elements per work item; with `overwrite` the accumulator
+    /// is replaced. Does not write `lse_acc`.
+    AttnMergeOBf16,
+    /// `mercury_attn_merge_lse`: the strided log-sum-exp update over `nparts` parts (with
+    /// `overwrite`: of the parts alone) that goes with [`DeviceKernel::AttnMergeOBf16`],
+    /// launched after it.
+    AttnMergeLse,
 }
 
 impl DeviceKernel {
     /// Every kernel, in a fixed order.
-    pub const ALL: [DeviceKernel; 8] = [
+    pub const ALL: [DeviceKernel; 10] = [
         DeviceKernel::LseMergeO,
         DeviceKernel::LseMergeLse,
         DeviceKernel::AddF32,
@@ -102,6 +111,8 @@ impl DeviceKernel {
         DeviceKernel::Copy2dB16,
         DeviceKernel::Copy2dB32,
         DeviceKernel::FillF32,
+        DeviceKernel::AttnMergeOBf16,
+        DeviceKernel::AttnMergeLse,
     ];
 
     /// The symbol (PTX `.entry` name) the runtime launches.
@@ -115,6 +126,8 @@ impl DeviceKernel {
             DeviceKernel::Copy2dB16 => "mercury_copy_2d_b16",
             DeviceKernel::Copy2dB32 => "mercury_copy_2d_b32",
             DeviceKernel::FillF32 => "mercury_fill_f32",
+            DeviceKernel::AttnMergeOBf16 => "mercury_attn_merge_o_bf16",
+            DeviceKernel::AttnMergeLse => "mercury_attn_merge_lse",
         }
     }
 
@@ -155,6 +168,40 @@ impl DeviceKernel {
             p("src_stride", I64),
         ];
         const FILL: &[KernelParam] = &[p("dst", PtrF32), p("value", F32), p("n", I64)];
+        // Rows are (batch, head, seq) of a [b, hq, sq, d] accumulator with element strides
+        // o_sb / o_sh / o_sr (lse: l_sb / l_sh, unit seq stride); `nparts` dense parts lie
+        // `part_o_stride` / `part_l_stride` elements apart.
+        const ATTN_O: &[KernelParam] = &[
+            p("o_acc", PtrF32),
+            p("lse_acc", PtrF32),
+            p("o_part", PtrBf16),
+            p("lse_part", PtrF32),
+            p("rows", I64),
+            p("d", I64),
+            p("sq", I64),
+            p("hq", I64),
+            p("o_sb", I64),
+            p("o_sh", I64),
+            p("o_sr", I64),
+            p("l_sb", I64),
+            p("l_sh", I64),
+            p("overwrite", I64),
+            p("nparts", I64),
+            p("part_o_stride", I64),
+            p("part_l_stride", I64),
+        ];
+        const ATTN_LSE: &[KernelParam] = &[
+            p("lse_acc", PtrF32),
+            p("lse_part", PtrF32),
+            p("rows", I64),
+            p("sq", I64),
+            p("hq", I64),
+            p("l_sb", I64),
+            p("l_sh", I64),
+            p("overwrite", I64),
+            p("nparts", I64),
+            p("part_l_stride", I64),
+        ];
         match self {
             DeviceKernel::LseMergeO => LSE_O,
             DeviceKernel::LseMergeLse => LSE_LSE,
@@ -164,6 +211,8 @@ impl DeviceKernel {
             DeviceKernel::Copy2dB16 => COPY_B16,
             DeviceKernel::Copy2dB32 => COPY_B32,
             DeviceKernel::FillF32 => FILL,
+            DeviceKernel::AttnMergeOBf16 => ATTN_O,
+            DeviceKernel::AttnMergeLse => ATTN_LSE,
         }
     }
 
@@ -182,6 +231,8 @@ impl DeviceKernel {
             DeviceKernel::LseMergeO | DeviceKernel::Copy2dB16 | DeviceKernel::Copy2dB32 => {
                 counts[0].saturating_mul(counts[1])
             }
+            // Four elements per work item.
+            DeviceKernel::AttnMergeOBf16 => counts[0].saturating_mul(counts[1]) / 4,
             _ => counts[0],
         })
     }
@@ -197,6 +248,8 @@ impl DeviceKernel {
             DeviceKernel::CastBf16ToF32 => CAST_BF16_TO_F32_BODY,
             DeviceKernel::Copy2dB16 | DeviceKernel::Copy2dB32 => COPY_2D_BODY,
             DeviceKernel::FillF32 => FILL_F32_BODY,
+            DeviceKernel::AttnMergeOBf16 => ATTN_MERGE_O_BODY,
+            DeviceKernel::AttnMergeLse => ATTN_MERGE_LSE_BODY,
         }
     }
 
@@ -533,5 +586,198 @@ const FILL_F32_BODY: &str = r#"
 scf.for %e = %gid to %n step %stride : i64 {
   %pd = llvm.getelementptr inbounds %dst[%e] : (!P, i64) -> !P, f32
   llvm.store %value, %pd : f32, !P
+}
+"#;
+
+// Work item e covers elements 4c..4c+3 of row r = e / (d / 4), with r = (bi * hq + h) * sq + s.
+// Index arithmetic is in i32 (the host guarantees rows * d / 4 < 2^31 and d % 4 == 0, and
+// 16-byte aligned accumulator rows); addresses in i64. Accumulator and part values move as one
+// vector each (ld/st.global.v4.f32, ld.global.v4.u16). With la the accumulator's lse (-inf
+// when overwrite != 0) and lp_i the parts': m = max(la, lp_0, ...), w = 2^((l - m) log2e) per
+// side, o = (o_acc * wa + sum_i o_i * w_i) / (wa + sum_i w_i): for one part the merge of
+// LSE_MERGE_O_BODY. A side with lse = -inf contributes exactly 0 (its o is not loaded); rows
+// where every side is -inf are left untouched, or set to 0 with overwrite (a row that sees no
+// key, as in `kernels::cpu::attention`).
+const ATTN_MERGE_O_BODY: &str = r#"
+%c4 = arith.constant 4 : i64
+%c0 = arith.constant 0 : i64
+%c1 = arith.constant 1 : i64
+%d4 = arith.divui %d, %c4 : i64
+%total = arith.muli %rows, %d4 : i64
+%cpr = arith.trunci %d4 : i64 to i32
+%sq32 = arith.trunci %sq : i64 to i32
+%hq32 = arith.trunci %hq : i64 to i32
+%ninf = arith.constant 0xFF800000 : f32
+%zero = arith.constant 0.000000e+00 : f32
+%one = arith.constant 1.000000e+00 : f32
+%log2e = arith.constant 1.44269504 : f32
+%keep_acc = arith.cmpi eq, %overwrite, %c0 : i64
+%true = arith.constant true
+%zerov = llvm.mlir.constant(dense<0.000000e+00> : vector<4xf32>) : vector<4xf32>
+%sh16 = llvm.mlir.constant(dense<16> : vector<4xi32>) : vector<4xi32>
+%undef = llvm.mlir.poison : vector<4xf32>
+%lane0 = llvm.mlir.constant(0 : i32) : i32
+scf.for %e = %gid to %total step %stride : i64 {
+  %e32 = arith.trunci %e : i64 to i32
+  %r = arith.divui %e32, %cpr : i32
+  %rc = arith.muli %r, %cpr : i32
+  %c = arith.subi %e32, %rc : i32
+  %s = arith.remui %r, %sq32 : i32
+  %bh = arith.divui %r, %sq32 : i32
+  %h = arith.remui %bh, %hq32 : i32
+  %bi = arith.divui %bh, %hq32 : i32
+  %r64 = arith.extui %r : i32 to i64
+  %c64 = arith.extui %c : i32 to i64
+  %s64 = arith.extui %s : i32 to i64
+  %h64 = arith.extui %h : i32 to i64
+  %b64 = arith.extui %bi : i32 to i64
+  %col = arith.muli %c64, %c4 : i64
+  %ob = arith.muli %b64, %o_sb : i64
+  %oh = arith.muli %h64, %o_sh : i64
+  %os = arith.muli %s64, %o_sr : i64
+  %o1 = arith.addi %ob, %oh : i64
+  %o2 = arith.addi %o1, %os : i64
+  %oidx = arith.addi %o2, %col : i64
+  %lb = arith.muli %b64, %l_sb : i64
+  %lh = arith.muli %h64, %l_sh : i64
+  %l1 = arith.addi %lb, %lh : i64
+  %lidx = arith.addi %l1, %s64 : i64
+  %prow = arith.muli %r64, %d : i64
+  %pidx = arith.addi %prow, %col : i64
+  %la = scf.if %keep_acc -> (f32) {
+    %pla = llvm.getelementptr inbounds %lse_acc[%lidx] : (!P, i64) -> !P, f32
+    %la0 = llvm.load %pla : !P -> f32
+    scf.yield %la0 : f32
+  } else {
+    scf.yield %ninf : f32
+  }
+  %m = scf.for %i = %c0 to %nparts step %c1 iter_args(%mm = %la) -> (f32) : i64 {
+    %ioff = arith.muli %i, %part_l_stride : i64
+    %li = arith.addi %ioff, %r64 : i64
+    %plp = llvm.getelementptr inbounds %lse_part[%li] : (!P, i64) -> !P, f32
+    %lp = llvm.load %plp : !P -> f32
+    %mx = arith.maximumf %mm, %lp : f32
+    scf.yield %mx : f32
+  }
+  %live = arith.cmpf une, %m, %ninf : f32
+  %fresh = arith.xori %keep_acc, %true : i1
+  %write = arith.ori %live, %fresh : i1
+  scf.if %write {
+    %poa = llvm.getelementptr inbounds %o_acc[%oidx] : (!P, i64) -> !P, f32
+    %a_live = arith.cmpf une, %la, %ninf : f32
+    %oa = scf.if %a_live -> (vector<4xf32>) {
+      %va = llvm.load %poa {alignment = 16 : i64} : !P -> vector<4xf32>
+      scf.yield %va : vector<4xf32>
+    } else {
+      scf.yield %zerov : vector<4xf32>
+    }
+    %da = arith.subf %la, %m : f32
+    %ta = arith.mulf %da, %log2e : f32
+    %wa = llvm.call_intrinsic "EXP2"(%ta) : (f32) -> f32
+    %wa1 = llvm.insertelement %wa, %undef[%lane0 : i32] : vector<4xf32>
+    %wav = llvm.shufflevector %wa1, %undef [0, 0, 0, 0] : vector<4xf32>
+    %xa = llvm.fmul %oa, %wav : vector<4xf32>
+    %acc:2 = scf.for %i = %c0 to %nparts step %c1 iter_args(%av = %xa, %sw = %wa) -> (vector<4xf32>, f32) : i64 {
+      %ioff = arith.muli %i, %part_l_stride : i64
+      %li = arith.addi %ioff, %r64 : i64
+      %plp = llvm.getelementptr inbounds %lse_part[%li] : (!P, i64) -> !P, f32
+      %lp = llvm.load %plp : !P -> f32
+      %p_live = arith.cmpf une, %lp, %ninf : f32
+      %ooff = arith.muli %i, %part_o_stride : i64
+      %oi = arith.addi %ooff, %pidx : i64
+      %pop = llvm.getelementptr inbounds %o_part[%oi] : (!P, i64) -> !P, i16
+      %op = scf.if %p_live -> (vector<4xf32>) {
+        %vh = llvm.load %pop {alignment = 8 : i64} : !P -> vector<4xi16>
+        %vw = llvm.zext %vh : vector<4xi16> to vector<4xi32>
+        %vs = llvm.shl %vw, %sh16 : vector<4xi32>
+        %vf = llvm.bitcast %vs : vector<4xi32> to vector<4xf32>
+        scf.yield %vf : vector<4xf32>
+      } else {
+        scf.yield %zerov : vector<4xf32>
+      }
+      %dp = arith.subf %lp, %m : f32
+      %tp = arith.mulf %dp, %log2e : f32
+      %wp = llvm.call_intrinsic "EXP2"(%tp) : (f32) -> f32
+      %wp1 = llvm.insertelement %wp, %undef[%lane0 : i32] : vector<4xf32>
+      %wpv = llvm.shufflevector %wp1, %undef [0, 0, 0, 0] : vector<4xf32>
+      %xp = llvm.fmul %op, %wpv : vector<4xf32>
+      %av2 = llvm.fadd %av, %xp : vector<4xf32>
+      %sw2 = arith.addf %sw, %wp : f32
+      scf.yield %av2, %sw2 : vector<4xf32>, f32
+    }
+    %inv = arith.divf %one, %acc#1 : f32
+    %inv1 = llvm.insertelement %inv, %undef[%lane0 : i32] : vector<4xf32>
+    %invv = llvm.shufflevector %inv1, %undef [0, 0, 0, 0] : vector<4xf32>
+    %sumv = llvm.fmul %acc#0, %invv : vector<4xf32>
+    %res = llvm.select %live, %sumv, %zerov : i1, vector<4xf32>
+    llvm.store %res, %poa {alignment = 16 : i64} : vector<4xf32>, !P
+  }
+}
+"#;
+
+// lse_acc[row] = m + log(exp(la - m) + sum_i exp(lp_i - m)) over strided accumulator rows, with
+// la = -inf when overwrite != 0; unchanged when every side is -inf (set to -inf with overwrite).
+const ATTN_MERGE_LSE_BODY: &str = r#"
+%c0 = arith.constant 0 : i64
+%c1 = arith.constant 1 : i64
+%ninf = arith.constant 0xFF800000 : f32
+%log2e = arith.constant 1.44269504 : f32
+%ln2 = arith.constant 0.693147182 : f32
+%keep_acc = arith.cmpi eq, %overwrite, %c0 : i64
+%true = arith.constant true
+%sq32 = arith.trunci %sq : i64 to i32
+%hq32 = arith.trunci %hq : i64 to i32
+scf.for %r = %gid to %rows step %stride : i64 {
+  %r32 = arith.trunci %r : i64 to i32
+  %s = arith.remui %r32, %sq32 : i32
+  %bh = arith.divui %r32, %sq32 : i32
+  %h = arith.remui %bh, %hq32 : i32
+  %bi = arith.divui %bh, %hq32 : i32
+  %s64 = arith.extui %s : i32 to i64
+  %h64 = arith.extui %h : i32 to i64
+  %b64 = arith.extui %bi : i32 to i64
+  %lb = arith.muli %b64, %l_sb : i64
+  %lh = arith.muli %h64, %l_sh : i64
+  %l1 = arith.addi %lb, %lh : i64
+  %lidx = arith.addi %l1, %s64 : i64
+  %pla = llvm.getelementptr inbounds %lse_acc[%lidx] : (!P, i64) -> !P, f32
+  %la = scf.if %keep_acc -> (f32) {
+    %la0 = llvm.load %pla : !P -> f32
+    scf.yield %la0 : f32
+  } else {
+    scf.yield %ninf : f32
+  }
+  %m = scf.for %i = %c0 to %nparts step %c1 iter_args(%mm = %la) -> (f32) : i64 {
+    %ioff = arith.muli %i, %part_l_stride : i64
+    %li = arith.addi %ioff, %r : i64
+    %plp = llvm.getelementptr inbounds %lse_part[%li] : (!P, i64) -> !P, f32
+    %lp = llvm.load %plp : !P -> f32
+    %mx = arith.maximumf %mm, %lp : f32
+    scf.yield %mx : f32
+  }
+  %live = arith.cmpf une, %m, %ninf : f32
+  %fresh = arith.xori %keep_acc, %true : i1
+  %write = arith.ori %live, %fresh : i1
+  scf.if %write {
+    %da = arith.subf %la, %m : f32
+    %ta = arith.mulf %da, %log2e : f32
+    %wa = llvm.call_intrinsic "EXP2"(%ta) : (f32) -> f32
+    %sum = scf.for %i = %c0 to %nparts step %c1 iter_args(%sw = %wa) -> (f32) : i64 {
+      %ioff = arith.muli %i, %part_l_stride : i64
+      %li = arith.addi %ioff, %r : i64
+      %plp = llvm.getelementptr inbounds %lse_part[%li] : (!P, i64) -> !P, f32
+      %lp = llvm.load %plp : !P -> f32
+      %dp = arith.subf %lp, %m : f32
+      %tp = arith.mulf %dp, %log2e : f32
+      %wp = llvm.call_intrinsic "EXP2"(%tp) : (f32) -> f32
+      %sw2 = arith.addf %sw, %wp : f32
+      scf.yield %sw2 : f32
+    }
+    %lg = llvm.call_intrinsic "LOG2"(%sum) : (f32) -> f32
+    %ln = arith.mulf %lg, %ln2 : f32
+    %new = arith.addf %m, %ln : f32
+    %out = arith.select %live, %new, %ninf : f32
+    llvm.store %out, %pla : f32, !P
+  }
 }
 "#;

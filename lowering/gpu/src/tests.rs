@@ -615,3 +615,162 @@ fn host_and_device_share_the_kernel_bodies() {
     };
     assert_eq!(normalise(&host), normalise(&device));
 }
+
+/// `bf16` bits of `x` (round to nearest even), for building test parts.
+fn bf16_bits(x: f32) -> u16 {
+    bf16::from_f32(x).to_bits()
+}
+
+#[test]
+fn host_attn_merge_strided_bf16_parts() {
+    let mut rng = rng();
+    let ninf = f32::NEG_INFINITY;
+    // A [b, hq, sq, d] accumulator inside a larger slot: sequence offset 2 of 9 rows, row
+    // stride d + 4 (padding that must stay untouched), so no two of b, h, s collapse.
+    let (b, hq, sq, d) = (2usize, 3usize, 5usize, 8usize);
+    let (s_slot, s0, pad) = (9usize, 2usize, 4usize);
+    let o_sr = d + pad;
+    let o_sh = s_slot * o_sr;
+    let o_sb = hq * o_sh;
+    let (l_sh, l_sb) = (s_slot, hq * s_slot);
+    let rows = b * hq * sq;
+    // Parts lie further apart than their size (a gap of 8 elements / 3 lse values).
+    let (pos, pls) = (rows * d + 8, rows + 3);
+    for nparts in [1usize, 3] {
+        for overwrite in [0i64, 1] {
+            for threads in [1u32, 5, 64] {
+                let mut o_acc: Vec<f32> = (0..b * o_sb).map(|_| rng.gen_range(-3.0..3.0)).collect();
+                let mut lse_acc: Vec<f32> =
+                    (0..b * l_sb).map(|_| rng.gen_range(-9.0..9.0)).collect();
+                let mut lse_part: Vec<f32> = (0..nparts * pls)
+                    .map(|_| rng.gen_range(-9.0..9.0))
+                    .collect();
+                let mut o_part: Vec<u16> = (0..nparts * pos)
+                    .map(|_| bf16_bits(rng.gen_range(-2.0..2.0)))
+                    .collect();
+                let row_at = |r: usize| {
+                    let (s, bh) = (r % sq, r / sq);
+                    let (h, bi) = (bh % hq, bh / hq);
+                    (
+                        bi * o_sb + h * o_sh + (s0 + s) * o_sr,
+                        bi * l_sb + h * l_sh + s0 + s,
+                    )
+                };
+                // Special rows: empty accumulator, empty parts, everything empty.
+                for (r, (a, p)) in [
+                    (0usize, (ninf, 1.0f32)),
+                    (4, (2.0, ninf)),
+                    (7, (ninf, ninf)),
+                ] {
+                    let (oi, li) = row_at(r);
+                    lse_acc[li] = a;
+                    for i in 0..nparts {
+                        lse_part[i * pls + r] = p;
+                        if p == ninf {
+                            o_part[i * pos + r * d..i * pos + (r + 1) * d]
+                                .iter_mut()
+                                .for_each(|x| *x = 0x7fc0); // NaN: must not be read
+                        }
+                    }
+                    if a == ninf {
+                        o_acc[oi..oi + d].iter_mut().for_each(|x| *x = f32::NAN);
+                    }
+                }
+                let before_o = o_acc.clone();
+                let before_l = lse_acc.clone();
+                let i = |x: usize| Arg::I64(x as i64);
+                with_host_kernels(threads, |jit| {
+                    // The kernels get the view: the slots' addresses plus the sequence offset.
+                    let mut args = vec![
+                        ptr(&mut o_acc[s0 * o_sr..]),
+                        ptr(&mut lse_acc[s0..]),
+                        ptr(&mut o_part),
+                        ptr(&mut lse_part),
+                    ];
+                    args.extend([i(rows), i(d), i(sq), i(hq), i(o_sb), i(o_sh), i(o_sr)]);
+                    args.extend([
+                        i(l_sb),
+                        i(l_sh),
+                        Arg::I64(overwrite),
+                        i(nparts),
+                        i(pos),
+                        i(pls),
+                    ]);
+                    jit.call(DeviceKernel::AttnMergeOBf16, &args);
+                    let mut args = vec![ptr(&mut lse_acc[s0..]), ptr(&mut lse_part)];
+                    args.extend([i(rows), i(sq), i(hq), i(l_sb), i(l_sh)]);
+                    args.extend([Arg::I64(overwrite), i(nparts), i(pls)]);
+                    jit.call(DeviceKernel::AttnMergeLse, &args);
+                });
+                let mut touched = vec![false; o_acc.len()];
+                let mut ltouched = vec![false; lse_acc.len()];
+                let tag = format!("nparts={nparts} overwrite={overwrite} threads={threads}");
+                for r in 0..rows {
+                    let (oi, li) = row_at(r);
+                    ltouched[li] = true;
+                    let la = if overwrite == 1 {
+                        f64::NEG_INFINITY
+                    } else {
+                        f64::from(before_l[li])
+                    };
+                    let lps: Vec<f64> = (0..nparts)
+                        .map(|p| f64::from(lse_part[p * pls + r]))
+                        .collect();
+                    let m = lps.iter().fold(la, |a, b| a.max(*b));
+                    let new = if m == f64::NEG_INFINITY {
+                        m
+                    } else {
+                        m + ((la - m).exp() + lps.iter().map(|l| (l - m).exp()).sum::<f64>()).ln()
+                    };
+                    for c in 0..d {
+                        touched[oi + c] = true;
+                        let got = o_acc[oi + c];
+                        if m == f64::NEG_INFINITY && overwrite == 1 {
+                            assert_eq!(got, 0.0, "{tag} row {r}: no visible key overwrites with 0");
+                            continue;
+                        }
+                        if m == f64::NEG_INFINITY {
+                            assert_eq!(got.to_bits(), before_o[oi + c].to_bits(), "{tag} row {r}");
+                            continue;
+                        }
+                        let mut want = if la == f64::NEG_INFINITY {
+                            0.0
+                        } else {
+                            f64::from(before_o[oi + c]) * (la - new).exp()
+                        };
+                        for (p, lp) in lps.iter().enumerate() {
+                            if *lp != f64::NEG_INFINITY {
+                                let x = bf16::from_bits(o_part[p * pos + r * d + c]).to_f32();
+                                want += f64::from(x) * (lp - new).exp();
+                            }
+                        }
+                        assert!(
+                            close(got, want, 4e-6),
+                            "{tag} row {r} col {c}: {got} vs {want}"
+                        );
+                    }
+                    let want_l = if m == f64::NEG_INFINITY && overwrite == 0 {
+                        f64::from(before_l[li])
+                    } else {
+                        new
+                    };
+                    assert!(close(lse_acc[li], want_l, 1e-6), "{tag} lse row {r}");
+                }
+                for (k, t) in touched.iter().enumerate() {
+                    if !t {
+                        assert_eq!(o_acc[k].to_bits(), before_o[k].to_bits(), "padding o[{k}]");
+                    }
+                }
+                for (k, t) in ltouched.iter().enumerate() {
+                    if !t {
+                        assert_eq!(
+                            lse_acc[k].to_bits(),
+                            before_l[k].to_bits(),
+                            "padding lse[{k}]"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

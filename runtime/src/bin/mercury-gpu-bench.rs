@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: mercury-gpu-bench [--no-check] [--reps N] [--warmup N] [--seed N]
-       [--only P0,P1,P2,P3] [--device-kernels-ptx FILE] [--sdpa-json FILE] [--json-out FILE]
+       [--only P0,P1,P2,P2c,P3] [--device-kernels-ptx FILE] [--sdpa-json FILE] [--json-out FILE]
        [--gemm-size N] [--ring-seq N] [--ring-ranks N]";
 
 struct Args {
@@ -27,7 +27,13 @@ struct Args {
 fn parse() -> Result<Args, String> {
     let mut a = Args {
         opts: BenchOptions::default(),
-        only: vec!["P0".into(), "P1".into(), "P2".into(), "P3".into()],
+        only: vec![
+            "P0".into(),
+            "P1".into(),
+            "P2".into(),
+            "P2C".into(),
+            "P3".into(),
+        ],
         ptx: None,
         sdpa: None,
         json_out: None,
@@ -135,6 +141,11 @@ fn main() -> ExitCode {
             bench.record_error("P2", &e);
         }
     }
+    if want("P2C") {
+        if let Err(e) = bench.p2_cudnn() {
+            bench.record_error("P2c", &e);
+        }
+    }
     if want("P3") {
         if let Err(e) = bench.p3_ring(args.ring_ranks, args.ring_seq) {
             bench.record_error("P3", &e);
@@ -172,11 +183,15 @@ fn main() -> ExitCode {
                     ratio = format!("{:.3}x cuBLAS", d.median_ms / r.median_ms);
                 }
             }
-        } else if let Some(case) = r.id.strip_prefix("P2.").map(|c| {
-            c.trim_end_matches(".acc")
-                .trim_end_matches(".w8x16")
-                .trim_end_matches(".w4x32")
-        }) {
+        } else if let Some(case) =
+            r.id.strip_prefix("P2.")
+                .or_else(|| r.id.strip_prefix("P2c."))
+                .map(|c| {
+                    c.trim_end_matches(".acc")
+                        .trim_end_matches(".w8x16")
+                        .trim_end_matches(".w4x32")
+                })
+        {
             let c = sdpa.get(&(case.to_string(), "CUDNN_ATTENTION".to_string()));
             let f = sdpa.get(&(case.to_string(), "FLASH_ATTENTION".to_string()));
             if r.median_ms > 0.0 {

@@ -5,6 +5,8 @@
 //! * P1: the GEMM patch (cuBLASLt) against `cublasGemmEx` at 8192^3 bf16.
 //! * P2: the attention patch at B1 H32 S32K D128 (causal and not), GQA 32q/8kv S32K and
 //!   B16 H32 S4K, plus correctness-only odd shapes (ragged sizes, tile views, fully masked rows).
+//! * P2c: the cuDNN attention patch alone (`bench/cudnn.rs`): benchmark shapes beside torch's
+//!   cuDNN, and check-only shapes (every head dim, d_v != d_qk, f16, shifted diagonals, views).
 //! * P3: RingAttention on 8 virtual ranks (the `ring` plan) against the single-device patch.
 //!
 //! Every check draws fresh random inputs (seeded from the clock), poisons outputs with NaN,
@@ -12,8 +14,10 @@
 //! GPU reference (‖out − ref‖ / ‖ref‖) and spot-checks a few against `kernels::cpu` in f64.
 //! Timing: CUDA events, warm-up, median of the repetitions.
 
+mod cudnn;
+
 use super::error::{Result, RuntimeError};
-use super::executor::{CudaExecutor, ExecOptions};
+use super::executor::{AttnBackend, CudaExecutor, ExecOptions};
 use super::ring::{ring_attention_plan, RingSpec, BUF_K, BUF_LSE, BUF_O, BUF_Q, BUF_V};
 use super::schedule::StageSync;
 use cudarc::driver::sys::CUevent_flags;
@@ -21,8 +25,8 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use mercury_kernels::cpu::{self, AttnDims, AttnParams};
 use mercury_kernels::cuda::check::{bf16_to_f64, compare, dtoh, ErrStats};
 use mercury_kernels::cuda::{
-    AttentionPatch, AttnLaunch, AttnVariant, CheckKernels, CublasDirect, ElemType, GemmPatch,
-    GemmSpec, GemmWorkspace, Strided3,
+    AttentionPatch, AttnLaunch, AttnVariant, CheckKernels, CublasDirect, CudnnAttention, ElemType,
+    GemmPatch, GemmSpec, GemmWorkspace, Strided3, Tensor4,
 };
 use mercury_plan::{
     Collective, CombineKind, CommOp, ComputeOp, DType, GlobalBuffer, OutputPiece, PatchKind, Plan,
@@ -90,6 +94,40 @@ extern "C" __global__ void mercury_copy_2d_b32(u32* dst, u32* src, i64 rows, i64
 }
 extern "C" __global__ void mercury_fill_f32(float* dst, float value, i64 n) {
   GRID_STRIDE(n) { dst[e] = value; }
+}
+extern "C" __global__ void mercury_attn_merge_o_bf16(float* o_acc, float* lse_acc, u16* o_part,
+    float* lse_part, i64 rows, i64 d, i64 sq, i64 hq, i64 o_sb, i64 o_sh, i64 o_sr, i64 l_sb,
+    i64 l_sh, i64 overwrite, i64 nparts, i64 pos, i64 pls) {
+  GRID_STRIDE(rows * d) {
+    const i64 r = e / d, c = e % d, s = r % sq, h = (r / sq) % hq, b = r / (sq * hq);
+    const float la = overwrite ? NEG_INF : lse_acc[b * l_sb + h * l_sh + s];
+    float m = la;
+    for (i64 i = 0; i < nparts; ++i) m = fmaxf(m, lse_part[i * pls + r]);
+    float* po = o_acc + b * o_sb + h * o_sh + s * o_sr + c;
+    if (m == NEG_INF) { if (overwrite) *po = 0.f; continue; }
+    const float wa = expf(la - m);
+    float num = (la == NEG_INF) ? 0.f : *po * wa, den = wa;
+    for (i64 i = 0; i < nparts; ++i) {
+      const float lp = lse_part[i * pls + r], wp = expf(lp - m);
+      if (lp != NEG_INF) num += __uint_as_float(((u32)o_part[i * pos + r * d + c]) << 16) * wp;
+      den += wp;
+    }
+    *po = num / den;
+  }
+}
+extern "C" __global__ void mercury_attn_merge_lse(float* lse_acc, float* lse_part, i64 rows,
+    i64 sq, i64 hq, i64 l_sb, i64 l_sh, i64 overwrite, i64 nparts, i64 pls) {
+  GRID_STRIDE(rows) {
+    const i64 s = e % sq, h = (e / sq) % hq, b = e / (sq * hq);
+    float* pl = lse_acc + b * l_sb + h * l_sh + s;
+    const float la = overwrite ? NEG_INF : *pl;
+    float m = la;
+    for (i64 i = 0; i < nparts; ++i) m = fmaxf(m, lse_part[i * pls + e]);
+    if (m == NEG_INF) { if (overwrite) *pl = NEG_INF; continue; }
+    float sum = expf(la - m);
+    for (i64 i = 0; i < nparts; ++i) sum += expf(lse_part[i * pls + e] - m);
+    *pl = m + logf(sum);
+  }
 }
 "#;
 
@@ -375,6 +413,7 @@ impl Bench {
             ("P0.gemm_accumulate_beta1", selfcheck_gemm_accumulate()),
             ("P0.ring4_acc_attn_causal", selfcheck_ring(true)),
             ("P0.ring4_acc_attn_noncausal", selfcheck_ring(false)),
+            ("P0.attn_masked_rows", selfcheck_attention_masked_rows()),
         ];
         // Every case under both stage orderings (fresh inputs each time).
         for (id, case) in cases {
@@ -1092,22 +1131,48 @@ impl Bench {
 
     // ------------------------------------------------------------------ P3 ----------------
 
-    /// P3: RingAttention on `ranks` virtual ranks vs the single-device patch.
+    /// P3: RingAttention on `ranks` virtual ranks vs the single-device patch, with the cuDNN
+    /// patch (the executor's default) and with the NVRTC kernel; then the merge error over
+    /// 2 to 64 virtual ranks.
     pub fn p3_ring(&mut self, ranks: usize, seq: usize) -> Result<()> {
         println!("P3 RingAttention, {ranks} virtual ranks on one GPU, B1 H32 S{seq} D128");
-        for causal in [true, false] {
-            let id = format!(
-                "P3.ring{ranks}.{}",
-                if causal { "causal" } else { "noncausal" }
-            );
-            if let Err(e) = self.p3_case(&id, ranks, seq, causal) {
-                self.record_error(&id, &e);
+        for (backend, defer, tag) in [
+            (AttnBackend::Cudnn, true, ""),
+            (AttnBackend::Cudnn, false, ".merge_each"),
+            (AttnBackend::Nvrtc, false, ".nvrtc"),
+        ] {
+            for causal in [true, false] {
+                let id = format!(
+                    "P3.ring{ranks}.{}{tag}",
+                    if causal { "causal" } else { "noncausal" },
+                );
+                let opts = ExecOptions {
+                    attention: backend,
+                    defer_merges: defer,
+                    ..ExecOptions::default()
+                };
+                if let Err(e) = self.p3_case(&id, ranks, seq, causal, opts) {
+                    self.record_error(&id, &e);
+                }
+            }
+        }
+        if self.opts.check {
+            if let Err(e) = self.p3_error_growth() {
+                self.record_error("P3.merge_error", &e);
             }
         }
         Ok(())
     }
 
-    fn p3_case(&mut self, id: &str, ranks: usize, seq: usize, causal: bool) -> Result<()> {
+    fn p3_case(
+        &mut self,
+        id: &str,
+        ranks: usize,
+        seq: usize,
+        causal: bool,
+        opts: ExecOptions,
+    ) -> Result<()> {
+        let backend = opts.attention;
         let (b, hq, hk, d) = (1, 32, 32, 128);
         let spec = RingSpec {
             ranks,
@@ -1120,8 +1185,17 @@ impl Bench {
             scale: 1.0 / (d as f64).sqrt(),
         };
         let plan = ring_attention_plan(&spec).map_err(RuntimeError::Schedule)?;
-        let mut ex =
-            CudaExecutor::new(self.ctx.clone(), plan, &self.dk_ptx, ExecOptions::default())?;
+        let mut ex = CudaExecutor::new(self.ctx.clone(), plan, &self.dk_ptx, opts)?;
+        let fell_back: Vec<&String> = ex
+            .warnings()
+            .iter()
+            .filter(|w| w.contains("attention"))
+            .collect();
+        if backend == AttnBackend::Cudnn && !fell_back.is_empty() {
+            return Err(RuntimeError::Unsupported(format!(
+                "the cuDNN ring did not run on cuDNN: {fell_back:?}"
+            )));
+        }
         let up = ex.upload_stream().clone();
         for (buf, lo, hi) in [(BUF_Q, -1.5, 1.5), (BUF_K, -1.5, 1.5), (BUF_V, -1.0, 1.0)] {
             let n = if buf == BUF_Q {
@@ -1215,9 +1289,20 @@ impl Bench {
             );
             self.push(&format!("{id}{suffix}"), Some(ts), flops, chk);
         }
-        let attn = &self.attention;
-        // SAFETY: buffers sized for the dims.
-        let t1 = self.time(|| unsafe { Ok(attn.launch(&s, &single)?) })?;
+        let t1 = if backend == AttnBackend::Cudnn {
+            // The single-device cuDNN patch: the whole problem in one call (bf16 O, f32 LSE).
+            let cudnn = CudnnAttention::new(&self.ctx)?;
+            let ob = dev_alloc(&s, b * hq * seq * d * 2)?;
+            let mut call = cudnn_call_of(&single)?;
+            call.o = Tensor4::dense(ob.ptr, [b, hq, seq, d]);
+            call.stats = Tensor4::dense(l1.ptr, [b, hq, seq, 1]);
+            // SAFETY: buffers sized for the dims.
+            self.time(|| unsafe { Ok(cudnn.forward(&s, &call)?) })?
+        } else {
+            let attn = &self.attention;
+            // SAFETY: buffers sized for the dims.
+            self.time(|| unsafe { Ok(attn.launch(&s, &single)?) })?
+        };
         self.push(
             &format!("{id}.single_device"),
             Some(t1),
@@ -1225,6 +1310,100 @@ impl Bench {
             ("-".into(), true),
         );
         drop(ex);
+        Ok(())
+    }
+
+    /// The ring's error against the f32 reference, over 2 to 64 virtual ranks (B1 H8 S16K,
+    /// causal and not), next to the single-device cuDNN patch's error on the same rows: the
+    /// log-sum-exp merges must not make it grow with the ring (goal: within 1.5x).
+    fn p3_error_growth(&mut self) -> Result<()> {
+        let (b, hq, hk, seq, d) = (1, 8, 8, 16384, 128);
+        let s = self.stream.clone();
+        let cudnn = CudnnAttention::new(&self.ctx)?;
+        for causal in [false, true] {
+            let mut msgs = Vec::new();
+            let mut ok = true;
+            let mut worst: f64 = 0.0;
+            for ranks in [2usize, 4, 8, 16, 32, 64] {
+                let spec = RingSpec {
+                    ranks,
+                    b,
+                    hq,
+                    hk,
+                    seq,
+                    d,
+                    causal,
+                    scale: 1.0 / (d as f64).sqrt(),
+                };
+                let plan = ring_attention_plan(&spec).map_err(RuntimeError::Schedule)?;
+                let mut ex = CudaExecutor::new(
+                    self.ctx.clone(),
+                    plan,
+                    &self.dk_ptx,
+                    ExecOptions::default(),
+                )?;
+                let up = ex.upload_stream().clone();
+                for (buf, lo, hi) in [(BUF_Q, -1.5, 1.5), (BUF_K, -1.5, 1.5), (BUF_V, -1.0, 1.0)] {
+                    let seed = self.seed();
+                    // SAFETY: each global buffer holds b * h * seq * d bf16 values.
+                    unsafe {
+                        self.check.fill_random_bf16(
+                            &up,
+                            ex.global_ptr(buf)?,
+                            b * hq * seq * d,
+                            seed,
+                            lo,
+                            hi,
+                        )?
+                    };
+                    ex.mark_input_written(buf)?;
+                }
+                up.synchronize()
+                    .map_err(RuntimeError::driver("synchronize"))?;
+                ex.run()?;
+                let ptr = |i| ex.global_ptr(i);
+                let single = dense_attn(
+                    (b, hq, hk, seq, d),
+                    causal,
+                    spec.scale,
+                    [
+                        ptr(BUF_Q)?,
+                        ptr(BUF_K)?,
+                        ptr(BUF_V)?,
+                        ptr(BUF_O)?,
+                        ptr(BUF_LSE)?,
+                    ],
+                );
+                let rows = self.sample_rows(b, hq, seq, 64);
+                // SAFETY: the ring's outputs are written.
+                let ring = unsafe { self.check.attention_rows(&s, &single, &rows)? };
+                // The single-device cuDNN patch on the same inputs.
+                let ob = dev_alloc(&s, b * hq * seq * d * 2)?;
+                let lb = dev_alloc(&s, b * hq * seq * 4)?;
+                let mut call = cudnn_call_of(&single)?;
+                call.o = Tensor4::dense(ob.ptr, [b, hq, seq, d]);
+                call.stats = Tensor4::dense(lb.ptr, [b, hq, seq, 1]);
+                // SAFETY: buffers sized for the dims.
+                unsafe { cudnn.forward(&s, &call)? };
+                // SAFETY: written above.
+                let one = unsafe { self.check.sdpa_rows(&s, &call, &rows)? };
+                let (er, e1) = (ring.o_err(), one.o_err());
+                let ratio = er.rel / e1.rel.max(1e-12);
+                worst = worst.max(ratio);
+                ok &= er.bad == 0 && ratio <= 1.5;
+                msgs.push(format!("{ranks}: {:.2e}/{:.2e}={ratio:.2}", er.rel, e1.rel));
+            }
+            let id = format!(
+                "P3.merge_error.{}",
+                if causal { "causal" } else { "noncausal" }
+            );
+            let msg = format!(
+                "ring/single-cuDNN error, ranks 2..64 (worst {worst:.2}x, goal <= 1.5x{}): {}",
+                if ok { "" } else { " FAIL" },
+                msgs.join(", ")
+            );
+            self.push(&id, None, 0.0, (msg, ok));
+        }
         Ok(())
     }
 }
@@ -1244,6 +1423,13 @@ struct OddLaunch {
 
 /// A dense attention launch (sk = sq, no offsets, not accumulating): q/o/lse
 /// `[b, hq, sq, d]` / `[b, hq, sq]`, k/v `[b, hk, sq, d]`; `ptrs` = [q, k, v, o, lse].
+/// The cuDNN call of a dense whole-sequence launch (O and Stats left for the caller).
+fn cudnn_call_of(l: &AttnLaunch) -> Result<mercury_kernels::cuda::SdpaCall> {
+    super::ops::cudnn_split(l)?
+        .call
+        .ok_or_else(|| RuntimeError::Unsupported("an attention launch with no query rows".into()))
+}
+
 fn dense_attn(
     (b, hq, hk, sq, d): (usize, usize, usize, usize, usize),
     causal: bool,
@@ -1996,6 +2182,115 @@ pub fn selfcheck_gemm_accumulate() -> SelfCheck {
 /// The RingAttention plan of P3 (one accumulating attention patch per step, no merge pass)
 /// at a small ragged size: 4 ranks of 200 rows (partial query tiles and key blocks), GQA
 /// 4q/2kv, d 128; o against `kernels::cpu::attention` over the whole sequence in f64.
+/// One rank, two causal attention blocks whose keys start after the first queries: the
+/// first block (no accumulation) leaves its leading 37 rows with no visible key (o = 0,
+/// lse = -inf), the second accumulates keys 128..256 placed 165 positions on, which the first
+/// 165 rows do not see (left untouched). The query rows are a view into a wider slot. Checks
+/// the attention patch's handling of rows that see no key, on whichever patch the executor
+/// picked (cuDNN splits them off).
+pub fn selfcheck_attention_masked_rows() -> SelfCheck {
+    let (hq, hk, sq, sk, d, scale) = (4, 2, 300, 256, 128, 0.08);
+    let (koff, pad) = (37, 20);
+    let patch = |accumulate: bool, k_offset: usize| PatchKind::Attention {
+        causal: true,
+        scale,
+        q_offset: 0,
+        k_offset,
+        accumulate,
+    };
+    let inputs = |lo: usize| {
+        vec![
+            fullv(0, &[1, hq, sq, d]),
+            view(1, &[0, 0, lo, 0], &[1, hk, 128, d]),
+            view(2, &[0, 0, lo, 0], &[1, hk, 128, d]),
+        ]
+    };
+    // o and lse are the middle rows of wider slots (strided accumulator views).
+    let outs = || {
+        vec![
+            view(3, &[0, 0, pad, 0], &[1, hq, sq, d]),
+            view(4, &[0, 0, pad], &[1, hq, sq]),
+        ]
+    };
+    let whole = |n: usize, e: &[usize]| from_global(n, &vec![0; e.len()], e);
+    let mut plan = one_stage_plan(
+        "attention-masked-rows",
+        vec![
+            buffer("q", DType::BF16, &[1, hq, sq, d], Role::Input),
+            buffer("k", DType::BF16, &[1, hk, sk, d], Role::Input),
+            buffer("v", DType::BF16, &[1, hk, sk, d], Role::Input),
+            buffer("o", DType::F32, &[1, hq, sq, d], Role::Output),
+        ],
+        1,
+        |_| {
+            (
+                vec![
+                    slot("q", DType::BF16, &[1, hq, sq, d], whole(0, &[1, hq, sq, d])),
+                    slot("k", DType::BF16, &[1, hk, sk, d], whole(1, &[1, hk, sk, d])),
+                    slot("v", DType::BF16, &[1, hk, sk, d], whole(2, &[1, hk, sk, d])),
+                    slot("o", DType::F32, &[1, hq, sq + 2 * pad, d], SlotInit::Uninit),
+                    slot("lse", DType::F32, &[1, hq, sq + 2 * pad], SlotInit::Uninit),
+                ],
+                Stage {
+                    compute: vec![
+                        ComputeOp::Patch {
+                            patch: patch(false, koff),
+                            inputs: inputs(0),
+                            outputs: outs(),
+                        },
+                        ComputeOp::Patch {
+                            patch: patch(true, koff + 128),
+                            inputs: inputs(128),
+                            outputs: outs(),
+                        },
+                    ],
+                    comm: vec![],
+                },
+                vec![OutputPiece {
+                    buffer: 3,
+                    region: Region {
+                        offset: vec![0; 4],
+                        extent: vec![1, hq, sq, d],
+                    },
+                    src: view(3, &[0, 0, pad, 0], &[1, hq, sq, d]),
+                }],
+            )
+        },
+    );
+    plan.name = "attention-masked-rows".into();
+    SelfCheck {
+        plan,
+        output: 3,
+        expect: Box::new(move |inp| {
+            let mut o = vec![0.0; hq * sq * d];
+            let mut lse = vec![0.0; hq * sq];
+            cpu::attention(
+                &inp[0],
+                &inp[1],
+                &inp[2],
+                &mut o,
+                &mut lse,
+                AttnDims {
+                    b: 1,
+                    hq,
+                    hk,
+                    sq,
+                    sk,
+                    d,
+                },
+                AttnParams {
+                    causal: true,
+                    scale,
+                    q_offset: 0,
+                    k_offset: koff,
+                },
+            );
+            o
+        }),
+        tol: 1e-2,
+    }
+}
+
 pub fn selfcheck_ring(causal: bool) -> SelfCheck {
     let (ranks, hq, hk, seq, d, scale) = (4, 4, 2, 800, 128, 0.09);
     let spec = RingSpec {
@@ -2065,6 +2360,7 @@ mod tests {
             selfcheck_gemm_accumulate(),
             selfcheck_ring(true),
             selfcheck_ring(false),
+            selfcheck_attention_masked_rows(),
         ];
         for c in &cases {
             mercury_plan::verify(&c.plan).unwrap_or_else(|e| panic!("{}: {e}", c.plan.name));

@@ -11,6 +11,8 @@
 //! | `mercury_cast_f32_to_bf16` / `mercury_cast_bf16_to_f32` | dst, src, n |
 //! | `mercury_copy_2d_b16` / `mercury_copy_2d_b32` | dst, src, rows, cols, dst_stride, src_stride |
 //! | `mercury_fill_f32` | dst, value (f32), n |
+//! | `mercury_attn_merge_o_bf16` | o_acc, lse_acc, o_part (bf16), lse_part, rows, d, sq, hq, o_sb, o_sh, o_sr, l_sb, l_sh, overwrite, nparts, part_o_stride, part_l_stride |
+//! | `mercury_attn_merge_lse` | lse_acc, lse_part, rows, sq, hq, l_sb, l_sh, overwrite, nparts, part_l_stride (after the `_o` kernel) |
 
 use super::error::{Result, RuntimeError};
 use cudarc::driver::{
@@ -19,7 +21,7 @@ use cudarc::driver::{
 use std::sync::Arc;
 
 /// Entry points the runtime needs, in a fixed order.
-pub const ENTRY_POINTS: [&str; 8] = [
+pub const ENTRY_POINTS: [&str; 10] = [
     "mercury_lse_merge_o_f32",
     "mercury_lse_merge_lse_f32",
     "mercury_add_f32",
@@ -28,7 +30,77 @@ pub const ENTRY_POINTS: [&str; 8] = [
     "mercury_copy_2d_b16",
     "mercury_copy_2d_b32",
     "mercury_fill_f32",
+    "mercury_attn_merge_o_bf16",
+    "mercury_attn_merge_lse",
 ];
+
+/// A strided f32 attention accumulator `[b, hq, sq, d]` (element strides of batch, head and
+/// row; rows contiguous) with its log-sum-exps `[b, hq, sq]` (strides of batch and head; unit
+/// row stride): what [`DeviceKernels::attn_merge`] merges a dense partial result into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttnAcc {
+    pub o: u64,
+    pub lse: u64,
+    pub b: usize,
+    pub hq: usize,
+    pub sq: usize,
+    pub d: usize,
+    pub o_strides: [i64; 3],
+    pub lse_strides: [i64; 2],
+}
+
+impl AttnAcc {
+    /// What the merge kernels need: `d % 4 == 0`, a 16-byte aligned `o` with strides that keep
+    /// every row 16-byte aligned, a 4-byte aligned `lse`, non-negative strides, and fewer than
+    /// 2^31 work items (the kernels index in 32 bits). The error says which does not hold.
+    pub fn check(&self) -> Result<()> {
+        let rows = self
+            .b
+            .checked_mul(self.hq)
+            .and_then(|x| x.checked_mul(self.sq));
+        let items = rows.and_then(|r| r.checked_mul(self.d / 4));
+        let why = if !self.d.is_multiple_of(4) || self.d == 0 {
+            Some(format!(
+                "row width {} is not a positive multiple of 4",
+                self.d
+            ))
+        } else if !self.o.is_multiple_of(16) || self.o_strides.iter().any(|s| *s < 0 || s % 4 != 0)
+        {
+            Some(format!(
+                "accumulator {:#x} with strides {:?} is not 16-byte aligned per row",
+                self.o, self.o_strides
+            ))
+        } else if !self.lse.is_multiple_of(4) || self.lse_strides.iter().any(|s| *s < 0) {
+            Some(format!(
+                "lse {:#x} / {:?} misaligned",
+                self.lse, self.lse_strides
+            ))
+        } else if items.is_none_or(|n| n >= 1 << 31) || self.sq >= 1 << 31 || self.hq >= 1 << 31 {
+            Some("more than 2^31 work items".to_string())
+        } else {
+            None
+        };
+        match why {
+            Some(w) => Err(RuntimeError::Unsupported(format!("attention merge: {w}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Rows `[skip, sq)` of every (batch, head) (a view `skip` rows further on).
+    pub fn skip_rows(&self, skip: usize) -> AttnAcc {
+        AttnAcc {
+            o: self.o + (skip as i64 * self.o_strides[2] * 4) as u64,
+            lse: self.lse + (skip * 4) as u64,
+            sq: self.sq - skip,
+            ..*self
+        }
+    }
+
+    /// Rows `[0, n)` of every (batch, head).
+    pub fn first_rows(&self, n: usize) -> AttnAcc {
+        AttnAcc { sq: n, ..*self }
+    }
+}
 
 /// Entry points of [`ENTRY_POINTS`] that `ptx` does not define (`.entry NAME(` or
 /// `.entry NAME (`); pure text inspection, usable without a GPU.
@@ -146,6 +218,99 @@ impl DeviceKernels {
         unsafe { b.launch(self.cfg(rows)) }
             .map(|_| ())
             .map_err(RuntimeError::driver("lse_merge_lse"))
+    }
+
+    /// Merges a dense bf16 partial output `o_part` `[b, hq, sq, d]` with its f32 log-sum-exps
+    /// `lse_part` `[b, hq, sq]` into `acc` (`overwrite`: replaces it, widening to f32; rows whose
+    /// part lse is -inf get o = 0). Two launches: o, then lse.
+    ///
+    /// # Safety
+    /// `acc` must be live device memory of this context as described (checked with
+    /// [`AttnAcc::check`]); `o_part` / `lse_part` must hold the dense part (o_part is not read
+    /// where lse_part is -inf).
+    pub unsafe fn attn_merge(
+        &self,
+        stream: &CudaStream,
+        acc: &AttnAcc,
+        o_part: u64,
+        lse_part: u64,
+        overwrite: bool,
+    ) -> Result<()> {
+        // SAFETY: one part, per the caller.
+        unsafe { self.attn_merge_parts(stream, acc, (o_part, lse_part), (1, 0, 0), overwrite) }
+    }
+
+    /// As [`DeviceKernels::attn_merge`] for `n` parts in one pass: part `i`'s O starts
+    /// `i * o_stride` elements after `parts.0`, its lse `i * l_stride` after `parts.1`
+    /// (`(n, o_stride, l_stride)`). Each merge pass reads every part once and the accumulator
+    /// once, so merging k ring steps together moves `2k + 8` bytes per element instead of
+    /// `10k`.
+    ///
+    /// # Safety
+    /// As [`DeviceKernels::attn_merge`], for every part.
+    pub unsafe fn attn_merge_parts(
+        &self,
+        stream: &CudaStream,
+        acc: &AttnAcc,
+        parts: (u64, u64),
+        (nparts, o_stride, l_stride): (usize, usize, usize),
+        overwrite: bool,
+    ) -> Result<()> {
+        let (o_part, lse_part) = parts;
+        acc.check()?;
+        let rows = acc.b * acc.hq * acc.sq;
+        if rows == 0 {
+            return Ok(());
+        }
+        let i = |x: usize| x as i64;
+        let [o_sb, o_sh, o_sr] = acc.o_strides;
+        let [l_sb, l_sh] = acc.lse_strides;
+        let (n, d, sq, hq, ow) = (
+            i(rows),
+            i(acc.d),
+            i(acc.sq),
+            i(acc.hq),
+            i64::from(overwrite),
+        );
+        let (np, pos, pls) = (i(nparts), i(o_stride), i(l_stride));
+        let mut b = stream.launch_builder(&self.f[8]);
+        b.arg(&acc.o)
+            .arg(&acc.lse)
+            .arg(&o_part)
+            .arg(&lse_part)
+            .arg(&n)
+            .arg(&d)
+            .arg(&sq)
+            .arg(&hq)
+            .arg(&o_sb)
+            .arg(&o_sh)
+            .arg(&o_sr)
+            .arg(&l_sb)
+            .arg(&l_sh)
+            .arg(&ow)
+            .arg(&np)
+            .arg(&pos)
+            .arg(&pls);
+        // SAFETY: arguments match `mercury_attn_merge_o_bf16`; memory per the caller, geometry
+        // checked above.
+        unsafe { b.launch(self.cfg(rows * acc.d / 4)) }
+            .map_err(RuntimeError::driver("attn_merge_o"))?;
+        let mut b = stream.launch_builder(&self.f[9]);
+        b.arg(&acc.lse)
+            .arg(&lse_part)
+            .arg(&n)
+            .arg(&sq)
+            .arg(&hq)
+            .arg(&l_sb)
+            .arg(&l_sh)
+            .arg(&ow)
+            .arg(&np)
+            .arg(&pls);
+        // SAFETY: arguments match `mercury_attn_merge_lse`; same stream, after the `_o` kernel
+        // read the old lse.
+        unsafe { b.launch(self.cfg(rows)) }
+            .map(|_| ())
+            .map_err(RuntimeError::driver("attn_merge_lse"))
     }
 
     /// `acc += part` over `n` f32.

@@ -30,13 +30,15 @@ use super::error::{check, Result, RuntimeError};
 use super::launcher::World;
 use super::mem::{self, CopyCx, Loc, MemTable, Peers, Scratch, SlotInfo};
 use super::nccl::NcclTransport;
-use super::ops::{self, check_copy, ComputeLaunch, Patches};
+use super::ops::{self, check_copy, AttnVia, ComputeLaunch, Patches};
 use super::placement::{distinct_groups, DeviceMap, PeerMatrix};
 use super::schedule::{self, Schedule, StageSync, StageWaits};
 use super::transport::{CopyTransport, TransferCx, Transport, Work};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
-use mercury_kernels::cuda::{AttentionPatch, AttnVariant, GemmPatch, GemmWorkspace};
+use mercury_kernels::cuda::{
+    AttentionPatch, AttnVariant, CudnnAttention, GemmPatch, GemmWorkspace, Tensor4,
+};
 use mercury_plan::{ComputeOp, DType, PatchKind, Plan, Region, Role, SlotInit};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,7 +52,12 @@ pub struct ExecOptions {
     pub poison_uninit: bool,
     /// cuBLASLt workspace per rank (only allocated when the plan has GEMMs).
     pub gemm_workspace_bytes: usize,
-    /// Attention kernel variant (both compute the same function; W4 measured faster).
+    /// Which attention patch runs the plan's attention blocks.
+    pub attention: AttnBackend,
+    /// Merge the cuDNN parts of consecutive blocks into one accumulator in one pass
+    /// (`ops::defer_groups`); off: one merge per block.
+    pub defer_merges: bool,
+    /// NVRTC attention kernel variant (both compute the same function; W4 measured faster).
     pub attention_variant: AttnVariant,
     /// How stages are ordered (both without host synchronisation).
     pub sync: StageSync,
@@ -62,11 +69,36 @@ impl Default for ExecOptions {
             timeout: Duration::from_secs(300),
             poison_uninit: true,
             gemm_workspace_bytes: GemmWorkspace::DEFAULT_BYTES,
+            attention: AttnBackend::Cudnn,
+            defer_merges: true,
             attention_variant: AttnVariant::W4,
             // Measured 0.4 ms faster than the barrier on the P3 ring (29.08 vs 29.51 ms
             // causal, 56.57 vs 56.96 ms non-causal; docs/perf.md); every P0 plan
             // passed under both.
             sync: StageSync::Peers,
+        }
+    }
+}
+
+/// The attention patch an executor uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttnBackend {
+    /// cuDNN fused attention (`mercury_kernels::cuda::cudnn`), with the NVRTC kernel for any
+    /// block cuDNN cannot take (one warning naming the shape and the reason). Without a usable
+    /// cuDNN, every block runs on the NVRTC kernel (one warning saying where cuDNN was looked
+    /// for).
+    Cudnn,
+    /// The NVRTC FlashAttention-2-style kernel only (head dim 128).
+    Nvrtc,
+}
+
+impl AttnBackend {
+    /// `cudnn` or `nvrtc`.
+    pub fn parse(s: &str) -> Option<AttnBackend> {
+        match s {
+            "cudnn" => Some(AttnBackend::Cudnn),
+            "nvrtc" => Some(AttnBackend::Nvrtc),
+            _ => None,
         }
     }
 }
@@ -177,6 +209,8 @@ struct RankState {
     scratch: Scratch,
     ws: Option<GemmWorkspace>,
     _slots: Vec<CudaSlice<u8>>,
+    /// Part buffers of the attention blocks whose merges are deferred (one per group).
+    _parts: Vec<CudaSlice<u8>>,
     init: Vec<InitLaunch>,
     stages: Vec<Vec<ComputeLaunch>>,
     outputs: Vec<(Loc, Loc)>,
@@ -189,7 +223,28 @@ struct DeviceRes {
     ctx: Arc<CudaContext>,
     gemm: Option<GemmPatch>,
     attention: Option<Arc<AttentionPatch>>,
+    cudnn: Option<Arc<CudnnAttention>>,
     stream: Arc<CudaStream>,
+}
+
+/// The cuDNN patch of `ctx` (handle and plan cache), made once per process and context: plans
+/// take tens of milliseconds to a second to build, and every executor of the process shares
+/// them. A failure (no usable cuDNN) is remembered too.
+fn cudnn_patch(ctx: &Arc<CudaContext>) -> std::result::Result<Arc<CudnnAttention>, String> {
+    type Cache = Vec<(usize, std::result::Result<Arc<CudnnAttention>, String>)>;
+    static CACHE: std::sync::Mutex<Cache> = std::sync::Mutex::new(Vec::new());
+    let key = ctx.cu_ctx() as usize;
+    let mut cache = CACHE
+        .lock()
+        .map_err(|_| "cuDNN patch cache poisoned".to_string())?;
+    if let Some((_, p)) = cache.iter().find(|(k, _)| *k == key) {
+        return p.clone();
+    }
+    let p = CudnnAttention::new(ctx)
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
+    cache.push((key, p.clone()));
+    p
 }
 
 /// The attention patch of `ctx` in variant `v`, compiled once per process: NVRTC compilation
@@ -329,6 +384,86 @@ fn alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<(CudaSlice<u8>, u64)>
         p
     };
     Ok((buf, ptr))
+}
+
+/// Largest part buffer one deferred merge group may take.
+const MAX_PART_BYTES: usize = 4 << 30;
+
+/// Points the blocks `members` (stage, op) of one deferral group at a part buffer allocated on
+/// `stream`'s device, checking that cuDNN takes every block with its new output; returns the
+/// buffer, or `None` (blocks left merging one by one) when the parts would be too large or a
+/// plan is refused.
+fn defer_group(
+    cudnn: &CudnnAttention,
+    stream: &Arc<CudaStream>,
+    stages: &mut [Vec<ComputeLaunch>],
+    members: &[(usize, usize)],
+) -> Result<Option<CudaSlice<u8>>> {
+    let split_of = |stages: &[Vec<ComputeLaunch>], (si, oi): (usize, usize)| match &stages[si][oi] {
+        ComputeLaunch::Attention {
+            launch,
+            via: AttnVia::Cudnn(split),
+        } => Some((launch.accumulate, (**split).clone())),
+        _ => None,
+    };
+    let Some((first_acc, first)) = split_of(stages, members[0]) else {
+        return Ok(None);
+    };
+    let n = members.len();
+    let a = first.acc;
+    let round = |x: usize, to: usize| x.div_ceil(to) * to;
+    let o_stride = round(a.b * a.hq * a.sq * a.d, 128);
+    let l_stride = round(a.b * a.hq * a.sq, 64);
+    let bytes = n * (o_stride * 2 + l_stride * 4);
+    if bytes > MAX_PART_BYTES {
+        return Ok(None);
+    }
+    let (buf, base) = alloc(stream, bytes)?;
+    // The compute streams use the buffer: finish the stream-ordered allocation first.
+    stream
+        .synchronize()
+        .map_err(RuntimeError::driver("synchronize part allocation"))?;
+    let (o_base, l_base) = (base, base + (n * o_stride * 2) as u64);
+    let mut updated = Vec::with_capacity(n);
+    for (j, &m) in members.iter().enumerate() {
+        let Some((_, mut split)) = split_of(stages, m) else {
+            return Ok(None);
+        };
+        if split.acc != a {
+            return Ok(None);
+        }
+        let ps = ops::PartSlot {
+            index: j,
+            merge: (j + 1 == n).then_some((n, !first_acc)),
+            o_base,
+            l_base,
+            o_stride,
+            l_stride,
+        };
+        let (po, pl) = ps.addrs();
+        if let Some(call) = &mut split.call {
+            let (hq, sq, d, skip) = (a.hq as i64, a.sq as i64, a.d as i64, split.masked as u64);
+            call.o = Tensor4 {
+                ptr: po + skip * a.d as u64 * 2,
+                strides: [hq * sq * d, sq * d, d, 1],
+            };
+            call.stats = Tensor4 {
+                ptr: pl + skip * 4,
+                strides: [hq * sq, sq, 1, 1],
+            };
+            if cudnn.support(call).is_err() {
+                return Ok(None);
+            }
+        }
+        split.part = Some(ps);
+        updated.push((m, split));
+    }
+    for ((si, oi), split) in updated {
+        if let ComputeLaunch::Attention { via, .. } = &mut stages[si][oi] {
+            *via = AttnVia::Cudnn(Box::new(split));
+        }
+    }
+    Ok(Some(buf))
 }
 
 /// Enables peer access between every pair of `ctxs` that `cuDeviceCanAccessPeer` allows
@@ -546,11 +681,20 @@ impl CudaExecutor {
             } else {
                 None
             };
-            let attention = if uses_attention {
-                Some(attention_patch(ctx, opts.attention_variant)?)
+            let cudnn = if uses_attention && opts.attention == AttnBackend::Cudnn {
+                match cudnn_patch(ctx) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        warnings.push(format!(
+                            "cuDNN attention unavailable, using the NVRTC kernel: {e}"
+                        ));
+                        None
+                    }
+                }
             } else {
                 None
             };
+            // The NVRTC kernel is compiled below, once some block needs it.
             max_pitch.push(
                 ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_PITCH)
                     .map_err(RuntimeError::driver("max pitch"))?
@@ -560,7 +704,8 @@ impl CudaExecutor {
                 id: 0,
                 ctx: ctx.clone(),
                 gemm,
-                attention,
+                attention: None,
+                cudnn,
                 stream: ctx
                     .new_stream()
                     .map_err(RuntimeError::driver("create stream"))?,
@@ -655,6 +800,7 @@ impl CudaExecutor {
                 ev_transfer: new_event(ctx, false)?,
                 ws,
                 _slots: slots,
+                _parts: Vec::new(),
                 init: Vec::new(),
                 stages: Vec::new(),
                 outputs: Vec::new(),
@@ -751,6 +897,60 @@ impl CudaExecutor {
                 let dst = Loc::of(g.ptr, g.dtype, &g.shape, &o.region)?.on(main_dev);
                 check_copy(&src, &dst)?;
                 outputs.push((src, dst));
+            }
+            // Attention: the cuDNN patch where it takes the block, else the NVRTC kernel.
+            let dev = &mut devs[rank_dev[ri]];
+            for op in stages.iter_mut().flatten() {
+                let ComputeLaunch::Attention { launch, via } = op else {
+                    continue;
+                };
+                let refusal = match &dev.cudnn {
+                    Some(c) => match ops::cudnn_choice(c, launch) {
+                        Ok(split) => {
+                            *via = AttnVia::Cudnn(Box::new(split));
+                            continue;
+                        }
+                        Err(e) => Some(e),
+                    },
+                    None => None,
+                };
+                if dev.attention.is_none() {
+                    dev.attention = Some(attention_patch(&dev.ctx, opts.attention_variant)?);
+                }
+                if let Some(why) = refusal {
+                    let d = launch.dims;
+                    let w = format!(
+                        "attention b{} hq{} hk{} sq{} sk{} d{}: cuDNN refused ({why}); using the NVRTC kernel",
+                        d.b, d.hq, d.hk, d.sq, d.sk, d.d
+                    );
+                    if !warnings.contains(&w) {
+                        eprintln!("mercury-runtime: warning: {w}");
+                        warnings.push(w);
+                    }
+                }
+                *via = AttnVia::Nvrtc;
+            }
+            // Ring steps into one accumulator: keep each block's part and merge the group in one
+            // pass at its last block (reads every part once, the accumulator once).
+            if let Some(cudnn) = dev.cudnn.clone().filter(|_| opts.defer_merges) {
+                let groups = ops::defer_groups(
+                    &plan.ranks[ri],
+                    |si, oi| {
+                        matches!(
+                            stages.get(si).and_then(|st| st.get(oi)),
+                            Some(ComputeLaunch::Attention {
+                                via: AttnVia::Cudnn(_),
+                                ..
+                            })
+                        )
+                    },
+                    ops::MAX_DEFERRED_PARTS,
+                );
+                for g in groups {
+                    if let Some(buf) = defer_group(&cudnn, &dev.stream, &mut stages, &g)? {
+                        ranks[ri]._parts.push(buf);
+                    }
+                }
             }
             ranks[ri].init = init;
             ranks[ri].stages = stages;
@@ -1152,6 +1352,7 @@ impl CudaExecutor {
                     dk: &self.dks[r.dev],
                     gemm: d.gemm.as_ref(),
                     attention: d.attention.as_deref(),
+                    cudnn: d.cudnn.as_deref(),
                 };
                 let mut cx = CopyCx {
                     stream: &r.compute,

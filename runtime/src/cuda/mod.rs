@@ -29,7 +29,9 @@ pub mod transport;
 
 pub use device_kernels::DeviceKernels;
 pub use error::{Result, RuntimeError};
-pub use executor::{CudaExecutor, ExecOptions, HostData, Placement, RunTiming, TransportChoice};
+pub use executor::{
+    AttnBackend, CudaExecutor, ExecOptions, HostData, Placement, RunTiming, TransportChoice,
+};
 pub use placement::DeviceMap;
 pub use schedule::StageSync;
 pub use transport::{CopyTransport, Transport, VirtualTransport};

@@ -22,6 +22,16 @@ pub enum TransportArg {
     Nccl,
 }
 
+/// Which attention patch the GPU backend uses (`--attention`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AttentionArg {
+    /// cuDNN fused attention (found through MERCURY_CUDNN_LIB, the loader, or the nvidia-cudnn
+    /// Python package); the NVRTC kernel for blocks cuDNN refuses, with a warning.
+    Cudnn,
+    /// The NVRTC FlashAttention-2-style kernel (head dim 128 only).
+    Nvrtc,
+}
+
 /// Where the processes of a multi-process run come from (`--launcher`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LauncherArg {
@@ -69,6 +79,9 @@ pub struct Args {
     /// process needs the same --seed (default 1 in this mode).
     #[arg(long, value_enum, value_name = "KIND")]
     pub launcher: Option<LauncherArg>,
+    /// Attention patch of the GPU backend (schedule and reference alike).
+    #[arg(long, value_enum, default_value_t = AttentionArg::Cudnn)]
+    pub attention: AttentionArg,
     /// Number of ranks expected (checked against the mesh).
     #[arg(long)]
     pub ranks: Option<usize>,

@@ -12,17 +12,28 @@
 //!
 //! The single-device reference always runs on the first GPU this process uses.
 
-use crate::args::{Args, TransportArg};
+use crate::args::{Args, AttentionArg, TransportArg};
 use crate::{check, Compiled, Failure};
 use mercury_kernels::cpu as k;
 use mercury_plan::{ComputeOp, PatchKind, Plan, Role, SlotInit};
 use mercury_runtime::cuda::launcher::{LaunchEnv, World};
 use mercury_runtime::cuda::{nccl, placement};
 use mercury_runtime::cuda::{
-    CudaExecutor, DeviceMap, ExecOptions, HostData, Placement, TransportChoice,
+    AttnBackend, CudaExecutor, DeviceMap, ExecOptions, HostData, Placement, TransportChoice,
 };
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
+
+/// The executor options of this run (`--attention`).
+fn exec_options(a: &Args) -> ExecOptions {
+    ExecOptions {
+        attention: match a.attention {
+            AttentionArg::Cudnn => AttnBackend::Cudnn,
+            AttentionArg::Nvrtc => AttnBackend::Nvrtc,
+        },
+        ..ExecOptions::default()
+    }
+}
 
 fn device_kernels(a: &Args, cc: (i32, i32)) -> Result<String, Failure> {
     if let Some(p) = &a.device_kernels {
@@ -408,7 +419,7 @@ fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     let mut exec = CudaExecutor::new_placed(
         plan.clone(),
         &ptx,
-        ExecOptions::default(),
+        exec_options(a),
         Placement::new(map, TransportChoice::NcclWorld(world)),
     )
     .map_err(rt)?;
@@ -425,13 +436,9 @@ fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
         .collect();
     let mut failed = Vec::new();
     if a.check || a.bench {
-        let mut rexec = CudaExecutor::new(
-            ctxs[0].clone(),
-            reference.clone(),
-            &ptx,
-            ExecOptions::default(),
-        )
-        .map_err(rt)?;
+        let mut rexec =
+            CudaExecutor::new(ctxs[0].clone(), reference.clone(), &ptx, exec_options(a))
+                .map_err(rt)?;
         let want = execute(&mut rexec, &reference, &inputs, warmup, iters)?;
         if a.check {
             let tol = a.tolerance.unwrap_or(2e-2);
@@ -511,14 +518,13 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
                 cc.1,
                 if n > 1 { "virtual" } else { "" }
             );
-            CudaExecutor::new(ctx.clone(), plan.clone(), &ptx, ExecOptions::default())
-                .map_err(rt)?
+            CudaExecutor::new(ctx.clone(), plan.clone(), &ptx, exec_options(a)).map_err(rt)?
         }
         Layout::Placed(map, t) => {
             let e = CudaExecutor::new_placed(
                 plan.clone(),
                 &ptx,
-                ExecOptions::default(),
+                exec_options(a),
                 Placement::new(map.clone(), choice(*t)),
             )
             .map_err(rt)?;
@@ -537,7 +543,7 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     drop(exec);
     let want = if a.check || a.bench {
         let mut rexec =
-            CudaExecutor::new(ctx, reference.clone(), &ptx, ExecOptions::default()).map_err(rt)?;
+            CudaExecutor::new(ctx, reference.clone(), &ptx, exec_options(a)).map_err(rt)?;
         Some(execute(&mut rexec, &reference, &inputs, warmup, iters)?)
     } else {
         None
