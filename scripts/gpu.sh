@@ -31,7 +31,7 @@ if [[ "${1:-}" != "--remote" ]]; then
   mkdir -p .carry
   echo "== building mercury-run (CUDA backend, no MLIR) and mercury-gpu-bench (release)"
   cargo build --release -p mercury-run --no-default-features --features cuda
-  cargo build --release -p mercury-runtime --features cuda --bin mercury-gpu-bench
+  cargo build --release -p mercury-bench --bin mercury-gpu-bench
   cargo build --release -p mercury-opt
   cp "$CARGO_TARGET_DIR/release/mercury-run" "$CARGO_TARGET_DIR/release/mercury-gpu-bench" .carry/
   cp scripts/sdpa_baseline.py .carry/
@@ -40,7 +40,7 @@ if [[ "${1:-}" != "--remote" ]]; then
   grep -c '\.visible \.entry' .carry/device_kernels.ptx | sed 's/^/   entry points: /'
   # ---- multi-GPU staging (docs/multi-gpu.md) ----
   echo "== building mercury-mgpu (multi-GPU self-checks, link measurements)"
-  cargo build --release -p mercury-runtime --features cuda --bin mercury-mgpu
+  cargo build --release -p mercury-bench --bin mercury-mgpu
   cp "$CARGO_TARGET_DIR/release/mercury-mgpu" .carry/
   du -sh .carry
   exit 0

@@ -47,6 +47,6 @@ impl RuntimeError {
 }
 
 /// Maps a raw `CUresult` to a [`RuntimeError`].
-pub(crate) fn check(r: cudarc::driver::sys::CUresult, what: &'static str) -> Result<()> {
+pub fn check(r: cudarc::driver::sys::CUresult, what: &'static str) -> Result<()> {
     r.result().map_err(RuntimeError::driver(what))
 }

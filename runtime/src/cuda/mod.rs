@@ -8,18 +8,16 @@
 //! a GPU); `mem` holds addresses, scratch and the copy engine (peer copies included); `ops`
 //! resolves and launches compute ops; `transport` moves messages and collectives by copies;
 //! `nccl` by NCCL; `launcher` joins one-process-per-GPU worlds; `device_kernels` loads the
-//! compiler's PTX; `ring` builds the RingAttention benchmark plan; `bench` holds the GPU
-//! benchmarks; `mgpu` the multi-device self-checks and `links` the link measurements.
+//! compiler's PTX; `ring` builds the hand-written RingAttention plan the unit tests and the
+//! benchmarks use. The GPU benchmarks, multi-device self-checks and link measurements are in
+//! `tools/mercury-bench`.
 
-pub mod bench;
 pub mod device_kernels;
 pub mod error;
 pub mod executor;
 pub mod launcher;
 pub mod layout;
-pub mod links;
 pub mod mem;
-pub mod mgpu;
 pub mod nccl;
 pub mod ops;
 pub mod placement;

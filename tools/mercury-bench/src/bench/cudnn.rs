@@ -5,13 +5,13 @@
 //! the NVRTC patch on the same inputs (differential). Outputs are poisoned before every call.
 
 use super::{dev_alloc, fmt_err, Bench, DevBuf};
-use crate::cuda::device_kernels::{AttnAcc, DeviceKernels};
-use crate::cuda::error::{Result, RuntimeError};
 use mercury_kernels::cpu::{AttnDims, AttnParams};
 use mercury_kernels::cuda::check::{compare, dtoh, ErrStats};
 use mercury_kernels::cuda::cudnn::{IoType, SdpaCall, Tensor4};
 use mercury_kernels::cuda::{AttnLaunch, CudnnAttention, Strided3};
 use mercury_plan::DType;
+use mercury_runtime::cuda::device_kernels::{AttnAcc, DeviceKernels};
+use mercury_runtime::cuda::error::{Result, RuntimeError};
 
 /// One P2c case: shape, io type, mask and layout.
 #[derive(Debug, Clone, Copy)]

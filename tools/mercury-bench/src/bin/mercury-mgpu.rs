@@ -15,8 +15,8 @@
 //! topology file (docs/topology.md). Exit status: 0 all passed, 1 a check failed or bad
 //! arguments, 2 no usable GPU. NCCL_NVLS_ENABLE=0 is set before NCCL starts.
 
-use mercury_runtime::cuda::links::{self, Rates};
-use mercury_runtime::cuda::mgpu::{self, Mode};
+use mercury_bench::links::{self, Rates};
+use mercury_bench::mgpu::{self, Mode};
 use mercury_runtime::cuda::{nccl, placement::PeerMatrix};
 use std::process::ExitCode;
 

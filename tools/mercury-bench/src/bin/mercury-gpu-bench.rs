@@ -5,7 +5,7 @@
 //!
 //! Exit status: 0 when every check passed, 1 when a check failed, 2 when no GPU was usable.
 
-use mercury_runtime::cuda::bench::{Bench, BenchOptions, BenchRow};
+use mercury_bench::bench::{Bench, BenchOptions, BenchRow};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 

@@ -15,9 +15,9 @@
 //! The patch rates are not measured here: they come from the caller (defaults: the H200
 //! anchors of docs/toolchain-and-anchors.md), and the file says so.
 
-use super::error::{check, Result, RuntimeError};
 use cudarc::driver::sys::{self, CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use mercury_runtime::cuda::error::{check, Result, RuntimeError};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -292,7 +292,7 @@ pub fn measure(bytes: usize, reps: usize, max_devices: Option<usize>) -> Result<
     let driver = std::fs::read_to_string("/proc/driver/nvidia/version")
         .ok()
         .and_then(|t| parse_driver_version(&t));
-    let nccl = super::nccl::version()
+    let nccl = mercury_runtime::cuda::nccl::version()
         .ok()
         .map(|(a, b, c)| format!("{a}.{b}.{c}"));
     Ok(LinkReport {

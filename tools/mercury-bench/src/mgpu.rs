@@ -11,23 +11,25 @@
 //! code (`cuMemcpyPeerAsync` / `cuMemcpy3DPeerAsync` within one context) and the pull-mode
 //! collectives. NCCL across ranks needs one GPU per rank and could not run here.
 
-use super::bench::{buffer, fullv as full, slot, view};
-use super::bench::{
+use crate::bench::{buffer, fullv as full, slot, view};
+use crate::bench::{
     selfcheck_all_to_all, selfcheck_allgather, selfcheck_allreduce, selfcheck_allreduce_lse,
     selfcheck_broadcast, selfcheck_gemm, selfcheck_gemm_accumulate, selfcheck_reduce_scatter,
     selfcheck_ring, selfcheck_sendrecv, SelfCheck,
 };
-use super::error::{Result, RuntimeError};
-use super::executor::{CudaExecutor, ExecOptions, HostData, Placement, TransportChoice};
-use super::launcher::{IdSource, LaunchEnv, World};
-use super::nccl::{self, Comm};
-use super::placement::DeviceMap;
-use super::schedule::StageSync;
 use mercury_kernels::cuda::check::compare;
 use mercury_plan::{
     Collective, CombineKind, CommOp, DType, OutputPiece, Plan, RankProgram, Region, Role, SlotInit,
     Stage,
 };
+use mercury_runtime::cuda::error::{Result, RuntimeError};
+use mercury_runtime::cuda::executor::{
+    CudaExecutor, ExecOptions, HostData, Placement, TransportChoice,
+};
+use mercury_runtime::cuda::launcher::{IdSource, LaunchEnv, World};
+use mercury_runtime::cuda::nccl::{self, Comm};
+use mercury_runtime::cuda::placement::DeviceMap;
+use mercury_runtime::cuda::schedule::StageSync;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -596,7 +598,7 @@ pub fn device_kernels_ptx(path: Option<&str>) -> Result<String> {
         .compute_capability()
         .map_err(RuntimeError::driver("compute capability"))?;
     Ok(mercury_kernels::cuda::nvrtc::compile_ptx(
-        super::bench::STANDIN_DEVICE_KERNELS_CU,
+        crate::bench::STANDIN_DEVICE_KERNELS_CU,
         cc,
         "stand-in device kernels",
     )?)
@@ -611,7 +613,7 @@ mod tests {
     fn single_rank_plan_is_valid() {
         let c = nccl_single_rank_plan();
         mercury_plan::verify(&c.plan).unwrap_or_else(|e| panic!("{e}"));
-        let s = crate::cuda::schedule::build(&c.plan).unwrap();
+        let s = mercury_runtime::cuda::schedule::build(&c.plan).unwrap();
         assert_eq!(s.stages[0].collectives.len(), 7);
         let inputs = vec![vec![0.5; 48], vec![0.25; 48], vec![1.0; 4]];
         for (b, v) in (c.expect)(&inputs) {

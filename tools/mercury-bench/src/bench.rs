@@ -16,10 +16,6 @@
 
 mod cudnn;
 
-use super::error::{Result, RuntimeError};
-use super::executor::{AttnBackend, CudaExecutor, ExecOptions};
-use super::ring::{ring_attention_plan, RingSpec, BUF_K, BUF_LSE, BUF_O, BUF_Q, BUF_V};
-use super::schedule::StageSync;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use mercury_kernels::cpu::{self, AttnDims, AttnParams};
@@ -32,6 +28,12 @@ use mercury_plan::{
     Collective, CombineKind, CommOp, ComputeOp, DType, GlobalBuffer, OutputPiece, PatchKind, Plan,
     RankProgram, Region, Role, Slot, SlotInit, Stage, View,
 };
+use mercury_runtime::cuda::error::{Result, RuntimeError};
+use mercury_runtime::cuda::executor::{AttnBackend, CudaExecutor, ExecOptions};
+use mercury_runtime::cuda::ring::{
+    ring_attention_plan, RingSpec, BUF_K, BUF_LSE, BUF_O, BUF_Q, BUF_V,
+};
+use mercury_runtime::cuda::schedule::StageSync;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
@@ -351,7 +353,7 @@ impl Bench {
 
     fn poison(&self, b: &DevBuf, dtype: DType) -> Result<()> {
         // SAFETY: `b` is a live allocation of `bytes` bytes.
-        unsafe { super::mem::poison(&self.stream, b.ptr, b.bytes, dtype) }
+        unsafe { mercury_runtime::cuda::mem::poison(&self.stream, b.ptr, b.bytes, dtype) }
     }
 
     fn nonfinite(&self, ptr: u64, n: usize, ty: ElemType) -> Result<u64> {
@@ -462,7 +464,10 @@ impl Bench {
                 let v: Vec<f64> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
                 ex.upload_input_f64(i, &v)?;
                 // What the device holds after rounding to the buffer's dtype.
-                inputs.push(super::executor::HostData::from_f64(&v, b.dtype).to_f64(b.dtype));
+                inputs.push(
+                    mercury_runtime::cuda::executor::HostData::from_f64(&v, b.dtype)
+                        .to_f64(b.dtype),
+                );
             } else {
                 inputs.push(Vec::new());
             }
@@ -1425,7 +1430,7 @@ struct OddLaunch {
 /// `[b, hq, sq, d]` / `[b, hq, sq]`, k/v `[b, hk, sq, d]`; `ptrs` = [q, k, v, o, lse].
 /// The cuDNN call of a dense whole-sequence launch (O and Stats left for the caller).
 fn cudnn_call_of(l: &AttnLaunch) -> Result<mercury_kernels::cuda::SdpaCall> {
-    super::ops::cudnn_split(l)?
+    mercury_runtime::cuda::ops::cudnn_split(l)?
         .call
         .ok_or_else(|| RuntimeError::Unsupported("an attention launch with no query rows".into()))
 }
@@ -2364,7 +2369,7 @@ mod tests {
         ];
         for c in &cases {
             mercury_plan::verify(&c.plan).unwrap_or_else(|e| panic!("{}: {e}", c.plan.name));
-            crate::cuda::schedule::build(&c.plan)
+            mercury_runtime::cuda::schedule::build(&c.plan)
                 .unwrap_or_else(|e| panic!("{}: {e}", c.plan.name));
         }
     }
@@ -2413,7 +2418,7 @@ mod tests {
         }
         let ptx = nvrtc::compile_ptx(STANDIN_DEVICE_KERNELS_CU, (9, 0), "stand-in")
             .unwrap_or_else(|e| panic!("{e}"));
-        assert!(crate::cuda::device_kernels::missing_entries(&ptx).is_empty());
+        assert!(mercury_runtime::cuda::device_kernels::missing_entries(&ptx).is_empty());
     }
 
     /// On a machine with a GPU, runs the P0 executor self-checks; skips (passes) otherwise.
