@@ -37,15 +37,10 @@ pub(crate) fn view_bytes(r: &RankProgram, v: &View) -> Result<f64, String> {
     Ok(view_elems(v) * slot.dtype.size_bytes() as f64)
 }
 
-/// Extents without leading unit dimensions.
+/// Extents without leading unit dimensions, at least 2-D (the patch spec's view of a GEMM
+/// operand as a matrix).
 fn squeeze(v: &View) -> Vec<usize> {
-    let e = &v.region.extent;
-    let first = e
-        .iter()
-        .position(|&x| x != 1)
-        .unwrap_or(e.len().saturating_sub(2));
-    let first = first.min(e.len().saturating_sub(2));
-    e[first..].to_vec()
+    mercury_plan::patch::squeeze(&v.region.extent)
 }
 
 pub use mercury_plan::patch::visible_pairs;
