@@ -14,7 +14,7 @@
 
 use super::SimError;
 use crate::topology::Topology;
-use mercury_plan::{CombineKind, ComputeOp, PatchKind, RankProgram, View};
+use mercury_plan::{CombineKind, ComputeOp, DType, PatchKind, RankProgram, View};
 
 /// Cost of one compute op.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,8 +159,19 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 let blocks = *b as f64 * *hq as f64 * (*sq as f64 / 128.0).ceil();
                 let eff = waves_efficiency(blocks, topo.device.sm_count);
                 let t = (flops / (topo.attention_rate(*causal) * eff)).max(bytes / hbm);
+                // The vendor (cuDNN) patch writes a bf16 part that the MLIR merge kernels then
+                // fold into the f32 accumulator (or widen into the output): one more pass over
+                // the output, 2 + 8 (or 2 + 4) bytes per element. The executor merges
+                // consecutive ring steps together, which this per-block price overstates.
+                // (A bf16 output is written by the patch directly.)
+                let merge = match outputs.first() {
+                    Some(o) if r.slots.get(o.slot).is_some_and(|s| s.dtype == DType::F32) => {
+                        o.region.numel() as f64 * if *accumulate { 10.0 } else { 6.0 } / hbm
+                    }
+                    _ => 0.0,
+                };
                 Ok(OpCost {
-                    seconds: launch + t,
+                    seconds: launch + t + merge,
                     flops,
                     bytes,
                     label: format!(
