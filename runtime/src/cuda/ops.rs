@@ -1034,18 +1034,7 @@ mod tests {
     /// operation touching the accumulator in between cuts the group.
     #[test]
     fn ring_blocks_form_deferral_groups() {
-        use crate::cuda::ring::{ring_attention_plan, RingSpec};
-        let spec = RingSpec {
-            ranks: 4,
-            b: 1,
-            hq: 4,
-            hk: 2,
-            seq: 800,
-            d: 128,
-            causal: false,
-            scale: 0.1,
-        };
-        let plan = ring_attention_plan(&spec).unwrap();
+        let plan = crate::cuda::test_plans::ring_attention(4, (1, 4, 2), 800, 128, false);
         for prog in &plan.ranks {
             let g = defer_groups(prog, |_, _| true, MAX_DEFERRED_PARTS);
             assert_eq!(g.len(), 1, "rank {}: {g:?}", prog.rank);
@@ -1058,16 +1047,31 @@ mod tests {
         }
         // A copy out of the accumulator between two blocks ends the group there.
         let mut prog = plan.ranks[0].clone();
-        let (o, _) = match &prog.stages[1].compute[0] {
+        let blocks: Vec<usize> = (0..prog.stages.len())
+            .filter(|s| {
+                matches!(
+                    prog.stages[*s].compute.first(),
+                    Some(ComputeOp::Patch { .. })
+                )
+            })
+            .collect();
+        assert_eq!(blocks.len(), 4);
+        let (o, _) = match &prog.stages[blocks[1]].compute[0] {
             ComputeOp::Patch { outputs, .. } => (outputs[0].clone(), outputs[1].clone()),
             other => panic!("{other:?}"),
         };
-        prog.stages[1].compute.push(ComputeOp::Copy {
+        prog.stages[blocks[1]].compute.push(ComputeOp::Copy {
             src: o.clone(),
             dst: o,
         });
         let g = defer_groups(&prog, |_, _| true, 8);
-        assert_eq!(g, vec![vec![(0, 0), (1, 0)], vec![(2, 0), (3, 0)]]);
+        assert_eq!(
+            g,
+            vec![
+                vec![(blocks[0], 0), (blocks[1], 0)],
+                vec![(blocks[2], 0), (blocks[3], 0)]
+            ]
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@
 
 mod cudnn;
 
+use crate::ring::{ring_attention_plan, RingSpec, BUF_K, BUF_LSE, BUF_O, BUF_Q, BUF_V};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use mercury_kernels::cpu::{self, AttnDims, AttnParams};
@@ -30,9 +31,6 @@ use mercury_plan::{
 };
 use mercury_runtime::cuda::error::{Result, RuntimeError};
 use mercury_runtime::cuda::executor::{AttnBackend, CudaExecutor, ExecOptions};
-use mercury_runtime::cuda::ring::{
-    ring_attention_plan, RingSpec, BUF_K, BUF_LSE, BUF_O, BUF_Q, BUF_V,
-};
 use mercury_runtime::cuda::schedule::StageSync;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

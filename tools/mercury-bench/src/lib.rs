@@ -1,7 +1,8 @@
 //! Benchmarks and GPU self-checks of the CUDA backend, kept out of the product libraries:
 //! `bench` (the `mercury-gpu-bench` binary: P0 executor self-checks, P1 GEMM, P2/P2c attention
 //! patches, P3 RingAttention), `mgpu` (multi-device self-checks) and `links` (link
-//! measurements and the topology file they make; both behind the `mercury-mgpu` binary).
+//! measurements and the topology file they make; both behind the `mercury-mgpu` binary), and
+//! `ring` (the hand-written RingAttention plan of P3).
 //! Every GPU test skips with a message where no GPU or library is present.
 
 // Check closures and row tables read clearer spelled out than behind aliases.
@@ -10,3 +11,4 @@
 pub mod bench;
 pub mod links;
 pub mod mgpu;
+pub mod ring;

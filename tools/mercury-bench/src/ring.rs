@@ -1,4 +1,4 @@
-//! The RingAttention plan used by the benchmarks (built here, in test/bench code, not by the
+//! The RingAttention plan used by the benchmarks (built here, in bench code, not by the
 //! compiler): q sharded by sequence over N ranks; each rank's K/V shard travels around the
 //! ring with double buffering (receive into the buffer not being read), one `Send`/`Recv`
 //! pair per tensor per stage; every stage runs one accumulating attention patch
@@ -221,7 +221,7 @@ pub fn ring_attention_plan(s: &RingSpec) -> Result<Plan, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuda::schedule;
+    use mercury_runtime::cuda::schedule;
 
     fn spec(causal: bool) -> RingSpec {
         RingSpec {
@@ -287,8 +287,8 @@ mod tests {
                 scale: 0.1,
             };
             let p = ring_attention_plan(&s).unwrap();
-            let inputs = crate::cpu::random_inputs(&p, 7);
-            let out = crate::cpu::execute(&p, &inputs).unwrap();
+            let inputs = mercury_runtime::cpu::random_inputs(&p, 7);
+            let out = mercury_runtime::cpu::execute(&p, &inputs).unwrap();
             let mut o = vec![0.0; s.hq * s.seq * s.d];
             let mut lse = vec![0.0; s.hq * s.seq];
             attention(
@@ -314,7 +314,7 @@ mod tests {
             );
             let want =
                 std::collections::HashMap::from([("o".to_string(), o), ("lse".to_string(), lse)]);
-            let err = crate::cpu::relative_error(&out, &want);
+            let err = mercury_runtime::cpu::relative_error(&out, &want);
             assert!(err < 1e-12, "causal {causal}: {err}");
         }
     }
