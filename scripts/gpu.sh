@@ -178,7 +178,8 @@ else
       ok=FAIL; why+="ended ${dt} s after the fault (bound ${bound} s); "
     fi
     local msg
-    msg=$(grep -m1 -E '^error: |fault injection' "$log" | cut -c1-240 || true)
+    msg=$(grep -m1 'error: ' "$log" || grep -m1 'check @' "$log" || grep -m1 'fault injection' "$log" || true)
+    msg=$(echo "$msg" | cut -c1-240)
     printf '| %s | %s | %s | %s | %s | %s |\n' "$case" "$(basename "$log" .log)" "$rc" "$dt" "$ok" "${why}${msg}" >> "$out/faults-table.md"
     { echo "---- $case: $(basename "$log") (exit $rc)"; tail -n 25 "$log"; } >> "$out/faults.log"
     [[ $ok == PASS ]] || status=1
@@ -200,7 +201,7 @@ else
     printf '| %s | GPUs afterwards | - | - | %s | processes left: %s; compute apps: %s; memory used: %s |\n' "$1" "$ok" \
       "${left:-none}" "${apps:-none}" "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null | tr '\n' ' ')" >> "$out/faults-table.md"
   }
-  rank_re() { echo "^error: rank $1 \\(pid [0-9]+, GPU $1\\) stage 2/3: $2"; }
+  rank_re() { echo "^error: rank $1 \\(pid [0-9]+, GPU $1\\) stage 2/3: ${2:-}"; }
 
   # pair_case N CASE NAME FAULT RC1 RE1 ARGS...: two processes with FAULT injected; rank 1 must
   # end with status RC1 and a line matching RE1, rank 0 with 1 and its report of stage 2.
@@ -239,7 +240,8 @@ else
       torchrun --standalone --nproc_per_node=2 --no-python \
       "$C/mercury-run" --launcher env --transport nccl "${fcommon[@]}" --bench --warmup 3 --iters 20000
     for _ in $(seq 360); do
-      (( $(grep -c 'transport:' "$tlog" 2>/dev/null || true) >= 2 )) && break
+      up=$(grep -c 'transport:' "$tlog" 2>/dev/null || true)
+      (( ${up:-0} >= 2 )) && break
       [[ -f "$tlog.end" ]] && break
       sleep 0.5
     done

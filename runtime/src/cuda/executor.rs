@@ -1706,23 +1706,40 @@ impl CudaExecutor {
                     self.ranks[f.rank].compute.clone(),
                     self.transfer_streams[f.rank].clone(),
                 ];
+                /// Fallback where stream memory operations are unavailable: a host function
+                /// that never returns holds the stream.
+                unsafe extern "C" fn block_forever(_: *mut std::ffi::c_void) {
+                    loop {
+                        std::thread::sleep(Duration::from_secs(3600));
+                    }
+                }
                 for st in &streams {
                     st.context()
                         .bind_to_thread()
                         .map_err(RuntimeError::driver("bind context"))?;
                     // SAFETY: `word` is a live 4-byte-aligned device word of this rank's device
                     // that stays 0; the stream waits until it is >= 1, i.e. forever.
-                    check(
-                        unsafe {
-                            sys::cuStreamWaitValue32_v2(
-                                st.cu_stream(),
-                                word,
-                                1,
-                                sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
-                            )
-                        },
-                        "cuStreamWaitValue32 (injected hang)",
-                    )?;
+                    let r = unsafe {
+                        sys::cuStreamWaitValue32_v2(
+                            st.cu_stream(),
+                            word,
+                            1,
+                            sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+                        )
+                    };
+                    if r != sys::CUresult::CUDA_SUCCESS {
+                        // SAFETY: a host function without data on a live stream.
+                        check(
+                            unsafe {
+                                sys::cuLaunchHostFunc(
+                                    st.cu_stream(),
+                                    Some(block_forever),
+                                    std::ptr::null_mut(),
+                                )
+                            },
+                            "cuLaunchHostFunc (injected hang)",
+                        )?;
+                    }
                 }
                 eprintln!(
                     "mercury-runtime: fault injection {f}: the streams of {me} wait forever from stage {}/{stages} on (device-side hang)",

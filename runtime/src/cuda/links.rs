@@ -414,9 +414,11 @@ impl Dev {
             k: std::cell::Cell::new(0),
             done,
         };
-        // Stream memory operations may be unavailable: then the gate is off.
-        if d.hold().and_then(|_| d.release()).is_err() {
-            d.gate = None;
+        // Stream memory operations may be unavailable: then the gate is off. (A gate that
+        // holds must open, or the stream would wait forever.)
+        match d.hold() {
+            Ok(()) => d.release()?,
+            Err(_) => d.gate = None,
         }
         d.stream.synchronize().map_err(drv("synchronize"))?;
         Ok(d)
