@@ -1195,6 +1195,18 @@ mod tests {
                 }
             }
         }
+        // As a file, through the loader `mercury-tune --topology FILE` uses.
+        let path = std::env::temp_dir().join(format!("mercury-links-{}.toml", std::process::id()));
+        let text = topology_toml(
+            &report(2, true),
+            "file",
+            &Rates::default(),
+            LinkSource::Copy,
+        );
+        std::fs::write(&path, &text).unwrap();
+        let t = mercury_search::topology::Topology::load(path.to_str().unwrap());
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(t.unwrap_or_else(|e| panic!("{e}\n{text}")).name, "file");
         // Without NCCL figures, an NCCL file falls back to the pulled copies.
         let text = topology_toml(&report(2, false), "x", &Rates::default(), LinkSource::Nccl);
         assert!(text.contains("link = \"peer copy pulled"), "{text}");
