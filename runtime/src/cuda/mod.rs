@@ -7,7 +7,8 @@
 //! Module map: `layout`, `schedule` and `placement` are pure host logic (unit-tested without
 //! a GPU); `mem` holds addresses, scratch and the copy engine (peer copies included); `ops`
 //! resolves and launches compute ops; `transport` moves messages and collectives by copies;
-//! `nccl` by NCCL; `launcher` joins one-process-per-GPU worlds; `device_kernels` loads the
+//! `nccl` by NCCL; `launcher` joins one-process-per-GPU worlds; `fault` holds the progress
+//! deadlines, the watchdog and fault injection; `device_kernels` loads the
 //! compiler's PTX; `ring` builds the RingAttention benchmark plan; `bench` holds the GPU
 //! benchmarks; `mgpu` the multi-device self-checks and `links` the link measurements.
 
@@ -15,6 +16,7 @@ pub mod bench;
 pub mod device_kernels;
 pub mod error;
 pub mod executor;
+pub mod fault;
 pub mod launcher;
 pub mod layout;
 pub mod links;

@@ -129,15 +129,71 @@ unsafe impl Send for Comm {}
 
 impl Drop for Comm {
     fn drop(&mut self) {
-        // SAFETY: `raw` came from a successful init or split and is dropped once.
-        let _ = unsafe { cudarc::nccl::result::comm_abort(self.raw) };
+        self.abort();
     }
 }
 
+/// NCCL's name of `r` and its description (`ncclGetErrorString`).
+pub fn result_text(r: ns::ncclResult_t) -> String {
+    // SAFETY: ncclGetErrorString returns a static NUL-terminated string (or null).
+    let s = unsafe { ns::ncclGetErrorString(r) };
+    if s.is_null() {
+        return format!("{r:?}");
+    }
+    // SAFETY: non-null, NUL-terminated, static.
+    let t = unsafe { std::ffi::CStr::from_ptr(s) }.to_string_lossy();
+    format!("{r:?} ({t})")
+}
+
 impl Comm {
-    /// The raw handle (valid while `self` lives).
+    /// The raw handle (valid while `self` lives and is not aborted; null after an abort).
     pub fn raw(&self) -> ns::ncclComm_t {
         self.raw
+    }
+
+    /// `ncclCommGetAsyncError`: `None` while the communicator is healthy (or still
+    /// initialising), else NCCL's error with its last message.
+    pub fn async_error(&self) -> Option<String> {
+        if self.raw.is_null() {
+            return None;
+        }
+        let mut r = ns::ncclResult_t::ncclSuccess;
+        // SAFETY: `raw` is a live handle; `r` is a valid out-pointer.
+        let q = unsafe { ns::ncclCommGetAsyncError(self.raw, &mut r) };
+        if q != ns::ncclResult_t::ncclSuccess {
+            return Some(format!("ncclCommGetAsyncError failed: {}", result_text(q)));
+        }
+        if matches!(
+            r,
+            ns::ncclResult_t::ncclSuccess | ns::ncclResult_t::ncclInProgress
+        ) {
+            return None;
+        }
+        // SAFETY: `raw` is live; the string is owned by NCCL and copied at once.
+        let last = unsafe { ns::ncclGetLastError(self.raw) };
+        let last = if last.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-null and NUL-terminated.
+            let t = unsafe { std::ffi::CStr::from_ptr(last) }.to_string_lossy();
+            if t.is_empty() {
+                String::new()
+            } else {
+                format!(": {t}")
+            }
+        };
+        Some(format!("{}{last}", result_text(r)))
+    }
+
+    /// `ncclCommAbort`: ends the communicator's work in flight (its kernels stop waiting for
+    /// peers) and frees it. Local: never waits for other ranks. Idempotent.
+    pub fn abort(&mut self) {
+        if self.raw.is_null() {
+            return;
+        }
+        // SAFETY: `raw` came from a successful init or split and is aborted once (nulled).
+        let _ = unsafe { cudarc::nccl::result::comm_abort(self.raw) };
+        self.raw = std::ptr::null_mut();
     }
 
     /// One communicator over `ordinals` (distinct devices), rank `i` on `ordinals[i]`
@@ -714,6 +770,52 @@ impl NcclTransport {
     }
 }
 
+/// One half of a point-to-point exchange for [`group_send_recv`]: `bytes` sent from or received
+/// into `buf` by the communicator handle `comm` (to or from its rank `peer`) on `stream`.
+#[derive(Debug, Clone, Copy)]
+pub struct P2p {
+    pub send: bool,
+    pub buf: u64,
+    pub bytes: usize,
+    pub peer: i32,
+    pub comm: ns::ncclComm_t,
+    pub stream: ns::cudaStream_t,
+}
+
+/// Issues `ops` (`ncclSend` / `ncclRecv` of bytes) between one group start and end (the link
+/// measurements use it).
+///
+/// # Safety
+/// Every buffer must be live device memory of its communicator's device, of at least `bytes`;
+/// every stream must belong to that device.
+pub unsafe fn group_send_recv(ops: &[P2p]) -> Result<()> {
+    let calls: Vec<Call> = ops
+        .iter()
+        .map(|o| {
+            let (buf, bytes, peer, comm, stream) = (o.buf, o.bytes, o.peer, o.comm, o.stream);
+            if o.send {
+                Call::Send {
+                    buf,
+                    bytes,
+                    peer,
+                    comm,
+                    stream,
+                }
+            } else {
+                Call::Recv {
+                    buf,
+                    bytes,
+                    peer,
+                    comm,
+                    stream,
+                }
+            }
+        })
+        .collect();
+    // SAFETY: per the caller.
+    unsafe { issue(&calls) }
+}
+
 /// Issues the calls between one group start and end.
 ///
 /// # Safety
@@ -1026,5 +1128,51 @@ impl Transport for NcclTransport {
         };
         // SAFETY: per the caller.
         unsafe { self.stage(cx, &st) }
+    }
+
+    fn async_error(&self) -> Option<String> {
+        for (r, c) in &self.world {
+            if let Some(e) = c.async_error() {
+                return Some(format!("world communicator of rank {r}: {e}"));
+            }
+        }
+        for (g, m) in &self.groups {
+            for (r, c) in m {
+                if let Some(e) = c.async_error() {
+                    return Some(format!("communicator of group {g:?} (rank {r}): {e}"));
+                }
+            }
+        }
+        None
+    }
+
+    fn can_abort(&self) -> bool {
+        self.world.values().any(|c| !c.raw().is_null())
+            || self
+                .groups
+                .values()
+                .any(|m| m.values().any(|c| !c.raw().is_null()))
+    }
+
+    fn abort(&mut self) -> Vec<String> {
+        // The communicators split from the world first, then the world.
+        let mut n = 0;
+        for m in self.groups.values_mut() {
+            for c in m.values_mut() {
+                n += usize::from(!c.raw().is_null());
+                c.abort();
+            }
+        }
+        for c in self.world.values_mut() {
+            n += usize::from(!c.raw().is_null());
+            c.abort();
+        }
+        if n == 0 {
+            Vec::new()
+        } else {
+            vec![format!(
+                "{n} NCCL communicator handle(s) of this process aborted (ncclCommAbort)"
+            )]
+        }
     }
 }
