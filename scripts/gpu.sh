@@ -11,6 +11,8 @@
 #   MERCURY_BASELINE_ARGS='--quick' ...  # extra arguments of the baseline scripts
 #   MERCURY_BASELINE_SCRIPTS=attention ... # which of scripts/baselines/{attention,gemm}.py
 #   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling on 2 GPUs (not default)
+#   MERCURY_GPU_PARTS=suite,baselines ...  # issue 13's side-by-side suite: ours on every GPU, the
+#                                          # PyTorch baselines, one joined table (>= 2 GPUs)
 #
 # With the device tool, after `bash scripts/gpu.sh` here:
 #   run(kind="nvidia-h200", carry=[".carry"], timeout_s=600, command="bash scripts/gpu.sh --remote")
@@ -383,6 +385,59 @@ else
   echo
 fi
 fi
+# ==== the side-by-side suite (issue 13): ours on every GPU, one rank per GPU ==================
+# Attention (MHA 32 heads and GQA 32/8, D128, B1 at 32K and 128K, B16 at 4K, causal and not)
+# with the schedule --shift-shard picks, and the GEMMs (all-gather GEMM, GEMM reduce-scatter,
+# 8192^3) with their known schedules; each checked against the single-device plan. The rows go
+# to $out/suite-ours.tsv; after the baselines part, scripts/suite_table.py joins them.
+# MERCURY_SUITE_CASES: a regex over the case ids (default: all).
+if [[ ",$parts," == *",suite,"* ]]; then
+sngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if (( sngpu < 2 )); then
+  echo "== suite: skipped, only ${sngpu} GPU present"
+else
+  sgen=$(mktemp -d)
+  : > "$out/suite-ours.tsv"
+  suite_case() {  # id input schedule-args...
+    local id="$1" input="$2"; shift 2
+    if [[ -n "${MERCURY_SUITE_CASES:-}" && ! "$id" =~ $MERCURY_SUITE_CASES ]]; then return 0; fi
+    echo "== suite: $id ($*)"
+    local log="$out/suite-$id.log" r=ok
+    timeout 300 $C/mercury-run --backend cuda --devices "$sngpu" --transport peer --check --bench \
+      --iters "${MERCURY_SUITE_ITERS:-5}" --warmup 2 --device-kernels $C/device_kernels.ptx \
+      "$input" "$@" > "$log" 2>&1 || r=FAILED
+    local ms
+    ms=$(grep '^| schedule,' "$log" | awk -F'|' '{print $3}' | xargs || true)
+    grep -q "FAIL" "$log" && r=FAILED
+    printf '%s\t%s\t%s\t%s\n' "$id" "${ms:-nan}" "$r" "$*" >> "$out/suite-ours.tsv"
+    grep -E "check|schedule,|warning|error" "$log" | sed 's/^/   /' | head -6 || true
+  }
+  for v in mha gqa; do
+    src=examples/attention.mlir; [[ $v == gqa ]] && src=examples/attention_gqa.mlir
+    for s in 32768 131072; do
+      for c in noncausal causal; do
+        f="$sgen/$v-$s-$c.mlir"
+        sed -e "s/shape \[8\]/shape [$sngpu]/" -e "s/32768/$s/g" "$src" > "$f"
+        [[ $c == causal ]] && sed -i 's/causal = false/causal = true/' "$f"
+        suite_case "attn.$v.b1.s$((s / 1024))k.$c" "$f" --shift-shard
+      done
+    done
+  done
+  for c in noncausal causal; do
+    f="$sgen/b16-$c.mlir"
+    sed -e "s/shape \[8\]/shape [$sngpu]/" examples/attention_b16.mlir > "$f"
+    [[ $c == causal ]] && sed -i 's/causal = false/causal = true/' "$f"
+    suite_case "attn.mha.b16.s4k.$c" "$f" --shift-shard
+  done
+  for g in ag_gemm:asynctp_ag_gemm:ag gemm_rs:shift_reduce:rs; do
+    IFS=: read -r ex sc kind <<< "$g"
+    sed "s/shape \[8\]/shape [$sngpu]/" "examples/$ex.mlir" > "$sgen/$ex.mlir"
+    sed "s/factor=8/factor=$sngpu/g" "examples/schedules/$sc.sched" > "$sgen/$sc.sched"
+    suite_case "gemm.$kind.m8192.n8192.k8192" "$sgen/$ex.mlir" --schedule "$sgen/$sc.sched"
+  done
+fi
+fi
+
 # ==== PyTorch baselines on every GPU (scripts/baselines; issue 13's side-by-side suite) ========
 if [[ ",$parts," == *",baselines,"* ]]; then
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
@@ -398,5 +453,11 @@ else
     cat "$out/$script-baselines.md"
   done
 fi
+fi
+if [[ -s "$out/suite-ours.tsv" ]]; then
+  echo
+  echo "== side by side (ours on $(nvidia-smi -L | grep -c '^GPU') GPUs vs the PyTorch baselines; ratio > 1: ours faster)"
+  python3 scripts/suite_table.py --ours "$out/suite-ours.tsv" \
+    --baselines "$out/attention-baselines.json" --baselines "$out/gemm-baselines.json" | tee "$out/suite-table.md"
 fi
 exit $status
