@@ -37,6 +37,10 @@ pub enum RuntimeError {
     /// The device did not finish in time (a hang, or a far too small timeout).
     #[error("timed out after {secs:.1} s waiting for {what}")]
     Timeout { what: String, secs: f64 },
+    /// A rank stopped making progress or NCCL reported an error (a dead or hung peer, a
+    /// device hang); the report names the ranks, the stage and the peers (`cuda::fault`).
+    #[error("{0}")]
+    Fault(Box<super::fault::FaultReport>),
 }
 
 impl RuntimeError {

@@ -18,7 +18,11 @@
 //!   other ranks finish theirs.
 //!
 //! Slot initialisation and the output gather are fenced by full barriers in both modes. The
-//! host waits only once, at the end, by polling with a timeout.
+//! host waits only once, at the end, by polling events (never a blocking synchronize): every
+//! stream with work in a stage records a *mark* after it, and a run that sees no mark complete
+//! for [`ExecOptions::stage_timeout`] ends with [`RuntimeError::Fault`] naming the stage, the
+//! ranks that did not finish it and their peers, after aborting the transport (NCCL:
+//! `ncclCommAbort`); NCCL's asynchronous errors are polled on the way (`cuda::fault`).
 //!
 //! Slot initialisation: `FromGlobal` copies its region of the uploaded global input,
 //! `Zero` zeroes, `NegInf` sets every element to minus infinity (the lse half of an empty
@@ -27,6 +31,7 @@
 
 use super::device_kernels::DeviceKernels;
 use super::error::{check, Result, RuntimeError};
+use super::fault::{self, Cause, FaultKind, FaultReport, FaultSpec, MarkTracker, Phase, Who};
 use super::launcher::World;
 use super::mem::{self, CopyCx, Loc, MemTable, Peers, Scratch, SlotInfo};
 use super::nccl::NcclTransport;
@@ -46,8 +51,15 @@ use std::time::{Duration, Instant};
 /// Options of a [`CudaExecutor`].
 #[derive(Debug, Clone)]
 pub struct ExecOptions {
-    /// How long [`CudaExecutor::run`] waits for the device before giving up.
+    /// How long [`CudaExecutor::run`] waits for the last event of a run once every stage has
+    /// finished (a bound on the final output barrier).
     pub timeout: Duration,
+    /// Progress deadline: a run in which no stream finishes its work of a stage for this long
+    /// ends with [`RuntimeError::Fault`] (default 60 s; the process watchdog allows
+    /// `fault::WATCHDOG_GRACE` more for a host blocked in a call).
+    pub stage_timeout: Duration,
+    /// A fault to inject into the first run (tests of the fault handling; see `cuda::fault`).
+    pub fault: Option<FaultSpec>,
     /// Poison `Uninit` slots with NaN (on by default; off only to measure its cost).
     pub poison_uninit: bool,
     /// cuBLASLt workspace per rank (only allocated when the plan has GEMMs).
@@ -67,6 +79,8 @@ impl Default for ExecOptions {
     fn default() -> Self {
         ExecOptions {
             timeout: Duration::from_secs(300),
+            stage_timeout: fault::DEFAULT_STAGE_TIMEOUT,
+            fault: None,
             poison_uninit: true,
             gemm_workspace_bytes: GemmWorkspace::DEFAULT_BYTES,
             attention: AttnBackend::Cudnn,
@@ -268,6 +282,14 @@ fn attention_patch(ctx: &Arc<CudaContext>, v: AttnVariant) -> Result<Arc<Attenti
     Ok(a)
 }
 
+/// Why [`CudaExecutor::poll_marks`] stopped early.
+enum WaitErr {
+    /// A CUDA error (the device faulted).
+    Cuda(RuntimeError),
+    /// An NCCL asynchronous error, described.
+    Nccl(String),
+}
+
 /// How transfers move in a placed executor (see [`CudaExecutor::new_placed`]).
 pub enum TransportChoice {
     /// Device copies and combine kernels; copies between GPUs are copy-engine peer copies.
@@ -353,12 +375,37 @@ pub struct CudaExecutor {
     transport: Box<dyn Transport>,
     /// Per stage: the waits and records of [`StageSync::Peers`].
     peer: Vec<StageWaits>,
+    /// Progress marks of a run (see the module docs): the events, in enqueue order, and
+    /// their bookkeeping (phase index 0 = initialisation, 1..=stages, stages + 1 = outputs).
+    marks: Vec<CudaEvent>,
+    tracker: MarkTracker,
+    /// This process's ranks and GPUs, and per stage the peers of its ranks (fault reports).
+    who: Arc<Who>,
+    stage_peers: Arc<Vec<Vec<String>>>,
+    /// Per rank, how reports name it: `rank 1 (GPU 1)` or `rank 1 (process 1)`.
+    labels: Vec<String>,
+    /// A device word that stays 0: an injected hang waits for it to become 1.
+    hang_word: Option<(CudaSlice<u8>, u64)>,
+    /// The injected fault fired already (it fires once).
+    injected: bool,
+    /// Runs started (the current run's number, from 1).
+    runs: usize,
+    /// Mark phase index the current run is enqueueing (0 = initialisation, 1..=stages,
+    /// stages + 1 = outputs), for reports of failures.
+    cur_phase: usize,
+    /// A run ended with a fault: queued work may never finish, so nothing synchronizes.
+    faulted: bool,
     warnings: Vec<String>,
     opts: ExecOptions,
 }
 
 impl Drop for CudaExecutor {
     fn drop(&mut self) {
+        if self.faulted {
+            // Work stuck on a dead peer or an injected hang never finishes; waiting would hang
+            // (the process is expected to exit; the driver then reclaims everything).
+            return;
+        }
         // Queued work may still use slots and scratch; let it finish before they are freed.
         for d in &self.devs {
             let _ = d.ctx.synchronize();
@@ -466,10 +513,14 @@ fn defer_group(
     Ok(Some(buf))
 }
 
-/// Enables peer access between every pair of `ctxs` that `cuDeviceCanAccessPeer` allows
-/// (contexts, and the default memory pools the slots come from); returns the matrix and a
-/// warning per pair left to host-staged copies.
-fn enable_peer_access(all: &[Arc<CudaContext>]) -> Result<(PeerMatrix, Vec<String>)> {
+/// Enables peer access between every pair of `ctxs` that `cuDeviceCanAccessPeer` allows, both
+/// ways (contexts, and the default memory pools the slots come from); returns the matrix and a
+/// warning per pair left to host-staged copies. `cuda::links` measures through it, so that its
+/// figures are what the executor's transfers reach.
+///
+/// # Errors
+/// CUDA failures of the queries or of enabling.
+pub fn enable_peer_access(all: &[Arc<CudaContext>]) -> Result<(PeerMatrix, Vec<String>)> {
     use cudarc::driver::sys;
     // One context per GPU (device ids may alias a GPU).
     let mut ctxs: Vec<Arc<CudaContext>> = Vec::new();
@@ -817,6 +868,10 @@ impl CudaExecutor {
         // Each rank's device id and CUDA ordinal.
         let id_map = DeviceMap::from_ordinals(rank_dev.iter().map(|d| ids[*d]).collect());
         let map = DeviceMap::from_ordinals(rank_dev.iter().map(|d| ctxs[*d].ordinal()).collect());
+        let world_size = match &choice {
+            TransportChoice::NcclWorld(w) => Some(w.env().world_size),
+            _ => None,
+        };
         let transport: Box<dyn Transport> = match choice {
             TransportChoice::Copy if placed => Box::new(CopyTransport::placed(id_map.clone())),
             TransportChoice::Copy => Box::new(CopyTransport::single_device()),
@@ -978,6 +1033,74 @@ impl CudaExecutor {
             |c| keep(transport.collective_work(c)),
         );
         let peer = schedule::peer_waits(&touches, nranks);
+
+        // Progress marks: each local rank's compute stream after the initialisation and after
+        // the output gather, every stream with work after each stage (`peer[si].record`).
+        let stages = schedule.len();
+        let local_ranks: Vec<usize> = (0..nranks).filter(|r| local[*r]).collect();
+        let mut mark_at: Vec<(usize, usize)> = local_ranks
+            .iter()
+            .map(|r| (0, schedule::compute_stream(*r)))
+            .collect();
+        for (si, w) in peer.iter().enumerate() {
+            mark_at.extend(w.record.iter().map(|y| (si + 1, *y)));
+        }
+        mark_at.extend(
+            local_ranks
+                .iter()
+                .map(|r| (stages + 1, schedule::compute_stream(*r))),
+        );
+        let mut marks = Vec::with_capacity(mark_at.len());
+        for (_, y) in &mark_at {
+            // Stream y belongs to rank y % nranks (compute r, transfer nranks + r).
+            marks.push(new_event(&ctxs[rank_dev[y % nranks]], false)?);
+        }
+        let gpu_of = |r: usize| ctxs[rank_dev[r]].ordinal();
+        let labels: Vec<String> = (0..nranks)
+            .map(|r| match world_size {
+                Some(p) if !local[r] && p > 0 => {
+                    format!("rank {r} (process {})", r / (nranks / p).max(1))
+                }
+                _ if !local[r] => format!("rank {r}"),
+                _ => format!("rank {r} (GPU {})", gpu_of(r)),
+            })
+            .collect();
+        let who = Arc::new(Who {
+            ranks: local_ranks.clone(),
+            gpus: local_ranks.iter().map(|r| gpu_of(*r)).collect(),
+            pid: std::process::id(),
+        });
+        let stage_peers = Arc::new(
+            schedule
+                .stages
+                .iter()
+                .map(|st| {
+                    schedule::stage_partners(st, &local_ranks)
+                        .into_iter()
+                        .map(|r| labels[r].clone())
+                        .collect()
+                })
+                .collect(),
+        );
+        let mut hang_word = None;
+        if let Some(f) = &opts.fault {
+            f.validate(nranks, stages)
+                .map_err(RuntimeError::Unsupported)?;
+            if f.kind == FaultKind::Hang && local[f.rank] {
+                let d = rank_dev[f.rank];
+                ctxs[d]
+                    .bind_to_thread()
+                    .map_err(RuntimeError::driver("bind context"))?;
+                let (buf, ptr) = alloc(&devs[d].stream, 256)?;
+                // SAFETY: `ptr` holds 256 bytes on this stream's device.
+                unsafe { mem::zero(&devs[d].stream, ptr, 256)? };
+                devs[d]
+                    .stream
+                    .synchronize()
+                    .map_err(RuntimeError::driver("synchronize"))?;
+                hang_word = Some((buf, ptr));
+            }
+        }
         let main = &ctxs[0];
         let ev_time = [
             new_event(main, true)?,
@@ -1003,6 +1126,16 @@ impl CudaExecutor {
             hub,
             transport,
             peer,
+            marks,
+            tracker: MarkTracker::new(mark_at),
+            who,
+            stage_peers,
+            labels,
+            hang_word,
+            injected: false,
+            runs: 0,
+            cur_phase: 0,
+            faulted: false,
             warnings,
             opts,
         })
@@ -1082,6 +1215,11 @@ impl CudaExecutor {
     }
 
     fn synchronize_all(&self, what: &'static str) -> Result<()> {
+        if self.faulted {
+            return Err(RuntimeError::Unsupported(
+                "this executor stopped after a fault; its queued work may never finish".into(),
+            ));
+        }
         for d in &self.devs {
             d.ctx.synchronize().map_err(RuntimeError::driver(what))?;
         }
@@ -1299,8 +1437,20 @@ impl CudaExecutor {
     }
 
     /// Runs the plan once: initialises slots, runs every stage, gathers the outputs, and
-    /// waits (with the configured timeout) for the devices.
+    /// waits for the devices by polling the progress marks.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Fault`] when no stream finishes its work of a stage within
+    /// [`ExecOptions::stage_timeout`] or NCCL reports an asynchronous error (the transport is
+    /// aborted first, and the executor refuses further runs); CUDA and NCCL call failures;
+    /// inputs never uploaded.
     pub fn run(&mut self) -> Result<RunTiming> {
+        if self.faulted {
+            return Err(RuntimeError::Unsupported(
+                "this executor stopped after a fault (its transport is aborted); build a new one"
+                    .into(),
+            ));
+        }
         if let Some(i) = self
             .globals
             .iter()
@@ -1311,6 +1461,38 @@ impl CudaExecutor {
                 self.plan.buffers[i].name
             )));
         }
+        let progress = fault::progress();
+        progress.set_context(
+            self.who.clone(),
+            self.schedule.len(),
+            self.stage_peers.clone(),
+        );
+        let _armed = progress.arm(
+            Phase::Init,
+            self.opts.stage_timeout + fault::WATCHDOG_GRACE,
+            "enqueueing the slot initialisation",
+        );
+        self.runs += 1;
+        self.cur_phase = 0;
+        match self.run_inner() {
+            Ok(t) => Ok(t),
+            Err(e @ RuntimeError::Fault(_)) => Err(e),
+            // Peers in other processes may wait on work this run never enqueued: abort the
+            // communicators, and say where it happened.
+            Err(e) if self.transport.can_abort() => {
+                Err(self.fault(self.cur_phase, &[], Cause::Failed(e.to_string())))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The body of [`CudaExecutor::run`] (armed, counted); keeps `cur_phase` current.
+    fn run_inner(&mut self) -> Result<RunTiming> {
+        let stages = self.schedule.len();
+        let progress = fault::progress();
+        self.tracker.reset();
+        // Marks enqueued so far.
+        let mut enq = 0;
         self.bind_main()?;
         let rec =
             |e: &CudaEvent, s: &CudaStream| e.record(s).map_err(RuntimeError::driver("record"));
@@ -1329,11 +1511,17 @@ impl CudaExecutor {
                 self.init_rank(ri)?;
             }
         }
+        self.record_marks(0, &mut enq)?;
         self.barrier()?;
         rec(&self.ev_time[1], &self.hub)?;
 
         let peers = self.opts.sync == StageSync::Peers;
-        for si in 0..self.schedule.len() {
+        for si in 0..stages {
+            self.cur_phase = si + 1;
+            progress.enter(Phase::Stage(si), "enqueueing the stage");
+            if let Some(f) = self.due_fault(si) {
+                self.inject(f, si, enq)?;
+            }
             if peers {
                 self.peer_wait(si)?;
             }
@@ -1379,6 +1567,7 @@ impl CudaExecutor {
             let st = &self.schedule.stages[si];
             // SAFETY: views resolved and checked in `new`; the stage's waits are enqueued.
             unsafe { self.transport.stage(&mut tcx, st)? };
+            self.record_marks(si + 1, &mut enq)?;
             self.bind_main()?;
             if peers {
                 self.peer_record(si)?;
@@ -1391,6 +1580,8 @@ impl CudaExecutor {
             self.barrier()?;
         }
         rec(&self.ev_time[2], &self.hub)?;
+        self.cur_phase = stages + 1;
+        progress.enter(Phase::Outputs, "enqueueing the output gather");
         for r in self.ranks.iter_mut().filter(|r| r.local) {
             r.compute
                 .context()
@@ -1410,9 +1601,12 @@ impl CudaExecutor {
                 unsafe { mem::copy(&mut cx, src, dst)? };
             }
         }
+        self.record_marks(stages + 1, &mut enq)?;
         self.bind_main()?;
         self.barrier()?;
         rec(&self.ev_time[3], &self.hub)?;
+        progress.doing("waiting for the device (polling progress events)");
+        self.wait_marks(enq)?;
         self.wait_for(&self.ev_time[3], "the end of the run")?;
         for d in &self.devs {
             d.ctx
@@ -1437,6 +1631,242 @@ impl CudaExecutor {
             stages_ms: el(1, 2)?,
             outputs_ms: el(2, 3)?,
         })
+    }
+
+    /// Records the marks of phase index `phase` (0 = initialisation, 1..=stages, stages + 1 =
+    /// outputs) on their streams; `enq` counts the marks recorded so far in this run.
+    fn record_marks(&self, phase: usize, enq: &mut usize) -> Result<()> {
+        while *enq < self.marks.len() && self.tracker.mark(*enq).0 == phase {
+            let (_, y) = self.tracker.mark(*enq);
+            let (sy, _) = self.stream_and_event(y);
+            self.marks[*enq]
+                .record(sy)
+                .map_err(RuntimeError::driver("record progress mark"))?;
+            *enq += 1;
+        }
+        Ok(())
+    }
+
+    /// Polls the first `upto` marks until they complete (or a stall: no mark completing for
+    /// the stage timeout), polling the transport's asynchronous errors on the way.
+    fn poll_marks(&mut self, upto: usize) -> std::result::Result<fault::WaitEnd, WaitErr> {
+        struct Hooks<'a> {
+            marks: &'a [CudaEvent],
+            transport: &'a dyn Transport,
+            progress: &'static fault::Progress,
+        }
+        impl fault::WaitHooks for Hooks<'_> {
+            type Error = WaitErr;
+            fn now(&mut self) -> Instant {
+                Instant::now()
+            }
+            fn done(&mut self, i: usize) -> std::result::Result<bool, WaitErr> {
+                self.marks[i].try_is_complete().map_err(|e| {
+                    WaitErr::Cuda(RuntimeError::driver("device error while running the plan")(
+                        e,
+                    ))
+                })
+            }
+            fn check(&mut self) -> std::result::Result<(), WaitErr> {
+                match self.transport.async_error() {
+                    Some(e) => Err(WaitErr::Nccl(e)),
+                    None => Ok(()),
+                }
+            }
+            fn beat(&mut self) {
+                self.progress.beat();
+            }
+            fn sleep(&mut self, d: Duration) {
+                std::thread::sleep(d);
+            }
+        }
+        let mut hooks = Hooks {
+            marks: &self.marks,
+            transport: &*self.transport,
+            progress: fault::progress(),
+        };
+        fault::wait_progress(&mut self.tracker, upto, self.opts.stage_timeout, &mut hooks)
+    }
+
+    /// [`CudaExecutor::poll_marks`], with a stall or an NCCL error turned into a fault.
+    fn wait_marks(&mut self, upto: usize) -> Result<()> {
+        let limit = self.opts.stage_timeout.as_secs_f64();
+        match self.poll_marks(upto) {
+            Ok(fault::WaitEnd::Done) => Ok(()),
+            Ok(fault::WaitEnd::Stalled {
+                phase,
+                streams,
+                secs,
+            }) => Err(self.fault(phase, &streams, Cause::NoProgress { secs, limit })),
+            Err(WaitErr::Nccl(e)) => {
+                let (phase, streams) = self
+                    .tracker
+                    .stalled_at(upto)
+                    .unwrap_or((self.schedule.len() + 1, Vec::new()));
+                Err(self.fault(phase, &streams, Cause::Nccl(e)))
+            }
+            // A device error: under NCCL the peers may wait on this process, so abort and
+            // report where; alone, it is an ordinary error.
+            Err(WaitErr::Cuda(e)) if self.transport.can_abort() => {
+                let (phase, streams) = self
+                    .tracker
+                    .stalled_at(upto)
+                    .unwrap_or((self.schedule.len() + 1, Vec::new()));
+                Err(self.fault(phase, &streams, Cause::Failed(e.to_string())))
+            }
+            Err(WaitErr::Cuda(e)) => Err(e),
+        }
+    }
+
+    /// The fault report of a stall in mark phase `phase` with `streams` unfinished; aborts the
+    /// transport (NCCL communicators) and marks the executor faulted.
+    fn fault(&mut self, phase: usize, streams: &[usize], cause: Cause) -> RuntimeError {
+        let n = self.ranks.len();
+        let stages = self.schedule.len();
+        let mut ranks: Vec<usize> = streams.iter().map(|y| y % n).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        if ranks.is_empty() {
+            ranks = self.who.ranks.clone();
+        }
+        let at = Phase::from_index(phase, stages);
+        let peers = match at {
+            Phase::Stage(si) => schedule::stage_partners(&self.schedule.stages[si], &ranks)
+                .into_iter()
+                .map(|r| self.labels[r].clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut notes = Vec::new();
+        if !streams.is_empty() {
+            let what: Vec<String> = streams
+                .iter()
+                .map(|y| {
+                    if *y < n {
+                        format!("rank {y} compute stream")
+                    } else {
+                        format!("rank {} transfer stream", y - n)
+                    }
+                })
+                .collect();
+            notes.push(format!("unfinished: {}", what.join(", ")));
+        }
+        if let Some(f) = self.opts.fault.filter(|_| self.injected) {
+            notes.push(format!("fault injected here: {f}"));
+        }
+        let mut report = FaultReport {
+            who: Who {
+                gpus: ranks.iter().map(|r| self.rank_device(*r)).collect(),
+                ranks,
+                pid: std::process::id(),
+            },
+            at: at.describe(stages),
+            cause,
+            peers,
+            notes,
+        };
+        // If the abort blocks (it should not), the watchdog prints this report and exits.
+        let progress = fault::progress();
+        progress.set_pending(Some(report.to_string()));
+        progress.set_limit(fault::ABORT_LIMIT);
+        report.notes.extend(self.transport.abort());
+        progress.set_pending(None);
+        self.faulted = true;
+        RuntimeError::Fault(Box::new(report))
+    }
+
+    /// The injected fault if it is due before stage `si` and this process drives its rank.
+    fn due_fault(&self, si: usize) -> Option<FaultSpec> {
+        let f = self.opts.fault?;
+        let here = self.ranks.get(f.rank).is_some_and(|r| r.local);
+        (!self.injected && here && f.stage == si + 1 && f.run == self.runs).then_some(f)
+    }
+
+    /// Injects `f` before stage `si` (`enq` marks are enqueued); see `cuda::fault`.
+    fn inject(&mut self, f: FaultSpec, si: usize, enq: usize) -> Result<()> {
+        use cudarc::driver::sys;
+        self.injected = true;
+        let stages = self.schedule.len();
+        let me = format!(
+            "rank {} (pid {}) at unix time {:.3}",
+            f.rank,
+            std::process::id(),
+            fault::unix_time()
+        );
+        let progress = fault::progress();
+        match f.kind {
+            FaultKind::Exit => {
+                // The earlier stages finish on the device first, so that the peers stop
+                // exactly at this stage (a stall here is ignored: the process dies anyway).
+                progress.doing("in the injected fault (exit): waiting for the earlier stages");
+                let _ = self.poll_marks(enq);
+                eprintln!(
+                    "mercury-runtime: fault injection {f}: {me} kills its process with SIGKILL before stage {}/{stages}",
+                    si + 1
+                );
+                fault::kill_self()
+            }
+            FaultKind::Hang => {
+                let word =
+                    self.hang_word.as_ref().map(|(_, p)| *p).ok_or_else(|| {
+                        RuntimeError::Unsupported("no hang word allocated".into())
+                    })?;
+                let streams = [
+                    self.ranks[f.rank].compute.clone(),
+                    self.transfer_streams[f.rank].clone(),
+                ];
+                /// Fallback where stream memory operations are unavailable: a host function
+                /// that never returns holds the stream.
+                unsafe extern "C" fn block_forever(_: *mut std::ffi::c_void) {
+                    loop {
+                        std::thread::sleep(Duration::from_secs(3600));
+                    }
+                }
+                for st in &streams {
+                    st.context()
+                        .bind_to_thread()
+                        .map_err(RuntimeError::driver("bind context"))?;
+                    // SAFETY: `word` is a live 4-byte-aligned device word of this rank's device
+                    // that stays 0; the stream waits until it is >= 1, i.e. forever.
+                    let r = unsafe {
+                        sys::cuStreamWaitValue32_v2(
+                            st.cu_stream(),
+                            word,
+                            1,
+                            sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+                        )
+                    };
+                    if r != sys::CUresult::CUDA_SUCCESS {
+                        // SAFETY: a host function without data on a live stream.
+                        check(
+                            unsafe {
+                                sys::cuLaunchHostFunc(
+                                    st.cu_stream(),
+                                    Some(block_forever),
+                                    std::ptr::null_mut(),
+                                )
+                            },
+                            "cuLaunchHostFunc (injected hang)",
+                        )?;
+                    }
+                }
+                eprintln!(
+                    "mercury-runtime: fault injection {f}: the streams of {me} wait forever from stage {}/{stages} on (device-side hang)",
+                    si + 1
+                );
+                Ok(())
+            }
+            FaultKind::HostHang => {
+                eprintln!(
+                    "mercury-runtime: fault injection {f}: the host thread of {me} blocks forever before stage {}/{stages}",
+                    si + 1
+                );
+                progress.doing("in the injected fault (host-hang): the host thread sleeps forever");
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+        }
     }
 
     /// Polls `ev` until it completes, an error surfaces, or the timeout passes.

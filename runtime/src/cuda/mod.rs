@@ -7,13 +7,15 @@
 //! Module map: `layout`, `schedule` and `placement` are pure host logic (unit-tested without
 //! a GPU); `mem` holds addresses, scratch and the copy engine (peer copies included); `ops`
 //! resolves and launches compute ops; `transport` moves messages and collectives by copies;
-//! `nccl` by NCCL; `launcher` joins one-process-per-GPU worlds; `device_kernels` loads the
-//! compiler's PTX. The GPU benchmarks (with their hand-written RingAttention plan), the
-//! multi-device self-checks and the link measurements are in `tools/mercury-bench`.
+//! `nccl` by NCCL; `launcher` joins one-process-per-GPU worlds; `fault` holds the progress
+//! deadlines, the watchdog and fault injection; `device_kernels` loads the compiler's PTX. The
+//! GPU benchmarks (with their hand-written RingAttention plan), the multi-device self-checks
+//! and the link measurements are in `tools/mercury-bench`.
 
 pub mod device_kernels;
 pub mod error;
 pub mod executor;
+pub mod fault;
 pub mod launcher;
 pub mod layout;
 pub mod mem;

@@ -330,6 +330,27 @@ pub fn peer_waits(touches: &[BTreeMap<usize, Vec<usize>>], ranks: usize) -> Vec<
     out
 }
 
+/// The ranks that `ranks` exchange data with in stage `st` (the other ends of their messages
+/// and the other members of their collectives), sorted, without `ranks` themselves: the
+/// "peers in this group" of a fault report.
+pub fn stage_partners(st: &StageTransfers, ranks: &[usize]) -> Vec<usize> {
+    let mut out = std::collections::BTreeSet::new();
+    for m in &st.messages {
+        if ranks.contains(&m.src_rank) {
+            out.insert(m.dst_rank);
+        }
+        if ranks.contains(&m.dst_rank) {
+            out.insert(m.src_rank);
+        }
+    }
+    for c in &st.collectives {
+        if c.group.iter().any(|r| ranks.contains(r)) {
+            out.extend(c.group.iter().copied());
+        }
+    }
+    out.into_iter().filter(|r| !ranks.contains(r)).collect()
+}
+
 /// The dependencies of one stage under [`StageSync::Peers`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StageWaits {
@@ -424,6 +445,29 @@ mod tests {
             assert_eq!(m.src.region.offset, vec![0]);
             assert_eq!(m.dst.region.offset, vec![8]);
         }
+    }
+
+    #[test]
+    fn partners_of_messages_and_collectives() {
+        let msg = |a: usize, b: usize| Message {
+            src_rank: a,
+            src: view(0, 0, 4),
+            dst_rank: b,
+            dst: view(0, 4, 4),
+            tag: 0,
+        };
+        let st = StageTransfers {
+            messages: vec![msg(0, 1), msg(1, 2), msg(3, 0)],
+            collectives: vec![CollectiveCall {
+                group: vec![4, 5, 6],
+                members: vec![],
+            }],
+        };
+        assert_eq!(stage_partners(&st, &[0]), vec![1, 3]);
+        assert_eq!(stage_partners(&st, &[1]), vec![0, 2]);
+        assert_eq!(stage_partners(&st, &[0, 1]), vec![2, 3]);
+        assert_eq!(stage_partners(&st, &[5]), vec![4, 6]);
+        assert_eq!(stage_partners(&st, &[7]), Vec::<usize>::new());
     }
 
     #[test]

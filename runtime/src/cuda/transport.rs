@@ -124,6 +124,23 @@ pub trait Transport {
     /// # Safety
     /// As [`Transport::message`].
     unsafe fn collective(&mut self, cx: &mut TransferCx<'_>, call: &CollectiveCall) -> Result<()>;
+    /// An asynchronous error of the wire, described (NCCL: `ncclCommGetAsyncError` on every
+    /// communicator of this process), polled while the executor waits; `None`: all is well
+    /// (default: copies report their errors through CUDA).
+    fn async_error(&self) -> Option<String> {
+        None
+    }
+    /// Ends whatever the transport has in flight after a fault, so that no GPU stays busy on a
+    /// peer that will never answer (NCCL: `ncclCommAbort` on every communicator). The transport
+    /// is unusable afterwards. Returns notes for the fault report (default: nothing to do).
+    fn abort(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Whether [`Transport::abort`] has something to end: communicators whose other members
+    /// (maybe in other processes) could wait forever on this process (default: no).
+    fn can_abort(&self) -> bool {
+        false
+    }
 }
 
 /// Copies and combine kernels within one process: virtual ranks on one GPU, or ranks on

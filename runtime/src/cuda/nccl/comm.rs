@@ -97,15 +97,71 @@ unsafe impl Send for Comm {}
 
 impl Drop for Comm {
     fn drop(&mut self) {
-        // SAFETY: `raw` came from a successful init or split and is dropped once.
-        let _ = unsafe { cudarc::nccl::result::comm_abort(self.raw) };
+        self.abort();
     }
 }
 
+/// NCCL's name of `r` and its description (`ncclGetErrorString`).
+pub fn result_text(r: ns::ncclResult_t) -> String {
+    // SAFETY: ncclGetErrorString returns a static NUL-terminated string (or null).
+    let s = unsafe { ns::ncclGetErrorString(r) };
+    if s.is_null() {
+        return format!("{r:?}");
+    }
+    // SAFETY: non-null, NUL-terminated, static.
+    let t = unsafe { std::ffi::CStr::from_ptr(s) }.to_string_lossy();
+    format!("{r:?} ({t})")
+}
+
 impl Comm {
-    /// The raw handle (valid while `self` lives).
+    /// The raw handle (valid while `self` lives and is not aborted; null after an abort).
     pub fn raw(&self) -> ns::ncclComm_t {
         self.raw
+    }
+
+    /// `ncclCommGetAsyncError`: `None` while the communicator is healthy (or still
+    /// initialising), else NCCL's error with its last message.
+    pub fn async_error(&self) -> Option<String> {
+        if self.raw.is_null() {
+            return None;
+        }
+        let mut r = ns::ncclResult_t::ncclSuccess;
+        // SAFETY: `raw` is a live handle; `r` is a valid out-pointer.
+        let q = unsafe { ns::ncclCommGetAsyncError(self.raw, &mut r) };
+        if q != ns::ncclResult_t::ncclSuccess {
+            return Some(format!("ncclCommGetAsyncError failed: {}", result_text(q)));
+        }
+        if matches!(
+            r,
+            ns::ncclResult_t::ncclSuccess | ns::ncclResult_t::ncclInProgress
+        ) {
+            return None;
+        }
+        // SAFETY: `raw` is live; the string is owned by NCCL and copied at once.
+        let last = unsafe { ns::ncclGetLastError(self.raw) };
+        let last = if last.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-null and NUL-terminated.
+            let t = unsafe { std::ffi::CStr::from_ptr(last) }.to_string_lossy();
+            if t.is_empty() {
+                String::new()
+            } else {
+                format!(": {t}")
+            }
+        };
+        Some(format!("{}{last}", result_text(r)))
+    }
+
+    /// `ncclCommAbort`: ends the communicator's work in flight (its kernels stop waiting for
+    /// peers) and frees it. Local: never waits for other ranks. Idempotent.
+    pub fn abort(&mut self) {
+        if self.raw.is_null() {
+            return;
+        }
+        // SAFETY: `raw` came from a successful init or split and is aborted once (nulled).
+        let _ = unsafe { cudarc::nccl::result::comm_abort(self.raw) };
+        self.raw = std::ptr::null_mut();
     }
 
     /// One communicator over `ordinals` (distinct devices), rank `i` on `ordinals[i]`

@@ -39,7 +39,7 @@ use std::collections::HashMap;
 mod comm;
 
 use comm::check;
-pub use comm::{nccl_err, prepare_env, probe, version, Comm, NCCL_ENV};
+pub use comm::{nccl_err, prepare_env, probe, result_text, version, Comm, NCCL_ENV};
 
 /// NCCL data type of a plan dtype.
 fn nccl_type(d: DType) -> ns::ncclDataType_t {
@@ -580,6 +580,52 @@ impl NcclTransport {
     }
 }
 
+/// One half of a point-to-point exchange for [`group_send_recv`]: `bytes` sent from or received
+/// into `buf` by the communicator handle `comm` (to or from its rank `peer`) on `stream`.
+#[derive(Debug, Clone, Copy)]
+pub struct P2p {
+    pub send: bool,
+    pub buf: u64,
+    pub bytes: usize,
+    pub peer: i32,
+    pub comm: ns::ncclComm_t,
+    pub stream: ns::cudaStream_t,
+}
+
+/// Issues `ops` (`ncclSend` / `ncclRecv` of bytes) between one group start and end (the link
+/// measurements use it).
+///
+/// # Safety
+/// Every buffer must be live device memory of its communicator's device, of at least `bytes`;
+/// every stream must belong to that device.
+pub unsafe fn group_send_recv(ops: &[P2p]) -> Result<()> {
+    let calls: Vec<Call> = ops
+        .iter()
+        .map(|o| {
+            let (buf, bytes, peer, comm, stream) = (o.buf, o.bytes, o.peer, o.comm, o.stream);
+            if o.send {
+                Call::Send {
+                    buf,
+                    bytes,
+                    peer,
+                    comm,
+                    stream,
+                }
+            } else {
+                Call::Recv {
+                    buf,
+                    bytes,
+                    peer,
+                    comm,
+                    stream,
+                }
+            }
+        })
+        .collect();
+    // SAFETY: per the caller.
+    unsafe { issue(&calls) }
+}
+
 /// Issues the calls between one group start and end.
 ///
 /// # Safety
@@ -898,5 +944,51 @@ impl Transport for NcclTransport {
         };
         // SAFETY: per the caller.
         unsafe { self.stage(cx, &st) }
+    }
+
+    fn async_error(&self) -> Option<String> {
+        for (r, c) in &self.world {
+            if let Some(e) = c.async_error() {
+                return Some(format!("world communicator of rank {r}: {e}"));
+            }
+        }
+        for (g, m) in &self.groups {
+            for (r, c) in m {
+                if let Some(e) = c.async_error() {
+                    return Some(format!("communicator of group {g:?} (rank {r}): {e}"));
+                }
+            }
+        }
+        None
+    }
+
+    fn can_abort(&self) -> bool {
+        self.world.values().any(|c| !c.raw().is_null())
+            || self
+                .groups
+                .values()
+                .any(|m| m.values().any(|c| !c.raw().is_null()))
+    }
+
+    fn abort(&mut self) -> Vec<String> {
+        // The communicators split from the world first, then the world.
+        let mut n = 0;
+        for m in self.groups.values_mut() {
+            for c in m.values_mut() {
+                n += usize::from(!c.raw().is_null());
+                c.abort();
+            }
+        }
+        for c in self.world.values_mut() {
+            n += usize::from(!c.raw().is_null());
+            c.abort();
+        }
+        if n == 0 {
+            Vec::new()
+        } else {
+            vec![format!(
+                "{n} NCCL communicator handle(s) of this process aborted (ncclCommAbort)"
+            )]
+        }
     }
 }

@@ -4,25 +4,27 @@
 //! mercury-mgpu info
 //! mercury-mgpu selfcheck [--devices N] [--alias K] [--transport peer|nccl|both]
 //!                        [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
-//! mercury-mgpu links [--out FILE] [--name NAME] [--mib N] [--reps N] [--max-devices N]
+//! mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N]
+//!                    [--max-devices N] [--link copy|nccl] [--no-nccl]
 //!                    [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X]
 //! ```
 //!
 //! `selfcheck` runs the P0 executor self-checks with rank r on GPU r % N (default: every
 //! visible GPU) under the chosen transports, plus the NCCL checks one GPU can run; with
 //! `--alias K` rank r runs on device id r % K and every id on GPU 0 (the peer-copy paths on
-//! one GPU). `links` measures copy bandwidth and latency per GPU and per pair and writes a
-//! topology file (docs/topology.md). Exit status: 0 all passed, 1 a check failed or bad
+//! one GPU). `links` measures, per GPU and per pair of GPUs, what the transports reach (local
+//! copies, peer copies pulled and pushed, NCCL send/recv; 64 KiB to 1 GiB, fitted as latency +
+//! bytes / bandwidth), prints a table and writes a topology file (docs/topology.md). Exit status: 0 all passed, 1 a check failed or bad
 //! arguments, 2 no usable GPU. NCCL_NVLS_ENABLE=0 is set before NCCL starts.
 
-use mercury_bench::links::{self, Rates};
+use mercury_bench::links::{self, LinkSource, Rates};
 use mercury_bench::mgpu::{self, Mode};
 use mercury_runtime::cuda::{nccl, placement::PeerMatrix};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: mercury-mgpu info
        mercury-mgpu selfcheck [--devices N] [--alias K] [--transport peer|nccl|both] [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
-       mercury-mgpu links [--out FILE] [--name NAME] [--mib N] [--reps N] [--max-devices N] [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X]";
+       mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N] [--max-devices N] [--link copy|nccl] [--no-nccl] [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X]";
 
 fn value<T: std::str::FromStr>(
     it: &mut impl Iterator<Item = String>,
@@ -156,18 +158,30 @@ fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
 fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     let mut out: Option<String> = None;
     let mut name: Option<String> = None;
-    let mut mib: usize = 256;
-    let mut reps: usize = 10;
-    let mut max_devices: Option<usize> = None;
+    let mut min_kib: usize = 64;
+    let mut max_mib: usize = 1024;
+    let mut opts = links::MeasureOptions::default();
+    let mut source = LinkSource::Copy;
     let mut rates = Rates::default();
     let mut rates_given = false;
     while let Some(f) = it.next() {
         match f.as_str() {
             "--out" => out = Some(value(&mut it, &f)?),
             "--name" => name = Some(value(&mut it, &f)?),
-            "--mib" => mib = value(&mut it, &f)?,
-            "--reps" => reps = value(&mut it, &f)?,
-            "--max-devices" => max_devices = Some(value(&mut it, &f)?),
+            "--min-kib" => min_kib = value(&mut it, &f)?,
+            // `--mib` is the older name (one size then; the largest now).
+            "--max-mib" | "--mib" => max_mib = value(&mut it, &f)?,
+            "--reps" => opts.reps = value(&mut it, &f)?,
+            "--max-devices" => opts.max_devices = Some(value(&mut it, &f)?),
+            "--no-nccl" => opts.nccl = false,
+            "--link" => {
+                let v: String = value(&mut it, &f)?;
+                source = match v.as_str() {
+                    "copy" => LinkSource::Copy,
+                    "nccl" => LinkSource::Nccl,
+                    _ => return Err(format!("--link {v}: copy or nccl")),
+                }
+            }
             "--gemm-tflops" => {
                 rates.gemm_tflops = value(&mut it, &f)?;
                 rates_given = true;
@@ -186,9 +200,16 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     if rates_given {
         rates.origin = "given on the command line (mercury-mgpu links --gemm-tflops ...), not measured by this tool".into();
     }
+    let (lo, hi) = (min_kib.max(1) << 10, max_mib.max(1) << 20);
+    if lo > hi {
+        return Err(format!(
+            "--min-kib {min_kib} is above --max-mib {max_mib}\n{USAGE}"
+        ));
+    }
+    opts.sizes = links::sizes(lo, hi);
     nccl::prepare_env();
     visible()?;
-    let r = links::measure(mib.max(1) << 20, reps, max_devices).map_err(|e| e.to_string())?;
+    let r = links::measure(&opts).map_err(|e| e.to_string())?;
     let n = r.devices.len();
     let name = name.unwrap_or_else(|| {
         format!(
@@ -200,12 +221,14 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
                 .replace(' ', "-")
         )
     });
-    let text = links::topology_toml(&r, &name, &rates);
+    let text = links::topology_toml(&r, &name, &rates, source);
     if n == 1 {
         println!(
             "links: one GPU visible: only the device-to-device copy was measured (no peer link)"
         );
     }
+    print!("{}", links::table(&r));
+    println!();
     print!("{text}");
     if let Some(p) = out {
         std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
