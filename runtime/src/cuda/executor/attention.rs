@@ -172,7 +172,7 @@ pub(super) fn choose_attention(
                 d.b, d.hq, d.hk, d.sq, d.sk, d.d
             );
             if !warnings.contains(&w) {
-                eprintln!("mercury-runtime: warning: {w}");
+                tracing::warn!("{w}");
                 warnings.push(w);
             }
         }

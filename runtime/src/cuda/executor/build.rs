@@ -310,7 +310,7 @@ impl CudaExecutor {
             }
         };
         for w in &warnings {
-            eprintln!("mercury-runtime: warning: {w}");
+            tracing::warn!("{w}");
         }
 
         // Resolve every operation of this process's ranks against the real addresses.

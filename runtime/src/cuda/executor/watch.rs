@@ -188,8 +188,8 @@ impl CudaExecutor {
                 // exactly at this stage (a stall here is ignored: the process dies anyway).
                 progress.doing("in the injected fault (exit): waiting for the earlier stages");
                 let _ = self.poll_marks(enq);
-                eprintln!(
-                    "mercury-runtime: fault injection {f}: {me} kills its process with SIGKILL before stage {}/{stages}",
+                tracing::warn!(
+                    "fault injection {f}: {me} kills its process with SIGKILL before stage {}/{stages}",
                     si + 1
                 );
                 fault::kill_self()
@@ -238,15 +238,15 @@ impl CudaExecutor {
                         )?;
                     }
                 }
-                eprintln!(
-                    "mercury-runtime: fault injection {f}: the streams of {me} wait forever from stage {}/{stages} on (device-side hang)",
+                tracing::warn!(
+                    "fault injection {f}: the streams of {me} wait forever from stage {}/{stages} on (device-side hang)",
                     si + 1
                 );
                 Ok(())
             }
             FaultKind::HostHang => {
-                eprintln!(
-                    "mercury-runtime: fault injection {f}: the host thread of {me} blocks forever before stage {}/{stages}",
+                tracing::warn!(
+                    "fault injection {f}: the host thread of {me} blocks forever before stage {}/{stages}",
                     si + 1
                 );
                 progress.doing("in the injected fault (host-hang): the host thread sleeps forever");

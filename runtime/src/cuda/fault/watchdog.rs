@@ -238,7 +238,9 @@ pub fn kill_self() -> ! {
     exit_now(137)
 }
 
-/// Prints `report` on stderr and ends the process with status 1 ([`exit_now`]).
+/// Prints `report` on stderr and ends the process with status 1 ([`exit_now`]). Printed
+/// directly, not through `tracing`: these are the process's last words, whatever subscriber
+/// the binary has (or none).
 pub fn die(report: &str) -> ! {
     eprintln!("{report}");
     exit_now(1)
