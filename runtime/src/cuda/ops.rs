@@ -552,7 +552,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 for (a, p) in acc.iter().zip(part) {
                     let (la, lp) = (mem.loc(rank, a)?, mem.loc(rank, p)?);
                     check_f32(&la, "add accumulator")?;
-                    check_f32(&lp, "add part")?;
+                    if lp.dtype != DType::BF16 {
+                        check_f32(&lp, "add part")?;
+                    }
                     if la.reg.numel() != lp.reg.numel() {
                         return Err(RuntimeError::Schedule(format!(
                             "add of {} elements into {}",
@@ -710,7 +712,13 @@ pub unsafe fn enqueue_add(cx: &mut CopyCx<'_>, acc: &Loc, part: &Loc) -> Result<
     unsafe {
         let a = operand(cx, acc, true)?;
         let p = operand(cx, part, true)?;
-        cx.dk.add_f32(cx.stream, a.ptr, p.ptr, acc.reg.numel())?;
+        cx.dk.add(
+            cx.stream,
+            a.ptr,
+            p.ptr,
+            acc.reg.numel(),
+            part.dtype == DType::BF16,
+        )?;
         write_back(cx, &a, acc)
     }
 }
