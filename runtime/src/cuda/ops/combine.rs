@@ -2,6 +2,7 @@
 
 use crate::cuda::error::Result;
 use crate::cuda::mem::{operand, write_back, CopyCx, Loc};
+use mercury_plan::DType;
 
 /// Enqueues an lse merge of packed-or-direct operands.
 ///
@@ -39,7 +40,13 @@ pub unsafe fn enqueue_add(cx: &mut CopyCx<'_>, acc: &Loc, part: &Loc) -> Result<
     unsafe {
         let a = operand(cx, acc, true)?;
         let p = operand(cx, part, true)?;
-        cx.dk.add_f32(cx.stream, a.ptr, p.ptr, acc.reg.numel())?;
+        cx.dk.add(
+            cx.stream,
+            a.ptr,
+            p.ptr,
+            acc.reg.numel(),
+            part.dtype == DType::BF16,
+        )?;
         write_back(cx, &a, acc)
     }
 }
