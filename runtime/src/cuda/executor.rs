@@ -24,7 +24,8 @@
 //! ranks that did not finish it and their peers, after aborting the transport (NCCL:
 //! `ncclCommAbort`); NCCL's asynchronous errors are polled on the way (`cuda::fault`).
 //!
-//! Slot initialisation: `FromGlobal` copies its region of the uploaded global input,
+//! Slot initialisation: `FromGlobal` copies its region of the uploaded global input
+//! (`FromGlobalPieces` several regions, side by side: a zigzag or striped shard),
 //! `Zero` zeroes, `NegInf` sets every element to minus infinity (the lse half of an empty
 //! softmax accumulator; its o half is a `Zero` slot), and `Uninit` is poisoned with NaN. Global outputs are poisoned before every run, so a region
 //! no rank writes reads back as NaN.
@@ -186,7 +187,12 @@ pub struct RunTiming {
 }
 
 enum InitLaunch {
-    Copy { src: Loc, dst: Loc },
+    Copy {
+        src: Loc,
+        dst: Loc,
+    },
+    /// A slot filled from several regions of a global input (zigzag and striped shards).
+    Copies(Vec<(Loc, Loc)>),
     Zero,
     NegInf(Loc),
     Poison,
@@ -904,6 +910,30 @@ impl CudaExecutor {
                 let info = &mem.ranks[ri][si];
                 let full = Region::full(&s.shape);
                 let here = mem.devs.get(ri).copied();
+                // Copies of regions of global input `buffer` into regions of this slot.
+                let input_copies = |globals: &[GlobalMem],
+                                    buffer: usize,
+                                    pieces: &mut dyn Iterator<Item = (&Region, &Region)>,
+                                    main: Option<usize>|
+                 -> Result<Vec<(Loc, Loc)>> {
+                    let g = globals.get(buffer).ok_or_else(|| {
+                        RuntimeError::Io(format!("slot '{}' reads buffer #{buffer}", s.name))
+                    })?;
+                    if g.role != Role::Input {
+                        return Err(RuntimeError::Io(format!(
+                            "slot '{}' of rank {ri} is initialised from output buffer #{buffer}",
+                            s.name
+                        )));
+                    }
+                    let mut out = Vec::new();
+                    for (region, at) in pieces {
+                        let src = Loc::of(g.ptr, g.dtype, &g.shape, region)?.on(main);
+                        let dst = Loc::of(info.ptr, s.dtype, &s.shape, at)?.on(here);
+                        check_copy(&src, &dst)?;
+                        out.push((src, dst));
+                    }
+                    Ok(out)
+                };
                 init.push(match &s.init {
                     SlotInit::Uninit if opts.poison_uninit => InitLaunch::Poison,
                     SlotInit::Uninit => InitLaunch::Nothing,
@@ -913,19 +943,22 @@ impl CudaExecutor {
                         InitLaunch::NegInf(Loc::of(info.ptr, s.dtype, &s.shape, &full)?)
                     }
                     SlotInit::FromGlobal { buffer, region } => {
-                        let g = globals.get(*buffer).ok_or_else(|| {
-                            RuntimeError::Io(format!("slot '{}' reads buffer #{buffer}", s.name))
-                        })?;
-                        if g.role != Role::Input {
-                            return Err(RuntimeError::Io(format!(
-                                "slot '{}' of rank {ri} is initialised from output buffer #{buffer}",
-                                s.name
-                            )));
-                        }
-                        let src = Loc::of(g.ptr, g.dtype, &g.shape, region)?.on(main_dev);
-                        let dst = Loc::of(info.ptr, s.dtype, &s.shape, &full)?.on(here);
-                        check_copy(&src, &dst)?;
+                        let mut c = input_copies(
+                            &globals,
+                            *buffer,
+                            &mut [(region, &full)].into_iter(),
+                            main_dev,
+                        )?;
+                        let (src, dst) = c.pop().expect("one copy");
                         InitLaunch::Copy { src, dst }
+                    }
+                    SlotInit::FromGlobalPieces { buffer, pieces } => {
+                        InitLaunch::Copies(input_copies(
+                            &globals,
+                            *buffer,
+                            &mut pieces.iter().map(|p| (&p.region, &p.at)),
+                            main_dev,
+                        )?)
                     }
                 });
             }
@@ -1424,6 +1457,12 @@ impl CudaExecutor {
             unsafe {
                 match init {
                     InitLaunch::Copy { src, dst } => mem::copy(&mut cx, src, dst)?,
+                    InitLaunch::Copies(copies) => {
+                        for (src, dst) in copies {
+                            cx.scratch.reset();
+                            mem::copy(&mut cx, src, dst)?;
+                        }
+                    }
                     InitLaunch::Zero => mem::zero(cx.stream, info.ptr, bytes)?,
                     InitLaunch::NegInf(l) => {
                         mem::fill_pattern(cx.stream, l, mem::neg_inf_pattern(l.dtype)?)?
