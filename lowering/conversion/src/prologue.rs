@@ -71,7 +71,7 @@ impl<'k> Lowering<'k> {
             pending: HashMap::new(),
             ranks,
             tag: 0,
-            sent_values: HashSet::new(),
+            sent_values: HashMap::new(),
         })
     }
 

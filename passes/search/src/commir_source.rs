@@ -429,12 +429,14 @@ impl CommirSource {
                     let p = tile(&mut s, par, l);
                     s.push(format!("parallelize{{axis={p} level={l} shard=false}}"));
                     if let Some(x) = shifted {
-                        shifts.push((x, l, p));
+                        // Shift-reduce (partials of m travel to their owners): the own piece
+                        // last, so that every transfer overlaps a computation.
+                        shifts.push((x, l, p, usize::from(par == kk)));
                     }
                 }
-                for (x, l, p) in shifts {
+                for (x, l, p, offset) in shifts {
                     let name = tile(&mut s, x, l);
-                    s.push(format!("shift{{axis={name} by={p}}}"));
+                    s.push(format!("shift{{axis={name} by={p} offset={offset}}}"));
                 }
             }
         }

@@ -12,3 +12,14 @@ pub mod bench;
 pub mod links;
 pub mod mgpu;
 pub mod ring;
+
+/// Library warnings (`tracing`: the CUDA executor's) go to stderr: `warn` and above, or the
+/// level named in `RUST_LOG` (`error`, `warn`, `info`, `debug`, `trace`).
+pub fn init_logging() {
+    let level = std::env::var("RUST_LOG").ok().and_then(|l| l.parse().ok());
+    let fmt = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .without_time();
+    fmt.with_max_level(level.unwrap_or(tracing::Level::WARN))
+        .init();
+}
