@@ -111,6 +111,11 @@ sed 's/causal = false/causal = true/' examples/attention_gqa.mlir > "$out/attent
 sed 's/causal = false/causal = true/' examples/attention_b16.mlir > "$out/attention_b16_causal.mlir"
 run_case ring-mha          examples/attention.mlir        --schedule examples/schedules/ring_attention.sched
 run_case ring-mha-causal   examples/attention_causal.mlir --schedule examples/schedules/ring_attention.sched
+# Load-balanced causal rings (issue 12): declared zigzag (torch CP's contract, nothing permuted),
+# contiguous permuted to zigzag and back inside the timed stages, and striped (blocks of 128).
+run_case zigzag-mha-causal examples/attention_causal_zigzag.mlir --shift-shard
+run_case zigzag-mha-causal-permuted examples/attention_causal.mlir --schedule examples/schedules/zigzag_ring.sched
+run_case striped-mha-causal examples/attention_causal.mlir --schedule examples/schedules/striped_ring.sched
 run_case ring-gqa          examples/attention_gqa.mlir    --shift-shard
 run_case ring-gqa-causal   "$out/attention_gqa_causal.mlir" --shift-shard
 run_case ring-b16          examples/attention_b16.mlir    --schedule examples/schedules/ring_attention.sched
@@ -358,6 +363,10 @@ else
     if (( nr < 8 )); then
       run_mgpu_case "ring-mha-8ranks-on-${ngpu}gpu-$t" examples/attention.mlir --schedule examples/schedules/ring_attention.sched --virtual --devices "$ngpu" --transport "$t"
     fi
+    # Zigzag causal rings on 2 GPUs (issue 12), inputs declared zigzag as torch CP's are.
+    for f in attention_causal_s32k attention_causal_s128k attention_gqa_causal_s128k; do
+      run_mgpu_case "zigzag-${f#attention_}-2gpu-$t" "examples/2gpu/$f.mlir" --shift-shard --devices 2 --transport "$t"
+    done
   done
   # One process per GPU through torchrun (--launcher env: NCCL world from the environment,
   # split per group; each process checks the output pieces of its rank).
@@ -387,7 +396,8 @@ fi
 fi
 # ==== the side-by-side suite (issue 13): ours on every GPU, one rank per GPU ==================
 # Attention (MHA 32 heads and GQA 32/8, D128, B1 at 32K and 128K, B16 at 4K, causal and not)
-# with the schedule --shift-shard picks, and the GEMMs (all-gather GEMM, GEMM reduce-scatter,
+# with the schedule --shift-shard picks (causal: inputs and output declared zigzag, the contract
+# of torch's load-balanced context parallelism; the ring is the zigzag one), and the GEMMs (all-gather GEMM, GEMM reduce-scatter,
 # 8192^3) with their known schedules; each checked against the single-device plan. The rows go
 # to $out/suite-ours.tsv; after the baselines part, scripts/suite_table.py joins them.
 # MERCURY_SUITE_CASES: a regex over the case ids (default: all).
@@ -418,7 +428,9 @@ else
       for c in noncausal causal; do
         f="$sgen/$v-$s-$c.mlir"
         sed -e "s/shape \[8\]/shape [$sngpu]/" -e "s/32768/$s/g" "$src" > "$f"
-        [[ $c == causal ]] && sed -i 's/causal = false/causal = true/' "$f"
+        # Causal: declared zigzag, torch CP's load-balanced contract (its buffers are permuted
+        # before the timed call); --shift-shard keeps it and runs the balanced ring.
+        [[ $c == causal ]] && sed -i -e 's/causal = false/causal = true/' -e 's/S(0)/S(zigzag(0))/g' "$f"
         suite_case "attn.$v.b1.s$((s / 1024))k.$c" "$f" --shift-shard
       done
     done
@@ -426,7 +438,7 @@ else
   for c in noncausal causal; do
     f="$sgen/b16-$c.mlir"
     sed -e "s/shape \[8\]/shape [$sngpu]/" examples/attention_b16.mlir > "$f"
-    [[ $c == causal ]] && sed -i 's/causal = false/causal = true/' "$f"
+    [[ $c == causal ]] && sed -i -e 's/causal = false/causal = true/' -e 's/S(0)/S(zigzag(0))/g' "$f"
     suite_case "attn.mha.b16.s4k.$c" "$f" --shift-shard
   done
   for g in ag_gemm:asynctp_ag_gemm:ag gemm_rs:shift_reduce:rs; do

@@ -370,6 +370,15 @@ pub fn execute(
                     let b = &plan.buffers[*buffer];
                     gather(&inputs[&b.name], &b.shape, region)
                 }
+                SlotInit::FromGlobalPieces { buffer, pieces } => {
+                    let b = &plan.buffers[*buffer];
+                    let mut v = vec![f64::NAN; n];
+                    for p in pieces {
+                        let vals = gather(&inputs[&b.name], &b.shape, &p.region);
+                        scatter(&mut v, &s.shape, &p.at, &vals);
+                    }
+                    v
+                }
             });
         }
         mem.slots.push(slots);

@@ -3,7 +3,8 @@
 //! {no schedule, `--shift-shard`, each schedule in `examples/schedules/`}. A combination the
 //! compiler refuses snapshots its rendered diagnostic instead, so refusals are guarded too.
 //!
-//! The snapshots live in `tests/snapshots/plans/`. A refactoring must leave every one of them
+//! The snapshots live in `tests/snapshots/plans/`; a plan over 1 MiB of JSON is kept as its
+//! size, hash and comm plan. A refactoring must leave every one of them
 //! byte-identical; an intended change of the plans is reviewed with `cargo insta review`.
 
 use mercury_driver::{Compiler, Schedule};
@@ -45,8 +46,20 @@ fn schedules() -> Vec<Option<String>> {
     out
 }
 
+/// Plans larger than this are kept as a digest: their size, an FNV-1a hash of the JSON and the
+/// comm plan (striped placements make plans of megabytes: a piece per run of positions).
+const LARGEST_KEPT: usize = 1 << 20;
+
+/// FNV-1a, 64 bits.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// Parse, verify, schedule and lower `example` as `mercury-opt [schedule] --emit=plan` does
-/// (through the compile path, `mercury_driver`).
+/// (through the compile path, `mercury_driver`); a plan over [`LARGEST_KEPT`] bytes becomes
+/// its digest.
 fn plan_json(example: &str, schedule: Option<&str>) -> Result<String, Diagnostic> {
     let text = std::fs::read_to_string(repo().join(example)).expect("example");
     let schedule = match schedule {
@@ -57,10 +70,17 @@ fn plan_json(example: &str, schedule: Option<&str>) -> Result<String, Diagnostic
             Schedule::script(&std::fs::read_to_string(path).expect("schedule"))
         }
     };
-    Ok(Compiler::new()
-        .compile(example, &text, &schedule)?
-        .to_json()
-        + "\n")
+    let plan = Compiler::new().compile(example, &text, &schedule)?;
+    let json = plan.to_json() + "\n";
+    if json.len() <= LARGEST_KEPT {
+        return Ok(json);
+    }
+    Ok(format!(
+        "plan JSON of {} bytes (over {LARGEST_KEPT}, kept as a digest), FNV-1a 64 {:016x}\n{}",
+        json.len(),
+        fnv1a(json.as_bytes()),
+        mercury_conversion::report::comm_plan(&plan, false)
+    ))
 }
 
 #[test]

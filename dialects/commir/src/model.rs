@@ -2,15 +2,16 @@
 //! checks the kernel's semantic rules (the dialect verifier calls it), and analyses, passes and
 //! lowering read kernels through it.
 
-pub use crate::ops::check_sharding;
+pub use crate::ops::{check_placement, check_sharding};
 
 use crate::attrs::DimBinding;
 use crate::expr::IndexExpr;
 use crate::ops::{
     AxisOp, BufferOp, ForOp, KernelOp, LoadOp, MeshOp, PatchOp, ReduceOp, ReshardOp, StoreOp,
 };
+use crate::placement::{Placement, Split};
 use mercury_ir::{AttrDict, Diagnostic, Location, Operation, Type, ValueId};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mesh {
@@ -78,10 +79,17 @@ pub struct Buffer {
     pub role: Role,
     /// Per dimension, the mesh dimensions it is split over (empty = replicated).
     pub sharding: Vec<Vec<usize>>,
+    /// How the levels of `sharding` split their dimensions, where not into contiguous blocks
+    /// (zigzag, striped), by mesh level.
+    pub splits: BTreeMap<usize, Split>,
     pub loc: Location,
 }
 
 impl Buffer {
+    /// The buffer's placement: `sharding` with its splits.
+    pub fn placement(&self) -> Placement {
+        Placement::new(self.sharding.clone(), self.splits.clone())
+    }
     /// (dimension, axis) for every axis the buffer is bound to, in index-list order.
     pub fn axis_slots(&self) -> Vec<(usize, String)> {
         let mut out = Vec::new();
@@ -146,7 +154,8 @@ pub enum Stmt {
     },
     Reshard {
         buffer: String,
-        sharding: Vec<Vec<usize>>,
+        /// The new placement.
+        to: Placement,
         loc: Location,
     },
 }
@@ -361,10 +370,10 @@ fn stmts(
             let (value, access) = st.verify(scope, stack)?;
             out.push(Stmt::Store { value, access });
         } else if let Some(r) = ReshardOp::cast(op) {
-            let (buffer, sharding) = r.verify(scope, stack)?;
+            let (buffer, to) = r.verify(scope, stack)?;
             out.push(Stmt::Reshard {
                 buffer,
-                sharding,
+                to,
                 loc: op.loc.clone(),
             });
         } else {

@@ -2,6 +2,7 @@
 //! events lowered by the file of its kind (`load.rs`, `patch.rs`, `reduce.rs`, `store.rs`).
 
 use crate::context::{Event, Lowering};
+use crate::order::Seg;
 use mercury_commir::ReduceKind;
 use mercury_ir::{Diagnostic, ValueId};
 use mercury_plan::{DType, View};
@@ -19,8 +20,12 @@ pub(crate) struct StageCx {
     pub events: Vec<Event>,
     /// Where each tile value of the stage lives.
     pub values: HashMap<ValueId, View>,
-    /// Sequence offset (dimension 2) of each loaded tile, for attention's causal mask.
-    pub q_offsets: HashMap<ValueId, usize>,
+    /// The real positions of each loaded tile's sequence dimension (the second-to-last), for
+    /// attention's causal mask.
+    pub seq: HashMap<ValueId, Vec<Seg>>,
+    /// The patch ops (indices into the stage's compute) that produced a tile value, when a
+    /// causal tile was cut into several blocks: (op index, query rows).
+    pub blocks: HashMap<ValueId, Vec<(usize, (usize, usize))>>,
     /// Remote tiles of each buffer received so far in this stage (ring slot numbering).
     pub remote_count: HashMap<String, usize>,
 }
@@ -69,7 +74,8 @@ impl Lowering<'_> {
                     base,
                     events: events.clone(),
                     values: HashMap::new(),
-                    q_offsets: HashMap::new(),
+                    seq: HashMap::new(),
+                    blocks: HashMap::new(),
                     remote_count: HashMap::new(),
                 };
                 for e in &events {

@@ -2,9 +2,10 @@
 //! per-rank traces, the buffers' current placement, and each rank's plan under construction),
 //! and the box arithmetic the phases share.
 
-use mercury_commir::{Kernel, ReduceKind};
+use crate::order::Orders;
+use mercury_commir::{Kernel, Placement, ReduceKind};
 use mercury_ir::{Attribute, Diagnostic, Location, ValueId};
-use mercury_plan::{DType, GlobalBuffer, Region, Slot, SlotInit, Stage, View};
+use mercury_plan::{CommOp, DType, GlobalBuffer, Region, Slot, SlotInit, Stage, View};
 use std::collections::{BTreeMap, HashMap};
 
 /// One statement instance a rank executes, as the symbolic execution (`trace.rs`) records it.
@@ -115,8 +116,16 @@ pub(crate) struct Lowering<'k> {
     pub traces: Vec<Vec<(usize, Event)>>,
     /// The last trace stage of any rank.
     pub last_stage: usize,
-    /// Current placement of every buffer.
+    /// Current placement of every buffer, in the lowering's orders (`order.rs`): a placement
+    /// aligned with them is the contiguous one over the same levels.
     pub placement: HashMap<String, Sharding>,
+    /// The order each buffer dimension is laid out in.
+    pub orders: Orders,
+    /// The placement every buffer is in, in real positions (outputs end in theirs).
+    pub real_placement: HashMap<String, Placement>,
+    /// Inputs whose declared placement is not aligned with the orders: per rank the pieces it
+    /// holds (box in the orders, view), until the prologue moves them (`permute.rs`).
+    pub pending: HashMap<String, Vec<Vec<(Region, View)>>>,
     pub ranks: Vec<RankBuild>,
     /// The last send/receive tag handed out.
     pub tag: u64,
@@ -131,6 +140,20 @@ impl Lowering<'_> {
     pub fn next_tag(&mut self) -> u64 {
         self.tag += 1;
         self.tag
+    }
+    /// A point-to-point transfer in stage `stage`: rank `from` sends `src`, rank `to`
+    /// receives it into `dst`.
+    pub fn send_recv(&mut self, stage: usize, from: usize, to: usize, src: View, dst: View) {
+        let tag = self.next_tag();
+        self.ranks[from]
+            .stage(stage)
+            .comm
+            .push(CommOp::Send { peer: to, src, tag });
+        self.ranks[to].stage(stage).comm.push(CommOp::Recv {
+            peer: from,
+            dst,
+            tag,
+        });
     }
     /// Index of global buffer `name`.
     pub fn global(&self, name: &str) -> usize {

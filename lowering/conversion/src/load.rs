@@ -23,8 +23,9 @@ impl Lowering<'_> {
         };
         let (r, ps) = (cx.r, cx.ps);
         let (slot, sb) = self.ranks[r].shard[buffer].clone();
-        let seq_off = bx.offset.get(2).copied().unwrap_or(0);
-        cx.q_offsets.insert(*value, seq_off);
+        if let Some(segs) = self.orders.seq_segments(e) {
+            cx.seq.insert(*value, segs);
+        }
         if contains(&sb, bx) {
             cx.values.insert(
                 *value,

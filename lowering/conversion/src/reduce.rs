@@ -5,6 +5,7 @@
 
 use crate::compute::StageCx;
 use crate::context::{combine_kind, key, Event, Lowering, RankBuild};
+use crate::patch::narrow;
 use crate::placement::owner_of;
 use mercury_commir::ReduceKind;
 use mercury_plan::{CommOp, ComputeOp, DType, Region, SlotInit, View};
@@ -75,6 +76,28 @@ impl Lowering<'_> {
                 .count()
                 == 1
         });
+        // A causal tile cut into blocks (`patch.rs`): every block merges into the accumulator.
+        if let Some(ops) = cx.blocks.get(&vals[0]) {
+            let st = self.ranks[r].stage(ps);
+            let last = st.compute.len();
+            let trailing = ops
+                .iter()
+                .enumerate()
+                .all(|(i, (idx, _))| *idx == last - ops.len() + i);
+            let foldable = ops.iter().all(|(idx, _)| {
+                matches!(&st.compute[*idx], ComputeOp::Patch { patch, .. } if patch.clone().fold(ck))
+            });
+            if single_use && trailing && foldable && acc.len() == 2 {
+                let qd = acc[0].region.rank() - 2;
+                for (idx, rows) in ops {
+                    if let ComputeOp::Patch { patch, outputs, .. } = &mut st.compute[*idx] {
+                        patch.fold(ck);
+                        *outputs = vec![narrow(&acc[0], qd, *rows), narrow(&acc[1], qd, *rows)];
+                    }
+                }
+                return;
+            }
+        }
         let fused = single_use
             && match self.ranks[r].stage(ps).compute.last_mut() {
                 Some(ComputeOp::Patch { patch, outputs, .. }) if *outputs == parts => {

@@ -158,6 +158,21 @@ pub enum SlotInit {
     NegInf,
     /// Copy of `region` of global input buffer `buffer` (an index into `Plan::buffers`).
     FromGlobal { buffer: usize, region: Region },
+    /// Copies of several regions of global input buffer `buffer`, side by side in the slot:
+    /// a rank's shard under a zigzag or striped placement is several runs of the buffer, kept
+    /// in increasing order. The pieces tile the slot.
+    FromGlobalPieces {
+        buffer: usize,
+        pieces: Vec<InputPiece>,
+    },
+}
+
+/// One piece of a [`SlotInit::FromGlobalPieces`] slot: `region` of the global buffer lands at
+/// `at` in the slot (same extents).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputPiece {
+    pub region: Region,
+    pub at: Region,
 }
 
 /// A local allocation of one rank.
@@ -401,5 +416,54 @@ mod tests {
         assert!(!a.overlaps(&c));
         assert!(a.fits_in(&[2, 4]));
         assert!(!b.fits_in(&[2, 4]));
+    }
+
+    /// A slot filled from several runs of an input: the pieces must tile it exactly.
+    #[test]
+    fn input_pieces_tile_their_slot() {
+        let r = |o: usize, e: usize| Region {
+            offset: vec![o],
+            extent: vec![e],
+        };
+        let plan = |pieces: Vec<InputPiece>| Plan {
+            name: "k".into(),
+            mesh: vec![1],
+            buffers: vec![GlobalBuffer {
+                name: "x".into(),
+                shape: vec![16],
+                dtype: DType::F32,
+                role: Role::Input,
+            }],
+            ranks: vec![RankProgram {
+                rank: 0,
+                coords: vec![0],
+                slots: vec![Slot {
+                    name: "x.shard".into(),
+                    dtype: DType::F32,
+                    shape: vec![8],
+                    init: SlotInit::FromGlobalPieces { buffer: 0, pieces },
+                }],
+                stages: vec![],
+                outputs: vec![],
+            }],
+        };
+        let piece = |g: usize, at: usize| InputPiece {
+            region: r(g, 4),
+            at: r(at, 4),
+        };
+        assert!(verify(&plan(vec![piece(0, 0), piece(12, 4)])).is_ok());
+        let overlap = verify(&plan(vec![piece(0, 0), piece(12, 2)])).unwrap_err();
+        assert!(
+            overlap.to_string().contains("does not land")
+                || overlap.to_string().contains("two pieces"),
+            "{overlap}"
+        );
+        let short = verify(&plan(vec![piece(0, 0)])).unwrap_err();
+        assert!(
+            short.to_string().contains("initialised from 4 elements"),
+            "{short}"
+        );
+        let outside = verify(&plan(vec![piece(0, 0), piece(14, 4)])).unwrap_err();
+        assert!(outside.to_string().contains("outside"), "{outside}");
     }
 }

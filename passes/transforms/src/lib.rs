@@ -4,6 +4,7 @@
 // Bookkeeping maps keyed by (buffer, tile) read clearer spelled out than behind aliases.
 #![allow(clippy::type_complexity)]
 
+pub mod balance;
 pub mod deps;
 pub mod join;
 pub mod mesh;
@@ -32,6 +33,7 @@ pub static PASSES: &[&PassInfo] = &[
     &mesh::RESHAPE_MESH,
     &reshard::INFO,
     &shift_shard::INFO,
+    &balance::INFO,
 ];
 
 /// Registers every pass of this crate.

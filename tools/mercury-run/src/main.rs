@@ -173,6 +173,9 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         "{}",
         mercury_conversion::report::comm_plan(&plan, false).trim_end()
     );
+    if let Some(balance) = mercury_conversion::report::causal_balance(&plan) {
+        println!("{}", balance.trim_end());
+    }
     println!(
         "{}",
         mercury_conversion::report::memory(&plan)

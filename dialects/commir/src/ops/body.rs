@@ -2,9 +2,10 @@
 //! `commir.store` and `commir.reshard`. Each checks itself against its kernel (`Scope`: axes,
 //! buffers, mesh, the tiles defined so far) and its enclosing loops (`stack`).
 
-use super::{check_sharding, LoadOp, PatchOp, ReduceOp, ReshardOp, StoreOp};
+use super::{check_placement, LoadOp, PatchOp, ReduceOp, ReshardOp, StoreOp};
 use crate::attrs::{indices_from_attr, DimBinding};
 use crate::model::{Access, Buffer, ReduceKind, Role, Scope};
+use crate::placement::Placement;
 use mercury_ir::{Diagnostic, Location, Operation, Type, ValueId};
 use mercury_plan::PatchAttr;
 use std::ops::Deref;
@@ -282,13 +283,13 @@ impl<O: Deref<Target = Operation>> StoreOp<O> {
 }
 
 impl<O: Deref<Target = Operation>> ReshardOp<O> {
-    /// Checks the reshard: at the top of the kernel, of a buffer of the kernel, to a sharding
-    /// that fits it. Returns (buffer, sharding).
+    /// Checks the reshard: at the top of the kernel, of a buffer of the kernel, to a placement
+    /// that fits it. Returns (buffer, placement).
     pub fn verify(
         &self,
         scope: &Scope,
         stack: &[(String, Option<usize>)],
-    ) -> Result<(String, Vec<Vec<usize>>), Diagnostic> {
+    ) -> Result<(String, Placement), Diagnostic> {
         let op = self.op();
         if !stack.is_empty() {
             return Err(err(
@@ -298,12 +299,12 @@ impl<O: Deref<Target = Operation>> ReshardOp<O> {
         }
         let buf = buffer_of(scope, op)?;
         let bname = buf.name.clone();
-        let sharding = self
+        let placement = self
             .read_sharding()
             .map_err(|m| err(&op.loc, m))?
             .unwrap_or_default();
         let shape: Vec<usize> = buf.dims.iter().map(|d| scope.dim_size(d)).collect();
-        check_sharding(&bname, &sharding, &shape, scope.mesh).map_err(|m| err(&op.loc, m))?;
-        Ok((bname, sharding))
+        check_placement(&bname, &placement, &shape, scope.mesh).map_err(|m| err(&op.loc, m))?;
+        Ok((bname, placement))
     }
 }

@@ -8,7 +8,7 @@ mod body;
 mod decl;
 mod loops;
 
-pub use decl::check_sharding;
+pub use decl::{check_placement, check_sharding};
 
 use crate::attrs::{
     AnyAttr, AttrValue, Dims, Indices, Int, IntArray, Sharding, Str, SymName, SymRef, TypeAttr,

@@ -332,19 +332,22 @@ impl CudaExecutor {
                         InitLaunch::NegInf(Loc::of(info.ptr, s.dtype, &s.shape, &full)?)
                     }
                     SlotInit::FromGlobal { buffer, region } => {
-                        let g = globals.get(*buffer).ok_or_else(|| {
-                            RuntimeError::Io(format!("slot '{}' reads buffer #{buffer}", s.name))
-                        })?;
-                        if g.role != Role::Input {
-                            return Err(RuntimeError::Io(format!(
-                                "slot '{}' of rank {ri} is initialised from output buffer #{buffer}",
-                                s.name
-                            )));
-                        }
+                        let g = input_global(&globals, *buffer, &s.name, ri)?;
                         let src = Loc::of(g.ptr, g.dtype, &g.shape, region)?.on(main_dev);
                         let dst = Loc::of(info.ptr, s.dtype, &s.shape, &full)?.on(here);
                         check_copy(&src, &dst)?;
                         InitLaunch::Copy { src, dst }
+                    }
+                    SlotInit::FromGlobalPieces { buffer, pieces } => {
+                        let g = input_global(&globals, *buffer, &s.name, ri)?;
+                        let mut copies = Vec::with_capacity(pieces.len());
+                        for p in pieces {
+                            let src = Loc::of(g.ptr, g.dtype, &g.shape, &p.region)?.on(main_dev);
+                            let dst = Loc::of(info.ptr, s.dtype, &s.shape, &p.at)?.on(here);
+                            check_copy(&src, &dst)?;
+                            copies.push((src, dst));
+                        }
+                        InitLaunch::Copies(copies)
                     }
                 });
             }
@@ -514,4 +517,22 @@ impl CudaExecutor {
             opts,
         })
     }
+}
+
+/// The global input buffer `buffer` that slot `slot` of rank `rank` is initialised from.
+fn input_global<'g>(
+    globals: &'g [GlobalMem],
+    buffer: usize,
+    slot: &str,
+    rank: usize,
+) -> Result<&'g GlobalMem> {
+    let g = globals
+        .get(buffer)
+        .ok_or_else(|| RuntimeError::Io(format!("slot '{slot}' reads buffer #{buffer}")))?;
+    if g.role != Role::Input {
+        return Err(RuntimeError::Io(format!(
+            "slot '{slot}' of rank {rank} is initialised from output buffer #{buffer}"
+        )));
+    }
+    Ok(g)
 }

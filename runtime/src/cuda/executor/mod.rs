@@ -24,7 +24,8 @@
 //! ranks that did not finish it and their peers, after aborting the transport (NCCL:
 //! `ncclCommAbort`); NCCL's asynchronous errors are polled on the way (`cuda::fault`).
 //!
-//! Slot initialisation: `FromGlobal` copies its region of the uploaded global input,
+//! Slot initialisation: `FromGlobal` copies its region of the uploaded global input
+//! (`FromGlobalPieces` several regions side by side: a zigzag or striped shard),
 //! `Zero` zeroes, `NegInf` sets every element to minus infinity (the lse half of an empty
 //! softmax accumulator; its o half is a `Zero` slot), and `Uninit` is poisoned with NaN.
 //! Global outputs are poisoned before every run, so a region no rank writes reads back as NaN.
@@ -144,11 +145,16 @@ pub struct RunTiming {
 }
 
 enum InitLaunch {
-    Copy { src: Loc, dst: Loc },
+    Copy {
+        src: Loc,
+        dst: Loc,
+    },
     Zero,
     NegInf(Loc),
     Poison,
     Nothing,
+    /// A slot filled from several regions of a global input (a zigzag or striped shard).
+    Copies(Vec<(Loc, Loc)>),
 }
 
 struct GlobalMem {

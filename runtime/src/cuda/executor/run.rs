@@ -110,6 +110,12 @@ impl CudaExecutor {
             unsafe {
                 match init {
                     InitLaunch::Copy { src, dst } => mem::copy(&mut cx, src, dst)?,
+                    InitLaunch::Copies(copies) => {
+                        for (src, dst) in copies {
+                            cx.scratch.reset();
+                            mem::copy(&mut cx, src, dst)?;
+                        }
+                    }
                     InitLaunch::Zero => mem::zero(cx.stream, info.ptr, bytes)?,
                     InitLaunch::NegInf(l) => {
                         mem::fill_pattern(cx.stream, l, mem::neg_inf_pattern(l.dtype)?)?
