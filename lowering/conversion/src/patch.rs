@@ -48,7 +48,8 @@ impl Lowering<'_> {
             ..
         } = patch
         {
-            if k_offset >= q_offset + shapes[0][2] {
+            let q_rows = shapes[0].len().checked_sub(2).map_or(0, |d| shapes[0][d]);
+            if k_offset >= q_offset + q_rows {
                 for o in outputs {
                     cx.values.remove(o);
                 }
@@ -126,7 +127,14 @@ fn patch_kind(
                     k_offset: offsets.1,
                     accumulate: false,
                 },
-                vec![q.clone(), q[..q.len() - 1].to_vec()],
+                {
+                    // The output takes v's head dim (which may differ from q's).
+                    let mut o = q.clone();
+                    if let (Some(last), Some(dv)) = (o.last_mut(), shapes[2].last()) {
+                        *last = *dv;
+                    }
+                    vec![o, q[..q.len() - 1].to_vec()]
+                },
             ))
         }
         other => Err(err(loc, format!("no patch implementation for '{other}'"))),
