@@ -114,7 +114,7 @@ fn print_dims(a: &Attribute) -> String {
                     DimBinding::Fixed(n) => n.to_string(),
                     DimBinding::Axes(ax) => ax
                         .iter()
-                        .map(|x| format!("@{x}"))
+                        .map(|x| crate::expr::axis_ref(x))
                         .collect::<Vec<_>>()
                         .join(" * "),
                 })
@@ -149,7 +149,11 @@ pub fn sharding_from_attr(a: &Attribute) -> Result<Vec<Vec<usize>>, String> {
                 format!("sharding entry '{d}' must be an array of mesh dimensions")
             })?;
             v.into_iter()
-                .map(|x| usize::try_from(x).map_err(|_| format!("mesh dimension {x} is negative")))
+                .map(|x| {
+                    usize::try_from(x).map_err(|_| {
+                        format!("mesh level {x} does not exist (levels are numbered from 0)")
+                    })
+                })
                 .collect()
         })
         .collect()
@@ -177,18 +181,26 @@ fn parse_sharding(tok: &Tok) -> Result<Attribute, String> {
                     match &t.kind {
                         TokKind::Number(n) => levels.push(
                             n.parse::<usize>()
-                                .map_err(|_| format!("'{n}' is not a mesh dimension"))?,
+                                .ok()
+                                .filter(|l| i64::try_from(*l).is_ok())
+                                .ok_or_else(|| {
+                                    if n.starts_with('-') {
+                                        format!("mesh level {n} does not exist (levels are numbered from 0)")
+                                    } else {
+                                        format!("mesh level {n} does not exist (no mesh has that many levels)")
+                                    }
+                                })?,
                         ),
                         _ => {
                             return Err(format!(
-                                "expected a mesh dimension, found {}",
+                                "expected a mesh level, found {}",
                                 t.describe()
                             ))
                         }
                     }
                 }
                 if levels.is_empty() {
-                    return Err("S() needs at least one mesh dimension".into());
+                    return Err("S() needs at least one mesh level".into());
                 }
                 out.push(levels);
             }

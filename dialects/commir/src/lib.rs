@@ -7,6 +7,7 @@ pub mod expr;
 pub mod model;
 pub mod ops;
 pub mod pass;
+pub mod tiles;
 
 pub use attrs::DimBinding;
 pub use expr::IndexExpr;

@@ -24,7 +24,14 @@ pub struct Mesh {
 
 impl Mesh {
     pub fn num_devices(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().fold(1usize, |a, e| a.saturating_mul(*e))
+    }
+    /// `mesh '@m' has 2 levels (0 and 1)`: the levels that exist, for messages.
+    pub fn levels_text(&self) -> String {
+        match self.shape.len() {
+            1 => format!("mesh '@{}' has 1 level (0)", self.name),
+            n => format!("mesh '@{}' has {n} levels (0 to {})", self.name, n - 1),
+        }
     }
     pub fn level_name(&self, l: usize) -> String {
         self.names
@@ -236,6 +243,8 @@ pub struct Scope<'a> {
     pub buffers: &'a [Buffer],
     pub mesh: &'a Mesh,
     pub values: HashMap<ValueId, Type>,
+    /// The tile each value holds (`tiles.rs`).
+    pub tiles: HashMap<ValueId, crate::tiles::Tile>,
 }
 
 impl Scope<'_> {
@@ -281,6 +290,7 @@ impl Kernel {
             buffers: &buffers,
             mesh: &mesh,
             values: HashMap::new(),
+            tiles: HashMap::new(),
         };
         let mut stack = Vec::new();
         let body = stmts(&mut scope, kernel.body(0), &mut stack)?;
@@ -302,7 +312,7 @@ fn dim_size(axes: &[Axis], d: &DimBinding) -> usize {
         DimBinding::Axes(a) => a
             .iter()
             .map(|x| axes.iter().find(|y| &y.name == x).map_or(1, |y| y.extent))
-            .product(),
+            .fold(1usize, |a, e| a.saturating_mul(e)),
     }
 }
 

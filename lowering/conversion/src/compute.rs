@@ -18,7 +18,8 @@ pub(crate) struct StageCx {
     pub events: Vec<Event>,
     /// Where each tile value of the stage lives.
     pub values: HashMap<ValueId, View>,
-    /// Sequence offset (dimension 2) of each loaded tile, for attention's causal mask.
+    /// Sequence offset (the second dimension from the end) of each loaded tile, for
+    /// attention's causal mask.
     pub q_offsets: HashMap<ValueId, usize>,
     /// Remote tiles of each buffer received so far in this stage (ring slot numbering).
     pub remote_count: HashMap<String, usize>,
@@ -62,7 +63,7 @@ impl Lowering<'_> {
                     match e {
                         Event::Load { .. } => self.lower_load(&mut cx, e)?,
                         Event::Patch { .. } => self.lower_patch(&mut cx, e)?,
-                        Event::Reduce { .. } => self.lower_reduce(&mut cx, e),
+                        Event::Reduce { .. } => self.lower_reduce(&mut cx, e)?,
                         Event::Store { .. } => self.lower_store(&mut cx, e)?,
                     }
                 }

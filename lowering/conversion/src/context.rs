@@ -30,6 +30,7 @@ pub(crate) enum Event {
         buffer: String,
         bx: Region,
         shifted: bool,
+        loc: Location,
     },
     Store {
         value: ValueId,

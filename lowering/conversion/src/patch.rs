@@ -41,7 +41,8 @@ impl Lowering<'_> {
         };
         let (patch, out_shapes) = patch_kind(kernel, &shapes, attrs, (offset(0), offset(1)), loc)?;
         // Instances with nothing to do (causal blocks entirely above the diagonal) are skipped.
-        if patch.is_empty(shapes[0].get(2).copied().unwrap_or(0)) {
+        let q_rows = shapes[0].len().checked_sub(2).map_or(0, |d| shapes[0][d]);
+        if patch.is_empty(q_rows) {
             for o in outputs {
                 cx.values.remove(o);
             }

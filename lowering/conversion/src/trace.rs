@@ -153,6 +153,7 @@ pub(crate) fn trace(
                             buffer: access.buffer.clone(),
                             bx,
                             shifted,
+                            loc: access.loc.clone(),
                         },
                     ));
                 }
