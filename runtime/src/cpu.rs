@@ -239,6 +239,16 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
             }
             mem.write(plan, r, dst, &vals);
         }
+        ComputeOp::Tile {
+            tile: op,
+            inputs,
+            output,
+        } => {
+            let vals: Vec<Vec<f64>> = inputs.iter().map(|v| mem.read(plan, r, v)).collect();
+            let shapes: Vec<Vec<usize>> = inputs.iter().map(|v| v.region.extent.clone()).collect();
+            let out = crate::tile_ref::run_tile(op, &vals, &shapes, &output.region.extent)?;
+            mem.write(plan, r, output, &out);
+        }
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! | index list | `[@b, (@j + @i) mod 8]` | `["b", "(j + i) mod 8"]` |
 
 use crate::expr::IndexExpr;
-use crate::model::{AxisKind, ReduceKind, Role};
+use crate::model::{AxisKind, MaskKind, ReduceKind, Role};
 use mercury_ir::syntax::format::{comma_items, comma_runs};
 use mercury_ir::syntax::tokens::{Tok, TokKind};
 use mercury_ir::{AttrKind, Attribute, CustomAttrSyntax, Type};
@@ -327,6 +327,16 @@ pub struct Dims;
 pub struct Sharding;
 /// An index list of an access ([`INDICES`]).
 pub struct Indices;
+/// A flag: present (a unit attribute, a keyword in the custom form) or absent.
+pub struct Flag;
+/// A floating-point number.
+pub struct Float;
+/// An elementwise function of one tile (`exp`, `log`, `gelu`, `silu`).
+pub struct UnaryAttr;
+/// An elementwise function of two tiles (`add`, `sub`, `mul`, `div`, `max`).
+pub struct BinaryAttr;
+/// A reduction along rows (`max`, `sum`).
+pub struct RowReduceAttr;
 
 fn wrong(a: &Attribute, what: &str) -> String {
     format!("'{a}' is not {what}")
@@ -449,39 +459,64 @@ impl AttrValue for Indices {
     }
 }
 
-/// An attribute whose value is one keyword of a fixed set, read as a Rust enum (the set is
-/// the enum's, so the verifier's list and the enum cannot drift apart).
-macro_rules! keyword_attr {
-    ($(#[$doc:meta])* $ty:ident { $($variant:ident = $kw:literal),+ $(,)? }) => {
-        impl $ty {
-            /// Every keyword, in declaration order.
-            pub const KEYWORDS: &'static [&'static str] = &[$($kw),+];
-            /// The keyword spelling.
-            pub fn keyword(self) -> &'static str {
-                match self {
-                    $($ty::$variant => $kw),+
-                }
-            }
-            /// The value a keyword names.
-            pub fn from_keyword(s: &str) -> Option<$ty> {
-                match s {
-                    $($kw => Some($ty::$variant),)+
-                    _ => None,
-                }
-            }
+impl AttrValue for Flag {
+    type Value = bool;
+    const KIND: AttrKind = AttrKind::Unit;
+    fn read(a: &Attribute) -> Result<bool, String> {
+        match a {
+            Attribute::Unit => Ok(true),
+            _ => Err(wrong(a, "a unit attribute")),
         }
-        impl AttrValue for $ty {
+    }
+    fn write(_: &bool) -> Attribute {
+        Attribute::Unit
+    }
+}
+
+impl AttrValue for Float {
+    type Value = f64;
+    const KIND: AttrKind = AttrKind::Float;
+    fn read(a: &Attribute) -> Result<f64, String> {
+        a.as_float().ok_or_else(|| wrong(a, "a number"))
+    }
+    fn write(v: &f64) -> Attribute {
+        Attribute::Float {
+            value: *v,
+            ty: Type::F64,
+        }
+    }
+}
+
+/// The attribute value of a keyword enum (`KEYWORDS`, `keyword`, `from_keyword`: the
+/// `mercury_plan::keywords!` macro), read through `$marker` (the enum itself, or a marker type
+/// for an enum of another crate).
+macro_rules! keyword_value {
+    ($marker:ident => $ty:ty) => {
+        impl AttrValue for $marker {
             type Value = $ty;
-            const KIND: AttrKind = AttrKind::Keyword($ty::KEYWORDS);
+            const KIND: AttrKind = AttrKind::Keyword(<$ty>::KEYWORDS);
             fn read(a: &Attribute) -> Result<$ty, String> {
                 a.as_str()
-                    .and_then($ty::from_keyword)
+                    .and_then(<$ty>::from_keyword)
                     .ok_or_else(|| format!("{:?}", a.as_str()))
             }
             fn write(v: &$ty) -> Attribute {
                 Attribute::str(v.keyword())
             }
         }
+    };
+}
+
+keyword_value!(UnaryAttr => mercury_plan::tile::UnaryFn);
+keyword_value!(BinaryAttr => mercury_plan::tile::BinaryFn);
+keyword_value!(RowReduceAttr => mercury_plan::tile::RowReduceKind);
+
+/// An attribute whose value is one keyword of a fixed set, read as a Rust enum (the set is
+/// the enum's, so the verifier's list and the enum cannot drift apart).
+macro_rules! keyword_attr {
+    ($ty:ident { $($variant:ident = $kw:literal),+ $(,)? }) => {
+        mercury_plan::keywords!($ty { $($variant = $kw),+ });
+        keyword_value!($ty => $ty);
     };
 }
 
@@ -499,4 +534,7 @@ keyword_attr!(Role {
 keyword_attr!(ReduceKind {
     Add = "add",
     LseMerge = "lse_merge",
+});
+keyword_attr!(MaskKind {
+    Causal = "causal",
 });

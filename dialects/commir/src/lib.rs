@@ -12,7 +12,8 @@ pub mod tiles;
 pub use attrs::DimBinding;
 pub use expr::IndexExpr;
 pub use model::{
-    kernels, Access, Axis, AxisKind, Buffer, ForLoop, Kernel, Mesh, ReduceKind, Role, Stmt,
+    kernels, Access, Axis, AxisKind, Buffer, Compute, ForLoop, Kernel, MaskKind, Mesh, ReduceKind,
+    Role, Stmt,
 };
 
 use mercury_ir::Registry;

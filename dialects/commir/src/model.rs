@@ -128,6 +128,38 @@ pub enum ReduceKind {
     LseMerge,
 }
 
+/// What `commir.mask` masks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaskKind {
+    /// Key positions (last dimension) after the query position (second to last) become `-inf`.
+    Causal,
+}
+
+/// A compiler-generated computation on tiles (`commir.matmul`, `commir.unary`, ...; the rules
+/// are in `ops/compute.rs`, the semantics in `mercury_plan::tile`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Compute {
+    Matmul {
+        transpose_a: bool,
+        transpose_b: bool,
+    },
+    Unary(mercury_plan::tile::UnaryFn),
+    Binary(mercury_plan::tile::BinaryFn),
+    /// Multiplication by a constant.
+    Scale(f64),
+    /// Conversion to the result's element type.
+    Cast,
+    Mask(MaskKind),
+    RowReduce(mercury_plan::tile::RowReduceKind),
+}
+
+impl Compute {
+    /// Whether the op is elementwise (a fused elementwise program can hold it).
+    pub fn is_elementwise(&self) -> bool {
+        !matches!(self, Compute::Matmul { .. } | Compute::RowReduce(_))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
     For(ForLoop),
@@ -140,6 +172,14 @@ pub enum Stmt {
         inputs: Vec<ValueId>,
         outputs: Vec<ValueId>,
         attrs: AttrDict,
+        loc: Location,
+    },
+    /// A compute op on tiles; `ty` is the result's element type.
+    Compute {
+        op: Compute,
+        inputs: Vec<ValueId>,
+        output: ValueId,
+        ty: Type,
         loc: Location,
     },
     Reduce {
@@ -175,6 +215,8 @@ pub struct Kernel {
     pub buffers: Vec<Buffer>,
     pub body: Vec<Stmt>,
     pub loc: Location,
+    /// The tile every value of the body holds (`tiles.rs`): what passes prove matches with.
+    pub tiles: HashMap<ValueId, crate::tiles::Tile>,
 }
 
 impl Kernel {
@@ -294,6 +336,7 @@ impl Kernel {
         };
         let mut stack = Vec::new();
         let body = stmts(&mut scope, kernel.body(0), &mut stack)?;
+        let tiles = scope.tiles;
         Ok(Kernel {
             name,
             mesh,
@@ -301,6 +344,7 @@ impl Kernel {
             buffers,
             body,
             loc: kernel.loc.clone(),
+            tiles,
         })
     }
 }
@@ -360,6 +404,8 @@ fn stmts(
                 attrs,
                 loc: op.loc.clone(),
             });
+        } else if let Some(c) = crate::ops::compute_stmt(scope, op)? {
+            out.push(c);
         } else if let Some(r) = ReduceOp::cast(op) {
             let (kind, access) = r.verify(scope, stack)?;
             out.push(Stmt::Reduce {

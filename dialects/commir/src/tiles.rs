@@ -426,7 +426,7 @@ fn attention(t: &[&Tile]) -> Result<Vec<Tile>, String> {
 }
 
 /// Whether two dimensions cover the same elements at the same block.
-fn same_dim(a: &TileDim, b: &TileDim) -> bool {
+pub(crate) fn same_dim(a: &TileDim, b: &TileDim) -> bool {
     atoms_match(&a.atoms, &b.atoms)
         && a.at
             .iter()

@@ -1,5 +1,6 @@
 //! The compute stages: trace stage `s` of every rank becomes plan stage `base + s`, each of its
-//! events lowered by the file of its kind (`load.rs`, `patch.rs`, `reduce.rs`, `store.rs`).
+//! events lowered by the file of its kind (`load.rs`, `patch.rs`, `tile.rs`, `reduce.rs`,
+//! `store.rs`).
 
 use crate::context::{Event, Lowering};
 use mercury_ir::{Diagnostic, ValueId};
@@ -21,6 +22,8 @@ pub(crate) struct StageCx {
     /// Sequence offset (the second dimension from the end) of each loaded tile, for
     /// attention's causal mask.
     pub q_offsets: HashMap<ValueId, usize>,
+    /// Position of each tile value in its buffer (per dimension), for causal masks.
+    pub positions: HashMap<ValueId, Vec<usize>>,
     /// Remote tiles of each buffer received so far in this stage (ring slot numbering).
     pub remote_count: HashMap<String, usize>,
 }
@@ -57,12 +60,14 @@ impl Lowering<'_> {
                     events: events.clone(),
                     values: HashMap::new(),
                     q_offsets: HashMap::new(),
+                    positions: HashMap::new(),
                     remote_count: HashMap::new(),
                 };
                 for e in &events {
                     match e {
                         Event::Load { .. } => self.lower_load(&mut cx, e)?,
                         Event::Patch { .. } => self.lower_patch(&mut cx, e)?,
+                        Event::Compute { .. } => self.lower_tile(&mut cx, e)?,
                         Event::Reduce { .. } => self.lower_reduce(&mut cx, e)?,
                         Event::Store { .. } => self.lower_store(&mut cx, e)?,
                     }

@@ -2,7 +2,7 @@
 //! per-rank traces, the buffers' current placement, and each rank's plan under construction),
 //! and the box arithmetic the phases share.
 
-use mercury_commir::{Kernel, ReduceKind};
+use mercury_commir::{Compute, Kernel, ReduceKind};
 use mercury_ir::{Attribute, Diagnostic, Location, ValueId};
 use mercury_plan::{DType, GlobalBuffer, Region, Slot, SlotInit, Stage, View};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -22,6 +22,13 @@ pub(crate) enum Event {
         inputs: Vec<ValueId>,
         outputs: Vec<ValueId>,
         attrs: Vec<(String, Attribute)>,
+        loc: Location,
+    },
+    Compute {
+        op: Compute,
+        inputs: Vec<ValueId>,
+        output: ValueId,
+        ty: mercury_ir::Type,
         loc: Location,
     },
     Reduce {
@@ -54,7 +61,7 @@ pub(crate) struct RankBuild {
     pub received: HashMap<(usize, String), Vec<(Region, usize)>>,
     /// Ring slots: (buffer, parity, k) -> slot.
     pub ring: HashMap<(String, usize, usize), usize>,
-    /// Temporaries for patch results: (value, parity) -> slot.
+    /// Temporaries for patch and compute results: (value, parity) -> slot.
     pub temps: HashMap<(ValueId, usize), usize>,
     /// Accumulators: (buffer, box) -> slots ([o] or [o, lse]).
     pub acc: BTreeMap<(String, Vec<usize>), (Region, Vec<usize>, ReduceKind)>,

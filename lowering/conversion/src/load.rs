@@ -23,6 +23,7 @@ impl Lowering<'_> {
             return Ok(());
         };
         let (r, ps) = (cx.r, cx.ps);
+        cx.positions.insert(*value, bx.offset.clone());
         if self.k.buffer(buffer).map(|b| b.role) == Some(Role::Temp) {
             return self.load_temp(cx, buffer, bx, *value, loc);
         }

@@ -79,7 +79,9 @@ impl Lowering<'_> {
                 .filter(|e| match e {
                     Event::Reduce { values, .. } => values.contains(v),
                     Event::Store { value, .. } => value == v,
-                    Event::Patch { inputs, .. } => inputs.contains(v),
+                    Event::Patch { inputs, .. } | Event::Compute { inputs, .. } => {
+                        inputs.contains(v)
+                    }
                     _ => false,
                 })
                 .count()

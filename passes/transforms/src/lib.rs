@@ -8,6 +8,7 @@ pub mod deps;
 pub mod join;
 pub mod mesh;
 pub mod parallelize;
+pub mod patch;
 pub mod reorder;
 pub mod replicate;
 pub mod reshard;
@@ -32,6 +33,7 @@ pub static PASSES: &[&PassInfo] = &[
     &mesh::RESHAPE_MESH,
     &reshard::INFO,
     &shift_shard::INFO,
+    &patch::INFO,
 ];
 
 /// Registers every pass of this crate.

@@ -582,6 +582,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
             check_copy(&s, &d)?;
             Ok(ComputeLaunch::Copy { src: s, dst: d })
         }
+        ComputeOp::Tile { .. } => Err(unsupported(
+            "generated tile code (compute ops) does not run on the CUDA backend yet".into(),
+        )),
     }
 }
 
