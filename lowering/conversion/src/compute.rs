@@ -3,8 +3,9 @@
 //! `store.rs`).
 
 use crate::context::{Event, Lowering};
+use mercury_commir::ReduceKind;
 use mercury_ir::{Diagnostic, ValueId};
-use mercury_plan::View;
+use mercury_plan::{DType, View};
 use std::collections::HashMap;
 
 /// One rank's view of one compute stage while its events are lowered.
@@ -39,10 +40,23 @@ impl Lowering<'_> {
                 if let Event::Reduce {
                     values,
                     shifted: true,
+                    kind,
+                    buffer,
                     ..
                 } = e
                 {
-                    self.sent_values.extend(values.iter().copied());
+                    let bf16_sum = *kind == ReduceKind::Add
+                        && self
+                            .k
+                            .buffer(buffer)
+                            .is_some_and(|b| b.dtype == mercury_ir::Type::BF16);
+                    let wire = if bf16_sum { DType::BF16 } else { DType::F32 };
+                    for v in values {
+                        let d = self.sent_values.entry(*v).or_insert(wire);
+                        if *d != wire {
+                            *d = DType::F32;
+                        }
+                    }
                 }
             }
         }

@@ -5,7 +5,7 @@
 use mercury_commir::{Compute, Kernel, ReduceKind};
 use mercury_ir::{Attribute, Diagnostic, Location, ValueId};
 use mercury_plan::{DType, GlobalBuffer, Region, Slot, SlotInit, Stage, View};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// One statement instance a rank executes, as the symbolic execution (`trace.rs`) records it.
 #[derive(Debug, Clone)]
@@ -128,8 +128,10 @@ pub(crate) struct Lowering<'k> {
     pub ranks: Vec<RankBuild>,
     /// The last send/receive tag handed out.
     pub tag: u64,
-    /// Patch results a shifted reduction sends to another rank (double-buffered).
-    pub sent_values: HashSet<ValueId>,
+    /// Patch results a shifted reduction sends to another rank (double-buffered), with the
+    /// element type they travel in: bf16 when every such reduction is a sum into a bf16 output
+    /// (half the bytes on the wire; the owner accumulates in f32), else f32.
+    pub sent_values: HashMap<ValueId, DType>,
 }
 
 impl Lowering<'_> {

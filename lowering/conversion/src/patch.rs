@@ -50,17 +50,16 @@ impl Lowering<'_> {
         }
         let mut outs = Vec::new();
         for (o, sh) in outputs.iter().zip(out_shapes) {
-            let parity = if self.sent_values.contains(o) {
-                parity
-            } else {
-                0
+            let (parity, dtype) = match self.sent_values.get(o) {
+                Some(d) => (parity, *d),
+                None => (0, DType::F32),
             };
             let s = match self.ranks[r].temps.get(&(*o, parity)) {
                 Some(s) => *s,
                 None => {
                     let s = self.ranks[r].slot(
                         format!("{kernel}.out{}.{parity}", outs.len()),
-                        DType::F32,
+                        dtype,
                         sh,
                         SlotInit::Uninit,
                     );

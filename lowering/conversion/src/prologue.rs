@@ -9,7 +9,7 @@ use crate::trace::trace;
 use mercury_commir::{Kernel, Role, Stmt};
 use mercury_ir::{Diagnostic, Location};
 use mercury_plan::{coords_of, GlobalBuffer, SlotInit};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// A `commir.reshard`: buffer, target placement, location.
 pub(crate) type ReshardAt = (String, Sharding, Location);
@@ -60,7 +60,7 @@ impl<'k> Lowering<'k> {
             placement,
             ranks,
             tag: 0,
-            sent_values: HashSet::new(),
+            sent_values: HashMap::new(),
         })
     }
 

@@ -125,13 +125,18 @@ impl Lowering<'_> {
         let recv_slots = match self.ranks[target].push_recv.get(&rkey) {
             Some(s) => s.clone(),
             None => {
+                let dtypes: Vec<DType> = parts
+                    .iter()
+                    .map(|p| self.ranks[r].slots[p.slot].dtype)
+                    .collect();
                 let s: Vec<usize> = parts
                     .iter()
+                    .zip(dtypes)
                     .enumerate()
-                    .map(|(i, p)| {
+                    .map(|(i, (p, dtype))| {
                         self.ranks[target].slot(
                             format!("{buffer}.partial{parity}.{i}"),
-                            DType::F32,
+                            dtype,
                             p.region.extent.clone(),
                             SlotInit::Uninit,
                         )

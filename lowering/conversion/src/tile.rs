@@ -115,12 +115,11 @@ impl Lowering<'_> {
                 )
             }
         };
-        let parity = if self.sent_values.contains(output) {
-            ps % 2
-        } else {
-            0
+        // A result a shifted reduction sends on is double-buffered, in the type it is sent in.
+        let (parity, dtype) = match self.sent_values.get(output) {
+            Some(d) => (ps % 2, *d),
+            None => (0, to_dtype(ty)),
         };
-        let dtype = to_dtype(ty);
         let slot = match self.ranks[r].temps.get(&(*output, parity)) {
             Some(s) if self.ranks[r].slots[*s].shape == out_shape => *s,
             _ => {

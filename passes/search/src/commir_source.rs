@@ -28,6 +28,8 @@ pub struct CommirSource {
     module: Operation,
     kernel: Kernel,
     compiler: Compiler,
+    /// Meshes of at most this many levels (`None`: every factorisation).
+    max_levels: Option<usize>,
     /// Candidates the primitives or the lowering refused in the last enumeration.
     pub pruned: Vec<String>,
 }
@@ -77,8 +79,24 @@ impl CommirSource {
             module,
             kernel,
             compiler,
+            max_levels: None,
             pruned: vec![],
         })
+    }
+
+    /// Enumerates only meshes of at most `levels` levels (the graph level prices many operator
+    /// layouts and asks for the topology's own depth).
+    pub fn with_max_levels(mut self, levels: usize) -> Self {
+        self.max_levels = Some(levels);
+        self
+    }
+
+    /// The roles tried on each mesh level, in enumeration order.
+    fn roles(op: Op) -> &'static [&'static str] {
+        match op {
+            Op::Attention => &["ring", "heads", "gather", "tree"],
+            Op::Gemm => &["m", "n", "k", "n+ring(m)", "k+shift(m)"],
+        }
     }
 
     fn op(&self) -> Result<(Op, Vec<String>), SourceError> {
@@ -423,12 +441,14 @@ impl CommirSource {
                     let p = tile(&mut s, par, l);
                     s.push(format!("parallelize{{axis={p} level={l} shard=false}}"));
                     if let Some(x) = shifted {
-                        shifts.push((x, l, p));
+                        // Shift-reduce (partials of m travel to their owners): the own piece
+                        // last, so that every transfer overlaps a computation.
+                        shifts.push((x, l, p, usize::from(par == kk)));
                     }
                 }
-                for (x, l, p) in shifts {
+                for (x, l, p, offset) in shifts {
                     let name = tile(&mut s, x, l);
-                    s.push(format!("shift{{axis={name} by={p}}}"));
+                    s.push(format!("shift{{axis={name} by={p} offset={offset}}}"));
                 }
             }
         }
@@ -557,12 +577,13 @@ impl CandidateSource for CommirSource {
         topo: &'a Topology,
     ) -> Result<Box<dyn Iterator<Item = Result<Candidate, SourceError>> + 'a>, SourceError> {
         let (op, ax) = self.op()?;
-        let roles: &[&str] = match op {
-            Op::Attention => &["ring", "heads", "gather", "tree"],
-            Op::Gemm => &["m", "n", "k", "n+ring(m)", "k+shift(m)"],
-        };
+        let roles = Self::roles(op);
+        let max = self.max_levels.unwrap_or(usize::MAX);
         let mut work = Vec::new();
-        for shape in factorisations(topo.num_devices()) {
+        for shape in factorisations(topo.num_devices())
+            .into_iter()
+            .filter(|s| s.len() <= max)
+        {
             for r in assignments(roles, shape.len()) {
                 work.push((shape.clone(), r));
             }
@@ -579,6 +600,26 @@ impl CandidateSource for CommirSource {
                 err(format!("mesh {mesh} {r:?}: {e}"))
             })
         })))
+    }
+
+    /// The first role that lowers on the one-level mesh of every device: `mesh 8: L0=ring`
+    /// for attention (the collective-library ring), `mesh 8: L0=m` for a GEMM.
+    fn default_candidate(&mut self, topo: &Topology) -> Result<Candidate, SourceError> {
+        let (op, ax) = self.op()?;
+        let n = [topo.num_devices()];
+        let mut why = Vec::new();
+        for r in Self::roles(op) {
+            match self.attempt(&n, &[r], op, &ax) {
+                Ok(c) => return Ok(c),
+                Err(e) => why.push(format!("{r}: {e}")),
+            }
+        }
+        Err(err(format!(
+            "{}: no role lowers on mesh {}: {}",
+            self.origin,
+            n[0],
+            why.join("; ")
+        )))
     }
 }
 

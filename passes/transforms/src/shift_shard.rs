@@ -148,6 +148,7 @@ impl KernelPass for ShiftShard {
                 Shift {
                     axis: a.clone(),
                     by: par_loops[l].clone(),
+                    offset: 0,
                 }
                 .apply_to(module, &m.name)?;
                 for b in bufs {

@@ -72,6 +72,9 @@ extern "C" __global__ void mercury_lse_merge_lse_f32(float* lse_acc, float* lse_
 extern "C" __global__ void mercury_add_f32(float* acc, float* part, i64 n) {
   GRID_STRIDE(n) { acc[e] += part[e]; }
 }
+extern "C" __global__ void mercury_add_bf16_f32(float* acc, u16* part, i64 n) {
+  GRID_STRIDE(n) { acc[e] += __uint_as_float(((u32)part[e]) << 16); }
+}
 extern "C" __global__ void mercury_cast_f32_to_bf16(u16* dst, float* src, i64 n) {
   GRID_STRIDE(n) {
     const float x = src[e];

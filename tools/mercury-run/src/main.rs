@@ -25,6 +25,7 @@ pub enum Failure {
 }
 
 fn main() -> ExitCode {
+    init_logging();
     let args = match args::parse() {
         Ok(a) => a,
         Err(e) => {
@@ -48,6 +49,17 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Library warnings (`tracing`: the CUDA executor's) go to stderr: `warn` and above, or the
+/// level named in `RUST_LOG` (`error`, `warn`, `info`, `debug`, `trace`).
+fn init_logging() {
+    let level = std::env::var("RUST_LOG").ok().and_then(|l| l.parse().ok());
+    let fmt = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .without_time();
+    fmt.with_max_level(level.unwrap_or(tracing::Level::WARN))
+        .init();
 }
 
 /// The module, scheduled and verified, and the unscheduled reference module.

@@ -88,6 +88,7 @@ fn find<'a>(rows: &'a [BenchRow], id: &str) -> Option<&'a BenchRow> {
 }
 
 fn main() -> ExitCode {
+    mercury_bench::init_logging();
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {

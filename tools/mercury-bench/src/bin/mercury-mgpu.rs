@@ -238,6 +238,7 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
 }
 
 fn main() -> ExitCode {
+    mercury_bench::init_logging();
     let mut it = std::env::args().skip(1);
     let r = match it.next().as_deref() {
         Some("info") => info(),

@@ -1,4 +1,4 @@
-//! Predicted-latency tables for `docs/simulation.md`.
+//! Predicted-latency tables for `docs/simulation.md` (the `mercury-study` binary).
 //!
 //! Every attention and GEMM plan here is CommIR-generated: an example operator of `examples/`
 //! (its axis extents rewritten to the shape at hand, [`attention_operator`]), scheduled either
@@ -6,25 +6,28 @@
 //! `mercury_passes::schedule_pipeline`, its tile factors rewritten to the mesh,
 //! [`attention_schedules`]) or by every candidate of [`CommirSource`] (every factorisation of
 //! the device count, one role per level), and lowered by `mercury_conversion::lower_module`.
-//! Only the graph-level table and the cross-check against the hand-written plans use
-//! FIXTURE plans ([`crate::fixtures`]); every table heading says where its numbers come from.
+//! The graph-level table prices its operator configurations with the same generator
+//! (`mercury_search::graph`). Only the cross-check against the hand-written plans uses FIXTURE
+//! plans ([`crate::fixtures`]); every table heading says where its numbers come from.
 
-use crate::commir_source::CommirSource;
-use crate::fixtures::{attention_plan, attention_schedules as fixture_schedules, AttentionShape};
-use crate::graph::{llama_layer, LlamaDims, Selection, Sharding};
-use crate::memory::memory_report;
-use crate::report::fmt_s;
-use crate::search::{evaluate, pareto_frontier, Candidate, CandidateSource, Evaluated, Status};
-use crate::topology::Topology;
+use crate::fixtures::{attention_plan, attention_schedules as fixture_schedules};
+use mercury_search::commir_source::CommirSource;
+use mercury_search::graph::{llama_layer, LlamaDims, OpGraph, Selection, Sharding};
+use mercury_search::memory::memory_report;
+pub use mercury_search::operator::{
+    attention_operator, gemm_operator, with_extent, with_extents, AttentionShape, Operator,
+};
+use mercury_search::report::fmt_s;
+use mercury_search::search::{
+    evaluate, pareto_frontier, Candidate, CandidateSource, Evaluated, Status,
+};
+use mercury_search::Topology;
 use std::fmt::Write as _;
 use std::time::Instant;
 
 /// The example operators and known schedules the study starts from (the repository's files).
 pub mod sources {
-    pub const ATTENTION: &str = include_str!("../../../examples/attention.mlir");
-    pub const ATTENTION_GQA: &str = include_str!("../../../examples/attention_gqa.mlir");
-    pub const AG_GEMM: &str = include_str!("../../../examples/ag_gemm.mlir");
-    pub const GEMM_RS: &str = include_str!("../../../examples/gemm_rs.mlir");
+    pub use mercury_search::operator::sources::*;
     pub const RING_ATTENTION: &str =
         include_str!("../../../examples/schedules/ring_attention.sched");
     pub const ULYSSES: &str = include_str!("../../../examples/schedules/ulysses.sched");
@@ -38,113 +41,6 @@ pub mod sources {
         include_str!("../../../examples/schedules/asynctp_ag_gemm.sched");
     pub const MEGATRON_RS: &str = include_str!("../../../examples/schedules/megatron_rs.sched");
     pub const SHIFT_REDUCE: &str = include_str!("../../../examples/schedules/shift_reduce.sched");
-}
-
-/// An operator as CommIR text, with where it came from.
-#[derive(Debug, Clone)]
-pub struct Operator {
-    pub text: String,
-    /// The example file and the extents written into it.
-    pub origin: String,
-    /// The axis the key/value heads iterate (`h` for MHA, `hk` for GQA).
-    pub head_axis: &'static str,
-}
-
-/// `text` with the extent of `commir.axis @axis` set to `extent`; `None` when the text has no
-/// such axis.
-pub fn with_extent(text: &str, axis: &str, extent: usize) -> Option<String> {
-    let key = format!("commir.axis @{axis} = ");
-    let mut found = false;
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        let t = line.trim_start();
-        match t.strip_prefix(&key) {
-            Some(rest) => {
-                found = true;
-                let tail = rest.split_once(' ').map(|(_, r)| r).unwrap_or("");
-                let indent = &line[..line.len() - t.len()];
-                let _ = writeln!(out, "{indent}{key}{extent} {tail}");
-            }
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-    found.then_some(out)
-}
-
-fn extents(text: &str, set: &[(&str, usize)]) -> Result<String, String> {
-    let mut t = text.to_string();
-    for (axis, e) in set {
-        t = with_extent(&t, axis, *e).ok_or_else(|| format!("no axis @{axis}"))?;
-    }
-    Ok(t)
-}
-
-/// The attention example for `shape`: `examples/attention.mlir` (MHA) or
-/// `examples/attention_gqa.mlir` (GQA) with the batch, head and sequence extents rewritten.
-pub fn attention_operator(shape: &AttentionShape) -> Result<Operator, String> {
-    if shape.head_dim != 128 {
-        return Err("the attention examples have head dim 128".into());
-    }
-    let (b, s) = (shape.batch, shape.seq);
-    let (file, text, head_axis, set): (&str, &str, &'static str, Vec<(&str, usize)>) =
-        if shape.kv_heads == shape.heads {
-            (
-                "attention.mlir",
-                sources::ATTENTION,
-                "h",
-                vec![("b", b), ("h", shape.heads), ("i", s), ("j", s)],
-            )
-        } else {
-            if shape.kv_heads == 0 || !shape.heads.is_multiple_of(shape.kv_heads) {
-                return Err("query heads must be a multiple of the key/value heads".into());
-            }
-            (
-                "attention_gqa.mlir",
-                sources::ATTENTION_GQA,
-                "hk",
-                vec![
-                    ("b", b),
-                    ("hk", shape.kv_heads),
-                    ("g", shape.heads / shape.kv_heads),
-                    ("i", s),
-                    ("j", s),
-                ],
-            )
-        };
-    let mut text = extents(text, &set)?;
-    if shape.causal {
-        text = text.replace("{causal = false}", "{causal = true}");
-    }
-    Ok(Operator {
-        text,
-        origin: format!(
-            "examples/{file} [{}]",
-            set.iter()
-                .map(|(a, e)| format!("{a}={e}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        head_axis,
-    })
-}
-
-/// A GEMM example (`examples/ag_gemm.mlir` or `examples/gemm_rs.mlir`) with its extents
-/// rewritten.
-pub fn gemm_operator(reduce_scatter: bool, m: usize, n: usize, k: usize) -> Operator {
-    let (file, text) = if reduce_scatter {
-        ("gemm_rs.mlir", sources::GEMM_RS)
-    } else {
-        ("ag_gemm.mlir", sources::AG_GEMM)
-    };
-    let text = extents(text, &[("m", m), ("n", n), ("k", k)]).expect("the GEMM examples");
-    Operator {
-        text,
-        origin: format!("examples/{file} [m={m} n={n} k={k}]"),
-        head_axis: "",
-    }
 }
 
 /// A known schedule, ready to apply: its script (a `.sched` file with the tile factors
@@ -941,8 +837,8 @@ pub fn gemm_table(
     s
 }
 
-/// Graph level: exact (DP) vs greedy vs Megatron-style tensor parallelism on one layer
-/// (FIXTURE operator plans: the graph's operator configurations come from `graph.rs`).
+/// Graph level: exact (DP) vs greedy vs Megatron-style tensor parallelism on one layer (each
+/// operator configuration priced by the CommIR generator's fastest candidate for its layout).
 pub fn llama_table(topos: &[Topology], tokens_list: &[usize]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "| topology | tokens | exact (DP) | greedy | Megatron TP | exact / Megatron | exact choice |");
@@ -978,7 +874,7 @@ pub fn llama_table(topos: &[Topology], tokens_list: &[usize]) -> String {
 
 /// Megatron TP on the layer: column-parallel qkv and ffn_up, head-parallel attention,
 /// row-parallel + all-reduce o_proj and ffn_down, replicated layer input.
-fn megatron(g: &crate::graph::OpGraph) -> Option<Selection> {
+fn megatron(g: &OpGraph) -> Option<Selection> {
     let pick = |node: &str, cfg: &str| -> Option<usize> {
         let v = g.graph.node_indices().find(|&v| g.graph[v].name == node)?;
         g.graph[v].configs.iter().position(|c| c.name == cfg)
@@ -986,10 +882,10 @@ fn megatron(g: &crate::graph::OpGraph) -> Option<Selection> {
     let mut configs = vec![0; g.graph.node_count()];
     for (node, cfg) in [
         ("qkv", "column-parallel"),
-        ("attention", "attention head-parallel"),
-        ("o_proj", "gemm+allreduce"),
+        ("attention", "head-parallel"),
+        ("o_proj", "all-reduce"),
         ("ffn_up", "column-parallel"),
-        ("ffn_down", "gemm+allreduce"),
+        ("ffn_down", "all-reduce"),
     ] {
         let v = g.graph.node_indices().find(|&v| g.graph[v].name == node)?;
         configs[v.index()] = pick(node, cfg)?;
@@ -1086,10 +982,7 @@ pub fn full_study(timing: bool) -> String {
         .iter()
         .filter_map(|n| t(n))
         .collect();
-    let _ = writeln!(
-        s,
-        "### Graph level: one Llama-3 8B layer (FIXTURE operator plans)\n"
-    );
+    let _ = writeln!(s, "### Graph level: one Llama-3 8B layer (CommIR plans)\n");
     s.push_str(&llama_table(&topos, &[4096, 32768]));
     if timing {
         let _ = writeln!(
@@ -1240,7 +1133,7 @@ mod tests {
             (sources::ATTENTION, "h", [("h", 8), ("b", 2)]),
             (sources::ATTENTION_GQA, "hk", [("hk", 8), ("g", 2)]),
         ] {
-            let text = extents(base, &[heads[0], heads[1], ("i", 32), ("j", 32)])
+            let text = with_extents(base, &[heads[0], heads[1], ("i", 32), ("j", 32)])
                 .unwrap()
                 .replace(" min 128", "")
                 .replace(", 128]", ", 4]");

@@ -2,11 +2,10 @@
 //! uninitialised slots NaN-poisoned) and compares the outputs with the reference kernels, so
 //! the plans the cost model times are real schedules.
 
+use mercury_bench::fixtures::{attention_plan, attention_schedules, gemm_plan, GemmSchedule};
 use mercury_kernels::cpu;
 use mercury_plan::{ComputeOp, Plan};
-use mercury_search::fixtures::{
-    attention_plan, attention_schedules, gemm_plan, AttentionShape, GemmSchedule, GemmShape,
-};
+use mercury_search::operator::{AttentionShape, GemmShape};
 use std::collections::{BTreeMap, HashMap};
 
 /// Runs `plan` on the global inputs given by buffer index; returns the outputs by index.
@@ -129,7 +128,17 @@ fn gemm_fixtures_compute_gemm() {
     let globals: BTreeMap<usize, Vec<f64>> = [(0, a), (1, b)].into_iter().collect();
     for p in [1, 2, 4] {
         for s in GemmSchedule::ALL {
-            let plan = gemm_plan(&GemmShape { m, n, k }, s, p).unwrap();
+            let plan = gemm_plan(
+                &GemmShape {
+                    m,
+                    n,
+                    k,
+                    reduce_scatter: false,
+                },
+                s,
+                p,
+            )
+            .unwrap();
             let got = execute(&plan, &globals);
             for (x, y) in got[&2].iter().zip(&want) {
                 assert!((x - y).abs() < 1e-10, "{} over {p}: {x} vs {y}", s.name());

@@ -1,9 +1,11 @@
-//! FIXTURE plans: hand-written plan builders for known attention and GEMM schedules, so the
-//! cost model, the tuner and the simulation study can run before the CommIR candidate
-//! generator exists. They are *not* produced by the compiler; the lead's CommIR -> Plan
-//! lowering replaces them as the candidate source. Every builder returns a plan that passes
-//! [`mercury_plan::verify()`] and computes the operator exactly (the integration test
-//! `tests/fixtures_exec.rs` runs them on a small CPU executor against the reference kernels).
+//! FIXTURE plans: hand-written plan builders for known attention and GEMM schedules. They are
+//! *not* produced by the compiler, and no product path uses them (the search, the graph level
+//! and `mercury-tune` take their candidates from the CommIR generator); they remain as a
+//! cross-check of the lowering in the simulation study ([`crate::study`]) and as the plans of
+//! the cost model's closed-form tests (`tests/sim_fixtures.rs`). Every builder returns a plan
+//! that passes [`mercury_plan::verify()`] and computes the operator exactly
+//! (`tests/fixtures_exec.rs` runs them on the runtime's CPU executor against the reference
+//! kernels).
 //!
 //! Attention contract (the baselines' one, so that all schedules are comparable): q, k, v and
 //! the output o are global `[b, h, s, d]` buffers; device `r` of `n` starts with tokens
@@ -16,50 +18,14 @@
 //! all-gathered, along it). The levels of a plan's logical mesh map onto physical devices by
 //! row-major numbering, as everywhere in Mercury.
 
-use crate::search::{Candidate, CandidateSource, SourceError};
-use crate::topology::Topology;
 use mercury_plan::{
     coords_of, Collective, CombineKind, CommOp, ComputeOp, DType, GlobalBuffer, OutputPiece,
     PatchKind, Plan, RankProgram, Region, Role as BufRole, Slot, SlotInit, Stage, View,
 };
+use mercury_search::operator::{AttentionShape, GemmShape, OperatorSpec};
+use mercury_search::search::{Candidate, CandidateSource, SourceError};
+use mercury_search::Topology;
 use serde::{Deserialize, Serialize};
-
-/// Shape of an attention operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AttentionShape {
-    pub batch: usize,
-    pub heads: usize,
-    pub kv_heads: usize,
-    /// Tokens per sequence.
-    pub seq: usize,
-    pub head_dim: usize,
-    #[serde(default)]
-    pub causal: bool,
-}
-
-impl AttentionShape {
-    pub fn signature(&self) -> String {
-        format!(
-            "attention b{} hq{} hk{} s{} d{}{} bf16",
-            self.batch,
-            self.heads,
-            self.kv_heads,
-            self.seq,
-            self.head_dim,
-            if self.causal { " causal" } else { "" }
-        )
-    }
-    /// Total FLOPs (4*b*h*s*s*d, halved-ish for causal).
-    pub fn flops(&self) -> f64 {
-        let pairs = if self.causal {
-            self.seq as f64 * (self.seq as f64 + 1.0) / 2.0
-        } else {
-            self.seq as f64 * self.seq as f64
-        };
-        4.0 * self.batch as f64 * self.heads as f64 * self.head_dim as f64 * pairs
-    }
-}
 
 /// Role of one logical mesh level in an attention schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -878,21 +844,6 @@ fn canonical(s: &AttnSchedule) -> bool {
 
 // ----- GEMM fixtures -----
 
-/// `C[m, n] = A[m, k] B[k, n]` in bf16.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GemmShape {
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
-}
-
-impl GemmShape {
-    pub fn signature(&self) -> String {
-        format!("gemm m{} n{} k{} bf16", self.m, self.n, self.k)
-    }
-}
-
 /// GEMM schedules over a 1-D group of all devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GemmSchedule {
@@ -948,7 +899,7 @@ fn gemm_buffers(g: &GemmShape) -> Vec<GlobalBuffer> {
 
 /// Builds a GEMM plan over `p` devices (mesh `[p]`).
 pub fn gemm_plan(g: &GemmShape, sched: GemmSchedule, p: usize) -> Result<Plan, String> {
-    let GemmShape { m, n, k } = *g;
+    let GemmShape { m, n, k, .. } = *g;
     if p == 0 || m == 0 || n == 0 || k == 0 {
         return Err("gemm dimensions and device count must be positive".into());
     }
@@ -1107,57 +1058,27 @@ pub fn gemm_plan(g: &GemmShape, sched: GemmSchedule, p: usize) -> Result<Plan, S
 
 // ----- operator files and the fixture candidate source -----
 
-/// An operator description for `mercury-tune` until CommIR files are wired in:
-/// ```toml
-/// [attention]
-/// batch = 1
-/// heads = 32
-/// kv_heads = 8
-/// seq = 32768
-/// head_dim = 128
-/// causal = false
-/// ```
-/// or `[gemm] m = .. n = .. k = ..`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OperatorSpec {
-    #[serde(default)]
-    pub attention: Option<AttentionShape>,
-    #[serde(default)]
-    pub gemm: Option<GemmShape>,
-    /// Also generate the `+lean4` and `+fused` variants of every schedule (default true).
-    #[serde(default)]
-    pub variants: Option<bool>,
-}
-
-impl OperatorSpec {
-    pub fn parse(text: &str, origin: &str) -> Result<OperatorSpec, SourceError> {
-        let spec: OperatorSpec = toml::from_str(text)
-            .map_err(|e| SourceError::new(format!("{origin}: not a valid operator file: {e}")))?;
-        match (&spec.attention, &spec.gemm) {
-            (Some(_), None) | (None, Some(_)) => Ok(spec),
-            _ => Err(SourceError::new(format!(
-                "{origin}: give exactly one of [attention] or [gemm]"
-            ))),
-        }
-    }
-}
-
 /// Candidate source over the fixture plan builders (clearly labelled as fixtures).
 pub struct FixtureSource {
     pub spec: OperatorSpec,
+    /// Also generate the `+lean4` and `+fused` variants of every schedule.
+    pub variants: bool,
 }
 
 impl FixtureSource {
+    /// The fixture schedules of `spec`, with their variants.
     pub fn new(spec: OperatorSpec) -> Self {
-        FixtureSource { spec }
+        FixtureSource {
+            spec,
+            variants: true,
+        }
     }
 
     fn all(&self, topo: &Topology) -> Vec<Result<Candidate, SourceError>> {
         let n = topo.num_devices();
         let mut out = Vec::new();
         if let Some(shape) = &self.spec.attention {
-            for s in attention_schedules(shape, n, self.spec.variants.unwrap_or(true)) {
+            for s in attention_schedules(shape, n, self.variants) {
                 out.push(
                     attention_plan(shape, &s)
                         .map(|plan| Candidate {
@@ -1291,7 +1212,17 @@ mod tests {
                 mercury_plan::verify(&plan).unwrap_or_else(|e| panic!("{}: {e}", s.name()));
             }
             for s in GemmSchedule::ALL {
-                let plan = gemm_plan(&GemmShape { m: 16, n: 8, k: 8 }, s, 4).unwrap();
+                let plan = gemm_plan(
+                    &GemmShape {
+                        m: 16,
+                        n: 8,
+                        k: 8,
+                        reduce_scatter: false,
+                    },
+                    s,
+                    4,
+                )
+                .unwrap();
                 mercury_plan::verify(&plan).unwrap_or_else(|e| panic!("{}: {e}", s.name()));
             }
         }
@@ -1340,17 +1271,5 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("does not divide"), "{e}");
         assert!(!names.iter().any(|n| n == "ulysses"));
-    }
-
-    #[test]
-    fn operator_spec_errors() {
-        assert!(OperatorSpec::parse("[attention]\nbatch = 1", "x.toml")
-            .unwrap_err()
-            .to_string()
-            .contains("x.toml"));
-        let e = OperatorSpec::parse("", "y.toml").unwrap_err().to_string();
-        assert!(e.contains("exactly one"), "{e}");
-        let ok = OperatorSpec::parse("[gemm]\nm = 4096\nn = 4096\nk = 4096\n", "z.toml").unwrap();
-        assert_eq!(ok.gemm.unwrap().k, 4096);
     }
 }
