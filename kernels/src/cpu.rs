@@ -39,7 +39,7 @@ pub fn gemm(m: usize, n: usize, k: usize, a: &[f64], b: &[f64], out: &mut [f64],
 }
 
 /// Attention forward returning normalised output and log-sum-exp per query row.
-/// Fully masked rows give o = 0 and lse = -inf.
+/// Fully masked rows give o = 0 and lse = -inf. Values have the head dim of the queries.
 pub fn attention(
     q: &[f64],
     k: &[f64],
@@ -47,6 +47,23 @@ pub fn attention(
     o: &mut [f64],
     lse: &mut [f64],
     dims: AttnDims,
+    p: AttnParams,
+) {
+    attention_dv(q, k, v, o, lse, dims, dims.d, p)
+}
+
+/// Attention forward whose values (and output) have head dim `dv`, which may differ from the
+/// query/key head dim `dims.d` (multi-head latent attention): v is `[b, hk, sk, dv]`, o
+/// `[b, hq, sq, dv]`. Panics if a slice is shorter than its shape says.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_dv(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    o: &mut [f64],
+    lse: &mut [f64],
+    dims: AttnDims,
+    dv: usize,
     p: AttnParams,
 ) {
     let AttnDims {
@@ -60,6 +77,16 @@ pub fn attention(
     assert!(
         hk > 0 && hq % hk == 0,
         "query heads must be a multiple of key heads"
+    );
+    let rows_q = b * hq * sq;
+    let rows_k = b * hk * sk;
+    assert!(
+        q.len() >= rows_q * d
+            && k.len() >= rows_k * d
+            && v.len() >= rows_k * dv
+            && o.len() >= rows_q * dv
+            && lse.len() >= rows_q,
+        "attention operand too small"
     );
     let group = hq / hk;
     let mut logits = vec![0.0; sk];
@@ -78,7 +105,7 @@ pub fn attention(
                     *l = p.scale * qrow.iter().zip(krow).map(|(x, y)| x * y).sum::<f64>();
                     m = m.max(*l);
                 }
-                let orow = &mut o[((bi * hq + h) * sq + r) * d..][..d];
+                let orow = &mut o[((bi * hq + h) * sq + r) * dv..][..dv];
                 orow.iter_mut().for_each(|x| *x = 0.0);
                 let lidx = (bi * hq + h) * sq + r;
                 if m == f64::NEG_INFINITY {
@@ -92,7 +119,7 @@ pub fn attention(
                     }
                     let w = (l - m).exp();
                     denom += w;
-                    let vrow = &v[((bi * hk + kh) * sk + c) * d..][..d];
+                    let vrow = &v[((bi * hk + kh) * sk + c) * dv..][..dv];
                     for (x, y) in orow.iter_mut().zip(vrow) {
                         *x += w * y;
                     }
@@ -168,6 +195,42 @@ mod tests {
         lse_merge(&mut o1, &mut l1, &o2, &l2, 2);
         for (a, b) in o.iter().zip(&o1).chain(l.iter().zip(&l1)) {
             assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn value_head_dim_differs_from_query_head_dim() {
+        // One head, 2 queries, 3 keys, d = 2, dv = 3: each output row is the softmax-weighted
+        // sum of 3-wide value rows.
+        let dims = AttnDims {
+            b: 1,
+            hq: 1,
+            hk: 1,
+            sq: 2,
+            sk: 3,
+            d: 2,
+        };
+        let p = AttnParams {
+            causal: false,
+            scale: 0.7,
+            q_offset: 0,
+            k_offset: 0,
+        };
+        let q = [0.3, -0.2, 1.0, 0.5];
+        let k = [0.1, 0.4, -0.6, 0.2, 0.9, -0.3];
+        let v = [1.0, 2.0, 3.0, -1.0, 0.0, 1.0, 0.5, 0.5, -2.0];
+        let (mut o, mut l) = (vec![0.0; 6], vec![0.0; 2]);
+        attention_dv(&q, &k, &v, &mut o, &mut l, dims, 3, p);
+        for r in 0..2 {
+            let logits: Vec<f64> = (0..3)
+                .map(|c| 0.7 * (q[2 * r] * k[2 * c] + q[2 * r + 1] * k[2 * c + 1]))
+                .collect();
+            let z: f64 = logits.iter().map(|x| x.exp()).sum();
+            for j in 0..3 {
+                let want: f64 = (0..3).map(|c| logits[c].exp() / z * v[3 * c + j]).sum();
+                assert!((o[3 * r + j] - want).abs() < 1e-12);
+            }
+            assert!((l[r] - z.ln()).abs() < 1e-12);
         }
     }
 

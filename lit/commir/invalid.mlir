@@ -63,7 +63,7 @@ commir.kernel @k on @m {
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 32 spatial
-  // expected-error@+1 {{sharding of '@A' uses mesh dimension 1, but mesh '@m' has 1 dimensions}}
+  // expected-error@+1 {{sharding of '@A' uses mesh level 1, which does not exist: mesh '@m' has 1 level (0)}}
   commir.buffer @A : [@i] f32 in sharding [S(1)]
 }
 
@@ -82,7 +82,7 @@ commir.mesh @m shape [2, 2]
 commir.kernel @k on @m {
   commir.axis @i = 32 spatial
   commir.axis @j = 32 spatial
-  // expected-error@+1 {{sharding of '@A' uses mesh dimension 0 twice}}
+  // expected-error@+1 {{sharding of '@A' uses mesh level 0 twice}}
   commir.buffer @A : [@i, @j] f32 in sharding [S(0), S(0)]
 }
 

@@ -25,4 +25,4 @@ commir.kernel @attn on @m {
 // CHECK: commir.reshard @Q to [R, S(0), R, R]
 // CHECK-NEXT: %q = commir.load
 
-// BAD: error: reshard: sharding of '@Q' uses mesh dimension 0 twice
+// BAD: error: reshard: sharding of '@Q' uses mesh level 0 twice

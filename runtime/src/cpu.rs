@@ -149,17 +149,32 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                         e.clone()
                     }
                 };
-                let (qs, ks) = (
+                let (qs, ks, vs) = (
                     four(&inputs[0].region.extent),
                     four(&inputs[1].region.extent),
+                    four(&inputs[2].region.extent),
                 );
+                let (os, ls) = (
+                    four(&outputs[0].region.extent),
+                    outputs[1].region.extent.clone(),
+                );
+                // q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv], o [b, hq, sq, dv],
+                // lse [b, hq, sq] (3-D tiles have a batch of one).
                 if qs.len() != 4
                     || ks.len() != 4
+                    || vs.len() != 4
                     || ks[1] == 0
                     || qs[1] % ks[1] != 0
+                    || qs[0] != ks[0]
                     || qs[3] != ks[3]
+                    || vs[..3] != ks[..3]
+                    || os[..3] != qs[..3]
+                    || os.get(3) != vs.get(3)
+                    || ls.iter().product::<usize>() != qs[..3].iter().product::<usize>()
                 {
-                    return Err(format!("attention shapes do not agree: q {qs:?}, k {ks:?}"));
+                    return Err(format!(
+                        "attention shapes do not agree: q {qs:?}, k {ks:?}, v {vs:?}, o {os:?}, lse {ls:?}"
+                    ));
                 }
                 let dims = k::AttnDims {
                     b: qs[0],
@@ -174,15 +189,17 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                     mem.read(plan, r, &inputs[1]),
                     mem.read(plan, r, &inputs[2]),
                 );
-                let mut o = vec![0.0; q.len()];
-                let mut lse = vec![0.0; q.len() / dims.d];
-                k::attention(
+                let dv = vs[3];
+                let mut o = vec![0.0; q.len() / dims.d.max(1) * dv];
+                let mut lse = vec![0.0; q.len() / dims.d.max(1)];
+                k::attention_dv(
                     &q,
                     &kk,
                     &v,
                     &mut o,
                     &mut lse,
                     dims,
+                    dv,
                     k::AttnParams {
                         causal: *causal,
                         scale: *scale,
@@ -221,6 +238,16 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 return Err("copy between views of different sizes".into());
             }
             mem.write(plan, r, dst, &vals);
+        }
+        ComputeOp::Tile {
+            tile: op,
+            inputs,
+            output,
+        } => {
+            let vals: Vec<Vec<f64>> = inputs.iter().map(|v| mem.read(plan, r, v)).collect();
+            let shapes: Vec<Vec<usize>> = inputs.iter().map(|v| v.region.extent.clone()).collect();
+            let out = crate::tile_ref::run_tile(op, &vals, &shapes, &output.region.extent)?;
+            mem.write(plan, r, output, &out);
         }
     }
     Ok(())

@@ -9,7 +9,7 @@
 //! | index list | `[@b, (@j + @i) mod 8]` | `["b", "(j + i) mod 8"]` |
 
 use crate::expr::IndexExpr;
-use crate::model::{AxisKind, ReduceKind, Role};
+use crate::model::{AxisKind, MaskKind, ReduceKind, Role};
 use crate::placement::{Placement, Split};
 use mercury_ir::syntax::format::{comma_items, comma_runs};
 use mercury_ir::syntax::tokens::{Tok, TokKind};
@@ -117,7 +117,7 @@ fn print_dims(a: &Attribute) -> String {
                     DimBinding::Fixed(n) => n.to_string(),
                     DimBinding::Axes(ax) => ax
                         .iter()
-                        .map(|x| format!("@{x}"))
+                        .map(|x| crate::expr::axis_ref(x))
                         .collect::<Vec<_>>()
                         .join(" * "),
                 })
@@ -145,7 +145,10 @@ const ARRAY: &str = "irdl.base \"#builtin.array\"";
 /// One mesh level of a dimension's sharding in generic form: `0` (block), `["zigzag", 0]` or
 /// `["striped", 0, 64]`.
 fn level_from_attr(x: &Attribute) -> Result<(usize, Split), String> {
-    let level = |v: i64| usize::try_from(v).map_err(|_| format!("mesh dimension {v} is negative"));
+    let level = |v: i64| {
+        usize::try_from(v)
+            .map_err(|_| format!("mesh level {v} does not exist (levels are numbered from 0)"))
+    };
     if let Some(v) = x.as_int() {
         return Ok((level(v)?, Split::Block));
     }
@@ -237,7 +240,15 @@ fn parse_level(run: &[Tok]) -> Result<(usize, Split), String> {
     let number = |t: &Tok| match &t.kind {
         TokKind::Number(n) => n
             .parse::<usize>()
-            .map_err(|_| format!("'{n}' is not a mesh dimension")),
+            .ok()
+            .filter(|l| i64::try_from(*l).is_ok())
+            .ok_or_else(|| {
+                if n.starts_with('-') {
+                    format!("mesh level {n} does not exist (levels are numbered from 0)")
+                } else {
+                    format!("mesh level {n} does not exist (no mesh has that many levels)")
+                }
+            }),
         _ => Err(format!("expected a mesh dimension, found {}", t.describe())),
     };
     match run {
@@ -403,6 +414,16 @@ pub struct Dims;
 pub struct Sharding;
 /// An index list of an access ([`INDICES`]).
 pub struct Indices;
+/// A flag: present (a unit attribute, a keyword in the custom form) or absent.
+pub struct Flag;
+/// A floating-point number.
+pub struct Float;
+/// An elementwise function of one tile (`exp`, `log`, `gelu`, `silu`).
+pub struct UnaryAttr;
+/// An elementwise function of two tiles (`add`, `sub`, `mul`, `div`, `max`).
+pub struct BinaryAttr;
+/// A reduction along rows (`max`, `sum`).
+pub struct RowReduceAttr;
 
 fn wrong(a: &Attribute, what: &str) -> String {
     format!("'{a}' is not {what}")
@@ -525,39 +546,64 @@ impl AttrValue for Indices {
     }
 }
 
-/// An attribute whose value is one keyword of a fixed set, read as a Rust enum (the set is
-/// the enum's, so the verifier's list and the enum cannot drift apart).
-macro_rules! keyword_attr {
-    ($(#[$doc:meta])* $ty:ident { $($variant:ident = $kw:literal),+ $(,)? }) => {
-        impl $ty {
-            /// Every keyword, in declaration order.
-            pub const KEYWORDS: &'static [&'static str] = &[$($kw),+];
-            /// The keyword spelling.
-            pub fn keyword(self) -> &'static str {
-                match self {
-                    $($ty::$variant => $kw),+
-                }
-            }
-            /// The value a keyword names.
-            pub fn from_keyword(s: &str) -> Option<$ty> {
-                match s {
-                    $($kw => Some($ty::$variant),)+
-                    _ => None,
-                }
-            }
+impl AttrValue for Flag {
+    type Value = bool;
+    const KIND: AttrKind = AttrKind::Unit;
+    fn read(a: &Attribute) -> Result<bool, String> {
+        match a {
+            Attribute::Unit => Ok(true),
+            _ => Err(wrong(a, "a unit attribute")),
         }
-        impl AttrValue for $ty {
+    }
+    fn write(_: &bool) -> Attribute {
+        Attribute::Unit
+    }
+}
+
+impl AttrValue for Float {
+    type Value = f64;
+    const KIND: AttrKind = AttrKind::Float;
+    fn read(a: &Attribute) -> Result<f64, String> {
+        a.as_float().ok_or_else(|| wrong(a, "a number"))
+    }
+    fn write(v: &f64) -> Attribute {
+        Attribute::Float {
+            value: *v,
+            ty: Type::F64,
+        }
+    }
+}
+
+/// The attribute value of a keyword enum (`KEYWORDS`, `keyword`, `from_keyword`: the
+/// `mercury_plan::keywords!` macro), read through `$marker` (the enum itself, or a marker type
+/// for an enum of another crate).
+macro_rules! keyword_value {
+    ($marker:ident => $ty:ty) => {
+        impl AttrValue for $marker {
             type Value = $ty;
-            const KIND: AttrKind = AttrKind::Keyword($ty::KEYWORDS);
+            const KIND: AttrKind = AttrKind::Keyword(<$ty>::KEYWORDS);
             fn read(a: &Attribute) -> Result<$ty, String> {
                 a.as_str()
-                    .and_then($ty::from_keyword)
+                    .and_then(<$ty>::from_keyword)
                     .ok_or_else(|| format!("{:?}", a.as_str()))
             }
             fn write(v: &$ty) -> Attribute {
                 Attribute::str(v.keyword())
             }
         }
+    };
+}
+
+keyword_value!(UnaryAttr => mercury_plan::tile::UnaryFn);
+keyword_value!(BinaryAttr => mercury_plan::tile::BinaryFn);
+keyword_value!(RowReduceAttr => mercury_plan::tile::RowReduceKind);
+
+/// An attribute whose value is one keyword of a fixed set, read as a Rust enum (the set is
+/// the enum's, so the verifier's list and the enum cannot drift apart).
+macro_rules! keyword_attr {
+    ($ty:ident { $($variant:ident = $kw:literal),+ $(,)? }) => {
+        mercury_plan::keywords!($ty { $($variant = $kw),+ });
+        keyword_value!($ty => $ty);
     };
 }
 
@@ -575,4 +621,7 @@ keyword_attr!(Role {
 keyword_attr!(ReduceKind {
     Add = "add",
     LseMerge = "lse_merge",
+});
+keyword_attr!(MaskKind {
+    Causal = "causal",
 });

@@ -115,9 +115,11 @@ impl IndexExpr {
         match self {
             IndexExpr::Axis(a) => {
                 if sym {
-                    write!(f, "@{a}")
-                } else {
+                    write!(f, "{}", axis_ref(a))
+                } else if is_bare(a) {
                     write!(f, "{a}")
+                } else {
+                    write!(f, "{}", mercury_ir::attributes::quote(a))
                 }
             }
             IndexExpr::Const(c) => write!(f, "{c}"),
@@ -189,6 +191,34 @@ impl IndexExpr {
                     n.parse()
                         .map_err(|_| format!("number '{n}' is too large"))?,
                 ));
+            } else if c == '"' || (c == '@' && chars.get(i + 1) == Some(&'"')) {
+                // A quoted name: `"row i"` (generic form) or `@"row i"`.
+                i += if c == '@' { 2 } else { 1 };
+                let mut w = String::new();
+                loop {
+                    match chars.get(i) {
+                        None => return Err("unterminated quoted axis name".into()),
+                        Some('"') => break,
+                        Some('\\') => {
+                            let e = chars.get(i + 1).ok_or("unterminated quoted axis name")?;
+                            w.push(match e {
+                                'n' => '\n',
+                                't' => '\t',
+                                other => *other,
+                            });
+                            i += 2;
+                        }
+                        Some(ch) => {
+                            w.push(*ch);
+                            i += 1;
+                        }
+                    }
+                }
+                i += 1;
+                if w.is_empty() {
+                    return Err("an axis name cannot be empty".into());
+                }
+                toks.push(ETok::Ident(w));
             } else if c.is_ascii_alphabetic() || c == '_' || c == '@' {
                 let st = if c == '@' { i + 1 } else { i };
                 i = st;
@@ -226,6 +256,23 @@ impl IndexExpr {
         flatten(run, &mut toks)?;
         parse_etoks(&toks)
     }
+}
+
+/// Whether `name` is an MLIR bare identifier (a letter or `_`, then letters, digits, `_`, `$`
+/// or `.`), which symbols spell without quotes.
+pub fn is_bare(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_$.".contains(c))
+        && name != "mod"
+}
+
+/// An axis as a symbol reference: `@i`, or `@"row i"` when the name is not a bare identifier.
+pub fn axis_ref(name: &str) -> String {
+    mercury_ir::attributes::symbol_name(name)
 }
 
 impl fmt::Display for IndexExpr {

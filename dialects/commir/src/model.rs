@@ -25,7 +25,14 @@ pub struct Mesh {
 
 impl Mesh {
     pub fn num_devices(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().fold(1usize, |a, e| a.saturating_mul(*e))
+    }
+    /// `mesh '@m' has 2 levels (0 and 1)`: the levels that exist, for messages.
+    pub fn levels_text(&self) -> String {
+        match self.shape.len() {
+            1 => format!("mesh '@{}' has 1 level (0)", self.name),
+            n => format!("mesh '@{}' has {n} levels (0 to {})", self.name, n - 1),
+        }
     }
     pub fn level_name(&self, l: usize) -> String {
         self.names
@@ -129,6 +136,38 @@ pub enum ReduceKind {
     LseMerge,
 }
 
+/// What `commir.mask` masks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaskKind {
+    /// Key positions (last dimension) after the query position (second to last) become `-inf`.
+    Causal,
+}
+
+/// A compiler-generated computation on tiles (`commir.matmul`, `commir.unary`, ...; the rules
+/// are in `ops/compute.rs`, the semantics in `mercury_plan::tile`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Compute {
+    Matmul {
+        transpose_a: bool,
+        transpose_b: bool,
+    },
+    Unary(mercury_plan::tile::UnaryFn),
+    Binary(mercury_plan::tile::BinaryFn),
+    /// Multiplication by a constant.
+    Scale(f64),
+    /// Conversion to the result's element type.
+    Cast,
+    Mask(MaskKind),
+    RowReduce(mercury_plan::tile::RowReduceKind),
+}
+
+impl Compute {
+    /// Whether the op is elementwise (a fused elementwise program can hold it).
+    pub fn is_elementwise(&self) -> bool {
+        !matches!(self, Compute::Matmul { .. } | Compute::RowReduce(_))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
     For(ForLoop),
@@ -141,6 +180,14 @@ pub enum Stmt {
         inputs: Vec<ValueId>,
         outputs: Vec<ValueId>,
         attrs: AttrDict,
+        loc: Location,
+    },
+    /// A compute op on tiles; `ty` is the result's element type.
+    Compute {
+        op: Compute,
+        inputs: Vec<ValueId>,
+        output: ValueId,
+        ty: Type,
         loc: Location,
     },
     Reduce {
@@ -177,6 +224,8 @@ pub struct Kernel {
     pub buffers: Vec<Buffer>,
     pub body: Vec<Stmt>,
     pub loc: Location,
+    /// The tile every value of the body holds (`tiles.rs`): what passes prove matches with.
+    pub tiles: HashMap<ValueId, crate::tiles::Tile>,
 }
 
 impl Kernel {
@@ -245,6 +294,8 @@ pub struct Scope<'a> {
     pub buffers: &'a [Buffer],
     pub mesh: &'a Mesh,
     pub values: HashMap<ValueId, Type>,
+    /// The tile each value holds (`tiles.rs`).
+    pub tiles: HashMap<ValueId, crate::tiles::Tile>,
 }
 
 impl Scope<'_> {
@@ -290,9 +341,11 @@ impl Kernel {
             buffers: &buffers,
             mesh: &mesh,
             values: HashMap::new(),
+            tiles: HashMap::new(),
         };
         let mut stack = Vec::new();
         let body = stmts(&mut scope, kernel.body(0), &mut stack)?;
+        let tiles = scope.tiles;
         Ok(Kernel {
             name,
             mesh,
@@ -300,6 +353,7 @@ impl Kernel {
             buffers,
             body,
             loc: kernel.loc.clone(),
+            tiles,
         })
     }
 }
@@ -311,7 +365,7 @@ fn dim_size(axes: &[Axis], d: &DimBinding) -> usize {
         DimBinding::Axes(a) => a
             .iter()
             .map(|x| axes.iter().find(|y| &y.name == x).map_or(1, |y| y.extent))
-            .product(),
+            .fold(1usize, |a, e| a.saturating_mul(e)),
     }
 }
 
@@ -359,6 +413,8 @@ fn stmts(
                 attrs,
                 loc: op.loc.clone(),
             });
+        } else if let Some(c) = crate::ops::compute_stmt(scope, op)? {
+            out.push(c);
         } else if let Some(r) = ReduceOp::cast(op) {
             let (kind, access) = r.verify(scope, stack)?;
             out.push(Stmt::Reduce {

@@ -112,14 +112,15 @@ pub fn quote(s: &str) -> String {
     out
 }
 
-/// Writes a symbol name, quoting it when it is not a bare identifier.
+/// Writes a symbol name, quoting it when it is not an MLIR bare identifier (a letter or `_`,
+/// then letters, digits, `_`, `$` or `.`).
 pub fn symbol_name(s: &str) -> String {
     let bare = s
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_$.-".contains(c));
+            .all(|c| c.is_ascii_alphanumeric() || "_$.".contains(c));
     if bare {
         format!("@{s}")
     } else {

@@ -32,7 +32,7 @@ commir.mesh @m shape [2, 2]
 commir.kernel @k on @m {
   commir.axis @i = 16 spatial
   commir.axis @j = 16 spatial
-  // expected-error@+1 {{sharding of '@A' uses mesh dimension 1 twice}}
+  // expected-error@+1 {{sharding of '@A' uses mesh level 1 twice}}
   commir.buffer @A : [@i, @j] f32 in sharding [S(zigzag(1)), S(zigzag(1))]
 }
 

@@ -1,5 +1,6 @@
 //! The compute stages: trace stage `s` of every rank becomes plan stage `base + s`, each of its
-//! events lowered by the file of its kind (`load.rs`, `patch.rs`, `reduce.rs`, `store.rs`).
+//! events lowered by the file of its kind (`load.rs`, `patch.rs`, `tile.rs`, `reduce.rs`,
+//! `store.rs`).
 
 use crate::context::{Event, Lowering};
 use crate::order::Seg;
@@ -26,6 +27,12 @@ pub(crate) struct StageCx {
     /// The patch ops (indices into the stage's compute) that produced a tile value, when a
     /// causal tile was cut into several blocks: (op index, query rows).
     pub blocks: HashMap<ValueId, Vec<(usize, (usize, usize))>>,
+    /// Position of each tile value in its buffer (per dimension), for compute ops' causal
+    /// masks; the sequence dimension holds the real position when it is one run.
+    pub positions: HashMap<ValueId, Vec<usize>>,
+    /// Tile values whose sequence positions are not one run (a zigzag or striped placement):
+    /// a compute op's causal mask refuses them, since one offset cannot describe them.
+    pub scattered: std::collections::HashSet<ValueId>,
     /// Remote tiles of each buffer received so far in this stage (ring slot numbering).
     pub remote_count: HashMap<String, usize>,
 }
@@ -76,13 +83,16 @@ impl Lowering<'_> {
                     values: HashMap::new(),
                     seq: HashMap::new(),
                     blocks: HashMap::new(),
+                    positions: HashMap::new(),
+                    scattered: Default::default(),
                     remote_count: HashMap::new(),
                 };
                 for e in &events {
                     match e {
                         Event::Load { .. } => self.lower_load(&mut cx, e)?,
                         Event::Patch { .. } => self.lower_patch(&mut cx, e)?,
-                        Event::Reduce { .. } => self.lower_reduce(&mut cx, e),
+                        Event::Compute { .. } => self.lower_tile(&mut cx, e)?,
+                        Event::Reduce { .. } => self.lower_reduce(&mut cx, e)?,
                         Event::Store { .. } => self.lower_store(&mut cx, e)?,
                     }
                 }

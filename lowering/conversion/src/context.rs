@@ -3,7 +3,7 @@
 //! and the box arithmetic the phases share.
 
 use crate::order::Orders;
-use mercury_commir::{Kernel, Placement, ReduceKind};
+use mercury_commir::{Compute, Kernel, Placement, ReduceKind};
 use mercury_ir::{Attribute, Diagnostic, Location, ValueId};
 use mercury_plan::{CommOp, DType, GlobalBuffer, Region, Slot, SlotInit, Stage, View};
 use std::collections::{BTreeMap, HashMap};
@@ -25,12 +25,20 @@ pub(crate) enum Event {
         attrs: Vec<(String, Attribute)>,
         loc: Location,
     },
+    Compute {
+        op: Compute,
+        inputs: Vec<ValueId>,
+        output: ValueId,
+        ty: mercury_ir::Type,
+        loc: Location,
+    },
     Reduce {
         kind: ReduceKind,
         values: Vec<ValueId>,
         buffer: String,
         bx: Region,
         shifted: bool,
+        loc: Location,
     },
     Store {
         value: ValueId,
@@ -54,7 +62,7 @@ pub(crate) struct RankBuild {
     pub received: HashMap<(usize, String), Vec<(Region, usize)>>,
     /// Ring slots: (buffer, parity, k) -> slot.
     pub ring: HashMap<(String, usize, usize), usize>,
-    /// Temporaries for patch results: (value, parity) -> slot.
+    /// Temporaries for patch and compute results: (value, parity) -> slot.
     pub temps: HashMap<(ValueId, usize), usize>,
     /// Accumulators: (buffer, box) -> slots ([o] or [o, lse]).
     pub acc: BTreeMap<(String, Vec<usize>), (Region, Vec<usize>, ReduceKind)>,

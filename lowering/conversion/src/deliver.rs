@@ -296,6 +296,10 @@ fn prune_slots(rb: &mut RankBuild, outputs: Vec<&mut OutputPiece>) {
                     fix(src);
                     fix(dst);
                 }
+                ComputeOp::Tile { inputs, output, .. } => {
+                    inputs.iter_mut().for_each(fix);
+                    fix(output);
+                }
             }
         }
         for op in &mut st.comm {

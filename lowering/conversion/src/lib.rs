@@ -30,7 +30,7 @@
 //! |---|---|
 //! | symbolic execution per rank | `trace.rs` |
 //! | global buffers, input shards, prologue reshards and gathers | `prologue.rs` |
-//! | compute stages, one file per event kind | `compute.rs`: `load.rs`, `patch.rs`, `reduce.rs`, `store.rs` |
+//! | compute stages, one file per event kind | `compute.rs`: `load.rs`, `patch.rs`, `tile.rs`, `reduce.rs`, `store.rs` |
 //! | combining partial results, reshards at the end | `epilogue.rs` |
 //! | reshard patterns (all-gather, slice, all-to-all, general) | `reshard.rs` |
 //! | where buffers live (shards, owners, groups) | `placement.rs` |
@@ -55,6 +55,7 @@ mod prologue;
 mod reduce;
 mod reshard;
 mod store;
+mod tile;
 mod trace;
 
 pub mod report;

@@ -5,7 +5,8 @@
 
 use crate::compute::StageCx;
 use crate::context::{contains, err, link_cost, relative, Event, Lowering};
-use mercury_ir::Diagnostic;
+use mercury_commir::Role;
+use mercury_ir::{Diagnostic, Location, ValueId};
 use mercury_plan::{CommOp, Region, SlotInit, View};
 
 impl Lowering<'_> {
@@ -22,10 +23,27 @@ impl Lowering<'_> {
             return Ok(());
         };
         let (r, ps) = (cx.r, cx.ps);
-        let (slot, sb) = self.ranks[r].shard[buffer].clone();
+        let mut pos = bx.offset.clone();
         if let Some(segs) = self.orders.seq_segments(e) {
+            // Attention tiles are [b, h, s, d] or [h, s, d] (the verifier checks the layout):
+            // the sequence is the second dimension from the end.
+            match segs.as_slice() {
+                [one] => pos[bx.rank() - 2] = one.pos,
+                _ => {
+                    cx.scattered.insert(*value);
+                }
+            }
             cx.seq.insert(*value, segs);
         }
+        cx.positions.insert(*value, pos);
+        if self.k.buffer(buffer).map(|b| b.role) == Some(Role::Temp) {
+            return self.load_temp(cx, buffer, bx, *value, loc);
+        }
+        let (slot, sb) = self.ranks[r]
+            .shard
+            .get(buffer)
+            .cloned()
+            .ok_or_else(|| err(loc, format!("rank {r} holds no part of '@{buffer}'")))?;
         if contains(&sb, bx) {
             cx.values.insert(
                 *value,
@@ -96,6 +114,38 @@ impl Lowering<'_> {
             .or_default()
             .push((bx.clone(), rs));
         cx.values.insert(*value, dst);
+        Ok(())
+    }
+
+    /// A read of a `temp` buffer: temporaries live on the rank that writes them, so the rank
+    /// must have stored the tile (or one containing it) earlier in program order.
+    fn load_temp(
+        &mut self,
+        cx: &mut StageCx,
+        buffer: &str,
+        bx: &Region,
+        value: ValueId,
+        loc: &Location,
+    ) -> Result<(), Diagnostic> {
+        let r = cx.r;
+        let held = self.ranks[r]
+            .stored
+            .iter()
+            .find(|((b, _), (sb, _))| b == buffer && contains(sb, bx))
+            .map(|(_, (sb, s))| (sb.clone(), *s));
+        let Some((sb, slot)) = held else {
+            return Err(err(
+                loc,
+                format!("rank {r} reads {bx} of the temp buffer '@{buffer}' before it stores it: a temp buffer is read only where the same rank has stored that tile earlier"),
+            ));
+        };
+        cx.values.insert(
+            value,
+            View {
+                slot,
+                region: relative(&sb, bx),
+            },
+        );
         Ok(())
     }
 

@@ -265,9 +265,15 @@ impl<'k> Lowering<'k> {
                     ..
                 } = e
                 {
-                    let (_, sb) = &self.ranks[r].shard[buffer];
-                    let servable =
-                        *shifted && self.ranks.iter().any(|q| contains(&q.shard[buffer].1, bx));
+                    // Temporaries are read where they were stored (`load.rs`).
+                    let Some((_, sb)) = self.ranks[r].shard.get(buffer) else {
+                        continue;
+                    };
+                    let servable = *shifted
+                        && self
+                            .ranks
+                            .iter()
+                            .any(|q| q.shard.get(buffer).is_some_and(|(_, b)| contains(b, bx)));
                     if !contains(sb, bx) && !servable && !gather.contains(buffer) {
                         gather.push(buffer.clone());
                     }

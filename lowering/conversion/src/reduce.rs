@@ -4,32 +4,41 @@
 //! merges it the stage after (shift-reduce), overlapped with the next computation.
 
 use crate::compute::StageCx;
-use crate::context::{combine_kind, key, Event, Lowering, RankBuild};
+use crate::context::{combine_kind, err, key, Event, Lowering, RankBuild};
 use crate::patch::narrow;
 use crate::placement::owner_of;
 use mercury_commir::ReduceKind;
+use mercury_commir::Role;
+use mercury_ir::Diagnostic;
 use mercury_plan::{CommOp, ComputeOp, DType, Region, SlotInit, View};
 
 impl Lowering<'_> {
     /// Lowers one reduce event of `cx`'s rank and stage.
-    pub(crate) fn lower_reduce(&mut self, cx: &mut StageCx, e: &Event) {
+    pub(crate) fn lower_reduce(&mut self, cx: &mut StageCx, e: &Event) -> Result<(), Diagnostic> {
         let Event::Reduce {
             kind,
             values: vals,
             buffer,
             bx,
             shifted,
+            loc,
         } = e
         else {
-            return;
+            return Ok(());
         };
+        if self.k.buffer(buffer).map(|b| b.role) == Some(Role::Temp) {
+            return Err(err(
+                loc,
+                format!("reducing into the temp buffer '@{buffer}' is not supported: store the tile into it instead (commir.store)"),
+            ));
+        }
         let Some(parts) = vals
             .iter()
             .map(|v| cx.values.get(v).cloned())
             .collect::<Option<Vec<View>>>()
         else {
             // A skipped (fully masked) causal block contributes nothing.
-            return;
+            return Ok(());
         };
         let r = cx.r;
         let owner = owner_of(
@@ -46,6 +55,7 @@ impl Lowering<'_> {
         } else {
             self.send_to_owner(cx, target, parts, buffer, bx, *kind);
         }
+        Ok(())
     }
 
     /// Merges `parts` into the rank's accumulator of the tile: fused into the patch that
@@ -70,7 +80,9 @@ impl Lowering<'_> {
                 .filter(|e| match e {
                     Event::Reduce { values, .. } => values.contains(v),
                     Event::Store { value, .. } => value == v,
-                    Event::Patch { inputs, .. } => inputs.contains(v),
+                    Event::Patch { inputs, .. } | Event::Compute { inputs, .. } => {
+                        inputs.contains(v)
+                    }
                     _ => false,
                 })
                 .count()

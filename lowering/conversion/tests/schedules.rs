@@ -31,20 +31,29 @@ fn scaled_schedule(text: &str) -> String {
 }
 
 fn check(example: &str, schedule: Option<&str>) -> String {
-    let (report, _) = check_plan(example, schedule);
-    report
+    check_with(example, "", schedule).0
 }
 
 /// [`check`], also returning the plan.
 fn check_plan(example: &str, schedule: Option<&str>) -> (String, mercury_plan::Plan) {
+    check_with(example, "", schedule)
+}
+
+/// [`check_plan`] with `prefix` (schedule lines, e.g. `patch`) run before the schedule.
+fn check_with(example: &str, prefix: &str, schedule: Option<&str>) -> (String, mercury_plan::Plan) {
     let c = Compiler::new();
-    let text = scaled(&std::fs::read_to_string(format!("{ROOT}/examples/{example}")).unwrap());
+    let text = scaled(&std::fs::read_to_string(format!("{ROOT}/examples/{example}")).unwrap())
+        .replace("14336", "24");
     let m = c
         .parse(example, &text)
         .unwrap_or_else(|d| panic!("{}", d.render()));
     let base = mercury_conversion::lower_module(&m, None)
         .unwrap_or_else(|d| panic!("{example}: {}", d.render()));
     let mut m2 = m.clone();
+    if !prefix.is_empty() {
+        c.schedule(&mut m2, &Schedule::script(prefix))
+            .unwrap_or_else(|d| panic!("{example} {prefix}: {}", d.render()));
+    }
     let sched = match schedule {
         Some(s) => Schedule::script(&scaled_schedule(
             &std::fs::read_to_string(format!("{ROOT}/examples/schedules/{s}")).unwrap(),
@@ -191,4 +200,69 @@ fn zigzag_ring_balances_causal_work() {
     let work = causal_work(&contiguous);
     let second: Vec<usize> = work.iter().map(|w| w[2]).collect();
     assert_eq!(second.iter().filter(|x| **x > 0).count(), 1, "{second:?}");
+}
+
+/// Bodies written with compute ops compute what they compute patched: the naive attention
+/// (as written and causal) under the attention schedules, unpatched and after `patch`, and the
+/// MLP (generated GeLU between two matmuls, a temp buffer) under its schedules, against the
+/// unscheduled, unpatched operator.
+#[test]
+fn naive_bodies_agree_with_their_patched_forms() {
+    let causal = |text: &str| {
+        text.replace(
+            "  %m = commir.row_reduce max %t ",
+            "  %tm = commir.mask causal %t : !commir.tile<f32>\n  %m = commir.row_reduce max %tm ",
+        )
+        .replace("sub %t, %m", "sub %tm, %m")
+    };
+    for (ex, schedules) in [
+        (
+            "attention_naive.mlir",
+            vec![
+                ("context_parallel.sched", "all_gather"),
+                ("ring_attention.sched", "ring p2p"),
+                ("tree_attention.sched", "all_reduce(lse_merge)"),
+                ("ulysses.sched", "all_to_all"),
+            ],
+        ),
+        (
+            "mlp.mlir",
+            vec![
+                ("mlp_megatron.sched", "reduce_scatter(add)"),
+                ("mlp_overlap.sched", "partial p2p"),
+            ],
+        ),
+    ] {
+        for (s, expect) in schedules {
+            for prefix in ["", "patch"] {
+                let (report, _) = check_with(ex, prefix, Some(s));
+                assert!(report.contains(expect), "{ex} {prefix} {s}: {report}");
+            }
+        }
+    }
+    // The causal variant (a mask after the scale): its blocks above the diagonal are skipped.
+    let text =
+        causal(&std::fs::read_to_string(format!("{ROOT}/examples/attention_naive.mlir")).unwrap());
+    assert!(text.contains("mask causal"));
+    let c = Compiler::new();
+    let m = c.parse("causal.mlir", &scaled(&text)).unwrap();
+    let base = mercury_conversion::lower_module(&m, None).unwrap();
+    for prefix in ["", "patch{kernel=attention}\n"] {
+        let ring =
+            std::fs::read_to_string(format!("{ROOT}/examples/schedules/ring_attention.sched"))
+                .unwrap();
+        let mut m2 = m.clone();
+        c.schedule(&mut m2, &Schedule::script(&format!("{prefix}{ring}")))
+            .unwrap_or_else(|d| panic!("{}", d.render()));
+        let plan = mercury_conversion::lower_module(&m2, None).unwrap();
+        let inputs = random_inputs(&base, 3);
+        let e = relative_error(
+            &execute(&plan, &inputs).unwrap(),
+            &execute(&base, &inputs).unwrap(),
+        );
+        assert!(
+            e < 1e-12,
+            "causal naive attention {prefix:?}: relative error {e}"
+        );
+    }
 }

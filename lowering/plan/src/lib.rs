@@ -16,8 +16,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub mod patch;
+pub mod tile;
 pub mod verify;
 pub use patch::{PatchArgs, PatchAttr, PatchKind, PatchSpec, PATCHES};
+pub use tile::TileOp;
 pub use verify::{verify, PlanError};
 
 /// Element type of a buffer or slot. Backends may store with more precision (the CPU executor
@@ -224,6 +226,13 @@ pub enum ComputeOp {
     },
     /// Local copy (pack/unpack); shapes must have equal element counts.
     Copy { src: View, dst: View },
+    /// A compiler-generated computation on tiles (`tile.rs`): a matmul, a row reduction or a
+    /// fused elementwise program; `output` is written, never read.
+    Tile {
+        tile: TileOp,
+        inputs: Vec<View>,
+        output: View,
+    },
 }
 
 /// Collective operations over a group of ranks (ordered; a rank's position is its index).

@@ -185,7 +185,14 @@ pub static ATTENTION: PatchSpec = PatchSpec {
                 k_offset: a.offsets.1,
                 accumulate: false,
             },
-            vec![q.clone(), q[..q.len() - 1].to_vec()],
+            {
+                // The output takes v's head dim (which may differ from q's).
+                let mut o = q.clone();
+                if let (Some(last), Some(dv)) = (o.last_mut(), s.get(2).and_then(|v| v.last())) {
+                    *last = *dv;
+                }
+                vec![o, q[..q.len() - 1].to_vec()]
+            },
         ))
     },
     flops: |p, s| {

@@ -54,6 +54,7 @@ pub fn compute_access(op: &ComputeOp) -> (Vec<&View>, Vec<&View>) {
             acc.iter().collect(),
         ),
         ComputeOp::Copy { src, dst } => (vec![src], vec![dst]),
+        ComputeOp::Tile { inputs, output, .. } => (inputs.iter().collect(), vec![output]),
     }
 }
 
@@ -164,6 +165,16 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                 let (rd, wr) = compute_access(op);
                 for v in rd.iter().chain(wr.iter()) {
                     check_view(r, v).map_err(err)?;
+                }
+                if let ComputeOp::Tile {
+                    tile: op,
+                    inputs,
+                    output,
+                } = op
+                {
+                    let shapes: Vec<Vec<usize>> =
+                        inputs.iter().map(|v| v.region.extent.clone()).collect();
+                    op.check(&shapes, &output.region.extent).map_err(err)?;
                 }
                 compute_reads.extend(rd);
                 compute_writes.extend(wr);

@@ -9,6 +9,7 @@ pub mod deps;
 pub mod join;
 pub mod mesh;
 pub mod parallelize;
+pub mod patch;
 pub mod reorder;
 pub mod replicate;
 pub mod reshard;
@@ -34,6 +35,7 @@ pub static PASSES: &[&PassInfo] = &[
     &reshard::INFO,
     &shift_shard::INFO,
     &balance::INFO,
+    &patch::INFO,
 ];
 
 /// Registers every pass of this crate.

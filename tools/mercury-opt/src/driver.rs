@@ -169,7 +169,7 @@ fn device_kernels(plan: &mercury_plan::Plan) -> Vec<mercury_lowering::DeviceKern
                         add(K::Copy2dB16);
                         add(K::Copy2dB32);
                     }
-                    ComputeOp::Patch { .. } => {}
+                    ComputeOp::Patch { .. } | ComputeOp::Tile { .. } => {}
                 }
             }
             for c in &st.comm {

@@ -6,6 +6,7 @@ use super::{check_placement, LoadOp, PatchOp, ReduceOp, ReshardOp, StoreOp};
 use crate::attrs::{indices_from_attr, DimBinding};
 use crate::model::{Access, Buffer, ReduceKind, Role, Scope};
 use crate::placement::Placement;
+use crate::tiles::{contract, Tile};
 use mercury_ir::{Diagnostic, Location, Operation, Type, ValueId};
 use mercury_plan::PatchAttr;
 use std::ops::Deref;
@@ -37,6 +38,17 @@ fn buffer_of<'a>(scope: &Scope<'a>, op: &Operation) -> Result<&'a Buffer, Diagno
         .iter()
         .find(|b| b.name == name)
         .ok_or_else(|| err(&op.loc, format!("'@{name}' is not a buffer of this kernel")))
+}
+
+/// The tile an (already checked) access selects.
+fn access_tile(
+    scope: &Scope,
+    buf: &Buffer,
+    access: &Access,
+    stack: &[(String, Option<usize>)],
+) -> Tile {
+    let looped: Vec<&str> = stack.iter().map(|(a, _)| a.as_str()).collect();
+    Tile::of_access(buf, &access.indices, &looped, scope.axes)
 }
 
 /// The rules every access (load, reduce, store) shares: a buffer of the kernel whose role
@@ -119,7 +131,13 @@ fn verify_access(
                 if is_looped && seen_whole {
                     return Err(err(&op.loc, format!("dimension {d} of '@{bname}': loop axis '@{a}' is inside a whole-range axis (tile would not be contiguous)")));
                 }
-                seen_whole |= !is_looped;
+                // A whole range of one element is a single position: it keeps the box.
+                let extent = scope
+                    .axes
+                    .iter()
+                    .find(|x| &x.name == a)
+                    .map_or(1, |x| x.extent);
+                seen_whole |= !is_looped && extent > 1;
             }
         }
     }
@@ -155,6 +173,8 @@ impl<O: Deref<Target = Operation>> LoadOp<O> {
             ));
         }
         scope.values.insert(result.id, result.ty.clone());
+        let tile = access_tile(scope, buf, &access, stack);
+        scope.tiles.insert(result.id, tile);
         Ok((result.id, access))
     }
 }
@@ -218,6 +238,21 @@ impl<O: Deref<Target = Operation>> PatchOp<O> {
                 }
             }
         }
+        let inputs: Vec<&Tile> = op
+            .operands
+            .iter()
+            .map(|v| scope.tiles.get(&v.id))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                err(
+                    &op.loc,
+                    "patch operands must be tiles produced in this kernel",
+                )
+            })?;
+        let outs = contract(&kernel, &inputs).map_err(|m| err(&op.loc, m))?;
+        for (r, t) in op.results.iter().zip(outs) {
+            scope.tiles.insert(r.id, t);
+        }
         Ok(kernel)
     }
 }
@@ -255,6 +290,14 @@ impl<O: Deref<Target = Operation>> ReduceOp<O> {
             }
         }
         let access = verify_access(scope, op, stack, false)?;
+        let buf = buffer_of(scope, op)?;
+        let dest = access_tile(scope, buf, &access, stack);
+        let values: Vec<&Tile> = op
+            .operands
+            .iter()
+            .filter_map(|v| scope.tiles.get(&v.id))
+            .collect();
+        check_reduce(kind, &values, &dest, &access).map_err(|m| err(&op.loc, m))?;
         Ok((kind, access))
     }
 }
@@ -278,6 +321,11 @@ impl<O: Deref<Target = Operation>> StoreOp<O> {
             ));
         }
         let access = verify_access(scope, op, stack, false)?;
+        let buf = buffer_of(scope, op)?;
+        let dest = access_tile(scope, buf, &access, stack);
+        if let Some(t) = scope.tiles.get(&v.id) {
+            check_store(t, &dest, &access).map_err(|m| err(&op.loc, m))?;
+        }
         Ok((v.id, access))
     }
 }
@@ -307,4 +355,75 @@ impl<O: Deref<Target = Operation>> ReshardOp<O> {
         check_placement(&bname, &placement, &shape, scope.mesh).map_err(|m| err(&op.loc, m))?;
         Ok((bname, placement))
     }
+}
+
+/// The destination of an access, as messages name it: `'@C'[@i, @j]`.
+fn dest_name(access: &Access) -> String {
+    let ix: Vec<String> = access.indices.iter().map(|e| e.to_custom()).collect();
+    format!(
+        "'{}'[{}]",
+        crate::expr::axis_ref(&access.buffer),
+        ix.join(", ")
+    )
+}
+
+/// A reduction puts values of the destination's shape (lse_merge: the output, and its
+/// log-sum-exp without the head dim) into it, with the reduction their partial results need.
+fn check_reduce(
+    kind: ReduceKind,
+    values: &[&Tile],
+    dest: &Tile,
+    access: &Access,
+) -> Result<(), String> {
+    let want = [dest.clone(), dest.without_last()];
+    for (i, (v, w)) in values.iter().zip(&want).enumerate() {
+        if !v.same_shape(w) {
+            let what = match (kind, i) {
+                (ReduceKind::LseMerge, 1) => "the log-sum-exp value",
+                (ReduceKind::LseMerge, _) => "the output value",
+                _ => "the value",
+            };
+            let target = if i == 1 {
+                format!(
+                    "{w}, the tile of {} without its last dimension",
+                    dest_name(access)
+                )
+            } else {
+                format!("{w} of {}", dest_name(access))
+            };
+            return Err(format!(
+                "reduce {}: {what} is a {v} tile, which does not match the tile {target}",
+                kind.keyword()
+            ));
+        }
+        if let Some((l, k)) = v.partial.iter().find(|(_, k)| *k != kind) {
+            return Err(format!(
+                "reduce {}: the value is a partial result over loop '{}' that must be combined with {}, not {}",
+                kind.keyword(),
+                crate::expr::axis_ref(l),
+                k.keyword(),
+                kind.keyword()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A store writes a value of the destination's shape that is a complete result: a partial
+/// result (a contraction split over a loop) needs a reduction.
+fn check_store(value: &Tile, dest: &Tile, access: &Access) -> Result<(), String> {
+    if !value.same_shape(dest) {
+        return Err(format!(
+            "store: the value is a {value} tile, which does not match the tile {dest} of {}",
+            dest_name(access)
+        ));
+    }
+    if let Some((l, k)) = value.partial.first() {
+        return Err(format!(
+            "store: the value is only a partial result (its contraction is split by loop '{}'); write it with 'commir.reduce {}'",
+            crate::expr::axis_ref(l),
+            k.keyword()
+        ));
+    }
+    Ok(())
 }

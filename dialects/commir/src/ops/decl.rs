@@ -153,9 +153,12 @@ impl<O: Deref<Target = Operation>> BufferOp<O> {
                                 format!("buffer '@{name}' binds axis '@{a}' twice"),
                             ));
                         }
-                        s = s
-                            .checked_mul(axis.extent)
-                            .ok_or_else(|| err(&op.loc, "buffer too large"))?;
+                        s = s.checked_mul(axis.extent).ok_or_else(|| {
+                            err(
+                                &op.loc,
+                                format!("buffer '@{name}' is too large: dimension {} has more than 2^64 elements", shape.len()),
+                            )
+                        })?;
                     }
                     s
                 }
@@ -169,6 +172,20 @@ impl<O: Deref<Target = Operation>> BufferOp<O> {
             return Err(err(
                 &op.loc,
                 format!("buffer '@{name}' element type must be a float type, got '{dtype}'"),
+            ));
+        }
+        let elem = dtype.scalar_bytes().unwrap_or(4);
+        let bytes = shape
+            .iter()
+            .try_fold(elem, |acc, d| acc.checked_mul(*d as u64));
+        if bytes.is_none() {
+            let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+            return Err(err(
+                &op.loc,
+                format!(
+                    "buffer '@{name}' is too large: {} elements of {elem} bytes do not fit in 64 bits",
+                    dims.join(" x ")
+                ),
             ));
         }
         let role: Role = self
@@ -221,17 +238,18 @@ pub fn check_placement(
     }
     let mut used = HashSet::new();
     for (d, levels) in sharding.iter().enumerate() {
-        let mut parts = 1;
+        let mut parts = 1usize;
         for l in levels {
             if *l >= mesh.shape.len() {
-                return Err(format!("sharding of '@{name}' uses mesh dimension {l}, but mesh '@{}' has {} dimensions", mesh.name, mesh.shape.len()));
-            }
-            if !used.insert(*l) {
                 return Err(format!(
-                    "sharding of '@{name}' uses mesh dimension {l} twice"
+                    "sharding of '@{name}' uses mesh level {l}, which does not exist: {}",
+                    mesh.levels_text()
                 ));
             }
-            parts *= mesh.shape[*l];
+            if !used.insert(*l) {
+                return Err(format!("sharding of '@{name}' uses mesh level {l} twice"));
+            }
+            parts = parts.saturating_mul(mesh.shape[*l]);
         }
         if placement.dim_is_contiguous(d) {
             if !shape[d].is_multiple_of(parts) {

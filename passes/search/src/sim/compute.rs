@@ -226,6 +226,34 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 label: "copy".into(),
             })
         }
+        // Generated tile code: a roofline from its FLOPs and the bytes of its views; a matmul
+        // at the GEMM rate (what the `patch` pass would give it), the rest at the SIMT rate of
+        // an elementwise kernel, which is memory bound.
+        ComputeOp::Tile {
+            tile: op,
+            inputs,
+            output,
+        } => {
+            let shapes: Vec<Vec<usize>> = inputs.iter().map(|v| v.region.extent.clone()).collect();
+            let flops = op.flops(&shapes, &output.region.extent);
+            let mut bytes = bytes_of(output)?;
+            for v in inputs {
+                bytes += bytes_of(v)?;
+            }
+            let (rate, label) = match op {
+                mercury_plan::TileOp::Matmul { .. } => (topo.gemm_rate(), "matmul"),
+                mercury_plan::TileOp::RowReduce { .. } => (topo.gemm_rate() / 16.0, "row_reduce"),
+                mercury_plan::TileOp::Elementwise { .. } => {
+                    (topo.gemm_rate() / 16.0, "elementwise")
+                }
+            };
+            Ok(OpCost {
+                seconds: launch + (flops / rate).max(bytes / hbm),
+                flops,
+                bytes,
+                label: label.into(),
+            })
+        }
     }
 }
 

@@ -241,6 +241,11 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
             check_copy(&s, &d)?;
             Ok(ComputeLaunch::Copy { src: s, dst: d })
         }
+        ComputeOp::Tile { tile, .. } => Err(unsupported(format!(
+            "the compiler-generated tile op {} has no device code yet: patch the body \
+             (--patch) or run it on the CPU executor",
+            tile.name()
+        ))),
     }
 }
 
