@@ -400,7 +400,8 @@ fi
 # of torch's load-balanced context parallelism; the ring is the zigzag one), and the GEMMs (all-gather GEMM, GEMM reduce-scatter,
 # 8192^3) with their known schedules; each checked against the single-device plan. The rows go
 # to $out/suite-ours.tsv; after the baselines part, scripts/suite_table.py joins them.
-# MERCURY_SUITE_CASES: a regex over the case ids (default: all).
+# MERCURY_SUITE_CASES: a regex over the case ids (default: all); MERCURY_SUITE_SEQS: the batch-1
+# sequence lengths (default "32768 131072"; add 524288 for the 512K rows).
 if [[ ",$parts," == *",suite,"* ]]; then
 sngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if (( sngpu < 2 )); then
@@ -424,7 +425,7 @@ else
   }
   for v in mha gqa; do
     src=examples/attention.mlir; [[ $v == gqa ]] && src=examples/attention_gqa.mlir
-    for s in 32768 131072; do
+    for s in ${MERCURY_SUITE_SEQS:-32768 131072}; do
       for c in noncausal causal; do
         f="$sgen/$v-$s-$c.mlir"
         sed -e "s/shape \[8\]/shape [$sngpu]/" -e "s/32768/$s/g" "$src" > "$f"
@@ -441,11 +442,23 @@ else
     [[ $c == causal ]] && sed -i -e 's/causal = false/causal = true/' -e 's/S(0)/S(zigzag(0))/g' "$f"
     suite_case "attn.mha.b16.s4k.$c" "$f" --shift-shard
   done
+  # GEMMs: N = K = 8192 with M from 1K to 16K, and the Llama-3-70B MLP shapes (all-gather GEMM
+  # K 8192 -> N 28672, GEMM reduce-scatter K 28672 -> N 8192); ids as scripts/baselines/gemm.py.
   for g in ag_gemm:asynctp_ag_gemm:ag gemm_rs:shift_reduce:rs; do
     IFS=: read -r ex sc kind <<< "$g"
-    sed "s/shape \[8\]/shape [$sngpu]/" "examples/$ex.mlir" > "$sgen/$ex.mlir"
     sed "s/factor=8/factor=$sngpu/g" "examples/schedules/$sc.sched" > "$sgen/$sc.sched"
-    suite_case "gemm.$kind.m8192.n8192.k8192" "$sgen/$ex.mlir" --schedule "$sgen/$sc.sched"
+    gemm_case() {  # id m n k
+      sed -e "s/shape \[8\]/shape [$sngpu]/" -e "s/@m = 8192/@m = $2/" -e "s/@n = 8192/@n = $3/" \
+        -e "s/@k = 8192/@k = $4/" "examples/$ex.mlir" > "$sgen/$1.mlir"
+      suite_case "$1" "$sgen/$1.mlir" --schedule "$sgen/$sc.sched"
+    }
+    for m in ${MERCURY_SUITE_GEMM_M:-1024 2048 4096 8192 16384}; do
+      gemm_case "gemm.$kind.m$m.n8192.k8192" "$m" 8192 8192
+    done
+    for m in ${MERCURY_SUITE_LLAMA_M:-2048 8192 16384}; do
+      if [[ $kind == ag ]]; then gemm_case "gemm.ag.llama70b.m$m" "$m" 28672 8192
+      else gemm_case "gemm.rs.llama70b.m$m" "$m" 8192 28672; fi
+    done
   done
 fi
 fi
