@@ -436,11 +436,15 @@ else
       done
     done
   done
-  for c in noncausal causal; do
-    f="$sgen/b16-$c.mlir"
-    sed -e "s/shape \[8\]/shape [$sngpu]/" examples/attention_b16.mlir > "$f"
-    [[ $c == causal ]] && sed -i -e 's/causal = false/causal = true/' -e 's/S(0)/S(zigzag(0))/g' "$f"
-    suite_case "attn.mha.b16.s4k.$c" "$f" --shift-shard
+  for v in mha gqa; do
+    src=examples/attention.mlir; [[ $v == gqa ]] && src=examples/attention_gqa.mlir
+    for c in noncausal causal; do
+      f="$sgen/$v-b16-$c.mlir"
+      sed -e "s/shape \[8\]/shape [$sngpu]/" -e "s/@b = 1 spatial/@b = 16 spatial/" \
+        -e "s/32768/4096/g" "$src" > "$f"
+      [[ $c == causal ]] && sed -i -e 's/causal = false/causal = true/' -e 's/S(0)/S(zigzag(0))/g' "$f"
+      suite_case "attn.$v.b16.s4k.$c" "$f" --shift-shard
+    done
   done
   # GEMMs: N = K = 8192 with M from 1K to 16K, and the Llama-3-70B MLP shapes (all-gather GEMM
   # K 8192 -> N 28672, GEMM reduce-scatter K 28672 -> N 8192); ids as scripts/baselines/gemm.py.
