@@ -23,7 +23,7 @@ kernel_pass! {
 impl KernelPass for Join {
     fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
         let name_joined = if self.name.is_empty() {
-            format!("{}_{}", self.outer, self.inner)
+            fresh_name(m, &format!("{}_{}", self.outer, self.inner))
         } else {
             self.name.clone()
         };

@@ -15,7 +15,7 @@ kernel_pass! {
     /// The options of `parallelize`.
     pub struct Parallelize = "parallelize", "Map a loop onto a mesh level and shard the buffers it indexes", {
         axis: String => "the loop's axis",
-        level: usize => "mesh level (0 = slowest)",
+        level: Level => "mesh level: its number (0 = slowest) or its name",
         shard: bool = "true" => "shard the buffers the axis indexes",
     }
 }
@@ -54,6 +54,26 @@ impl KernelPass for Parallelize {
                 )
             })?;
         let mut f = f;
+        let floc = f.op().loc.clone();
+        let level = self
+            .level
+            .resolve(&m.mesh)
+            .map_err(|e| Diagnostic::error(floc.clone(), format!("parallelize: {e}")))?;
+        if axis.kind == mercury_commir::AxisKind::Reduction {
+            return Err(Diagnostic::error(
+                floc,
+                format!("parallelize: cannot distribute '@{}': it is a plain reduction axis, whose partial results are never combined across devices (declare its axis 'managed' to let the compiler combine them)", self.axis),
+            ));
+        }
+        if axis.extent != m.mesh.shape[level] {
+            return Err(Diagnostic::error(
+                floc,
+                format!(
+                    "parallelize: the loop over '@{}' has {} iterations but mesh level {level} has {} devices (tile it by {} first)",
+                    self.axis, axis.extent, m.mesh.shape[level], m.mesh.shape[level]
+                ),
+            ));
+        }
         if let Some(l) = f.parallel() {
             return Err(Diagnostic::error(
                 f.op().loc.clone(),
@@ -69,19 +89,18 @@ impl KernelPass for Parallelize {
                 format!("parallelize: the loop over '@{}' is shifted", self.axis),
             ));
         }
-        f.set_parallel(self.level as i64);
+        f.set_parallel(level as i64);
         if self.shard {
             for mut op in buffers_mut(k.body_mut(0)) {
                 let d = dims(&op);
                 let mut s = sharding(&op);
                 for (di, b) in d.iter().enumerate() {
                     if let DimBinding::Axes(ax) = b {
-                        if ax.contains(&self.axis) && !s.iter().flatten().any(|l| *l == self.level)
-                        {
+                        if ax.contains(&self.axis) && !s.iter().flatten().any(|l| *l == level) {
                             // Keep the mesh levels of a dimension in the order of its axes.
                             let pos = ax.iter().position(|x| *x == self.axis).unwrap_or(0);
                             let insert_at = s[di].len().min(pos);
-                            s[di].insert(insert_at, self.level);
+                            s[di].insert(insert_at, level);
                         }
                     }
                 }

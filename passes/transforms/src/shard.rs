@@ -14,7 +14,7 @@ kernel_pass! {
     pub struct Shard = "shard", "Shard a buffer over a mesh level along the dimension of an axis", {
         buffer: String => "the buffer",
         axis: String => "the axis whose dimension is split",
-        level: Option<usize> = "" => "mesh level (default: from the loop over the axis)",
+        level: Option<Level> = "" => "mesh level, number or name (default: from the loop over the axis)",
     }
 }
 
@@ -35,8 +35,10 @@ impl KernelPass for Shard {
                 ),
             )
         })?;
-        let level = match self.level {
-            Some(l) => l,
+        let level = match &self.level {
+            Some(l) => l
+                .resolve(&m.mesh)
+                .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("shard: {e}")))?,
             None => {
                 let lp = m.find_loop(&self.axis).ok_or_else(|| {
                     err_at(

@@ -21,16 +21,22 @@ kernel_pass! {
 }
 
 impl Tile {
-    /// The outer and inner axis names (`<axis>_o` and `<axis>_i` unless given).
-    fn names(&self) -> (String, String) {
+    /// The outer and inner axis names: as given, else fresh names from `<axis>_o` and
+    /// `<axis>_i`.
+    fn names(&self, m: &Kernel) -> (String, String) {
         let or = |n: &str, suffix: &str| {
             if n.is_empty() {
-                format!("{}{suffix}", self.axis)
+                fresh_name(m, &format!("{}{suffix}", self.axis))
             } else {
                 n.to_string()
             }
         };
-        (or(&self.outer, "_o"), or(&self.inner, "_i"))
+        let outer = or(&self.outer, "_o");
+        let mut inner = or(&self.inner, "_i");
+        if inner == outer && self.inner.is_empty() {
+            inner = fresh_name(m, &format!("{inner}_i"));
+        }
+        (outer, inner)
     }
 }
 
@@ -41,7 +47,7 @@ impl KernelPass for Tile {
 }
 
 fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Result<(), Diagnostic> {
-    let (outer, inner) = t.names();
+    let (outer, inner) = t.names(m);
     let loc = k.loc.clone();
     let axis = m.axis(&t.axis).ok_or_else(|| {
         err_at(
@@ -69,11 +75,17 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
             ),
         ));
     }
-    for n in [&outer, &inner] {
-        if m.axis(n).is_some() || m.buffer(n).is_some() {
+    if outer == inner {
+        return Err(Diagnostic::error(
+            aloc,
+            format!("tile: the outer and inner axes cannot both be named '@{outer}'"),
+        ));
+    }
+    for (n, opt) in [(&outer, "outer"), (&inner, "inner")] {
+        if name_taken(m, n) {
             return Err(Diagnostic::error(
                 aloc,
-                format!("tile: the name '@{n}' is already taken"),
+                format!("tile: {opt}={n} names '@{n}', which is already a symbol of '@{}' (choose another name, or leave {opt}= out for a fresh one)", m.name),
             ));
         }
     }

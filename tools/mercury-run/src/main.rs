@@ -11,7 +11,7 @@ mod cpu;
 mod gpu;
 
 use mercury_ir::pass::{PassManager, PassRegistry};
-use mercury_ir::{parse_str, verify, Diagnostic, Operation, Registry};
+use mercury_ir::{parse_str, verify, Diagnostic, Operation, Registry, SourceFile};
 use std::process::ExitCode;
 
 /// What went wrong, with the exit status it maps to.
@@ -107,12 +107,12 @@ pub fn compile(a: &args::Args, registry: &Registry) -> Result<Compiled, Failure>
                 s.display()
             ))
         })?;
-        pm.add_pipeline(&passes, &mercury_passes::schedule_pipeline(&script))
-            .map_err(|e| Failure::Input(format!("mercury-run: {}: {e}", s.display())))?;
+        pm.add_schedule(&passes, &SourceFile::new(s.display().to_string(), script))
+            .map_err(diag)?;
     }
     if let Some(p) = &a.pass_pipeline {
-        pm.add_pipeline(&passes, p)
-            .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+        pm.add_pipeline_source(&passes, &SourceFile::new("<pass-pipeline>", p.as_str()))
+            .map_err(diag)?;
     }
     let mut scheduled = module.clone();
     pm.run(&mut scheduled, registry).map_err(diag)?;
@@ -145,6 +145,10 @@ fn run(a: &args::Args) -> Result<(), Failure> {
     let registry = mercury_commir::registry();
     let c = compile(a, &registry)?;
     let plan = mercury_conversion::lower_module(&c.scheduled, Some(&c.kernel)).map_err(diag)?;
+    // What the run will be checked or timed against must exist before anything runs.
+    if a.check || a.bench {
+        reference_plan(&c)?;
+    }
     if let Some(path) = &a.emit_plan {
         std::fs::write(path, plan.to_json()).map_err(|e| {
             Failure::Input(format!(
