@@ -10,6 +10,9 @@
 #   MERCURY_BENCH_ONLY=P2c,P3 ...     # bench sections; MERCURY_SDPA_CASES=regex: SDPA baseline ids
 #   MERCURY_BASELINE_ARGS='--quick' ...  # extra arguments of the baseline scripts
 #   MERCURY_BASELINE_SCRIPTS=attention ... # which of scripts/baselines/{attention,gemm}.py
+#   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling on 2 GPUs (not default)
+#   MERCURY_GPU_PARTS=suite,baselines ...  # issue 13's side-by-side suite: ours on every GPU, the
+#                                          # PyTorch baselines, one joined table (>= 2 GPUs)
 #
 # With the device tool, after `bash scripts/gpu.sh` here:
 #   run(kind="nvidia-h200", carry=[".carry"], timeout_s=600, command="bash scripts/gpu.sh --remote")
@@ -31,7 +34,7 @@ if [[ "${1:-}" != "--remote" ]]; then
   mkdir -p .carry
   echo "== building mercury-run (CUDA backend, no MLIR) and mercury-gpu-bench (release)"
   cargo build --release -p mercury-run --no-default-features --features cuda
-  cargo build --release -p mercury-runtime --features cuda --bin mercury-gpu-bench
+  cargo build --release -p mercury-bench --bin mercury-gpu-bench
   cargo build --release -p mercury-opt
   cp "$CARGO_TARGET_DIR/release/mercury-run" "$CARGO_TARGET_DIR/release/mercury-gpu-bench" .carry/
   cp scripts/sdpa_baseline.py .carry/
@@ -40,7 +43,7 @@ if [[ "${1:-}" != "--remote" ]]; then
   grep -c '\.visible \.entry' .carry/device_kernels.ptx | sed 's/^/   entry points: /'
   # ---- multi-GPU staging (docs/multi-gpu.md) ----
   echo "== building mercury-mgpu (multi-GPU self-checks, link measurements)"
-  cargo build --release -p mercury-runtime --features cuda --bin mercury-mgpu
+  cargo build --release -p mercury-bench --bin mercury-mgpu
   cp "$CARGO_TARGET_DIR/release/mercury-mgpu" .carry/
   du -sh .carry
   exit 0
@@ -108,6 +111,11 @@ sed 's/causal = false/causal = true/' examples/attention_gqa.mlir > "$out/attent
 sed 's/causal = false/causal = true/' examples/attention_b16.mlir > "$out/attention_b16_causal.mlir"
 run_case ring-mha          examples/attention.mlir        --schedule examples/schedules/ring_attention.sched
 run_case ring-mha-causal   examples/attention_causal.mlir --schedule examples/schedules/ring_attention.sched
+# Load-balanced causal rings (issue 12): declared zigzag (torch CP's contract, nothing permuted),
+# contiguous permuted to zigzag and back inside the timed stages, and striped (blocks of 128).
+run_case zigzag-mha-causal examples/attention_causal_zigzag.mlir --shift-shard
+run_case zigzag-mha-causal-permuted examples/attention_causal.mlir --schedule examples/schedules/zigzag_ring.sched
+run_case striped-mha-causal examples/attention_causal.mlir --schedule examples/schedules/striped_ring.sched
 run_case ring-gqa          examples/attention_gqa.mlir    --shift-shard
 run_case ring-gqa-causal   "$out/attention_gqa_causal.mlir" --shift-shard
 run_case ring-b16          examples/attention_b16.mlir    --schedule examples/schedules/ring_attention.sched
@@ -128,6 +136,169 @@ echo "| case | schedule ms | single-device ms | schedule/single | rel. error vs 
 echo "| --- | ---: | ---: | ---: | ---: | --- |"
 cat "$out/table.md"
 echo
+
+# ==== faults (issue 13 item 6; docs/multi-gpu.md, "Faults") ===================================
+# A rank that dies or hangs must end every process within a bounded time, with a message naming
+# the rank and the stage, and leave no GPU busy. Only with MERCURY_GPU_PARTS=faults (not in the
+# default parts) and two or more GPUs. Ring attention with 2 ranks and 8K tokens (3 stages; K/V
+# travel in stage 2), --stage-timeout T (MERCURY_FAULT_STAGE_TIMEOUT, default 10 s). A process
+# passes when it ends with the expected status and message within 2T + 20 s of the fault; an
+# outer `timeout -s KILL` ends anything still running later (a FAIL).
+if [[ ",$parts," == *",faults,"* ]]; then
+fngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if (( fngpu < 2 )); then
+  echo "== faults: skipped, only ${fngpu} GPU present (needs 2)"
+else
+  if ! (ldconfig -p 2>/dev/null || true) | grep -q 'libnccl\.so '; then
+    so=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF}' | head -1 || true)
+    [[ -z "$so" ]] && so=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(nvidia.nccl.__path__[0],"lib","libnccl.so.2"))' 2>/dev/null || true)
+    if [[ -n "$so" && -e "$so" ]]; then
+      mkdir -p /tmp/mercury-nccl && ln -sf "$so" /tmp/mercury-nccl/libnccl.so
+      export LD_LIBRARY_PATH="/tmp/mercury-nccl:${LD_LIBRARY_PATH:-}"
+    fi
+  fi
+  T=${MERCURY_FAULT_STAGE_TIMEOUT:-10}
+  bound=$((2 * T + 20))
+  outer=$((bound + 150))
+  fdir=$(mktemp -d)
+  sed -e 's/shape \[8\]/shape [2]/' -e 's/32768/8192/g' examples/attention.mlir > "$fdir/attention.mlir"
+  sed 's/factor=8/factor=2/g' examples/schedules/ring_attention.sched > "$fdir/ring.sched"
+  fcommon=(--backend cuda --seed 7 --stage-timeout "$T" --device-kernels "$C/device_kernels.ptx"
+           "$fdir/attention.mlir" --schedule "$fdir/ring.sched")
+  warm=(--bench --warmup 1 --iters 2)   # three runs: a fault @run=2 meets established connections
+  : > "$out/faults-table.md"
+  : > "$out/faults.log"
+  # fault_proc LOG CMD...: runs CMD in the background under the outer timeout; LOG.end gets
+  # "exit-status unix-time" when it ends.
+  fault_proc() {
+    local log=$1; shift
+    ( rc=0; timeout -s KILL "$outer" "$@" > "$log" 2>&1 || rc=$?; echo "$rc $(date +%s.%N)" > "$log.end" ) &
+  }
+  # launch_pair NAME ARGS...: two processes, one GPU each, --launcher env (no torchrun).
+  launch_pair() {
+    local name=$1; shift
+    rm -f "$fdir/id.$name"
+    for r in 0 1; do
+      fault_proc "$fdir/$name-r$r.log" env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
+        MERCURY_NCCL_ID_FILE="$fdir/id.$name" NCCL_NVLS_ENABLE=0 \
+        "$C/mercury-run" --launcher env --transport nccl "${fcommon[@]}" "$@"
+    done
+    wait
+  }
+  # fault_time LOG: the unix time the injected fault struck (printed by the faulty process).
+  fault_time() { grep -o 'at unix time [0-9.]*' "$1" | head -1 | awk '{print $4}' || true; }
+  # check_proc CASE LOG WANT_RC REGEX T0: one row of the table.
+  check_proc() {
+    local case=$1 log=$2 want=$3 re=$4 t0=$5 rc=? end=0 dt=? ok=PASS why=""
+    [[ -f "$log.end" ]] && read -r rc end < "$log.end"
+    [[ -n "$t0" ]] && dt=$(awk -v a="$end" -v b="$t0" 'BEGIN{printf "%.1f", a-b}')
+    [[ "$rc" == "$want" ]] || { ok=FAIL; why+="exit status $rc, expected $want; "; }
+    grep -qE "$re" "$log" || { ok=FAIL; why+="no line matching /$re/; "; }
+    if [[ "$dt" == "?" ]] || awk -v d="$dt" -v b="$bound" 'BEGIN{exit !(d > b)}'; then
+      ok=FAIL; why+="ended ${dt} s after the fault (bound ${bound} s); "
+    fi
+    local msg
+    msg=$(grep -m1 'error: ' "$log" || grep -m1 'check @' "$log" || grep -m1 'fault injection' "$log" || true)
+    msg=$(echo "$msg" | cut -c1-240)
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$case" "$(basename "$log" .log)" "$rc" "$dt" "$ok" "${why}${msg}" >> "$out/faults-table.md"
+    { echo "---- $case: $(basename "$log") (exit $rc)"; tail -n 25 "$log"; } >> "$out/faults.log"
+    [[ $ok == PASS ]] || status=1
+  }
+  # gpus_free CASE: no mercury-run of this script left, no compute process on the GPUs.
+  gpus_free() {
+    local left="" apps="" ok=PASS
+    for _ in $(seq 30); do
+      left=$(pgrep -f "$C/mercury-run" | tr '\n' ' ' || true)
+      apps=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>/dev/null | tr '\n' ' ' || true)
+      [[ -z "${left// }" && -z "${apps// }" ]] && break
+      sleep 0.5
+    done
+    if [[ -n "${left// }" ]]; then
+      ok=FAIL; status=1
+      for p in $left; do kill -9 "$p" 2>/dev/null || true; done
+    fi
+    [[ -n "${apps// }" ]] && { ok=FAIL; status=1; }
+    printf '| %s | GPUs afterwards | - | - | %s | processes left: %s; compute apps: %s; memory used: %s |\n' "$1" "$ok" \
+      "${left:-none}" "${apps:-none}" "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null | tr '\n' ' ')" >> "$out/faults-table.md"
+  }
+  rank_re() { echo "^error: rank $1 \\(pid [0-9]+, GPU $1\\) stage 2/3: ${2:-}"; }
+
+  # pair_case N CASE NAME FAULT RC1 RE1 ARGS...: two processes with FAULT injected; rank 1 must
+  # end with status RC1 and a line matching RE1, rank 0 with 1 and its report of stage 2.
+  pair_case() {
+    local n=$1 case=$2 name=$3 fault=$4 rc1=$5 re1=$6 t0; shift 6
+    echo "== faults $n/7: $case: --inject-fault $fault"
+    launch_pair "$name" --inject-fault "$fault" "$@"
+    t0=$(fault_time "$fdir/$name-r1.log")
+    check_proc "$case" "$fdir/$name-r1.log" "$rc1" "$re1" "$t0"
+    check_proc "$case" "$fdir/$name-r0.log" 1 "$(rank_re 0)" "$t0"
+    gpus_free "$case"
+  }
+  # Rank 1 kills itself (SIGKILL) in the second run, when the NCCL connections are up and the
+  # survivor's NCCL kernels will spin; then in the first run, where the survivor meets the dead
+  # peer at its first NCCL connection; a device-side hang of rank 1's streams; a host thread
+  # that blocks forever.
+  pair_case 1 "exit, warm" exit exit-rank=1@stage=2@run=2 137 \
+    'fault injection exit-rank=1@stage=2@run=2: rank 1 .* kills its process' "${warm[@]}"
+  pair_case 2 "exit, first run" exitcold exit-rank=1@stage=2 137 'kills its process'
+  pair_case 3 "device hang" hang hang-rank=1@stage=2@run=2 1 "$(rank_re 1)" "${warm[@]}"
+  pair_case 4 "host hang" hosthang host-hang-rank=1@stage=2@run=2 1 \
+    "$(rank_re 1 'no progress .*host thread is blocked')" "${warm[@]}"
+
+  echo "== faults 5/7: one process, 2 GPUs, peer copies: hang-rank=1@stage=2@run=2"
+  fault_proc "$fdir/peer.log" "$C/mercury-run" --devices 2 --transport peer "${fcommon[@]}" \
+    --inject-fault hang-rank=1@stage=2@run=2 "${warm[@]}"
+  wait
+  t0=$(fault_time "$fdir/peer.log")
+  check_proc "peer copies, one process" "$fdir/peer.log" 1 "$(rank_re 1 'no progress')" "$t0"
+  gpus_free "peer copies, one process"
+
+  if command -v torchrun >/dev/null 2>&1; then
+    echo "== faults 6/7: torchrun, 2 processes, SIGKILL to process 1 during the runs"
+    tlog="$fdir/torchrun.log"
+    fault_proc "$tlog" env MERCURY_NCCL_ID_FILE="$fdir/id.torchrun" NCCL_NVLS_ENABLE=0 \
+      torchrun --standalone --nproc_per_node=2 --no-python \
+      "$C/mercury-run" --launcher env --transport nccl "${fcommon[@]}" --bench --warmup 3 --iters 20000
+    for _ in $(seq 360); do
+      up=$(grep -c 'transport:' "$tlog" 2>/dev/null || true)
+      (( ${up:-0} >= 2 )) && break
+      [[ -f "$tlog.end" ]] && break
+      sleep 0.5
+    done
+    sleep 3
+    victim=$(grep -o '\[process 1/2\] gpu: .*pid [0-9]*' "$tlog" | grep -o '[0-9]*$' | head -1 || true)
+    t0=""
+    if [[ -n "$victim" ]] && kill -0 "$victim" 2>/dev/null; then
+      t0=$(date +%s.%N)
+      kill -9 "$victim"
+      echo "   killed pid $victim (process 1) with SIGKILL"
+    else
+      echo "   process 1 not found running (pid '${victim}'): FAIL"
+    fi
+    wait
+    check_proc "torchrun SIGKILL" "$tlog" 1 'error: rank 0 \(pid [0-9]+, GPU 0\) ' "$t0"
+    grep -E 'Signal 9|exitcode|rank +:' "$tlog" | head -6 | sed 's/^/   torchrun: /' || true
+    gpus_free "torchrun SIGKILL"
+  else
+    echo "== faults 6/7: torchrun not found: SIGKILL case skipped"
+    printf '| torchrun SIGKILL | - | - | - | SKIPPED | torchrun not found |\n' >> "$out/faults-table.md"
+  fi
+
+  echo "== faults 7/7: a healthy 2-process run afterwards (the GPUs are usable)"
+  launch_pair healthy --check
+  for r in 0 1; do
+    check_proc "healthy run" "$fdir/healthy-r$r.log" 0 'check @O .*ok' "$(date +%s.%N)"
+  done
+
+  echo
+  echo "== faults summary (stage timeout ${T} s; every process must end within ${bound} s of the fault)"
+  echo "| case | process | exit | s after fault | result | message / why |"
+  echo "| --- | --- | ---: | ---: | --- | --- |"
+  cat "$out/faults-table.md"
+  echo "(last lines of every log: $out/faults.log)"
+  echo
+fi
+fi
 
 # ==== multi-GPU section (docs/multi-gpu.md) =================================================
 # Only with two or more GPUs: records the topology, measures the links, runs the placed
@@ -192,6 +363,10 @@ else
     if (( nr < 8 )); then
       run_mgpu_case "ring-mha-8ranks-on-${ngpu}gpu-$t" examples/attention.mlir --schedule examples/schedules/ring_attention.sched --virtual --devices "$ngpu" --transport "$t"
     fi
+    # Zigzag causal rings on 2 GPUs (issue 12), inputs declared zigzag as torch CP's are.
+    for f in attention_causal_s32k attention_causal_s128k attention_gqa_causal_s128k; do
+      run_mgpu_case "zigzag-${f#attention_}-2gpu-$t" "examples/2gpu/$f.mlir" --shift-shard --devices 2 --transport "$t"
+    done
   done
   # One process per GPU through torchrun (--launcher env: NCCL world from the environment,
   # split per group; each process checks the output pieces of its rank).
@@ -219,6 +394,62 @@ else
   echo
 fi
 fi
+# ==== the side-by-side suite (issue 13): ours on every GPU, one rank per GPU ==================
+# Attention (MHA 32 heads and GQA 32/8, D128, B1 at 32K and 128K, B16 at 4K, causal and not)
+# with the schedule --shift-shard picks (causal: inputs and output declared zigzag, the contract
+# of torch's load-balanced context parallelism; the ring is the zigzag one), and the GEMMs (all-gather GEMM, GEMM reduce-scatter,
+# 8192^3) with their known schedules; each checked against the single-device plan. The rows go
+# to $out/suite-ours.tsv; after the baselines part, scripts/suite_table.py joins them.
+# MERCURY_SUITE_CASES: a regex over the case ids (default: all).
+if [[ ",$parts," == *",suite,"* ]]; then
+sngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if (( sngpu < 2 )); then
+  echo "== suite: skipped, only ${sngpu} GPU present"
+else
+  sgen=$(mktemp -d)
+  : > "$out/suite-ours.tsv"
+  suite_case() {  # id input schedule-args...
+    local id="$1" input="$2"; shift 2
+    if [[ -n "${MERCURY_SUITE_CASES:-}" && ! "$id" =~ $MERCURY_SUITE_CASES ]]; then return 0; fi
+    echo "== suite: $id ($*)"
+    local log="$out/suite-$id.log" r=ok
+    timeout 300 $C/mercury-run --backend cuda --devices "$sngpu" --transport peer --check --bench \
+      --iters "${MERCURY_SUITE_ITERS:-5}" --warmup 2 --device-kernels $C/device_kernels.ptx \
+      "$input" "$@" > "$log" 2>&1 || r=FAILED
+    local ms
+    ms=$(grep '^| schedule,' "$log" | awk -F'|' '{print $3}' | xargs || true)
+    grep -q "FAIL" "$log" && r=FAILED
+    printf '%s\t%s\t%s\t%s\n' "$id" "${ms:-nan}" "$r" "$*" >> "$out/suite-ours.tsv"
+    grep -E "check|schedule,|warning|error" "$log" | sed 's/^/   /' | head -6 || true
+  }
+  for v in mha gqa; do
+    src=examples/attention.mlir; [[ $v == gqa ]] && src=examples/attention_gqa.mlir
+    for s in 32768 131072; do
+      for c in noncausal causal; do
+        f="$sgen/$v-$s-$c.mlir"
+        sed -e "s/shape \[8\]/shape [$sngpu]/" -e "s/32768/$s/g" "$src" > "$f"
+        # Causal: declared zigzag, torch CP's load-balanced contract (its buffers are permuted
+        # before the timed call); --shift-shard keeps it and runs the balanced ring.
+        [[ $c == causal ]] && sed -i -e 's/causal = false/causal = true/' -e 's/S(0)/S(zigzag(0))/g' "$f"
+        suite_case "attn.$v.b1.s$((s / 1024))k.$c" "$f" --shift-shard
+      done
+    done
+  done
+  for c in noncausal causal; do
+    f="$sgen/b16-$c.mlir"
+    sed -e "s/shape \[8\]/shape [$sngpu]/" examples/attention_b16.mlir > "$f"
+    [[ $c == causal ]] && sed -i -e 's/causal = false/causal = true/' -e 's/S(0)/S(zigzag(0))/g' "$f"
+    suite_case "attn.mha.b16.s4k.$c" "$f" --shift-shard
+  done
+  for g in ag_gemm:asynctp_ag_gemm:ag gemm_rs:shift_reduce:rs; do
+    IFS=: read -r ex sc kind <<< "$g"
+    sed "s/shape \[8\]/shape [$sngpu]/" "examples/$ex.mlir" > "$sgen/$ex.mlir"
+    sed "s/factor=8/factor=$sngpu/g" "examples/schedules/$sc.sched" > "$sgen/$sc.sched"
+    suite_case "gemm.$kind.m8192.n8192.k8192" "$sgen/$ex.mlir" --schedule "$sgen/$sc.sched"
+  done
+fi
+fi
+
 # ==== PyTorch baselines on every GPU (scripts/baselines; issue 13's side-by-side suite) ========
 if [[ ",$parts," == *",baselines,"* ]]; then
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
@@ -234,5 +465,11 @@ else
     cat "$out/$script-baselines.md"
   done
 fi
+fi
+if [[ -s "$out/suite-ours.tsv" ]]; then
+  echo
+  echo "== side by side (ours on $(nvidia-smi -L | grep -c '^GPU') GPUs vs the PyTorch baselines; ratio > 1: ours faster)"
+  python3 scripts/suite_table.py --ours "$out/suite-ours.tsv" \
+    --baselines "$out/attention-baselines.json" --baselines "$out/gemm-baselines.json" | tee "$out/suite-table.md"
 fi
 exit $status

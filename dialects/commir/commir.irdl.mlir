@@ -73,6 +73,79 @@ irdl.dialect @commir {
     irdl.results(outputs: variadic %outputs)
   }
 
+  irdl.operation @matmul {
+    %lhs = irdl.base @commir::@tile
+    %rhs = irdl.base @commir::@tile
+    irdl.operands(lhs: %lhs, rhs: %rhs)
+    %result = irdl.base @commir::@tile
+    irdl.results(result: %result)
+  }
+
+  irdl.operation @unary {
+    %exp = irdl.is "exp"
+    %log = irdl.is "log"
+    %gelu = irdl.is "gelu"
+    %silu = irdl.is "silu"
+    %kind = irdl.any_of(%exp, %log, %gelu, %silu)
+    irdl.attributes {"kind" = %kind}
+    %input = irdl.base @commir::@tile
+    irdl.operands(input: %input)
+    %result = irdl.base @commir::@tile
+    irdl.results(result: %result)
+  }
+
+  irdl.operation @binary {
+    %add = irdl.is "add"
+    %sub = irdl.is "sub"
+    %mul = irdl.is "mul"
+    %div = irdl.is "div"
+    %max = irdl.is "max"
+    %kind = irdl.any_of(%add, %sub, %mul, %div, %max)
+    irdl.attributes {"kind" = %kind}
+    %lhs = irdl.base @commir::@tile
+    %rhs = irdl.base @commir::@tile
+    irdl.operands(lhs: %lhs, rhs: %rhs)
+    %result = irdl.base @commir::@tile
+    irdl.results(result: %result)
+  }
+
+  irdl.operation @scale {
+    %float = irdl.base "#builtin.float"
+    irdl.attributes {"factor" = %float}
+    %input = irdl.base @commir::@tile
+    irdl.operands(input: %input)
+    %result = irdl.base @commir::@tile
+    irdl.results(result: %result)
+  }
+
+  irdl.operation @cast {
+    %input = irdl.base @commir::@tile
+    irdl.operands(input: %input)
+    %result = irdl.base @commir::@tile
+    irdl.results(result: %result)
+  }
+
+  irdl.operation @mask {
+    %causal = irdl.is "causal"
+    %kind = irdl.any_of(%causal)
+    irdl.attributes {"kind" = %kind}
+    %input = irdl.base @commir::@tile
+    irdl.operands(input: %input)
+    %result = irdl.base @commir::@tile
+    irdl.results(result: %result)
+  }
+
+  irdl.operation @row_reduce {
+    %max = irdl.is "max"
+    %sum = irdl.is "sum"
+    %kind = irdl.any_of(%max, %sum)
+    irdl.attributes {"kind" = %kind}
+    %input = irdl.base @commir::@tile
+    irdl.operands(input: %input)
+    %result = irdl.base @commir::@tile
+    irdl.results(result: %result)
+  }
+
   irdl.operation @reduce {
     %add = irdl.is "add"
     %lse_merge = irdl.is "lse_merge"

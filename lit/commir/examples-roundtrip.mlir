@@ -4,6 +4,8 @@
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/ag_gemm.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/attention.mlir > %t.attention.mlir.1 && %mercury-opt %t.attention.mlir.1 > %t.attention.mlir.2 && diff %t.attention.mlir.1 %t.attention.mlir.2
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/attention.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
+// RUN: %mercury-opt %repo/examples/attention_naive.mlir > %t.attention_naive.mlir.1 && %mercury-opt %t.attention_naive.mlir.1 > %t.attention_naive.mlir.2 && diff %t.attention_naive.mlir.1 %t.attention_naive.mlir.2
+// RUN: %mercury-opt --mlir-print-op-generic %repo/examples/attention_naive.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/attention_2m.mlir > %t.attention_2m.mlir.1 && %mercury-opt %t.attention_2m.mlir.1 > %t.attention_2m.mlir.2 && diff %t.attention_2m.mlir.1 %t.attention_2m.mlir.2
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/attention_2m.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/attention_2x4.mlir > %t.attention_2x4.mlir.1 && %mercury-opt %t.attention_2x4.mlir.1 > %t.attention_2x4.mlir.2 && diff %t.attention_2x4.mlir.1 %t.attention_2x4.mlir.2
@@ -12,10 +14,20 @@
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/attention_b16.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/attention_causal.mlir > %t.attention_causal.mlir.1 && %mercury-opt %t.attention_causal.mlir.1 > %t.attention_causal.mlir.2 && diff %t.attention_causal.mlir.1 %t.attention_causal.mlir.2
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/attention_causal.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
+// RUN: %mercury-opt %repo/examples/attention_causal_zigzag.mlir > %t.attention_causal_zigzag.mlir.1 && %mercury-opt %t.attention_causal_zigzag.mlir.1 > %t.attention_causal_zigzag.mlir.2 && diff %t.attention_causal_zigzag.mlir.1 %t.attention_causal_zigzag.mlir.2
+// RUN: %mercury-opt --mlir-print-op-generic %repo/examples/attention_causal_zigzag.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
+// RUN: %mercury-opt %repo/examples/2gpu/attention_causal_s32k.mlir > %t.2gpu_attention_causal_s32k.mlir.1 && %mercury-opt %t.2gpu_attention_causal_s32k.mlir.1 > %t.2gpu_attention_causal_s32k.mlir.2 && diff %t.2gpu_attention_causal_s32k.mlir.1 %t.2gpu_attention_causal_s32k.mlir.2
+// RUN: %mercury-opt --mlir-print-op-generic %repo/examples/2gpu/attention_causal_s32k.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
+// RUN: %mercury-opt %repo/examples/2gpu/attention_causal_s128k.mlir > %t.2gpu_attention_causal_s128k.mlir.1 && %mercury-opt %t.2gpu_attention_causal_s128k.mlir.1 > %t.2gpu_attention_causal_s128k.mlir.2 && diff %t.2gpu_attention_causal_s128k.mlir.1 %t.2gpu_attention_causal_s128k.mlir.2
+// RUN: %mercury-opt --mlir-print-op-generic %repo/examples/2gpu/attention_causal_s128k.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
+// RUN: %mercury-opt %repo/examples/2gpu/attention_gqa_causal_s128k.mlir > %t.2gpu_attention_gqa_causal_s128k.mlir.1 && %mercury-opt %t.2gpu_attention_gqa_causal_s128k.mlir.1 > %t.2gpu_attention_gqa_causal_s128k.mlir.2 && diff %t.2gpu_attention_gqa_causal_s128k.mlir.1 %t.2gpu_attention_gqa_causal_s128k.mlir.2
+// RUN: %mercury-opt --mlir-print-op-generic %repo/examples/2gpu/attention_gqa_causal_s128k.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/attention_gqa.mlir > %t.attention_gqa.mlir.1 && %mercury-opt %t.attention_gqa.mlir.1 > %t.attention_gqa.mlir.2 && diff %t.attention_gqa.mlir.1 %t.attention_gqa.mlir.2
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/attention_gqa.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/gemm_rs.mlir > %t.gemm_rs.mlir.1 && %mercury-opt %t.gemm_rs.mlir.1 > %t.gemm_rs.mlir.2 && diff %t.gemm_rs.mlir.1 %t.gemm_rs.mlir.2
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/gemm_rs.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
+// RUN: %mercury-opt %repo/examples/mlp.mlir > %t.mlp.mlir.1 && %mercury-opt %t.mlp.mlir.1 > %t.mlp.mlir.2 && diff %t.mlp.mlir.1 %t.mlp.mlir.2
+// RUN: %mercury-opt --mlir-print-op-generic %repo/examples/mlp.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/weighted_sum.mlir > %t.weighted_sum.mlir.1 && %mercury-opt %t.weighted_sum.mlir.1 > %t.weighted_sum.mlir.2 && diff %t.weighted_sum.mlir.1 %t.weighted_sum.mlir.2
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/weighted_sum.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/attention_gqa.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir | FileCheck %s --check-prefix=UPSTREAM

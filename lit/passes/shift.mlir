@@ -1,4 +1,7 @@
 // RUN: %mercury-opt --pass-pipeline='builtin.module(tile{axis=i factor=4 outer=i0 inner=i_t}, parallelize{axis=i0 level=0}, tile{axis=j factor=4 outer=j0 inner=j_t}, shift{axis=j0 by=i0})' %s | FileCheck %s
+// RUN: %mercury-opt --pass-pipeline='builtin.module(tile{axis=i factor=4 outer=i0 inner=i_t}, parallelize{axis=i0 level=0}, tile{axis=j factor=4 outer=j0 inner=j_t}, shift{axis=j0 by=i0 offset=1})' %s | FileCheck %s --check-prefix=OFFSET
+// With offset=1 rank p starts one piece further on.
+// OFFSET: commir.load @B[(@j0 + @i0 + 1) mod 4, @j_t]
 
 commir.mesh @m shape [4]
 commir.kernel @ws on @m {

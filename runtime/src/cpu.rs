@@ -74,24 +74,12 @@ impl Mem {
     }
 }
 
-/// Splits `vals` of `shape` into `n` equal chunks along `axis`.
-fn split(vals: &[f64], shape: &[usize], axis: usize, n: usize) -> Vec<Vec<f64>> {
-    let chunk = shape[axis] / n;
+/// Splits `vals` of `shape` into `n` equal chunks along `axis` (the plan's collective
+/// geometry, `Region::chunk`).
+fn split(vals: &[f64], shape: &[usize], axis: usize, n: usize) -> Result<Vec<Vec<f64>>, String> {
+    let whole = Region::full(shape);
     (0..n)
-        .map(|p| {
-            let mut off = vec![0; shape.len()];
-            off[axis] = p * chunk;
-            let mut ext = shape.to_vec();
-            ext[axis] = chunk;
-            gather(
-                vals,
-                shape,
-                &Region {
-                    offset: off,
-                    extent: ext,
-                },
-            )
-        })
+        .map(|p| Ok(gather(vals, shape, &whole.chunk(axis, n, p)?)))
         .collect()
 }
 
@@ -100,18 +88,11 @@ fn concat(chunks: &[Vec<f64>], chunk_shape: &[usize], axis: usize) -> Vec<f64> {
     let mut shape = chunk_shape.to_vec();
     shape[axis] *= chunks.len();
     let mut out = vec![0.0; shape.iter().product()];
+    let whole = Region::full(&shape);
     for (p, c) in chunks.iter().enumerate() {
-        let mut off = vec![0; shape.len()];
-        off[axis] = p * chunk_shape[axis];
-        scatter(
-            &mut out,
-            &shape,
-            &Region {
-                offset: off,
-                extent: chunk_shape.to_vec(),
-            },
-            c,
-        );
+        if let Ok(piece) = whole.chunk(axis, chunks.len(), p) {
+            scatter(&mut out, &shape, &piece, c);
+        }
     }
     out
 }
@@ -258,6 +239,16 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
             }
             mem.write(plan, r, dst, &vals);
         }
+        ComputeOp::Tile {
+            tile: op,
+            inputs,
+            output,
+        } => {
+            let vals: Vec<Vec<f64>> = inputs.iter().map(|v| mem.read(plan, r, v)).collect();
+            let shapes: Vec<Vec<usize>> = inputs.iter().map(|v| v.region.extent.clone()).collect();
+            let out = crate::tile_ref::run_tile(op, &vals, &shapes, &output.region.extent)?;
+            mem.write(plan, r, output, &out);
+        }
     }
     Ok(())
 }
@@ -326,7 +317,7 @@ fn run_collective(
                 }
             }
             let acc = acc.ok_or("empty reduce_scatter")?;
-            let chunks = split(&acc[0], &shape, *axis, n);
+            let chunks = split(&acc[0], &shape, *axis, n)?;
             for ((r, c), chunk) in group.iter().zip(ops).zip(chunks) {
                 if let Collective::ReduceScatter { dst, .. } = c {
                     mem.write(plan, *r, dst, &chunk);
@@ -345,10 +336,10 @@ fn run_collective(
                     if let Collective::AllToAll { src, .. } = c {
                         split(&mem.read(plan, *r, src), &src.region.extent, *split_axis, n)
                     } else {
-                        vec![]
+                        Ok(vec![])
                     }
                 })
-                .collect();
+                .collect::<Result<_, String>>()?;
             for (q, (r, c)) in group.iter().zip(ops).enumerate() {
                 if let Collective::AllToAll { src, dst, .. } = c {
                     let mut chunk_shape = src.region.extent.clone();
@@ -405,6 +396,15 @@ pub fn execute(
                 SlotInit::FromGlobal { buffer, region } => {
                     let b = &plan.buffers[*buffer];
                     gather(&inputs[&b.name], &b.shape, region)
+                }
+                SlotInit::FromGlobalPieces { buffer, pieces } => {
+                    let b = &plan.buffers[*buffer];
+                    let mut v = vec![f64::NAN; n];
+                    for p in pieces {
+                        let vals = gather(&inputs[&b.name], &b.shape, &p.region);
+                        scatter(&mut v, &s.shape, &p.at, &vals);
+                    }
+                    v
                 }
             });
         }

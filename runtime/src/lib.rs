@@ -7,3 +7,4 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod tile_ref;

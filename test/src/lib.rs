@@ -15,19 +15,14 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Builtin dialects plus CommIR, as `mercury-opt` has them.
+/// Builtin dialects plus CommIR, as `mercury-opt` has them (the compile path's).
 pub fn registry(allow_unregistered: bool) -> Registry {
-    let mut r = mercury_commir::registry();
-    r.allow_unregistered = allow_unregistered;
-    r
+    mercury_driver::registry(allow_unregistered)
 }
 
-/// Every pass, as `mercury-opt` has them.
+/// Every pass, as `mercury-opt` has them (the compile path's).
 pub fn passes() -> PassRegistry {
-    let mut p = PassRegistry::new();
-    mercury_passes::register_all(&mut p);
-    mercury_conversion::passes::register(&mut p);
-    p
+    mercury_driver::passes()
 }
 
 /// One `// -----` chunk of a corpus file.

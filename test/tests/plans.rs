@@ -3,12 +3,13 @@
 //! {no schedule, `--shift-shard`, each schedule in `examples/schedules/`}. A combination the
 //! compiler refuses snapshots its rendered diagnostic instead, so refusals are guarded too.
 //!
-//! The snapshots live in `tests/snapshots/plans/`. A refactoring must leave every one of them
+//! The snapshots live in `tests/snapshots/plans/`; a plan over 1 MiB of JSON is kept as its
+//! size, hash and comm plan. A refactoring must leave every one of them
 //! byte-identical; an intended change of the plans is reviewed with `cargo insta review`.
 
-use mercury_ir::pass::PassManager;
-use mercury_ir::{parse_str, verify, Diagnostic};
-use mercury_tests::{passes, registry, repo};
+use mercury_driver::{Compiler, Schedule};
+use mercury_ir::Diagnostic;
+use mercury_tests::repo;
 use std::path::Path;
 
 /// The `.mlir` files of `examples/` and `examples/small/`, repository-relative, sorted.
@@ -45,24 +46,41 @@ fn schedules() -> Vec<Option<String>> {
     out
 }
 
-/// Parse, verify, schedule and lower `example` as `mercury-opt [schedule] --emit=plan` does.
+/// Plans larger than this are kept as a digest: their size, an FNV-1a hash of the JSON and the
+/// comm plan (striped placements make plans of megabytes: a piece per run of positions).
+const LARGEST_KEPT: usize = 1 << 20;
+
+/// FNV-1a, 64 bits.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Parse, verify, schedule and lower `example` as `mercury-opt [schedule] --emit=plan` does
+/// (through the compile path, `mercury_driver`); a plan over [`LARGEST_KEPT`] bytes becomes
+/// its digest.
 fn plan_json(example: &str, schedule: Option<&str>) -> Result<String, Diagnostic> {
-    let reg = registry(false);
     let text = std::fs::read_to_string(repo().join(example)).expect("example");
-    let mut module = parse_str(&reg, example, &text)?;
-    verify(&reg, &module)?;
-    let pipeline = match schedule {
-        None => "builtin.module()".to_string(),
-        Some("shift-shard") => "builtin.module(shift-shard)".to_string(),
+    let schedule = match schedule {
+        None => Schedule::default(),
+        Some("shift-shard") => Schedule::shift_shard(),
         Some(script) => {
             let path = repo().join("examples/schedules").join(script);
-            mercury_passes::schedule_pipeline(&std::fs::read_to_string(path).expect("schedule"))
+            Schedule::script(&std::fs::read_to_string(path).expect("schedule"))
         }
     };
-    let mut pm = PassManager::new();
-    pm.add_pipeline(&passes(), &pipeline).expect("pipeline");
-    pm.run(&mut module, &reg)?;
-    Ok(mercury_conversion::lower_module(&module, None)?.to_json() + "\n")
+    let plan = Compiler::new().compile(example, &text, &schedule)?;
+    let json = plan.to_json() + "\n";
+    if json.len() <= LARGEST_KEPT {
+        return Ok(json);
+    }
+    Ok(format!(
+        "plan JSON of {} bytes (over {LARGEST_KEPT}, kept as a digest), FNV-1a 64 {:016x}\n{}",
+        json.len(),
+        fnv1a(json.as_bytes()),
+        mercury_conversion::report::comm_plan(&plan, false)
+    ))
 }
 
 #[test]

@@ -5,13 +5,16 @@
 //! |---|---|---|
 //! | buffer dims | `[@b, @hk * @g, @i, 128]` | `[[@b], [@hk, @g], [@i], 128]` |
 //! | sharding | `[R, S(0), S(0, 1)]` | `[[], [0], [0, 1]]` |
+//! | zigzag, striped levels | `S(zigzag(0), striped(1, 64))` | `[["zigzag", 0], ["striped", 1, 64]]` |
 //! | index list | `[@b, (@j + @i) mod 8]` | `["b", "(j + i) mod 8"]` |
 
 use crate::expr::IndexExpr;
-use crate::model::{AxisKind, ReduceKind, Role};
+use crate::model::{AxisKind, MaskKind, ReduceKind, Role};
+use crate::placement::{Placement, Split};
 use mercury_ir::syntax::format::{comma_items, comma_runs};
 use mercury_ir::syntax::tokens::{Tok, TokKind};
 use mercury_ir::{AttrKind, Attribute, CustomAttrSyntax, Type};
+use std::collections::BTreeMap;
 
 /// One dimension of a buffer: a product of loop axes (outermost first) or a fixed size.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,70 +142,175 @@ const ARRAY: &str = "irdl.base \"#builtin.array\"";
 
 // ---- sharding ------------------------------------------------------------------------------
 
-/// Per dimension: the mesh dimensions it is split over (empty = replicated).
-pub fn sharding_from_attr(a: &Attribute) -> Result<Vec<Vec<usize>>, String> {
-    let items = a.as_array().ok_or("sharding must be an array")?;
-    items
-        .iter()
-        .map(|d| {
-            let v = d.as_int_array().ok_or_else(|| {
-                format!("sharding entry '{d}' must be an array of mesh dimensions")
-            })?;
-            v.into_iter()
-                .map(|x| {
-                    usize::try_from(x).map_err(|_| {
-                        format!("mesh level {x} does not exist (levels are numbered from 0)")
-                    })
-                })
-                .collect()
-        })
-        .collect()
+/// One mesh level of a dimension's sharding in generic form: `0` (block), `["zigzag", 0]` or
+/// `["striped", 0, 64]`.
+fn level_from_attr(x: &Attribute) -> Result<(usize, Split), String> {
+    let level = |v: i64| {
+        usize::try_from(v)
+            .map_err(|_| format!("mesh level {v} does not exist (levels are numbered from 0)"))
+    };
+    if let Some(v) = x.as_int() {
+        return Ok((level(v)?, Split::Block));
+    }
+    let items = x.as_array().ok_or_else(|| {
+        format!("sharding level '{x}' must be a mesh dimension or [\"zigzag\", level] / [\"striped\", level, block]")
+    })?;
+    match items {
+        [k, l] if k.as_str() == Some("zigzag") => {
+            let l = l.as_int().ok_or_else(|| format!("'{l}' is not a mesh dimension"))?;
+            Ok((level(l)?, Split::Zigzag))
+        }
+        [k, l, b] if k.as_str() == Some("striped") => {
+            let l = l.as_int().ok_or_else(|| format!("'{l}' is not a mesh dimension"))?;
+            match b.as_int() {
+                Some(b) if b > 0 => Ok((level(l)?, Split::Striped(b as usize))),
+                _ => Err(format!("the striped block '{b}' must be a positive integer")),
+            }
+        }
+        _ => Err(format!(
+            "sharding level '{x}' must be a mesh dimension or [\"zigzag\", level] / [\"striped\", level, block]"
+        )),
+    }
 }
 
-pub fn sharding_to_attr(s: &[Vec<usize>]) -> Attribute {
+/// Records level `l`'s split; a level named again with another split is an error (one
+/// placement per level; a level named twice is the verifier's to report).
+fn add_split(splits: &mut BTreeMap<usize, Split>, l: usize, s: Split) -> Result<(), String> {
+    match splits.insert(l, s) {
+        Some(prev) if prev != s => Err(format!(
+            "mesh dimension {l} has two placements, {} and {} (one placement per level)",
+            prev.keyword(),
+            s.keyword()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Reads a placement: per dimension the mesh levels it is split over (empty = replicated),
+/// each with its split. A level named twice with different splits is an error (one placement
+/// per level); repeated levels are the verifier's to report.
+pub fn sharding_from_attr(a: &Attribute) -> Result<Placement, String> {
+    let items = a.as_array().ok_or("sharding must be an array")?;
+    let mut levels = Vec::new();
+    let mut splits = BTreeMap::new();
+    for d in items {
+        let v = d
+            .as_array()
+            .ok_or_else(|| format!("sharding entry '{d}' must be an array of mesh dimensions"))?;
+        let mut ls = Vec::new();
+        for x in v {
+            let (l, s) = level_from_attr(x)?;
+            add_split(&mut splits, l, s)?;
+            ls.push(l);
+        }
+        levels.push(ls);
+    }
+    Ok(Placement::new(levels, splits))
+}
+
+/// The generic form of a placement (`[[], [0], [["zigzag", 1]]]`).
+pub fn sharding_to_attr(p: &Placement) -> Attribute {
     Attribute::Array(
-        s.iter()
-            .map(|d| Attribute::Array(d.iter().map(|x| Attribute::int(*x as i64)).collect()))
+        (0..p.levels.len())
+            .map(|d| {
+                Attribute::Array(
+                    p.dim(d)
+                        .into_iter()
+                        .map(|(l, s)| match s {
+                            Split::Block => Attribute::int(l as i64),
+                            Split::Zigzag => Attribute::Array(vec![
+                                Attribute::str("zigzag"),
+                                Attribute::int(l as i64),
+                            ]),
+                            Split::Striped(b) => Attribute::Array(vec![
+                                Attribute::str("striped"),
+                                Attribute::int(l as i64),
+                                Attribute::int(b as i64),
+                            ]),
+                        })
+                        .collect(),
+                )
+            })
             .collect(),
     )
 }
 
+/// One level inside `S(...)`: `0`, `zigzag(0)` or `striped(0, 64)`.
+fn parse_level(run: &[Tok]) -> Result<(usize, Split), String> {
+    let number = |t: &Tok| match &t.kind {
+        TokKind::Number(n) => n
+            .parse::<usize>()
+            .ok()
+            .filter(|l| i64::try_from(*l).is_ok())
+            .ok_or_else(|| {
+                if n.starts_with('-') {
+                    format!("mesh level {n} does not exist (levels are numbered from 0)")
+                } else {
+                    format!("mesh level {n} does not exist (no mesh has that many levels)")
+                }
+            }),
+        _ => Err(format!("expected a mesh dimension, found {}", t.describe())),
+    };
+    match run {
+        [t] => Ok((number(t)?, Split::Block)),
+        [w, Tok {
+            kind: TokKind::Group('(', inner),
+            ..
+        }] => {
+            let args = comma_items(inner)?;
+            match (w.word(), args.as_slice()) {
+                (Some("zigzag"), [l]) => Ok((number(l)?, Split::Zigzag)),
+                (Some("striped"), [l, b]) => {
+                    let b = match &b.kind {
+                        TokKind::Number(n) => n.parse::<usize>().ok().filter(|b| *b > 0),
+                        _ => None,
+                    }
+                    .ok_or_else(|| {
+                        format!(
+                            "the striped block must be a positive integer, found {}",
+                            b.describe()
+                        )
+                    })?;
+                    Ok((number(l)?, Split::Striped(b)))
+                }
+                (Some("zigzag"), _) => Err("zigzag takes one mesh dimension: zigzag(0)".into()),
+                (Some("striped"), _) => {
+                    Err("striped takes a mesh dimension and a block: striped(0, 64)".into())
+                }
+                _ => Err(format!(
+                    "expected a mesh dimension, zigzag(level) or striped(level, block), found {}",
+                    w.describe()
+                )),
+            }
+        }
+        [t, ..] => Err(format!(
+            "expected a mesh dimension, zigzag(level) or striped(level, block), found {}",
+            t.describe()
+        )),
+        [] => Err("expected a mesh dimension".into()),
+    }
+}
+
 fn parse_sharding(tok: &Tok) -> Result<Attribute, String> {
-    let mut out = Vec::new();
+    let mut levels = Vec::new();
+    let mut splits = BTreeMap::new();
     for run in comma_runs(group(tok, "sharding")?) {
         match run {
-            [t] if t.word() == Some("R") => out.push(vec![]),
+            [t] if t.word() == Some("R") => levels.push(vec![]),
             [s, Tok {
                 kind: TokKind::Group('(', inner),
                 ..
             }] if s.word() == Some("S") => {
-                let mut levels = Vec::new();
-                for t in comma_items(inner)? {
-                    match &t.kind {
-                        TokKind::Number(n) => levels.push(
-                            n.parse::<usize>()
-                                .ok()
-                                .filter(|l| i64::try_from(*l).is_ok())
-                                .ok_or_else(|| {
-                                    if n.starts_with('-') {
-                                        format!("mesh level {n} does not exist (levels are numbered from 0)")
-                                    } else {
-                                        format!("mesh level {n} does not exist (no mesh has that many levels)")
-                                    }
-                                })?,
-                        ),
-                        _ => {
-                            return Err(format!(
-                                "expected a mesh level, found {}",
-                                t.describe()
-                            ))
-                        }
-                    }
+                let mut ls = Vec::new();
+                for item in comma_runs(inner) {
+                    let (l, sp) = parse_level(item)?;
+                    add_split(&mut splits, l, sp)?;
+                    ls.push(l);
                 }
-                if levels.is_empty() {
-                    return Err("S() needs at least one mesh level".into());
+                if ls.is_empty() {
+                    return Err("S() needs at least one mesh dimension".into());
                 }
-                out.push(levels);
+                levels.push(ls);
             }
             _ => {
                 return Err(
@@ -211,34 +319,13 @@ fn parse_sharding(tok: &Tok) -> Result<Attribute, String> {
             }
         }
     }
-    Ok(sharding_to_attr(&out))
-}
-
-/// Custom spelling of a sharding (`[R, S(0, 1)]`).
-pub fn sharding_to_custom(s: &[Vec<usize>]) -> String {
-    let parts: Vec<String> = s
-        .iter()
-        .map(|d| {
-            if d.is_empty() {
-                "R".to_string()
-            } else {
-                format!(
-                    "S({})",
-                    d.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            }
-        })
-        .collect();
-    format!("[{}]", parts.join(", "))
+    Ok(sharding_to_attr(&Placement::new(levels, splits)))
 }
 
 pub static SHARDING: CustomAttrSyntax = CustomAttrSyntax {
     name: "sharding",
     parse: parse_sharding,
-    print: |a| sharding_from_attr(a).map_or_else(|_| a.to_string(), |s| sharding_to_custom(&s)),
+    print: |a| sharding_from_attr(a).map_or_else(|_| a.to_string(), |p| p.to_custom()),
     check: |a| sharding_from_attr(a).map(|_| ()),
     irdl_base: ARRAY,
     irdl_var: "arr",
@@ -323,10 +410,20 @@ pub struct TypeAttr;
 pub struct AnyAttr;
 /// Buffer dimensions bound to axes ([`DIMS`]).
 pub struct Dims;
-/// A placement: per dimension the mesh levels it is split over ([`SHARDING`]).
+/// A placement: per dimension the mesh levels it is split over and how ([`SHARDING`]).
 pub struct Sharding;
 /// An index list of an access ([`INDICES`]).
 pub struct Indices;
+/// A flag: present (a unit attribute, a keyword in the custom form) or absent.
+pub struct Flag;
+/// A floating-point number.
+pub struct Float;
+/// An elementwise function of one tile (`exp`, `log`, `gelu`, `silu`).
+pub struct UnaryAttr;
+/// An elementwise function of two tiles (`add`, `sub`, `mul`, `div`, `max`).
+pub struct BinaryAttr;
+/// A reduction along rows (`max`, `sum`).
+pub struct RowReduceAttr;
 
 fn wrong(a: &Attribute, what: &str) -> String {
     format!("'{a}' is not {what}")
@@ -428,12 +525,12 @@ impl AttrValue for Dims {
 }
 
 impl AttrValue for Sharding {
-    type Value = Vec<Vec<usize>>;
+    type Value = Placement;
     const KIND: AttrKind = AttrKind::Custom(&SHARDING);
-    fn read(a: &Attribute) -> Result<Vec<Vec<usize>>, String> {
+    fn read(a: &Attribute) -> Result<Placement, String> {
         sharding_from_attr(a)
     }
-    fn write(v: &Vec<Vec<usize>>) -> Attribute {
+    fn write(v: &Placement) -> Attribute {
         sharding_to_attr(v)
     }
 }
@@ -449,39 +546,64 @@ impl AttrValue for Indices {
     }
 }
 
-/// An attribute whose value is one keyword of a fixed set, read as a Rust enum (the set is
-/// the enum's, so the verifier's list and the enum cannot drift apart).
-macro_rules! keyword_attr {
-    ($(#[$doc:meta])* $ty:ident { $($variant:ident = $kw:literal),+ $(,)? }) => {
-        impl $ty {
-            /// Every keyword, in declaration order.
-            pub const KEYWORDS: &'static [&'static str] = &[$($kw),+];
-            /// The keyword spelling.
-            pub fn keyword(self) -> &'static str {
-                match self {
-                    $($ty::$variant => $kw),+
-                }
-            }
-            /// The value a keyword names.
-            pub fn from_keyword(s: &str) -> Option<$ty> {
-                match s {
-                    $($kw => Some($ty::$variant),)+
-                    _ => None,
-                }
-            }
+impl AttrValue for Flag {
+    type Value = bool;
+    const KIND: AttrKind = AttrKind::Unit;
+    fn read(a: &Attribute) -> Result<bool, String> {
+        match a {
+            Attribute::Unit => Ok(true),
+            _ => Err(wrong(a, "a unit attribute")),
         }
-        impl AttrValue for $ty {
+    }
+    fn write(_: &bool) -> Attribute {
+        Attribute::Unit
+    }
+}
+
+impl AttrValue for Float {
+    type Value = f64;
+    const KIND: AttrKind = AttrKind::Float;
+    fn read(a: &Attribute) -> Result<f64, String> {
+        a.as_float().ok_or_else(|| wrong(a, "a number"))
+    }
+    fn write(v: &f64) -> Attribute {
+        Attribute::Float {
+            value: *v,
+            ty: Type::F64,
+        }
+    }
+}
+
+/// The attribute value of a keyword enum (`KEYWORDS`, `keyword`, `from_keyword`: the
+/// `mercury_plan::keywords!` macro), read through `$marker` (the enum itself, or a marker type
+/// for an enum of another crate).
+macro_rules! keyword_value {
+    ($marker:ident => $ty:ty) => {
+        impl AttrValue for $marker {
             type Value = $ty;
-            const KIND: AttrKind = AttrKind::Keyword($ty::KEYWORDS);
+            const KIND: AttrKind = AttrKind::Keyword(<$ty>::KEYWORDS);
             fn read(a: &Attribute) -> Result<$ty, String> {
                 a.as_str()
-                    .and_then($ty::from_keyword)
+                    .and_then(<$ty>::from_keyword)
                     .ok_or_else(|| format!("{:?}", a.as_str()))
             }
             fn write(v: &$ty) -> Attribute {
                 Attribute::str(v.keyword())
             }
         }
+    };
+}
+
+keyword_value!(UnaryAttr => mercury_plan::tile::UnaryFn);
+keyword_value!(BinaryAttr => mercury_plan::tile::BinaryFn);
+keyword_value!(RowReduceAttr => mercury_plan::tile::RowReduceKind);
+
+/// An attribute whose value is one keyword of a fixed set, read as a Rust enum (the set is
+/// the enum's, so the verifier's list and the enum cannot drift apart).
+macro_rules! keyword_attr {
+    ($ty:ident { $($variant:ident = $kw:literal),+ $(,)? }) => {
+        mercury_plan::keywords!($ty { $($variant = $kw),+ });
+        keyword_value!($ty => $ty);
     };
 }
 
@@ -499,4 +621,7 @@ keyword_attr!(Role {
 keyword_attr!(ReduceKind {
     Add = "add",
     LseMerge = "lse_merge",
+});
+keyword_attr!(MaskKind {
+    Causal = "causal",
 });

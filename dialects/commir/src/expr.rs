@@ -32,7 +32,18 @@ impl IndexExpr {
     pub fn axis(name: &str) -> IndexExpr {
         IndexExpr::Axis(name.to_string())
     }
-    /// `(self + other) mod m`.
+    /// `(self + by + offset) mod m` (`offset` 0 gives [`IndexExpr::shifted`]).
+    pub fn shifted_by(self, by: &str, offset: i64, m: i64) -> IndexExpr {
+        let sum = IndexExpr::Add(Box::new(self), Box::new(IndexExpr::axis(by)));
+        let sum = if offset == 0 {
+            sum
+        } else {
+            IndexExpr::Add(Box::new(sum), Box::new(IndexExpr::Const(offset)))
+        };
+        IndexExpr::Mod(Box::new(sum), m)
+    }
+
+    /// `(self + by) mod m`.
     pub fn shifted(self, by: &str, m: i64) -> IndexExpr {
         IndexExpr::Mod(
             Box::new(IndexExpr::Add(

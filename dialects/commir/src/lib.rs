@@ -7,13 +7,16 @@ pub mod expr;
 pub mod model;
 pub mod ops;
 pub mod pass;
+pub mod placement;
 pub mod tiles;
 
 pub use attrs::DimBinding;
 pub use expr::IndexExpr;
 pub use model::{
-    kernels, Access, Axis, AxisKind, Buffer, ForLoop, Kernel, Mesh, ReduceKind, Role, Stmt,
+    kernels, Access, Axis, AxisKind, Buffer, Compute, ForLoop, Kernel, MaskKind, Mesh, ReduceKind,
+    Role, Stmt,
 };
+pub use placement::{Placement, Split};
 
 use mercury_ir::Registry;
 

@@ -2,15 +2,16 @@
 //! checks the kernel's semantic rules (the dialect verifier calls it), and analyses, passes and
 //! lowering read kernels through it.
 
-pub use crate::ops::check_sharding;
+pub use crate::ops::{check_placement, check_sharding};
 
 use crate::attrs::DimBinding;
 use crate::expr::IndexExpr;
 use crate::ops::{
     AxisOp, BufferOp, ForOp, KernelOp, LoadOp, MeshOp, PatchOp, ReduceOp, ReshardOp, StoreOp,
 };
+use crate::placement::{Placement, Split};
 use mercury_ir::{AttrDict, Diagnostic, Location, Operation, Type, ValueId};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mesh {
@@ -85,10 +86,17 @@ pub struct Buffer {
     pub role: Role,
     /// Per dimension, the mesh dimensions it is split over (empty = replicated).
     pub sharding: Vec<Vec<usize>>,
+    /// How the levels of `sharding` split their dimensions, where not into contiguous blocks
+    /// (zigzag, striped), by mesh level.
+    pub splits: BTreeMap<usize, Split>,
     pub loc: Location,
 }
 
 impl Buffer {
+    /// The buffer's placement: `sharding` with its splits.
+    pub fn placement(&self) -> Placement {
+        Placement::new(self.sharding.clone(), self.splits.clone())
+    }
     /// (dimension, axis) for every axis the buffer is bound to, in index-list order.
     pub fn axis_slots(&self) -> Vec<(usize, String)> {
         let mut out = Vec::new();
@@ -128,6 +136,38 @@ pub enum ReduceKind {
     LseMerge,
 }
 
+/// What `commir.mask` masks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaskKind {
+    /// Key positions (last dimension) after the query position (second to last) become `-inf`.
+    Causal,
+}
+
+/// A compiler-generated computation on tiles (`commir.matmul`, `commir.unary`, ...; the rules
+/// are in `ops/compute.rs`, the semantics in `mercury_plan::tile`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Compute {
+    Matmul {
+        transpose_a: bool,
+        transpose_b: bool,
+    },
+    Unary(mercury_plan::tile::UnaryFn),
+    Binary(mercury_plan::tile::BinaryFn),
+    /// Multiplication by a constant.
+    Scale(f64),
+    /// Conversion to the result's element type.
+    Cast,
+    Mask(MaskKind),
+    RowReduce(mercury_plan::tile::RowReduceKind),
+}
+
+impl Compute {
+    /// Whether the op is elementwise (a fused elementwise program can hold it).
+    pub fn is_elementwise(&self) -> bool {
+        !matches!(self, Compute::Matmul { .. } | Compute::RowReduce(_))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
     For(ForLoop),
@@ -142,6 +182,14 @@ pub enum Stmt {
         attrs: AttrDict,
         loc: Location,
     },
+    /// A compute op on tiles; `ty` is the result's element type.
+    Compute {
+        op: Compute,
+        inputs: Vec<ValueId>,
+        output: ValueId,
+        ty: Type,
+        loc: Location,
+    },
     Reduce {
         kind: ReduceKind,
         values: Vec<ValueId>,
@@ -153,7 +201,8 @@ pub enum Stmt {
     },
     Reshard {
         buffer: String,
-        sharding: Vec<Vec<usize>>,
+        /// The new placement.
+        to: Placement,
         loc: Location,
     },
 }
@@ -175,6 +224,8 @@ pub struct Kernel {
     pub buffers: Vec<Buffer>,
     pub body: Vec<Stmt>,
     pub loc: Location,
+    /// The tile every value of the body holds (`tiles.rs`): what passes prove matches with.
+    pub tiles: HashMap<ValueId, crate::tiles::Tile>,
 }
 
 impl Kernel {
@@ -294,6 +345,7 @@ impl Kernel {
         };
         let mut stack = Vec::new();
         let body = stmts(&mut scope, kernel.body(0), &mut stack)?;
+        let tiles = scope.tiles;
         Ok(Kernel {
             name,
             mesh,
@@ -301,6 +353,7 @@ impl Kernel {
             buffers,
             body,
             loc: kernel.loc.clone(),
+            tiles,
         })
     }
 }
@@ -360,6 +413,8 @@ fn stmts(
                 attrs,
                 loc: op.loc.clone(),
             });
+        } else if let Some(c) = crate::ops::compute_stmt(scope, op)? {
+            out.push(c);
         } else if let Some(r) = ReduceOp::cast(op) {
             let (kind, access) = r.verify(scope, stack)?;
             out.push(Stmt::Reduce {
@@ -371,10 +426,10 @@ fn stmts(
             let (value, access) = st.verify(scope, stack)?;
             out.push(Stmt::Store { value, access });
         } else if let Some(r) = ReshardOp::cast(op) {
-            let (buffer, sharding) = r.verify(scope, stack)?;
+            let (buffer, to) = r.verify(scope, stack)?;
             out.push(Stmt::Reshard {
                 buffer,
-                sharding,
+                to,
                 loc: op.loc.clone(),
             });
         } else {

@@ -146,21 +146,44 @@ impl Tile {
 fn step_of(e: &IndexExpr, looped: &[&str], extent: &dyn Fn(&str) -> usize) -> Option<String> {
     match e {
         IndexExpr::Axis(x) if looped.contains(&x.as_str()) => Some(x.clone()),
-        IndexExpr::Mod(inner, m) => match inner.as_ref() {
-            IndexExpr::Add(a, b) => match (a.as_ref(), b.as_ref()) {
-                (IndexExpr::Axis(x), IndexExpr::Axis(p))
-                    if x != p
-                        && looped.contains(&x.as_str())
-                        && looped.contains(&p.as_str())
-                        && usize::try_from(*m).ok() == Some(extent(x)) =>
+        // `(x + p + ... + c) mod m` (a shifted loop, `shift{offset}` adds the constant): for
+        // fixed other loops it runs through x's m blocks once each, so x steps over them.
+        IndexExpr::Mod(inner, m) => {
+            let mut terms = Vec::new();
+            flatten_sum(inner, &mut terms);
+            let (first, rest) = terms.split_first()?;
+            let IndexExpr::Axis(x) = first else {
+                return None;
+            };
+            let mut seen = vec![x.as_str()];
+            let others_ok = rest.iter().all(|t| match t {
+                IndexExpr::Const(_) => true,
+                IndexExpr::Axis(p)
+                    if looped.contains(&p.as_str()) && !seen.contains(&p.as_str()) =>
                 {
-                    Some(x.clone())
+                    seen.push(p.as_str());
+                    true
                 }
-                _ => None,
-            },
-            _ => None,
-        },
+                _ => false,
+            });
+            (!rest.is_empty()
+                && others_ok
+                && looped.contains(&x.as_str())
+                && usize::try_from(*m).ok() == Some(extent(x)))
+            .then(|| x.clone())
+        }
         _ => None,
+    }
+}
+
+/// The terms of a sum, left to right.
+fn flatten_sum<'a>(e: &'a IndexExpr, out: &mut Vec<&'a IndexExpr>) {
+    match e {
+        IndexExpr::Add(a, b) => {
+            flatten_sum(a, out);
+            flatten_sum(b, out);
+        }
+        t => out.push(t),
     }
 }
 
@@ -426,7 +449,7 @@ fn attention(t: &[&Tile]) -> Result<Vec<Tile>, String> {
 }
 
 /// Whether two dimensions cover the same elements at the same block.
-fn same_dim(a: &TileDim, b: &TileDim) -> bool {
+pub(crate) fn same_dim(a: &TileDim, b: &TileDim) -> bool {
     atoms_match(&a.atoms, &b.atoms)
         && a.at
             .iter()

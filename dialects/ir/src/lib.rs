@@ -6,6 +6,7 @@
 pub mod attributes;
 pub mod builtin;
 pub mod diag;
+pub mod expect;
 pub mod ir;
 pub mod irdl;
 pub mod pass;

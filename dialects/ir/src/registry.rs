@@ -113,6 +113,9 @@ pub enum Trait {
     Terminator,
     /// No side effects, may be removed if unused.
     Pure,
+    /// Every operand and result has the same type; a custom format that names no result
+    /// types gives the results the first operand's type (MLIR's `SameOperandsAndResultType`).
+    SameOperandsAndResultType,
     /// Its single-block regions end in an implicit terminator that only the generic form
     /// spells out (as this upstream op, so that upstream MLIR accepts the region).
     ImplicitTerminator(&'static str),

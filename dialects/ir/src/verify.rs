@@ -101,6 +101,21 @@ fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
             op.regions.len()
         )));
     }
+    if def.traits.contains(&Trait::SameOperandsAndResultType) {
+        if let Some(first) = op.operands.first().or(op.results.first()) {
+            if let Some(v) = op
+                .operands
+                .iter()
+                .chain(&op.results)
+                .find(|v| v.ty != first.ty)
+            {
+                return Err(err(format!(
+                    "'{}' requires every operand and result to have the same type, got '{}' and '{}'",
+                    op.name, first.ty, v.ty
+                )));
+            }
+        }
+    }
     for a in def.attrs {
         match op.attr(a.name) {
             None if !a.optional => {

@@ -379,6 +379,11 @@ impl GemmPatch {
         )
     }
 
+    /// Runs algorithm `algo` of `plan` on `stream`: `c = a * b` (or `+=`, per `spec`).
+    ///
+    /// # Safety
+    /// `a`, `b` and `c` are device pointers to live buffers of at least the sizes `spec`
+    /// describes, on `stream`'s device, not written by other work while the GEMM runs.
     #[allow(clippy::too_many_arguments)]
     unsafe fn run_algo(
         &self,

@@ -1,9 +1,12 @@
 //! The compute stages: trace stage `s` of every rank becomes plan stage `base + s`, each of its
-//! events lowered by the file of its kind (`load.rs`, `patch.rs`, `reduce.rs`, `store.rs`).
+//! events lowered by the file of its kind (`load.rs`, `patch.rs`, `tile.rs`, `reduce.rs`,
+//! `store.rs`).
 
 use crate::context::{Event, Lowering};
+use crate::order::Seg;
+use mercury_commir::ReduceKind;
 use mercury_ir::{Diagnostic, ValueId};
-use mercury_plan::View;
+use mercury_plan::{DType, View};
 use std::collections::HashMap;
 
 /// One rank's view of one compute stage while its events are lowered.
@@ -18,9 +21,18 @@ pub(crate) struct StageCx {
     pub events: Vec<Event>,
     /// Where each tile value of the stage lives.
     pub values: HashMap<ValueId, View>,
-    /// Sequence offset (the second dimension from the end) of each loaded tile, for
+    /// The real positions of each loaded tile's sequence dimension (the second-to-last), for
     /// attention's causal mask.
-    pub q_offsets: HashMap<ValueId, usize>,
+    pub seq: HashMap<ValueId, Vec<Seg>>,
+    /// The patch ops (indices into the stage's compute) that produced a tile value, when a
+    /// causal tile was cut into several blocks: (op index, query rows).
+    pub blocks: HashMap<ValueId, Vec<(usize, (usize, usize))>>,
+    /// Position of each tile value in its buffer (per dimension), for compute ops' causal
+    /// masks; the sequence dimension holds the real position when it is one run.
+    pub positions: HashMap<ValueId, Vec<usize>>,
+    /// Tile values whose sequence positions are not one run (a zigzag or striped placement):
+    /// a compute op's causal mask refuses them, since one offset cannot describe them.
+    pub scattered: std::collections::HashSet<ValueId>,
     /// Remote tiles of each buffer received so far in this stage (ring slot numbering).
     pub remote_count: HashMap<String, usize>,
 }
@@ -36,10 +48,23 @@ impl Lowering<'_> {
                 if let Event::Reduce {
                     values,
                     shifted: true,
+                    kind,
+                    buffer,
                     ..
                 } = e
                 {
-                    self.sent_values.extend(values.iter().copied());
+                    let bf16_sum = *kind == ReduceKind::Add
+                        && self
+                            .k
+                            .buffer(buffer)
+                            .is_some_and(|b| b.dtype == mercury_ir::Type::BF16);
+                    let wire = if bf16_sum { DType::BF16 } else { DType::F32 };
+                    for v in values {
+                        let d = self.sent_values.entry(*v).or_insert(wire);
+                        if *d != wire {
+                            *d = DType::F32;
+                        }
+                    }
                 }
             }
         }
@@ -56,13 +81,17 @@ impl Lowering<'_> {
                     base,
                     events: events.clone(),
                     values: HashMap::new(),
-                    q_offsets: HashMap::new(),
+                    seq: HashMap::new(),
+                    blocks: HashMap::new(),
+                    positions: HashMap::new(),
+                    scattered: Default::default(),
                     remote_count: HashMap::new(),
                 };
                 for e in &events {
                     match e {
                         Event::Load { .. } => self.lower_load(&mut cx, e)?,
                         Event::Patch { .. } => self.lower_patch(&mut cx, e)?,
+                        Event::Compute { .. } => self.lower_tile(&mut cx, e)?,
                         Event::Reduce { .. } => self.lower_reduce(&mut cx, e)?,
                         Event::Store { .. } => self.lower_store(&mut cx, e)?,
                     }

@@ -2,10 +2,11 @@
 //! per-rank traces, the buffers' current placement, and each rank's plan under construction),
 //! and the box arithmetic the phases share.
 
-use mercury_commir::{Kernel, ReduceKind};
+use crate::order::Orders;
+use mercury_commir::{Compute, Kernel, Placement, ReduceKind};
 use mercury_ir::{Attribute, Diagnostic, Location, ValueId};
-use mercury_plan::{DType, GlobalBuffer, Region, Slot, SlotInit, Stage, View};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use mercury_plan::{CommOp, DType, GlobalBuffer, Region, Slot, SlotInit, Stage, View};
+use std::collections::{BTreeMap, HashMap};
 
 /// One statement instance a rank executes, as the symbolic execution (`trace.rs`) records it.
 #[derive(Debug, Clone)]
@@ -22,6 +23,13 @@ pub(crate) enum Event {
         inputs: Vec<ValueId>,
         outputs: Vec<ValueId>,
         attrs: Vec<(String, Attribute)>,
+        loc: Location,
+    },
+    Compute {
+        op: Compute,
+        inputs: Vec<ValueId>,
+        output: ValueId,
+        ty: mercury_ir::Type,
         loc: Location,
     },
     Reduce {
@@ -54,7 +62,7 @@ pub(crate) struct RankBuild {
     pub received: HashMap<(usize, String), Vec<(Region, usize)>>,
     /// Ring slots: (buffer, parity, k) -> slot.
     pub ring: HashMap<(String, usize, usize), usize>,
-    /// Temporaries for patch results: (value, parity) -> slot.
+    /// Temporaries for patch and compute results: (value, parity) -> slot.
     pub temps: HashMap<(ValueId, usize), usize>,
     /// Accumulators: (buffer, box) -> slots ([o] or [o, lse]).
     pub acc: BTreeMap<(String, Vec<usize>), (Region, Vec<usize>, ReduceKind)>,
@@ -116,13 +124,23 @@ pub(crate) struct Lowering<'k> {
     pub traces: Vec<Vec<(usize, Event)>>,
     /// The last trace stage of any rank.
     pub last_stage: usize,
-    /// Current placement of every buffer.
+    /// Current placement of every buffer, in the lowering's orders (`order.rs`): a placement
+    /// aligned with them is the contiguous one over the same levels.
     pub placement: HashMap<String, Sharding>,
+    /// The order each buffer dimension is laid out in.
+    pub orders: Orders,
+    /// The placement every buffer is in, in real positions (outputs end in theirs).
+    pub real_placement: HashMap<String, Placement>,
+    /// Inputs whose declared placement is not aligned with the orders: per rank the pieces it
+    /// holds (box in the orders, view), until the prologue moves them (`permute.rs`).
+    pub pending: HashMap<String, Vec<Vec<(Region, View)>>>,
     pub ranks: Vec<RankBuild>,
     /// The last send/receive tag handed out.
     pub tag: u64,
-    /// Patch results a shifted reduction sends to another rank (double-buffered).
-    pub sent_values: HashSet<ValueId>,
+    /// Patch results a shifted reduction sends to another rank (double-buffered), with the
+    /// element type they travel in: bf16 when every such reduction is a sum into a bf16 output
+    /// (half the bytes on the wire; the owner accumulates in f32), else f32.
+    pub sent_values: HashMap<ValueId, DType>,
 }
 
 impl Lowering<'_> {
@@ -130,6 +148,20 @@ impl Lowering<'_> {
     pub fn next_tag(&mut self) -> u64 {
         self.tag += 1;
         self.tag
+    }
+    /// A point-to-point transfer in stage `stage`: rank `from` sends `src`, rank `to`
+    /// receives it into `dst`.
+    pub fn send_recv(&mut self, stage: usize, from: usize, to: usize, src: View, dst: View) {
+        let tag = self.next_tag();
+        self.ranks[from]
+            .stage(stage)
+            .comm
+            .push(CommOp::Send { peer: to, src, tag });
+        self.ranks[to].stage(stage).comm.push(CommOp::Recv {
+            peer: from,
+            dst,
+            tag,
+        });
     }
     /// Index of global buffer `name`.
     pub fn global(&self, name: &str) -> usize {

@@ -27,100 +27,150 @@ impl Lowering<'_> {
             let shape = k.shape(b);
             let tiles: Vec<Vec<(Region, usize)>> =
                 self.ranks.iter().map(|rb| finished(rb, &b.name)).collect();
+            let real = self.real_placement[&b.name].clone();
+            let aligned = self.orders.aligned(&b.name, &real, &shape, &self.mesh);
             for r in 0..self.n {
-                let want = shard_box(
-                    &shape,
-                    &self.placement[&b.name],
-                    &self.mesh,
-                    &self.ranks[r].coords,
-                );
-                let mut got: Vec<Region> = Vec::new();
-                let add = |got: &mut Vec<Region>, part: &Region| -> Result<bool, Diagnostic> {
-                    if got.iter().any(|g| crate::context::contains(g, part)) {
-                        return Ok(false);
-                    }
-                    if got.iter().any(|g| g.overlaps(part)) {
-                        return Err(err(&b.loc, format!("'@{}' is held in overlapping, different tiles around {part}; the schedule writes it ambiguously", b.name)));
-                    }
-                    got.push(part.clone());
-                    Ok(true)
+                // The rank's part in the lowering's orders: one box when its placement is
+                // aligned with them, else the boxes its real positions fall into.
+                let wants: Vec<Region> = if aligned {
+                    vec![shard_box(
+                        &shape,
+                        &real.levels,
+                        &self.mesh,
+                        &self.ranks[r].coords,
+                    )]
+                } else {
+                    let (pieces, _) = self.orders.shard_pieces(
+                        &b.name,
+                        &real,
+                        &shape,
+                        &self.mesh,
+                        &self.ranks[r].coords,
+                    );
+                    pieces.into_iter().map(|p| p.logical).collect()
                 };
-                // Own tiles first.
-                for (bx, slot) in &tiles[r] {
-                    if let Some(part) = intersect(bx, &want) {
-                        if add(&mut got, &part)? {
-                            pieces.push((
-                                r,
-                                OutputPiece {
-                                    buffer: gi,
-                                    region: part.clone(),
-                                    src: View {
-                                        slot: *slot,
-                                        region: relative(bx, &part),
-                                    },
-                                },
-                            ));
-                        }
-                    }
-                }
-                if got.iter().map(Region::numel).sum::<usize>() == want.numel() {
-                    continue;
-                }
-                // Then from the other ranks, fastest link first.
-                let mut others: Vec<usize> = (0..self.n).filter(|q| *q != r).collect();
-                others.sort_by_key(|q| link_cost(&self.ranks[r].coords, &self.ranks[*q].coords));
-                let mut dst_slot = None;
-                for q in others {
-                    for (bx, slot) in tiles[q].clone() {
-                        let Some(part) = intersect(&bx, &want) else {
-                            continue;
-                        };
-                        if !add(&mut got, &part)? {
-                            continue;
-                        }
-                        let dst = *dst_slot.get_or_insert_with(|| {
-                            self.ranks[r].slot(
-                                format!("{}.delivered", b.name),
-                                DType::F32,
-                                want.extent.clone(),
-                                SlotInit::Uninit,
-                            )
-                        });
-                        let tag = self.next_tag();
-                        let src = View {
-                            slot,
-                            region: relative(&bx, &part),
-                        };
-                        let dst_view = View {
-                            slot: dst,
-                            region: relative(&want, &part),
-                        };
-                        self.ranks[q]
-                            .stage(deliver)
-                            .comm
-                            .push(CommOp::Send { peer: r, src, tag });
-                        self.ranks[r].stage(deliver).comm.push(CommOp::Recv {
-                            peer: q,
-                            dst: dst_view.clone(),
-                            tag,
-                        });
-                        pieces.push((
-                            r,
-                            OutputPiece {
-                                buffer: gi,
-                                region: part,
-                                src: dst_view,
-                            },
-                        ));
-                    }
-                }
-                let have: usize = got.iter().map(Region::numel).sum();
-                if have != want.numel() {
-                    return Err(err(&b.loc, format!("the schedule produces {have} of the {} elements of rank {:?}'s part {want} of '@{}'", want.numel(), self.ranks[r].coords, b.name)));
+                for want in wants {
+                    self.deliver_part(&mut pieces, (b, gi), &tiles, (r, deliver), &want)?;
                 }
             }
         }
         Ok(pieces)
+    }
+
+    /// Delivers `want` (a box of output `b` in the lowering's orders) to rank `r`: its own
+    /// finished tiles serve in place, the rest is received from other ranks (fastest link
+    /// first) in the delivery stage. Pieces are recorded at their real positions.
+    fn deliver_part(
+        &mut self,
+        pieces: &mut Vec<(usize, OutputPiece)>,
+        (b, gi): (&mercury_commir::Buffer, usize),
+        tiles: &[Vec<(Region, usize)>],
+        (r, deliver): (usize, usize),
+        want: &Region,
+    ) -> Result<(), Diagnostic> {
+        let want = want.clone();
+        let mut got: Vec<Region> = Vec::new();
+        let add = |got: &mut Vec<Region>, part: &Region| -> Result<bool, Diagnostic> {
+            if got.iter().any(|g| crate::context::contains(g, part)) {
+                return Ok(false);
+            }
+            if got.iter().any(|g| g.overlaps(part)) {
+                return Err(err(&b.loc, format!("'@{}' is held in overlapping, different tiles around {part}; the schedule writes it ambiguously", b.name)));
+            }
+            got.push(part.clone());
+            Ok(true)
+        };
+        // Own tiles first.
+        for (bx, slot) in &tiles[r] {
+            if let Some(part) = intersect(bx, &want) {
+                if add(&mut got, &part)? {
+                    let src = View {
+                        slot: *slot,
+                        region: relative(bx, &part),
+                    };
+                    pieces.extend(self.real_pieces(r, &b.name, gi, &part, &src));
+                }
+            }
+        }
+        if got.iter().map(Region::numel).sum::<usize>() == want.numel() {
+            return Ok(());
+        }
+        // Then from the other ranks, fastest link first.
+        let mut others: Vec<usize> = (0..self.n).filter(|q| *q != r).collect();
+        others.sort_by_key(|q| link_cost(&self.ranks[r].coords, &self.ranks[*q].coords));
+        let mut dst_slot = None;
+        for q in others {
+            for (bx, slot) in tiles[q].clone() {
+                let Some(part) = intersect(&bx, &want) else {
+                    continue;
+                };
+                if !add(&mut got, &part)? {
+                    continue;
+                }
+                let dst = *dst_slot.get_or_insert_with(|| {
+                    self.ranks[r].slot(
+                        format!("{}.delivered", b.name),
+                        DType::F32,
+                        want.extent.clone(),
+                        SlotInit::Uninit,
+                    )
+                });
+                let src = View {
+                    slot,
+                    region: relative(&bx, &part),
+                };
+                let dst_view = View {
+                    slot: dst,
+                    region: relative(&want, &part),
+                };
+                self.send_recv(deliver, q, r, src, dst_view.clone());
+                pieces.extend(self.real_pieces(r, &b.name, gi, &part, &dst_view));
+            }
+        }
+        let have: usize = got.iter().map(Region::numel).sum();
+        if have != want.numel() {
+            return Err(err(&b.loc, format!("the schedule produces {have} of the {} elements of rank {:?}'s part {want} of '@{}'", want.numel(), self.ranks[r].coords, b.name)));
+        }
+        Ok(())
+    }
+
+    /// The output pieces of box `part` (in the lowering's orders) of `buffer`, held at `src`:
+    /// one per run of real positions it covers.
+    fn real_pieces(
+        &self,
+        r: usize,
+        buffer: &str,
+        gi: usize,
+        part: &Region,
+        src: &View,
+    ) -> Vec<(usize, OutputPiece)> {
+        self.orders
+            .global_pieces(buffer, part)
+            .into_iter()
+            .map(|p| {
+                let region = Region {
+                    offset: src
+                        .region
+                        .offset
+                        .iter()
+                        .zip(&p.at.offset)
+                        .map(|(a, b)| a + b)
+                        .collect(),
+                    extent: p.at.extent,
+                };
+                (
+                    r,
+                    OutputPiece {
+                        buffer: gi,
+                        region: p.global,
+                        src: View {
+                            slot: src.slot,
+                            region,
+                        },
+                    },
+                )
+            })
+            .collect()
     }
 
     /// The plan: unused slots pruned, stages numbered densely, verified.
@@ -245,6 +295,10 @@ fn prune_slots(rb: &mut RankBuild, outputs: Vec<&mut OutputPiece>) {
                 ComputeOp::Copy { src, dst } => {
                     fix(src);
                     fix(dst);
+                }
+                ComputeOp::Tile { inputs, output, .. } => {
+                    inputs.iter_mut().for_each(fix);
+                    fix(output);
                 }
             }
         }

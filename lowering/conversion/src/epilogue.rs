@@ -70,9 +70,20 @@ impl Lowering<'_> {
         mut epi: usize,
     ) -> Result<usize, Diagnostic> {
         let k = self.k;
-        for (buffer, to, loc) in end {
+        for (buffer, to_placement, loc) in end {
             let from = self.placement[buffer].clone();
             let shape = shape_of(k, buffer);
+            // A placement the lowering's orders do not align (contiguous after a zigzag
+            // compute, say) is reached by the final delivery, point to point.
+            self.real_placement
+                .insert(buffer.clone(), to_placement.clone());
+            if !self
+                .orders
+                .aligned(buffer, to_placement, &shape, &self.mesh)
+            {
+                continue;
+            }
+            let to = &to_placement.levels;
             // A collective move needs every rank to hold its shard of the current placement;
             // when the schedule left the output elsewhere, the final delivery moves it point
             // to point.

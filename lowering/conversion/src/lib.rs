@@ -30,25 +30,32 @@
 //! |---|---|
 //! | symbolic execution per rank | `trace.rs` |
 //! | global buffers, input shards, prologue reshards and gathers | `prologue.rs` |
-//! | compute stages, one file per event kind | `compute.rs`: `load.rs`, `patch.rs`, `reduce.rs`, `store.rs` |
+//! | compute stages, one file per event kind | `compute.rs`: `load.rs`, `patch.rs`, `tile.rs`, `reduce.rs`, `store.rs` |
 //! | combining partial results, reshards at the end | `epilogue.rs` |
 //! | reshard patterns (all-gather, slice, all-to-all, general) | `reshard.rs` |
 //! | where buffers live (shards, owners, groups) | `placement.rs` |
+//! | the order each dimension is laid out in (zigzag, striped placements) | `order.rs` |
+//! | moves between placements no collective expresses (point to point) | `permute.rs` |
+//! | causal attention tiles cut into full / diagonal / empty blocks | `causal.rs` |
 //! | output delivery, slot pruning, the plan | `deliver.rs` |
 //! | the passes that print a lowered plan | `passes.rs` |
 
+mod causal;
 mod compute;
 mod context;
 mod deliver;
 mod epilogue;
 mod load;
+mod order;
 pub mod passes;
 mod patch;
+mod permute;
 mod placement;
 mod prologue;
 mod reduce;
 mod reshard;
 mod store;
+mod tile;
 mod trace;
 
 pub mod report;

@@ -23,6 +23,19 @@ impl Lowering<'_> {
             return Ok(());
         };
         let (r, ps) = (cx.r, cx.ps);
+        let mut pos = bx.offset.clone();
+        if let Some(segs) = self.orders.seq_segments(e) {
+            // Attention tiles are [b, h, s, d] or [h, s, d] (the verifier checks the layout):
+            // the sequence is the second dimension from the end.
+            match segs.as_slice() {
+                [one] => pos[bx.rank() - 2] = one.pos,
+                _ => {
+                    cx.scattered.insert(*value);
+                }
+            }
+            cx.seq.insert(*value, segs);
+        }
+        cx.positions.insert(*value, pos);
         if self.k.buffer(buffer).map(|b| b.role) == Some(Role::Temp) {
             return self.load_temp(cx, buffer, bx, *value, loc);
         }
@@ -31,10 +44,6 @@ impl Lowering<'_> {
             .get(buffer)
             .cloned()
             .ok_or_else(|| err(loc, format!("rank {r} holds no part of '@{buffer}'")))?;
-        // Attention tiles are [b, h, s, d] or [h, s, d] (the verifier checks the layout): the
-        // sequence is the second dimension from the end.
-        let seq_off = bx.offset.len().checked_sub(2).map_or(0, |d| bx.offset[d]);
-        cx.q_offsets.insert(*value, seq_off);
         if contains(&sb, bx) {
             cx.values.insert(
                 *value,

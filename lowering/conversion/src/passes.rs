@@ -2,7 +2,9 @@
 //! standard output ahead of the IR (the IR is unchanged):
 //! - `commir-print-comm-plan{detail=true}`: the communication the annotations imply (per
 //!   buffer: ring P2P, all-gather, all-reduce, reduce-scatter, all-to-all, partial transfers of
-//!   shift-reduce; with `detail`, every transfer with its stage, peers and bytes);
+//!   shift-reduce, permutations into and out of zigzag or striped placements; with `detail`,
+//!   every transfer with its stage, peers and bytes), the buffers placed zigzag or striped,
+//!   and for causal attention how evenly the ranks share the work;
 //! - `commir-print-memory`: the per-rank memory of the plan (every slot, double buffers and
 //!   accumulators included).
 
@@ -41,7 +43,10 @@ pub mod comm_plan {
     impl KernelPass for PrintCommPlan {
         fn apply(&self, _: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
             let plan = crate::lower_kernel(m)?;
-            print(&crate::report::comm_plan(&plan, self.detail));
+            let mut report = crate::report::comm_plan(&plan, self.detail);
+            report += &crate::report::placements(m);
+            report += &crate::report::causal_balance(&plan).unwrap_or_default();
+            print(&report);
             Ok(())
         }
     }

@@ -1,11 +1,13 @@
 //! `commir.patch`: a library kernel on the stage's tiles, its results in temporaries (double
-//! buffered when a shifted reduction sends them on). Causal attention blocks entirely above
-//! the diagonal are skipped.
+//! buffered when a shifted reduction sends them on). A causal attention tile is cut into the
+//! blocks of its real positions (`causal.rs`): blocks entirely above the diagonal are skipped,
+//! blocks below it run without a mask.
 
+use crate::causal::{causal_blocks, Block};
 use crate::compute::StageCx;
 use crate::context::{err, Event, Lowering};
-use mercury_ir::{Attribute, Diagnostic, Location};
-use mercury_plan::{ComputeOp, DType, PatchKind, SlotInit, View};
+use mercury_ir::{Attribute, Diagnostic, Location, ValueId};
+use mercury_plan::{ComputeOp, DType, PatchArgs, PatchKind, SlotInit, View};
 
 impl Lowering<'_> {
     /// Lowers one patch event of `cx`'s rank and stage.
@@ -20,7 +22,6 @@ impl Lowering<'_> {
         else {
             return Ok(());
         };
-        let (r, ps) = (cx.r, cx.ps);
         let views: Vec<View> = inputs
             .iter()
             .map(|v| {
@@ -31,44 +32,73 @@ impl Lowering<'_> {
             })
             .collect::<Result<_, _>>()?;
         let shapes: Vec<Vec<usize>> = views.iter().map(|v| v.region.extent.clone()).collect();
-        let parity = ps % 2;
-        let offset = |i: usize| {
-            inputs
-                .get(i)
-                .and_then(|v| cx.q_offsets.get(v))
-                .copied()
-                .unwrap_or(0)
-        };
+        let segs = |i: usize| inputs.get(i).and_then(|v| cx.seq.get(v)).cloned();
+        let offset = |i: usize| segs(i).and_then(|s| s.first().map(|x| x.pos)).unwrap_or(0);
         let (patch, out_shapes) = patch_kind(kernel, &shapes, attrs, (offset(0), offset(1)), loc)?;
-        // Causal blocks entirely above the diagonal are skipped.
-        if let PatchKind::Attention {
-            causal: true,
-            q_offset,
-            k_offset,
-            ..
+        // Causal attention: the tile's (query run, key run) blocks, empty ones skipped.
+        let blocks = match (&patch, segs(0), segs(1)) {
+            (PatchKind::Attention { causal: true, .. }, Some(q), Some(k)) => {
+                Some(causal_blocks(&q, &k).map_err(|m| err(loc, m))?)
+            }
+            _ => None,
+        };
+        let PatchKind::Attention {
+            scale, accumulate, ..
         } = patch
-        {
-            let q_rows = shapes[0].len().checked_sub(2).map_or(0, |d| shapes[0][d]);
-            if k_offset >= q_offset + q_rows {
+        else {
+            return self.emit_patch(cx, kernel, outputs, patch, views, out_shapes);
+        };
+        let Some(blocks) = blocks else {
+            return self.emit_patch(cx, kernel, outputs, patch, views, out_shapes);
+        };
+        let sq = shapes[0][shapes[0].len() - 2];
+        let sk = shapes[1][shapes[1].len() - 2];
+        let attention = |b: &Block| PatchKind::Attention {
+            causal: b.causal,
+            scale,
+            q_offset: b.q_offset,
+            k_offset: b.k_offset,
+            accumulate,
+        };
+        match blocks.as_slice() {
+            [] => {
+                // Every block above the diagonal: nothing to compute, nothing to merge.
                 for o in outputs {
                     cx.values.remove(o);
                 }
-                return Ok(());
+                Ok(())
             }
+            [b] if b.q == (0, sq) && b.k == (0, sk) => {
+                self.emit_patch(cx, kernel, outputs, attention(b), views, out_shapes)
+            }
+            _ => self.emit_blocks(cx, outputs, &blocks, &attention, views, out_shapes),
         }
+    }
+
+    /// One patch over whole tiles, its results in temporaries.
+    fn emit_patch(
+        &mut self,
+        cx: &mut StageCx,
+        kernel: &str,
+        outputs: &[ValueId],
+        patch: PatchKind,
+        views: Vec<View>,
+        out_shapes: Vec<Vec<usize>>,
+    ) -> Result<(), Diagnostic> {
+        let (r, ps) = (cx.r, cx.ps);
+        let parity = ps % 2;
         let mut outs = Vec::new();
         for (o, sh) in outputs.iter().zip(out_shapes) {
-            let parity = if self.sent_values.contains(o) {
-                parity
-            } else {
-                0
+            let (parity, dtype) = match self.sent_values.get(o) {
+                Some(d) => (parity, *d),
+                None => (0, DType::F32),
             };
             let s = match self.ranks[r].temps.get(&(*o, parity)) {
                 Some(s) => *s,
                 None => {
                     let s = self.ranks[r].slot(
                         format!("{kernel}.out{}.{parity}", outs.len()),
-                        DType::F32,
+                        dtype,
                         sh,
                         SlotInit::Uninit,
                     );
@@ -87,10 +117,109 @@ impl Lowering<'_> {
         });
         Ok(())
     }
+
+    /// A causal attention tile cut into blocks: one patch per block on the rows and keys it
+    /// covers. When the blocks cover every query row once they write the temporaries in place;
+    /// otherwise the temporaries start empty (o = 0, lse = -inf) for this stage and every block
+    /// merges into them. A reduction that alone reads the result merges the blocks straight
+    /// into its accumulator instead (`reduce.rs`).
+    fn emit_blocks(
+        &mut self,
+        cx: &mut StageCx,
+        outputs: &[ValueId],
+        blocks: &[Block],
+        attention: &dyn Fn(&Block) -> PatchKind,
+        views: Vec<View>,
+        out_shapes: Vec<Vec<usize>>,
+    ) -> Result<(), Diagnostic> {
+        let (r, ps) = (cx.r, cx.ps);
+        let sq = out_shapes[0][out_shapes[0].len() - 2];
+        let mut rows: Vec<(usize, usize)> = blocks.iter().map(|b| b.q).collect();
+        rows.sort_unstable();
+        let once = rows.first().is_some_and(|f| f.0 == 0)
+            && rows.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0)
+            && rows.last().is_some_and(|l| l.0 + l.1 == sq);
+        let parity = ps % 2;
+        let mut outs = Vec::new();
+        for (i, (o, sh)) in outputs.iter().zip(&out_shapes).enumerate() {
+            let s = if once {
+                let (parity, dtype) = match self.sent_values.get(o) {
+                    Some(d) => (parity, *d),
+                    None => (0, DType::F32),
+                };
+                match self.ranks[r].temps.get(&(*o, parity)) {
+                    Some(s) => *s,
+                    None => {
+                        let s = self.ranks[r].slot(
+                            format!("attention.out{i}.{parity}"),
+                            dtype,
+                            sh.clone(),
+                            SlotInit::Uninit,
+                        );
+                        self.ranks[r].temps.insert((*o, parity), s);
+                        s
+                    }
+                }
+            } else {
+                let init = if i == 0 {
+                    SlotInit::Zero
+                } else {
+                    SlotInit::NegInf
+                };
+                self.ranks[r].slot(
+                    format!("attention.blocks{i}.{ps}"),
+                    DType::F32,
+                    sh.clone(),
+                    init,
+                )
+            };
+            let v = self.ranks[r].whole(s);
+            cx.values.insert(*o, v.clone());
+            outs.push(v);
+        }
+        let qd = views[0].region.rank() - 2;
+        let kd = views[1].region.rank() - 2;
+        let mut ops = Vec::new();
+        for b in blocks {
+            let mut patch = attention(b);
+            if let PatchKind::Attention { accumulate, .. } = &mut patch {
+                *accumulate = !once;
+            }
+            let inputs = vec![
+                narrow(&views[0], qd, b.q),
+                narrow(&views[1], kd, b.k),
+                narrow(&views[2], kd, b.k),
+            ];
+            let outputs = vec![narrow(&outs[0], qd, b.q), narrow(&outs[1], qd, b.q)];
+            let st = self.ranks[r].stage(ps);
+            ops.push((st.compute.len(), b.q));
+            st.compute.push(ComputeOp::Patch {
+                patch,
+                inputs,
+                outputs,
+            });
+        }
+        if let Some(o) = outputs.first() {
+            cx.blocks.insert(*o, ops);
+        }
+        Ok(())
+    }
 }
 
-/// The plan patch for `kernel` on tiles of `shapes`, and its output shapes. `offsets` are the
-/// sequence offsets of the first two inputs (attention's query and key positions).
+/// `v` restricted to `(offset, len)` along dimension `d`.
+pub(crate) fn narrow(v: &View, d: usize, (off, len): (usize, usize)) -> View {
+    let mut region = v.region.clone();
+    region.offset[d] += off;
+    region.extent[d] = len;
+    View {
+        slot: v.slot,
+        region,
+    }
+}
+
+/// The plan patch for `kernel` on tiles of `shapes`, and its output shapes (from the patch's
+/// spec). `offsets` are the sequence offsets of the first two inputs (attention's query and key
+/// positions).
 fn patch_kind(
     kernel: &str,
     shapes: &[Vec<usize>],
@@ -98,45 +227,16 @@ fn patch_kind(
     offsets: (usize, usize),
     loc: &Location,
 ) -> Result<(PatchKind, Vec<Vec<usize>>), Diagnostic> {
-    match kernel {
-        "gemm" => {
-            let kd = *shapes[0].last().unwrap_or(&1);
-            let m = shapes[0].iter().product::<usize>() / kd.max(1);
-            let nn = shapes[1].iter().product::<usize>() / kd.max(1);
-            Ok((PatchKind::Gemm { accumulate: false }, vec![vec![m, nn]]))
-        }
-        "attention" => {
-            let q = &shapes[0];
-            if !(q.len() == 4 && shapes[1].len() == 4 || q.len() == 3 && shapes[1].len() == 3) {
-                return Err(err(loc, "attention tiles must be [batch, heads, sequence, head_dim] or [heads, sequence, head_dim]"));
-            }
-            let d = *q.last().unwrap_or(&1);
-            let causal = attrs
-                .iter()
-                .any(|(a, v)| a == "causal" && v.as_bool() == Some(true));
-            let scale = attrs
-                .iter()
-                .find(|(a, _)| a == "scale")
-                .and_then(|(_, v)| v.as_float())
-                .unwrap_or(1.0 / (d as f64).sqrt());
-            Ok((
-                PatchKind::Attention {
-                    causal,
-                    scale,
-                    q_offset: offsets.0,
-                    k_offset: offsets.1,
-                    accumulate: false,
-                },
-                {
-                    // The output takes v's head dim (which may differ from q's).
-                    let mut o = q.clone();
-                    if let (Some(last), Some(dv)) = (o.last_mut(), shapes[2].last()) {
-                        *last = *dv;
-                    }
-                    vec![o, q[..q.len() - 1].to_vec()]
-                },
-            ))
-        }
-        other => Err(err(loc, format!("no patch implementation for '{other}'"))),
-    }
+    let spec = mercury_plan::patch::spec(kernel)
+        .ok_or_else(|| err(loc, format!("no patch implementation for '{kernel}'")))?;
+    let attr = |name: &str| attrs.iter().find(|(a, _)| a == name).map(|(_, v)| v);
+    let bool_attr = |name: &str| attr(name).and_then(Attribute::as_bool);
+    let float_attr = |name: &str| attr(name).and_then(Attribute::as_float);
+    (spec.build)(&PatchArgs {
+        shapes,
+        offsets,
+        bool_attr: &bool_attr,
+        float_attr: &float_attr,
+    })
+    .map_err(|m| err(loc, m))
 }

@@ -3,16 +3,17 @@
 //! remotely without a shift (AllGather, one dimension per stage).
 
 use crate::context::{contains, to_dtype, Event, Lowering, RankBuild, Sharding};
+use crate::order::{begin_placements, check_runs, Orders};
 use crate::placement::shard_box;
 use crate::reshard::{reshard, reshard_stages};
 use crate::trace::trace;
-use mercury_commir::{Kernel, Role, Stmt};
+use mercury_commir::{Kernel, Placement, Role, Stmt};
 use mercury_ir::{Diagnostic, Location};
-use mercury_plan::{coords_of, GlobalBuffer, SlotInit};
+use mercury_plan::{coords_of, GlobalBuffer, InputPiece, SlotInit, View};
 use std::collections::{HashMap, HashSet};
 
 /// A `commir.reshard`: buffer, target placement, location.
-pub(crate) type ReshardAt = (String, Sharding, Location);
+pub(crate) type ReshardAt = (String, Placement, Location);
 
 impl<'k> Lowering<'k> {
     /// The context for `k`: its global buffers, every rank's trace, and the declared
@@ -20,6 +21,7 @@ impl<'k> Lowering<'k> {
     pub(crate) fn new(k: &'k Kernel) -> Result<Lowering<'k>, Diagnostic> {
         let mesh = k.mesh.shape.clone();
         let n = mesh.iter().product::<usize>();
+        check_runs(k)?;
         let buffers: Vec<GlobalBuffer> = k
             .buffers
             .iter()
@@ -47,6 +49,12 @@ impl<'k> Lowering<'k> {
             .iter()
             .map(|b| (b.name.clone(), b.sharding.clone()))
             .collect();
+        let real_placement = k
+            .buffers
+            .iter()
+            .map(|b| (b.name.clone(), b.placement()))
+            .collect();
+        let orders = Orders::choose(k, &begin_placements(k));
         let ranks = (0..n)
             .map(|r| RankBuild::new(coords_of(&mesh, r)))
             .collect();
@@ -58,9 +66,12 @@ impl<'k> Lowering<'k> {
             traces,
             last_stage,
             placement,
+            orders,
+            real_placement,
+            pending: HashMap::new(),
             ranks,
             tag: 0,
-            sent_values: HashSet::new(),
+            sent_values: HashMap::new(),
         })
     }
 
@@ -74,13 +85,8 @@ impl<'k> Lowering<'k> {
         let mut begin = Vec::new();
         let mut end = Vec::new();
         for (i, s) in body.iter().enumerate() {
-            if let Stmt::Reshard {
-                buffer,
-                sharding,
-                loc,
-            } = s
-            {
-                let r = (buffer.clone(), sharding.clone(), loc.clone());
+            if let Stmt::Reshard { buffer, to, loc } = s {
+                let r = (buffer.clone(), to.clone(), loc.clone());
                 if i < first_loop {
                     begin.push(r);
                 } else {
@@ -91,7 +97,9 @@ impl<'k> Lowering<'k> {
         (begin, end)
     }
 
-    /// Every rank's shard of every input, initialised from the global buffer.
+    /// Every rank's shard of every input, initialised from the global buffer (several runs of
+    /// it side by side under a zigzag or striped placement). An input whose placement is not
+    /// aligned with the lowering's orders is held as declared until the prologue moves it.
     pub(crate) fn place_inputs(&mut self) {
         let k = self.k;
         for b in k
@@ -101,32 +109,105 @@ impl<'k> Lowering<'k> {
         {
             let shape = k.shape(b);
             let gi = self.global(&b.name);
+            let p = b.placement();
+            let aligned = self.orders.aligned(&b.name, &p, &shape, &self.mesh);
+            let mut pending = Vec::new();
             for rb in self.ranks.iter_mut() {
-                let bx = shard_box(&shape, &b.sharding, &self.mesh, &rb.coords);
+                let (pieces, slot_shape, bx) = if aligned {
+                    let bx = shard_box(&shape, &b.sharding, &self.mesh, &rb.coords);
+                    let pieces = self.orders.global_pieces(&b.name, &bx);
+                    (pieces, bx.extent.clone(), Some(bx))
+                } else {
+                    let (pieces, slot_shape) = self
+                        .orders
+                        .shard_pieces(&b.name, &p, &shape, &self.mesh, &rb.coords);
+                    (pieces, slot_shape, None)
+                };
+                let init = match pieces.as_slice() {
+                    [one] if one.at.extent == slot_shape => SlotInit::FromGlobal {
+                        buffer: gi,
+                        region: one.global.clone(),
+                    },
+                    _ => SlotInit::FromGlobalPieces {
+                        buffer: gi,
+                        pieces: pieces
+                            .iter()
+                            .map(|p| InputPiece {
+                                region: p.global.clone(),
+                                at: p.at.clone(),
+                            })
+                            .collect(),
+                    },
+                };
                 let s = rb.slot(
                     format!("{}.shard", b.name),
                     to_dtype(&b.dtype),
-                    bx.extent.clone(),
-                    SlotInit::FromGlobal {
-                        buffer: gi,
-                        region: bx.clone(),
-                    },
+                    slot_shape,
+                    init,
                 );
-                rb.shard.insert(b.name.clone(), (s, bx));
+                match bx {
+                    Some(bx) => {
+                        rb.shard.insert(b.name.clone(), (s, bx));
+                    }
+                    None => pending.push(
+                        pieces
+                            .into_iter()
+                            .map(|p| {
+                                let v = View {
+                                    slot: s,
+                                    region: p.at,
+                                };
+                                (p.logical, v)
+                            })
+                            .collect(),
+                    ),
+                }
+            }
+            if !aligned {
+                self.pending.insert(b.name.clone(), pending);
             }
         }
     }
 
-    /// Prologue stage 0 on: the reshards at the start, then gathers for non-shifted remote
-    /// reads. Returns the number of prologue stages used (the compute stages' base).
+    /// Prologue stage 0 on: inputs whose placement the orders do not align, and the first
+    /// reshard of an input when it is such a move, go point to point, all in the first stage;
+    /// then the other reshards at the start, then gathers for non-shifted remote reads.
+    /// Returns the number of prologue stages used (the compute stages' base).
     pub(crate) fn prologue(&mut self, begin: &[ReshardAt]) -> Result<usize, Diagnostic> {
         let k = self.k;
         let mut stage = 0usize;
-        for (buffer, to, loc) in begin {
+        let mut first_done: HashSet<usize> = HashSet::new();
+        for b in k
+            .buffers
+            .iter()
+            .filter(|b| matches!(b.role, Role::In | Role::InOut))
+        {
+            let first = begin.iter().position(|(n, _, _)| *n == b.name);
+            let (to, loc) = match first {
+                Some(i) if self.is_permutation(&b.name, &begin[i].1) => {
+                    first_done.insert(i);
+                    (begin[i].1.clone(), begin[i].2.clone())
+                }
+                _ if self.pending.contains_key(&b.name) => (b.placement(), b.loc.clone()),
+                _ => continue,
+            };
+            self.permute_to(&b.name, &to, 0, &loc)?;
+            stage = 1;
+        }
+        for (i, (buffer, to, loc)) in begin.iter().enumerate() {
             let b = k.buffer(buffer).expect("buffer");
             if !matches!(b.role, Role::In | Role::InOut) {
                 // An output resharded at the start is written in that placement.
-                self.placement.insert(buffer.clone(), to.clone());
+                self.placement.insert(buffer.clone(), to.levels.clone());
+                self.real_placement.insert(buffer.clone(), to.clone());
+                continue;
+            }
+            if first_done.contains(&i) {
+                continue;
+            }
+            if self.is_permutation(buffer, to) {
+                self.permute_to(buffer, to, stage, loc)?;
+                stage += 1;
                 continue;
             }
             let from = self.placement[buffer].clone();
@@ -136,12 +217,13 @@ impl<'k> Lowering<'k> {
                 &self.mesh,
                 buffer,
                 &from,
-                to,
+                &to.levels,
                 stage,
                 loc,
             )?;
-            self.placement.insert(buffer.clone(), to.clone());
-            stage += reshard_stages(&from, to);
+            self.placement.insert(buffer.clone(), to.levels.clone());
+            self.real_placement.insert(buffer.clone(), to.clone());
+            stage += reshard_stages(&from, &to.levels);
         }
         for buffer in self.gathered() {
             let from = self.placement[&buffer].clone();

@@ -5,11 +5,12 @@
 
 use crate::compute::StageCx;
 use crate::context::{combine_kind, err, key, Event, Lowering, RankBuild};
+use crate::patch::narrow;
 use crate::placement::owner_of;
 use mercury_commir::ReduceKind;
 use mercury_commir::Role;
 use mercury_ir::Diagnostic;
-use mercury_plan::{CombineKind, CommOp, ComputeOp, DType, PatchKind, Region, SlotInit, View};
+use mercury_plan::{CommOp, ComputeOp, DType, Region, SlotInit, View};
 
 impl Lowering<'_> {
     /// Lowers one reduce event of `cx`'s rank and stage.
@@ -79,26 +80,40 @@ impl Lowering<'_> {
                 .filter(|e| match e {
                     Event::Reduce { values, .. } => values.contains(v),
                     Event::Store { value, .. } => value == v,
-                    Event::Patch { inputs, .. } => inputs.contains(v),
+                    Event::Patch { inputs, .. } | Event::Compute { inputs, .. } => {
+                        inputs.contains(v)
+                    }
                     _ => false,
                 })
                 .count()
                 == 1
         });
+        // A causal tile cut into blocks (`patch.rs`): every block merges into the accumulator.
+        if let Some(ops) = cx.blocks.get(&vals[0]) {
+            let st = self.ranks[r].stage(ps);
+            let last = st.compute.len();
+            let trailing = ops
+                .iter()
+                .enumerate()
+                .all(|(i, (idx, _))| *idx == last - ops.len() + i);
+            let foldable = ops.iter().all(|(idx, _)| {
+                matches!(&st.compute[*idx], ComputeOp::Patch { patch, .. } if patch.clone().fold(ck))
+            });
+            if single_use && trailing && foldable && acc.len() == 2 {
+                let qd = acc[0].region.rank() - 2;
+                for (idx, rows) in ops {
+                    if let ComputeOp::Patch { patch, outputs, .. } = &mut st.compute[*idx] {
+                        patch.fold(ck);
+                        *outputs = vec![narrow(&acc[0], qd, *rows), narrow(&acc[1], qd, *rows)];
+                    }
+                }
+                return;
+            }
+        }
         let fused = single_use
             && match self.ranks[r].stage(ps).compute.last_mut() {
                 Some(ComputeOp::Patch { patch, outputs, .. }) if *outputs == parts => {
-                    let ok = match patch {
-                        PatchKind::Gemm { accumulate } if ck == CombineKind::Add => {
-                            *accumulate = true;
-                            true
-                        }
-                        PatchKind::Attention { accumulate, .. } if ck == CombineKind::LseMerge => {
-                            *accumulate = true;
-                            true
-                        }
-                        _ => false,
-                    };
+                    let ok = patch.fold(ck);
                     if ok {
                         *outputs = acc.clone();
                     }
@@ -133,13 +148,18 @@ impl Lowering<'_> {
         let recv_slots = match self.ranks[target].push_recv.get(&rkey) {
             Some(s) => s.clone(),
             None => {
+                let dtypes: Vec<DType> = parts
+                    .iter()
+                    .map(|p| self.ranks[r].slots[p.slot].dtype)
+                    .collect();
                 let s: Vec<usize> = parts
                     .iter()
+                    .zip(dtypes)
                     .enumerate()
-                    .map(|(i, p)| {
+                    .map(|(i, (p, dtype))| {
                         self.ranks[target].slot(
                             format!("{buffer}.partial{parity}.{i}"),
-                            DType::F32,
+                            dtype,
                             p.region.extent.clone(),
                             SlotInit::Uninit,
                         )

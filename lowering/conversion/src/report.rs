@@ -1,7 +1,9 @@
 //! Human-readable summaries of a plan: the communication plan and per-rank memory.
 
+use mercury_commir::{Kernel, Stmt};
 use mercury_plan::{
-    collective_send_bytes, Collective, CombineKind, CommOp, Plan, RankProgram, View,
+    collective_send_bytes, Collective, CombineKind, CommOp, ComputeOp, PatchKind, Plan,
+    RankProgram, View,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -89,6 +91,8 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
                         let b = dst_name.split('.').next().unwrap_or("?").to_string();
                         let kind = if dst_name.contains(".partial") {
                             "partial p2p (shift-reduce)"
+                        } else if dst_name.contains(".permuted") {
+                            "permute p2p (reshard)"
                         } else {
                             "ring p2p"
                         };
@@ -167,6 +171,140 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
         let _ = writeln!(out, "{l}");
     }
     out
+}
+
+/// The buffers of `k` placed other than in contiguous blocks (zigzag, striped) during the
+/// compute, one line each: that placement, and the declared one (or the one at the end) where
+/// it differs, so a reader sees where the positions are permuted.
+pub fn placements(k: &Kernel) -> String {
+    let mut out = String::new();
+    for b in &k.buffers {
+        let declared = b.placement();
+        let mut during = declared.clone();
+        let mut end = None;
+        let mut begun = true;
+        for s in &k.body {
+            match s {
+                Stmt::Reshard { buffer, to, .. } if buffer == &b.name => {
+                    if begun {
+                        during = to.clone();
+                    } else {
+                        end = Some(to.clone());
+                    }
+                }
+                Stmt::Reshard { .. } => {}
+                _ => begun = false,
+            }
+        }
+        if during.is_contiguous() {
+            continue;
+        }
+        let mut line = format!("//   @{}: placed {}", b.name, during.to_custom());
+        if during != declared {
+            let moved = if b.role.is_read() && b.role != mercury_commir::Role::Temp {
+                " (moved at the start)"
+            } else {
+                ""
+            };
+            let _ = write!(line, ", declared {}{moved}", declared.to_custom());
+        }
+        if let Some(e) = end.filter(|e| *e != during) {
+            let _ = write!(line, ", ends {} (permuted at the end)", e.to_custom());
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// Attention work of every rank at every stage: the query-key pairs the patches' masks leave,
+/// summed over heads and batch (`[rank][stage]`).
+pub fn attention_work(plan: &Plan) -> Vec<Vec<f64>> {
+    plan.ranks
+        .iter()
+        .map(|r| {
+            r.stages
+                .iter()
+                .map(|st| st.compute.iter().map(pairs).sum())
+                .collect()
+        })
+        .collect()
+}
+
+/// The query-key pairs an attention patch computes (0 for other ops).
+fn pairs(op: &ComputeOp) -> f64 {
+    let ComputeOp::Patch {
+        patch:
+            PatchKind::Attention {
+                causal,
+                q_offset,
+                k_offset,
+                ..
+            },
+        inputs,
+        ..
+    } = op
+    else {
+        return 0.0;
+    };
+    let (q, k) = (&inputs[0].region.extent, &inputs[1].region.extent);
+    let (sq, sk) = (q[q.len() - 2], k[k.len() - 2]);
+    let rows = q[..q.len() - 2].iter().product::<usize>() as f64;
+    let visible: usize = if *causal {
+        (0..sq)
+            .map(|r| (*q_offset + r + 1).saturating_sub(*k_offset).min(sk))
+            .sum()
+    } else {
+        sq * sk
+    };
+    rows * visible as f64
+}
+
+/// Causal attention work per rank ([`attention_work`]): how the busiest rank compares with
+/// the mean over the whole plan and in the worst stage. `None` without causal attention.
+pub fn causal_balance(plan: &Plan) -> Option<String> {
+    let causal = plan
+        .ranks
+        .iter()
+        .flat_map(|r| &r.stages)
+        .flat_map(|st| &st.compute)
+        .any(|op| {
+            matches!(
+                op,
+                ComputeOp::Patch {
+                    patch: PatchKind::Attention { causal: true, .. },
+                    ..
+                }
+            )
+        });
+    if !causal {
+        return None;
+    }
+    let work = attention_work(plan);
+    let ratio = |v: &[f64]| {
+        let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let max = v.iter().copied().fold(0.0, f64::max);
+        if mean > 0.0 {
+            max / mean
+        } else {
+            1.0
+        }
+    };
+    let totals: Vec<f64> = work.iter().map(|w| w.iter().sum()).collect();
+    let stages = work.iter().map(Vec::len).max().unwrap_or(0);
+    let worst = (0..stages)
+        .map(|s| {
+            let col: Vec<f64> = work
+                .iter()
+                .map(|w| w.get(s).copied().unwrap_or(0.0))
+                .collect();
+            ratio(&col)
+        })
+        .fold(1.0, f64::max);
+    Some(format!(
+        "//   causal attention work: busiest rank {:.2}x the mean, {:.2}x in the worst stage\n",
+        ratio(&totals),
+        worst
+    ))
 }
 
 /// Per-rank memory: every slot grouped by buffer, with the largest rank's total.

@@ -1,9 +1,12 @@
-//! `commir.store`: the tile is copied into the rank's slot of that output tile.
+//! `commir.store`: the tile is copied into the rank's slot of that output tile, or written there
+//! directly by the elementwise program that computes it.
 
 use crate::compute::StageCx;
-use crate::context::{err, key, Event, Lowering};
+use crate::context::{err, key, to_dtype, Event, Lowering};
+use crate::tile::uses;
+use mercury_commir::Role;
 use mercury_ir::Diagnostic;
-use mercury_plan::{ComputeOp, DType, SlotInit};
+use mercury_plan::{ComputeOp, DType, SlotInit, TileOp};
 
 impl Lowering<'_> {
     /// Lowers one store event of `cx`'s rank and stage.
@@ -17,6 +20,13 @@ impl Lowering<'_> {
         else {
             return Ok(());
         };
+        // A temp buffer keeps its element type (the tile a later load reads, e.g. a bf16 GEMM
+        // operand); outputs are stored in f32 and converted when they are delivered.
+        let dtype = match self.k.buffer(buffer) {
+            Some(b) if b.role == Role::Temp => to_dtype(&b.dtype),
+            _ => DType::F32,
+        };
+        let single = uses(cx, *value) == 1;
         let rb = &mut self.ranks[cx.r];
         let src = cx
             .values
@@ -28,7 +38,7 @@ impl Lowering<'_> {
             None => {
                 let s = rb.slot(
                     format!("{buffer}.out"),
-                    DType::F32,
+                    dtype,
                     bx.extent.clone(),
                     SlotInit::Uninit,
                 );
@@ -37,6 +47,18 @@ impl Lowering<'_> {
             }
         };
         let dst = rb.whole(s);
+        // The elementwise program that computed the value writes the stored tile itself.
+        if let Some(ComputeOp::Tile {
+            tile: TileOp::Elementwise { .. },
+            output,
+            ..
+        }) = rb.stage(cx.ps).compute.last_mut()
+        {
+            if single && *output == src && output.region.extent == dst.region.extent {
+                *output = dst;
+                return Ok(());
+            }
+        }
         rb.stage(cx.ps).compute.push(ComputeOp::Copy { src, dst });
         Ok(())
     }

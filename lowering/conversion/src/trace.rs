@@ -138,6 +138,22 @@ pub(crate) fn trace(
                         loc: loc.clone(),
                     },
                 )),
+                Stmt::Compute {
+                    op,
+                    inputs,
+                    output,
+                    ty,
+                    loc,
+                } => out.push((
+                    *stage,
+                    Event::Compute {
+                        op: op.clone(),
+                        inputs: inputs.clone(),
+                        output: *output,
+                        ty: ty.clone(),
+                        loc: loc.clone(),
+                    },
+                )),
                 Stmt::Reduce {
                     kind,
                     values,

@@ -4,13 +4,15 @@
 //! diagnostic (never a panic) and leave the IR as it was. Fixed seed, reproducible; the case
 //! count is bounded by `MERCURY_DIFF_CASES` (default 1200).
 
-use mercury_commir::{AxisKind, Kernel, Role};
+use mercury_commir::placement::{check_dim, flatten_splits};
+use mercury_commir::{AxisKind, Kernel, Placement, Role, Split, Stmt};
 use mercury_ir::pass::{PassManager, PassRegistry};
 use mercury_ir::{parse_str, Operation, Registry};
 use mercury_runtime::cpu::{execute, random_inputs, relative_error};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
 
 fn mesh_text(mesh: &[usize]) -> String {
     format!(
@@ -22,40 +24,92 @@ fn mesh_text(mesh: &[usize]) -> String {
     )
 }
 
-fn sharding(dims: usize, seq_dim: Option<usize>, levels: &[usize]) -> String {
-    let parts: Vec<String> = (0..dims)
-        .map(|d| {
-            if Some(d) == seq_dim && !levels.is_empty() {
-                format!(
-                    "S({})",
-                    levels
-                        .iter()
-                        .map(|l| l.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+/// A placement of one dimension: contiguous blocks, or zigzag / striped splits.
+#[derive(Debug, Clone)]
+struct Place {
+    levels: Vec<usize>,
+    splits: Vec<(usize, Split)>,
+}
+
+/// The ` sharding [...]` of a buffer with `dims` dimensions, `seq_dim` placed by `p`.
+fn sharding(dims: usize, seq_dim: Option<usize>, p: &Place) -> String {
+    let mut levels = vec![vec![]; dims];
+    let mut splits = BTreeMap::new();
+    if let Some(d) = seq_dim {
+        levels[d] = p.levels.clone();
+        splits.extend(p.splits.iter().copied());
+    }
+    format!(" sharding {}", Placement::new(levels, splits).to_custom())
+}
+
+/// A random split of `levels` for a dimension of `size`: a flat zigzag or striped one over all
+/// of them, a per-level mix, or contiguous blocks; contiguous when the draw does not divide.
+fn random_splits(
+    rng: &mut ChaCha8Rng,
+    levels: &[usize],
+    mesh: &[usize],
+    size: usize,
+) -> Vec<(usize, Split)> {
+    let flat = match rng.gen_range(0..6) {
+        0 | 1 => Split::Zigzag,
+        2 => Split::Striped(*[1usize, 2].choose(rng).unwrap()),
+        3 => {
+            // A per-level mix: each level block, zigzag or striped on its own.
+            let mix: Vec<(usize, Split)> = levels
+                .iter()
+                .map(|l| {
+                    (
+                        *l,
+                        *[Split::Block, Split::Zigzag, Split::Striped(1)]
+                            .choose(rng)
+                            .unwrap(),
+                    )
+                })
+                .collect();
+            return if check_dim(size, &mix, mesh).is_ok() {
+                mix
             } else {
-                "R".into()
-            }
-        })
-        .collect();
-    format!(" sharding [{}]", parts.join(", "))
+                vec![]
+            };
+        }
+        _ => return vec![],
+    };
+    let s = flatten_splits(flat, levels, mesh);
+    if check_dim(size, &s, mesh).is_ok() {
+        s
+    } else {
+        vec![]
+    }
 }
 
 /// A small random operator: attention (MHA or GQA, causal or not), weighted sum, or a GEMM,
 /// with inputs placed replicated or sharded along their sequence/row dimension.
 fn random_operator(rng: &mut ChaCha8Rng) -> String {
-    let mesh: Vec<usize> = [vec![2], vec![4], vec![2, 2], vec![2, 4], vec![3]]
-        .choose(rng)
-        .unwrap()
-        .clone();
+    let mesh: Vec<usize> = [
+        vec![2],
+        vec![4],
+        vec![2, 2],
+        vec![2, 4],
+        vec![3],
+        vec![2, 2, 2],
+    ]
+    .choose(rng)
+    .unwrap()
+    .clone();
     let n: usize = mesh.iter().product();
     let all_levels: Vec<usize> = (0..mesh.len()).collect();
-    let place = |rng: &mut ChaCha8Rng| {
+    // Sharded over every level (contiguous, zigzag or striped) or replicated.
+    let place = |rng: &mut ChaCha8Rng, size: usize| {
         if rng.gen_bool(0.5) {
-            all_levels.clone()
+            Place {
+                levels: all_levels.clone(),
+                splits: random_splits(rng, &all_levels, &mesh, size),
+            }
         } else {
-            vec![]
+            Place {
+                levels: vec![],
+                splits: vec![],
+            }
         }
     };
     let m = mesh_text(&mesh);
@@ -70,7 +124,7 @@ fn random_operator(rng: &mut ChaCha8Rng) -> String {
             };
             let causal = rng.gen_bool(0.5);
             let b = *[1usize, 2].choose(rng).unwrap();
-            let (qs, ks, os) = (place(rng), place(rng), place(rng));
+            let (qs, ks, os) = (place(rng, s), place(rng, s), place(rng, s));
             let heads = if gqa {
                 "@hk * @g".to_string()
             } else {
@@ -96,7 +150,7 @@ fn random_operator(rng: &mut ChaCha8Rng) -> String {
         }
         2 => {
             let (i, j) = (n * 2 * rng.gen_range(1..3), n * rng.gen_range(1..3));
-            let (a, c) = (place(rng), place(rng));
+            let (a, c) = (place(rng, i), place(rng, i));
             format!(
                 "commir.mesh @mesh shape {m}\ncommir.kernel @ws on @mesh {{\n  commir.axis @i = {i} spatial\n  commir.axis @j = {j} managed\n  commir.buffer @A : [@i, @j] f64 in{}\n  commir.buffer @B : [@j] f64 in\n  commir.buffer @C : [@i] f64 out{}\n  %a = commir.load @A[@i, @j] : !commir.tile<f64>\n  %b = commir.load @B[@j] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@i] : !commir.tile<f64>\n}}\n",
                 sharding(2, Some(0), &a),
@@ -105,13 +159,19 @@ fn random_operator(rng: &mut ChaCha8Rng) -> String {
         }
         _ => {
             let (mm, kk, nn) = (n * 2, n * rng.gen_range(1..3), n);
-            let (a, b, c) = (place(rng), place(rng), place(rng));
             let ad = rng.gen_range(0..2);
+            let bd = 1 - ad;
+            let cd = rng.gen_range(0..2);
+            let (a, b, c) = (
+                place(rng, [mm, kk][ad]),
+                place(rng, [kk, nn][bd]),
+                place(rng, [mm, nn][cd]),
+            );
             format!(
                 "commir.mesh @mesh shape {m}\ncommir.kernel @gemm on @mesh {{\n  commir.axis @m = {mm} spatial\n  commir.axis @k = {kk} managed\n  commir.axis @n = {nn} spatial\n  commir.buffer @A : [@m, @k] f64 in{}\n  commir.buffer @B : [@k, @n] f64 in{}\n  commir.buffer @C : [@m, @n] f64 out{}\n  %a = commir.load @A[@m, @k] : !commir.tile<f64>\n  %b = commir.load @B[@k, @n] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@m, @n] : !commir.tile<f64>\n}}\n",
                 sharding(2, Some(ad), &a),
-                sharding(2, Some(1 - ad), &b),
-                sharding(2, Some(rng.gen_range(0..2)), &c)
+                sharding(2, Some(bd), &b),
+                sharding(2, Some(cd), &c)
             )
         }
     }
@@ -150,9 +210,10 @@ fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
                 .map(|l| l.axis.clone())
                 .unwrap_or_else(|| pick(rng, &axes));
             format!(
-                "parallelize{{axis={lp} level={} shard={}}}",
+                "parallelize{{axis={lp} level={} shard={}{}}}",
                 rng.gen_range(0..levels),
-                rng.gen_bool(0.7)
+                rng.gen_bool(0.7),
+                placement_option(rng)
             )
         }
         5 | 6 => {
@@ -173,12 +234,17 @@ fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
             let ax: Vec<String> = b.axis_slots().into_iter().map(|(_, a)| a).collect();
             let a = ax.choose(rng).cloned().unwrap_or_default();
             if rng.gen_bool(0.5) {
-                format!("shard{{buffer={} axis={a}}}", b.name)
+                format!(
+                    "shard{{buffer={} axis={a}{}}}",
+                    b.name,
+                    placement_option(rng)
+                )
             } else {
                 format!(
-                    "shard{{buffer={} axis={a} level={}}}",
+                    "shard{{buffer={} axis={a} level={}{}}}",
                     b.name,
-                    rng.gen_range(0..levels)
+                    rng.gen_range(0..levels),
+                    placement_option(rng)
                 )
             }
         }
@@ -212,7 +278,12 @@ fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
             let entries: Vec<String> = (0..b.dims.len())
                 .map(|_| {
                     if rng.gen_bool(0.3) {
-                        format!("S({})", rng.gen_range(0..levels))
+                        let l = rng.gen_range(0..levels);
+                        match rng.gen_range(0..4) {
+                            0 => format!("S(zigzag({l}))"),
+                            1 => format!("S(striped({l};{}))", [1, 2].choose(rng).unwrap()),
+                            _ => format!("S({l})"),
+                        }
                     } else {
                         "R".into()
                     }
@@ -224,6 +295,24 @@ fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
                 entries.join(",")
             )
         }
+    }
+}
+
+/// Whether a buffer of `k` is declared or resharded other than in contiguous blocks.
+fn not_contiguous(k: &Kernel) -> bool {
+    k.buffers.iter().any(|b| !b.placement().is_contiguous())
+        || k.body
+            .iter()
+            .any(|s| matches!(s, Stmt::Reshard { to, .. } if !to.is_contiguous()))
+}
+
+/// A random ` placement=...` option of `parallelize` or `shard` (often none).
+fn placement_option(rng: &mut ChaCha8Rng) -> String {
+    match rng.gen_range(0..8) {
+        0 | 1 => " placement=zigzag".into(),
+        2 => format!(" placement=striped({})", [1, 2].choose(rng).unwrap()),
+        3 => " placement=block".into(),
+        _ => String::new(),
     }
 }
 
@@ -249,6 +338,7 @@ fn random_schedules_compute_the_operator() {
     mercury_passes::register_all(&mut passes);
     let mut rng = ChaCha8Rng::seed_from_u64(0x004d_6572_6375_7279);
     let (mut executed, mut steps_applied, mut steps_refused, mut with_comm) = (0, 0, 0, 0);
+    let (mut placed, mut causal_placed) = ([0usize; 3], [0usize; 3]);
     let mut lowering_refused = Vec::new();
     let start = std::time::Instant::now();
     for case in 0..cases {
@@ -318,11 +408,22 @@ fn random_schedules_compute_the_operator() {
         if plan.bytes_sent_per_rank().values().any(|b| *b > 0) {
             with_comm += 1;
         }
+        let k = mercury_commir::kernels(&m).unwrap().remove(0);
+        if not_contiguous(&k) {
+            let depth = k.mesh.shape.len().min(3);
+            placed[depth - 1] += 1;
+            if text.contains("causal = true") {
+                causal_placed[depth - 1] += 1;
+            }
+        }
     }
     eprintln!(
         "differential: {cases} cases, {executed} executed ({with_comm} with communication), {steps_applied} steps applied, {steps_refused} refused, {} schedules the lowering refused, {:.1} s",
         lowering_refused.len(),
         start.elapsed().as_secs_f64()
+    );
+    eprintln!(
+        "differential: zigzag or striped placements on 1-, 2-, 3-level meshes: {placed:?} cases, {causal_placed:?} of them causal attention"
     );
     for l in lowering_refused.iter().take(10) {
         eprintln!("  lowering refused: {l}");
@@ -332,6 +433,13 @@ fn random_schedules_compute_the_operator() {
         "legal schedules the lowering refused: {lowering_refused:#?}"
     );
     assert_eq!(executed, cases);
+    // The draws reach zigzag and striped placements of causal attention at every mesh depth.
+    if cases >= 1000 {
+        assert!(
+            causal_placed.iter().all(|c| *c >= 10),
+            "too few causal cases with zigzag or striped placements per mesh depth: {causal_placed:?}"
+        );
+    }
     assert!(
         with_comm * 4 >= executed,
         "too few schedules communicate: {with_comm} of {executed}"

@@ -1,5 +1,4 @@
-use mercury_ir::parse_str;
-use mercury_ir::pass::{PassManager, PassRegistry};
+use mercury_driver::{Compiler, Schedule};
 use mercury_runtime::cpu::{execute, random_inputs, relative_error};
 
 fn attention(mesh: &str, s: usize, causal: bool) -> String {
@@ -26,9 +25,7 @@ commir.kernel @attn on @mesh {{
 
 #[test]
 fn shift_shard_matches_local() {
-    let reg = mercury_commir::registry();
-    let mut passes = PassRegistry::new();
-    mercury_passes::register_all(&mut passes);
+    let c = Compiler::new();
     for (mesh, causal) in [
         ("[4]", false),
         ("[4]", true),
@@ -36,14 +33,13 @@ fn shift_shard_matches_local() {
         ("[2, 2]", true),
     ] {
         let text = attention(mesh, 16, causal);
-        let m = parse_str(&reg, "a.mlir", &text).unwrap_or_else(|d| panic!("{}", d.render()));
+        let m = c
+            .parse("a.mlir", &text)
+            .unwrap_or_else(|d| panic!("{}", d.render()));
         let base =
             mercury_conversion::lower_module(&m, None).unwrap_or_else(|d| panic!("{}", d.render()));
         let mut m2 = m.clone();
-        let mut pm = PassManager::new();
-        pm.add_pipeline(&passes, "builtin.module(shift-shard)")
-            .unwrap();
-        pm.run(&mut m2, &reg)
+        c.schedule(&mut m2, &Schedule::shift_shard())
             .unwrap_or_else(|d| panic!("{}", d.render()));
         let plan = mercury_conversion::lower_module(&m2, None)
             .unwrap_or_else(|d| panic!("{}", d.render()));

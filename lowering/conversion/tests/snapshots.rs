@@ -1,28 +1,26 @@
 //! Snapshots of every known schedule applied to its example: the annotated IR and the
 //! communication plan (review changes with `cargo insta review`).
 
-use mercury_ir::pass::{PassManager, PassRegistry};
-use mercury_ir::{parse_str, print_op, PrintOptions};
+use mercury_driver::{Compiler, Schedule};
+use mercury_ir::{print_op, PrintOptions};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 fn scheduled(example: &str, schedule: &str) -> String {
-    let reg = mercury_commir::registry();
-    let mut passes = PassRegistry::new();
-    mercury_passes::register_all(&mut passes);
+    let c = Compiler::new();
+    let reg = &c.registry;
     let text = std::fs::read_to_string(format!("{ROOT}/examples/{example}")).unwrap();
-    let mut m = parse_str(&reg, example, &text).unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut m = c
+        .parse(example, &text)
+        .unwrap_or_else(|d| panic!("{}", d.render()));
     let script = std::fs::read_to_string(format!("{ROOT}/examples/schedules/{schedule}")).unwrap();
-    let mut pm = PassManager::new();
-    pm.add_pipeline(&passes, &mercury_passes::schedule_pipeline(&script))
-        .unwrap();
-    pm.run(&mut m, &reg)
+    c.schedule(&mut m, &Schedule::script(&script))
         .unwrap_or_else(|d| panic!("{}", d.render()));
     let plan =
         mercury_conversion::lower_module(&m, None).unwrap_or_else(|d| panic!("{}", d.render()));
     format!(
         "{}{}{}",
-        print_op(&reg, &m, PrintOptions::default()),
+        print_op(reg, &m, PrintOptions::default()),
         mercury_conversion::report::comm_plan(&plan, false),
         mercury_conversion::report::memory(&plan)
     )

@@ -79,6 +79,9 @@ pub enum DeviceKernel {
     LseMergeLse,
     /// `mercury_add_f32`: `acc += part`.
     AddF32,
+    /// `mercury_add_bf16_f32`: `acc += f32(part)` with a bf16 part (a partial sum that
+    /// travelled in the output's precision).
+    AddBf16F32,
     /// `mercury_cast_f32_to_bf16`: round to nearest even.
     CastF32ToBf16,
     /// `mercury_cast_bf16_to_f32`: exact widening.
@@ -102,10 +105,11 @@ pub enum DeviceKernel {
 
 impl DeviceKernel {
     /// Every kernel, in a fixed order.
-    pub const ALL: [DeviceKernel; 10] = [
+    pub const ALL: [DeviceKernel; 11] = [
         DeviceKernel::LseMergeO,
         DeviceKernel::LseMergeLse,
         DeviceKernel::AddF32,
+        DeviceKernel::AddBf16F32,
         DeviceKernel::CastF32ToBf16,
         DeviceKernel::CastBf16ToF32,
         DeviceKernel::Copy2dB16,
@@ -121,6 +125,7 @@ impl DeviceKernel {
             DeviceKernel::LseMergeO => "mercury_lse_merge_o_f32",
             DeviceKernel::LseMergeLse => "mercury_lse_merge_lse_f32",
             DeviceKernel::AddF32 => "mercury_add_f32",
+            DeviceKernel::AddBf16F32 => "mercury_add_bf16_f32",
             DeviceKernel::CastF32ToBf16 => "mercury_cast_f32_to_bf16",
             DeviceKernel::CastBf16ToF32 => "mercury_cast_bf16_to_f32",
             DeviceKernel::Copy2dB16 => "mercury_copy_2d_b16",
@@ -149,6 +154,7 @@ impl DeviceKernel {
         const LSE_LSE: &[KernelParam] =
             &[p("lse_acc", PtrF32), p("lse_part", PtrF32), p("rows", I64)];
         const ADD: &[KernelParam] = &[p("acc", PtrF32), p("part", PtrF32), p("n", I64)];
+        const ADD_BF16: &[KernelParam] = &[p("acc", PtrF32), p("part", PtrBf16), p("n", I64)];
         const TO_BF16: &[KernelParam] = &[p("dst", PtrBf16), p("src", PtrF32), p("n", I64)];
         const FROM_BF16: &[KernelParam] = &[p("dst", PtrF32), p("src", PtrBf16), p("n", I64)];
         const COPY_B16: &[KernelParam] = &[
@@ -206,6 +212,7 @@ impl DeviceKernel {
             DeviceKernel::LseMergeO => LSE_O,
             DeviceKernel::LseMergeLse => LSE_LSE,
             DeviceKernel::AddF32 => ADD,
+            DeviceKernel::AddBf16F32 => ADD_BF16,
             DeviceKernel::CastF32ToBf16 => TO_BF16,
             DeviceKernel::CastBf16ToF32 => FROM_BF16,
             DeviceKernel::Copy2dB16 => COPY_B16,
@@ -244,6 +251,7 @@ impl DeviceKernel {
             DeviceKernel::LseMergeO => LSE_MERGE_O_BODY,
             DeviceKernel::LseMergeLse => LSE_MERGE_LSE_BODY,
             DeviceKernel::AddF32 => ADD_F32_BODY,
+            DeviceKernel::AddBf16F32 => ADD_BF16_F32_BODY,
             DeviceKernel::CastF32ToBf16 => CAST_F32_TO_BF16_BODY,
             DeviceKernel::CastBf16ToF32 => CAST_BF16_TO_F32_BODY,
             DeviceKernel::Copy2dB16 | DeviceKernel::Copy2dB32 => COPY_2D_BODY,
@@ -519,6 +527,22 @@ scf.for %e = %gid to %n step %stride : i64 {
   %a = llvm.load %pa : !P -> f32
   %pb = llvm.getelementptr inbounds %part[%e] : (!P, i64) -> !P, f32
   %b = llvm.load %pb : !P -> f32
+  %s = arith.addf %a, %b : f32
+  llvm.store %s, %pa : f32, !P
+}
+"#;
+
+// acc[e] += f32(part[e]): the bf16 bits widened exactly (shifted into the high half).
+const ADD_BF16_F32_BODY: &str = r#"
+%c16 = arith.constant 16 : i32
+scf.for %e = %gid to %n step %stride : i64 {
+  %pa = llvm.getelementptr inbounds %acc[%e] : (!P, i64) -> !P, f32
+  %a = llvm.load %pa : !P -> f32
+  %pb = llvm.getelementptr inbounds %part[%e] : (!P, i64) -> !P, i16
+  %h = llvm.load %pb : !P -> i16
+  %w = arith.extui %h : i16 to i32
+  %bits = arith.shli %w, %c16 : i32
+  %b = arith.bitcast %bits : i32 to f32
   %s = arith.addf %a, %b : f32
   llvm.store %s, %pa : f32, !P
 }

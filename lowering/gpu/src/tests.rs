@@ -774,3 +774,29 @@ fn host_attn_merge_strided_bf16_parts() {
         }
     }
 }
+
+#[test]
+fn host_add_bf16_part_into_f32() {
+    let mut rng = rng();
+    for threads in [1u32, 7, 64] {
+        let n = 37usize;
+        let mut acc: Vec<f32> = (0..n).map(|_| rng.gen_range(-3.0..3.0)).collect();
+        let part_f: Vec<f32> = (0..n).map(|_| rng.gen_range(-3.0..3.0)).collect();
+        let mut part: Vec<u16> = part_f.iter().map(|x| bf16_bits(*x)).collect();
+        let want: Vec<f32> = acc
+            .iter()
+            .zip(&part)
+            .map(|(a, p)| a + bf16::from_bits(*p).to_f32())
+            .collect();
+        // One element past the end must stay untouched (the kernel's bound).
+        acc.push(123.0);
+        with_host_kernels(threads, |jit| {
+            jit.call(
+                DeviceKernel::AddBf16F32,
+                &[ptr(&mut acc), ptr(&mut part), Arg::I64(n as i64)],
+            );
+        });
+        assert_eq!(&acc[..n], &want[..], "threads {threads}");
+        assert_eq!(acc[n], 123.0);
+    }
+}

@@ -15,7 +15,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub mod patch;
+pub mod tile;
 pub mod verify;
+pub use patch::{PatchArgs, PatchAttr, PatchKind, PatchSpec, PATCHES};
+pub use tile::TileOp;
 pub use verify::{verify, PlanError};
 
 /// Element type of a buffer or slot. Backends may store with more precision (the CPU executor
@@ -94,6 +98,30 @@ impl Region {
                 .zip(shape)
                 .all(|((o, e), s)| o + e <= *s)
     }
+    /// Chunk `chunk` of `parts` equal chunks of this box along `axis`: the collective
+    /// geometry (an AllGather member `p`'s piece is chunk `p` of the destination, a
+    /// ReduceScatter member keeps chunk `p` of the source, an AllToAll member `p` sends chunk
+    /// `q` of its source to member `q`, which stores it as chunk `p` of its destination).
+    /// `Err` when the axis does not exist, the chunk is out of range, or the extent does not
+    /// split evenly.
+    pub fn chunk(&self, axis: usize, parts: usize, chunk: usize) -> Result<Region, String> {
+        if axis >= self.rank() || parts == 0 || chunk >= parts {
+            return Err(format!(
+                "chunk {chunk} of {parts} along axis {axis} of {self}"
+            ));
+        }
+        if !self.extent[axis].is_multiple_of(parts) {
+            return Err(format!(
+                "extent {} of axis {axis} does not split into {parts} chunks",
+                self.extent[axis]
+            ));
+        }
+        let step = self.extent[axis] / parts;
+        let mut out = self.clone();
+        out.offset[axis] += chunk * step;
+        out.extent[axis] = step;
+        Ok(out)
+    }
     /// True when the two boxes share at least one element.
     pub fn overlaps(&self, other: &Region) -> bool {
         self.rank() == other.rank()
@@ -132,6 +160,21 @@ pub enum SlotInit {
     NegInf,
     /// Copy of `region` of global input buffer `buffer` (an index into `Plan::buffers`).
     FromGlobal { buffer: usize, region: Region },
+    /// Copies of several regions of global input buffer `buffer`, side by side in the slot:
+    /// a rank's shard under a zigzag or striped placement is several runs of the buffer, kept
+    /// in increasing order. The pieces tile the slot.
+    FromGlobalPieces {
+        buffer: usize,
+        pieces: Vec<InputPiece>,
+    },
+}
+
+/// One piece of a [`SlotInit::FromGlobalPieces`] slot: `region` of the global buffer lands at
+/// `at` in the slot (same extents).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputPiece {
+    pub region: Region,
+    pub at: Region,
 }
 
 /// A local allocation of one rank.
@@ -154,30 +197,6 @@ impl Slot {
 pub struct View {
     pub slot: usize,
     pub region: Region,
-}
-
-/// Local library kernels (the paper's patches).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum PatchKind {
-    /// `out[m, n] (=|+=) a[m, k] * b[k, n]`; views are 2-D after dropping leading unit dims.
-    /// With `accumulate`, the product is added to `out`.
-    Gemm { accumulate: bool },
-    /// Attention forward on one tile: q `[b, hq, sq, d]`, k and v `[b, hk, sk, d]` with
-    /// `hq = hk * group`; outputs o `[b, hq, sq, d]` (normalised) and lse `[b, hq, sq]`
-    /// (natural log of the softmax denominator, scaled logits). With `causal`, key position
-    /// `k_offset + c` is visible to query position `q_offset + r` iff it is not larger.
-    /// Fully masked rows give o = 0 and lse = -inf. With `accumulate`, the outputs are an
-    /// accumulator `[o, lse]` that the tile's result is merged into (as `CombineKind::LseMerge`
-    /// would), so a ring step needs no separate merge pass.
-    Attention {
-        causal: bool,
-        scale: f64,
-        q_offset: usize,
-        k_offset: usize,
-        #[serde(default)]
-        accumulate: bool,
-    },
 }
 
 /// How a partial result is combined into an accumulator.
@@ -207,6 +226,13 @@ pub enum ComputeOp {
     },
     /// Local copy (pack/unpack); shapes must have equal element counts.
     Copy { src: View, dst: View },
+    /// A compiler-generated computation on tiles (`tile.rs`): a matmul, a row reduction or a
+    /// fused elementwise program; `output` is written, never read.
+    Tile {
+        tile: TileOp,
+        inputs: Vec<View>,
+        output: View,
+    },
 }
 
 /// Collective operations over a group of ranks (ordered; a rank's position is its index).
@@ -399,5 +425,54 @@ mod tests {
         assert!(!a.overlaps(&c));
         assert!(a.fits_in(&[2, 4]));
         assert!(!b.fits_in(&[2, 4]));
+    }
+
+    /// A slot filled from several runs of an input: the pieces must tile it exactly.
+    #[test]
+    fn input_pieces_tile_their_slot() {
+        let r = |o: usize, e: usize| Region {
+            offset: vec![o],
+            extent: vec![e],
+        };
+        let plan = |pieces: Vec<InputPiece>| Plan {
+            name: "k".into(),
+            mesh: vec![1],
+            buffers: vec![GlobalBuffer {
+                name: "x".into(),
+                shape: vec![16],
+                dtype: DType::F32,
+                role: Role::Input,
+            }],
+            ranks: vec![RankProgram {
+                rank: 0,
+                coords: vec![0],
+                slots: vec![Slot {
+                    name: "x.shard".into(),
+                    dtype: DType::F32,
+                    shape: vec![8],
+                    init: SlotInit::FromGlobalPieces { buffer: 0, pieces },
+                }],
+                stages: vec![],
+                outputs: vec![],
+            }],
+        };
+        let piece = |g: usize, at: usize| InputPiece {
+            region: r(g, 4),
+            at: r(at, 4),
+        };
+        assert!(verify(&plan(vec![piece(0, 0), piece(12, 4)])).is_ok());
+        let overlap = verify(&plan(vec![piece(0, 0), piece(12, 2)])).unwrap_err();
+        assert!(
+            overlap.to_string().contains("does not land")
+                || overlap.to_string().contains("two pieces"),
+            "{overlap}"
+        );
+        let short = verify(&plan(vec![piece(0, 0)])).unwrap_err();
+        assert!(
+            short.to_string().contains("initialised from 4 elements"),
+            "{short}"
+        );
+        let outside = verify(&plan(vec![piece(0, 0), piece(14, 4)])).unwrap_err();
+        assert!(outside.to_string().contains("outside"), "{outside}");
     }
 }

@@ -1,6 +1,6 @@
 //! Structural checks of a plan: bounds, transfer matching and stage hazards.
 
-use crate::{Collective, CommOp, ComputeOp, Plan, RankProgram, SlotInit, View};
+use crate::{Collective, CommOp, ComputeOp, Plan, RankProgram, Region, SlotInit, View};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -44,14 +44,7 @@ pub fn compute_access(op: &ComputeOp) -> (Vec<&View>, Vec<&View>) {
             patch,
         } => {
             let mut reads: Vec<&View> = inputs.iter().collect();
-            if matches!(
-                patch,
-                crate::PatchKind::Gemm { accumulate: true }
-                    | crate::PatchKind::Attention {
-                        accumulate: true,
-                        ..
-                    }
-            ) {
+            if patch.accumulates() {
                 reads.extend(outputs.iter());
             }
             (reads, outputs.iter().collect())
@@ -61,6 +54,7 @@ pub fn compute_access(op: &ComputeOp) -> (Vec<&View>, Vec<&View>) {
             acc.iter().collect(),
         ),
         ComputeOp::Copy { src, dst } => (vec![src], vec![dst]),
+        ComputeOp::Tile { inputs, output, .. } => (inputs.iter().collect(), vec![output]),
     }
 }
 
@@ -105,25 +99,45 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
             )));
         }
         for s in &r.slots {
-            if let SlotInit::FromGlobal { buffer, region } = &s.init {
-                let b = plan
-                    .buffers
-                    .get(*buffer)
-                    .ok_or_else(|| rank_err(format!("slot '{}' reads buffer #{buffer}", s.name)))?;
-                if !region.fits_in(&b.shape) {
-                    return Err(rank_err(format!(
-                        "slot '{}' reads {} outside '{}' {:?}",
-                        s.name, region, b.name, b.shape
-                    )));
+            let (buffer, regions): (usize, Vec<&Region>) = match &s.init {
+                SlotInit::FromGlobal { buffer, region } => (*buffer, vec![region]),
+                SlotInit::FromGlobalPieces { buffer, pieces } => {
+                    (*buffer, pieces.iter().map(|p| &p.region).collect())
                 }
-                if region.numel() != s.shape.iter().product::<usize>() {
-                    return Err(rank_err(format!(
-                        "slot '{}' of shape {:?} initialised from {} elements",
-                        s.name,
-                        s.shape,
-                        region.numel()
-                    )));
+                _ => continue,
+            };
+            let b = plan
+                .buffers
+                .get(buffer)
+                .ok_or_else(|| rank_err(format!("slot '{}' reads buffer #{buffer}", s.name)))?;
+            if let Some(region) = regions.iter().find(|g| !g.fits_in(&b.shape)) {
+                return Err(rank_err(format!(
+                    "slot '{}' reads {} outside '{}' {:?}",
+                    s.name, region, b.name, b.shape
+                )));
+            }
+            if let SlotInit::FromGlobalPieces { pieces, .. } = &s.init {
+                for (i, p) in pieces.iter().enumerate() {
+                    if !p.at.fits_in(&s.shape) || p.at.extent != p.region.extent {
+                        return Err(rank_err(format!(
+                            "slot '{}' of shape {:?}: piece {} does not land at {}",
+                            s.name, s.shape, p.region, p.at
+                        )));
+                    }
+                    if pieces[..i].iter().any(|q| q.at.overlaps(&p.at)) {
+                        return Err(rank_err(format!(
+                            "slot '{}': two pieces land on {}",
+                            s.name, p.at
+                        )));
+                    }
                 }
+            }
+            let covered: usize = regions.iter().map(|g| g.numel()).sum();
+            if covered != s.shape.iter().product::<usize>() {
+                return Err(rank_err(format!(
+                    "slot '{}' of shape {:?} initialised from {covered} elements",
+                    s.name, s.shape
+                )));
             }
         }
         for o in &r.outputs {
@@ -151,6 +165,16 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                 let (rd, wr) = compute_access(op);
                 for v in rd.iter().chain(wr.iter()) {
                     check_view(r, v).map_err(err)?;
+                }
+                if let ComputeOp::Tile {
+                    tile: op,
+                    inputs,
+                    output,
+                } = op
+                {
+                    let shapes: Vec<Vec<usize>> =
+                        inputs.iter().map(|v| v.region.extent.clone()).collect();
+                    op.check(&shapes, &output.region.extent).map_err(err)?;
                 }
                 compute_reads.extend(rd);
                 compute_writes.extend(wr);

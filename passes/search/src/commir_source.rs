@@ -13,22 +13,25 @@
 //!   reduces what it must), `n+ring(m)` (AsyncTP-like), `k+shift(m)` (shift-reduce).
 //!
 //! Placements of the inputs are the problem's and are never changed (`shard=false`): what a
-//! schedule needs elsewhere, the lowering moves. Illegal combinations are refused by the
+//! schedule needs elsewhere, the lowering moves. Causal attention candidates with a ring level
+//! are also tried with zigzag placements (`balance-causal`: the contiguous inputs permuted at
+//! the start, the output back at the end); the cost model prices every rank's causal work. Illegal combinations are refused by the
 //! primitives themselves and counted as pruned.
 
 use crate::search::{Candidate, CandidateSource, SourceError};
 use crate::topology::Topology;
 use mercury_commir::{DimBinding, Kernel, Stmt};
-use mercury_ir::pass::{PassManager, PassRegistry};
-use mercury_ir::{parse_str, print_op, Operation, PrintOptions, Registry};
+use mercury_driver::{Compiler, Schedule};
+use mercury_ir::{print_op, Operation, PrintOptions};
 
 /// Generates candidates for one kernel of a CommIR module.
 pub struct CommirSource {
     origin: String,
     module: Operation,
     kernel: Kernel,
-    registry: Registry,
-    passes: PassRegistry,
+    compiler: Compiler,
+    /// Meshes of at most this many levels (`None`: every factorisation).
+    max_levels: Option<usize>,
     /// Candidates the primitives or the lowering refused in the last enumeration.
     pub pruned: Vec<String>,
 }
@@ -49,9 +52,8 @@ impl CommirSource {
         origin: &str,
         kernel: Option<&str>,
     ) -> Result<CommirSource, SourceError> {
-        let registry = mercury_commir::registry();
-        let module = parse_str(&registry, origin, text).map_err(|d| err(d.render()))?;
-        mercury_ir::verify(&registry, &module).map_err(|d| err(d.render()))?;
+        let compiler = Compiler::new();
+        let module = compiler.parse(origin, text).map_err(|d| err(d.render()))?;
         let kernels = mercury_commir::kernels(&module).map_err(|d| err(d.render()))?;
         let kernel = match kernel {
             Some(k) => kernels
@@ -74,16 +76,29 @@ impl CommirSource {
                 "{origin}: the kernel is already scheduled; give the local operator"
             )));
         }
-        let mut passes = PassRegistry::new();
-        mercury_passes::register_all(&mut passes);
         Ok(CommirSource {
             origin: origin.to_string(),
             module,
             kernel,
-            registry,
-            passes,
+            compiler,
+            max_levels: None,
             pruned: vec![],
         })
+    }
+
+    /// Enumerates only meshes of at most `levels` levels (the graph level prices many operator
+    /// layouts and asks for the topology's own depth).
+    pub fn with_max_levels(mut self, levels: usize) -> Self {
+        self.max_levels = Some(levels);
+        self
+    }
+
+    /// The roles tried on each mesh level, in enumeration order.
+    fn roles(op: Op) -> &'static [&'static str] {
+        match op {
+            Op::Attention => &["ring", "heads", "gather", "tree"],
+            Op::Gemm => &["m", "n", "k", "n+ring(m)", "k+shift(m)"],
+        }
     }
 
     fn op(&self) -> Result<(Op, Vec<String>), SourceError> {
@@ -178,17 +193,18 @@ impl CommirSource {
             Some(shape) if shape != self.kernel.mesh.shape.as_slice() => self.reshaped(shape),
             _ => self.module.clone(),
         };
-        let mut pm = PassManager::new();
-        pm.add_pipeline(&self.passes, &mercury_passes::schedule_pipeline(script))
+        let mut pm = self
+            .compiler
+            .pass_manager(&Schedule::script(script))
             .map_err(|e| err(format!("{name}: {e}")))?;
-        pm.run(&mut m, &self.registry)
+        pm.run(&mut m, &self.compiler.registry)
             .map_err(|d| err(format!("{name}: {}", d.message)))?;
-        let plan = mercury_conversion::lower_module(&m, Some(&self.kernel.name))
+        let plan = mercury_driver::lower(&m, Some(&self.kernel.name))
             .map_err(|d| err(format!("{name}: {}", d.message)))?;
         Ok(Candidate {
             name: name.to_string(),
             transform_script: script.to_string(),
-            annotated_ir: print_op(&self.registry, &m, PrintOptions::default()),
+            annotated_ir: print_op(&self.compiler.registry, &m, PrintOptions::default()),
             plan,
         })
     }
@@ -212,6 +228,10 @@ impl CommirSource {
             .iter()
             .filter(|b| b.role != mercury_commir::Role::In)
         {
+            if !b.placement().is_contiguous() {
+                check_runs_held(&self.kernel, b, plan)?;
+                continue;
+            }
             let sharded: Vec<usize> = (0..b.sharding.len())
                 .filter(|&d| !b.sharding[d].is_empty())
                 .collect();
@@ -427,12 +447,14 @@ impl CommirSource {
                     let p = tile(&mut s, par, l);
                     s.push(format!("parallelize{{axis={p} level={l} shard=false}}"));
                     if let Some(x) = shifted {
-                        shifts.push((x, l, p));
+                        // Shift-reduce (partials of m travel to their owners): the own piece
+                        // last, so that every transfer overlaps a computation.
+                        shifts.push((x, l, p, usize::from(par == kk)));
                     }
                 }
-                for (x, l, p) in shifts {
+                for (x, l, p, offset) in shifts {
                     let name = tile(&mut s, x, l);
-                    s.push(format!("shift{{axis={name} by={p}}}"));
+                    s.push(format!("shift{{axis={name} by={p} offset={offset}}}"));
                 }
             }
         }
@@ -445,31 +467,37 @@ impl CommirSource {
         roles: &[&str],
         op: Op,
         ax: &[String],
+        zigzag: bool,
     ) -> Result<Candidate, String> {
         let mut m = self.reshaped(shape);
-        let script = self.script(op, ax, shape, roles);
-        let mut pm = PassManager::new();
-        pm.add_pipeline(
-            &self.passes,
-            &format!("builtin.module({})", script.join(",")),
-        )
-        .map_err(|e| e.to_string())?;
-        pm.run(&mut m, &self.registry).map_err(|d| d.message)?;
-        let plan =
-            mercury_conversion::lower_module(&m, Some(&self.kernel.name)).map_err(|d| d.message)?;
+        let mut script = self.script(op, ax, shape, roles);
+        if zigzag {
+            script.push("balance-causal".to_string());
+        }
+        let mut pm = self
+            .compiler
+            .pass_manager(&Schedule::pipeline(&format!(
+                "builtin.module({})",
+                script.join(",")
+            )))
+            .map_err(|e| e.to_string())?;
+        pm.run(&mut m, &self.compiler.registry)
+            .map_err(|d| d.message)?;
+        let plan = mercury_driver::lower(&m, Some(&self.kernel.name)).map_err(|d| d.message)?;
         let mesh = shape
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
             .join("x");
         let name = format!(
-            "mesh {mesh}: {}",
+            "mesh {mesh}: {}{}",
             roles
                 .iter()
                 .enumerate()
                 .map(|(l, r)| format!("L{l}={r}"))
                 .collect::<Vec<_>>()
-                .join(" ")
+                .join(" "),
+            if zigzag { " zigzag" } else { "" }
         );
         let header = format!(
             "# {name}\n# mesh shape [{}] (levels slowest first)\n",
@@ -482,10 +510,59 @@ impl CommirSource {
         Ok(Candidate {
             name,
             transform_script: header + &script.join("\n") + "\n",
-            annotated_ir: print_op(&self.registry, &m, PrintOptions::default()),
+            annotated_ir: print_op(&self.compiler.registry, &m, PrintOptions::default()),
             plan,
         })
     }
+}
+
+/// Whether every rank of `plan` writes exactly its part of output `b` under `b`'s zigzag or
+/// striped placement (the runs of positions it holds in each dimension). `Err` says which rank
+/// writes what else.
+fn check_runs_held(
+    k: &mercury_commir::Kernel,
+    b: &mercury_commir::Buffer,
+    plan: &mercury_plan::Plan,
+) -> Result<(), String> {
+    let Some(gi) = plan.buffers.iter().position(|g| g.name == b.name) else {
+        return Err(format!("the plan has no output '{}'", b.name));
+    };
+    let p = b.placement();
+    let shape = k.shape(b);
+    for r in &plan.ranks {
+        let runs: Vec<Vec<(usize, usize)>> = (0..shape.len())
+            .map(|d| {
+                mercury_commir::placement::dim_runs(shape[d], &p.dim(d), &k.mesh.shape, &r.coords)
+            })
+            .collect();
+        let want: usize = runs
+            .iter()
+            .map(|v| v.iter().map(|x| x.1).sum::<usize>())
+            .product();
+        let mut inside = 0;
+        let mut total = 0;
+        for o in r.outputs.iter().filter(|o| o.buffer == gi) {
+            total += o.region.numel();
+            inside += (0..shape.len())
+                .map(|d| {
+                    let (lo, hi) = (o.region.offset[d], o.region.offset[d] + o.region.extent[d]);
+                    runs[d]
+                        .iter()
+                        .map(|(s, l)| (s + l).min(hi).saturating_sub((*s).max(lo)))
+                        .sum::<usize>()
+                })
+                .product::<usize>();
+        }
+        if inside != want || total != want {
+            return Err(format!(
+                "rank {} writes {total} elements of '@{}', {inside} of them in its {want} under {}",
+                r.rank,
+                b.name,
+                p.to_custom()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Ordered factorisations of `n` into factors of at least 2 (and `[n]`).
@@ -560,20 +637,26 @@ impl CandidateSource for CommirSource {
         topo: &'a Topology,
     ) -> Result<Box<dyn Iterator<Item = Result<Candidate, SourceError>> + 'a>, SourceError> {
         let (op, ax) = self.op()?;
-        let roles: &[&str] = match op {
-            Op::Attention => &["ring", "heads", "gather", "tree"],
-            Op::Gemm => &["m", "n", "k", "n+ring(m)", "k+shift(m)"],
-        };
+        let roles = Self::roles(op);
+        let max = self.max_levels.unwrap_or(usize::MAX);
+        // Causal attention around a ring is tried with zigzag placements too.
+        let causal = mercury_passes::balance::causal_attention(&self.kernel).is_some();
         let mut work = Vec::new();
-        for shape in factorisations(topo.num_devices()) {
+        for shape in factorisations(topo.num_devices())
+            .into_iter()
+            .filter(|s| s.len() <= max)
+        {
             for r in assignments(roles, shape.len()) {
-                work.push((shape.clone(), r));
+                if causal && r.contains(&"ring") {
+                    work.push((shape.clone(), r.clone(), true));
+                }
+                work.push((shape.clone(), r, false));
             }
         }
         self.pruned.clear();
         let this: &CommirSource = self;
-        Ok(Box::new(work.into_iter().map(move |(shape, r)| {
-            this.attempt(&shape, &r, op, &ax).map_err(|e| {
+        Ok(Box::new(work.into_iter().map(move |(shape, r, zigzag)| {
+            this.attempt(&shape, &r, op, &ax, zigzag).map_err(|e| {
                 let mesh = shape
                     .iter()
                     .map(|s| s.to_string())
@@ -582,6 +665,27 @@ impl CandidateSource for CommirSource {
                 err(format!("mesh {mesh} {r:?}: {e}"))
             })
         })))
+    }
+
+    /// The first role that lowers on the one-level mesh of every device: `mesh 8: L0=ring`
+    /// for attention (the collective-library ring, contiguous: the baseline a tuner improves
+    /// on), `mesh 8: L0=m` for a GEMM.
+    fn default_candidate(&mut self, topo: &Topology) -> Result<Candidate, SourceError> {
+        let (op, ax) = self.op()?;
+        let n = [topo.num_devices()];
+        let mut why = Vec::new();
+        for r in Self::roles(op) {
+            match self.attempt(&n, &[r], op, &ax, false) {
+                Ok(c) => return Ok(c),
+                Err(e) => why.push(format!("{r}: {e}")),
+            }
+        }
+        Err(err(format!(
+            "{}: no role lowers on mesh {}: {}",
+            self.origin,
+            n[0],
+            why.join("; ")
+        )))
     }
 }
 
@@ -625,5 +729,34 @@ mod tests {
             mercury_plan::verify(&c.plan).unwrap();
             assert_eq!(c.plan.num_ranks(), 8);
         }
+    }
+
+    /// Causal attention: the search tries the ring with zigzag placements too, and the cost
+    /// model, which prices every rank's causal work, ranks it faster than the contiguous ring
+    /// (where rank 7 works at every step while rank 0 idles after its first).
+    #[test]
+    fn zigzag_ring_is_a_candidate_and_priced_faster_for_causal_attention() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/attention_causal.mlir"
+        ))
+        .unwrap();
+        let src = CommirSource::from_text(&text, "attention_causal.mlir", None).unwrap();
+        let topo = Topology::preset("h200-1x8").unwrap().unwrap();
+        let (op, ax) = src.op().unwrap();
+        let predict = |zigzag: bool| {
+            let c = src.attempt(&[8], &["ring"], op, &ax, zigzag).unwrap();
+            if zigzag {
+                assert_eq!(c.name, "mesh 8: L0=ring zigzag");
+                assert!(c.transform_script.contains("balance-causal"));
+            }
+            src.check_output_layout(&c.plan).unwrap();
+            crate::search::evaluate(c, &topo).predicted_s.unwrap()
+        };
+        let (zigzag, contiguous) = (predict(true), predict(false));
+        assert!(
+            zigzag < 0.8 * contiguous,
+            "zigzag ring {zigzag} s, contiguous ring {contiguous} s"
+        );
     }
 }

@@ -7,21 +7,23 @@
 //! - [`search`]: the [`search::CandidateSource`] trait (where the CommIR generator plugs
 //!   in), evaluation, the latency/memory Pareto frontier and the tuning driver.
 //! - [`cache`]: the on-disk schedule cache.
-//! - [`graph`]: graph-level selection of operator configurations with resharding costs.
-//! - [`fixtures`]: FIXTURE plan builders (Ring, Ulysses, USP, LoongTrain, context parallel,
-//!   GEMM + collectives) standing in for CommIR-generated plans.
-//! - [`study`]: predicted-latency tables for `docs/simulation.md`.
+//! - [`commir_source`]: the CommIR generator, the candidate schedules of a CommIR operator.
+//! - [`operator`]: operators by shape (`mercury-tune`'s `.toml`), as CommIR from the examples.
+//! - [`graph`]: graph-level selection of operator configurations with resharding costs, each
+//!   configuration priced by the CommIR generator.
 //! - [`report`]: output files of a tuning run (JSON, SVG, Markdown, trace).
+//!
+//! The simulation study and the hand-written FIXTURE plans it cross-checks against are in
+//! `tools/mercury-bench` (not product code).
 
 pub mod cache;
 pub mod commir_source;
-pub mod fixtures;
 pub mod graph;
 pub mod memory;
+pub mod operator;
 pub mod report;
 pub mod search;
 pub mod sim;
-pub mod study;
 pub mod topology;
 
 pub use search::{Candidate, CandidateSource, SourceError};

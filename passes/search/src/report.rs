@@ -192,38 +192,25 @@ pub fn report_markdown(res: &TuneResult, topo: &Topology) -> String {
     s
 }
 
-fn nice_step(range: f64) -> f64 {
-    if range <= 0.0 || !range.is_finite() {
-        return 1.0;
-    }
-    let raw = range / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let f = raw / mag;
-    let nice = if f < 1.5 {
-        1.0
-    } else if f < 3.0 {
-        2.0
-    } else if f < 7.0 {
-        5.0
-    } else {
-        10.0
-    };
-    nice * mag
+/// The points of a Pareto plot, in plot units.
+struct ParetoPoints<'a> {
+    /// (GB, latency, name, on the frontier) of every ranked candidate.
+    ranked: Vec<(f64, f64, &'a str, bool)>,
+    /// GB of every candidate over memory (not simulated).
+    over: Vec<f64>,
+    /// Usable HBM per device (GB), and whether the x range reaches it.
+    limit: f64,
+    limit_on_scale: bool,
+    xmax: f64,
+    ymax: f64,
+    unit: &'static str,
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// Latency (ms, y) against peak memory per device (GB, x): every ranked candidate, the
-/// frontier as a connected line with labels, the usable-memory limit as a dashed line, and
-/// over-memory candidates as crosses on the limit's right.
+/// Latency (y) against peak memory per device (GB, x), drawn with `plotters` (SVG backend,
+/// text left to the SVG renderer: no font is loaded): every ranked candidate, the frontier
+/// as a connected line with labels, the usable-memory limit as a dashed line, over-memory
+/// candidates as crosses along the top, and a legend inside the plot area.
 pub fn pareto_svg(res: &TuneResult, topo: &Topology) -> String {
-    let (w, h) = (760.0, 480.0);
-    let (ml, mr, mt, mb) = (70.0, 30.0, 40.0, 55.0);
     let limit = topo.usable_hbm_bytes() as f64 / 1e9;
     // Latency unit: ms unless the values are in the seconds range.
     let max_s = res
@@ -270,166 +257,136 @@ pub fn pareto_svg(res: &TuneResult, topo: &Topology) -> String {
     } else {
         xmax_data.max(1e-3)
     } * 1.08;
-    let ymax = ranked.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-6) * 1.12;
-    let sx = |x: f64| ml + (x / xmax) * (w - ml - mr);
-    let sy = |y: f64| h - mb - (y / ymax) * (h - mt - mb);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#
+    // Head room above the points for the legend.
+    let ymax = ranked.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-6) * 1.35;
+    let points = ParetoPoints {
+        ranked,
+        over,
+        limit,
+        limit_on_scale,
+        xmax,
+        ymax,
+        unit,
+    };
+    let title = format!(
+        "{} on {}: latency vs memory",
+        res.report.operator, topo.name
     );
-    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="22" font-size="14" text-anchor="middle">{}</text>"#,
-        w / 2.0,
-        esc(&format!(
-            "{} on {}: latency vs memory",
-            res.report.operator, topo.name
-        ))
-    );
-    // Axes and ticks.
-    let _ = writeln!(
-        s,
-        r#"<line x1="{ml}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{ml}" y1="{mt}" x2="{ml}" y2="{}" stroke="black"/>"#,
-        h - mb,
-        w - mr,
-        h - mb,
-        h - mb
-    );
-    let xs = nice_step(xmax);
-    let mut x = 0.0;
-    while x <= xmax + 1e-9 {
-        let _ = writeln!(
-            s,
-            r#"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="black"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"#,
-            sx(x),
-            h - mb,
-            h - mb + 5.0,
-            h - mb + 18.0,
-            trim(x)
-        );
-        x += xs;
+    let mut svg = String::new();
+    if let Err(e) = draw_pareto(&mut svg, &title, &points) {
+        tracing::warn!("drawing the Pareto plot failed: {e}");
     }
-    let ys = nice_step(ymax);
-    let mut y = 0.0;
-    while y <= ymax + 1e-12 {
-        let _ = writeln!(
-            s,
-            r##"<line x1="{0}" y1="{1:.1}" x2="{2}" y2="{1:.1}" stroke="#ddd"/><text x="{3}" y="{4:.1}" text-anchor="end">{5}</text>"##,
-            ml,
-            sy(y),
-            w - mr,
-            ml - 6.0,
-            sy(y) + 4.0,
-            trim(y)
-        );
-        y += ys;
-    }
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">peak memory per device (GB)</text>"#,
-        (ml + w - mr) / 2.0,
-        h - 12.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">latency ({unit})</text>"#,
-        (mt + h - mb) / 2.0,
-        (mt + h - mb) / 2.0
-    );
-    let _ = writeln!(
-        s,
-        r##"<text x="{}" y="{}" fill="#555" text-anchor="end">blue: Pareto frontier; grey: other ranked; red x: over memory (not simulated)</text>"##,
-        w - mr,
-        h - 12.0
-    );
-    // Memory limit.
-    if limit_on_scale {
-        let _ = writeln!(
-            s,
-            r##"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="#c00" stroke-dasharray="5,4"/><text x="{3:.1}" y="{4}" fill="#c00" text-anchor="end">usable HBM {5:.0} GB</text>"##,
-            sx(limit),
-            mt,
-            h - mb,
-            sx(limit) - 4.0,
-            mt + 12.0,
-            limit
-        );
-    } else {
-        let _ = writeln!(
-            s,
-            r##"<text x="{}" y="{}" fill="#c00" text-anchor="end">usable HBM {:.0} GB (off scale)</text>"##,
-            w - mr,
-            mt + 12.0,
-            limit
-        );
-    }
-    for &m in &over {
-        let (cx, cy) = (sx(m), mt + 24.0);
-        let _ = writeln!(
-            s,
-            r##"<path d="M{} {} l8 8 m0 -8 l-8 8" stroke="#c00"/>"##,
-            cx - 4.0,
-            cy - 4.0
-        );
-    }
-    for (x, y, _, on) in &ranked {
-        if !on {
-            let _ = writeln!(
-                s,
-                r##"<circle cx="{:.1}" cy="{:.1}" r="3" fill="#999"/>"##,
-                sx(*x),
-                sy(*y)
-            );
-        }
-    }
-    let mut front: Vec<&(f64, f64, &str, bool)> = ranked.iter().filter(|p| p.3).collect();
-    front.sort_by(|a, b| a.0.total_cmp(&b.0));
-    if front.len() > 1 {
-        let pts: Vec<String> = front
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", sx(p.0), sy(p.1)))
-            .collect();
-        let _ = writeln!(
-            s,
-            r##"<polyline points="{}" fill="none" stroke="#06c" stroke-width="1.5"/>"##,
-            pts.join(" ")
-        );
-    }
-    // Labels right of their points, pushed apart vertically so they never overlap.
-    let mut labels: Vec<(f64, f64, f64, &str)> = front
-        .iter()
-        .map(|p| (sx(p.0), sy(p.1), sy(p.1) - 6.0, p.2))
-        .collect();
-    labels.sort_by(|a, b| a.2.total_cmp(&b.2));
-    for i in 1..labels.len() {
-        if labels[i].2 < labels[i - 1].2 + 13.0 {
-            labels[i].2 = labels[i - 1].2 + 13.0;
-        }
-    }
-    for (x, y, ly, name) in &labels {
-        let _ = writeln!(
-            s,
-            r##"<circle cx="{x:.1}" cy="{y:.1}" r="4.5" fill="#06c"/><line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{:.1}" stroke="#9bd" stroke-width="0.8"/><text x="{:.1}" y="{ly:.1}" fill="#036">{}</text>"##,
-            x + 12.0,
-            ly - 4.0,
-            x + 14.0,
-            esc(name)
-        );
-    }
-    let _ = writeln!(s, "</svg>");
-    s
+    svg
 }
 
-fn trim(x: f64) -> String {
-    let t = format!("{x:.3}");
-    let t = t.trim_end_matches('0').trim_end_matches('.');
-    if t.is_empty() || t == "-0" {
-        "0".into()
+fn draw_pareto(svg: &mut String, title: &str, p: &ParetoPoints<'_>) -> Result<(), String> {
+    use plotters::prelude::*;
+    let grey = RGBColor(0x99, 0x99, 0x99);
+    let blue = RGBColor(0x00, 0x66, 0xcc);
+    let dark = RGBColor(0x00, 0x33, 0x66);
+    let red = RGBColor(0xcc, 0x00, 0x00);
+    let e = |e: DrawingAreaErrorKind<std::io::Error>| e.to_string();
+    let root = SVGBackend::with_string(svg, (760, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 15))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..p.xmax, 0f64..p.ymax)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc("peak memory per device (GB)")
+        .y_desc(format!("latency ({})", p.unit))
+        .light_line_style(WHITE)
+        .bold_line_style(RGBColor(0xdd, 0xdd, 0xdd))
+        .draw()
+        .map_err(e)?;
+    let limit_label = if p.limit_on_scale {
+        format!("usable HBM {:.0} GB", p.limit)
     } else {
-        t.to_string()
+        format!("usable HBM {:.0} GB (off scale)", p.limit)
+    };
+    let limit_line = if p.limit_on_scale {
+        vec![(p.limit, 0.0), (p.limit, p.ymax)]
+    } else {
+        vec![]
+    };
+    chart
+        .draw_series(DashedLineSeries::new(limit_line, 5, 4, red.stroke_width(1)))
+        .map_err(e)?
+        .label(limit_label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], red));
+    let top = p.ymax * 0.96;
+    chart
+        .draw_series(p.over.iter().map(|&m| Cross::new((m, top), 4, red)))
+        .map_err(e)?
+        .label("over memory (not simulated)")
+        .legend(move |(x, y)| Cross::new((x + 8, y), 4, red));
+    chart
+        .draw_series(
+            p.ranked
+                .iter()
+                .filter(|q| !q.3)
+                .map(|q| Circle::new((q.0, q.1), 3, grey.filled())),
+        )
+        .map_err(e)?
+        .label("other ranked candidates")
+        .legend(move |(x, y)| Rectangle::new([(x + 5, y - 3), (x + 11, y + 3)], grey.filled()));
+    let mut front: Vec<&(f64, f64, &str, bool)> = p.ranked.iter().filter(|q| q.3).collect();
+    front.sort_by(|a, b| a.0.total_cmp(&b.0));
+    chart
+        .draw_series(LineSeries::new(
+            front.iter().map(|q| (q.0, q.1)),
+            blue.stroke_width(2),
+        ))
+        .map_err(e)?
+        .label("Pareto frontier")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], blue.stroke_width(2)));
+    chart
+        .draw_series(
+            front
+                .iter()
+                .map(|q| Circle::new((q.0, q.1), 4, blue.filled())),
+        )
+        .map_err(e)?;
+    // Frontier labels right of their points, pushed apart vertically so they never overlap.
+    let mut labels: Vec<((i32, i32), i32, &str)> = front
+        .iter()
+        .map(|q| {
+            let at = chart.backend_coord(&(q.0, q.1));
+            (at, at.1 - 6, q.2)
+        })
+        .collect();
+    labels.sort_by_key(|l| l.1);
+    for i in 1..labels.len() {
+        labels[i].1 = labels[i].1.max(labels[i - 1].1 + 13);
     }
+    for ((x, y), ly, name) in labels {
+        root.draw(&PathElement::new(
+            vec![(x, y), (x + 12, ly - 4)],
+            RGBColor(0x99, 0xbb, 0xdd),
+        ))
+        .map_err(e)?;
+        root.draw(&Text::new(
+            name.to_string(),
+            (x + 14, ly - 10),
+            ("sans-serif", 11).into_font().color(&dark),
+        ))
+        .map_err(e)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(RGBColor(0xbb, 0xbb, 0xbb))
+        .label_font(("sans-serif", 11))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -437,13 +394,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stems_and_ticks() {
+    fn stems() {
         assert_eq!(file_stem("usp[r2.u4]+lean4"), "usp_r2.u4__lean4");
         assert_eq!(file_stem("../x"), "_x");
         assert_eq!(file_stem(""), "schedule");
-        assert_eq!(nice_step(10.0), 2.0);
-        assert_eq!(nice_step(76.0), 20.0);
-        assert_eq!(trim(2.50), "2.5");
-        assert_eq!(trim(0.0), "0");
     }
 }

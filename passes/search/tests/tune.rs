@@ -2,7 +2,8 @@
 //! no-search fallback, profiling hook, infeasible operators, plans given as JSON.
 
 use mercury_search::cache::{CacheKey, CachedSchedule, ScheduleCache};
-use mercury_search::fixtures::{AttentionShape, FixtureSource, OperatorSpec};
+use mercury_search::commir_source::CommirSource;
+use mercury_search::operator::{AttentionShape, OperatorSpec};
 use mercury_search::report::write_outputs;
 use mercury_search::search::{
     pareto_frontier, tune, Candidate, CandidateSource, DeviceInfo, Evaluated, Measurement,
@@ -34,13 +35,17 @@ fn attention(batch: usize, kv: usize, seq: usize) -> OperatorSpec {
             causal: false,
         }),
         gemm: None,
-        variants: Some(true),
     }
+}
+
+/// The CommIR generator over `spec`'s operator.
+fn source(spec: OperatorSpec) -> CommirSource {
+    spec.source().unwrap()
 }
 
 /// Counts how often the search asks for candidates.
 struct Counting {
-    inner: FixtureSource,
+    inner: CommirSource,
     calls: Rc<Cell<usize>>,
 }
 
@@ -58,13 +63,16 @@ impl CandidateSource for Counting {
         self.calls.set(self.calls.get() + 1);
         self.inner.candidates(topo)
     }
+    fn default_candidate(&mut self, topo: &Topology) -> Result<Candidate, SourceError> {
+        self.inner.default_candidate(topo)
+    }
 }
 
 fn counting(spec: OperatorSpec) -> (Counting, Rc<Cell<usize>>) {
     let calls = Rc::new(Cell::new(0));
     (
         Counting {
-            inner: FixtureSource::new(spec),
+            inner: source(spec),
             calls: calls.clone(),
         },
         calls,
@@ -74,7 +82,7 @@ fn counting(spec: OperatorSpec) -> (Counting, Rc<Cell<usize>>) {
 #[test]
 fn search_writes_every_output() {
     let t = topo("h100-2x4");
-    let mut src = FixtureSource::new(attention(1, 32, 32768));
+    let mut src = source(attention(1, 32, 32768));
     let res = tune(&mut src, &t, &TuneOptions::default(), None, &mut NoProgress).unwrap();
     assert_eq!(res.report.decision, "search");
     assert_eq!(res.report.candidates_seen, res.ranked.len());
@@ -127,7 +135,7 @@ fn search_writes_every_output() {
 
 #[test]
 fn cache_hit_skips_the_search() {
-    let t = topo("h100-2x4");
+    let t = topo("h100-2x2");
     let cache = tmp("cache-hit");
     let opts = TuneOptions {
         cache_dir: Some(cache.clone()),
@@ -153,14 +161,14 @@ fn cache_hit_skips_the_search() {
     let third = tune(&mut other, &t, &opts, None, &mut NoProgress).unwrap();
     assert_eq!(third.report.cache, "miss");
     // Another topology misses as well.
-    let fourth = tune(&mut src, &topo("h100-4x2"), &opts, None, &mut NoProgress).unwrap();
+    let fourth = tune(&mut src, &topo("h100-1x4"), &opts, None, &mut NoProgress).unwrap();
     assert_eq!(fourth.report.cache, "miss");
     let _ = std::fs::remove_dir_all(&cache);
 }
 
 #[test]
 fn stale_key_falls_back_to_search_and_refreshes() {
-    let t = topo("h100-2x4");
+    let t = topo("h100-2x2");
     let cache = tmp("cache-stale");
     let opts = TuneOptions {
         cache_dir: Some(cache.clone()),
@@ -203,7 +211,7 @@ fn stale_key_falls_back_to_search_and_refreshes() {
 
 #[test]
 fn corrupt_cache_files_fall_back_to_search() {
-    let t = topo("h100-2x4");
+    let t = topo("h100-2x2");
     let cache = tmp("cache-corrupt");
     let opts = TuneOptions {
         cache_dir: Some(cache.clone()),
@@ -257,10 +265,10 @@ fn corrupt_cache_files_fall_back_to_search() {
 
 #[test]
 fn cached_plan_that_no_longer_verifies_is_corrupt() {
-    let t = topo("h100-2x4");
+    let t = topo("h100-2x2");
     let cache = tmp("cache-badplan");
     let sc = ScheduleCache::new(&cache);
-    let mut src = FixtureSource::new(attention(1, 8, 32768));
+    let mut src = source(attention(1, 8, 32768));
     let key = CacheKey::new(&t, &DeviceInfo::from_topology(&t), &src.signature());
     let mut c = src.default_candidate(&t).unwrap();
     c.plan.ranks[0].stages[1].comm.clear(); // unmatched sends
@@ -285,7 +293,7 @@ fn cached_plan_that_no_longer_verifies_is_corrupt() {
 
 #[test]
 fn no_search_uses_the_cache_or_the_default() {
-    let t = topo("h100-2x4");
+    let t = topo("h100-2x2");
     let cache = tmp("cache-nosearch");
     let mut opts = TuneOptions {
         cache_dir: Some(cache.clone()),
@@ -295,7 +303,7 @@ fn no_search_uses_the_cache_or_the_default() {
     let (mut src, calls) = counting(attention(1, 8, 32768));
     let res = tune(&mut src, &t, &opts, None, &mut NoProgress).unwrap();
     assert_eq!(res.report.decision, "default (no search)");
-    assert_eq!(res.ranked[0].candidate.name, "ring");
+    assert_eq!(res.ranked[0].candidate.name, "mesh 4: L0=ring");
     assert!(res.report.warnings.iter().any(|w| w.contains("default")));
     // Fill the cache with a search, then --no-search hits it.
     opts.no_search = false;
@@ -328,7 +336,7 @@ impl Profiler for FakeProfiler {
     }
     fn profile(&mut self, c: &Candidate) -> Result<Measurement, String> {
         self.calls += 1;
-        if c.name.contains("lean") {
+        if c.name.contains("tree") {
             return Err("simulated launch failure".into());
         }
         Ok(Measurement {
@@ -340,8 +348,8 @@ impl Profiler for FakeProfiler {
 
 #[test]
 fn profiling_reranks_the_top_k() {
-    let t = topo("h100-2x4");
-    let mut src = FixtureSource::new(attention(1, 32, 32768));
+    let t = topo("h100-2x2");
+    let mut src = source(attention(1, 32, 32768));
     let opts = TuneOptions {
         profile_top: 3,
         ..Default::default()
@@ -377,7 +385,8 @@ fn profiling_reranks_the_top_k() {
 #[test]
 fn infeasible_operator_is_a_clear_error() {
     let t = topo("h200-1x8");
-    let mut src = FixtureSource::new(attention(16, 32, 2 << 20));
+    // One-level meshes only (the 4 roles on `[8]`): enough to tell what fits.
+    let mut src = source(attention(16, 32, 2 << 20)).with_max_levels(1);
     let err = tune(&mut src, &t, &TuneOptions::default(), None, &mut NoProgress).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, TuneError::NoFeasible { .. }), "{msg}");
@@ -385,8 +394,9 @@ fn infeasible_operator_is_a_clear_error() {
         msg.contains("over memory") && msg.contains("smallest"),
         "{msg}"
     );
-    // With GQA only the memory-lean ring variants fit; everything else is pruned unsimulated.
-    let mut src = FixtureSource::new(attention(16, 8, 2 << 20));
+    // At batch 4 some schedules fit (Ring) and others do not (Tree): those are pruned
+    // unsimulated.
+    let mut src = source(attention(4, 8, 2 << 20)).with_max_levels(1);
     let res = tune(&mut src, &t, &TuneOptions::default(), None, &mut NoProgress).unwrap();
     let fits: Vec<&str> = res
         .ranked
@@ -394,8 +404,12 @@ fn infeasible_operator_is_a_clear_error() {
         .filter(|e| e.status == Status::Ranked)
         .map(|e| e.candidate.name.as_str())
         .collect();
-    assert_eq!(fits, vec!["ring+fused", "ring+lean4"], "{fits:?}");
-    assert_eq!(res.report.pruned_memory, res.report.candidates_seen - 2);
+    assert!(fits.contains(&"mesh 8: L0=ring"), "{fits:?}");
+    assert!(!fits.contains(&"mesh 8: L0=tree"), "{fits:?}");
+    assert_eq!(
+        res.report.pruned_memory,
+        res.report.candidates_seen - fits.len()
+    );
     assert!(res
         .ranked
         .iter()
@@ -404,8 +418,8 @@ fn infeasible_operator_is_a_clear_error() {
 
 #[test]
 fn plans_given_as_json() {
-    let t = topo("h100-2x4");
-    let mut fx = FixtureSource::new(attention(1, 8, 32768));
+    let t = topo("h100-2x2");
+    let mut fx = source(attention(1, 8, 32768));
     let cands: Vec<Candidate> = fx.candidates(&t).unwrap().flatten().take(5).collect();
     let json = serde_json::to_string(&cands).unwrap();
     let mut src = PlanListSource::from_json(&json, "c.json").unwrap();
@@ -413,7 +427,9 @@ fn plans_given_as_json() {
     assert_eq!(res.report.candidates_seen, 5);
     // A bare plan works too; a broken plan is reported as invalid, not a crash.
     let mut broken = cands[1].plan.clone();
-    broken.ranks[3].stages[0].comm.clear();
+    for st in &mut broken.ranks[3].stages {
+        st.comm.clear();
+    }
     let json = serde_json::to_string(&vec![cands[0].plan.clone(), broken]).unwrap();
     let mut src = PlanListSource::from_json(&json, "p.json").unwrap();
     let res = tune(&mut src, &t, &TuneOptions::default(), None, &mut NoProgress).unwrap();
@@ -431,8 +447,8 @@ fn plans_given_as_json() {
 
 #[test]
 fn frontier_keeps_only_non_dominated_points() {
-    let t = topo("h100-2x4");
-    let mut fx = FixtureSource::new(attention(1, 8, 32768));
+    let t = topo("h100-2x2");
+    let mut fx = source(attention(1, 8, 32768));
     let c = fx.default_candidate(&t).unwrap();
     let mk = |lat: f64, mem: u64, status: Status| {
         let mut e = mercury_search::search::evaluate(c.clone(), &t);

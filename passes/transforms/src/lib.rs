@@ -4,10 +4,12 @@
 // Bookkeeping maps keyed by (buffer, tile) read clearer spelled out than behind aliases.
 #![allow(clippy::type_complexity)]
 
+pub mod balance;
 pub mod deps;
 pub mod join;
 pub mod mesh;
 pub mod parallelize;
+pub mod patch;
 pub mod reorder;
 pub mod replicate;
 pub mod reshard;
@@ -32,6 +34,8 @@ pub static PASSES: &[&PassInfo] = &[
     &mesh::RESHAPE_MESH,
     &reshard::INFO,
     &shift_shard::INFO,
+    &balance::INFO,
+    &patch::INFO,
 ];
 
 /// Registers every pass of this crate.

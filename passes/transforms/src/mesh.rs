@@ -7,8 +7,11 @@
 
 use crate::util::is_reshard;
 use mercury_commir::ops::{BufferOp, MeshOp};
+use mercury_commir::placement::flatten_splits;
+use mercury_commir::{Placement, Split};
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
 use mercury_ir::{Diagnostic, Operation, Registry};
+use std::collections::BTreeMap;
 
 /// The operator of `module` on one device: every mesh level of size 1, every buffer
 /// replicated, every `commir.reshard` removed.
@@ -31,7 +34,8 @@ pub fn single_device(module: &mut Operation) {
 }
 
 /// `module` with every mesh re-shaped to `shape` (slowest level first; names and bandwidths
-/// dropped) and every sharded buffer dimension sharded over all of its levels.
+/// dropped) and every sharded buffer dimension sharded over all of its levels (a dimension
+/// zigzag or striped on every old level keeps that split over the flattened new levels).
 pub fn reshape_mesh(module: &mut Operation, shape: &[usize]) {
     let levels: Vec<usize> = (0..shape.len()).collect();
     module.walk_mut(&mut |op| {
@@ -40,12 +44,30 @@ pub fn reshape_mesh(module: &mut Operation, shape: &[usize]) {
             mesh.remove_names();
             mesh.remove_bandwidth();
         } else if let Some(mut buffer) = BufferOp::cast(&mut *op) {
-            if let Some(s) = buffer.sharding() {
-                let new: Vec<Vec<usize>> = s
-                    .into_iter()
-                    .map(|d| if d.is_empty() { d } else { levels.clone() })
-                    .collect();
-                buffer.set_sharding(new);
+            if let Some(p) = buffer.sharding() {
+                let mut splits = BTreeMap::new();
+                let mut new = Vec::new();
+                for d in 0..p.levels.len() {
+                    if p.levels[d].is_empty() {
+                        new.push(vec![]);
+                        continue;
+                    }
+                    // A dimension zigzag or striped on every level keeps the same flat split
+                    // over the new levels.
+                    let kinds: Vec<Split> = p.dim(d).into_iter().map(|(_, s)| s).collect();
+                    let flat = match kinds.as_slice() {
+                        [.., Split::Striped(b)]
+                            if kinds.iter().all(|s| matches!(s, Split::Striped(_))) =>
+                        {
+                            Split::Striped(*b)
+                        }
+                        _ if kinds.iter().all(|s| *s == Split::Zigzag) => Split::Zigzag,
+                        _ => Split::Block,
+                    };
+                    splits.extend(flatten_splits(flat, &levels, shape));
+                    new.push(levels.clone());
+                }
+                buffer.set_sharding(Placement::new(new, splits));
             }
         }
     });

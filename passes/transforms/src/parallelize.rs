@@ -1,14 +1,16 @@
 //! `parallelize{axis=i level=L}`: distributes the iterations of the loop over `i` across mesh
 //! level L (the loop needs exactly as many iterations as the level has devices: tile first).
 //! Default placement: every buffer indexed by the axis becomes sharded over L along that
-//! dimension; the others stay as they are (replicated unless placed otherwise).
+//! dimension; the others stay as they are (replicated unless placed otherwise). With
+//! `placement=zigzag` (or `striped(B)`) level L splits those dimensions that way (head-tail
+//! chunks for load-balanced causal attention).
 
 use crate::util::*;
 use mercury_commir::kernel_pass;
 use mercury_commir::ops::ForOp;
 use mercury_commir::pass::{kernel_mut, KernelPass};
 use mercury_commir::DimBinding;
-use mercury_commir::Kernel;
+use mercury_commir::{Kernel, Placement};
 use mercury_ir::{Diagnostic, Operation};
 
 kernel_pass! {
@@ -17,6 +19,7 @@ kernel_pass! {
         axis: String => "the loop's axis",
         level: Level => "mesh level: its number (0 = slowest) or its name",
         shard: bool = "true" => "shard the buffers the axis indexes",
+        placement: PlacementOption = "" => "how the level splits them: block (default), zigzag or striped(B)",
     }
 }
 
@@ -93,18 +96,26 @@ impl KernelPass for Parallelize {
         if self.shard {
             for mut op in buffers_mut(k.body_mut(0)) {
                 let d = dims(&op);
-                let mut s = sharding(&op);
+                let mut p = placement(&op);
                 for (di, b) in d.iter().enumerate() {
-                    if let DimBinding::Axes(ax) = b {
-                        if ax.contains(&self.axis) && !s.iter().flatten().any(|l| *l == level) {
-                            // Keep the mesh levels of a dimension in the order of its axes.
-                            let pos = ax.iter().position(|x| *x == self.axis).unwrap_or(0);
-                            let insert_at = s[di].len().min(pos);
-                            s[di].insert(insert_at, level);
+                    let DimBinding::Axes(ax) = b else { continue };
+                    if !ax.contains(&self.axis) {
+                        continue;
+                    }
+                    let used = p.levels.iter().flatten().any(|l| *l == level);
+                    if !used {
+                        // Keep the mesh levels of a dimension in the order of its axes.
+                        let pos = ax.iter().position(|x| *x == self.axis).unwrap_or(0);
+                        let insert_at = p.levels[di].len().min(pos);
+                        p.levels[di].insert(insert_at, level);
+                    }
+                    if let Some(split) = self.placement.0 {
+                        if p.levels[di].contains(&level) {
+                            p.splits.insert(level, split);
                         }
                     }
                 }
-                set_sharding(&mut op, &s);
+                set_placement(&mut op, &Placement::new(p.levels, p.splits));
             }
         }
         // The model re-checks extent == mesh size, reduction axes and reused levels.

@@ -1,19 +1,23 @@
 //! `reshard{buffer=Q sharding=R,S(0),R,R at=begin|end}`: changes a buffer's placement at the
 //! start of the kernel (inputs) or at its end (outputs). Lowered to an all-to-all (or a gather
-//! or a local slice) between the two shardings; with parallelized heads this is Ulysses.
+//! or a local slice) between the two shardings; with parallelized heads this is Ulysses. To or
+//! from a zigzag or striped placement (`S(zigzag(0))`, `S(striped(0;64))`) it is a permutation
+//! of the positions: point-to-point transfers of exactly the runs that change rank.
 
 use crate::util::*;
 use mercury_commir::kernel_pass;
 use mercury_commir::pass::{kernel_mut, KernelPass};
 use mercury_commir::Kernel;
+use mercury_commir::{Placement, Split};
 use mercury_ir::pass::OptionValue;
 use mercury_ir::{Diagnostic, Operation};
+use std::collections::BTreeMap;
 
 kernel_pass! {
     /// The options of `reshard`.
     pub struct Reshard = "reshard", "Change a buffer's placement at the start or the end of the kernel (all-to-all)", {
         buffer: String => "the buffer",
-        sharding: ShardingOption => "per dimension R or S(levels), comma separated",
+        sharding: ShardingOption => "per dimension R or S(levels), comma separated; a level is L, zigzag(L) or striped(L;B)",
         at: At = "begin" => "begin or end of the kernel",
     }
 }
@@ -26,7 +30,7 @@ impl KernelPass for Reshard {
                 format!("reshard: '@{}' is not a buffer", self.buffer),
             )
         })?;
-        mercury_commir::model::check_sharding(
+        mercury_commir::model::check_placement(
             &self.buffer,
             &self.sharding.0,
             &m.shape(buf),
@@ -49,7 +53,7 @@ impl KernelPass for Reshard {
 }
 
 /// A placement option: per dimension `R` or `S(levels)` (see [`parse_sharding_option`]).
-pub struct ShardingOption(pub Vec<Vec<usize>>);
+pub struct ShardingOption(pub Placement);
 
 impl OptionValue for ShardingOption {
     fn parse_option(_: &str, v: &str) -> Result<ShardingOption, String> {
@@ -74,18 +78,16 @@ impl OptionValue for At {
     }
 }
 
-/// Parses `R,S(0),S(0|1),R` (levels of one dimension separated by `|` or `;`).
-pub fn parse_sharding_option(s: &str) -> Result<Vec<Vec<usize>>, String> {
-    let s = s.trim().trim_start_matches('[').trim_end_matches(']');
-    let mut out = Vec::new();
-    let mut depth = 0;
+/// Splits `s` at the separators `seps` outside parentheses.
+fn split_top(s: &str, seps: &[char]) -> Vec<String> {
+    let mut depth = 0i32;
     let mut cur = String::new();
     let mut items = Vec::new();
     for c in s.chars() {
         match c {
             '(' => depth += 1,
             ')' => depth -= 1,
-            ',' if depth == 0 => {
+            c if depth == 0 && seps.contains(&c) => {
                 items.push(std::mem::take(&mut cur));
                 continue;
             }
@@ -94,23 +96,60 @@ pub fn parse_sharding_option(s: &str) -> Result<Vec<Vec<usize>>, String> {
         cur.push(c);
     }
     items.push(cur);
-    for it in items {
+    items
+}
+
+/// Parses `R,S(0),S(0|1),R` (levels of one dimension separated by `|` or `;`); a level is a
+/// mesh dimension, `zigzag(L)` or `striped(L;B)` (`striped(L B)`, `striped(L,B)`).
+pub fn parse_sharding_option(s: &str) -> Result<Placement, String> {
+    let s = s.trim().trim_start_matches('[').trim_end_matches(']');
+    let mut levels = Vec::new();
+    let mut splits = BTreeMap::new();
+    for it in split_top(s, &[',']) {
         let it = it.trim();
         if it == "R" {
-            out.push(vec![]);
-        } else if let Some(inner) = it.strip_prefix("S(").and_then(|r| r.strip_suffix(')')) {
-            let levels = inner
-                .split([',', '|', ';'])
-                .map(|x| {
-                    x.trim()
-                        .parse::<usize>()
-                        .map_err(|_| format!("bad mesh level '{x}' in '{it}'"))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            out.push(levels);
-        } else {
-            return Err(format!("sharding entries are R or S(levels), got '{it}'"));
+            levels.push(vec![]);
+            continue;
         }
+        let Some(inner) = it.strip_prefix("S(").and_then(|r| r.strip_suffix(')')) else {
+            return Err(format!("sharding entries are R or S(levels), got '{it}'"));
+        };
+        let mut ls = Vec::new();
+        for lv in split_top(inner, &[',', '|', ';']) {
+            let lv = lv.trim();
+            let num = |x: &str| {
+                x.trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("bad mesh level '{x}' in '{it}'"))
+            };
+            let (l, split) =
+                if let Some(a) = lv.strip_prefix("zigzag(").and_then(|r| r.strip_suffix(')')) {
+                    (num(a)?, Split::Zigzag)
+                } else if let Some(a) = lv
+                    .strip_prefix("striped(")
+                    .and_then(|r| r.strip_suffix(')'))
+                {
+                    let parts: Vec<&str> = a
+                        .split([',', ';', '|', ' '])
+                        .filter(|x| !x.is_empty())
+                        .collect();
+                    let [l, b] = parts.as_slice() else {
+                        return Err(format!(
+                            "striped takes a level and a block, striped(L;B), got '{lv}'"
+                        ));
+                    };
+                    match num(b)? {
+                        0 => return Err(format!("the striped block of '{lv}' must be positive")),
+                        b => (num(l)?, Split::Striped(b)),
+                    }
+                } else {
+                    (num(lv)?, Split::Block)
+                };
+            // A level named twice is the verifier's to report (one placement per level).
+            splits.entry(l).or_insert(split);
+            ls.push(l);
+        }
+        levels.push(ls);
     }
-    Ok(out)
+    Ok(Placement::new(levels, splits))
 }

@@ -1,12 +1,14 @@
-//! `shard{buffer=K axis=j level=L}`: places buffer K sharded over mesh level L along the
-//! dimension bound to axis j. Without `level`, the level is the one of the parallel loop over
-//! j, or of the parallel loop that shifts the loop over j.
+//! `shard{buffer=K axis=j level=L placement=P}`: places buffer K sharded over mesh level L along
+//! the dimension bound to axis j. Without `level`, the level is the one of the parallel loop
+//! over j, or of the parallel loop that shifts the loop over j. `placement` says how the level
+//! splits the dimension (block, zigzag, striped(B)); a buffer already sharded so over L gets
+//! that split.
 
 use crate::util::*;
 use mercury_commir::kernel_pass;
 use mercury_commir::ops::BufferOp;
 use mercury_commir::pass::{kernel_mut, KernelPass};
-use mercury_commir::Kernel;
+use mercury_commir::{Kernel, Placement};
 use mercury_ir::{Diagnostic, Operation};
 
 kernel_pass! {
@@ -15,6 +17,7 @@ kernel_pass! {
         buffer: String => "the buffer",
         axis: String => "the axis whose dimension is split",
         level: Option<Level> = "" => "mesh level, number or name (default: from the loop over the axis)",
+        placement: PlacementOption = "" => "how the level splits the dimension: block (default), zigzag or striped(B)",
     }
 }
 
@@ -56,11 +59,15 @@ impl KernelPass for Shard {
                 }
             }
         };
-        let mut s = buf.sharding.clone();
-        if s[dim].contains(&level) {
-            return Ok(()); // already placed so
-        }
-        if s.iter().flatten().any(|l| *l == level) {
+        let mut p = buf.placement();
+        if p.levels[dim].contains(&level) {
+            match self.placement.0 {
+                Some(split) if split != p.split(level) => {
+                    p.splits.insert(level, split);
+                }
+                _ => return Ok(()), // already placed so
+            }
+        } else if p.levels.iter().flatten().any(|l| *l == level) {
             return Err(Diagnostic::error(
                 buf.loc.clone(),
                 format!(
@@ -68,13 +75,18 @@ impl KernelPass for Shard {
                     self.buffer
                 ),
             ));
+        } else {
+            p.levels[dim].push(level);
+            if let Some(split) = self.placement.0 {
+                p.splits.insert(level, split);
+            }
         }
-        s[dim].push(level);
-        mercury_commir::model::check_sharding(&self.buffer, &s, &m.shape(buf), &m.mesh)
+        let p = Placement::new(p.levels, p.splits);
+        mercury_commir::model::check_placement(&self.buffer, &p, &m.shape(buf), &m.mesh)
             .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("shard: {e}")))?;
         let k = kernel_mut(module, &m.name);
         let op = buffer_op_mut(k, &self.buffer).and_then(BufferOp::cast);
-        set_sharding(&mut op.expect("buffer"), &s);
+        set_placement(&mut op.expect("buffer"), &p);
         Ok(())
     }
 }

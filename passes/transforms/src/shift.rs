@@ -1,5 +1,6 @@
 //! `shift{axis=j by=i}`: staggers the sequential loop over `j` by the parallel loop over `i`:
-//! the rank at position p of i's mesh level touches piece (j + p) mod J at step j: every access
+//! the rank at position p of i's mesh level touches piece (j + p + offset) mod J at step j
+//! (`offset` defaults to 0): every access
 //! inside the loop gets the shifted index. Accesses to buffers indexed by j but not by i (shared
 //! by the ranks) are the ones that can need communication. A shifted read becomes a ring of peer transfers once the buffer is sharded
 //! (`shard`); a shifted reduction passes partial results around (shift-reduce). A plain store
@@ -18,6 +19,7 @@ kernel_pass! {
     pub struct Shift = "shift", "Stagger a sequential loop by a parallel loop (ranks consume shared data in shifted order)", {
         axis: String => "the sequential loop's axis",
         by: String => "the enclosing parallel loop's axis",
+        offset: usize = "0" => "rank p starts at piece (p + offset) mod n; 1 puts a shift-reduce's own piece last, so that every partial's transfer overlaps a computation",
     }
 }
 
@@ -91,6 +93,7 @@ impl KernelPass for Shift {
         }
         let k = kernel_mut(module, &m.name);
         let (axis, by_axis) = (self.axis.clone(), self.by.clone());
+        let offset = (self.offset % steps.max(1)) as i64;
         let f = find_for_mut(k.body_mut(0), &axis).expect("loop");
         ForOp::cast(&mut *f)
             .expect("loop")
@@ -102,7 +105,7 @@ impl KernelPass for Shift {
                 ix.iter()
                     .map(|e| {
                         if e.as_axis() == Some(&axis) {
-                            IndexExpr::axis(&axis).shifted(&by_axis, steps as i64)
+                            IndexExpr::axis(&axis).shifted_by(&by_axis, offset, steps as i64)
                         } else {
                             e.clone()
                         }

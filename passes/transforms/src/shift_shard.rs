@@ -4,9 +4,13 @@
 //! shifts each of its loops by the parallel loop of the same level and shards the shared
 //! inputs along it: their pieces stay distributed and travel around rings, level by level.
 //! On a 1-D mesh attention becomes RingAttention; on a 2-level mesh the two-level shift
-//! (LoongTrain).
+//! (LoongTrain). Causal attention gets zigzag (head-tail) placements of its query and key
+//! positions (`balance.rs`; off with `balance=false`): every rank does the same work at every
+//! step, and inputs the operator declares contiguous are permuted at the start (outputs back
+//! at the end).
 
-use crate::util::{err_at, fresh_name};
+use crate::balance::{causal_attention, place_zigzag};
+use crate::util::{err_at, fresh_name, PlacementOption};
 use crate::{parallelize::Parallelize, shard::Shard, shift::Shift, tile::Tile};
 use mercury_commir::kernel_pass;
 use mercury_commir::pass::{model, KernelPass};
@@ -18,6 +22,7 @@ kernel_pass! {
     /// The options of `shift-shard`.
     pub struct ShiftShard = "shift-shard", "Parallelize the output's largest spatial axis over the mesh and shift + shard the shared inputs (RingAttention, LoongTrain)", {
         axis: String = "" => "spatial axis to distribute (default: the largest that divides)",
+        balance: bool = "true" => "place a causal attention's query and key positions zigzag over the ring (load balancing)",
     }
 }
 
@@ -144,6 +149,7 @@ impl KernelPass for ShiftShard {
                 axis: a.clone(),
                 level: crate::util::Level::Index(l),
                 shard: true,
+                placement: PlacementOption(None),
             }
             .apply_to(module, &m.name)?;
         }
@@ -153,6 +159,7 @@ impl KernelPass for ShiftShard {
                 Shift {
                     axis: a.clone(),
                     by: par_loops[l].clone(),
+                    offset: 0,
                 }
                 .apply_to(module, &m.name)?;
                 for b in bufs {
@@ -172,8 +179,18 @@ impl KernelPass for ShiftShard {
                         buffer: b.clone(),
                         axis: a.clone(),
                         level: Some(crate::util::Level::Index(l)),
+                        placement: PlacementOption(None),
                     }
                     .apply_to(module, &m.name)?;
+                }
+            }
+        }
+        // Causal attention around a ring: zigzag placements give every rank the same work
+        // at every step (a contiguous ring leaves the first ranks idle).
+        if self.balance && n > 1 {
+            if let Some(seq) = causal_attention(m) {
+                if seq.q_axis == par && shift_axes.contains(&seq.k_axis) {
+                    place_zigzag(module, &m.name, m, &seq)?;
                 }
             }
         }

@@ -3,7 +3,8 @@
 //! `mercury_commir::ops`).
 
 use mercury_commir::ops::{AccessOp, AxisOp, BufferOp, ForOp, ReshardOp};
-use mercury_commir::{AxisKind, DimBinding, IndexExpr};
+use mercury_commir::{AxisKind, DimBinding, IndexExpr, Placement, Split};
+use mercury_ir::pass::OptionValue;
 use mercury_ir::{Diagnostic, Location, Operation, Region};
 
 pub use mercury_commir::pass::{kernel_mut, kernel_names, model};
@@ -55,11 +56,11 @@ pub fn new_for(axis: &str, body: Vec<Operation>, loc: &Location) -> Operation {
 }
 
 /// A new `commir.reshard` op.
-pub fn new_reshard(buffer: &str, sharding: &[Vec<usize>], loc: &Location) -> Operation {
+pub fn new_reshard(buffer: &str, to: &Placement, loc: &Location) -> Operation {
     let mut op = Operation::new(ReshardOp::<&Operation>::NAME).with_loc(loc.clone());
     let mut v = ReshardOp::cast(&mut op).expect("reshard");
     v.set_buffer(buffer);
-    v.set_sharding(sharding.to_vec());
+    v.set_sharding(to.clone());
     op
 }
 
@@ -74,17 +75,28 @@ pub fn dims(op: &BufferOp<&mut Operation>) -> Vec<DimBinding> {
 }
 
 /// The placement of a buffer op (replicated when it has no `sharding`).
-pub fn sharding(op: &BufferOp<&mut Operation>) -> Vec<Vec<usize>> {
+pub fn placement(op: &BufferOp<&mut Operation>) -> Placement {
     op.sharding()
-        .unwrap_or_else(|| vec![vec![]; dims(op).len()])
+        .unwrap_or_else(|| Placement::from(vec![vec![]; dims(op).len()]))
+}
+
+/// The mesh levels of a buffer op's placement, per dimension.
+pub fn sharding(op: &BufferOp<&mut Operation>) -> Vec<Vec<usize>> {
+    placement(op).levels
+}
+
+/// Sets the mesh levels of a buffer op's placement; the levels it keeps keep their splits.
+pub fn set_sharding(op: &mut BufferOp<&mut Operation>, s: &[Vec<usize>]) {
+    let p = Placement::new(s.to_vec(), placement(op).splits);
+    set_placement(op, &p);
 }
 
 /// Sets the placement of a buffer op; a replicated one is written without `sharding`.
-pub fn set_sharding(op: &mut BufferOp<&mut Operation>, s: &[Vec<usize>]) {
-    if s.iter().all(Vec::is_empty) {
+pub fn set_placement(op: &mut BufferOp<&mut Operation>, p: &Placement) {
+    if p.levels.iter().all(Vec::is_empty) {
         op.remove_sharding();
     } else {
-        op.set_sharding(s.to_vec());
+        op.set_sharding(p.clone());
     }
 }
 
@@ -153,6 +165,22 @@ pub fn first_stmt(kernel: &Operation) -> usize {
         .iter()
         .position(|o| !is_decl(o))
         .unwrap_or(kernel.body(0).len())
+}
+
+/// The `placement` option of `parallelize` and `shard`: how the mesh level splits the buffer
+/// dimension (`block`, `zigzag`, `striped(B)`); empty keeps a dimension's current split (block
+/// for a level it does not have yet).
+pub struct PlacementOption(pub Option<Split>);
+
+impl OptionValue for PlacementOption {
+    fn parse_option(k: &str, v: &str) -> Result<PlacementOption, String> {
+        if v.trim().is_empty() {
+            return Ok(PlacementOption(None));
+        }
+        Split::parse(v)
+            .map(|s| PlacementOption(Some(s)))
+            .map_err(|e| format!("option '{k}': {e}"))
+    }
 }
 
 /// An error at `loc` (for `ok_or_else` on a lookup in a kernel model).

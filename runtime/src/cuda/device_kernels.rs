@@ -8,6 +8,7 @@
 //! | `mercury_lse_merge_o_f32` | o_acc, lse_acc, o_part, lse_part, rows, d (does not write lse_acc) |
 //! | `mercury_lse_merge_lse_f32` | lse_acc, lse_part, rows (launched after the `_o` kernel) |
 //! | `mercury_add_f32` | acc, part, n |
+//! | `mercury_add_bf16_f32` | acc (f32), part (bf16), n |
 //! | `mercury_cast_f32_to_bf16` / `mercury_cast_bf16_to_f32` | dst, src, n |
 //! | `mercury_copy_2d_b16` / `mercury_copy_2d_b32` | dst, src, rows, cols, dst_stride, src_stride |
 //! | `mercury_fill_f32` | dst, value (f32), n |
@@ -21,7 +22,7 @@ use cudarc::driver::{
 use std::sync::Arc;
 
 /// Entry points the runtime needs, in a fixed order.
-pub const ENTRY_POINTS: [&str; 10] = [
+pub const ENTRY_POINTS: [&str; 11] = [
     "mercury_lse_merge_o_f32",
     "mercury_lse_merge_lse_f32",
     "mercury_add_f32",
@@ -32,6 +33,7 @@ pub const ENTRY_POINTS: [&str; 10] = [
     "mercury_fill_f32",
     "mercury_attn_merge_o_bf16",
     "mercury_attn_merge_lse",
+    "mercury_add_bf16_f32",
 ];
 
 /// A strided f32 attention accumulator `[b, hq, sq, d]` (element strides of batch, head and
@@ -318,11 +320,28 @@ impl DeviceKernels {
     /// # Safety
     /// Both pointers must be device f32 arrays of `n` elements of this context.
     pub unsafe fn add_f32(&self, stream: &CudaStream, acc: u64, part: u64, n: usize) -> Result<()> {
+        // SAFETY: per the caller.
+        unsafe { self.add(stream, acc, part, n, false) }
+    }
+
+    /// `acc += part` over `n` elements: f32 accumulator, f32 part or (`bf16_part`) bf16 part.
+    ///
+    /// # Safety
+    /// `acc` must be a device f32 array of `n` elements of this context, `part` one of `n`
+    /// elements of the part's type.
+    pub unsafe fn add(
+        &self,
+        stream: &CudaStream,
+        acc: u64,
+        part: u64,
+        n: usize,
+        bf16_part: bool,
+    ) -> Result<()> {
         if n == 0 {
             return Ok(());
         }
         let nn = n as i64;
-        let mut b = stream.launch_builder(&self.f[2]);
+        let mut b = stream.launch_builder(&self.f[if bf16_part { 10 } else { 2 }]);
         b.arg(&acc).arg(&part).arg(&nn);
         // SAFETY: arguments match `mercury_add_f32`; memory per the caller.
         unsafe { b.launch(self.cfg(n)) }

@@ -37,6 +37,10 @@ pub enum RuntimeError {
     /// The device did not finish in time (a hang, or a far too small timeout).
     #[error("timed out after {secs:.1} s waiting for {what}")]
     Timeout { what: String, secs: f64 },
+    /// A rank stopped making progress or NCCL reported an error (a dead or hung peer, a
+    /// device hang); the report names the ranks, the stage and the peers (`cuda::fault`).
+    #[error("{0}")]
+    Fault(Box<super::fault::FaultReport>),
 }
 
 impl RuntimeError {
@@ -47,6 +51,6 @@ impl RuntimeError {
 }
 
 /// Maps a raw `CUresult` to a [`RuntimeError`].
-pub(crate) fn check(r: cudarc::driver::sys::CUresult, what: &'static str) -> Result<()> {
+pub fn check(r: cudarc::driver::sys::CUresult, what: &'static str) -> Result<()> {
     r.result().map_err(RuntimeError::driver(what))
 }

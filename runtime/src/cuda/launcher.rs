@@ -18,10 +18,13 @@
 //! the processes in contiguous blocks (`placement::owned_ranks`): process `p` of `P` drives
 //! ranks `p*k .. (p+1)*k` with `k = ranks / P`, its `i`-th on device `LOCAL_RANK * k + i`.
 //!
-//! Untested beyond one process on one GPU (no multi-GPU machine was lent when this was
-//! written); see docs/multi-gpu.md.
+//! The blocking steps (waiting for the id file, `ncclCommInitRank`, `ncclCommSplit`) arm the
+//! process's fault watchdog with the setup limit (`fault::Progress::setup_timeout`, default
+//! 120 s): a process whose peer died or hangs during setup ends with a report instead of
+//! waiting forever (when a `fault::Watchdog` runs, as in mercury-run).
 
 use super::error::{Result, RuntimeError};
+use super::fault::{self, Phase};
 use super::nccl::{self, nccl_err, Comm};
 use super::placement::{owned_ranks, split_color_key};
 use cudarc::driver::CudaContext;
@@ -218,7 +221,12 @@ impl std::fmt::Debug for World {
 impl World {
     /// Joins the world of `nranks` plan ranks: this process's ranks (`owned_ranks`) on
     /// `ctxs[i]` (one context per local rank, in rank order). Blocks until every process has
-    /// joined (NCCL's bootstrap), or fails.
+    /// joined (NCCL's bootstrap), or fails; the fault watchdog, when running, bounds the wait
+    /// by the setup limit.
+    ///
+    /// # Errors
+    /// NCCL failures, a missing or stale id file (after the setup limit + 5 s), a process
+    /// whose rank block does not match `ctxs`.
     pub fn init(env: &LaunchEnv, nranks: usize, ctxs: &[Arc<CudaContext>]) -> Result<World> {
         nccl::probe()?;
         if let IdSource::CommId { addr, set: true } = &env.id {
@@ -237,7 +245,15 @@ impl World {
                 ctxs.len()
             )));
         }
-        let id = unique_id(env, Duration::from_secs(300))?;
+        let progress = fault::progress();
+        let limit = progress.setup_timeout();
+        let _armed = progress.arm(
+            Phase::Setup("NCCL bootstrap: every process joins the world communicator"),
+            limit,
+            "waiting for the other processes (NCCL unique id, ncclCommInitRank)",
+        );
+        // The watchdog (limit) comes first; this bound serves callers without one.
+        let id = unique_id(env, limit + Duration::from_secs(5))?;
         let mut raw = vec![std::ptr::null_mut(); ranks.len()];
         let grouped = ranks.len() > 1;
         if grouped {
@@ -300,8 +316,15 @@ impl World {
         &self,
         groups: &[Vec<usize>],
     ) -> Result<HashMap<Vec<usize>, HashMap<usize, Comm>>> {
+        let progress = fault::progress();
+        let _armed = progress.arm(
+            Phase::Setup("ncclCommSplit: one communicator per collective group"),
+            progress.setup_timeout(),
+            "in ncclCommSplit (every process must take part)",
+        );
         let mut out = HashMap::new();
         for (gi, g) in groups.iter().enumerate() {
+            progress.beat();
             let local: Vec<usize> = self.ranks.clone().collect();
             let mut raw = vec![std::ptr::null_mut(); local.len()];
             let grouped = local.len() > 1;
@@ -310,9 +333,10 @@ impl World {
             }
             let mut res = Ok(());
             for (i, r) in local.iter().enumerate() {
-                let (color, key) = split_color_key(g, gi, *r).unwrap_or((-1, 0)); // -1: NCCL_SPLIT_NOCOLOR
-                                                                                  // SAFETY: the world handle is live; `raw[i]` receives the new handle (null for
-                                                                                  // non-members); a null config asks for the parent's configuration.
+                // -1: NCCL_SPLIT_NOCOLOR (not a member of this group).
+                let (color, key) = split_color_key(g, gi, *r).unwrap_or((-1, 0));
+                // SAFETY: the world handle is live; `raw[i]` receives the new handle (null for
+                // non-members); a null config asks for the parent's configuration.
                 let e = unsafe {
                     ns::ncclCommSplit(
                         self.comms[r].raw(),

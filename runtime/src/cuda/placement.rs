@@ -430,18 +430,7 @@ mod tests {
 
     #[test]
     fn groups_splits_and_link_classes() {
-        use crate::cuda::ring::{ring_attention_plan, RingSpec};
-        let p = ring_attention_plan(&RingSpec {
-            ranks: 4,
-            b: 1,
-            hq: 2,
-            hk: 1,
-            seq: 256,
-            d: 64,
-            causal: false,
-            scale: 0.1,
-        })
-        .unwrap();
+        let p = crate::cuda::test_plans::ring_attention(4, (1, 2, 1), 256, 64, false);
         let s = schedule::build(&p).unwrap();
         // 4 ranks on 2 devices: neighbours on different devices, nothing local.
         let map = DeviceMap::round_robin(4, 2).unwrap();

@@ -330,6 +330,27 @@ pub fn peer_waits(touches: &[BTreeMap<usize, Vec<usize>>], ranks: usize) -> Vec<
     out
 }
 
+/// The ranks that `ranks` exchange data with in stage `st` (the other ends of their messages
+/// and the other members of their collectives), sorted, without `ranks` themselves: the
+/// "peers in this group" of a fault report.
+pub fn stage_partners(st: &StageTransfers, ranks: &[usize]) -> Vec<usize> {
+    let mut out = std::collections::BTreeSet::new();
+    for m in &st.messages {
+        if ranks.contains(&m.src_rank) {
+            out.insert(m.dst_rank);
+        }
+        if ranks.contains(&m.dst_rank) {
+            out.insert(m.src_rank);
+        }
+    }
+    for c in &st.collectives {
+        if c.group.iter().any(|r| ranks.contains(r)) {
+            out.extend(c.group.iter().copied());
+        }
+    }
+    out.into_iter().filter(|r| !ranks.contains(r)).collect()
+}
+
 /// The dependencies of one stage under [`StageSync::Peers`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StageWaits {
@@ -339,29 +360,15 @@ pub struct StageWaits {
     pub record: Vec<usize>,
 }
 
-/// Region `chunk` of `parts` equal chunks of `region` along `axis`.
+/// Region `chunk` of `parts` equal chunks of `region` along `axis` (the plan's collective
+/// geometry, [`mercury_plan::Region::chunk`]).
 pub fn chunk_region(
     region: &mercury_plan::Region,
     axis: usize,
     parts: usize,
     chunk: usize,
 ) -> Result<mercury_plan::Region, String> {
-    if axis >= region.rank() || parts == 0 || chunk >= parts {
-        return Err(format!(
-            "chunk {chunk} of {parts} along axis {axis} of {region}"
-        ));
-    }
-    if !region.extent[axis].is_multiple_of(parts) {
-        return Err(format!(
-            "extent {} of axis {axis} does not split into {parts} chunks",
-            region.extent[axis]
-        ));
-    }
-    let step = region.extent[axis] / parts;
-    let mut out = region.clone();
-    out.offset[axis] += chunk * step;
-    out.extent[axis] = step;
-    Ok(out)
+    region.chunk(axis, parts, chunk)
 }
 
 #[cfg(test)]
@@ -438,6 +445,29 @@ mod tests {
             assert_eq!(m.src.region.offset, vec![0]);
             assert_eq!(m.dst.region.offset, vec![8]);
         }
+    }
+
+    #[test]
+    fn partners_of_messages_and_collectives() {
+        let msg = |a: usize, b: usize| Message {
+            src_rank: a,
+            src: view(0, 0, 4),
+            dst_rank: b,
+            dst: view(0, 4, 4),
+            tag: 0,
+        };
+        let st = StageTransfers {
+            messages: vec![msg(0, 1), msg(1, 2), msg(3, 0)],
+            collectives: vec![CollectiveCall {
+                group: vec![4, 5, 6],
+                members: vec![],
+            }],
+        };
+        assert_eq!(stage_partners(&st, &[0]), vec![1, 3]);
+        assert_eq!(stage_partners(&st, &[1]), vec![0, 2]);
+        assert_eq!(stage_partners(&st, &[0, 1]), vec![2, 3]);
+        assert_eq!(stage_partners(&st, &[5]), vec![4, 6]);
+        assert_eq!(stage_partners(&st, &[7]), Vec::<usize>::new());
     }
 
     #[test]
@@ -686,19 +716,8 @@ mod tests {
 
     #[test]
     fn peer_waits_order_the_ring_attention_plan() {
-        use crate::cuda::ring::{ring_attention_plan, RingSpec};
         for causal in [false, true] {
-            let p = ring_attention_plan(&RingSpec {
-                ranks: 8,
-                b: 1,
-                hq: 2,
-                hk: 1,
-                seq: 512,
-                d: 128,
-                causal,
-                scale: 0.1,
-            })
-            .unwrap();
+            let p = crate::cuda::test_plans::ring_attention(8, (1, 2, 1), 512, 128, causal);
             let s = build(&p).unwrap();
             let t = stage_touches(
                 &s,
@@ -721,18 +740,7 @@ mod tests {
     /// by the same point-to-point waits.
     #[test]
     fn peer_waits_order_split_work() {
-        use crate::cuda::ring::{ring_attention_plan, RingSpec};
-        let p = ring_attention_plan(&RingSpec {
-            ranks: 4,
-            b: 1,
-            hq: 2,
-            hk: 1,
-            seq: 256,
-            d: 64,
-            causal: true,
-            scale: 0.1,
-        })
-        .unwrap();
+        let p = crate::cuda::test_plans::ring_attention(4, (1, 2, 1), 256, 64, true);
         let s = build(&p).unwrap();
         let has = |si: usize, r: usize| {
             p.ranks[r]
@@ -752,7 +760,11 @@ mod tests {
             },
             |c| c.group.iter().map(|r| (*r, vec![*r])).collect(),
         );
-        assert_eq!(t[0][&transfer_stream(4, 0)], vec![0]);
+        // Rank 0's first transfers touch only its own memory on its transfer stream.
+        let first = (0..p.ranks[0].stages.len())
+            .find(|si| !p.ranks[0].stages[*si].comm.is_empty())
+            .expect("a stage with transfers");
+        assert_eq!(t[first][&transfer_stream(4, 0)], vec![0]);
         assert_ordered(&t, 4);
 
         // Collectives split per member, over overlapping groups.

@@ -124,6 +124,23 @@ pub trait Transport {
     /// # Safety
     /// As [`Transport::message`].
     unsafe fn collective(&mut self, cx: &mut TransferCx<'_>, call: &CollectiveCall) -> Result<()>;
+    /// An asynchronous error of the wire, described (NCCL: `ncclCommGetAsyncError` on every
+    /// communicator of this process), polled while the executor waits; `None`: all is well
+    /// (default: copies report their errors through CUDA).
+    fn async_error(&self) -> Option<String> {
+        None
+    }
+    /// Ends whatever the transport has in flight after a fault, so that no GPU stays busy on a
+    /// peer that will never answer (NCCL: `ncclCommAbort` on every communicator). The transport
+    /// is unusable afterwards. Returns notes for the fault report (default: nothing to do).
+    fn abort(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Whether [`Transport::abort`] has something to end: communicators whose other members
+    /// (maybe in other processes) could wait forever on this process (default: no).
+    fn can_abort(&self) -> bool {
+        false
+    }
 }
 
 /// Copies and combine kernels within one process: virtual ranks on one GPU, or ranks on
@@ -201,6 +218,11 @@ fn reduce_dtype(dtype: DType, what: &str) -> Result<()> {
 impl VirtualTransport {
     /// acc (dense f32 scratch) = sum over members of `parts` in order; then every `outs[i]`
     /// receives it (converted back to its dtype).
+    ///
+    /// # Safety
+    /// Every location in `parts` and `outs` is live device memory of the executor, and the
+    /// stage's dependencies are already enqueued on `leader`'s stream (as for
+    /// [`Transport::collective`]).
     unsafe fn reduce_add(
         cx: &mut TransferCx<'_>,
         leader: usize,
@@ -419,6 +441,8 @@ impl Transport for CopyTransport {
         }
     }
 
+    /// # Safety
+    /// As [`Transport::message`].
     unsafe fn message(&mut self, cx: &mut TransferCx<'_>, msg: &Message) -> Result<()> {
         let src = cx.mem.loc(msg.src_rank, &msg.src)?;
         let dst = cx.mem.loc(msg.dst_rank, &msg.dst)?;
@@ -428,6 +452,8 @@ impl Transport for CopyTransport {
         unsafe { copy(&mut c, &src, &dst) }
     }
 
+    /// # Safety
+    /// As [`Transport::collective`].
     unsafe fn collective(&mut self, cx: &mut TransferCx<'_>, call: &CollectiveCall) -> Result<()> {
         let n = call.group.len();
         let leader = call.leader();

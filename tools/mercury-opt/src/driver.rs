@@ -1,7 +1,8 @@
 //! Reading the input, and per chunk: parse, verify, run the pipeline, emit.
 
 use crate::cli::{Emit, Invocation};
-use crate::{expect, out};
+use crate::out;
+use mercury_ir::expect;
 use mercury_ir::pass::{PassManager, PassRegistry};
 use mercury_ir::syntax::split::{split_input, Chunk};
 use mercury_ir::{
@@ -15,20 +16,9 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Failed;
 
-/// Every pass the tool knows: the IR core's and the passes crate's.
+/// Every pass the tool knows (the compile path's, `mercury_driver::passes`).
 pub fn pass_registry() -> PassRegistry {
-    let mut passes = PassRegistry::new();
-    mercury_passes::register_all(&mut passes);
-    mercury_conversion::passes::register(&mut passes);
-    passes
-}
-
-/// The builtin dialects plus CommIR.
-pub fn dialect_registry(allow_unregistered: bool) -> Registry {
-    let mut registry = Registry::new();
-    mercury_commir::register(&mut registry);
-    registry.allow_unregistered = allow_unregistered;
-    registry
+    mercury_driver::passes()
 }
 
 /// The pass manager of the invocation; `Err` is the complete message to print (a located
@@ -152,7 +142,7 @@ fn emit(
 }
 
 fn plan_of(module: &Operation, kernel: Option<&str>) -> Result<mercury_plan::Plan, Diagnostic> {
-    mercury_conversion::lower_module(module, kernel)
+    mercury_driver::lower(module, kernel)
 }
 
 /// The compiler-generated device kernels a plan needs: the combines and copies it uses, plus
@@ -182,7 +172,7 @@ fn device_kernels(plan: &mercury_plan::Plan) -> Vec<mercury_lowering::DeviceKern
                         add(K::Copy2dB16);
                         add(K::Copy2dB32);
                     }
-                    ComputeOp::Patch { .. } => {}
+                    ComputeOp::Patch { .. } | ComputeOp::Tile { .. } => {}
                 }
             }
             for c in &st.comm {
@@ -206,7 +196,7 @@ fn device_kernels(plan: &mercury_plan::Plan) -> Vec<mercury_lowering::DeviceKern
 /// Runs the whole invocation. Diagnostics and errors are printed as they happen.
 pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
     let o = &inv.options;
-    let registry = dialect_registry(o.allow_unregistered_dialect);
+    let registry = mercury_driver::registry(o.allow_unregistered_dialect);
     let mut pm = pass_manager(inv, passes, &registry).map_err(|e| {
         out::stderr(&e);
         Failed

@@ -11,7 +11,6 @@
 
 mod cli;
 mod driver;
-mod expect;
 mod out;
 
 use std::process::ExitCode;

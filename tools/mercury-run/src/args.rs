@@ -109,6 +109,21 @@ pub struct Args {
     /// Write the lowered plan as JSON.
     #[arg(long, value_name = "FILE")]
     pub emit_plan: Option<PathBuf>,
+    /// GPU backend: a run in which no stream finishes its work of a stage for this many
+    /// seconds ends every process with "error: rank R (pid, GPU g) stage S/N: no progress ..."
+    /// and exit status 1 (NCCL communicators aborted first).
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub stage_timeout: f64,
+    /// GPU backend: limit of a blocking setup step (NCCL bootstrap, communicator split) before
+    /// the process gives up with the same kind of report.
+    #[arg(long, value_name = "SECS", default_value_t = 120.0)]
+    pub setup_timeout: f64,
+    /// GPU backend, tests of the fault handling: exit-rank=R@stage=S (the process of rank R
+    /// kills itself with SIGKILL before stage S), hang-rank=R@stage=S (rank R's streams wait
+    /// forever), host-hang-rank=R@stage=S (its host thread blocks forever); stages count from
+    /// 1; the first run of the schedule only. Default: $MERCURY_INJECT_FAULT.
+    #[arg(long, value_name = "FAULT")]
+    pub inject_fault: Option<String>,
 }
 
 pub fn parse() -> Result<Args, clap::Error> {
@@ -131,6 +146,17 @@ pub fn parse() -> Result<Args, clap::Error> {
             "--launcher runs one process per GPU or node; it does not combine with --virtual\n",
         ));
     }
+    for (flag, v) in [
+        ("--stage-timeout", a.stage_timeout),
+        ("--setup-timeout", a.setup_timeout),
+    ] {
+        if !(v.is_finite() && v > 0.0 && v < 1e9) {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("{flag} must be a positive number of seconds\n"),
+            ));
+        }
+    }
     if let Some(t) = a.tolerance {
         if !(t.is_finite() && t > 0.0) {
             return Err(clap::Error::raw(
@@ -143,6 +169,15 @@ pub fn parse() -> Result<Args, clap::Error> {
 }
 
 impl Args {
+    /// The fault to inject: `--inject-fault`, else `$MERCURY_INJECT_FAULT` (non-empty).
+    pub fn inject_fault(&self) -> Option<String> {
+        self.inject_fault.clone().or_else(|| {
+            std::env::var("MERCURY_INJECT_FAULT")
+                .ok()
+                .filter(|s| !s.trim().is_empty())
+        })
+    }
+
     /// The seed of this run's inputs (fixed under a launcher: every process must draw the
     /// same inputs).
     pub fn seed(&self) -> u64 {

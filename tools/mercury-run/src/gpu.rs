@@ -11,28 +11,67 @@
 //!   environment); each process checks the output pieces its ranks write.
 //!
 //! The single-device reference always runs on the first GPU this process uses.
+//!
+//! Faults (`cuda::fault`): the process starts the fault watchdog (SIGTERM and a host blocked
+//! past its limit end the process with a report); a run that stops making progress for
+//! `--stage-timeout` seconds or an NCCL error prints `error: rank R (pid P, GPU g) stage S/N:
+//! ...` and ends the process at once with status 1 (no destructor may block on a stuck GPU).
+//! `--inject-fault` (or `$MERCURY_INJECT_FAULT`) injects a fault into the schedule's first run.
 
 use crate::args::{Args, AttentionArg, TransportArg};
 use crate::{check, Compiled, Failure};
 use mercury_kernels::cpu as k;
 use mercury_plan::{ComputeOp, PatchKind, Plan, Role, SlotInit};
+use mercury_runtime::cuda::fault::{self, FaultSpec, Who};
 use mercury_runtime::cuda::launcher::{LaunchEnv, World};
-use mercury_runtime::cuda::{nccl, placement};
+use mercury_runtime::cuda::{nccl, placement, RuntimeError};
 use mercury_runtime::cuda::{
     AttnBackend, CudaExecutor, DeviceMap, ExecOptions, HostData, Placement, TransportChoice,
 };
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// The executor options of this run (`--attention`).
+/// The executor options of this run (`--attention`, `--stage-timeout`).
 fn exec_options(a: &Args) -> ExecOptions {
     ExecOptions {
         attention: match a.attention {
             AttentionArg::Cudnn => AttnBackend::Cudnn,
             AttentionArg::Nvrtc => AttnBackend::Nvrtc,
         },
+        stage_timeout: Duration::from_secs_f64(a.stage_timeout),
         ..ExecOptions::default()
     }
+}
+
+/// The scheduled plan's options: [`exec_options`] with the injected fault, checked against
+/// `plan` (the single-device reference never gets the fault).
+fn schedule_options(a: &Args, plan: &Plan) -> Result<ExecOptions, Failure> {
+    let mut o = exec_options(a);
+    if let Some(text) = a.inject_fault() {
+        let f = FaultSpec::parse(&text)
+            .and_then(|f| f.validate(plan.num_ranks(), plan.num_stages()).map(|_| f))
+            .map_err(|e| Failure::Input(format!("mercury-run: --inject-fault: {e}")))?;
+        println!("fault injection: {f} (runs of the schedule's executor count from 1)");
+        o.fault = Some(f);
+    }
+    Ok(o)
+}
+
+/// Starts the fault watchdog of this process with `--setup-timeout`.
+fn start_watchdog(a: &Args) -> Result<(), Failure> {
+    fault::progress().set_setup_timeout(Duration::from_secs_f64(a.setup_timeout));
+    fault::Watchdog::start().map_err(|e| Failure::Input(format!("mercury-run: {e}")))
+}
+
+/// [`rt`], except that a fault report ends the process at once (status 1): its GPU work may
+/// never finish, and no destructor may wait for it.
+fn rte(e: RuntimeError) -> Failure {
+    if let RuntimeError::Fault(r) = &e {
+        fault::die(&r.to_string());
+    }
+    rt(e)
 }
 
 fn device_kernels(a: &Args, cc: (i32, i32)) -> Result<String, Failure> {
@@ -82,7 +121,7 @@ fn execute(
     }
     let mut runs = Vec::new();
     for it in 0..warmup + iters {
-        let t = exec.run().map_err(rt)?;
+        let t = exec.run().map_err(rte)?;
         if it >= warmup {
             runs.push(t.stages_ms as f64);
         }
@@ -369,6 +408,7 @@ fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     for note in nccl::prepare_env() {
         println!("nccl: {note}");
     }
+    let sched_opts = schedule_options(a, &plan)?;
     let env = LaunchEnv::from_env()
         .map_err(|e| Failure::Input(format!("mercury-run: --launcher env: {e}")))?
         .ok_or_else(|| {
@@ -398,10 +438,21 @@ fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     let seed = a.seed();
     let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
     println!(
-        "{tag} gpu: {} (sm_{}{}), ranks {owned:?} of {n} on GPUs {devs:?}, seed {seed}",
+        "{tag} gpu: {} (sm_{}{}), ranks {owned:?} of {n} on GPUs {devs:?}, seed {seed}, pid {}",
         ctxs[0].name().unwrap_or_else(|_| "?".into()),
         cc.0,
-        cc.1
+        cc.1,
+        std::process::id()
+    );
+    // Who this process is, for a report of the watchdog during the NCCL setup.
+    fault::progress().set_context(
+        Arc::new(Who {
+            ranks: owned.clone().collect(),
+            gpus: devs.clone(),
+            pid: std::process::id(),
+        }),
+        plan.num_stages(),
+        Arc::new(Vec::new()),
     );
     let world = World::init(&env, n, &ctxs).map_err(rt)?;
     let map = DeviceMap::from_ordinals(
@@ -419,7 +470,7 @@ fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     let mut exec = CudaExecutor::new_placed(
         plan.clone(),
         &ptx,
-        exec_options(a),
+        sched_opts,
         Placement::new(map, TransportChoice::NcclWorld(world)),
     )
     .map_err(rt)?;
@@ -490,9 +541,11 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
             )));
         }
     }
+    start_watchdog(a)?;
     if a.launcher.is_some() {
         return run_launched(a, c, plan);
     }
+    let sched_opts = schedule_options(a, &plan)?;
     if a.transport == TransportArg::Nccl {
         // NVLink multicast off before anything can start NCCL.
         for note in nccl::prepare_env() {
@@ -518,13 +571,13 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
                 cc.1,
                 if n > 1 { "virtual" } else { "" }
             );
-            CudaExecutor::new(ctx.clone(), plan.clone(), &ptx, exec_options(a)).map_err(rt)?
+            CudaExecutor::new(ctx.clone(), plan.clone(), &ptx, sched_opts).map_err(rt)?
         }
         Layout::Placed(map, t) => {
             let e = CudaExecutor::new_placed(
                 plan.clone(),
                 &ptx,
-                exec_options(a),
+                sched_opts,
                 Placement::new(map.clone(), choice(*t)),
             )
             .map_err(rt)?;

@@ -10,8 +10,8 @@ mod cpu;
 #[cfg(feature = "cuda")]
 mod gpu;
 
-use mercury_ir::pass::{PassManager, PassRegistry};
-use mercury_ir::{parse_str, verify, Diagnostic, Operation, Registry, SourceFile};
+use mercury_driver::{Compiler, Schedule, ScheduleError};
+use mercury_ir::{Diagnostic, Operation};
 use std::process::ExitCode;
 
 /// What went wrong, with the exit status it maps to.
@@ -25,6 +25,7 @@ pub enum Failure {
 }
 
 fn main() -> ExitCode {
+    init_logging();
     let args = match args::parse() {
         Ok(a) => a,
         Err(e) => {
@@ -50,6 +51,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// Library warnings (`tracing`: the CUDA executor's) go to stderr: `warn` and above, or the
+/// level named in `RUST_LOG` (`error`, `warn`, `info`, `debug`, `trace`).
+fn init_logging() {
+    let level = std::env::var("RUST_LOG").ok().and_then(|l| l.parse().ok());
+    let fmt = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .without_time();
+    fmt.with_max_level(level.unwrap_or(tracing::Level::WARN))
+        .init();
+}
+
 /// The module, scheduled and verified, and the unscheduled reference module.
 pub struct Compiled {
     pub scheduled: Operation,
@@ -61,16 +73,17 @@ fn diag(d: Diagnostic) -> Failure {
     Failure::Input(d.render())
 }
 
-/// Parses, verifies and schedules the input.
-pub fn compile(a: &args::Args, registry: &Registry) -> Result<Compiled, Failure> {
+/// Parses, verifies and schedules the input (the compile path, `mercury_driver`).
+pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure> {
     let text = std::fs::read_to_string(&a.input).map_err(|e| {
         Failure::Input(format!(
             "mercury-run: cannot read '{}': {e}",
             a.input.display()
         ))
     })?;
-    let module = parse_str(registry, &a.input.display().to_string(), &text).map_err(diag)?;
-    verify(registry, &module).map_err(diag)?;
+    let module = compiler
+        .parse(&a.input.display().to_string(), &text)
+        .map_err(diag)?;
     let kernels = mercury_commir::kernels(&module).map_err(diag)?;
     let kernel = match &a.kernel {
         Some(k) => kernels
@@ -92,30 +105,27 @@ pub fn compile(a: &args::Args, registry: &Registry) -> Result<Compiled, Failure>
             }
         },
     };
-    let mut passes = PassRegistry::new();
-    mercury_passes::register_all(&mut passes);
-    mercury_conversion::passes::register(&mut passes);
-    let mut pm = PassManager::new();
-    if a.shift_shard {
-        pm.add_pipeline(&passes, "builtin.module(shift-shard)")
-            .map_err(Failure::Input)?;
-    }
-    if let Some(s) = &a.schedule {
-        let script = std::fs::read_to_string(s).map_err(|e| {
+    let script = match &a.schedule {
+        Some(s) => Some(std::fs::read_to_string(s).map_err(|e| {
             Failure::Input(format!(
                 "mercury-run: cannot read schedule '{}': {e}",
                 s.display()
             ))
-        })?;
-        pm.add_schedule(&passes, &SourceFile::new(s.display().to_string(), script))
-            .map_err(diag)?;
-    }
-    if let Some(p) = &a.pass_pipeline {
-        pm.add_pipeline_source(&passes, &SourceFile::new("<pass-pipeline>", p.as_str()))
-            .map_err(diag)?;
-    }
+        })?),
+        None => None,
+    };
+    let schedule = Schedule {
+        shift_shard: a.shift_shard,
+        script,
+        script_name: a.schedule.as_ref().map(|s| s.display().to_string()),
+        pipeline: a.pass_pipeline.clone(),
+    };
+    let mut pm = compiler.pass_manager(&schedule).map_err(|e| match e {
+        ScheduleError::ShiftShard(m) => Failure::Input(format!("mercury-run: {m}")),
+        ScheduleError::Script(d) | ScheduleError::Pipeline(d) => diag(d),
+    })?;
     let mut scheduled = module.clone();
-    pm.run(&mut scheduled, registry).map_err(diag)?;
+    pm.run(&mut scheduled, &compiler.registry).map_err(diag)?;
     Ok(Compiled {
         scheduled,
         reference: single_device(&module),
@@ -133,7 +143,7 @@ pub fn single_device(module: &Operation) -> Operation {
 
 /// The single-device plan of the operator (the reference of `--check` and `--bench`).
 pub fn reference_plan(c: &Compiled) -> Result<mercury_plan::Plan, Failure> {
-    mercury_conversion::lower_module(&c.reference, Some(&c.kernel)).map_err(|d| {
+    mercury_driver::lower(&c.reference, Some(&c.kernel)).map_err(|d| {
         Failure::Input(format!(
             "{}mercury-run: the single-device reference needs the local (unscheduled) operator as input, with the schedule given by --schedule, --shift-shard or --pass-pipeline",
             d.render()
@@ -142,9 +152,9 @@ pub fn reference_plan(c: &Compiled) -> Result<mercury_plan::Plan, Failure> {
 }
 
 fn run(a: &args::Args) -> Result<(), Failure> {
-    let registry = mercury_commir::registry();
-    let c = compile(a, &registry)?;
-    let plan = mercury_conversion::lower_module(&c.scheduled, Some(&c.kernel)).map_err(diag)?;
+    let compiler = Compiler::new();
+    let c = compile(a, &compiler)?;
+    let plan = mercury_driver::lower(&c.scheduled, Some(&c.kernel)).map_err(diag)?;
     // What the run will be checked or timed against must exist before anything runs.
     if a.check || a.bench {
         reference_plan(&c)?;
@@ -161,6 +171,9 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         "{}",
         mercury_conversion::report::comm_plan(&plan, false).trim_end()
     );
+    if let Some(balance) = mercury_conversion::report::causal_balance(&plan) {
+        println!("{}", balance.trim_end());
+    }
     println!(
         "{}",
         mercury_conversion::report::memory(&plan)

@@ -3,14 +3,15 @@
 //! ```text
 //! mercury-tune FILE --topology PRESET|FILE --out DIR [--profile-top K] [--no-search] [--cache DIR]
 //! ```
-//! FILE is an operator description (`.toml`, see `mercury_search::fixtures::OperatorSpec`:
-//! candidates come from the FIXTURE plan builders), or plans as JSON (`.json`: one plan, a
-//! list of plans or a list of candidates). CommIR kernels (`.mlir`) plug in through
-//! [`source_for_file`] once the CommIR candidate generator exists.
+//! FILE is a CommIR operator (`.mlir`) or an operator description (`.toml`, see
+//! `mercury_search::operator::OperatorSpec`: an attention or GEMM shape, written into the
+//! matching example operator): for both the candidates come from the CommIR generator
+//! (`mercury_search::commir_source`). Or plans as JSON (`.json`: one plan, a list of plans or
+//! a list of candidates); see [`source_for_file`].
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mercury_search::fixtures::{FixtureSource, OperatorSpec};
+use mercury_search::operator::OperatorSpec;
 use mercury_search::report::{fmt_s, write_outputs};
 use mercury_search::search::{
     tune, CandidateSource, PlanListSource, Progress, SourceError, TuneError, TuneOptions,
@@ -28,8 +29,8 @@ use std::process::ExitCode;
     after_help = "Topology presets: h100-1x4 h100-2x2 h100-4x1 h100-1x8 h100-2x4 h100-4x2 h100-4x4 h100-2x8 a100-2x4 l4-2x4 h200-1x8 (or a TOML file, see docs/topology.md)"
 )]
 struct Args {
-    /// Operator file: `.toml` operator description, `.json` plans/candidates (`.mlir` once
-    /// the CommIR generator is wired in).
+    /// Operator file: `.mlir` CommIR operator or `.toml` operator description (candidates from
+    /// the CommIR generator), or `.json` plans/candidates.
     file: PathBuf,
     /// Topology preset name or TOML file.
     #[arg(long)]
@@ -48,16 +49,13 @@ struct Args {
     cache: Option<PathBuf>,
 }
 
-/// Picks the candidate source for an operator file. Add the CommIR generator here:
-/// `Some("mlir") => Ok(Box::new(CommIrSource::from_file(path)?))`.
+/// Picks the candidate source for an operator file by its extension.
 fn source_for_file(path: &Path) -> Result<Box<dyn CandidateSource>, SourceError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| SourceError::new(format!("cannot read '{}': {e}", path.display())))?;
     let origin = path.display().to_string();
     match path.extension().and_then(|e| e.to_str()) {
-        Some("toml") => Ok(Box::new(FixtureSource::new(OperatorSpec::parse(
-            &text, &origin,
-        )?))),
+        Some("toml") => Ok(Box::new(OperatorSpec::parse(&text, &origin)?.source()?)),
         Some("json") => Ok(Box::new(PlanListSource::from_json(&text, &origin)?)),
         Some("mlir") => Ok(Box::new(
             mercury_search::commir_source::CommirSource::from_text(&text, &origin, None)?,

@@ -53,8 +53,9 @@ fn attention_example_ranks_and_writes_outputs() {
     ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
-    // Debug build on a shared machine; the release binary takes a few milliseconds.
-    assert!(took < 5.0, "took {took} s");
+    // The CommIR generator lowers and simulates 100 candidates: about 3 s for the debug build
+    // alone on 2 cores, more beside other tests; the release binary takes a fraction of that.
+    assert!(took < 30.0, "took {took} s");
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -2,11 +2,13 @@
 //! `commir.store` and `commir.reshard`. Each checks itself against its kernel (`Scope`: axes,
 //! buffers, mesh, the tiles defined so far) and its enclosing loops (`stack`).
 
-use super::{check_sharding, LoadOp, PatchOp, ReduceOp, ReshardOp, StoreOp};
+use super::{check_placement, LoadOp, PatchOp, ReduceOp, ReshardOp, StoreOp};
 use crate::attrs::{indices_from_attr, DimBinding};
 use crate::model::{Access, Buffer, ReduceKind, Role, Scope};
+use crate::placement::Placement;
 use crate::tiles::{contract, Tile};
 use mercury_ir::{Diagnostic, Location, Operation, Type, ValueId};
+use mercury_plan::PatchAttr;
 use std::ops::Deref;
 
 fn err(loc: &Location, msg: impl Into<String>) -> Diagnostic {
@@ -178,22 +180,22 @@ impl<O: Deref<Target = Operation>> LoadOp<O> {
 }
 
 impl<O: Deref<Target = Operation>> PatchOp<O> {
-    /// Checks the patch: a known kernel with its number of operands and results, operands that
-    /// are tiles defined before, tile results, and the attention attributes (`causal` a bool,
-    /// `scale` positive). Records the results in `scope`; returns the kernel name.
+    /// Checks the patch against its spec (`mercury_plan::patch`): a known kernel with its
+    /// number of operands and results, operands that are tiles defined before, tile results,
+    /// and the attributes the spec names (e.g. attention's `causal` a bool, `scale` positive). Records the results in `scope`; returns the kernel name.
     pub fn verify(&self, scope: &mut Scope) -> Result<String, Diagnostic> {
         let op = self.op();
         let kernel = self.kernel().unwrap_or_default();
-        let (nin, nout) = match kernel.as_str() {
-            "gemm" => (2, 1),
-            "attention" => (3, 2),
-            other => {
-                return Err(err(
-                    &op.loc,
-                    format!("unknown patch kernel '{other}' (known: gemm, attention)"),
-                ))
-            }
-        };
+        let spec = mercury_plan::patch::spec(&kernel).ok_or_else(|| {
+            err(
+                &op.loc,
+                format!(
+                    "unknown patch kernel '{kernel}' (known: {})",
+                    mercury_plan::patch::known()
+                ),
+            )
+        })?;
+        let (nin, nout) = (spec.inputs, spec.outputs);
         if op.operands.len() != nin || op.results.len() != nout {
             return Err(err(
                 &op.loc,
@@ -218,15 +220,22 @@ impl<O: Deref<Target = Operation>> PatchOp<O> {
             }
             scope.values.insert(r.id, r.ty.clone());
         }
-        if kernel == "attention" {
-            if let Some(c) = op.attr("causal") {
-                c.as_bool()
-                    .ok_or_else(|| err(&op.loc, "'causal' must be true or false"))?;
-            }
-            if let Some(s) = op.attr("scale") {
-                s.as_float()
-                    .filter(|x| *x > 0.0)
-                    .ok_or_else(|| err(&op.loc, "'scale' must be a positive number"))?;
+        for a in spec.attrs {
+            match *a {
+                PatchAttr::Bool(name) => {
+                    if let Some(c) = op.attr(name) {
+                        c.as_bool().ok_or_else(|| {
+                            err(&op.loc, format!("'{name}' must be true or false"))
+                        })?;
+                    }
+                }
+                PatchAttr::Positive(name) => {
+                    if let Some(s) = op.attr(name) {
+                        s.as_float().filter(|x| *x > 0.0).ok_or_else(|| {
+                            err(&op.loc, format!("'{name}' must be a positive number"))
+                        })?;
+                    }
+                }
             }
         }
         let inputs: Vec<&Tile> = op
@@ -322,13 +331,13 @@ impl<O: Deref<Target = Operation>> StoreOp<O> {
 }
 
 impl<O: Deref<Target = Operation>> ReshardOp<O> {
-    /// Checks the reshard: at the top of the kernel, of a buffer of the kernel, to a sharding
-    /// that fits it. Returns (buffer, sharding).
+    /// Checks the reshard: at the top of the kernel, of a buffer of the kernel, to a placement
+    /// that fits it. Returns (buffer, placement).
     pub fn verify(
         &self,
         scope: &Scope,
         stack: &[(String, Option<usize>)],
-    ) -> Result<(String, Vec<Vec<usize>>), Diagnostic> {
+    ) -> Result<(String, Placement), Diagnostic> {
         let op = self.op();
         if !stack.is_empty() {
             return Err(err(
@@ -338,13 +347,13 @@ impl<O: Deref<Target = Operation>> ReshardOp<O> {
         }
         let buf = buffer_of(scope, op)?;
         let bname = buf.name.clone();
-        let sharding = self
+        let placement = self
             .read_sharding()
             .map_err(|m| err(&op.loc, m))?
             .unwrap_or_default();
         let shape: Vec<usize> = buf.dims.iter().map(|d| scope.dim_size(d)).collect();
-        check_sharding(&bname, &sharding, &shape, scope.mesh).map_err(|m| err(&op.loc, m))?;
-        Ok((bname, sharding))
+        check_placement(&bname, &placement, &shape, scope.mesh).map_err(|m| err(&op.loc, m))?;
+        Ok((bname, placement))
     }
 }
 

@@ -3,6 +3,7 @@
 use super::{AxisOp, BufferOp, MeshOp};
 use crate::attrs::DimBinding;
 use crate::model::{Axis, Buffer, Mesh, Role};
+use crate::placement::{check_dim, Placement};
 use mercury_ir::{Diagnostic, Location, Operation};
 use std::collections::HashSet;
 use std::ops::Deref;
@@ -191,30 +192,43 @@ impl<O: Deref<Target = Operation>> BufferOp<O> {
             .read_role()
             .map_err(|other| err(&op.loc, format!("unknown buffer role {other}")))?
             .ok_or_else(|| err(&op.loc, "unknown buffer role None"))?;
-        let sharding = self
+        let placement = self
             .read_sharding()
             .map_err(|m| err(&op.loc, m))?
-            .unwrap_or_else(|| vec![vec![]; dims.len()]);
-        check_sharding(&name, &sharding, &shape, mesh).map_err(|m| err(&op.loc, m))?;
+            .unwrap_or_else(|| Placement::from(vec![vec![]; dims.len()]));
+        check_placement(&name, &placement, &shape, mesh).map_err(|m| err(&op.loc, m))?;
         Ok(Buffer {
             name,
             dims,
             dtype,
             role,
-            sharding,
+            sharding: placement.levels,
+            splits: placement.splits,
             loc: op.loc.clone(),
         })
     }
 }
 
-/// Checks a sharding against a buffer shape and a mesh: one entry per dimension, existing
-/// mesh levels, each level once, and every dimension divisible by its number of shards.
+/// Checks a contiguous sharding against a buffer shape and a mesh ([`check_placement`]).
 pub fn check_sharding(
     name: &str,
     sharding: &[Vec<usize>],
     shape: &[usize],
     mesh: &Mesh,
 ) -> Result<(), String> {
+    check_placement(name, &Placement::from(sharding.to_vec()), shape, mesh)
+}
+
+/// Checks a placement against a buffer shape and a mesh: one entry per dimension, existing
+/// mesh levels, each level once (so one placement per level), and every dimension divisible
+/// under its splits (blocks, `2m` zigzag chunks, whole rounds of striped blocks).
+pub fn check_placement(
+    name: &str,
+    placement: &Placement,
+    shape: &[usize],
+    mesh: &Mesh,
+) -> Result<(), String> {
+    let sharding = &placement.levels;
     if sharding.len() != shape.len() {
         return Err(format!(
             "sharding of '@{name}' has {} entries but the buffer has {} dimensions",
@@ -237,11 +251,16 @@ pub fn check_sharding(
             }
             parts = parts.saturating_mul(mesh.shape[*l]);
         }
-        if !shape[d].is_multiple_of(parts) {
-            return Err(format!(
-                "dimension {d} of '@{name}' (size {}) does not divide into {parts} shards",
-                shape[d]
-            ));
+        if placement.dim_is_contiguous(d) {
+            if !shape[d].is_multiple_of(parts) {
+                return Err(format!(
+                    "dimension {d} of '@{name}' (size {}) does not divide into {parts} shards",
+                    shape[d]
+                ));
+            }
+        } else {
+            check_dim(shape[d], &placement.dim(d), &mesh.shape)
+                .map_err(|e| format!("dimension {d} of '@{name}' (size {}): {e}", shape[d]))?;
         }
     }
     Ok(())

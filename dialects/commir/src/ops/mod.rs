@@ -5,15 +5,18 @@
 //! rules that span a kernel are `model.rs`'s.
 
 mod body;
+mod compute;
 mod decl;
 mod loops;
 
-pub use decl::check_sharding;
+pub use compute::compute_stmt;
+pub use decl::{check_placement, check_sharding};
 
 use crate::attrs::{
-    AnyAttr, AttrValue, Dims, Indices, Int, IntArray, Sharding, Str, SymName, SymRef, TypeAttr,
+    AnyAttr, AttrValue, BinaryAttr, Dims, Flag, Float, Indices, Int, IntArray, RowReduceAttr,
+    Sharding, Str, SymName, SymRef, TypeAttr, UnaryAttr,
 };
-use crate::model::{AxisKind, Kernel, ReduceKind, Role};
+use crate::model::{AxisKind, Kernel, MaskKind, ReduceKind, Role};
 use mercury_ir::{ArgDef, AttrDef, Diagnostic, Dialect, OpDef, Operation, Trait, VerifyContext};
 use std::ops::{Deref, DerefMut};
 
@@ -186,6 +189,83 @@ commir_ops! {
         regions: [],
         traits: [Trait::Pure],
         format: "$kernel `(` $inputs `)` attr-dict `:` functional-type(operands, results)",
+        verify: verify_in_kernel,
+    }
+    /// A batched matrix product of two tiles.
+    MatmulOp = "commir.matmul" {
+        summary: "A batched matrix product of two tiles over their last two dimensions (optionally transposed).",
+        operands: [ArgDef::one("lhs"), ArgDef::one("rhs")],
+        results: [ArgDef::one("result")],
+        attrs: { opt transpose_a: Flag, opt transpose_b: Flag },
+        regions: [],
+        traits: [Trait::Pure],
+        format: "$lhs `,` $rhs (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? attr-dict `:` functional-type(operands, results)",
+        verify: verify_in_kernel,
+    }
+    /// An elementwise function of one tile.
+    UnaryOp = "commir.unary" {
+        summary: "An elementwise function of a tile: exp, log, gelu (tanh form), silu.",
+        operands: [ArgDef::one("input")],
+        results: [ArgDef::one("result")],
+        attrs: { req kind: UnaryAttr },
+        regions: [],
+        traits: [Trait::Pure, Trait::SameOperandsAndResultType],
+        format: "$kind $input attr-dict `:` type($input)",
+        verify: verify_in_kernel,
+    }
+    /// An elementwise function of two tiles.
+    BinaryOp = "commir.binary" {
+        summary: "An elementwise function of two tiles (add, sub, mul, div, max); a tile without the other's last dimension is broadcast along it.",
+        operands: [ArgDef::one("lhs"), ArgDef::one("rhs")],
+        results: [ArgDef::one("result")],
+        attrs: { req kind: BinaryAttr },
+        regions: [],
+        traits: [Trait::Pure, Trait::SameOperandsAndResultType],
+        format: "$kind $lhs `,` $rhs attr-dict `:` type($lhs)",
+        verify: verify_in_kernel,
+    }
+    /// A tile times a constant.
+    ScaleOp = "commir.scale" {
+        summary: "Multiplies every element of a tile by a constant.",
+        operands: [ArgDef::one("input")],
+        results: [ArgDef::one("result")],
+        attrs: { req factor: Float },
+        regions: [],
+        traits: [Trait::Pure, Trait::SameOperandsAndResultType],
+        format: "$input `by` $factor attr-dict `:` type($input)",
+        verify: verify_in_kernel,
+    }
+    /// A conversion of a tile's element type.
+    CastOp = "commir.cast" {
+        summary: "Converts a tile to another element type (rounding to nearest even).",
+        operands: [ArgDef::one("input")],
+        results: [ArgDef::one("result")],
+        attrs: {},
+        regions: [],
+        traits: [Trait::Pure],
+        format: "$input attr-dict `:` type($input) `to` type(results)",
+        verify: verify_in_kernel,
+    }
+    /// A mask over the last two dimensions of a tile.
+    MaskOp = "commir.mask" {
+        summary: "Masks a tile of scores: causal sets key positions (last dimension) after the query position (second to last) to -inf.",
+        operands: [ArgDef::one("input")],
+        results: [ArgDef::one("result")],
+        attrs: { req kind: MaskKind },
+        regions: [],
+        traits: [Trait::Pure, Trait::SameOperandsAndResultType],
+        format: "$kind $input attr-dict `:` type($input)",
+        verify: verify_in_kernel,
+    }
+    /// A reduction of every row of a tile.
+    RowReduceOp = "commir.row_reduce" {
+        summary: "Reduces a tile along its last dimension (max, sum); the result has one value per row.",
+        operands: [ArgDef::one("input")],
+        results: [ArgDef::one("result")],
+        attrs: { req kind: RowReduceAttr },
+        regions: [],
+        traits: [Trait::Pure, Trait::SameOperandsAndResultType],
+        format: "$kind $input attr-dict `:` type($input)",
         verify: verify_in_kernel,
     }
     /// An accumulation into a buffer tile.

@@ -331,6 +331,12 @@ fn parse_elems(
                     }
                 }
             }
+            FmtElem::Attr(i) if matches!(def.attrs[*i].kind, AttrKind::Unit) => {
+                // A unit attribute is spelled by the literal before it (`transpose_b`): it
+                // takes no token of its own.
+                out.attrs
+                    .insert(def.attrs[*i].name.to_string(), Attribute::Unit);
+            }
             FmtElem::Attr(i) => {
                 let a = def.attrs[*i];
                 let loc = cur.loc();

@@ -430,6 +430,11 @@ impl<'r> Parser<'r> {
         let types = match parsed.result_types {
             Some(t) => t,
             None if nresults == 0 => vec![],
+            None if reg.def.has_trait(Trait::SameOperandsAndResultType)
+                && !op.operands.is_empty() =>
+            {
+                vec![op.operands[0].ty.clone(); nresults]
+            }
             None => {
                 return Err(Diagnostic::error(
                     loc,

@@ -14,7 +14,7 @@
 
 use super::SimError;
 use crate::topology::Topology;
-use mercury_plan::{CombineKind, ComputeOp, PatchKind, RankProgram, View};
+use mercury_plan::{CombineKind, ComputeOp, DType, PatchKind, RankProgram, View};
 
 /// Cost of one compute op.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,35 +37,13 @@ pub(crate) fn view_bytes(r: &RankProgram, v: &View) -> Result<f64, String> {
     Ok(view_elems(v) * slot.dtype.size_bytes() as f64)
 }
 
-/// Extents without leading unit dimensions.
+/// Extents without leading unit dimensions, at least 2-D (the patch spec's view of a GEMM
+/// operand as a matrix).
 fn squeeze(v: &View) -> Vec<usize> {
-    let e = &v.region.extent;
-    let first = e
-        .iter()
-        .position(|&x| x != 1)
-        .unwrap_or(e.len().saturating_sub(2));
-    let first = first.min(e.len().saturating_sub(2));
-    e[first..].to_vec()
+    mercury_plan::patch::squeeze(&v.region.extent)
 }
 
-/// Number of (query, key) pairs with `k_off + c <= q_off + r`, r < sq, c < sk.
-pub fn visible_pairs(sq: usize, sk: usize, q_off: usize, k_off: usize) -> f64 {
-    // For row r the count is clamp(q_off - k_off + 1 + r, 0, sk); sum over a range of x of
-    // clamp(x, 0, sk) = G(hi) - G(lo) with G(n) = sum_{x=0}^{n-1} clamp(x, 0, sk).
-    let sk_i = sk as i128;
-    let g = |n: i128| -> i128 {
-        if n <= 0 {
-            0
-        } else if n <= sk_i + 1 {
-            n * (n - 1) / 2
-        } else {
-            sk_i * (sk_i + 1) / 2 + (n - sk_i - 1) * sk_i
-        }
-    };
-    let lo = q_off as i128 - k_off as i128 + 1;
-    let hi = lo + sq as i128;
-    (g(hi) - g(lo)) as f64
-}
+pub use mercury_plan::patch::visible_pairs;
 
 fn waves_efficiency(blocks: f64, sms: usize) -> f64 {
     if sms == 0 || blocks <= 0.0 {
@@ -87,7 +65,7 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
             inputs,
             outputs,
         } => match patch {
-            PatchKind::Gemm { accumulate } => {
+            PatchKind::Gemm { accumulate } if patch.spec().name == "gemm" => {
                 let (Some(a), Some(b), Some(o)) = (inputs.first(), inputs.get(1), outputs.first())
                 else {
                     return Err(err("gemm needs inputs [a, b] and output [out]".into()));
@@ -112,7 +90,9 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                         "gemm shapes do not agree: [{m},{k}] x [{k2},{n}] -> [{m2},{n2}]"
                     )));
                 }
-                let flops = 2.0 * m as f64 * n as f64 * k as f64;
+                let shapes: Vec<Vec<usize>> =
+                    inputs.iter().map(|v| v.region.extent.clone()).collect();
+                let flops = (patch.spec().flops)(patch, &shapes);
                 let mut bytes = bytes_of(a)? + bytes_of(b)? + bytes_of(o)?;
                 if *accumulate {
                     bytes += bytes_of(o)?;
@@ -138,7 +118,7 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 k_offset,
                 accumulate,
                 ..
-            } => {
+            } if patch.spec().name == "attention" => {
                 let (Some(q), Some(k), Some(v)) = (inputs.first(), inputs.get(1), inputs.get(2))
                 else {
                     return Err(err("attention needs inputs [q, k, v]".into()));
@@ -159,7 +139,9 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 } else {
                     *sq as f64 * *sk as f64
                 };
-                let flops = 4.0 * *b as f64 * *hq as f64 * *d as f64 * pairs;
+                let shapes: Vec<Vec<usize>> =
+                    inputs.iter().map(|v| v.region.extent.clone()).collect();
+                let flops = (patch.spec().flops)(patch, &shapes);
                 let mut bytes = bytes_of(q)? + bytes_of(k)? + bytes_of(v)?;
                 for o in outputs {
                     // An accumulating tile also reads the accumulator it merges into.
@@ -177,14 +159,42 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 let blocks = *b as f64 * *hq as f64 * (*sq as f64 / 128.0).ceil();
                 let eff = waves_efficiency(blocks, topo.device.sm_count);
                 let t = (flops / (topo.attention_rate(*causal) * eff)).max(bytes / hbm);
+                // The vendor (cuDNN) patch writes a bf16 part that the MLIR merge kernels then
+                // fold into the f32 accumulator (or widen into the output): one more pass over
+                // the output, 2 + 8 (or 2 + 4) bytes per element. The executor merges
+                // consecutive ring steps together, which this per-block price overstates.
+                // (A bf16 output is written by the patch directly.)
+                let merge = match outputs.first() {
+                    Some(o) if r.slots.get(o.slot).is_some_and(|s| s.dtype == DType::F32) => {
+                        o.region.numel() as f64 * if *accumulate { 10.0 } else { 6.0 } / hbm
+                    }
+                    _ => 0.0,
+                };
                 Ok(OpCost {
-                    seconds: launch + t,
+                    seconds: launch + t + merge,
                     flops,
                     bytes,
                     label: format!(
                         "attention b{b} hq{hq} hk{hk} {sq}x{sk}{}",
                         if *causal { " causal" } else { "" }
                     ),
+                })
+            }
+            // Any other patch kind: a roofline from its spec's FLOPs and the bytes of its views
+            // (at the GEMM rate, as a tensor-core kernel), until it gets a model of its own.
+            _ => {
+                let shapes: Vec<Vec<usize>> =
+                    inputs.iter().map(|v| v.region.extent.clone()).collect();
+                let flops = (patch.spec().flops)(patch, &shapes);
+                let mut bytes = 0.0;
+                for v in inputs.iter().chain(outputs) {
+                    bytes += bytes_of(v)?;
+                }
+                Ok(OpCost {
+                    seconds: launch + (flops / topo.gemm_rate()).max(bytes / hbm),
+                    flops,
+                    bytes,
+                    label: patch.spec().name.to_string(),
                 })
             }
         },
@@ -214,6 +224,34 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 flops: 0.0,
                 bytes,
                 label: "copy".into(),
+            })
+        }
+        // Generated tile code: a roofline from its FLOPs and the bytes of its views; a matmul
+        // at the GEMM rate (what the `patch` pass would give it), the rest at the SIMT rate of
+        // an elementwise kernel, which is memory bound.
+        ComputeOp::Tile {
+            tile: op,
+            inputs,
+            output,
+        } => {
+            let shapes: Vec<Vec<usize>> = inputs.iter().map(|v| v.region.extent.clone()).collect();
+            let flops = op.flops(&shapes, &output.region.extent);
+            let mut bytes = bytes_of(output)?;
+            for v in inputs {
+                bytes += bytes_of(v)?;
+            }
+            let (rate, label) = match op {
+                mercury_plan::TileOp::Matmul { .. } => (topo.gemm_rate(), "matmul"),
+                mercury_plan::TileOp::RowReduce { .. } => (topo.gemm_rate() / 16.0, "row_reduce"),
+                mercury_plan::TileOp::Elementwise { .. } => {
+                    (topo.gemm_rate() / 16.0, "elementwise")
+                }
+            };
+            Ok(OpCost {
+                seconds: launch + (flops / rate).max(bytes / hbm),
+                flops,
+                bytes,
+                label: label.into(),
             })
         }
     }

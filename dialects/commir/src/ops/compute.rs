@@ -1,0 +1,356 @@
+//! The rules of the compute ops (`commir.matmul`, `commir.unary`, `commir.binary`,
+//! `commir.scale`, `commir.cast`, `commir.mask`, `commir.row_reduce`): operands that are tiles
+//! of this kernel, element types, and the tile each result holds (`tiles.rs`), including over
+//! which loops it is only a partial result.
+//!
+//! Shapes: a matmul contracts `a`'s last dimension (second to last with `transpose_a`) with
+//! `b`'s second to last (last with `transpose_b`), which must cover the same elements at the
+//! same block; `b`'s batch dimensions, aligned from the right, are each `a`'s, a leading part of
+//! it (grouped-query heads) or of one element. Elementwise ops take tiles of one shape, or a tile
+//! and a *row* tile (the other without its last dimension, e.g. a row maximum), broadcast
+//! along the row. A row reduction drops the last dimension.
+//!
+//! Partial results (`Tile::partial`): a contraction (matmul) or a row sum split by a loop gives
+//! a partial sum (`add`): linear ops keep it (scale, cast, sums of partials over the same loops,
+//! products and quotients by a complete tile, row sums, matmuls), anything else is refused (a
+//! partial sum must be reduced first). A row maximum split by a loop gives a block-local value
+//! (the blockwise softmax of naive attention); whatever is computed from it is block-local too
+//! and can only leave through `commir.reduce lse_merge`, which merges blockwise (o, lse) pairs.
+
+use super::body::tile_elem;
+use super::{BinaryOp, CastOp, MaskOp, MatmulOp, RowReduceOp, ScaleOp, UnaryOp};
+use crate::expr::axis_ref;
+use crate::model::{Compute, ReduceKind, Scope, Stmt};
+use crate::tiles::{atoms_match, same_dim, At, Atom, Tile, TileDim};
+use mercury_ir::{Diagnostic, Operation, Type};
+use mercury_plan::tile::{BinaryFn, RowReduceKind};
+
+type Partial = Vec<(String, ReduceKind)>;
+
+fn err(op: &Operation, msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(op.loc.clone(), msg)
+}
+
+/// The statement of a compute op, checked, with its result recorded in `scope`; `None` when
+/// `op` is not a compute op.
+pub fn compute_stmt(scope: &mut Scope, op: &Operation) -> Result<Option<Stmt>, Diagnostic> {
+    let compute = if let Some(m) = MatmulOp::cast(op) {
+        Compute::Matmul {
+            transpose_a: m.transpose_a().unwrap_or(false),
+            transpose_b: m.transpose_b().unwrap_or(false),
+        }
+    } else if let Some(u) = UnaryOp::cast(op) {
+        Compute::Unary(u.kind().ok_or_else(|| err(op, "unknown unary function"))?)
+    } else if let Some(b) = BinaryOp::cast(op) {
+        Compute::Binary(b.kind().ok_or_else(|| err(op, "unknown binary function"))?)
+    } else if let Some(s) = ScaleOp::cast(op) {
+        let f = s
+            .factor()
+            .filter(|f| f.is_finite())
+            .ok_or_else(|| err(op, "'factor' must be a finite number"))?;
+        Compute::Scale(f)
+    } else if CastOp::cast(op).is_some() {
+        Compute::Cast
+    } else if let Some(m) = MaskOp::cast(op) {
+        Compute::Mask(m.kind().ok_or_else(|| err(op, "unknown mask"))?)
+    } else if let Some(r) = RowReduceOp::cast(op) {
+        Compute::RowReduce(r.kind().ok_or_else(|| err(op, "unknown row reduction"))?)
+    } else {
+        return Ok(None);
+    };
+    let mut tiles = Vec::new();
+    for v in &op.operands {
+        let t = scope
+            .tiles
+            .get(&v.id)
+            .filter(|_| tile_elem(&v.ty).is_some());
+        tiles.push(t.ok_or_else(|| {
+            err(
+                op,
+                format!(
+                    "operands of '{}' must be tiles produced in this kernel",
+                    op.name
+                ),
+            )
+        })?);
+    }
+    let result = op
+        .results
+        .first()
+        .ok_or_else(|| err(op, format!("'{}' needs a result", op.name)))?;
+    let elem = tile_elem(&result.ty)
+        .ok_or_else(|| err(op, format!("the result of '{}' must be a tile", op.name)))?;
+    if !matches!(elem, "f64" | "f32" | "f16" | "bf16") {
+        return Err(err(
+            op,
+            format!("'{}' computes on float tiles, not '{elem}'", op.name),
+        ));
+    }
+    if let Compute::Matmul { .. } = compute {
+        if op.operands[0].ty != op.operands[1].ty {
+            return Err(err(
+                op,
+                format!(
+                    "matmul operands must share an element type, got '{}' and '{}'",
+                    op.operands[0].ty, op.operands[1].ty
+                ),
+            ));
+        }
+    }
+    let tile = result_tile(&compute, &tiles).map_err(|m| err(op, format!("{}: {m}", op.name)))?;
+    scope.values.insert(result.id, result.ty.clone());
+    scope.tiles.insert(result.id, tile);
+    Ok(Some(Stmt::Compute {
+        op: compute,
+        inputs: op.operands.iter().map(|v| v.id).collect(),
+        output: result.id,
+        ty: elem_type(elem),
+        loc: op.loc.clone(),
+    }))
+}
+
+fn elem_type(e: &str) -> Type {
+    match e {
+        "f64" => Type::F64,
+        "f16" => Type::F16,
+        "bf16" => Type::BF16,
+        _ => Type::F32,
+    }
+}
+
+/// The tile of a compute op's result (see the module docs).
+fn result_tile(c: &Compute, t: &[&Tile]) -> Result<Tile, String> {
+    match c {
+        Compute::Matmul {
+            transpose_a,
+            transpose_b,
+        } => matmul(t[0], t[1], *transpose_a, *transpose_b),
+        Compute::Unary(f) => {
+            no_sum(t[0], &format!("'{}'", f.keyword()))?;
+            Ok(t[0].clone())
+        }
+        Compute::Mask(_) => {
+            if t[0].dims.len() < 2 {
+                return Err(format!("a mask needs [.., query, key] tiles, got {}", t[0]));
+            }
+            no_sum(t[0], "a mask")?;
+            Ok(t[0].clone())
+        }
+        Compute::Scale(_) | Compute::Cast => Ok(t[0].clone()),
+        Compute::Binary(f) => binary(*f, t[0], t[1]),
+        Compute::RowReduce(k) => row_reduce(*k, t[0]),
+    }
+}
+
+/// Refuses a partial sum as the operand of a nonlinear op.
+fn no_sum(t: &Tile, what: &str) -> Result<(), String> {
+    match t.partial.iter().find(|(_, k)| *k == ReduceKind::Add) {
+        Some((l, _)) => Err(format!(
+            "the operand is only a partial sum (its contraction is split by loop '{}'), and {what} of a partial sum is not a partial result: reduce it first",
+            axis_ref(l)
+        )),
+        None => Ok(()),
+    }
+}
+
+fn same_tile(a: &Tile, b: &Tile) -> bool {
+    let (da, db) = (non_unit(a), non_unit(b));
+    da.len() == db.len() && da.iter().zip(&db).all(|(x, y)| same_dim(x, y))
+}
+
+/// The dimensions of more than one element, or with a block.
+fn non_unit(t: &Tile) -> Vec<&TileDim> {
+    t.dims
+        .iter()
+        .filter(|d| d.size() != 1 || !d.at.is_empty())
+        .collect()
+}
+
+fn at_text(at: &[At]) -> String {
+    at.iter()
+        .map(|a| a.index.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Unions partial-result loops; a loop that is a partial sum in one and block-local in the
+/// other is block-local, and a partial sum meets only another partial sum of the same loops.
+fn union(a: &Partial, b: &Partial) -> Partial {
+    let mut out = a.clone();
+    for (l, k) in b {
+        match out.iter_mut().find(|(m, _)| m == l) {
+            Some((_, kk)) if *k == ReduceKind::LseMerge => *kk = ReduceKind::LseMerge,
+            Some(_) => {}
+            None => out.push((l.clone(), *k)),
+        }
+    }
+    out
+}
+
+fn sums(p: &Partial) -> Vec<&String> {
+    p.iter()
+        .filter(|(_, k)| *k == ReduceKind::Add)
+        .map(|(l, _)| l)
+        .collect()
+}
+
+/// Adds the loops that split a reduced (contracted) dimension: a partial sum over each
+/// (block-local when `block`), unless already block-local.
+fn add_split(p: &mut Partial, at: &[At], block: bool, what: &str) -> Result<(), String> {
+    for a in at {
+        let Some(l) = &a.step else {
+            return Err(format!(
+                "{what} is split by the index '{}', which is not a loop over its blocks (the partial results could not be combined)",
+                a.index
+            ));
+        };
+        let kind = if block {
+            ReduceKind::LseMerge
+        } else {
+            ReduceKind::Add
+        };
+        match p.iter_mut().find(|(m, _)| m == l) {
+            Some((_, k)) if kind == ReduceKind::LseMerge => *k = kind,
+            Some(_) => {}
+            None => p.push((l.clone(), kind)),
+        }
+    }
+    Ok(())
+}
+
+fn matmul(a: &Tile, b: &Tile, ta: bool, tb: bool) -> Result<Tile, String> {
+    let (ra, rb) = (a.dims.len(), b.dims.len());
+    if ra < 2 || rb < 2 {
+        return Err(format!(
+            "operands need two dimensions (rows and columns); got a {a} and b {b}"
+        ));
+    }
+    let (am, ak) = if ta {
+        (ra - 1, ra - 2)
+    } else {
+        (ra - 2, ra - 1)
+    };
+    let (bk, bn) = if tb {
+        (rb - 1, rb - 2)
+    } else {
+        (rb - 2, rb - 1)
+    };
+    let (ka, kb) = (&a.dims[ak], &b.dims[bk]);
+    if !atoms_match(&ka.atoms, &kb.atoms) {
+        return Err(format!(
+            "a's contracted dimension covers {ka} but b's covers {kb} (a {a}, b {b}{})",
+            if tb {
+                ""
+            } else {
+                "; a [n, k] right operand needs 'transpose_b'"
+            }
+        ));
+    }
+    if ka
+        .at
+        .iter()
+        .map(|x| &x.index)
+        .ne(kb.at.iter().map(|x| &x.index))
+    {
+        return Err(format!(
+            "a and b pick different blocks of the contracted dimension (a at [{}], b at [{}])",
+            at_text(&ka.at),
+            at_text(&kb.at)
+        ));
+    }
+    if rb - 2 > ra - 2 {
+        return Err(format!("b {b} has more batch dimensions than a {a}"));
+    }
+    for i in 0..rb - 2 {
+        let (x, y) = (&a.dims[ra - rb + i], &b.dims[i]);
+        let xa: Vec<Atom> = x.atoms.iter().filter(|t| t.size() != 1).cloned().collect();
+        let ya: Vec<Atom> = y.atoms.iter().filter(|t| t.size() != 1).cloned().collect();
+        let lead = ya.len() <= xa.len() && atoms_match(&ya, &xa[..ya.len()]);
+        let blocks =
+            y.at.len() <= x.at.len() && y.at.iter().zip(&x.at).all(|(p, q)| p.index == q.index);
+        if !(y.size() == 1 && y.at.is_empty() || lead && blocks && x.size() % y.size().max(1) == 0)
+        {
+            return Err(format!(
+                "batch dimension {} of b covers {y} at [{}], which is neither a's ({x} at [{}]), a leading part of it (grouped heads), nor one element",
+                i,
+                at_text(&y.at),
+                at_text(&x.at)
+            ));
+        }
+    }
+    let both: Vec<&String> = sums(&a.partial)
+        .into_iter()
+        .filter(|l| sums(&b.partial).contains(l))
+        .collect();
+    if let Some(l) = both.first() {
+        return Err(format!(
+            "both operands are partial sums over loop '{}'; their product is not a partial result of the product",
+            axis_ref(l)
+        ));
+    }
+    let mut partial = union(&a.partial, &b.partial);
+    let block = a
+        .partial
+        .iter()
+        .chain(&b.partial)
+        .any(|(_, k)| *k == ReduceKind::LseMerge);
+    add_split(&mut partial, &ka.at, block, "the contracted dimension")?;
+    let mut dims: Vec<TileDim> = a.dims[..ra - 2].to_vec();
+    dims.push(a.dims[am].clone());
+    dims.push(b.dims[bn].clone());
+    Ok(Tile { dims, partial })
+}
+
+fn binary(f: BinaryFn, a: &Tile, b: &Tile) -> Result<Tile, String> {
+    let out = if same_tile(a, b) || !a.dims.is_empty() && same_tile(&a.without_last(), b) {
+        a
+    } else if !b.dims.is_empty() && same_tile(&b.without_last(), a) {
+        b
+    } else {
+        return Err(format!(
+            "operands must have the same tile, or one the other's without its last dimension (one value per row); got {a} and {b}"
+        ));
+    };
+    let (sa, sb) = (sums(&a.partial), sums(&b.partial));
+    let ok = match f {
+        BinaryFn::Add | BinaryFn::Sub => sa == sb,
+        BinaryFn::Mul => sa.is_empty() || sb.is_empty(),
+        BinaryFn::Div => sb.is_empty(),
+        BinaryFn::Max => sa.is_empty() && sb.is_empty(),
+    };
+    if !ok {
+        let l = sa
+            .iter()
+            .chain(&sb)
+            .next()
+            .map_or(String::new(), |l| axis_ref(l));
+        return Err(format!(
+            "'{}' of a partial sum (split by loop '{l}') and {} is not a partial result: reduce it first",
+            f.keyword(),
+            if sa.is_empty() || sb.is_empty() {
+                "a complete tile"
+            } else {
+                "a partial sum over other loops"
+            }
+        ));
+    }
+    Ok(Tile {
+        dims: out.dims.clone(),
+        partial: union(&a.partial, &b.partial),
+    })
+}
+
+fn row_reduce(k: RowReduceKind, t: &Tile) -> Result<Tile, String> {
+    let last = t
+        .dims
+        .last()
+        .ok_or_else(|| format!("a row reduction needs a tile with dimensions, got {t}"))?;
+    if k == RowReduceKind::Max {
+        no_sum(t, "a row maximum")?;
+    }
+    let mut out = t.without_last();
+    let block =
+        k == RowReduceKind::Max || t.partial.iter().any(|(_, kk)| *kk == ReduceKind::LseMerge);
+    add_split(&mut out.partial, &last.at, block, "the reduced dimension")?;
+    Ok(out)
+}

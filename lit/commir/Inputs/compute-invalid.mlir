@@ -1,0 +1,116 @@
+// Refusals of the compute ops' rules (lit/commir/compute.mlir runs this file).
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @d = 4 managed
+  commir.buffer @A : [@i, @d] f32 in
+  commir.buffer @B : [@i, @d] f32 in
+  %a = commir.load @A[@i, @d] : !commir.tile<f32>
+  %b = commir.load @B[@i, @d] : !commir.tile<f32>
+  // expected-error@+1 {{commir.matmul: a's contracted dimension covers @d but b's covers @i (a [@i, @d] (8 x 4), b [@i, @d] (8 x 4); a [n, k] right operand needs 'transpose_b')}}
+  %c = commir.matmul %a, %b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @d = 4 managed
+  commir.buffer @A : [@i, @d] f32 in
+  commir.buffer @B : [@d, @i] bf16 in
+  %a = commir.load @A[@i, @d] : !commir.tile<f32>
+  %b = commir.load @B[@d, @i] : !commir.tile<bf16>
+  // expected-error@+1 {{matmul operands must share an element type, got '!commir.tile<f32>' and '!commir.tile<bf16>'}}
+  %c = commir.matmul %a, %b : (!commir.tile<f32>, !commir.tile<bf16>) -> !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @j = 8 spatial
+  commir.axis @d = 4 managed
+  commir.buffer @A : [@i, @d] f32 in
+  commir.buffer @B : [@j, @d] f32 in
+  %a = commir.load @A[@i, @d] : !commir.tile<f32>
+  %b = commir.load @B[@j, @d] : !commir.tile<f32>
+  // expected-error@+1 {{commir.binary: operands must have the same tile, or one the other's without its last dimension (one value per row); got [@i, @d] (8 x 4) and [@j, @d] (8 x 4)}}
+  %c = commir.binary add %a, %b : !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @d = 4 managed
+  commir.axis @n = 8 spatial
+  commir.buffer @A : [@i, @d] f32 in
+  commir.buffer @B : [@d, @n] f32 in
+  commir.buffer @C : [@i, @n] f32 out
+  commir.for @d {
+    %a = commir.load @A[@i, @d] : !commir.tile<f32>
+    %b = commir.load @B[@d, @n] : !commir.tile<f32>
+    %c = commir.matmul %a, %b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+    // expected-error@+1 {{commir.unary: the operand is only a partial sum (its contraction is split by loop '@d'), and 'exp' of a partial sum is not a partial result: reduce it first}}
+    %e = commir.unary exp %c : !commir.tile<f32>
+    commir.reduce add %e into @C[@i, @n] : !commir.tile<f32>
+  }
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @d = 4 managed
+  commir.axis @n = 8 spatial
+  commir.buffer @A : [@i, @d] f32 in
+  commir.buffer @B : [@d, @n] f32 in
+  commir.buffer @C : [@i, @n] f32 out
+  commir.for @d {
+    %a = commir.load @A[@i, @d] : !commir.tile<f32>
+    %b = commir.load @B[@d, @n] : !commir.tile<f32>
+    %c = commir.matmul %a, %b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+    %d = commir.matmul %a, %b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+    // expected-error@+1 {{commir.binary: 'mul' of a partial sum (split by loop '@d') and a partial sum over other loops is not a partial result: reduce it first}}
+    %e = commir.binary mul %c, %d : !commir.tile<f32>
+    commir.reduce add %e into @C[@i, @n] : !commir.tile<f32>
+  }
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.buffer @A : [@i] f32 in
+  %a = commir.load @A[@i] : !commir.tile<f32>
+  // expected-error@+1 {{commir.mask: a mask needs [.., query, key] tiles, got [@i] (8)}}
+  %c = commir.mask causal %a : !commir.tile<f32>
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.buffer @A : [@i] f32 in
+  %a = commir.load @A[@i] : !commir.tile<f32>
+  // expected-error@+1 {{'commir.unary' requires every operand and result to have the same type, got '!commir.tile<f32>' and '!commir.tile<bf16>'}}
+  %c = "commir.unary"(%a) {kind = "exp"} : (!commir.tile<f32>) -> !commir.tile<bf16>
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.buffer @A : [@i] f32 in
+  %a = commir.load @A[@i] : !commir.tile<f32>
+  // expected-error@+1 {{attribute 'kind': expected one of exp, log, gelu, silu, found 'tanh'}}
+  %c = commir.unary tanh %a : !commir.tile<f32>
+}

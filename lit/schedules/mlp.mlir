@@ -1,0 +1,39 @@
+// The tensor-parallel MLP (examples/mlp.mlir) under its schedules: Megatron (an all-gather of X
+// before the GEMMs, a reduce-scatter of Y after them) and the overlapped one (X blocks around
+// the ring, partial Y blocks shifted to their owners), with GeLU and the cast to bf16 fused
+// into one generated epilogue program between the two gemm patches that writes the temp
+// buffer @H directly.
+// RUN: %mercury-opt --schedule=%repo/examples/schedules/mlp_megatron.sched --commir-print-comm-plan %repo/examples/mlp.mlir | FileCheck %s --check-prefix=TP
+// RUN: %mercury-opt --schedule=%repo/examples/schedules/mlp_overlap.sched --commir-print-comm-plan %repo/examples/mlp.mlir | FileCheck %s --check-prefix=OVERLAP
+// RUN: %mercury-opt --schedule=%repo/examples/schedules/mlp_overlap.sched --emit=plan %repo/examples/mlp.mlir | FileCheck %s --check-prefix=PLAN
+
+// TP: // comm-plan @mlp: mesh [2], 2 ranks, 4 stages
+// TP-NEXT: //   @X: all_gather, 2 ops in 1 stages, 64.0 MiB sent in total
+// TP-NEXT: //   @Y: reduce_scatter(add), 2 ops in 1 stages, 128.0 MiB sent in total
+
+// OVERLAP: // comm-plan @mlp: mesh [2], 2 ranks, 7 stages
+// OVERLAP-NEXT: //   @X: ring p2p, 4 ops in 2 stages, 64.0 MiB sent in total, levels [0]
+// OVERLAP-NEXT: //   @Y: partial p2p (shift-reduce), 4 ops in 2 stages, 64.0 MiB sent in total, levels [0]
+
+// PLAN:      "name": "H.out",
+// PLAN-NEXT: "dtype": "bf16",
+// PLAN:      "kind": "gemm",
+// PLAN-NEXT: "accumulate": false
+// PLAN:      "op": "tile",
+// PLAN-NEXT: "tile": {
+// PLAN-NEXT:   "kind": "elementwise",
+// PLAN-NEXT:   "program": [
+// PLAN-NEXT:     {
+// PLAN-NEXT:       "op": "unary",
+// PLAN-NEXT:       "f": "gelu",
+// PLAN-NEXT:       "x": 0
+// PLAN-NEXT:     },
+// PLAN-NEXT:     {
+// PLAN-NEXT:       "op": "cast",
+// PLAN-NEXT:       "to": "bf16",
+// PLAN-NEXT:       "x": 1
+// PLAN-NEXT:     }
+// PLAN-NEXT:   ]
+// PLAN-NEXT: },
+// PLAN:      "kind": "gemm",
+// PLAN-NEXT: "accumulate": true

@@ -1,0 +1,245 @@
+//! The compute ops (`commir.matmul`, the elementwise ops, `commir.row_reduce`): one plan
+//! `ComputeOp::Tile` each, its result in a temporary of the result's element type
+//! (double-buffered when a shifted reduction sends it on). An elementwise op whose operand is
+//! the result of the elementwise program just before it in the stage, used nowhere else, joins
+//! that program: a chain after a patch becomes one generated kernel over the patch's output
+//! tile (its epilogue), and a store of the chain's result makes the program write the stored
+//! tile directly (`store.rs`).
+//!
+//! A causal mask over a tile whose every key comes after every query masks everything: like
+//! the attention patch's empty blocks, the instance and everything computed from it are
+//! skipped, so the block contributes nothing to its reduction (the naive softmax of a fully
+//! masked row would be NaN).
+
+use crate::compute::StageCx;
+use crate::context::{err, to_dtype, Event, Lowering};
+use crate::order::Seg;
+use mercury_commir::{Compute, MaskKind};
+use mercury_ir::{Diagnostic, ValueId};
+use mercury_plan::tile::{matmul_shape, Instr};
+use mercury_plan::{ComputeOp, SlotInit, TileOp, View};
+
+impl Lowering<'_> {
+    /// Lowers one compute event of `cx`'s rank and stage.
+    pub(crate) fn lower_tile(&mut self, cx: &mut StageCx, e: &Event) -> Result<(), Diagnostic> {
+        let Event::Compute {
+            op,
+            inputs,
+            output,
+            ty,
+            loc,
+        } = e
+        else {
+            return Ok(());
+        };
+        let (r, ps) = (cx.r, cx.ps);
+        // An operand of a skipped instance (a fully masked causal block) skips this one too.
+        let Some(views) = inputs
+            .iter()
+            .map(|v| cx.values.get(v).cloned())
+            .collect::<Option<Vec<View>>>()
+        else {
+            cx.values.remove(output);
+            return Ok(());
+        };
+        let shapes: Vec<Vec<usize>> = views.iter().map(|v| v.region.extent.clone()).collect();
+        let scattered = inputs.iter().any(|v| cx.scattered.contains(v));
+        let pos = |i: usize| -> Vec<usize> {
+            cx.positions
+                .get(&inputs[i])
+                .cloned()
+                .filter(|p| p.len() == shapes[i].len())
+                .unwrap_or_else(|| vec![0; shapes[i].len()])
+        };
+        let (tile, out_shape, out_pos) = match op {
+            Compute::Matmul {
+                transpose_a,
+                transpose_b,
+            } => {
+                let s = matmul_shape(&shapes[0], &shapes[1], *transpose_a, *transpose_b)
+                    .map_err(|m| err(loc, m))?;
+                let (pa, pb) = (pos(0), pos(1));
+                let (ra, rb) = (pa.len() - 2, pb.len() - 2);
+                let mut p = pa[..ra].to_vec();
+                p.push(if *transpose_a { pa[ra + 1] } else { pa[ra] });
+                p.push(if *transpose_b { pb[rb] } else { pb[rb + 1] });
+                let t = TileOp::Matmul {
+                    transpose_a: *transpose_a,
+                    transpose_b: *transpose_b,
+                };
+                (t, s, p)
+            }
+            Compute::RowReduce(k) => {
+                let mut s = shapes[0].clone();
+                s.pop();
+                let mut p = pos(0);
+                p.pop();
+                (TileOp::RowReduce { reduce: *k }, s, p)
+            }
+            _ => {
+                // The full operand (a binary op's other operand may be a row operand).
+                let full = (0..shapes.len())
+                    .max_by_key(|i| shapes[*i].iter().product::<usize>())
+                    .unwrap_or(0);
+                let (s, p) = (shapes[full].clone(), pos(full));
+                let instr = match op {
+                    Compute::Unary(f) => Instr::Unary { f: *f, x: 0 },
+                    Compute::Binary(f) => Instr::Binary { f: *f, a: 0, b: 1 },
+                    Compute::Scale(by) => Instr::Scale { by: *by, x: 0 },
+                    Compute::Cast => Instr::Cast {
+                        to: to_dtype(ty),
+                        x: 0,
+                    },
+                    Compute::Mask(MaskKind::Causal) => {
+                        if scattered {
+                            return Err(err(
+                                loc,
+                                "a causal mask on a tile whose sequence positions are not one run \
+                                 (a zigzag or striped placement) is not supported; patch the body \
+                                 into attention (--patch) or keep a block placement",
+                            ));
+                        }
+                        let n = p.len();
+                        if n < 2 {
+                            return Err(err(loc, "a causal mask needs [.., query, key] tiles"));
+                        }
+                        let (row_offset, col_offset) = (p[n - 2], p[n - 1]);
+                        if col_offset >= row_offset + s[n - 2] {
+                            cx.values.remove(output);
+                            return Ok(());
+                        }
+                        Instr::CausalMask {
+                            x: 0,
+                            row_offset,
+                            col_offset,
+                        }
+                    }
+                    Compute::Matmul { .. } | Compute::RowReduce(_) => unreachable!(),
+                };
+                (
+                    TileOp::Elementwise {
+                        program: vec![instr],
+                    },
+                    s,
+                    p,
+                )
+            }
+        };
+        // A result a shifted reduction sends on is double-buffered, in the type it is sent in.
+        let (parity, dtype) = match self.sent_values.get(output) {
+            Some(d) => (ps % 2, *d),
+            None => (0, to_dtype(ty)),
+        };
+        let slot = match self.ranks[r].temps.get(&(*output, parity)) {
+            Some(s) if self.ranks[r].slots[*s].shape == out_shape => *s,
+            _ => {
+                let name = match &tile {
+                    TileOp::Matmul { .. } => "matmul",
+                    TileOp::RowReduce { .. } => "row_reduce",
+                    TileOp::Elementwise { .. } => "elementwise",
+                };
+                let s = self.ranks[r].slot(
+                    format!("{name}.out.{parity}"),
+                    dtype,
+                    out_shape.clone(),
+                    SlotInit::Uninit,
+                );
+                self.ranks[r].temps.insert((*output, parity), s);
+                s
+            }
+        };
+        let out_view = self.ranks[r].whole(slot);
+        let fused = matches!(tile, TileOp::Elementwise { .. })
+            && self.fuse_elementwise(cx, inputs, &views, &tile, &out_view);
+        if !fused {
+            self.ranks[r].stage(ps).compute.push(ComputeOp::Tile {
+                tile,
+                inputs: views,
+                output: out_view.clone(),
+            });
+        }
+        if scattered {
+            cx.scattered.insert(*output);
+        } else if let Some(d) = out_pos.len().checked_sub(2) {
+            // A causal patch reading this tile takes its sequence positions from here.
+            cx.seq.insert(
+                *output,
+                vec![Seg {
+                    at: 0,
+                    pos: out_pos[d],
+                    len: out_shape[d],
+                }],
+            );
+        }
+        cx.positions.insert(*output, out_pos);
+        cx.values.insert(*output, out_view);
+        Ok(())
+    }
+
+    /// Appends the one-instruction program `tile` (on `inputs`, at `views`) to the elementwise
+    /// program just before it in the stage when one of its operands is that program's result
+    /// and used nowhere else; the fused program then writes `out`. False when it cannot.
+    fn fuse_elementwise(
+        &mut self,
+        cx: &StageCx,
+        inputs: &[ValueId],
+        views: &[View],
+        tile: &TileOp,
+        out: &View,
+    ) -> bool {
+        let TileOp::Elementwise { program: new } = tile else {
+            return false;
+        };
+        let Some(ComputeOp::Tile {
+            tile: TileOp::Elementwise { program },
+            inputs: prev_inputs,
+            output: prev_out,
+        }) = self.ranks[cx.r].stage(cx.ps).compute.last_mut()
+        else {
+            return false;
+        };
+        let Some(k) = views.iter().position(|v| v == prev_out) else {
+            return false;
+        };
+        if uses(cx, inputs[k]) != 1 || prev_out.region.extent != out.region.extent {
+            return false;
+        }
+        // Value numbers: the old inputs, the new ones (all but the fused), the old
+        // instructions, the new one.
+        let (pn, pk) = (prev_inputs.len(), program.len());
+        let extra: Vec<usize> = (0..views.len()).filter(|&i| i != k).collect();
+        let xe = extra.len();
+        let mut joined: Vec<Instr> = program
+            .iter()
+            .map(|ins| ins.map_operands(|v| if v < pn { v } else { v + xe }))
+            .collect();
+        for ins in new {
+            joined.push(ins.map_operands(|v| {
+                if v == k {
+                    pn + xe + pk - 1
+                } else {
+                    pn + extra.iter().position(|&i| i == v).unwrap_or(0)
+                }
+            }));
+        }
+        *program = joined;
+        prev_inputs.extend(extra.iter().map(|&i| views[i].clone()));
+        *prev_out = out.clone();
+        true
+    }
+}
+
+/// How many events of the stage read `v`.
+pub(crate) fn uses(cx: &StageCx, v: ValueId) -> usize {
+    cx.events
+        .iter()
+        .map(|e| match e {
+            Event::Compute { inputs, .. } | Event::Patch { inputs, .. } => {
+                inputs.iter().filter(|x| **x == v).count()
+            }
+            Event::Reduce { values, .. } => values.iter().filter(|x| **x == v).count(),
+            Event::Store { value, .. } => usize::from(*value == v),
+            Event::Load { .. } => 0,
+        })
+        .sum()
+}

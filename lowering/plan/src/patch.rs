@@ -1,0 +1,274 @@
+//! One spec per patch (the paper's local library kernels): what every layer needs to know
+//! about a patch kind, in one place. The CommIR verifier reads its operand and result arity and
+//! attributes, the conversion builds the plan's [`PatchKind`] and the output shapes with it, the
+//! plan verifier and the lowering's fusion read whether it accumulates, and the cost model its
+//! FLOPs and bytes. Adding a patch kind: its variant and its spec here, its CPU reference
+//! (`runtime/src/cpu.rs`), its CUDA launch (`runtime/src/cuda/ops.rs`), and a lit test
+//! (`docs/extending.md`).
+
+use crate::CombineKind;
+use serde::{Deserialize, Serialize};
+
+/// Local library kernels (the paper's patches).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum PatchKind {
+    /// `out[m, n] (=|+=) a[m, k] * b[k, n]`; views are 2-D after dropping leading unit dims.
+    /// With `accumulate`, the product is added to `out`.
+    Gemm { accumulate: bool },
+    /// Attention forward on one tile: q `[b, hq, sq, d]`, k and v `[b, hk, sk, d]` with
+    /// `hq = hk * group`; outputs o `[b, hq, sq, d]` (normalised) and lse `[b, hq, sq]`
+    /// (natural log of the softmax denominator, scaled logits). With `causal`, key position
+    /// `k_offset + c` is visible to query position `q_offset + r` iff it is not larger.
+    /// Fully masked rows give o = 0 and lse = -inf. With `accumulate`, the outputs are an
+    /// accumulator `[o, lse]` that the tile's result is merged into (as `CombineKind::LseMerge`
+    /// would), so a ring step needs no separate merge pass.
+    Attention {
+        causal: bool,
+        scale: f64,
+        q_offset: usize,
+        k_offset: usize,
+        #[serde(default)]
+        accumulate: bool,
+    },
+}
+
+/// A CommIR attribute a patch reads, and what the verifier requires of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchAttr {
+    /// `name = true|false`.
+    Bool(&'static str),
+    /// `name = <number > 0>`.
+    Positive(&'static str),
+}
+
+/// What the conversion knows about one patch instance when it builds the plan's op.
+pub struct PatchArgs<'a> {
+    /// Extents of the input tiles, in operand order.
+    pub shapes: &'a [Vec<usize>],
+    /// Sequence offsets (dimension 2) of the first two input tiles in their buffers.
+    pub offsets: (usize, usize),
+    /// A boolean attribute of the `commir.patch` op, if present.
+    pub bool_attr: &'a dyn Fn(&str) -> Option<bool>,
+    /// A numeric attribute of the `commir.patch` op, if present.
+    pub float_attr: &'a dyn Fn(&str) -> Option<f64>,
+}
+
+/// A plan patch op and the shapes of its output tiles.
+pub type Built = (PatchKind, Vec<Vec<usize>>);
+
+/// Everything the layers need to know about one patch kind.
+pub struct PatchSpec {
+    /// The name of the CommIR `commir.patch` kernel attribute (`"gemm"`).
+    pub name: &'static str,
+    /// Number of input tiles.
+    pub inputs: usize,
+    /// Number of output tiles.
+    pub outputs: usize,
+    /// Attributes of the `commir.patch` op the patch reads.
+    pub attrs: &'static [PatchAttr],
+    /// The combine an accumulating instance folds in (`None`: it cannot accumulate).
+    pub folds: Option<CombineKind>,
+    /// The plan's op (not accumulating) and the output tile shapes, from the input shapes and
+    /// attributes; `Err` says why the tiles do not fit the patch.
+    pub build: fn(&PatchArgs) -> Result<Built, String>,
+    /// Floating-point operations of one instance on tiles of these input shapes.
+    pub flops: fn(&PatchKind, &[Vec<usize>]) -> f64,
+    /// For each input, the dimensions the patch contracts over (reduces), e.g. gemm's `k`.
+    pub contracted: fn(&[Vec<usize>]) -> Vec<Vec<usize>>,
+}
+
+/// Every patch kind, in the order of the [`PatchKind`] variants.
+pub static PATCHES: &[&PatchSpec] = &[&GEMM, &ATTENTION];
+
+/// The spec of the CommIR patch `name`, if there is one.
+pub fn spec(name: &str) -> Option<&'static PatchSpec> {
+    PATCHES.iter().copied().find(|s| s.name == name)
+}
+
+/// The names of every patch kind, comma separated (for messages).
+pub fn known() -> String {
+    PATCHES
+        .iter()
+        .map(|s| s.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl PatchKind {
+    /// The spec of this patch kind.
+    pub fn spec(&self) -> &'static PatchSpec {
+        match self {
+            PatchKind::Gemm { .. } => &GEMM,
+            PatchKind::Attention { .. } => &ATTENTION,
+        }
+    }
+    /// Whether the op adds its result into its outputs (it reads them too).
+    pub fn accumulates(&self) -> bool {
+        match self {
+            PatchKind::Gemm { accumulate } | PatchKind::Attention { accumulate, .. } => *accumulate,
+        }
+    }
+    /// Makes the op fold a `kind` combine into its outputs; false when it cannot.
+    pub fn fold(&mut self, kind: CombineKind) -> bool {
+        if self.spec().folds != Some(kind) {
+            return false;
+        }
+        match self {
+            PatchKind::Gemm { accumulate } | PatchKind::Attention { accumulate, .. } => {
+                *accumulate = true
+            }
+        }
+        true
+    }
+    /// Whether the instance does no work at all (a causal block entirely above the
+    /// diagonal); `q_rows` is the query tile's sequence length.
+    pub fn is_empty(&self, q_rows: usize) -> bool {
+        matches!(self, PatchKind::Attention { causal: true, q_offset, k_offset, .. } if *k_offset >= q_offset + q_rows)
+    }
+}
+
+/// Extents without leading unit dimensions, at least 2-D (a GEMM operand as a matrix).
+pub fn squeeze(e: &[usize]) -> Vec<usize> {
+    let first = e
+        .iter()
+        .position(|&x| x != 1)
+        .unwrap_or(e.len().saturating_sub(2));
+    let first = first.min(e.len().saturating_sub(2));
+    e[first..].to_vec()
+}
+
+/// `out[m, n] = a[m, k] * b[k, n]`.
+pub static GEMM: PatchSpec = PatchSpec {
+    name: "gemm",
+    inputs: 2,
+    outputs: 1,
+    attrs: &[],
+    folds: Some(CombineKind::Add),
+    build: |a| {
+        let s = a.shapes;
+        let kd = *s[0].last().unwrap_or(&1);
+        let m = s[0].iter().product::<usize>() / kd.max(1);
+        let nn = s[1].iter().product::<usize>() / kd.max(1);
+        Ok((PatchKind::Gemm { accumulate: false }, vec![vec![m, nn]]))
+    },
+    flops: |_, s| {
+        let kd = *s[0].last().unwrap_or(&1);
+        let m = s[0].iter().product::<usize>() / kd.max(1);
+        let n = s[1].iter().product::<usize>() / kd.max(1);
+        2.0 * m as f64 * n as f64 * kd as f64
+    },
+    contracted: |s| vec![vec![s[0].len().saturating_sub(1)], vec![0]],
+};
+
+/// Attention forward with the log-sum-exp of each row.
+pub static ATTENTION: PatchSpec = PatchSpec {
+    name: "attention",
+    inputs: 3,
+    outputs: 2,
+    attrs: &[PatchAttr::Bool("causal"), PatchAttr::Positive("scale")],
+    folds: Some(CombineKind::LseMerge),
+    build: |a| {
+        let s = a.shapes;
+        let q = &s[0];
+        if !(q.len() == 4 && s[1].len() == 4 || q.len() == 3 && s[1].len() == 3) {
+            return Err("attention tiles must be [batch, heads, sequence, head_dim] or [heads, sequence, head_dim]".into());
+        }
+        let d = *q.last().unwrap_or(&1);
+        let causal = (a.bool_attr)("causal") == Some(true);
+        let scale = (a.float_attr)("scale").unwrap_or(1.0 / (d as f64).sqrt());
+        Ok((
+            PatchKind::Attention {
+                causal,
+                scale,
+                q_offset: a.offsets.0,
+                k_offset: a.offsets.1,
+                accumulate: false,
+            },
+            {
+                // The output takes v's head dim (which may differ from q's).
+                let mut o = q.clone();
+                if let (Some(last), Some(dv)) = (o.last_mut(), s.get(2).and_then(|v| v.last())) {
+                    *last = *dv;
+                }
+                vec![o, q[..q.len() - 1].to_vec()]
+            },
+        ))
+    },
+    flops: |p, s| {
+        let four = |e: &Vec<usize>| {
+            if e.len() == 3 {
+                vec![1, e[0], e[1], e[2]]
+            } else {
+                e.clone()
+            }
+        };
+        let (q, k) = (four(&s[0]), four(&s[1]));
+        if q.len() != 4 || k.len() != 4 {
+            return 0.0;
+        }
+        let pairs = match p {
+            PatchKind::Attention {
+                causal: true,
+                q_offset,
+                k_offset,
+                ..
+            } => visible_pairs(q[2], k[2], *q_offset, *k_offset),
+            _ => q[2] as f64 * k[2] as f64,
+        };
+        4.0 * q[0] as f64 * q[1] as f64 * q[3] as f64 * pairs
+    },
+    contracted: |s| {
+        vec![
+            vec![s[0].len().saturating_sub(1)],
+            vec![s[1].len().saturating_sub(2), s[1].len().saturating_sub(1)],
+            vec![s[2].len().saturating_sub(2)],
+        ]
+    },
+};
+
+/// Query/key pairs a causal mask leaves visible in a tile of `sq` queries from position
+/// `q_off` and `sk` keys from position `k_off` (key `k_off + c` is visible to query
+/// `q_off + r` iff it is not larger).
+pub fn visible_pairs(sq: usize, sk: usize, q_off: usize, k_off: usize) -> f64 {
+    // For row r the count is clamp(q_off - k_off + 1 + r, 0, sk); sum over a range of x of
+    // clamp(x, 0, sk) = G(hi) - G(lo) with G(n) = sum_{x=0}^{n-1} clamp(x, 0, sk).
+    let sk_i = sk as i128;
+    let g = |n: i128| -> i128 {
+        if n <= 0 {
+            0
+        } else if n <= sk_i + 1 {
+            n * (n - 1) / 2
+        } else {
+            sk_i * (sk_i + 1) / 2 + (n - sk_i - 1) * sk_i
+        }
+    };
+    let lo = q_off as i128 - k_off as i128 + 1;
+    let hi = lo + sq as i128;
+    (g(hi) - g(lo)) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_spec() {
+        let gemm = PatchKind::Gemm { accumulate: false };
+        let attn = PatchKind::Attention {
+            causal: true,
+            scale: 1.0,
+            q_offset: 0,
+            k_offset: 4,
+            accumulate: false,
+        };
+        assert_eq!(gemm.spec().name, "gemm");
+        assert_eq!(attn.spec().name, "attention");
+        assert!(attn.is_empty(4) && !attn.is_empty(5));
+        assert_eq!((GEMM.flops)(&gemm, &[vec![2, 3], vec![3, 4]]), 48.0);
+        let mut g = gemm.clone();
+        assert!(!g.fold(CombineKind::LseMerge) && g.fold(CombineKind::Add) && g.accumulates());
+        assert_eq!(known(), "gemm, attention");
+        assert!(spec("conv").is_none());
+    }
+}

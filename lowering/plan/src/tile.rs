@@ -1,0 +1,394 @@
+//! Tile compute ops: what the CommIR compute ops (`commir.matmul`, `commir.unary`,
+//! `commir.binary`, `commir.scale`, `commir.cast`, `commir.mask`, `commir.row_reduce`) become in
+//! a plan ([`crate::ComputeOp::Tile`]), and the scalar semantics every backend follows (the f64
+//! reference of [`UnaryFn::apply`] and [`BinaryFn::apply`]; the CUDA backend runs the same
+//! formulas in f32 in generated kernels, `lowering/gpu/src/elementwise.rs`).
+//!
+//! Shapes are those of the views (row-major, the extents of the buffer dimensions a tile
+//! covers):
+//! - [`TileOp::Matmul`]: `a [..batch, m, k]` (`[.., k, m]` with `transpose_a`), `b [..bb, k, n]`
+//!   (`[.., n, k]` with `transpose_b`), out `[..batch, m, n]`. `b`'s batch dimensions align
+//!   with `a`'s from the right (missing ones count as 1) and each divides `a`'s: batch index
+//!   `x` of `a` reads index `x / (a_size / b_size)` of `b` (a broadcast when `b`'s is 1, the
+//!   query heads of one key/value head in grouped-query attention otherwise).
+//! - [`TileOp::RowReduce`]: `x [.., n]` to out `[..]` (the last dimension reduced).
+//! - [`TileOp::Elementwise`]: out has the view's shape; each input has that shape or is a
+//!   *row* operand of the shape without its last dimension (one value per row, broadcast
+//!   along it), told apart by element count.
+
+use crate::DType;
+use serde::{Deserialize, Serialize};
+
+/// An elementwise function of one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnaryFn {
+    /// `e^x`.
+    Exp,
+    /// Natural logarithm (`-inf` at 0, NaN below).
+    Log,
+    /// GeLU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (PyTorch's
+    /// `gelu(approximate='tanh')`, Megatron's fused GeLU).
+    Gelu,
+    /// SiLU (swish): `x / (1 + e^-x)`.
+    Silu,
+}
+
+/// An elementwise function of two values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryFn {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// The larger value (NaN if either is NaN).
+    Max,
+}
+
+/// A reduction along the last dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowReduceKind {
+    /// Largest element (`-inf` for an empty row).
+    Max,
+    /// Sum of the elements.
+    Sum,
+}
+
+/// `sqrt(2 / pi)`, GeLU's tanh-form constant.
+pub const GELU_C: f64 = 0.797_884_560_802_865_4;
+/// The cubic coefficient of GeLU's tanh form.
+pub const GELU_A: f64 = 0.044_715;
+
+/// `ALL`, `KEYWORDS` (the CommIR spelling, in the same order), `keyword` and `from_keyword`
+/// of a keyword enum (also the CommIR dialect's keyword attributes use it).
+#[macro_export]
+macro_rules! keywords {
+    ($ty:ident { $($variant:ident = $kw:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+            /// The CommIR keywords, in the order of [`Self::ALL`].
+            pub const KEYWORDS: &'static [&'static str] = &[$($kw),+];
+            /// The CommIR keyword.
+            pub fn keyword(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $kw),+
+                }
+            }
+            /// The value a keyword names.
+            pub fn from_keyword(s: &str) -> Option<$ty> {
+                match s {
+                    $($kw => Some($ty::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+keywords!(UnaryFn {
+    Exp = "exp",
+    Log = "log",
+    Gelu = "gelu",
+    Silu = "silu",
+});
+keywords!(BinaryFn {
+    Add = "add",
+    Sub = "sub",
+    Mul = "mul",
+    Div = "div",
+    Max = "max",
+});
+keywords!(RowReduceKind {
+    Max = "max",
+    Sum = "sum",
+});
+
+impl UnaryFn {
+    /// The f64 reference.
+    pub fn apply(self, x: f64) -> f64 {
+        match self {
+            UnaryFn::Exp => x.exp(),
+            UnaryFn::Log => x.ln(),
+            UnaryFn::Gelu => 0.5 * x * (1.0 + (GELU_C * (x + GELU_A * x * x * x)).tanh()),
+            UnaryFn::Silu => x / (1.0 + (-x).exp()),
+        }
+    }
+}
+
+impl BinaryFn {
+    /// Whether `f(a, b) == f(b, a)`.
+    pub fn commutes(self) -> bool {
+        matches!(self, BinaryFn::Add | BinaryFn::Mul | BinaryFn::Max)
+    }
+    /// The f64 reference.
+    pub fn apply(self, a: f64, b: f64) -> f64 {
+        match self {
+            BinaryFn::Add => a + b,
+            BinaryFn::Sub => a - b,
+            BinaryFn::Mul => a * b,
+            BinaryFn::Div => a / b,
+            BinaryFn::Max => {
+                if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b)
+                }
+            }
+        }
+    }
+}
+
+/// One instruction of an elementwise program. Operands are value numbers: the program's
+/// inputs first (`0..inputs`), then the result of each instruction in order; the last
+/// instruction's result is the output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum Instr {
+    Unary {
+        f: UnaryFn,
+        x: usize,
+    },
+    Binary {
+        f: BinaryFn,
+        a: usize,
+        b: usize,
+    },
+    /// `x * by`.
+    Scale {
+        by: f64,
+        x: usize,
+    },
+    /// Rounds to `to` on a device (the f64 reference keeps full precision; a backend stores
+    /// the output in its slot's type either way).
+    Cast {
+        to: DType,
+        x: usize,
+    },
+    /// Causal mask over the last two dimensions of the output shape: element `(r, c)` becomes
+    /// `-inf` when key position `col_offset + c` is after query position `row_offset + r`.
+    CausalMask {
+        x: usize,
+        row_offset: usize,
+        col_offset: usize,
+    },
+}
+
+impl Instr {
+    /// The value numbers the instruction reads.
+    pub fn operands(&self) -> Vec<usize> {
+        match self {
+            Instr::Unary { x, .. }
+            | Instr::Scale { x, .. }
+            | Instr::Cast { x, .. }
+            | Instr::CausalMask { x, .. } => vec![*x],
+            Instr::Binary { a, b, .. } => vec![*a, *b],
+        }
+    }
+    /// The instruction with every operand renumbered by `f`.
+    pub fn map_operands(&self, f: impl Fn(usize) -> usize) -> Instr {
+        let mut i = self.clone();
+        match &mut i {
+            Instr::Unary { x, .. }
+            | Instr::Scale { x, .. }
+            | Instr::Cast { x, .. }
+            | Instr::CausalMask { x, .. } => *x = f(*x),
+            Instr::Binary { a, b, .. } => {
+                *a = f(*a);
+                *b = f(*b);
+            }
+        }
+        i
+    }
+}
+
+/// A local computation on tiles (see the module docs for shapes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum TileOp {
+    /// Batched matrix product `out = op(a) op(b)`.
+    Matmul {
+        #[serde(default, skip_serializing_if = "is_false")]
+        transpose_a: bool,
+        #[serde(default, skip_serializing_if = "is_false")]
+        transpose_b: bool,
+    },
+    /// A reduction of every row (the last dimension).
+    RowReduce { reduce: RowReduceKind },
+    /// A fused elementwise program over inputs of the output's shape or row operands.
+    Elementwise { program: Vec<Instr> },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl TileOp {
+    /// The op's name in reports and errors: `matmul`, `row_reduce` or `elementwise`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TileOp::Matmul { .. } => "matmul",
+            TileOp::RowReduce { .. } => "row_reduce",
+            TileOp::Elementwise { .. } => "elementwise",
+        }
+    }
+
+    /// Checks the op against the element counts and shapes of its views: inputs, then the
+    /// output. `Err` says what does not fit.
+    pub fn check(&self, inputs: &[Vec<usize>], output: &[usize]) -> Result<(), String> {
+        let numel = |s: &[usize]| s.iter().product::<usize>();
+        match self {
+            TileOp::Matmul {
+                transpose_a,
+                transpose_b,
+            } => {
+                let [a, b] = inputs else {
+                    return Err(format!("matmul takes 2 tiles, got {}", inputs.len()));
+                };
+                let want = matmul_shape(a, b, *transpose_a, *transpose_b)?;
+                if numel(&want) != numel(output) {
+                    return Err(format!(
+                        "matmul of {a:?} and {b:?} gives {want:?}, the output is {output:?}"
+                    ));
+                }
+                Ok(())
+            }
+            TileOp::RowReduce { .. } => {
+                let [x] = inputs else {
+                    return Err(format!("row_reduce takes 1 tile, got {}", inputs.len()));
+                };
+                let last = x.last().copied().unwrap_or(1);
+                if last == 0 || numel(x) / last != numel(output) {
+                    return Err(format!(
+                        "row_reduce of {x:?} gives {} values, the output has {}",
+                        numel(x) / last.max(1),
+                        numel(output)
+                    ));
+                }
+                Ok(())
+            }
+            TileOp::Elementwise { program } => {
+                let n = numel(output);
+                let row = n / output.last().copied().unwrap_or(1).max(1);
+                for (i, x) in inputs.iter().enumerate() {
+                    if numel(x) != n && numel(x) != row {
+                        return Err(format!(
+                            "elementwise input {i} {x:?} is neither the output's shape {output:?} nor one value per row"
+                        ));
+                    }
+                }
+                if program.is_empty() {
+                    return Err("empty elementwise program".into());
+                }
+                for (k, ins) in program.iter().enumerate() {
+                    if ins.operands().iter().any(|&v| v >= inputs.len() + k) {
+                        return Err(format!(
+                            "elementwise instruction {k} reads a value not defined before it"
+                        ));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Floating-point operations of one instance on these input shapes (the cost model's
+    /// roofline): `2 m n k` per batch for a matmul, one per element otherwise (transcendental
+    /// functions count as one).
+    pub fn flops(&self, inputs: &[Vec<usize>], output: &[usize]) -> f64 {
+        let numel = |s: &[usize]| s.iter().product::<usize>() as f64;
+        match self {
+            TileOp::Matmul { transpose_a, .. } => {
+                let a = inputs.first().map(Vec::as_slice).unwrap_or(&[]);
+                let k = if *transpose_a {
+                    a.len().checked_sub(2).map_or(1, |d| a[d])
+                } else {
+                    a.last().copied().unwrap_or(1)
+                };
+                2.0 * numel(output) * k as f64
+            }
+            TileOp::RowReduce { .. } => inputs.first().map_or(0.0, |x| numel(x)),
+            TileOp::Elementwise { program } => numel(output) * program.len() as f64,
+        }
+    }
+}
+
+/// The output shape of a batched matmul (see the module docs), or why the operands do not fit.
+pub fn matmul_shape(a: &[usize], b: &[usize], ta: bool, tb: bool) -> Result<Vec<usize>, String> {
+    if a.len() < 2 || b.len() < 2 {
+        return Err(format!(
+            "matmul operands need two dimensions, got {a:?} and {b:?}"
+        ));
+    }
+    let (ra, rb) = (a.len() - 2, b.len() - 2);
+    let (m, ka) = if ta {
+        (a[ra + 1], a[ra])
+    } else {
+        (a[ra], a[ra + 1])
+    };
+    let (kb, n) = if tb {
+        (b[rb + 1], b[rb])
+    } else {
+        (b[rb], b[rb + 1])
+    };
+    if ka != kb {
+        return Err(format!(
+            "matmul contracts {ka} elements of {a:?} with {kb} of {b:?}"
+        ));
+    }
+    if rb > ra {
+        return Err(format!(
+            "matmul: b {b:?} has more batch dimensions than a {a:?}"
+        ));
+    }
+    for i in 0..rb {
+        let (x, y) = (a[ra - rb + i], b[i]);
+        if y == 0 || x % y != 0 {
+            return Err(format!(
+                "matmul: batch dimension of size {y} of b does not divide {x} of a"
+            ));
+        }
+    }
+    let mut out = a[..ra].to_vec();
+    out.extend([m, n]);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_references() {
+        assert_eq!(BinaryFn::Max.apply(1.0, 2.0), 2.0);
+        assert!(BinaryFn::Max.apply(f64::NAN, 2.0).is_nan());
+        assert!((UnaryFn::Gelu.apply(1.0) - 0.841_191_990).abs() < 1e-8);
+        assert!((UnaryFn::Silu.apply(1.0) - 0.731_058_579).abs() < 1e-8);
+        assert_eq!(UnaryFn::Log.apply(0.0), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn matmul_shapes_broadcast_batches() {
+        assert_eq!(
+            matmul_shape(&[1, 8, 4, 16], &[1, 2, 6, 16], false, true).unwrap(),
+            vec![1, 8, 4, 6]
+        );
+        assert_eq!(
+            matmul_shape(&[3, 4, 5], &[5, 7], false, false).unwrap(),
+            vec![3, 4, 7]
+        );
+        assert!(matmul_shape(&[1, 6, 4, 16], &[1, 4, 16, 6], false, false).is_err());
+        assert!(matmul_shape(&[4, 5], &[6, 7], false, false).is_err());
+        let op = TileOp::Elementwise {
+            program: vec![Instr::Binary {
+                f: BinaryFn::Sub,
+                a: 0,
+                b: 1,
+            }],
+        };
+        assert!(op.check(&[vec![2, 3], vec![2]], &[2, 3]).is_ok());
+        assert!(op.check(&[vec![2, 3], vec![3]], &[2, 3]).is_err());
+    }
+}

@@ -1,0 +1,319 @@
+//! Operators by shape: an attention or GEMM description (what `mercury-tune`'s `.toml` files
+//! hold, what the graph level asks for) turned into a CommIR operator, by rewriting the axis
+//! extents and buffer placements of the example operators of `examples/`. Their candidates
+//! then come from the CommIR generator ([`crate::commir_source::CommirSource`]).
+
+use crate::commir_source::CommirSource;
+use crate::search::SourceError;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// The example operators the descriptions start from (the repository's files).
+pub mod sources {
+    /// Multi-head attention, `examples/attention.mlir`.
+    pub const ATTENTION: &str = include_str!("../../../examples/attention.mlir");
+    /// Grouped-query attention, `examples/attention_gqa.mlir`.
+    pub const ATTENTION_GQA: &str = include_str!("../../../examples/attention_gqa.mlir");
+    /// All-gather GEMM, `examples/ag_gemm.mlir`.
+    pub const AG_GEMM: &str = include_str!("../../../examples/ag_gemm.mlir");
+    /// GEMM reduce-scatter, `examples/gemm_rs.mlir`.
+    pub const GEMM_RS: &str = include_str!("../../../examples/gemm_rs.mlir");
+}
+
+/// Shape of an attention operator (bf16; q, k, v and o sequence-sharded over all devices, as
+/// in `examples/attention.mlir`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionShape {
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    /// Tokens per sequence.
+    pub seq: usize,
+    pub head_dim: usize,
+    #[serde(default)]
+    pub causal: bool,
+}
+
+impl AttentionShape {
+    /// `attention b1 hq32 hk8 s32768 d128 bf16` (` causal` when masked).
+    pub fn signature(&self) -> String {
+        format!(
+            "attention b{} hq{} hk{} s{} d{}{} bf16",
+            self.batch,
+            self.heads,
+            self.kv_heads,
+            self.seq,
+            self.head_dim,
+            if self.causal { " causal" } else { "" }
+        )
+    }
+
+    /// Total FLOPs (4*b*h*s*s*d, about halved for causal).
+    pub fn flops(&self) -> f64 {
+        let pairs = if self.causal {
+            self.seq as f64 * (self.seq as f64 + 1.0) / 2.0
+        } else {
+            self.seq as f64 * self.seq as f64
+        };
+        4.0 * self.batch as f64 * self.heads as f64 * self.head_dim as f64 * pairs
+    }
+}
+
+/// `C[m, n] = A[m, k] B[k, n]` in bf16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmShape {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// The placements of `examples/gemm_rs.mlir` (A and B sharded along k, C by rows) instead
+    /// of `examples/ag_gemm.mlir`'s (A by rows, B and C by columns).
+    #[serde(default)]
+    pub reduce_scatter: bool,
+}
+
+impl GemmShape {
+    /// `gemm m8192 n8192 k8192 bf16` (` reduce-scatter` with that layout).
+    pub fn signature(&self) -> String {
+        format!(
+            "gemm m{} n{} k{} bf16{}",
+            self.m,
+            self.n,
+            self.k,
+            if self.reduce_scatter {
+                " reduce-scatter"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// An operator description, `mercury-tune`'s `.toml` input:
+/// ```toml
+/// [attention]
+/// batch = 1
+/// heads = 32
+/// kv_heads = 8
+/// seq = 32768
+/// head_dim = 128
+/// causal = false
+/// ```
+/// or `[gemm] m = .. n = .. k = ..` (`reduce_scatter = true` for the row-parallel layout).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorSpec {
+    #[serde(default)]
+    pub attention: Option<AttentionShape>,
+    #[serde(default)]
+    pub gemm: Option<GemmShape>,
+}
+
+impl OperatorSpec {
+    /// Parses a description; exactly one of `[attention]` and `[gemm]`.
+    pub fn parse(text: &str, origin: &str) -> Result<OperatorSpec, SourceError> {
+        let spec: OperatorSpec = toml::from_str(text)
+            .map_err(|e| SourceError::new(format!("{origin}: not a valid operator file: {e}")))?;
+        match (&spec.attention, &spec.gemm) {
+            (Some(_), None) | (None, Some(_)) => Ok(spec),
+            _ => Err(SourceError::new(format!(
+                "{origin}: give exactly one of [attention] or [gemm]"
+            ))),
+        }
+    }
+
+    /// The CommIR operator of the description.
+    pub fn operator(&self) -> Result<Operator, SourceError> {
+        match (&self.attention, &self.gemm) {
+            (Some(a), _) => attention_operator(a).map_err(SourceError::new),
+            (_, Some(g)) => Ok(gemm_operator(g.reduce_scatter, g.m, g.n, g.k)),
+            _ => Err(SourceError::new("an empty operator description")),
+        }
+    }
+
+    /// The CommIR generator over the description's operator.
+    pub fn source(&self) -> Result<CommirSource, SourceError> {
+        let op = self.operator()?;
+        CommirSource::from_text(&op.text, &op.origin, None)
+    }
+}
+
+/// An operator as CommIR text, with where it came from.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    pub text: String,
+    /// The example file and the extents written into it.
+    pub origin: String,
+    /// The axis the key/value heads iterate (`h` for MHA, `hk` for GQA; empty for GEMMs).
+    pub head_axis: &'static str,
+}
+
+/// `text` with the extent of `commir.axis @axis` set to `extent`; `None` when the text has no
+/// such axis.
+pub fn with_extent(text: &str, axis: &str, extent: usize) -> Option<String> {
+    rewrite_line(text, &format!("commir.axis @{axis} = "), |rest| {
+        let tail = rest.split_once(' ').map(|(_, r)| r).unwrap_or("");
+        format!("{extent} {tail}")
+    })
+}
+
+/// `text` with the placement of `commir.buffer @buffer` set to `sharding` (`[R, S(0)]`);
+/// `None` when the text has no such buffer.
+pub fn with_sharding(text: &str, buffer: &str, sharding: &str) -> Option<String> {
+    rewrite_line(text, &format!("commir.buffer @{buffer} : "), |rest| {
+        let head = rest.split_once(" sharding ").map_or(rest, |(h, _)| h);
+        format!("{head} sharding {sharding}")
+    })
+}
+
+/// Rewrites what follows `key` on the lines that start with it (after indentation).
+fn rewrite_line(text: &str, key: &str, f: impl Fn(&str) -> String) -> Option<String> {
+    let mut found = false;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let t = line.trim_start();
+        match t.strip_prefix(key) {
+            Some(rest) => {
+                found = true;
+                let indent = &line[..line.len() - t.len()];
+                let _ = writeln!(out, "{indent}{key}{}", f(rest));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    found.then_some(out)
+}
+
+/// `text` with every `(axis, extent)` of `set` rewritten.
+pub fn with_extents(text: &str, set: &[(&str, usize)]) -> Result<String, String> {
+    let mut t = text.to_string();
+    for (axis, e) in set {
+        t = with_extent(&t, axis, *e).ok_or_else(|| format!("no axis @{axis}"))?;
+    }
+    Ok(t)
+}
+
+/// The attention example for `shape`: `examples/attention.mlir` (MHA) or
+/// `examples/attention_gqa.mlir` (GQA) with the batch, head and sequence extents (and the head
+/// dimension, 128 in the examples) rewritten.
+pub fn attention_operator(shape: &AttentionShape) -> Result<Operator, String> {
+    if shape.batch == 0 || shape.heads == 0 || shape.seq == 0 || shape.head_dim == 0 {
+        return Err("attention dimensions must be positive".into());
+    }
+    let (b, s) = (shape.batch, shape.seq);
+    let (file, text, head_axis, set): (&str, &str, &'static str, Vec<(&str, usize)>) =
+        if shape.kv_heads == shape.heads {
+            (
+                "attention.mlir",
+                sources::ATTENTION,
+                "h",
+                vec![("b", b), ("h", shape.heads), ("i", s), ("j", s)],
+            )
+        } else {
+            if shape.kv_heads == 0 || !shape.heads.is_multiple_of(shape.kv_heads) {
+                return Err("query heads must be a multiple of the key/value heads".into());
+            }
+            (
+                "attention_gqa.mlir",
+                sources::ATTENTION_GQA,
+                "hk",
+                vec![
+                    ("b", b),
+                    ("hk", shape.kv_heads),
+                    ("g", shape.heads / shape.kv_heads),
+                    ("i", s),
+                    ("j", s),
+                ],
+            )
+        };
+    let mut text = with_extents(text, &set)?;
+    let mut extents: Vec<String> = set.iter().map(|(a, e)| format!("{a}={e}")).collect();
+    if shape.head_dim != 128 {
+        text = text.replace(", 128]", &format!(", {}]", shape.head_dim));
+        extents.push(format!("d={}", shape.head_dim));
+    }
+    if shape.causal {
+        text = text.replace("{causal = false}", "{causal = true}");
+        extents.push("causal".into());
+    }
+    Ok(Operator {
+        text,
+        origin: format!("examples/{file} [{}]", extents.join(" ")),
+        head_axis,
+    })
+}
+
+/// A GEMM example (`examples/ag_gemm.mlir` or `examples/gemm_rs.mlir`) with its extents
+/// rewritten.
+pub fn gemm_operator(reduce_scatter: bool, m: usize, n: usize, k: usize) -> Operator {
+    let (file, text) = if reduce_scatter {
+        ("gemm_rs.mlir", sources::GEMM_RS)
+    } else {
+        ("ag_gemm.mlir", sources::AG_GEMM)
+    };
+    let text = with_extents(text, &[("m", m), ("n", n), ("k", k)]).expect("the GEMM examples");
+    Operator {
+        text,
+        origin: format!("examples/{file} [m={m} n={n} k={k}]"),
+        head_axis: "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extents_and_placements_are_rewritten() {
+        let op = attention_operator(&AttentionShape {
+            batch: 16,
+            heads: 32,
+            kv_heads: 8,
+            seq: 4096,
+            head_dim: 64,
+            causal: true,
+        })
+        .unwrap();
+        assert!(op.text.contains("commir.axis @b = 16 spatial"));
+        assert!(op.text.contains("commir.axis @g = 4 spatial"));
+        assert!(op.text.contains("commir.axis @j = 4096 managed min 128"));
+        assert!(op.text.contains("@i, 64] bf16") && op.text.contains("{causal = true}"));
+        assert_eq!(op.head_axis, "hk");
+        assert!(with_extent(&op.text, "zz", 1).is_none());
+        let g = gemm_operator(false, 64, 32, 16);
+        let t = with_sharding(&g.text, "A", "[R, R]").unwrap();
+        assert!(t.contains("commir.buffer @A : [@m, @k] bf16 in sharding [R, R]\n"));
+        assert!(t.contains("commir.axis @k = 16 managed"));
+        assert!(with_sharding(&t, "Z", "[R]").is_none());
+    }
+
+    #[test]
+    fn operator_spec_errors() {
+        assert!(OperatorSpec::parse("[attention]\nbatch = 1", "x.toml")
+            .unwrap_err()
+            .to_string()
+            .contains("x.toml: not a valid operator file"));
+        let e = OperatorSpec::parse("", "y.toml").unwrap_err().to_string();
+        assert!(e.contains("exactly one"), "{e}");
+        let ok = OperatorSpec::parse("[gemm]\nm = 4096\nn = 4096\nk = 4096\n", "z.toml").unwrap();
+        assert_eq!(ok.gemm.unwrap().signature(), "gemm m4096 n4096 k4096 bf16");
+        let e = OperatorSpec::parse("[gemm]\nm = 1\nn = 1\nk = 1\nvariants = 2\n", "v.toml");
+        assert!(e.is_err());
+        let bad = OperatorSpec {
+            attention: Some(AttentionShape {
+                batch: 1,
+                heads: 6,
+                kv_heads: 4,
+                seq: 64,
+                head_dim: 128,
+                causal: false,
+            }),
+            gemm: None,
+        };
+        assert!(bad.source().is_err());
+    }
+}

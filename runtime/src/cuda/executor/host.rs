@@ -1,0 +1,164 @@
+//! Host data: [`HostData`], and the executor's uploads of inputs and downloads of buffers.
+
+use super::CudaExecutor;
+use crate::cuda::error::{Result, RuntimeError};
+use mercury_plan::{DType, Role};
+
+/// Host copy of a global buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostData {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    /// bf16 or f16 bit patterns.
+    Bits16(Vec<u16>),
+}
+
+impl HostData {
+    fn len(&self) -> usize {
+        match self {
+            HostData::F32(v) => v.len(),
+            HostData::F64(v) => v.len(),
+            HostData::Bits16(v) => v.len(),
+        }
+    }
+
+    /// Values as f64 (bf16/f16 decoded according to `dtype`).
+    pub fn to_f64(&self, dtype: DType) -> Vec<f64> {
+        match self {
+            HostData::F32(v) => v.iter().map(|x| *x as f64).collect(),
+            HostData::F64(v) => v.clone(),
+            HostData::Bits16(v) => match dtype {
+                DType::F16 => v
+                    .iter()
+                    .map(|x| half::f16::from_bits(*x).to_f64())
+                    .collect(),
+                _ => v
+                    .iter()
+                    .map(|x| half::bf16::from_bits(*x).to_f64())
+                    .collect(),
+            },
+        }
+    }
+
+    /// `values` converted to the device representation of `dtype` (bf16/f16 round to nearest).
+    pub fn from_f64(values: &[f64], dtype: DType) -> HostData {
+        match dtype {
+            DType::F64 => HostData::F64(values.to_vec()),
+            DType::F32 => HostData::F32(values.iter().map(|x| *x as f32).collect()),
+            DType::BF16 => HostData::Bits16(
+                values
+                    .iter()
+                    .map(|x| half::bf16::from_f64(*x).to_bits())
+                    .collect(),
+            ),
+            DType::F16 => HostData::Bits16(
+                values
+                    .iter()
+                    .map(|x| half::f16::from_f64(*x).to_bits())
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl CudaExecutor {
+    /// Declares input `buffer` written by the caller directly on the device (e.g. a random
+    /// fill enqueued on [`CudaExecutor::upload_stream`]).
+    pub fn mark_input_written(&mut self, buffer: usize) -> Result<()> {
+        let g = self
+            .globals
+            .get_mut(buffer)
+            .ok_or_else(|| RuntimeError::Io(format!("no global buffer #{buffer}")))?;
+        if g.role != Role::Input {
+            return Err(RuntimeError::Io(format!(
+                "buffer #{buffer} is not an input"
+            )));
+        }
+        g.ready = true;
+        Ok(())
+    }
+
+    /// Uploads global input `buffer` (host data in the buffer's device representation).
+    pub fn upload_input(&mut self, buffer: usize, data: &HostData) -> Result<()> {
+        let g = self.global(buffer)?;
+        if g.role != Role::Input {
+            return Err(RuntimeError::Io(format!(
+                "buffer #{buffer} is not an input"
+            )));
+        }
+        let ok = matches!(
+            (data, g.dtype),
+            (HostData::F32(_), DType::F32)
+                | (HostData::F64(_), DType::F64)
+                | (HostData::Bits16(_), DType::BF16 | DType::F16)
+        );
+        if !ok || data.len() != g.numel() {
+            return Err(RuntimeError::Io(format!(
+                "buffer #{buffer} is {} x {:?}; got {} host values of another type or count",
+                g.dtype.name(),
+                g.shape,
+                data.len()
+            )));
+        }
+        let ptr = g.ptr;
+        self.bind_main()?;
+        self.hub
+            .synchronize()
+            .map_err(RuntimeError::driver("synchronize before upload"))?;
+        // SAFETY: `ptr` is the buffer's allocation (main device, whose context is current),
+        // sized for exactly `data.len()` elements of the host type (checked above); the copy
+        // is synchronous.
+        let r = unsafe {
+            match data {
+                HostData::F32(v) => cudarc::driver::result::memcpy_htod_sync(ptr, v),
+                HostData::F64(v) => cudarc::driver::result::memcpy_htod_sync(ptr, v),
+                HostData::Bits16(v) => cudarc::driver::result::memcpy_htod_sync(ptr, v),
+            }
+        };
+        r.map_err(RuntimeError::driver("upload input"))?;
+        self.globals[buffer].ready = true;
+        Ok(())
+    }
+
+    /// Uploads global input `buffer` from f64 values (converted to the buffer's dtype).
+    pub fn upload_input_f64(&mut self, buffer: usize, values: &[f64]) -> Result<()> {
+        let dtype = self.global(buffer)?.dtype;
+        self.upload_input(buffer, &HostData::from_f64(values, dtype))
+    }
+
+    /// Downloads global buffer `buffer` (after [`CudaExecutor::run`]). Under a launcher only
+    /// the pieces of this process's ranks are written (the rest reads as NaN).
+    pub fn download(&self, buffer: usize) -> Result<HostData> {
+        let g = self.global(buffer)?;
+        self.synchronize_all("synchronize before download")?;
+        let n = g.numel();
+        // SAFETY: the allocation holds `n` elements of the buffer's dtype, on the main
+        // device, whose context is current.
+        let r = unsafe {
+            match g.dtype {
+                DType::F32 => {
+                    let mut v = vec![0f32; n];
+                    cudarc::driver::result::memcpy_dtoh_sync(&mut v, g.ptr)
+                        .map(|_| HostData::F32(v))
+                }
+                DType::F64 => {
+                    let mut v = vec![0f64; n];
+                    cudarc::driver::result::memcpy_dtoh_sync(&mut v, g.ptr)
+                        .map(|_| HostData::F64(v))
+                }
+                DType::BF16 | DType::F16 => {
+                    let mut v = vec![0u16; n];
+                    cudarc::driver::result::memcpy_dtoh_sync(&mut v, g.ptr)
+                        .map(|_| HostData::Bits16(v))
+                }
+            }
+        };
+        r.map_err(RuntimeError::driver("download"))
+    }
+
+    /// Downloads global buffer `buffer` as f64.
+    pub fn download_f64(&self, buffer: usize) -> Result<Vec<f64>> {
+        let dtype = self.global(buffer)?.dtype;
+        Ok(self.download(buffer)?.to_f64(dtype))
+    }
+}

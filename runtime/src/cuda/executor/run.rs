@@ -1,0 +1,327 @@
+//! The run loop: slot initialisation, the stages (compute on each rank's stream, transfers
+//! through the transport) ordered by barriers or point-to-point waits, the output gather.
+
+use super::{CudaExecutor, InitLaunch, RunTiming};
+use crate::cuda::error::{Result, RuntimeError};
+use crate::cuda::fault::{self, Cause, Phase};
+use crate::cuda::mem::{self, CopyCx};
+use crate::cuda::ops::{self, Patches};
+use crate::cuda::schedule::StageSync;
+use crate::cuda::transport::TransferCx;
+use cudarc::driver::{CudaEvent, CudaStream};
+use mercury_plan::Role;
+
+impl CudaExecutor {
+    /// Every local rank stream records, the hub waits on all and records the barrier, every
+    /// local rank stream waits on the barrier (events of other devices included: stream waits
+    /// cross devices).
+    pub(super) fn barrier(&self) -> Result<()> {
+        for (r, t) in self.ranks.iter().zip(&self.transfer_streams) {
+            if !r.local {
+                continue;
+            }
+            r.ev_compute
+                .record(&r.compute)
+                .map_err(RuntimeError::driver("record"))?;
+            r.ev_transfer
+                .record(t)
+                .map_err(RuntimeError::driver("record"))?;
+            self.hub
+                .wait(&r.ev_compute)
+                .map_err(RuntimeError::driver("wait"))?;
+            self.hub
+                .wait(&r.ev_transfer)
+                .map_err(RuntimeError::driver("wait"))?;
+        }
+        self.ev_barrier
+            .record(&self.hub)
+            .map_err(RuntimeError::driver("record barrier"))?;
+        self.wait_barrier()
+    }
+
+    /// Stream `id` of the `schedule::compute_stream` / `transfer_stream` numbering, with the
+    /// event it records under [`StageSync::Peers`].
+    pub(super) fn stream_and_event(&self, id: usize) -> (&CudaStream, &CudaEvent) {
+        let n = self.ranks.len();
+        if id < n {
+            (&self.ranks[id].compute, &self.ranks[id].ev_compute)
+        } else {
+            (
+                &self.transfer_streams[id - n],
+                &self.ranks[id - n].ev_transfer,
+            )
+        }
+    }
+
+    /// Before stage `si` under [`StageSync::Peers`]: each stream waits on the events of the
+    /// streams that earlier touched the ranks it touches.
+    pub(super) fn peer_wait(&self, si: usize) -> Result<()> {
+        for &(y, x) in &self.peer[si].waits {
+            let (sy, _) = self.stream_and_event(y);
+            let (_, ex) = self.stream_and_event(x);
+            sy.wait(ex).map_err(RuntimeError::driver("wait peer"))?;
+        }
+        Ok(())
+    }
+
+    /// After stage `si` under [`StageSync::Peers`]: the streams with work record their event.
+    pub(super) fn peer_record(&self, si: usize) -> Result<()> {
+        for &y in &self.peer[si].record {
+            let (sy, ey) = self.stream_and_event(y);
+            ey.record(sy).map_err(RuntimeError::driver("record peer"))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn wait_barrier(&self) -> Result<()> {
+        for (r, t) in self.ranks.iter().zip(&self.transfer_streams) {
+            if !r.local {
+                continue;
+            }
+            r.compute
+                .wait(&self.ev_barrier)
+                .map_err(RuntimeError::driver("wait barrier"))?;
+            t.wait(&self.ev_barrier)
+                .map_err(RuntimeError::driver("wait barrier"))?;
+        }
+        Ok(())
+    }
+
+    fn init_rank(&mut self, ri: usize) -> Result<()> {
+        let r = &mut self.ranks[ri];
+        r.compute
+            .context()
+            .bind_to_thread()
+            .map_err(RuntimeError::driver("bind context"))?;
+        let mut cx = CopyCx {
+            stream: &r.compute,
+            scratch: &mut r.scratch,
+            dk: &self.dks[r.dev],
+            max_pitch: self.max_pitch[r.dev],
+            peers: self.peers.as_ref(),
+            here: self.devs[r.dev].id,
+        };
+        for (si, init) in r.init.iter().enumerate() {
+            let info = &self.mem.ranks[ri][si];
+            let bytes = info.shape.iter().product::<usize>() * info.dtype.size_bytes();
+            cx.scratch.reset();
+            // SAFETY: the slot allocation holds `bytes`; locations were resolved
+            // against it and the global buffers.
+            unsafe {
+                match init {
+                    InitLaunch::Copy { src, dst } => mem::copy(&mut cx, src, dst)?,
+                    InitLaunch::Copies(copies) => {
+                        for (src, dst) in copies {
+                            cx.scratch.reset();
+                            mem::copy(&mut cx, src, dst)?;
+                        }
+                    }
+                    InitLaunch::Zero => mem::zero(cx.stream, info.ptr, bytes)?,
+                    InitLaunch::NegInf(l) => {
+                        mem::fill_pattern(cx.stream, l, mem::neg_inf_pattern(l.dtype)?)?
+                    }
+                    InitLaunch::Poison => mem::poison(cx.stream, info.ptr, bytes, info.dtype)?,
+                    InitLaunch::Nothing => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the plan once: initialises slots, runs every stage, gathers the outputs, and
+    /// waits for the devices by polling the progress marks.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Fault`] when no stream finishes its work of a stage within
+    /// [`ExecOptions::stage_timeout`] or NCCL reports an asynchronous error (the transport is
+    /// aborted first, and the executor refuses further runs); CUDA and NCCL call failures;
+    /// inputs never uploaded.
+    pub fn run(&mut self) -> Result<RunTiming> {
+        if self.faulted {
+            return Err(RuntimeError::Unsupported(
+                "this executor stopped after a fault (its transport is aborted); build a new one"
+                    .into(),
+            ));
+        }
+        if let Some(i) = self
+            .globals
+            .iter()
+            .position(|g| g.role == Role::Input && !g.ready)
+        {
+            return Err(RuntimeError::Io(format!(
+                "input buffer #{i} ('{}') was never uploaded",
+                self.plan.buffers[i].name
+            )));
+        }
+        let progress = fault::progress();
+        progress.set_context(
+            self.who.clone(),
+            self.schedule.len(),
+            self.stage_peers.clone(),
+        );
+        let _armed = progress.arm(
+            Phase::Init,
+            self.opts.stage_timeout + fault::WATCHDOG_GRACE,
+            "enqueueing the slot initialisation",
+        );
+        self.runs += 1;
+        self.cur_phase = 0;
+        match self.run_inner() {
+            Ok(t) => Ok(t),
+            Err(e @ RuntimeError::Fault(_)) => Err(e),
+            // Peers in other processes may wait on work this run never enqueued: abort the
+            // communicators, and say where it happened.
+            Err(e) if self.transport.can_abort() => {
+                Err(self.fault(self.cur_phase, &[], Cause::Failed(e.to_string())))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The body of [`CudaExecutor::run`] (armed, counted); keeps `cur_phase` current.
+    fn run_inner(&mut self) -> Result<RunTiming> {
+        let stages = self.schedule.len();
+        let progress = fault::progress();
+        self.tracker.reset();
+        // Marks enqueued so far.
+        let mut enq = 0;
+        self.bind_main()?;
+        let rec =
+            |e: &CudaEvent, s: &CudaStream| e.record(s).map_err(RuntimeError::driver("record"));
+        // Poison the outputs; everything starts after the hub's work (uploads, fills).
+        for g in self.globals.iter().filter(|g| g.role == Role::Output) {
+            // SAFETY: the allocation holds `bytes()` bytes (main device, current).
+            unsafe { mem::poison(&self.hub, g.ptr, g.bytes(), g.dtype)? };
+        }
+        rec(&self.ev_time[0], &self.hub)?;
+        self.ev_barrier
+            .record(&self.hub)
+            .map_err(RuntimeError::driver("record barrier"))?;
+        self.wait_barrier()?;
+        for ri in 0..self.ranks.len() {
+            if self.ranks[ri].local {
+                self.init_rank(ri)?;
+            }
+        }
+        self.record_marks(0, &mut enq)?;
+        self.barrier()?;
+        rec(&self.ev_time[1], &self.hub)?;
+
+        let peers = self.opts.sync == StageSync::Peers;
+        for si in 0..stages {
+            self.cur_phase = si + 1;
+            progress.enter(Phase::Stage(si), "enqueueing the stage");
+            if let Some(f) = self.due_fault(si) {
+                self.inject(f, si, enq)?;
+            }
+            if peers {
+                self.peer_wait(si)?;
+            }
+            for r in self.ranks.iter_mut() {
+                let Some(ops_here) = r.stages.get(si) else {
+                    continue;
+                };
+                if ops_here.is_empty() {
+                    continue;
+                }
+                let d = &self.devs[r.dev];
+                d.ctx
+                    .bind_to_thread()
+                    .map_err(RuntimeError::driver("bind context"))?;
+                let patches = Patches {
+                    dk: &self.dks[r.dev],
+                    gemm: d.gemm.as_ref(),
+                    attention: d.attention.as_deref(),
+                    cudnn: d.cudnn.as_deref(),
+                };
+                let mut cx = CopyCx {
+                    stream: &r.compute,
+                    scratch: &mut r.scratch,
+                    dk: &self.dks[r.dev],
+                    max_pitch: self.max_pitch[r.dev],
+                    peers: self.peers.as_ref(),
+                    here: self.devs[r.dev].id,
+                };
+                for op in ops_here {
+                    // SAFETY: resolved against this executor's memory in `new`.
+                    unsafe { ops::enqueue(&mut cx, &patches, r.ws.as_ref(), op)? };
+                }
+            }
+            let mut tcx = TransferCx {
+                mem: &self.mem,
+                streams: &self.transfer_streams,
+                scratch: &mut self.transfer_scratch,
+                rank_dev: &self.rank_dev,
+                dks: &self.dks,
+                max_pitch: &self.max_pitch,
+                peers: self.peers.as_ref(),
+            };
+            let st = &self.schedule.stages[si];
+            // SAFETY: views resolved and checked in `new`; the stage's waits are enqueued.
+            unsafe { self.transport.stage(&mut tcx, st)? };
+            self.record_marks(si + 1, &mut enq)?;
+            self.bind_main()?;
+            if peers {
+                self.peer_record(si)?;
+            } else {
+                self.barrier()?;
+            }
+        }
+        if peers {
+            // Everything joins before the output gather (and the timing event).
+            self.barrier()?;
+        }
+        rec(&self.ev_time[2], &self.hub)?;
+        self.cur_phase = stages + 1;
+        progress.enter(Phase::Outputs, "enqueueing the output gather");
+        for r in self.ranks.iter_mut().filter(|r| r.local) {
+            r.compute
+                .context()
+                .bind_to_thread()
+                .map_err(RuntimeError::driver("bind context"))?;
+            let mut cx = CopyCx {
+                stream: &r.compute,
+                scratch: &mut r.scratch,
+                dk: &self.dks[r.dev],
+                max_pitch: self.max_pitch[r.dev],
+                peers: self.peers.as_ref(),
+                here: self.devs[r.dev].id,
+            };
+            for (src, dst) in &r.outputs {
+                cx.scratch.reset();
+                // SAFETY: resolved against this executor's memory in `new`.
+                unsafe { mem::copy(&mut cx, src, dst)? };
+            }
+        }
+        self.record_marks(stages + 1, &mut enq)?;
+        self.bind_main()?;
+        self.barrier()?;
+        rec(&self.ev_time[3], &self.hub)?;
+        progress.doing("waiting for the device (polling progress events)");
+        self.wait_marks(enq)?;
+        self.wait_for(&self.ev_time[3], "the end of the run")?;
+        for d in &self.devs {
+            d.ctx
+                .check_err()
+                .map_err(RuntimeError::driver("deferred CUDA error"))?;
+        }
+        for s in self
+            .ranks
+            .iter_mut()
+            .map(|r| &mut r.scratch)
+            .chain(self.transfer_scratch.iter_mut())
+        {
+            s.release_old();
+        }
+        let el = |a: usize, b: usize| {
+            self.ev_time[a]
+                .elapsed_ms(&self.ev_time[b])
+                .map_err(RuntimeError::driver("event elapsed"))
+        };
+        Ok(RunTiming {
+            init_ms: el(0, 1)?,
+            stages_ms: el(1, 2)?,
+            outputs_ms: el(2, 3)?,
+        })
+    }
+}

@@ -1,0 +1,994 @@
+//! NCCL: library probing and version, the process environment NCCL must see, communicator
+//! handles, and [`NcclTransport`] (collectives and Send/Recv as NCCL kernels on every rank's
+//! transfer stream).
+//!
+//! **NVLink multicast stays off.** [`prepare_env`] sets `NCCL_NVLS_ENABLE=0` (and
+//! `TORCH_SYMM_MEM_DISABLE_MULTICAST=1`, `NVSHMEM_DISABLE_NVLS=1`) in this process before NCCL's
+//! first use, overriding a different value with a warning: on the shared multi-GPU machines a
+//! program using multicast can take the host's GPUs out of service. Every entry point of this
+//! module that calls NCCL calls it first. The workspace is edition 2021, where
+//! `std::env::set_var` is a safe function; it is still only sound while no other thread reads
+//! the environment, so call [`prepare_env`] early (mercury-run does, before opening devices).
+//!
+//! Communicators (one process, several GPUs): one per distinct collective group of the plan
+//! whose members sit on distinct devices (`ncclCommInitAll` over the group's devices in group
+//! order, so NCCL rank = position in the group), plus a world communicator over all ranks for
+//! Send/Recv when every rank has its own device. Groups or messages whose ranks share a device
+//! (NCCL allows one rank per device and communicator) fall back to the copy transport. With a
+//! launcher (one process per GPU or node), `launcher::World` builds the world communicator and
+//! splits it per group (`ncclCommSplit`), and messages to ranks of other processes are NCCL
+//! Send/Recv.
+//!
+//! A stage runs in three phases: operands are packed into contiguous scratch where needed
+//! (and bf16 reductions widened to f32) on each rank's transfer stream; all NCCL calls of the
+//! stage are issued between one `ncclGroupStart`/`ncclGroupEnd`; results are unpacked (and
+//! the log-sum-exp all-reduce merged in group order) afterwards. NCCL launches a group's
+//! kernels at `ncclGroupEnd`, so nothing that consumes a result may be enqueued before it.
+
+use super::error::{Result, RuntimeError};
+use super::launcher::World;
+use super::mem::{copy, Loc, MemTable};
+use super::ops::{enqueue_lse_merge, lse_shape};
+use super::placement::DeviceMap;
+use super::schedule::{chunk_region, CollectiveCall, Message, StageTransfers};
+use super::transport::{CopyTransport, TransferCx, Transport, Work};
+use cudarc::nccl::sys as ns;
+use mercury_plan::{Collective, CombineKind, DType, View};
+use std::collections::HashMap;
+
+mod comm;
+
+use comm::check;
+pub use comm::{nccl_err, prepare_env, probe, result_text, version, Comm, NCCL_ENV};
+
+/// NCCL data type of a plan dtype.
+fn nccl_type(d: DType) -> ns::ncclDataType_t {
+    match d {
+        DType::F32 => ns::ncclDataType_t::ncclFloat32,
+        DType::F64 => ns::ncclDataType_t::ncclFloat64,
+        DType::F16 => ns::ncclDataType_t::ncclFloat16,
+        DType::BF16 => ns::ncclDataType_t::ncclBfloat16,
+    }
+}
+
+/// One NCCL call of a stage, with raw handles (issued between group start and end).
+enum Call {
+    Send {
+        buf: u64,
+        bytes: usize,
+        peer: i32,
+        comm: ns::ncclComm_t,
+        stream: ns::cudaStream_t,
+    },
+    Recv {
+        buf: u64,
+        bytes: usize,
+        peer: i32,
+        comm: ns::ncclComm_t,
+        stream: ns::cudaStream_t,
+    },
+    AllReduceF32 {
+        buf: u64,
+        count: usize,
+        comm: ns::ncclComm_t,
+        stream: ns::cudaStream_t,
+    },
+    AllGather {
+        send: u64,
+        recv: u64,
+        bytes: usize,
+        comm: ns::ncclComm_t,
+        stream: ns::cudaStream_t,
+    },
+    ReduceScatterF32 {
+        send: u64,
+        recv: u64,
+        count: usize,
+        comm: ns::ncclComm_t,
+        stream: ns::cudaStream_t,
+    },
+    Broadcast {
+        send: u64,
+        recv: u64,
+        bytes: usize,
+        root: i32,
+        comm: ns::ncclComm_t,
+        stream: ns::cudaStream_t,
+    },
+}
+
+/// Work after the group: on `rank`'s transfer stream.
+enum Post {
+    Copy {
+        rank: usize,
+        src: Loc,
+        dst: Loc,
+    },
+    /// Merge `n` gathered `[o | lse]` parts (f32, `rows * d + rows` each) in group order into
+    /// `o` and `lse`.
+    LseMerge {
+        rank: usize,
+        base: u64,
+        n: usize,
+        rows: usize,
+        d: usize,
+        o: Loc,
+        lse: Loc,
+    },
+}
+
+/// Collectives and messages through NCCL (see the module docs).
+pub struct NcclTransport {
+    map: DeviceMap,
+    local: Vec<bool>,
+    /// World communicator handle of each local rank (NCCL rank = plan rank).
+    world: HashMap<usize, Comm>,
+    /// Per group (as the plan writes it): the handle of each local member.
+    groups: HashMap<Vec<usize>, HashMap<usize, Comm>>,
+    fallback: CopyTransport,
+    /// Groups left to the copy transport (members sharing a device).
+    fallback_groups: Vec<Vec<usize>>,
+    multi_process: bool,
+}
+
+impl NcclTransport {
+    /// One process drives every rank: a communicator per group whose members sit on distinct
+    /// GPUs, a world communicator when every rank has its own GPU. `map` gives each rank's
+    /// CUDA ordinal, `ids` the device ids its memory carries (the same map unless device ids
+    /// alias GPUs; copies fall back on it).
+    pub fn single_process(
+        map: &DeviceMap,
+        ids: &DeviceMap,
+        groups: &[Vec<usize>],
+    ) -> Result<NcclTransport> {
+        let all: Vec<usize> = (0..map.ranks()).collect();
+        let mut world = HashMap::new();
+        if map.ranks() > 1 && map.distinct_devices(&all) {
+            for (r, c) in Comm::init_all(map.as_slice())?.into_iter().enumerate() {
+                world.insert(r, c);
+            }
+        }
+        let mut by_group = HashMap::new();
+        let mut fallback_groups = Vec::new();
+        for g in groups {
+            if !map.distinct_devices(g) {
+                fallback_groups.push(g.clone());
+                continue;
+            }
+            let ordinals: Vec<usize> = g.iter().map(|r| map.device(*r)).collect();
+            let comms = Comm::init_all(&ordinals)?;
+            by_group.insert(g.clone(), g.iter().copied().zip(comms).collect());
+        }
+        Ok(NcclTransport {
+            map: map.clone(),
+            local: vec![true; map.ranks()],
+            world,
+            groups: by_group,
+            fallback: CopyTransport::placed(ids.clone()),
+            fallback_groups,
+            multi_process: false,
+        })
+    }
+
+    /// A launcher started one process per GPU or node: `world` holds this process's ranks'
+    /// world communicators; every group of the plan (`groups`, identical in every process) is
+    /// split from it.
+    pub fn from_world(
+        world: World,
+        map: &DeviceMap,
+        groups: &[Vec<usize>],
+    ) -> Result<NcclTransport> {
+        let by_group = world.split(groups)?;
+        let local_ranks = world.local_ranks();
+        let mut local = vec![false; map.ranks()];
+        for r in local_ranks {
+            local[r] = true;
+        }
+        let (world_comms, _env) = world.into_parts();
+        Ok(NcclTransport {
+            map: map.clone(),
+            local,
+            world: world_comms,
+            groups: by_group,
+            fallback: CopyTransport::placed(map.clone()),
+            fallback_groups: Vec::new(),
+            multi_process: true,
+        })
+    }
+
+    /// Groups carried by the copy transport instead (their members share a device).
+    pub fn fallback_groups(&self) -> &[Vec<usize>] {
+        &self.fallback_groups
+    }
+
+    /// Number of group communicators this process holds a handle of.
+    pub fn communicators(&self) -> usize {
+        self.groups.len() + usize::from(!self.world.is_empty())
+    }
+
+    fn is_local(&self, r: usize) -> bool {
+        self.local[r]
+    }
+
+    /// Whether `msg` goes through NCCL (else a copy within this process).
+    fn nccl_message(&self, msg: &Message) -> bool {
+        let both_local = self.is_local(msg.src_rank) && self.is_local(msg.dst_rank);
+        !(both_local
+            && (msg.src_rank == msg.dst_rank
+                || self.map.same_device(msg.src_rank, msg.dst_rank)
+                || self.world.is_empty()))
+    }
+
+    fn nccl_collective(&self, call: &CollectiveCall) -> bool {
+        self.groups.contains_key(&call.group)
+    }
+
+    fn world_comm(&self, rank: usize) -> Result<&Comm> {
+        self.world.get(&rank).ok_or_else(|| {
+            RuntimeError::Unsupported(format!(
+                "no NCCL world communicator for rank {rank} (messages between GPUs with NCCL need every rank on its own device)"
+            ))
+        })
+    }
+
+    fn group_comm(&self, group: &[usize], rank: usize) -> Result<&Comm> {
+        self.groups
+            .get(group)
+            .and_then(|m| m.get(&rank))
+            .ok_or_else(|| {
+                RuntimeError::Schedule(format!(
+                    "no NCCL communicator of rank {rank} for group {group:?}"
+                ))
+            })
+    }
+}
+
+fn raw_stream(cx: &TransferCx<'_>, rank: usize) -> ns::cudaStream_t {
+    cx.streams[rank].cu_stream() as ns::cudaStream_t
+}
+
+/// Contiguous send memory for `loc` on `rank`'s transfer stream: its own address or a packed
+/// scratch copy (converted to `as_type`).
+///
+/// # Safety
+/// `loc` must be live memory of `rank`.
+unsafe fn packed(cx: &mut TransferCx<'_>, rank: usize, loc: &Loc, as_type: DType) -> Result<u64> {
+    let mut c = cx.copy_cx(rank)?;
+    if let (Some(p), true, true) = (
+        loc.contiguous_ptr(),
+        loc.is_on(c.here()),
+        loc.dtype == as_type,
+    ) {
+        return Ok(p);
+    }
+    let n = loc.reg.numel();
+    let t = c.scratch.take(n * as_type.size_bytes())?;
+    // SAFETY: per the caller; `t` holds n elements of `as_type`.
+    unsafe { copy(&mut c, loc, &Loc::dense(t, as_type, n))? };
+    Ok(t)
+}
+
+/// Contiguous receive memory for `loc` on `rank` in `as_type`: its own address when usable
+/// directly, else scratch with a [`Post::Copy`] into `loc`.
+fn landing(
+    cx: &mut TransferCx<'_>,
+    rank: usize,
+    loc: &Loc,
+    as_type: DType,
+    posts: &mut Vec<Post>,
+) -> Result<u64> {
+    let here = cx.here(rank);
+    if let (Some(p), true, true) = (loc.contiguous_ptr(), loc.is_on(here), loc.dtype == as_type) {
+        return Ok(p);
+    }
+    let n = loc.reg.numel();
+    let t = cx.scratch[rank].take(n * as_type.size_bytes())?;
+    posts.push(Post::Copy {
+        rank,
+        src: Loc::dense(t, as_type, n),
+        dst: loc.clone(),
+    });
+    Ok(t)
+}
+
+/// Element type a reduction runs in: f32 (bf16 is widened, as the copy transport accumulates).
+fn reduce_type(d: DType) -> Result<DType> {
+    match d {
+        DType::F32 | DType::BF16 => Ok(DType::F32),
+        d => Err(RuntimeError::Unsupported(format!(
+            "NCCL reduction of {} buffers (f32 and bf16 only)",
+            d.name()
+        ))),
+    }
+}
+
+impl NcclTransport {
+    /// Phase A of one NCCL message: pack and describe the calls.
+    ///
+    /// # Safety
+    /// As [`Transport::message`]: the message's views are live memory of the executor and the
+    /// stage's dependencies are already enqueued on the streams used.
+    unsafe fn plan_message(
+        &self,
+        cx: &mut TransferCx<'_>,
+        msg: &Message,
+        calls: &mut Vec<Call>,
+        posts: &mut Vec<Post>,
+    ) -> Result<()> {
+        let smeta = cx.mem.meta(msg.src_rank, &msg.src)?;
+        let bytes = smeta.bytes();
+        if self.is_local(msg.src_rank) {
+            let comm = self.world_comm(msg.src_rank)?.raw();
+            let s = cx.mem.loc(msg.src_rank, &msg.src)?;
+            // SAFETY: live memory of the sending rank.
+            let buf = unsafe { packed(cx, msg.src_rank, &s, s.dtype)? };
+            calls.push(Call::Send {
+                buf,
+                bytes,
+                peer: msg.dst_rank as i32,
+                comm,
+                stream: raw_stream(cx, msg.src_rank),
+            });
+        }
+        if self.is_local(msg.dst_rank) {
+            let comm = self.world_comm(msg.dst_rank)?.raw();
+            let d = cx.mem.loc(msg.dst_rank, &msg.dst)?;
+            // Received in the sender's type, converted by the unpacking copy.
+            let buf = landing(cx, msg.dst_rank, &d, smeta.dtype, posts)?;
+            calls.push(Call::Recv {
+                buf,
+                bytes,
+                peer: msg.src_rank as i32,
+                comm,
+                stream: raw_stream(cx, msg.dst_rank),
+            });
+        }
+        Ok(())
+    }
+
+    /// Phase A of one NCCL collective, for each local member.
+    ///
+    /// # Safety
+    /// As [`Transport::collective`].
+    unsafe fn plan_collective(
+        &self,
+        cx: &mut TransferCx<'_>,
+        call: &CollectiveCall,
+        calls: &mut Vec<Call>,
+        posts: &mut Vec<Post>,
+    ) -> Result<()> {
+        let n = call.group.len();
+        for (p, &r) in call.group.iter().enumerate() {
+            if !self.is_local(r) {
+                continue;
+            }
+            let comm = self.group_comm(&call.group, r)?.raw();
+            let stream = raw_stream(cx, r);
+            let mem = cx.mem;
+            match &call.members[p] {
+                Collective::AllReduce {
+                    bufs,
+                    kind: CombineKind::Add,
+                } => {
+                    for b in bufs {
+                        let l = mem.loc(r, b)?;
+                        let t = reduce_type(l.dtype)?;
+                        // SAFETY: live memory of rank r.
+                        let buf = unsafe { packed(cx, r, &l, t)? };
+                        if l.contiguous_ptr() != Some(buf) {
+                            posts.push(Post::Copy {
+                                rank: r,
+                                src: Loc::dense(buf, t, l.reg.numel()),
+                                dst: l.clone(),
+                            });
+                        }
+                        calls.push(Call::AllReduceF32 {
+                            buf,
+                            count: l.reg.numel(),
+                            comm,
+                            stream,
+                        });
+                    }
+                }
+                Collective::AllReduce {
+                    bufs,
+                    kind: CombineKind::LseMerge,
+                } => {
+                    let (o, l) = (mem.loc(r, &bufs[0])?, mem.loc(r, &bufs[1])?);
+                    let (rows, d) = lse_shape(&o, &l, &o, &l)?;
+                    let part = rows * d + rows;
+                    let mut c = cx.copy_cx(r)?;
+                    let send = c.scratch.take(part * 4)?;
+                    let recv = c.scratch.take(n * part * 4)?;
+                    // SAFETY: `send` holds [o | lse] of this member.
+                    unsafe {
+                        copy(&mut c, &o, &Loc::dense(send, DType::F32, rows * d))?;
+                        copy(
+                            &mut c,
+                            &l,
+                            &Loc::dense(send + (rows * d * 4) as u64, DType::F32, rows),
+                        )?;
+                    }
+                    calls.push(Call::AllGather {
+                        send,
+                        recv,
+                        bytes: part * 4,
+                        comm,
+                        stream,
+                    });
+                    posts.push(Post::LseMerge {
+                        rank: r,
+                        base: recv,
+                        n,
+                        rows,
+                        d,
+                        o,
+                        lse: l,
+                    });
+                }
+                Collective::AllGather { src, dst, axis } => {
+                    let s = mem.loc(r, src)?;
+                    // SAFETY: live memory of rank r.
+                    let send = unsafe { packed(cx, r, &s, s.dtype)? };
+                    let chunk = s.bytes();
+                    let recv = cx.scratch[r].take(n * chunk)?;
+                    for q in 0..n {
+                        let ch = chunk_region(&dst.region, *axis, n, q)
+                            .map_err(RuntimeError::Schedule)?;
+                        posts.push(Post::Copy {
+                            rank: r,
+                            src: Loc::dense(recv + (q * chunk) as u64, s.dtype, s.reg.numel()),
+                            dst: mem.loc(
+                                r,
+                                &View {
+                                    slot: dst.slot,
+                                    region: ch,
+                                },
+                            )?,
+                        });
+                    }
+                    calls.push(Call::AllGather {
+                        send,
+                        recv,
+                        bytes: chunk,
+                        comm,
+                        stream,
+                    });
+                }
+                Collective::ReduceScatter {
+                    src,
+                    dst,
+                    axis,
+                    kind,
+                } => {
+                    if *kind != CombineKind::Add {
+                        return Err(RuntimeError::Unsupported(
+                            "reduce-scatter with lse merge".into(),
+                        ));
+                    }
+                    let d = mem.loc(r, dst)?;
+                    let c_el = d.reg.numel();
+                    let mut c = cx.copy_cx(r)?;
+                    let send = c.scratch.take(n * c_el * 4)?;
+                    for q in 0..n {
+                        let ch = chunk_region(&src.region, *axis, n, q)
+                            .map_err(RuntimeError::Schedule)?;
+                        let sq = mem.loc(
+                            r,
+                            &View {
+                                slot: src.slot,
+                                region: ch,
+                            },
+                        )?;
+                        reduce_type(sq.dtype)?;
+                        // SAFETY: chunk q of the source, widened into the send buffer.
+                        unsafe {
+                            copy(
+                                &mut c,
+                                &sq,
+                                &Loc::dense(send + (q * c_el * 4) as u64, DType::F32, c_el),
+                            )?
+                        };
+                    }
+                    reduce_type(d.dtype)?;
+                    let recv = landing(cx, r, &d, DType::F32, posts)?;
+                    calls.push(Call::ReduceScatterF32 {
+                        send,
+                        recv,
+                        count: c_el,
+                        comm,
+                        stream,
+                    });
+                }
+                Collective::AllToAll {
+                    src,
+                    dst,
+                    split_axis,
+                    concat_axis,
+                } => {
+                    // Grouped point-to-point: chunk q of src to member q, chunk p of dst from p.
+                    for q in 0..n {
+                        let sc = chunk_region(&src.region, *split_axis, n, q)
+                            .map_err(RuntimeError::Schedule)?;
+                        let s = mem.loc(
+                            r,
+                            &View {
+                                slot: src.slot,
+                                region: sc,
+                            },
+                        )?;
+                        // SAFETY: chunk q of this member's source.
+                        let buf = unsafe { packed(cx, r, &s, s.dtype)? };
+                        calls.push(Call::Send {
+                            buf,
+                            bytes: s.bytes(),
+                            peer: q as i32,
+                            comm,
+                            stream,
+                        });
+                    }
+                    for q in 0..n {
+                        let dc = chunk_region(&dst.region, *concat_axis, n, q)
+                            .map_err(RuntimeError::Schedule)?;
+                        let d = mem.loc(
+                            r,
+                            &View {
+                                slot: dst.slot,
+                                region: dc,
+                            },
+                        )?;
+                        // The sender's chunk type: member q's source type.
+                        let Collective::AllToAll { src: qs, .. } = &call.members[q] else {
+                            return Err(RuntimeError::Schedule(
+                                "all-to-all members disagree".into(),
+                            ));
+                        };
+                        let st = mem.meta(call.group[q], qs)?.dtype;
+                        let buf = landing(cx, r, &d, st, posts)?;
+                        calls.push(Call::Recv {
+                            buf,
+                            bytes: d.reg.numel() * st.size_bytes(),
+                            peer: q as i32,
+                            comm,
+                            stream,
+                        });
+                    }
+                }
+                Collective::Broadcast { buf, root } => {
+                    let l = mem.loc(r, buf)?;
+                    let rootmeta = mem.meta(call.group[*root], buf)?;
+                    let ty = rootmeta.dtype;
+                    let (send, recv) = if p == *root {
+                        // SAFETY: live memory of the root.
+                        let s = unsafe { packed(cx, r, &l, ty)? };
+                        (s, s)
+                    } else {
+                        (0, landing(cx, r, &l, ty, posts)?)
+                    };
+                    calls.push(Call::Broadcast {
+                        send,
+                        recv,
+                        bytes: l.reg.numel() * ty.size_bytes(),
+                        root: *root as i32,
+                        comm,
+                        stream,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One half of a point-to-point exchange for [`group_send_recv`]: `bytes` sent from or received
+/// into `buf` by the communicator handle `comm` (to or from its rank `peer`) on `stream`.
+#[derive(Debug, Clone, Copy)]
+pub struct P2p {
+    pub send: bool,
+    pub buf: u64,
+    pub bytes: usize,
+    pub peer: i32,
+    pub comm: ns::ncclComm_t,
+    pub stream: ns::cudaStream_t,
+}
+
+/// Issues `ops` (`ncclSend` / `ncclRecv` of bytes) between one group start and end (the link
+/// measurements use it).
+///
+/// # Safety
+/// Every buffer must be live device memory of its communicator's device, of at least `bytes`;
+/// every stream must belong to that device.
+pub unsafe fn group_send_recv(ops: &[P2p]) -> Result<()> {
+    let calls: Vec<Call> = ops
+        .iter()
+        .map(|o| {
+            let (buf, bytes, peer, comm, stream) = (o.buf, o.bytes, o.peer, o.comm, o.stream);
+            if o.send {
+                Call::Send {
+                    buf,
+                    bytes,
+                    peer,
+                    comm,
+                    stream,
+                }
+            } else {
+                Call::Recv {
+                    buf,
+                    bytes,
+                    peer,
+                    comm,
+                    stream,
+                }
+            }
+        })
+        .collect();
+    // SAFETY: per the caller.
+    unsafe { issue(&calls) }
+}
+
+/// Issues the calls between one group start and end.
+///
+/// # Safety
+/// Every buffer must be live device memory of the call's communicator device, sized as
+/// described; the streams must belong to those devices.
+unsafe fn issue(calls: &[Call]) -> Result<()> {
+    if calls.is_empty() {
+        return Ok(());
+    }
+    cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+    let mut first_err = Ok(());
+    for c in calls {
+        // SAFETY: per the caller.
+        let r = unsafe {
+            match *c {
+                Call::Send {
+                    buf,
+                    bytes,
+                    peer,
+                    comm,
+                    stream,
+                } => check(
+                    ns::ncclSend(
+                        buf as *const _,
+                        bytes,
+                        ns::ncclDataType_t::ncclUint8,
+                        peer,
+                        comm,
+                        stream,
+                    ),
+                    "ncclSend",
+                ),
+                Call::Recv {
+                    buf,
+                    bytes,
+                    peer,
+                    comm,
+                    stream,
+                } => check(
+                    ns::ncclRecv(
+                        buf as *mut _,
+                        bytes,
+                        ns::ncclDataType_t::ncclUint8,
+                        peer,
+                        comm,
+                        stream,
+                    ),
+                    "ncclRecv",
+                ),
+                Call::AllReduceF32 {
+                    buf,
+                    count,
+                    comm,
+                    stream,
+                } => check(
+                    ns::ncclAllReduce(
+                        buf as *const _,
+                        buf as *mut _,
+                        count,
+                        nccl_type(DType::F32),
+                        ns::ncclRedOp_t::ncclSum,
+                        comm,
+                        stream,
+                    ),
+                    "ncclAllReduce",
+                ),
+                Call::AllGather {
+                    send,
+                    recv,
+                    bytes,
+                    comm,
+                    stream,
+                } => check(
+                    ns::ncclAllGather(
+                        send as *const _,
+                        recv as *mut _,
+                        bytes,
+                        ns::ncclDataType_t::ncclUint8,
+                        comm,
+                        stream,
+                    ),
+                    "ncclAllGather",
+                ),
+                Call::ReduceScatterF32 {
+                    send,
+                    recv,
+                    count,
+                    comm,
+                    stream,
+                } => check(
+                    ns::ncclReduceScatter(
+                        send as *const _,
+                        recv as *mut _,
+                        count,
+                        nccl_type(DType::F32),
+                        ns::ncclRedOp_t::ncclSum,
+                        comm,
+                        stream,
+                    ),
+                    "ncclReduceScatter",
+                ),
+                Call::Broadcast {
+                    send,
+                    recv,
+                    bytes,
+                    root,
+                    comm,
+                    stream,
+                } => check(
+                    ns::ncclBroadcast(
+                        send as *const _,
+                        recv as *mut _,
+                        bytes,
+                        ns::ncclDataType_t::ncclUint8,
+                        root,
+                        comm,
+                        stream,
+                    ),
+                    "ncclBroadcast",
+                ),
+            }
+        };
+        if first_err.is_ok() {
+            first_err = r;
+        }
+    }
+    // The group is always closed, also after a failed call.
+    let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
+    first_err.and(end.map(|_| ()))
+}
+
+impl Transport for NcclTransport {
+    fn name(&self) -> &'static str {
+        if self.multi_process {
+            "nccl (one process per GPU or node: world communicator split per group)"
+        } else {
+            "nccl (one process, one communicator per group; groups sharing a GPU use copies)"
+        }
+    }
+
+    fn check_message(&self, mem: &MemTable, msg: &Message) -> Result<()> {
+        if !self.nccl_message(msg) {
+            return self.fallback.check_message(mem, msg);
+        }
+        let (s, d) = (
+            mem.meta(msg.src_rank, &msg.src)?,
+            mem.meta(msg.dst_rank, &msg.dst)?,
+        );
+        super::ops::check_copy(&s, &d)?;
+        for r in [msg.src_rank, msg.dst_rank] {
+            if self.is_local(r) {
+                self.world_comm(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_collective(&self, mem: &MemTable, call: &CollectiveCall) -> Result<()> {
+        // Shapes and types, as the copy transport checks them (from metadata: members of
+        // other processes have no addresses here).
+        self.fallback.check_collective(mem, call)?;
+        if self.nccl_collective(call) {
+            for r in call.group.iter().filter(|r| self.is_local(**r)) {
+                self.group_comm(&call.group, *r)?;
+            }
+        } else if call.group.iter().any(|r| !self.is_local(*r)) {
+            return Err(RuntimeError::Unsupported(format!(
+                "group {:?} has no NCCL communicator and spans processes",
+                call.group
+            )));
+        }
+        Ok(())
+    }
+
+    fn message_work(&self, msg: &Message) -> Work {
+        if !self.nccl_message(msg) {
+            return self.fallback.message_work(msg);
+        }
+        [msg.src_rank, msg.dst_rank]
+            .into_iter()
+            .filter(|r| self.is_local(*r))
+            .map(|r| (r, vec![r]))
+            .collect()
+    }
+
+    fn collective_work(&self, call: &CollectiveCall) -> Work {
+        if !self.nccl_collective(call) {
+            return self.fallback.collective_work(call);
+        }
+        call.group
+            .iter()
+            .filter(|r| self.is_local(**r))
+            .map(|r| (*r, vec![*r]))
+            .collect()
+    }
+
+    /// # Safety
+    /// As [`Transport::stage`].
+    unsafe fn stage(&mut self, cx: &mut TransferCx<'_>, st: &StageTransfers) -> Result<()> {
+        // Copies first (they reset and reuse their streams' scratch in stream order).
+        let copy_msgs: Vec<&Message> = st
+            .messages
+            .iter()
+            .filter(|m| !self.nccl_message(m))
+            .collect();
+        let copy_colls: Vec<&CollectiveCall> = st
+            .collectives
+            .iter()
+            .filter(|c| !self.nccl_collective(c))
+            .collect();
+        for m in copy_msgs {
+            // SAFETY: per the caller.
+            unsafe { self.fallback.message(cx, m)? };
+        }
+        for c in copy_colls {
+            // SAFETY: per the caller.
+            unsafe { self.fallback.collective(cx, c)? };
+        }
+        let nccl_msgs: Vec<&Message> = st
+            .messages
+            .iter()
+            .filter(|m| self.nccl_message(m))
+            .collect();
+        let nccl_colls: Vec<&CollectiveCall> = st
+            .collectives
+            .iter()
+            .filter(|c| self.nccl_collective(c))
+            .collect();
+        if nccl_msgs.is_empty() && nccl_colls.is_empty() {
+            return Ok(());
+        }
+        // Scratch of every local stream used below holds this stage's buffers until the
+        // unpacking: reset once, never in between.
+        let mut used = std::collections::BTreeSet::new();
+        for m in &nccl_msgs {
+            used.extend(
+                [m.src_rank, m.dst_rank]
+                    .into_iter()
+                    .filter(|r| self.is_local(*r)),
+            );
+        }
+        for c in &nccl_colls {
+            used.extend(c.group.iter().copied().filter(|r| self.is_local(*r)));
+        }
+        for r in &used {
+            cx.scratch[*r].reset();
+        }
+        let mut calls = Vec::new();
+        let mut posts = Vec::new();
+        for m in nccl_msgs {
+            // SAFETY: per the caller.
+            unsafe { self.plan_message(cx, m, &mut calls, &mut posts)? };
+        }
+        for c in nccl_colls {
+            // SAFETY: per the caller.
+            unsafe { self.plan_collective(cx, c, &mut calls, &mut posts)? };
+        }
+        // SAFETY: buffers are live slots or scratch of the calls' ranks (packed above, on the
+        // same streams, so the NCCL kernels run after the packing).
+        unsafe { issue(&calls)? };
+        for p in posts {
+            match p {
+                Post::Copy { rank, src, dst } => {
+                    let mut c = cx.copy_cx(rank)?;
+                    // SAFETY: scratch filled by NCCL on this stream; `dst` is rank memory.
+                    unsafe { copy(&mut c, &src, &dst)? };
+                }
+                Post::LseMerge {
+                    rank,
+                    base,
+                    n,
+                    rows,
+                    d,
+                    o,
+                    lse,
+                } => {
+                    let part = rows * d + rows;
+                    let mut c = cx.copy_cx(rank)?;
+                    let oa = Loc::dense(base, DType::F32, rows * d);
+                    let la = Loc::dense(base + (rows * d * 4) as u64, DType::F32, rows);
+                    // SAFETY: the gathered parts lie in this stream's scratch; merging in group
+                    // order into part 0 gives every member the same bits.
+                    unsafe {
+                        for q in 1..n {
+                            let at = base + (q * part * 4) as u64;
+                            let op = Loc::dense(at, DType::F32, rows * d);
+                            let lp = Loc::dense(at + (rows * d * 4) as u64, DType::F32, rows);
+                            enqueue_lse_merge(&mut c, &oa, &la, &op, &lp, rows, d)?;
+                        }
+                        copy(&mut c, &oa, &o)?;
+                        copy(&mut c, &la, &lse)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// As [`Transport::message`].
+    unsafe fn message(&mut self, cx: &mut TransferCx<'_>, msg: &Message) -> Result<()> {
+        let st = StageTransfers {
+            messages: vec![msg.clone()],
+            collectives: vec![],
+        };
+        // SAFETY: per the caller.
+        unsafe { self.stage(cx, &st) }
+    }
+
+    /// # Safety
+    /// As [`Transport::collective`].
+    unsafe fn collective(&mut self, cx: &mut TransferCx<'_>, call: &CollectiveCall) -> Result<()> {
+        let st = StageTransfers {
+            messages: vec![],
+            collectives: vec![call.clone()],
+        };
+        // SAFETY: per the caller.
+        unsafe { self.stage(cx, &st) }
+    }
+
+    fn async_error(&self) -> Option<String> {
+        for (r, c) in &self.world {
+            if let Some(e) = c.async_error() {
+                return Some(format!("world communicator of rank {r}: {e}"));
+            }
+        }
+        for (g, m) in &self.groups {
+            for (r, c) in m {
+                if let Some(e) = c.async_error() {
+                    return Some(format!("communicator of group {g:?} (rank {r}): {e}"));
+                }
+            }
+        }
+        None
+    }
+
+    fn can_abort(&self) -> bool {
+        self.world.values().any(|c| !c.raw().is_null())
+            || self
+                .groups
+                .values()
+                .any(|m| m.values().any(|c| !c.raw().is_null()))
+    }
+
+    fn abort(&mut self) -> Vec<String> {
+        // The communicators split from the world first, then the world.
+        let mut n = 0;
+        for m in self.groups.values_mut() {
+            for c in m.values_mut() {
+                n += usize::from(!c.raw().is_null());
+                c.abort();
+            }
+        }
+        for c in self.world.values_mut() {
+            n += usize::from(!c.raw().is_null());
+            c.abort();
+        }
+        if n == 0 {
+            Vec::new()
+        } else {
+            vec![format!(
+                "{n} NCCL communicator handle(s) of this process aborted (ncclCommAbort)"
+            )]
+        }
+    }
+}

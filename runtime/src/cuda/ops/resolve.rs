@@ -1,0 +1,339 @@
+//! Resolution of a plan's `ComputeOp`s against the slot addresses: shapes, dtypes, strides
+//! and alignment are checked once, before anything runs.
+
+use super::{AttnVia, ComputeLaunch, MatOperand};
+use crate::cuda::error::{Result, RuntimeError};
+use crate::cuda::layout::as_matrix;
+use crate::cuda::mem::{Loc, MemTable};
+use mercury_kernels::cpu::{AttnDims, AttnParams};
+use mercury_kernels::cuda::{AttnLaunch, ElemType, GemmSpec, Strided3};
+use mercury_plan::{CombineKind, ComputeOp, DType, PatchKind, View};
+
+pub(super) fn unsupported(msg: String) -> RuntimeError {
+    RuntimeError::Unsupported(msg)
+}
+
+pub(super) fn elem_type(d: DType, what: &str) -> Result<ElemType> {
+    match d {
+        DType::BF16 => Ok(ElemType::BF16),
+        DType::F16 => Ok(ElemType::F16),
+        DType::F32 => Ok(ElemType::F32),
+        DType::F64 => Err(unsupported(format!("{what}: f64 operands on the GPU"))),
+    }
+}
+
+fn mat_operand(mem: &MemTable, rank: usize, view: &View) -> Result<MatOperand> {
+    let s = mem.slot(rank, view.slot)?;
+    let loc = mem.loc(rank, view)?;
+    if let Some(m) = as_matrix(&s.shape, &view.region) {
+        return Ok(MatOperand {
+            ptr: Some(s.ptr + (m.offset * s.dtype.size_bytes()) as u64),
+            rows: m.rows,
+            cols: m.cols,
+            ld: m.ld,
+            loc,
+        });
+    }
+    let ext = &view.region.extent;
+    let first = ext
+        .iter()
+        .take_while(|e| **e == 1)
+        .count()
+        .min(ext.len() - 2.min(ext.len()));
+    let logical = &ext[first..];
+    if logical.len() != 2 {
+        return Err(unsupported(format!(
+            "gemm view {} of slot shape {:?} is not 2-D after dropping leading unit dims",
+            view.region, s.shape
+        )));
+    }
+    Ok(MatOperand {
+        ptr: None,
+        rows: logical[0],
+        cols: logical[1],
+        ld: logical[1],
+        loc,
+    })
+}
+
+fn strided<const R: usize>(
+    mem: &MemTable,
+    rank: usize,
+    view: &View,
+    what: &str,
+) -> Result<([usize; R], Strided3, DType)> {
+    let s = mem.slot(rank, view.slot)?;
+    let (off, e, st) =
+        crate::cuda::layout::as_rank::<R>(&s.shape, &view.region).ok_or_else(|| {
+            unsupported(format!(
+                "attention {what} view {} of slot shape {:?} is not a rank-{R} tensor",
+                view.region, s.shape
+            ))
+        })?;
+    let t = Strided3 {
+        ptr: s.ptr + (off * s.dtype.size_bytes()) as u64,
+        sb: st[0] as i64,
+        sh: st[1] as i64,
+        sr: st[2] as i64,
+    };
+    Ok((e, t, s.dtype))
+}
+
+/// Resolves one compute op of `rank`.
+pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLaunch> {
+    match op {
+        ComputeOp::Patch {
+            patch,
+            inputs,
+            outputs,
+        } => match patch {
+            PatchKind::Gemm { accumulate } => {
+                if inputs.len() != 2 || outputs.len() != 1 {
+                    return Err(RuntimeError::Schedule(format!(
+                        "gemm takes 2 inputs and 1 output, got {} / {}",
+                        inputs.len(),
+                        outputs.len()
+                    )));
+                }
+                let a = mat_operand(mem, rank, &inputs[0])?;
+                let b = mat_operand(mem, rank, &inputs[1])?;
+                let c = mat_operand(mem, rank, &outputs[0])?;
+                if a.cols != b.rows || c.rows != a.rows || c.cols != b.cols {
+                    return Err(RuntimeError::Schedule(format!(
+                        "gemm shapes disagree: a {}x{}, b {}x{}, c {}x{}",
+                        a.rows, a.cols, b.rows, b.cols, c.rows, c.cols
+                    )));
+                }
+                if a.loc.dtype != b.loc.dtype {
+                    return Err(unsupported(format!(
+                        "gemm with a {} and b {}",
+                        a.loc.dtype.name(),
+                        b.loc.dtype.name()
+                    )));
+                }
+                let spec = GemmSpec {
+                    m: a.rows,
+                    n: b.cols,
+                    k: a.cols,
+                    lda: a.ld,
+                    ldb: b.ld,
+                    ldc: c.ld,
+                    in_type: elem_type(a.loc.dtype, "gemm")?,
+                    out_type: elem_type(c.loc.dtype, "gemm")?,
+                    accumulate: *accumulate,
+                };
+                spec.validate()?;
+                Ok(ComputeLaunch::Gemm { spec, a, b, c })
+            }
+            PatchKind::Attention {
+                causal,
+                scale,
+                q_offset,
+                k_offset,
+                accumulate,
+            } => {
+                if inputs.len() != 3 || outputs.len() != 2 {
+                    return Err(RuntimeError::Schedule(format!(
+                        "attention takes [q, k, v] -> [o, lse], got {} / {}",
+                        inputs.len(),
+                        outputs.len()
+                    )));
+                }
+                let (qe, q, qt) = strided::<4>(mem, rank, &inputs[0], "q")?;
+                let (ke, k, kt) = strided::<4>(mem, rank, &inputs[1], "k")?;
+                let (ve, v, vt) = strided::<4>(mem, rank, &inputs[2], "v")?;
+                let (oe, o, ot) = strided::<4>(mem, rank, &outputs[0], "o")?;
+                let (le, lse, lt) = strided::<3>(mem, rank, &outputs[1], "lse")?;
+                if [qt, kt, vt] != [DType::BF16; 3] || ot != DType::F32 || lt != DType::F32 {
+                    return Err(unsupported(format!(
+                        "attention patch needs bf16 q/k/v and f32 o/lse, got {}/{}/{} -> {}/{}",
+                        qt.name(),
+                        kt.name(),
+                        vt.name(),
+                        ot.name(),
+                        lt.name()
+                    )));
+                }
+                if ke != ve
+                    || oe != qe
+                    || ke[0] != qe[0]
+                    || ke[3] != qe[3]
+                    || le != [qe[0], qe[1], qe[2]]
+                {
+                    return Err(RuntimeError::Schedule(format!(
+                        "attention shapes disagree: q {qe:?} k {ke:?} v {ve:?} o {oe:?} lse {le:?}"
+                    )));
+                }
+                let launch = AttnLaunch {
+                    dims: AttnDims {
+                        b: qe[0],
+                        hq: qe[1],
+                        hk: ke[1],
+                        sq: qe[2],
+                        sk: ke[2],
+                        d: qe[3],
+                    },
+                    params: AttnParams {
+                        causal: *causal,
+                        scale: *scale,
+                        q_offset: *q_offset,
+                        k_offset: *k_offset,
+                    },
+                    q,
+                    k,
+                    v,
+                    o,
+                    lse,
+                    // The kernel merges into (o, lse) in its epilogue: no LseMerge pass, no
+                    // temporary.
+                    accumulate: *accumulate,
+                };
+                launch.validate()?;
+                Ok(ComputeLaunch::Attention {
+                    launch,
+                    via: AttnVia::Undecided,
+                })
+            }
+        },
+        ComputeOp::Combine { kind, acc, part } => match kind {
+            CombineKind::Add => {
+                if acc.len() != part.len() {
+                    return Err(RuntimeError::Schedule(format!(
+                        "add combine of {} accumulators and {} parts",
+                        acc.len(),
+                        part.len()
+                    )));
+                }
+                let mut pairs = Vec::with_capacity(acc.len());
+                for (a, p) in acc.iter().zip(part) {
+                    let (la, lp) = (mem.loc(rank, a)?, mem.loc(rank, p)?);
+                    check_f32(&la, "add accumulator")?;
+                    // A bf16 part is a partial sum that travelled in the output's precision.
+                    if lp.dtype != DType::BF16 {
+                        check_f32(&lp, "add part")?;
+                    }
+                    if la.reg.numel() != lp.reg.numel() {
+                        return Err(RuntimeError::Schedule(format!(
+                            "add of {} elements into {}",
+                            lp.reg.numel(),
+                            la.reg.numel()
+                        )));
+                    }
+                    pairs.push((la, lp));
+                }
+                Ok(ComputeLaunch::Add(pairs))
+            }
+            CombineKind::LseMerge => {
+                let (o_acc, lse_acc, o_part, lse_part, rows, d) =
+                    lse_operands(mem, rank, acc, part)?;
+                Ok(ComputeLaunch::LseMerge {
+                    o_acc,
+                    lse_acc,
+                    o_part,
+                    lse_part,
+                    rows,
+                    d,
+                })
+            }
+        },
+        ComputeOp::Copy { src, dst } => {
+            let (s, d) = (mem.loc(rank, src)?, mem.loc(rank, dst)?);
+            check_copy(&s, &d)?;
+            Ok(ComputeLaunch::Copy { src: s, dst: d })
+        }
+        ComputeOp::Tile { tile, .. } => Err(unsupported(format!(
+            "the compiler-generated tile op {} has no device code yet: patch the body \
+             (--patch) or run it on the CPU executor",
+            tile.name()
+        ))),
+    }
+}
+
+/// Element count and dtype compatibility of a copy.
+pub fn check_copy(s: &Loc, d: &Loc) -> Result<()> {
+    if s.reg.numel() != d.reg.numel() {
+        return Err(RuntimeError::Schedule(format!(
+            "copy of {} elements into {}",
+            s.reg.numel(),
+            d.reg.numel()
+        )));
+    }
+    let ok = s.dtype == d.dtype
+        || matches!(
+            (s.dtype, d.dtype),
+            (DType::F32, DType::BF16) | (DType::BF16, DType::F32)
+        );
+    if !ok {
+        return Err(unsupported(format!(
+            "copy converting {} to {}",
+            s.dtype.name(),
+            d.dtype.name()
+        )));
+    }
+    Ok(())
+}
+
+/// Requires an f32 location.
+pub fn check_f32(l: &Loc, what: &str) -> Result<()> {
+    if l.dtype != DType::F32 {
+        return Err(unsupported(format!(
+            "{what} is {}, combine kernels are f32",
+            l.dtype.name()
+        )));
+    }
+    Ok(())
+}
+
+/// The four locations of an lse merge (`[o, lse]` each) plus rows and row width.
+pub fn lse_operands(
+    mem: &MemTable,
+    rank: usize,
+    acc: &[View],
+    part: &[View],
+) -> Result<(Loc, Loc, Loc, Loc, usize, usize)> {
+    if acc.len() != 2 || part.len() != 2 {
+        return Err(RuntimeError::Schedule(
+            "lse merge needs [o, lse] for the accumulator and the part".into(),
+        ));
+    }
+    let o_acc = mem.loc(rank, &acc[0])?;
+    let lse_acc = mem.loc(rank, &acc[1])?;
+    let o_part = mem.loc(rank, &part[0])?;
+    let lse_part = mem.loc(rank, &part[1])?;
+    lse_shape(&o_acc, &lse_acc, &o_part, &lse_part)
+        .map(|(r, d)| (o_acc, lse_acc, o_part, lse_part, r, d))
+}
+
+/// Rows and width of an lse merge, checking types and element counts.
+pub fn lse_shape(
+    o_acc: &Loc,
+    lse_acc: &Loc,
+    o_part: &Loc,
+    lse_part: &Loc,
+) -> Result<(usize, usize)> {
+    for (l, w) in [
+        (o_acc, "o accumulator"),
+        (lse_acc, "lse accumulator"),
+        (o_part, "o part"),
+        (lse_part, "lse part"),
+    ] {
+        check_f32(l, w)?;
+    }
+    let rows = lse_acc.reg.numel();
+    if rows == 0 || lse_part.reg.numel() != rows || !o_acc.reg.numel().is_multiple_of(rows) {
+        return Err(RuntimeError::Schedule(format!(
+            "lse merge: {} lse rows vs {} part rows, {} o elements",
+            rows,
+            lse_part.reg.numel(),
+            o_acc.reg.numel()
+        )));
+    }
+    if o_part.reg.numel() != o_acc.reg.numel() {
+        return Err(RuntimeError::Schedule(format!(
+            "lse merge: o part has {} elements, accumulator {}",
+            o_part.reg.numel(),
+            o_acc.reg.numel()
+        )));
+    }
+    Ok((rows, o_acc.reg.numel() / rows))
+}

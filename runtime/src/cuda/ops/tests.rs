@@ -1,0 +1,307 @@
+use super::*;
+use crate::cuda::error::RuntimeError;
+use crate::cuda::mem::{MemTable, SlotInfo};
+use mercury_kernels::cuda::{ElemType, Strided3};
+use mercury_plan::Region;
+use mercury_plan::{CombineKind, ComputeOp, DType, PatchKind, View};
+
+fn v(slot: usize, off: &[usize], ext: &[usize]) -> View {
+    View {
+        slot,
+        region: Region {
+            offset: off.to_vec(),
+            extent: ext.to_vec(),
+        },
+    }
+}
+
+fn table() -> MemTable {
+    let s = |ptr, dtype, shape: &[usize]| SlotInfo {
+        ptr,
+        dtype,
+        shape: shape.to_vec(),
+    };
+    MemTable {
+        ranks: vec![vec![
+            s(0x10000, DType::BF16, &[64, 32]),          // 0: a
+            s(0x20000, DType::BF16, &[32, 48]),          // 1: b
+            s(0x30000, DType::F32, &[2, 64, 48]),        // 2: c (two tiles)
+            s(0x40000, DType::BF16, &[1, 4, 256, 128]),  // 3: q
+            s(0x80000, DType::BF16, &[1, 2, 512, 128]),  // 4: k
+            s(0x100000, DType::BF16, &[1, 2, 512, 128]), // 5: v
+            s(0x200000, DType::F32, &[1, 4, 256, 128]),  // 6: o
+            s(0x400000, DType::F32, &[1, 4, 256]),       // 7: lse
+            s(0x500000, DType::F32, &[4, 100]),          // 8: f32 scratch
+        ]],
+        ..MemTable::default()
+    }
+}
+
+#[test]
+fn gemm_resolution() {
+    let t = table();
+    let op = ComputeOp::Patch {
+        patch: PatchKind::Gemm { accumulate: true },
+        inputs: vec![v(0, &[0, 0], &[64, 32]), v(1, &[0, 0], &[32, 48])],
+        outputs: vec![v(2, &[1, 0, 0], &[1, 64, 48])],
+    };
+    match resolve(&t, 0, &op).unwrap() {
+        ComputeLaunch::Gemm { spec, c, .. } => {
+            assert_eq!((spec.m, spec.n, spec.k), (64, 48, 32));
+            assert_eq!((spec.lda, spec.ldb, spec.ldc), (32, 48, 48));
+            assert_eq!(spec.out_type, ElemType::F32);
+            assert!(spec.accumulate);
+            assert_eq!(c.ptr, Some(0x30000 + 64 * 48 * 4));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Column sub-block of b: ldb stays 48.
+    let op = ComputeOp::Patch {
+        patch: PatchKind::Gemm { accumulate: false },
+        inputs: vec![v(0, &[0, 0], &[64, 32]), v(1, &[0, 16], &[32, 16])],
+        outputs: vec![v(2, &[0, 0, 0], &[1, 64, 16])],
+    };
+    match resolve(&t, 0, &op).unwrap() {
+        ComputeLaunch::Gemm { spec, b, .. } => {
+            assert_eq!((spec.n, spec.ldb, spec.ldc), (16, 48, 48));
+            assert_eq!(b.ptr, Some(0x20000 + 16 * 2));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Inner dimensions disagree.
+    let bad = ComputeOp::Patch {
+        patch: PatchKind::Gemm { accumulate: false },
+        inputs: vec![v(0, &[0, 0], &[64, 16]), v(1, &[0, 0], &[32, 48])],
+        outputs: vec![v(2, &[0, 0, 0], &[1, 64, 48])],
+    };
+    assert!(matches!(
+        resolve(&t, 0, &bad),
+        Err(RuntimeError::Schedule(_))
+    ));
+}
+
+#[test]
+fn attention_resolution() {
+    let t = table();
+    let op = ComputeOp::Patch {
+        patch: PatchKind::Attention {
+            causal: true,
+            scale: 0.088,
+            q_offset: 256,
+            k_offset: 0,
+            accumulate: false,
+        },
+        inputs: vec![
+            v(3, &[0, 0, 128, 0], &[1, 4, 128, 128]),
+            v(4, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+            v(5, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+        ],
+        outputs: vec![
+            v(6, &[0, 0, 128, 0], &[1, 4, 128, 128]),
+            v(7, &[0, 0, 128], &[1, 4, 128]),
+        ],
+    };
+    match resolve(&t, 0, &op).unwrap() {
+        ComputeLaunch::Attention { launch: a, via } => {
+            assert_eq!(via, AttnVia::Undecided);
+            assert_eq!(
+                (a.dims.hq, a.dims.hk, a.dims.sq, a.dims.sk),
+                (4, 2, 128, 512)
+            );
+            // Tile view: base moved by 128 rows, head stride of the whole slot.
+            assert_eq!(a.q.ptr, 0x40000 + 128 * 128 * 2);
+            assert_eq!((a.q.sh, a.q.sr), (256 * 128, 128));
+            assert_eq!(a.lse.ptr, 0x400000 + 128 * 4);
+            assert_eq!((a.lse.sh, a.lse.sr), (256, 1));
+            assert!(a.params.causal);
+            assert!(!a.accumulate);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Accumulating: the same launch, merging into the outputs.
+    let acc = ComputeOp::Patch {
+        patch: PatchKind::Attention {
+            causal: false,
+            scale: 0.088,
+            q_offset: 0,
+            k_offset: 0,
+            accumulate: true,
+        },
+        inputs: vec![
+            v(3, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+            v(4, &[0, 0, 256, 0], &[1, 2, 256, 128]),
+            v(5, &[0, 0, 256, 0], &[1, 2, 256, 128]),
+        ],
+        outputs: vec![
+            v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+            v(7, &[0, 0, 0], &[1, 4, 256]),
+        ],
+    };
+    match resolve(&t, 0, &acc).unwrap() {
+        ComputeLaunch::Attention { launch: a, .. } => {
+            assert!(a.accumulate);
+            assert_eq!((a.dims.sq, a.dims.sk), (256, 256));
+            assert_eq!(a.k.ptr, 0x80000 + 256 * 128 * 2);
+            assert_eq!(a.o.ptr, 0x200000);
+        }
+        other => panic!("{other:?}"),
+    }
+    // f32 q is rejected with a clear message.
+    let bad = ComputeOp::Patch {
+        patch: PatchKind::Attention {
+            causal: false,
+            scale: 1.0,
+            q_offset: 0,
+            k_offset: 0,
+            accumulate: false,
+        },
+        inputs: vec![
+            v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+            v(4, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+            v(5, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+        ],
+        outputs: vec![
+            v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+            v(7, &[0, 0, 0], &[1, 4, 256]),
+        ],
+    };
+    assert!(matches!(
+        resolve(&t, 0, &bad),
+        Err(RuntimeError::Unsupported(_))
+    ));
+}
+
+/// The cuDNN form of causal blocks: which rows see no key, the shift cuDNN gets, and the
+/// views of q and of the accumulator.
+#[test]
+fn cudnn_split_of_causal_blocks() {
+    use mercury_kernels::cpu::{AttnDims, AttnParams};
+    let launch = |q_offset: usize, k_offset: usize, causal: bool| AttnLaunch {
+        dims: AttnDims {
+            b: 2,
+            hq: 4,
+            hk: 2,
+            sq: 100,
+            sk: 64,
+            d: 128,
+        },
+        params: AttnParams {
+            causal,
+            scale: 0.1,
+            q_offset,
+            k_offset,
+        },
+        q: Strided3::dense(0x10000, 4, 300, 128),
+        k: Strided3::dense(0x20000, 2, 64, 128),
+        v: Strided3::dense(0x30000, 2, 64, 128),
+        o: Strided3::dense(0x40000, 4, 300, 128),
+        lse: Strided3::dense(0x50000, 4, 300, 1),
+        accumulate: true,
+    };
+    // Keys 30 positions after the queries: the first 30 rows see nothing.
+    let s = cudnn_split(&launch(0, 30, true)).unwrap();
+    assert_eq!(s.masked, 30);
+    let c = s.call.unwrap();
+    assert_eq!((c.sq, c.causal_delta), (70, Some(0)));
+    assert_eq!(c.q.ptr, 0x10000 + 30 * 128 * 2);
+    assert_eq!(c.q.strides, [4 * 300 * 128, 300 * 128, 128, 1]);
+    assert_eq!(s.acc.skip_rows(30).o, 0x40000 + 30 * 128 * 4);
+    assert_eq!(s.acc.skip_rows(30).lse, 0x50000 + 30 * 4);
+    // Queries after the keys: a shifted diagonal, nothing masked.
+    let s = cudnn_split(&launch(40, 0, true)).unwrap();
+    assert_eq!((s.masked, s.call.unwrap().causal_delta), (0, Some(40)));
+    // Keys entirely in the future: every row masked, no cuDNN call.
+    let s = cudnn_split(&launch(0, 500, true)).unwrap();
+    assert_eq!((s.masked, s.call), (100, None));
+    // Non-causal: offsets do not matter.
+    let s = cudnn_split(&launch(0, 500, false)).unwrap();
+    assert_eq!((s.masked, s.call.unwrap().causal_delta), (0, None));
+    // A misaligned accumulator is refused (the merge kernels move 16 bytes at a time).
+    let mut l = launch(0, 0, false);
+    l.o.ptr += 8;
+    assert!(cudnn_split(&l).is_err());
+}
+
+/// The ring's blocks into one accumulator form one deferral group per rank; another
+/// operation touching the accumulator in between cuts the group.
+#[test]
+fn ring_blocks_form_deferral_groups() {
+    let plan = crate::cuda::test_plans::ring_attention(4, (1, 4, 2), 800, 128, false);
+    for prog in &plan.ranks {
+        let g = defer_groups(prog, |_, _| true, MAX_DEFERRED_PARTS);
+        assert_eq!(g.len(), 1, "rank {}: {g:?}", prog.rank);
+        assert_eq!(g[0].len(), 4);
+        // Chunks of at most 3; the single leftover block merges on its own.
+        let g = defer_groups(prog, |_, _| true, 3);
+        assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![3]);
+        // Blocks the executor does not run on cuDNN are not deferred.
+        assert!(defer_groups(prog, |si, _| si == 0, 8).is_empty());
+    }
+    // A copy out of the accumulator between two blocks ends the group there.
+    let mut prog = plan.ranks[0].clone();
+    let blocks: Vec<usize> = (0..prog.stages.len())
+        .filter(|s| {
+            matches!(
+                prog.stages[*s].compute.first(),
+                Some(ComputeOp::Patch { .. })
+            )
+        })
+        .collect();
+    assert_eq!(blocks.len(), 4);
+    let (o, _) = match &prog.stages[blocks[1]].compute[0] {
+        ComputeOp::Patch { outputs, .. } => (outputs[0].clone(), outputs[1].clone()),
+        other => panic!("{other:?}"),
+    };
+    prog.stages[blocks[1]].compute.push(ComputeOp::Copy {
+        src: o.clone(),
+        dst: o,
+    });
+    let g = defer_groups(&prog, |_, _| true, 8);
+    assert_eq!(
+        g,
+        vec![
+            vec![(blocks[0], 0), (blocks[1], 0)],
+            vec![(blocks[2], 0), (blocks[3], 0)]
+        ]
+    );
+}
+
+#[test]
+fn combine_resolution() {
+    let t = table();
+    let op = ComputeOp::Combine {
+        kind: CombineKind::LseMerge,
+        acc: vec![
+            v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+            v(7, &[0, 0, 0], &[1, 4, 256]),
+        ],
+        part: vec![
+            v(6, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+            v(7, &[0, 0, 0], &[1, 4, 256]),
+        ],
+    };
+    match resolve(&t, 0, &op).unwrap() {
+        ComputeLaunch::LseMerge { rows, d, .. } => assert_eq!((rows, d), (1024, 128)),
+        other => panic!("{other:?}"),
+    }
+    let add_bf16 = ComputeOp::Combine {
+        kind: CombineKind::Add,
+        acc: vec![v(0, &[0, 0], &[4, 32])],
+        part: vec![v(0, &[4, 0], &[4, 32])],
+    };
+    assert!(matches!(
+        resolve(&t, 0, &add_bf16),
+        Err(RuntimeError::Unsupported(_))
+    ));
+    let add = ComputeOp::Combine {
+        kind: CombineKind::Add,
+        acc: vec![v(8, &[0, 0], &[2, 100])],
+        part: vec![v(8, &[2, 0], &[2, 100])],
+    };
+    assert!(matches!(resolve(&t, 0, &add).unwrap(), ComputeLaunch::Add(p) if p.len() == 1));
+    let copy_cast = ComputeOp::Copy {
+        src: v(8, &[0, 0], &[1, 100]),
+        dst: v(1, &[0, 0], &[2, 48]),
+    };
+    assert!(resolve(&t, 0, &copy_cast).is_err());
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Joins our side of the side-by-side suite with the PyTorch baselines into one table.
+
+Inputs: `--ours FILE` (lines `id<TAB>ms<TAB>check<TAB>schedule`, written by scripts/gpu.sh's
+`suite` part, one per case run with mercury-run), and any number of `--baselines FILE` (the
+JSON of scripts/baselines/attention.py or gemm.py). Prints one markdown table: per case our time,
+each baseline's time, ours / best baseline as a speed ratio (> 1: we are faster), and the
+scaling efficiency against the single-GPU cuDNN time where the attention baselines measured it
+(t_1gpu / (world x ours)). Rows whose check failed say so. No third-party packages.
+
+    python3 scripts/suite_table.py --ours $OUT/suite-ours.tsv \
+        --baselines $OUT/attention-baselines.json --baselines $OUT/gemm-baselines.json
+"""
+import argparse
+import json
+import math
+
+
+def load_ours(path):
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 4 or parts[0].startswith("#"):
+                continue
+            cid, ms, check, sched = parts[:4]
+            try:
+                t = float(ms)
+            except ValueError:
+                t = math.nan
+            rows[cid] = {"ms": t, "check": check, "schedule": sched}
+    return rows
+
+
+def load_baselines(paths):
+    out, world = {}, None
+    for p in paths:
+        try:
+            with open(p) as f:
+                d = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"<!-- {p}: {e} -->")
+            continue
+        world = d.get("world_size", world)
+        for r in d.get("results", []):
+            if r.get("ms") is None or r.get("check") not in ("ok", None):
+                continue
+            out.setdefault(r["id"], {})[r["baseline"]] = r["ms"]
+    return out, world
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ours", required=True)
+    ap.add_argument("--baselines", action="append", default=[])
+    args = ap.parse_args()
+    ours = load_ours(args.ours)
+    base, world = load_baselines(args.baselines)
+    names = sorted({b for v in base.values() for b in v if b != "cudnn_1gpu"})
+    head = ["case", "schedule", "ours ms"] + [f"{n} ms" for n in names]
+    head += ["ours vs best baseline", "scaling eff."]
+    print("| " + " | ".join(head) + " |")
+    print("|" + " --- |" * len(head))
+    ratios = []
+    for cid in sorted(set(ours) | set(base)):
+        o = ours.get(cid, {})
+        b = base.get(cid, {})
+        t = o.get("ms", math.nan)
+        cells = [cid, o.get("schedule", "-"), f"{t:.3f}" if t == t else "-"]
+        cells += [f"{b[n]:.3f}" if n in b else "-" for n in names]
+        best = min((b[n] for n in names if n in b), default=None)
+        if best is not None and t == t and t > 0:
+            r = best / t
+            ratios.append(r)
+            cells.append(f"**{r:.2f}x**")
+        else:
+            cells.append("-")
+        one = b.get("cudnn_1gpu")
+        if one and world and t == t and t > 0:
+            cells.append(f"{100.0 * one / (world * t):.0f}%")
+        else:
+            cells.append("-")
+        if o.get("check", "ok") != "ok":
+            cells[0] += f" (check: {o['check']})"
+        print("| " + " | ".join(cells) + " |")
+    if ratios:
+        g = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"\ngeometric mean of ours vs best baseline over {len(ratios)} cases: {g:.3f}x; "
+              f"worst {min(ratios):.3f}x")
+
+
+if __name__ == "__main__":
+    main()

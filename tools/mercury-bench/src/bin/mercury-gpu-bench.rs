@@ -1,0 +1,249 @@
+//! `mercury-gpu-bench`: GPU checks and benchmarks of the CUDA backend (P0 executor
+//! self-checks, P1 GEMM patch vs cuBLAS, P2 attention patch, P3 RingAttention on virtual
+//! ranks). Prints one summary table at the end; with `--sdpa-json` (the output of
+//! `scripts/sdpa_baseline.py`) the attention rows get ratios against torch SDPA.
+//!
+//! Exit status: 0 when every check passed, 1 when a check failed, 2 when no GPU was usable.
+
+use mercury_bench::bench::{Bench, BenchOptions, BenchRow};
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: mercury-gpu-bench [--no-check] [--reps N] [--warmup N] [--seed N]
+       [--only P0,P1,P2,P2c,P3] [--device-kernels-ptx FILE] [--sdpa-json FILE] [--json-out FILE]
+       [--gemm-size N] [--ring-seq N] [--ring-ranks N]";
+
+struct Args {
+    opts: BenchOptions,
+    only: Vec<String>,
+    ptx: Option<String>,
+    sdpa: Option<String>,
+    json_out: Option<String>,
+    gemm_size: usize,
+    ring_seq: usize,
+    ring_ranks: usize,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        opts: BenchOptions::default(),
+        only: vec![
+            "P0".into(),
+            "P1".into(),
+            "P2".into(),
+            "P2C".into(),
+            "P3".into(),
+        ],
+        ptx: None,
+        sdpa: None,
+        json_out: None,
+        gemm_size: 8192,
+        ring_seq: 32768,
+        ring_ranks: 8,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = || {
+            it.next()
+                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+        };
+        let num = |v: String| v.parse::<usize>().map_err(|e| format!("{v}: {e}"));
+        match flag.as_str() {
+            "--no-check" => a.opts.check = false,
+            "--check" => a.opts.check = true,
+            "--reps" => a.opts.reps = num(val()?)?.max(1),
+            "--warmup" => a.opts.warmup = num(val()?)?,
+            "--seed" => a.opts.seed = num(val()?)? as u64,
+            "--only" => a.only = val()?.split(',').map(|s| s.trim().to_uppercase()).collect(),
+            "--device-kernels-ptx" => a.ptx = Some(val()?),
+            "--sdpa-json" => a.sdpa = Some(val()?),
+            "--json-out" => a.json_out = Some(val()?),
+            "--gemm-size" => a.gemm_size = num(val()?)?,
+            "--ring-seq" => a.ring_seq = num(val()?)?,
+            "--ring-ranks" => a.ring_ranks = num(val()?)?.max(1),
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    Ok(a)
+}
+
+/// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON.
+fn load_sdpa(path: &str) -> Result<BTreeMap<(String, String), f64>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+    let mut out = BTreeMap::new();
+    for r in v["results"].as_array().into_iter().flatten() {
+        if let (Some(id), Some(be), Some(ms)) =
+            (r["id"].as_str(), r["backend"].as_str(), r["ms"].as_f64())
+        {
+            out.insert((id.to_string(), be.to_string()), ms);
+        }
+    }
+    Ok(out)
+}
+
+fn find<'a>(rows: &'a [BenchRow], id: &str) -> Option<&'a BenchRow> {
+    rows.iter().find(|r| r.id == id && r.median_ms > 0.0)
+}
+
+fn main() -> ExitCode {
+    mercury_bench::init_logging();
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let ctx = match mercury_kernels::cuda::open_context(0) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mercury-gpu-bench: no usable GPU: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let name = ctx.name().unwrap_or_else(|_| "?".into());
+    let cc = ctx.compute_capability().unwrap_or((0, 0));
+    println!(
+        "device: {name} (sm_{}{}), seed {}",
+        cc.0, cc.1, args.opts.seed
+    );
+    let ptx = match &args.ptx {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("{p}: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let mut bench = match Bench::new(ctx, args.opts.clone(), ptx) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("mercury-gpu-bench: setup failed: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let want = |p: &str| args.only.iter().any(|o| o == p);
+    if want("P0") {
+        if let Err(e) = bench.p0_executor() {
+            bench.record_error("P0", &e);
+        }
+    }
+    if want("P1") {
+        if let Err(e) = bench.p1_gemm(args.gemm_size) {
+            bench.record_error("P1", &e);
+        }
+    }
+    if want("P2") {
+        if let Err(e) = bench.p2_attention() {
+            bench.record_error("P2", &e);
+        }
+    }
+    if want("P2C") {
+        if let Err(e) = bench.p2_cudnn() {
+            bench.record_error("P2c", &e);
+        }
+    }
+    if want("P3") {
+        if let Err(e) = bench.p3_ring(args.ring_ranks, args.ring_seq) {
+            bench.record_error("P3", &e);
+        }
+    }
+
+    let sdpa = match &args.sdpa {
+        Some(p) => match load_sdpa(p) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("warning: SDPA baselines not loaded: {e}");
+                BTreeMap::new()
+            }
+        },
+        None => BTreeMap::new(),
+    };
+    let rows = bench.rows().to_vec();
+    let mut failed = 0;
+    println!(
+        "\n==== summary (device kernels: {}) ====",
+        bench.device_kernels_origin()
+    );
+    println!(
+        "{:<36} {:>10} {:>9}  {:<28} check",
+        "case", "median ms", "TFLOP/s", "ratio"
+    );
+    for r in &rows {
+        if !r.pass {
+            failed += 1;
+        }
+        let mut ratio = String::new();
+        if r.id.starts_with("P1.patch") {
+            if let Some(d) = find(&rows, "P1.cublas_gemmex_bf16") {
+                if r.median_ms > 0.0 {
+                    ratio = format!("{:.3}x cuBLAS", d.median_ms / r.median_ms);
+                }
+            }
+        } else if let Some(case) =
+            r.id.strip_prefix("P2.")
+                .or_else(|| r.id.strip_prefix("P2c."))
+                .map(|c| {
+                    c.trim_end_matches(".acc")
+                        .trim_end_matches(".w8x16")
+                        .trim_end_matches(".w4x32")
+                })
+        {
+            let c = sdpa.get(&(case.to_string(), "CUDNN_ATTENTION".to_string()));
+            let f = sdpa.get(&(case.to_string(), "FLASH_ATTENTION".to_string()));
+            if r.median_ms > 0.0 {
+                if let Some(c) = c {
+                    ratio.push_str(&format!("{:.2}x cuDNN ", c / r.median_ms));
+                }
+                if let Some(f) = f {
+                    ratio.push_str(&format!("{:.2}x FA2", f / r.median_ms));
+                }
+            }
+        } else if r.id.starts_with("P3.") && !r.id.ends_with(".single_device") {
+            let base = r.id.trim_end_matches(".peers");
+            if let Some(s) = find(&rows, &format!("{base}.single_device")) {
+                if r.median_ms > 0.0 && s.median_ms > 0.0 {
+                    // Time ratio: the P3 goal is ring <= 1.10x the single-device time.
+                    ratio = format!("{:.3}x single-dev time", r.median_ms / s.median_ms);
+                }
+            }
+        }
+        let check: String = r.check.chars().take(150).collect();
+        println!(
+            "{:<36} {:>10.3} {:>9.1}  {:<28} {}{}",
+            r.id,
+            r.median_ms,
+            r.tflops,
+            ratio,
+            if r.pass { "" } else { "FAIL " },
+            check
+        );
+    }
+    println!(
+        "{} rows, {} failed; attention variant after P2: {}",
+        rows.len(),
+        failed,
+        bench.attention_variant().name()
+    );
+    if let Some(path) = &args.json_out {
+        let j = serde_json::json!({
+            "device_kernels": bench.device_kernels_origin(),
+            "rows": rows.iter().map(|r| serde_json::json!({
+                "id": r.id, "median_ms": r.median_ms, "min_ms": r.min_ms,
+                "tflops": r.tflops, "check": r.check, "pass": r.pass,
+            })).collect::<Vec<_>>(),
+        });
+        if let Err(e) = std::fs::write(path, j.to_string()) {
+            eprintln!("{path}: {e}");
+        }
+    }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

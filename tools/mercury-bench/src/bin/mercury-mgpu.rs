@@ -1,0 +1,264 @@
+//! `mercury-mgpu`: multi-GPU checks and link measurements of the CUDA backend.
+//!
+//! ```text
+//! mercury-mgpu info
+//! mercury-mgpu selfcheck [--devices N] [--alias K] [--transport peer|nccl|both]
+//!                        [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
+//! mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N]
+//!                    [--max-devices N] [--link copy|nccl] [--no-nccl]
+//!                    [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X]
+//! ```
+//!
+//! `selfcheck` runs the P0 executor self-checks with rank r on GPU r % N (default: every
+//! visible GPU) under the chosen transports, plus the NCCL checks one GPU can run; with
+//! `--alias K` rank r runs on device id r % K and every id on GPU 0 (the peer-copy paths on
+//! one GPU). `links` measures, per GPU and per pair of GPUs, what the transports reach (local
+//! copies, peer copies pulled and pushed, NCCL send/recv; 64 KiB to 1 GiB, fitted as latency +
+//! bytes / bandwidth), prints a table and writes a topology file (docs/topology.md). Exit status: 0 all passed, 1 a check failed or bad
+//! arguments, 2 no usable GPU. NCCL_NVLS_ENABLE=0 is set before NCCL starts.
+
+use mercury_bench::links::{self, LinkSource, Rates};
+use mercury_bench::mgpu::{self, Mode};
+use mercury_runtime::cuda::{nccl, placement::PeerMatrix};
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: mercury-mgpu info
+       mercury-mgpu selfcheck [--devices N] [--alias K] [--transport peer|nccl|both] [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
+       mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N] [--max-devices N] [--link copy|nccl] [--no-nccl] [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X]";
+
+fn value<T: std::str::FromStr>(
+    it: &mut impl Iterator<Item = String>,
+    flag: &str,
+) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    let v = it
+        .next()
+        .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+    v.parse::<T>().map_err(|e| format!("{flag} {v}: {e}"))
+}
+
+fn visible() -> Result<usize, String> {
+    mercury_kernels::cuda::probe(mercury_kernels::cuda::Library::Driver)
+        .map_err(|e| e.to_string())?;
+    // Opening device 0 initialises the driver.
+    mercury_kernels::cuda::open_context(0).map_err(|e| e.to_string())?;
+    cudarc::driver::CudaContext::device_count()
+        .map(|n| n.max(0) as usize)
+        .map_err(|e| e.to_string())
+}
+
+fn info() -> Result<bool, String> {
+    let n = visible()?;
+    let mut ctxs = Vec::new();
+    for i in 0..n {
+        let c = mercury_kernels::cuda::open_context(i).map_err(|e| e.to_string())?;
+        println!(
+            "GPU {i}: {} ({} MiB)",
+            c.name().unwrap_or_default(),
+            c.total_mem().unwrap_or(0) >> 20
+        );
+        ctxs.push(c);
+    }
+    let m = PeerMatrix::build(&(0..n).collect::<Vec<_>>(), |a, b| {
+        let mut can = 0i32;
+        // SAFETY: valid out-pointer; both devices exist.
+        let r = unsafe {
+            cudarc::driver::sys::cuDeviceCanAccessPeer(
+                &mut can,
+                ctxs[a].cu_device(),
+                ctxs[b].cu_device(),
+            )
+        };
+        r.result().is_ok() && can != 0
+    });
+    for a in 0..n {
+        let row: Vec<&str> = (0..n)
+            .map(|b| match m.link(a, b) {
+                mercury_runtime::cuda::placement::LinkClass::Local => "X",
+                mercury_runtime::cuda::placement::LinkClass::Peer => "P2P",
+                mercury_runtime::cuda::placement::LinkClass::Staged => "host",
+            })
+            .collect();
+        println!("peer access from GPU {a}: {}", row.join(" "));
+    }
+    match nccl::version() {
+        Ok((a, b, c)) => println!(
+            "NCCL {a}.{b}.{c}; NCCL_NVLS_ENABLE={}",
+            std::env::var("NCCL_NVLS_ENABLE").unwrap_or_default()
+        ),
+        Err(e) => println!("NCCL: {e}"),
+    }
+    Ok(true)
+}
+
+fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
+    let mut devices: Option<usize> = None;
+    let mut alias: Option<usize> = None;
+    let mut modes = vec![Mode::Peer, Mode::Nccl];
+    let mut ptx: Option<String> = None;
+    let mut seed: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let mut single = true;
+    while let Some(f) = it.next() {
+        match f.as_str() {
+            "--devices" => devices = Some(value(&mut it, &f)?),
+            "--alias" => alias = Some(value(&mut it, &f)?),
+            "--transport" => {
+                let v: String = value(&mut it, &f)?;
+                modes = match v.as_str() {
+                    "peer" => vec![Mode::Peer],
+                    "nccl" => vec![Mode::Nccl],
+                    "both" => vec![Mode::Peer, Mode::Nccl],
+                    _ => return Err(format!("--transport {v}: peer, nccl or both")),
+                }
+            }
+            "--device-kernels-ptx" => ptx = Some(value(&mut it, &f)?),
+            "--seed" => seed = value(&mut it, &f)?,
+            "--no-nccl-single" => single = false,
+            _ => return Err(format!("unknown argument {f}\n{USAGE}")),
+        }
+    }
+    // NVLink multicast off before anything can start NCCL.
+    for note in nccl::prepare_env() {
+        println!("env: {note}");
+    }
+    let n = visible()?;
+    let ptx = mgpu::device_kernels_ptx(ptx.as_deref()).map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    match alias {
+        Some(k) => {
+            println!("selfcheck: device ids 0..{k} all on GPU 0 (peer-copy paths on one GPU)");
+            for m in &modes {
+                rows.extend(mgpu::placed_selfchecks(
+                    &ptx,
+                    k.max(1),
+                    Some(vec![0; k.max(1)]),
+                    *m,
+                    seed,
+                ));
+            }
+        }
+        None => {
+            let d = devices.unwrap_or(n).clamp(1, n);
+            println!("selfcheck: rank r on GPU r % {d} ({n} visible)");
+            for m in &modes {
+                rows.extend(mgpu::placed_selfchecks(&ptx, d, None, *m, seed));
+            }
+        }
+    }
+    if single {
+        rows.extend(mgpu::nccl_checks(&ptx, seed ^ 0x5eed));
+    }
+    Ok(mgpu::print_rows(&rows))
+}
+
+fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
+    let mut out: Option<String> = None;
+    let mut name: Option<String> = None;
+    let mut min_kib: usize = 64;
+    let mut max_mib: usize = 1024;
+    let mut opts = links::MeasureOptions::default();
+    let mut source = LinkSource::Copy;
+    let mut rates = Rates::default();
+    let mut rates_given = false;
+    while let Some(f) = it.next() {
+        match f.as_str() {
+            "--out" => out = Some(value(&mut it, &f)?),
+            "--name" => name = Some(value(&mut it, &f)?),
+            "--min-kib" => min_kib = value(&mut it, &f)?,
+            // `--mib` is the older name (one size then; the largest now).
+            "--max-mib" | "--mib" => max_mib = value(&mut it, &f)?,
+            "--reps" => opts.reps = value(&mut it, &f)?,
+            "--max-devices" => opts.max_devices = Some(value(&mut it, &f)?),
+            "--no-nccl" => opts.nccl = false,
+            "--link" => {
+                let v: String = value(&mut it, &f)?;
+                source = match v.as_str() {
+                    "copy" => LinkSource::Copy,
+                    "nccl" => LinkSource::Nccl,
+                    _ => return Err(format!("--link {v}: copy or nccl")),
+                }
+            }
+            "--gemm-tflops" => {
+                rates.gemm_tflops = value(&mut it, &f)?;
+                rates_given = true;
+            }
+            "--attention-tflops" => {
+                rates.attention_tflops = value(&mut it, &f)?;
+                rates_given = true;
+            }
+            "--attention-causal-tflops" => {
+                rates.attention_causal_tflops = value(&mut it, &f)?;
+                rates_given = true;
+            }
+            _ => return Err(format!("unknown argument {f}\n{USAGE}")),
+        }
+    }
+    if rates_given {
+        rates.origin = "given on the command line (mercury-mgpu links --gemm-tflops ...), not measured by this tool".into();
+    }
+    let (lo, hi) = (min_kib.max(1) << 10, max_mib.max(1) << 20);
+    if lo > hi {
+        return Err(format!(
+            "--min-kib {min_kib} is above --max-mib {max_mib}\n{USAGE}"
+        ));
+    }
+    opts.sizes = links::sizes(lo, hi);
+    nccl::prepare_env();
+    visible()?;
+    let r = links::measure(&opts).map_err(|e| e.to_string())?;
+    let n = r.devices.len();
+    let name = name.unwrap_or_else(|| {
+        format!(
+            "measured-{}-1x{n}",
+            r.devices[0]
+                .name
+                .to_lowercase()
+                .replace("nvidia ", "")
+                .replace(' ', "-")
+        )
+    });
+    let text = links::topology_toml(&r, &name, &rates, source);
+    if n == 1 {
+        println!(
+            "links: one GPU visible: only the device-to-device copy was measured (no peer link)"
+        );
+    }
+    print!("{}", links::table(&r));
+    println!();
+    print!("{text}");
+    if let Some(p) = out {
+        std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
+        println!("# written to {p}");
+    }
+    Ok(true)
+}
+
+fn main() -> ExitCode {
+    mercury_bench::init_logging();
+    let mut it = std::env::args().skip(1);
+    let r = match it.next().as_deref() {
+        Some("info") => info(),
+        Some("selfcheck") => selfcheck(it),
+        Some("links") => links_cmd(it),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(1);
+        }
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("mercury-mgpu: {e}");
+            if e.contains("driver") || e.contains("GPU") || e.contains("libcuda") {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
