@@ -1,7 +1,10 @@
 //! `parallelize{axis=i level=L}`: distributes the iterations of the loop over `i` across mesh
 //! level L (the loop needs exactly as many iterations as the level has devices: tile first).
-//! Default placement: every buffer indexed by the axis becomes sharded over L along that
-//! dimension; the others stay as they are (replicated unless placed otherwise). With
+//! Default placement: every input and temporary buffer indexed by the axis becomes sharded over
+//! L along that dimension; the others stay as they are (replicated unless placed otherwise).
+//! Outputs (`out`, `inout`) keep their declared placement, a contract with the caller: each
+//! rank computes the tiles its loops give it and the lowering delivers them as declared (a
+//! final gather or point-to-point delivery, in the plan and so priced by the cost model). With
 //! `placement=zigzag` (or `striped(B)`) level L splits those dimensions that way (head-tail
 //! chunks for load-balanced causal attention).
 
@@ -95,6 +98,9 @@ impl KernelPass for Parallelize {
         f.set_parallel(level as i64);
         if self.shard {
             for mut op in buffers_mut(k.body_mut(0)) {
+                if is_output(&op) {
+                    continue;
+                }
                 let d = dims(&op);
                 let mut p = placement(&op);
                 for (di, b) in d.iter().enumerate() {

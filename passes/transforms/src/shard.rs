@@ -82,6 +82,7 @@ impl KernelPass for Shard {
             }
         }
         let p = Placement::new(p.levels, p.splits);
+        keep_output_contract("shard", buf, &p)?;
         mercury_commir::model::check_placement(&self.buffer, &p, &m.shape(buf), &m.mesh)
             .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("shard: {e}")))?;
         let k = kernel_mut(module, &m.name);

@@ -86,6 +86,51 @@ pub fn sharding(op: &BufferOp<&mut Operation>) -> Vec<Vec<usize>> {
 }
 
 /// Sets the mesh levels of a buffer op's placement; the levels it keeps keep their splits.
+/// Whether the buffer is an output (`out` or `inout`), whose declared placement is a contract.
+pub fn is_output(op: &BufferOp<&mut Operation>) -> bool {
+    matches!(
+        op.read_role(),
+        Ok(Some(
+            mercury_commir::Role::Out | mercury_commir::Role::InOut
+        ))
+    )
+}
+
+/// Refuses to change the declared placement of output `b` (`out`, `inout`) from `from` to
+/// `to`: a located error naming the buffer and both placements. Inputs and temporaries pass.
+pub fn keep_output_contract(
+    pass: &str,
+    b: &mercury_commir::Buffer,
+    to: &Placement,
+) -> Result<(), Diagnostic> {
+    let from = b.placement();
+    if !matches!(
+        b.role,
+        mercury_commir::Role::Out | mercury_commir::Role::InOut
+    ) || from == *to
+    {
+        return Ok(());
+    }
+    Err(Diagnostic::error(
+        b.loc.clone(),
+        format!(
+            "{pass}: '@{}' is an output declared as {}; this would deliver it as {} instead (an output's declared placement is a contract: the schedule computes it where its loops put it and delivers it as declared; to compute it elsewhere, reshard it at the start and back at the end)",
+            b.name,
+            describe(&from),
+            describe(to)
+        ),
+    ))
+}
+
+/// A placement as the user writes it on a buffer (`sharding [R, S(0)]`, or `replicated`).
+pub fn describe(p: &Placement) -> String {
+    if p.levels.iter().all(Vec::is_empty) {
+        "replicated (no sharding)".to_string()
+    } else {
+        format!("'sharding {}'", p.to_custom())
+    }
+}
+
 pub fn set_sharding(op: &mut BufferOp<&mut Operation>, s: &[Vec<usize>]) {
     let p = Placement::new(s.to_vec(), placement(op).splits);
     set_placement(op, &p);

@@ -67,6 +67,9 @@ pub struct Compiled {
     pub scheduled: Operation,
     pub reference: Operation,
     pub kernel: String,
+    /// The kernel as the input declares it (before scheduling): its outputs' placements are
+    /// what `--check` holds each rank to.
+    pub declared: mercury_commir::Kernel,
 }
 
 fn diag(d: Diagnostic) -> Failure {
@@ -126,10 +129,15 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
     })?;
     let mut scheduled = module.clone();
     pm.run(&mut scheduled, &compiler.registry).map_err(diag)?;
+    let declared = kernels
+        .into_iter()
+        .find(|k| k.name == kernel)
+        .expect("the kernel was chosen from this list");
     Ok(Compiled {
         scheduled,
         reference: single_device(&module),
         kernel,
+        declared,
     })
 }
 
