@@ -33,7 +33,7 @@ commir.kernel @attn on @m {
 // the output, declared replicated, delivered to every rank in one last stage.
 // RING: // comm-plan @attn: mesh [4], 4 ranks, 7 stages
 // RING: //   @K: ring p2p, 12 ops in 3 stages
-// RING: //   @O: ring p2p, 12 ops in 1 stages
+// RING: //   @O: p2p (output delivery), 12 ops in 1 stages
 // RING: //   @V: permute p2p (reshard), {{[0-9]+}} ops in 1 stages
 // RING: //   @V: ring p2p, 12 ops in 3 stages
 // RING: //   @Q: placed [R, S(zigzag(0)), R]

@@ -46,16 +46,29 @@ impl RankHolding {
 /// Each rank's output pieces (`held`, from [`crate::cpu::execute_pieces`]) against its declared
 /// part of each output and against the reference outputs `want` (full tensors by name,
 /// row-major). One row per (output, rank), outputs in the order given.
+///
+/// Pieces are regions of the plan's buffer (`plan_shape`), which may merge adjacent declared
+/// dimensions (a `join`): positions are compared through their row-major element index.
+/// `Err` when an output's plan shape holds another number of elements than declared.
 pub fn per_rank(
     declared: &[DeclaredOutput],
+    plan_shapes: &HashMap<String, Vec<usize>>,
     held: &[HeldPiece],
     want: &HashMap<String, Vec<f64>>,
-) -> Vec<RankHolding> {
+) -> Result<Vec<RankHolding>, String> {
     let mut out = Vec::new();
     for b in declared {
         let Some(w) = want.get(&b.name) else {
             continue;
         };
+        let plan_shape = plan_shapes.get(&b.name).unwrap_or(&b.shape);
+        let numel: usize = b.shape.iter().product();
+        if plan_shape.iter().product::<usize>() != numel || w.len() != numel {
+            return Err(format!(
+                "output '@{}' is declared {:?} but the plan holds it as {:?}",
+                b.name, b.shape, plan_shape
+            ));
+        }
         for (r, runs) in b.runs.iter().enumerate() {
             // Per dimension, which positions are the rank's.
             let mine: Vec<Vec<bool>> = b
@@ -78,11 +91,18 @@ pub fn per_rank(
             let (mut held_in, mut outside) = (0, 0);
             let (mut num, mut den, mut bad) = (0.0, 0.0, false);
             for p in held.iter().filter(|p| p.rank == r && p.buffer == b.name) {
-                for_each_position(&b.shape, &p.region, |i, flat, pos| {
+                let mut pos = vec![0; b.shape.len()];
+                for_each_position(plan_shape, &p.region, |i, flat| {
                     if seen[flat] {
                         return;
                     }
                     seen[flat] = true;
+                    // The declared position of the element.
+                    let mut rest = flat;
+                    for d in (0..pos.len()).rev() {
+                        pos[d] = rest % b.shape[d];
+                        rest /= b.shape[d];
+                    }
                     if pos.iter().enumerate().all(|(d, x)| mine[d][*x]) {
                         held_in += 1;
                     } else {
@@ -109,21 +129,21 @@ pub fn per_rank(
             });
         }
     }
-    out
+    Ok(out)
 }
 
-/// Calls `f(i, flat, position)` for the elements of `region` of a row-major tensor of `shape`,
-/// `i` counting them row-major over the region.
+/// Calls `f(i, flat)` for the elements of `region` of a row-major tensor of `shape` (`flat`:
+/// the element's index in the tensor), `i` counting them row-major over the region.
 fn for_each_position(
     shape: &[usize],
     region: &mercury_plan::Region,
-    mut f: impl FnMut(usize, usize, &[usize]),
+    mut f: impl FnMut(usize, usize),
 ) {
     let total: usize = region.extent.iter().product();
     let mut pos = region.offset.clone();
     for i in 0..total {
         let flat = pos.iter().zip(shape).fold(0, |acc, (p, s)| acc * s + p);
-        f(i, flat, &pos);
+        f(i, flat);
         // The next position, the last dimension fastest.
         for d in (0..pos.len()).rev() {
             pos[d] += 1;
@@ -178,6 +198,10 @@ commir.kernel @rs on @m {{
         }]
     }
 
+    fn shapes() -> HashMap<String, Vec<usize>> {
+        HashMap::from([("C".to_string(), vec![16])])
+    }
+
     const SCHED: &str = "tile{axis=i factor=4 outer=i0 inner=i_t}\nparallelize{axis=i0 level=0}\n";
 
     #[test]
@@ -194,7 +218,7 @@ commir.kernel @rs on @m {{
         let want = assemble(&reference, &execute_pieces(&reference, &inputs).unwrap());
         let held = execute_pieces(&plan, &inputs).unwrap();
         // Against its own declaration: every rank holds its 4 rows.
-        let rows = per_rank(&declared(true), &held, &want);
+        let rows = per_rank(&declared(true), &shapes(), &held, &want).unwrap();
         assert_eq!(rows.len(), 4);
         assert!(
             rows.iter().all(|h| h.ok(1e-9) && h.declared == 4),
@@ -202,7 +226,7 @@ commir.kernel @rs on @m {{
         );
         // The same plan against a replicated declaration: the union is complete, but each
         // rank holds a quarter of what it must.
-        let rows = per_rank(&declared(false), &held, &want);
+        let rows = per_rank(&declared(false), &shapes(), &held, &want).unwrap();
         assert!(rows
             .iter()
             .all(|h| !h.ok(1e-9) && h.held == 4 && h.declared == 16));
@@ -210,7 +234,7 @@ commir.kernel @rs on @m {{
         let mut poisoned = held.clone();
         let p = poisoned.iter_mut().find(|p| p.rank == 2).unwrap();
         p.values[0] += 1.0;
-        let rows = per_rank(&declared(true), &poisoned, &want);
+        let rows = per_rank(&declared(true), &shapes(), &poisoned, &want).unwrap();
         let failed: Vec<usize> = rows
             .iter()
             .filter(|h| !h.ok(1e-9))
@@ -222,7 +246,7 @@ commir.kernel @rs on @m {{
         let mut stray = extra.iter().find(|p| p.rank == 1).unwrap().clone();
         stray.rank = 0;
         extra.push(stray);
-        let rows = per_rank(&declared(true), &extra, &want);
+        let rows = per_rank(&declared(true), &shapes(), &extra, &want).unwrap();
         assert_eq!(rows[0].outside, 4);
         assert!(!rows[0].ok(1e-9));
     }
@@ -240,7 +264,7 @@ commir.kernel @rs on @m {{
         let reference = c.compile("rs.mlir", &text, &Schedule::default()).unwrap();
         let want = assemble(&reference, &execute_pieces(&reference, &inputs).unwrap());
         let held = execute_pieces(&plan, &inputs).unwrap();
-        let rows = per_rank(&declared(false), &held, &want);
+        let rows = per_rank(&declared(false), &shapes(), &held, &want).unwrap();
         assert!(
             rows.iter().all(|h| h.ok(1e-9) && h.declared == 16),
             "{rows:?}"

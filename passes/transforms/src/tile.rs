@@ -116,6 +116,44 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
             ),
         ));
     }
+    // A tile of an axis bound after another in one dimension (the query heads `@hk * @g` of
+    // grouped-query attention) is a contiguous box only when the axes before it are iterated
+    // around the access (or span one position).
+    let mut split = None;
+    m.walk(&mut |s, loops| {
+        let acc = match s {
+            mercury_commir::Stmt::Load { access, .. }
+            | mercury_commir::Stmt::Reduce { access, .. }
+            | mercury_commir::Stmt::Store { access, .. } => access,
+            _ => return,
+        };
+        let Some(buf) = m.buffer(&acc.buffer) else {
+            return;
+        };
+        for (d, b) in buf.dims.iter().enumerate() {
+            let DimBinding::Axes(ax) = b else { continue };
+            let Some(p) = ax.iter().position(|x| *x == t.axis) else {
+                continue;
+            };
+            for a in &ax[..p] {
+                let whole =
+                    m.axis(a).is_some_and(|x| x.extent > 1) && !loops.iter().any(|l| l.axis == *a);
+                if whole && split.is_none() {
+                    split = Some((acc.loc.clone(), buf.name.clone(), d, a.clone()));
+                }
+            }
+        }
+    });
+    if let Some((l, b, d, a)) = split {
+        let ext = m.axis(&a).map_or(0, |x| x.extent);
+        return Err(Diagnostic::error(
+            l,
+            format!(
+                "tile: cannot tile '@{}' while '@{a}' (extent {ext}) is a whole-range axis before it in dimension {d} of '@{b}': a tile of '@{}' would not be a contiguous block of that dimension (tile '@{a}' into a loop first, e.g. parallelize it, or join the two axes)",
+                t.axis, t.axis
+            ),
+        ));
+    }
     let kind = axis.kind;
     let body = k.body_mut(0);
     let pos = axis_position(body, &t.axis).expect("axis op");

@@ -49,7 +49,13 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<(), Failure> {
         // Each rank holds exactly its shard of every output as the input declares it.
         let declared = check::declared_outputs(&c.declared, plan.num_ranks())
             .map_err(|e| Failure::Check(format!("mercury-run: check failed: {e}")))?;
-        let ranks = mercury_runtime::check::per_rank(&declared, &held, &want);
+        let plan_shapes = plan
+            .buffers
+            .iter()
+            .map(|b| (b.name.clone(), b.shape.clone()))
+            .collect();
+        let ranks = mercury_runtime::check::per_rank(&declared, &plan_shapes, &held, &want)
+            .map_err(|e| Failure::Check(format!("mercury-run: check failed: {e}")))?;
         for (name, rows) in group_by_buffer(&ranks) {
             let failed: Vec<&mercury_runtime::check::RankHolding> =
                 rows.iter().copied().filter(|h| !h.ok(tol)).collect();
