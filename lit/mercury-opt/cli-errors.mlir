@@ -2,16 +2,25 @@
 // everything else 1; tools/mercury-opt/tests/cli.rs checks the exact codes).
 // RUN: not %mercury-opt --no-such-flag %s 2>&1 | FileCheck %s --check-prefix=UNKNOWN-FLAG
 // UNKNOWN-FLAG: error: unexpected argument '--no-such-flag' found
+// Pipeline errors are located in the pipeline text (<pass-pipeline>:line:col, with a caret).
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(no-such-pass)' %s 2>&1 | FileCheck %s --check-prefix=UNKNOWN-PASS
-// UNKNOWN-PASS: mercury-opt: error: invalid --pass-pipeline 'builtin.module(no-such-pass)': 'no-such-pass' does not refer to a registered pass (see --list-passes)
+// UNKNOWN-PASS: <pass-pipeline>:1:16: error: 'no-such-pass' does not refer to a registered pass (see --list-passes)
+// UNKNOWN-PASS-NEXT: builtin.module(no-such-pass)
+// UNKNOWN-PASS-NEXT: {{^               \^$}}
+// RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalise)' %s 2>&1 | FileCheck %s --check-prefix=TYPO-PASS
+// TYPO-PASS: <pass-pipeline>:1:16: error: 'canonicalise' does not refer to a registered pass; did you mean 'canonicalize'? (see --list-passes)
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize' %s 2>&1 | FileCheck %s --check-prefix=UNCLOSED
-// UNCLOSED: mercury-opt: error: invalid --pass-pipeline 'builtin.module(canonicalize': missing ')' at the end of the pipeline
+// UNCLOSED: <pass-pipeline>:1:15: error: missing ')' to close 'builtin.module'
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize{x=1)' %s 2>&1 | FileCheck %s --check-prefix=UNCLOSED-OPTS
-// UNCLOSED-OPTS: mercury-opt: error: invalid --pass-pipeline {{.*}}: missing '}' after options of 'canonicalize'
+// UNCLOSED-OPTS: <pass-pipeline>:1:28: error: missing '}' to close the options of 'canonicalize'
+// RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize{x=1,symbol-dce{})' %s 2>&1 | FileCheck %s --check-prefix=SWALLOWED
+// SWALLOWED: <pass-pipeline>:1:28: error: missing '}' to close the options of 'canonicalize' (a '{' follows at column 43)
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize symbol-dce)' %s 2>&1 | FileCheck %s --check-prefix=NO-COMMA
-// NO-COMMA: mercury-opt: error: invalid --pass-pipeline {{.*}}: expected ',' after pass 'canonicalize', found 's'
+// NO-COMMA: <pass-pipeline>:1:29: error: expected ',' after pass 'canonicalize', found 's'
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize{x=1})' %s 2>&1 | FileCheck %s --check-prefix=BAD-OPTION
-// BAD-OPTION: mercury-opt: error: invalid --pass-pipeline {{.*}}: pass 'canonicalize' has no option 'x' (it takes none)
+// BAD-OPTION: <pass-pipeline>:1:29: error: pass 'canonicalize' has no option 'x' (it takes none)
+// RUN: not %mercury-opt --pass-pipeline='builtin.module(tile{axis=i, factor=4})' %s 2>&1 | FileCheck %s --check-prefix=COMMAS
+// COMMAS: <pass-pipeline>:1:27: error: options of 'tile' are separated by spaces, not commas: {k1=v1 k2=v2}
 // RUN: not %mercury-opt --canonicalize=x=1 %s 2>&1 | FileCheck %s --check-prefix=BAD-FLAG-OPTION
 // BAD-FLAG-OPTION: mercury-opt: error: pass 'canonicalize' has no option 'x' (it takes none)
 // RUN: not %mercury-opt '--canonicalize=a}b{' %s 2>&1 | FileCheck %s --check-prefix=GARBLED-FLAG-OPTION

@@ -1,5 +1,8 @@
+// REQUIRES: mercury-run
 // RUN: %mercury-opt --join="outer=b inner=h" %s | FileCheck %s
 // RUN: %mercury-opt --join="outer=b inner=h" --split-input-file --verify-diagnostics %S/Inputs/join-invalid.mlir
+// RUN: %mercury-opt --pass-pipeline='builtin.module(join{outer=b inner=h}, tile{axis=b_h factor=8 outer=p inner=pt}, parallelize{axis=p level=0})' %S/Inputs/join-pairs.mlir | FileCheck %s --check-prefix=PAIRS
+// RUN: %mercury-run %S/Inputs/join-pairs.mlir --pass-pipeline='builtin.module(join{outer=b inner=h}, tile{axis=b_h factor=8 outer=p inner=pt}, parallelize{axis=p level=0})' --backend cpu --check --seed 2 | FileCheck %s --check-prefix=PAIRSCHK
 
 commir.mesh @m shape [8]
 commir.kernel @attn on @m {
@@ -22,3 +25,11 @@ commir.kernel @attn on @m {
 // CHECK-NOT: commir.axis @h
 // CHECK:     commir.buffer @Q : [@b_h, @i, 4] f32 in
 // CHECK:     %q = commir.load @Q[@b_h, @i] : !commir.tile<f32>
+
+// Joined axes keep the smallest block of the inner one (here none): 2 batches x 4 heads go
+// one (batch, head) pair per rank over 8 ranks.
+// PAIRS: commir.axis @p = 8 spatial
+// PAIRS-NEXT: commir.axis @pt = 1 spatial{{$}}
+// PAIRS: commir.for @p parallel(0) {
+// PAIRSCHK: check @O: every rank holds its shard as declared
+// PAIRSCHK: check @O: relative error {{.*}} ok

@@ -24,7 +24,7 @@ commir.kernel @k on @m {
   commir.axis @i = 4 spatial
   commir.buffer @A : [@i] f32 in
   commir.buffer @C : [@i] f32 out
-  // expected-error@+1 {{parallel loop '@i' has 4 iterations but mesh level 0 has 2 devices (tile first)}}
+  // expected-error@+1 {{parallelize: the loop over '@i' has 4 iterations but mesh level 0 has 2 devices (tile it by 2 first)}}
   commir.for @i {
     %a = commir.load @A[@i] : !commir.tile<f32>
     commir.store %a into @C[@i] : !commir.tile<f32>
@@ -37,7 +37,7 @@ commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 4 reduction
   commir.buffer @A : [@i] f32 in
-  // expected-error@+1 {{cannot parallelize '@i': it is a plain reduction axis}}
+  // expected-error@+1 {{parallelize: cannot distribute '@i': it is a plain reduction axis}}
   commir.for @i {
     %a = commir.load @A[@i] : !commir.tile<f32>
   }

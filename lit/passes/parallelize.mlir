@@ -13,8 +13,9 @@ commir.kernel @ws on @m {
   commir.reduce add %c into @C[@i] : !commir.tile<f32>
 }
 
-// Buffers indexed by the distributed axis become sharded over the level; B stays replicated.
+// Inputs indexed by the distributed axis become sharded over the level; B stays replicated.
+// The output keeps its declared placement (replicated): its rows are delivered at the end.
 // CHECK: commir.buffer @A : [@i_o * @i_i, @j] f32 in sharding [S(0), R]
 // CHECK: commir.buffer @B : [@j] f32 in
-// CHECK: commir.buffer @C : [@i_o * @i_i] f32 out sharding [S(0)]
+// CHECK: commir.buffer @C : [@i_o * @i_i] f32 out{{$}}
 // CHECK: commir.for @i_o parallel(0) {

@@ -24,19 +24,22 @@ commir.kernel @attn on @m {
 // parallelize{placement=zigzag}: the buffers the axis indexes are split head-tail over level 0.
 // PAR: commir.buffer @Q : [@h, @i0 * @i_t, 4] f32 in sharding [R, S(zigzag(0)), R]
 // PAR: commir.buffer @K : [@h, @j, 4] f32 in
-// PAR: commir.buffer @O : [@h, @i0 * @i_t, 4] f32 out sharding [R, S(zigzag(0)), R]
+// The output is declared replicated, a contract: it stays so and is gathered at the end.
+// PAR: commir.buffer @O : [@h, @i0 * @i_t, 4] f32 out{{$}}
 // PAR: commir.for @i0 parallel(0) {
 
 // A ring over zigzag queries and keys and striped values: 3 transfer stages on 4 GPUs, and
-// the values (striped, not aligned with the keys' zigzag order) permuted once at the start.
-// RING: // comm-plan @attn: mesh [4], 4 ranks, 6 stages
+// the values (striped, not aligned with the keys' zigzag order) permuted once at the start;
+// the output, declared replicated, delivered to every rank in one last stage.
+// RING: // comm-plan @attn: mesh [4], 4 ranks, 7 stages
 // RING: //   @K: ring p2p, 12 ops in 3 stages
+// RING: //   @O: p2p (output delivery), 12 ops in 1 stages
 // RING: //   @V: permute p2p (reshard), {{[0-9]+}} ops in 1 stages
 // RING: //   @V: ring p2p, 12 ops in 3 stages
 // RING: //   @Q: placed [R, S(zigzag(0)), R]
 // RING: //   @K: placed [R, S(zigzag(0)), R]
 // RING: //   @V: placed [R, S(striped(0, 2)), R]
-// RING: //   @O: placed [R, S(zigzag(0)), R]
+// RING-NOT: //   @O: placed
 // RING: //   causal attention work: busiest rank 1.00x the mean, 1.00x in the worst stage
 // RING: commir.buffer @V : [@h, @j0 * @j_t, 4] f32 in sharding [R, S(striped(0, 2)), R]
 
@@ -49,4 +52,4 @@ commir.kernel @attn on @m {
 
 // BADOPT: option 'placement': a placement is block, zigzag or striped(B), got 'spiral'
 
-// BADSHARD: placement.mlir:[[@LINE-38]]:3: error: shard: dimension 1 of '@K' (size 32): 32 positions do not divide into rounds of 4 striped blocks of 16 of mesh level 0
+// BADSHARD: placement.mlir:[[@LINE-41]]:3: error: shard: dimension 1 of '@K' (size 32): 32 positions do not divide into rounds of 4 striped blocks of 16 of mesh level 0

@@ -8,7 +8,7 @@ commir.kernel @ws on @m {
   commir.axis @j = 32 managed
   commir.buffer @A : [@i, @j] f32 in
   commir.buffer @B : [@j] f32 in
-  commir.buffer @C : [@i] f32 out
+  commir.buffer @C : [@i] f32 out sharding [S(0)]
   %a = commir.load @A[@i, @j] : !commir.tile<f32>
   %b = commir.load @B[@j] : !commir.tile<f32>
   %c = commir.patch "gemm" (%a, %b) : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>

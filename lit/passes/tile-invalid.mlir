@@ -20,16 +20,6 @@ commir.kernel @k on @m {
 
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
-  // expected-error@+1 {{tile: the name '@i_o' is already taken}}
-  commir.axis @i = 64 spatial
-  commir.axis @i_o = 2 spatial
-  commir.buffer @A : [@i, @i_o] f32 in
-}
-
-// -----
-
-commir.mesh @m shape [4]
-commir.kernel @k on @m {
   commir.axis @i = 64 spatial
   commir.axis @p = 4 spatial
   commir.buffer @A : [@i] f32 in

@@ -377,6 +377,43 @@ pub fn execute(
     plan: &Plan,
     inputs: &HashMap<String, Vec<f64>>,
 ) -> Result<HashMap<String, Vec<f64>>, ExecError> {
+    Ok(assemble(plan, &execute_pieces(plan, inputs)?))
+}
+
+/// The outputs by name, assembled from the pieces the ranks hold (a later rank's piece over
+/// an earlier one's); elements no piece provides are NaN.
+pub fn assemble(plan: &Plan, held: &[HeldPiece]) -> HashMap<String, Vec<f64>> {
+    let mut out = HashMap::new();
+    for b in plan.buffers.iter().filter(|b| b.role == Role::Output) {
+        let mut full = vec![f64::NAN; b.shape.iter().product()];
+        for p in held.iter().filter(|p| p.buffer == b.name) {
+            scatter(&mut full, &b.shape, &p.region, &p.values);
+        }
+        out.insert(b.name.clone(), full);
+    }
+    out
+}
+
+/// One output piece a rank holds after a run: the region of the global output buffer it
+/// covers (row-major, in the buffer's element positions) and its values.
+#[derive(Debug, Clone)]
+pub struct HeldPiece {
+    /// The rank that holds it.
+    pub rank: usize,
+    /// The output buffer's name.
+    pub buffer: String,
+    /// Where in the global buffer.
+    pub region: mercury_plan::Region,
+    /// The values, row-major over `region`.
+    pub values: Vec<f64>,
+}
+
+/// Runs `plan` on `inputs` (full tensors by buffer name, row-major) and returns every output
+/// piece each rank holds, rank by rank (what `--check` compares with the declared placement).
+pub fn execute_pieces(
+    plan: &Plan,
+    inputs: &HashMap<String, Vec<f64>>,
+) -> Result<Vec<HeldPiece>, ExecError> {
     verify(plan)?;
     for b in plan.buffers.iter().filter(|b| b.role == Role::Input) {
         match inputs.get(&b.name) {
@@ -486,23 +523,18 @@ pub fn execute(
             run_collective(plan, &mut mem, &group, &ops).map_err(serr)?;
         }
     }
-    let mut out = HashMap::new();
-    for (bi, b) in plan
-        .buffers
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| b.role == Role::Output)
-    {
-        let mut full = vec![f64::NAN; b.shape.iter().product()];
-        for r in &plan.ranks {
-            for p in r.outputs.iter().filter(|p| p.buffer == bi) {
-                let vals = mem.read(plan, r.rank, &p.src);
-                scatter(&mut full, &b.shape, &p.region, &vals);
-            }
+    let mut held = Vec::new();
+    for r in &plan.ranks {
+        for p in &r.outputs {
+            held.push(HeldPiece {
+                rank: r.rank,
+                buffer: plan.buffers[p.buffer].name.clone(),
+                region: p.region.clone(),
+                values: mem.read(plan, r.rank, &p.src),
+            });
         }
-        out.insert(b.name.clone(), full);
     }
-    Ok(out)
+    Ok(held)
 }
 
 /// Fresh random inputs in [-1, 1) for every input buffer of a plan.

@@ -4,6 +4,7 @@
 // Bookkeeping maps keyed by (buffer, tile) read clearer spelled out than behind aliases.
 #![allow(clippy::type_complexity)]
 
+pub mod check;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

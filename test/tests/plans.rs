@@ -67,7 +67,10 @@ fn plan_json(example: &str, schedule: Option<&str>) -> Result<String, Diagnostic
         Some("shift-shard") => Schedule::shift_shard(),
         Some(script) => {
             let path = repo().join("examples/schedules").join(script);
-            Schedule::script(&std::fs::read_to_string(path).expect("schedule"))
+            Schedule {
+                script_name: Some(format!("examples/schedules/{script}")),
+                ..Schedule::script(&std::fs::read_to_string(path).expect("schedule"))
+            }
         }
     };
     let plan = Compiler::new().compile(example, &text, &schedule)?;

@@ -1,10 +1,11 @@
 //! Passes, the pass registry, the textual pipeline `builtin.module(p1{k=v k2=w},p2)` and the
 //! pass manager.
 
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, Location, SourceFile};
 use crate::ir::Operation;
 use crate::registry::Registry;
 use indexmap::IndexMap;
+use std::sync::Arc;
 
 /// One option a pass accepts.
 #[derive(Debug, Clone, Copy)]
@@ -27,8 +28,11 @@ impl PassOptions {
         for (k, v) in pairs {
             if !info.options.iter().any(|o| o.name == k) {
                 let known: Vec<&str> = info.options.iter().map(|o| o.name).collect();
+                let hint = did_you_mean(k, known.iter().copied())
+                    .map(|m| format!("; did you mean '{m}'?"))
+                    .unwrap_or_default();
                 return Err(format!(
-                    "pass '{}' has no option '{k}'{}",
+                    "pass '{}' has no option '{k}'{hint}{}",
                     info.name,
                     if known.is_empty() {
                         String::from(" (it takes none)")
@@ -100,13 +104,13 @@ impl OptionValue for usize {
     }
 }
 
-/// An optional count: empty means absent.
-impl OptionValue for Option<usize> {
-    fn parse_option(k: &str, v: &str) -> Result<Option<usize>, String> {
+/// An optional value: empty means absent.
+impl<T: OptionValue> OptionValue for Option<T> {
+    fn parse_option(k: &str, v: &str) -> Result<Option<T>, String> {
         if v.is_empty() {
             Ok(None)
         } else {
-            usize::parse_option(k, v).map(Some)
+            T::parse_option(k, v).map(Some)
         }
     }
 }
@@ -234,93 +238,248 @@ impl PassRegistry {
     }
 }
 
-/// One `name{k=v ...}` entry of a pipeline.
+/// One `name{k=v ...}` entry of a pipeline, with where it was written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineEntry {
     pub name: String,
     pub options: Vec<(String, String)>,
+    /// Where the pass name starts.
+    pub loc: Location,
+    /// Where each option (`key=value`) starts, in the order of `options`.
+    pub option_locs: Vec<Location>,
 }
 
 /// Parses `builtin.module(a{k=v},b)` or a bare `a{k=v},b`: the grammar's `pipeline` rules
-/// lex the list, this reads the tokens in order (passes separated by commas).
+/// lex the list, [`parse_pipeline_source`] reads the tokens in order (passes separated by
+/// commas). Errors say what is wrong without a location; see [`parse_pipeline_source`].
 pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineEntry>, String> {
+    parse_pipeline_source(&SourceFile::new("<pipeline>", text)).map_err(|d| d.message)
+}
+
+/// Parses the pipeline that is the whole text of `file` (`--pass-pipeline`'s value), with
+/// `file:line:col` locations for every error and every entry.
+pub fn parse_pipeline_source(file: &Arc<SourceFile>) -> Result<Vec<PipelineEntry>, Diagnostic> {
+    let text = file.text.as_str();
+    let lead = text.len() - text.trim_start().len();
+    let t = text.trim();
+    let (start, end) = match ["builtin.module(", "any("]
+        .iter()
+        .find(|p| t.starts_with(**p))
+    {
+        Some(p) => {
+            let open = lead + p.len() - 1;
+            if !t.ends_with(')') {
+                return Err(Diagnostic::error(
+                    file.location(open),
+                    format!("missing ')' to close '{}'", &p[..p.len() - 1]),
+                ));
+            }
+            (open + 1, lead + t.len() - 1)
+        }
+        None => (lead, lead + t.len()),
+    };
+    let mut out = Vec::new();
+    read_entries(file, start, end, &mut out)?;
+    Ok(out)
+}
+
+/// Parses a schedule script: one pass (or a comma-separated list of passes) per line, `#`
+/// comments. Each line is read on its own, so an unclosed `{` is reported on its line.
+pub fn parse_schedule(file: &Arc<SourceFile>) -> Result<Vec<PipelineEntry>, Diagnostic> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for line in file.text.split_inclusive('\n') {
+        let body = line.split('#').next().unwrap_or("");
+        let body = body.trim_end_matches(['\n', '\r']);
+        read_entries(file, at, at + body.len(), &mut out)?;
+        at += line.len();
+    }
+    Ok(out)
+}
+
+/// Reads the passes of `file.text[start..end]` (a comma-separated list) into `out`.
+fn read_entries(
+    file: &Arc<SourceFile>,
+    start: usize,
+    end: usize,
+    out: &mut Vec<PipelineEntry>,
+) -> Result<(), Diagnostic> {
     use crate::syntax::parser::{MlirGrammar, Rule};
     use pest::Parser as _;
-    let t = text.trim();
-    let inner = if let Some(rest) = t
-        .strip_prefix("builtin.module(")
-        .or_else(|| t.strip_prefix("any("))
-    {
-        rest.strip_suffix(')')
-            .ok_or("missing ')' at the end of the pipeline")?
-    } else {
-        t
-    };
+    let inner = &file.text[start..end];
+    let at = |offset: usize| file.location(start + offset);
     let tokens = MlirGrammar::parse(Rule::pipeline, inner)
-        .map_err(|e| format!("cannot read the pipeline: {e}"))?
+        .map_err(|e| {
+            let pos = match e.location {
+                pest::error::InputLocation::Pos(p) | pest::error::InputLocation::Span((p, _)) => p,
+            };
+            Diagnostic::error(at(pos), "cannot read the pass pipeline here")
+        })?
         .next()
         .map(|p| p.into_inner())
         .into_iter()
         .flatten();
-    let mut out: Vec<PipelineEntry> = Vec::new();
     // The pass before, while no comma has followed it yet.
     let mut open: Option<String> = None;
     let first_char = |s: &str| s.chars().next().unwrap_or(' ');
     for tok in tokens {
+        let tok_at = tok.as_span().start();
         match tok.as_rule() {
             Rule::pipeline_sep => open = None,
             Rule::pipeline_entry => {
                 if let Some(prev) = &open {
-                    return Err(format!(
-                        "expected ',' after pass '{prev}', found '{}'",
-                        first_char(tok.as_str())
+                    return Err(Diagnostic::error(
+                        at(tok_at),
+                        format!(
+                            "expected ',' after pass '{prev}', found '{}'",
+                            first_char(tok.as_str())
+                        ),
                     ));
                 }
-                let mut name = String::new();
-                let mut options = Vec::new();
+                let mut entry = PipelineEntry {
+                    name: String::new(),
+                    options: vec![],
+                    loc: at(tok_at),
+                    option_locs: vec![],
+                };
                 for part in tok.into_inner() {
+                    let part_at = part.as_span().start();
                     match part.as_rule() {
-                        Rule::pipeline_name => name = part.as_str().to_string(),
+                        Rule::pipeline_name => entry.name = part.as_str().to_string(),
                         Rule::pipeline_unclosed => {
-                            return Err(format!("missing '}}' after options of '{name}'"))
+                            return Err(Diagnostic::error(
+                                at(part_at),
+                                format!("missing '}}' to close the options of '{}'", entry.name),
+                            ))
                         }
-                        _ => {
-                            let body = part.as_str();
-                            for item in body[1..body.len() - 1].split_whitespace() {
-                                let (k, v) = item.split_once('=').unwrap_or((item, "true"));
-                                if k.is_empty() {
-                                    return Err(format!("empty option name in '{name}'"));
-                                }
-                                options.push((k.to_string(), v.trim_matches('"').to_string()));
-                            }
-                        }
+                        _ => read_options(part.as_str(), part_at, &at, &mut entry)?,
                     }
                 }
-                open = Some(name.clone());
-                out.push(PipelineEntry { name, options });
+                open = Some(entry.name.clone());
+                out.push(entry);
             }
             Rule::pipeline_stray => {
-                let at = tok.as_span().start();
-                return Err(match &open {
-                    Some(prev) => format!(
-                        "expected ',' after pass '{prev}', found '{}'",
-                        first_char(tok.as_str())
-                    ),
-                    None => format!("expected a pass name at '{}'", &inner[at..]),
-                });
+                return Err(Diagnostic::error(
+                    at(tok_at),
+                    match &open {
+                        Some(prev) => format!(
+                            "expected ',' after pass '{prev}', found '{}'",
+                            first_char(tok.as_str())
+                        ),
+                        None => {
+                            format!("expected a pass name, found '{}'", first_char(tok.as_str()))
+                        }
+                    },
+                ));
             }
             _ => {}
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Reads `{k=v k2=w}` (the text of `body`, starting at `body_at`) into `entry`.
+fn read_options(
+    body: &str,
+    body_at: usize,
+    at: &dyn Fn(usize) -> Location,
+    entry: &mut PipelineEntry,
+) -> Result<(), Diagnostic> {
+    let text = &body[1..body.len() - 1];
+    if let Some(brace) = text.find('{') {
+        // `a{x=1, b{y=2}`: the first '}' closed the options of `b`, not of `a`.
+        return Err(Diagnostic::error(
+            at(body_at),
+            format!(
+                "missing '}}' to close the options of '{}' (a '{{' follows at column {})",
+                entry.name,
+                match at(body_at + 1 + brace) {
+                    Location::File { col, .. } => col,
+                    Location::Unknown => 0,
+                }
+            ),
+        ));
+    }
+    let mut pos = 0;
+    for item in text.split_inclusive(char::is_whitespace) {
+        let item_at = body_at + 1 + pos;
+        pos += item.len();
+        let item = item.trim_end();
+        if item.is_empty() {
+            continue;
+        }
+        // `{axis=i, factor=4}`: a comma ending an item, or one before another `key=`.
+        let bad_comma = item
+            .char_indices()
+            .filter(|(_, c)| *c == ',')
+            .map(|(i, _)| i)
+            .find(|i| *i + 1 == item.len() || item[i + 1..].contains('='));
+        if let Some(comma) = bad_comma {
+            return Err(Diagnostic::error(
+                at(item_at + comma),
+                format!(
+                    "options of '{}' are separated by spaces, not commas: {{k1=v1 k2=v2}}",
+                    entry.name
+                ),
+            ));
+        }
+        let (k, v) = item.split_once('=').unwrap_or((item, "true"));
+        if k.is_empty() {
+            return Err(Diagnostic::error(
+                at(item_at),
+                format!("empty option name in '{}'", entry.name),
+            ));
+        }
+        entry
+            .options
+            .push((k.to_string(), v.trim_matches('"').to_string()));
+        entry.option_locs.push(at(item_at));
+    }
+    Ok(())
+}
+
+/// The candidate closest to `word` by edit distance, if it is close enough to be a typo.
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(2);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for j in 0..b.len() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != b[j]))
+                .min(row[j] + 1)
+                .min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 /// Called with (pass display name, module) after each pass (`--mlir-print-ir-after-all`).
 pub type AfterPassHook = Box<dyn FnMut(&str, &Operation)>;
 
+/// A pass the manager runs: its display name (`tile{axis=i ...}`), the pass, and where it was
+/// written (a schedule line or a pipeline), if known.
+type Scheduled = (String, Box<dyn Pass>, Option<Location>);
+
 /// Runs passes in order, verifying after each and optionally printing the IR.
 pub struct PassManager {
-    passes: Vec<(String, Box<dyn Pass>)>,
+    passes: Vec<Scheduled>,
     pub verify_each: bool,
     /// Called with (pass display name, module) after each pass (`--mlir-print-ir-after-all`).
     pub after_pass: Option<AfterPassHook>,
@@ -340,10 +499,55 @@ impl PassManager {
     pub fn new() -> PassManager {
         PassManager::default()
     }
-    /// Adds the passes of a textual pipeline.
+    /// Adds the passes of a textual pipeline (errors without a location, and passes that
+    /// fail later do not point into the text: see [`PassManager::add_pipeline_source`]).
     pub fn add_pipeline(&mut self, registry: &PassRegistry, text: &str) -> Result<(), String> {
-        for e in parse_pipeline(text)? {
-            self.add(registry, &e.name, &e.options)?;
+        let first = self.passes.len();
+        self.add_pipeline_source(registry, &SourceFile::new("<pipeline>", text))
+            .map_err(|d| d.message)?;
+        for p in &mut self.passes[first..] {
+            p.2 = None;
+        }
+        Ok(())
+    }
+    /// Adds the passes of the pipeline that is `file`'s text; errors are located in it.
+    pub fn add_pipeline_source(
+        &mut self,
+        registry: &PassRegistry,
+        file: &Arc<SourceFile>,
+    ) -> Result<(), Diagnostic> {
+        self.add_entries(registry, &parse_pipeline_source(file)?)
+    }
+    /// Adds the passes of a schedule script (see [`parse_schedule`]); errors are located in
+    /// it, and a pass that fails later names its line in a note.
+    pub fn add_schedule(
+        &mut self,
+        registry: &PassRegistry,
+        file: &Arc<SourceFile>,
+    ) -> Result<(), Diagnostic> {
+        self.add_entries(registry, &parse_schedule(file)?)
+    }
+    /// Adds parsed pipeline entries; errors point at the pass or option at fault.
+    pub fn add_entries(
+        &mut self,
+        registry: &PassRegistry,
+        entries: &[PipelineEntry],
+    ) -> Result<(), Diagnostic> {
+        for e in entries {
+            let located = |m: String| {
+                // An error about one option points at it.
+                let at = e
+                    .options
+                    .iter()
+                    .zip(&e.option_locs)
+                    .find(|((k, _), _)| m.contains(&format!("option '{k}'")))
+                    .map_or(&e.loc, |(_, l)| l);
+                Diagnostic::error(at.clone(), m)
+            };
+            self.add(registry, &e.name, &e.options).map_err(located)?;
+            if let Some(last) = self.passes.last_mut() {
+                last.2 = Some(e.loc.clone());
+            }
         }
         Ok(())
     }
@@ -354,7 +558,10 @@ impl PassManager {
         options: &[(String, String)],
     ) -> Result<(), String> {
         let info = registry.lookup(name).ok_or_else(|| {
-            format!("'{name}' does not refer to a registered pass (see --list-passes)")
+            let hint = did_you_mean(name, registry.all().map(|p| p.name))
+                .map(|m| format!("; did you mean '{m}'?"))
+                .unwrap_or_default();
+            format!("'{name}' does not refer to a registered pass{hint} (see --list-passes)")
         })?;
         let opts = PassOptions::from_pairs(info, options)?;
         let pass = (info.create)(&opts).map_err(|e| format!("pass '{name}': {e}"))?;
@@ -367,22 +574,29 @@ impl PassManager {
                 opts.render()
             }
         );
-        self.passes.push((display, pass));
+        self.passes.push((display, pass, None));
         Ok(())
     }
     pub fn is_empty(&self) -> bool {
         self.passes.is_empty()
     }
     pub fn run(&mut self, module: &mut Operation, registry: &Registry) -> Result<(), Diagnostic> {
-        for (name, pass) in &self.passes {
-            pass.run(module, registry)?;
+        for (name, pass, origin) in &self.passes {
+            // A failing pass written in a schedule or pipeline names where.
+            let noted = |d: Diagnostic| match origin {
+                Some(at) => d.with_note(at.clone(), format!("in pass '{name}'")),
+                None => d,
+            };
+            pass.run(module, registry).map_err(noted)?;
             if self.verify_each {
-                crate::verify::verify(registry, module).map_err(|d| {
-                    Diagnostic::error(
-                        d.loc.clone(),
-                        format!("{} (IR invalid after pass '{name}')", d.message),
-                    )
-                })?;
+                crate::verify::verify(registry, module)
+                    .map_err(|d| {
+                        Diagnostic::error(
+                            d.loc.clone(),
+                            format!("{} (IR invalid after pass '{name}')", d.message),
+                        )
+                    })
+                    .map_err(noted)?;
             }
             if let Some(cb) = self.after_pass.as_mut() {
                 cb(name, module);

@@ -27,7 +27,13 @@ impl Lowering<'_> {
             let shape = k.shape(b);
             let tiles: Vec<Vec<(Region, usize)>> =
                 self.ranks.iter().map(|rb| finished(rb, &b.name)).collect();
-            let real = self.real_placement[&b.name].clone();
+            // An output ends in its declared placement (the passes refuse to change it); a
+            // schedule that computed it elsewhere without moving it back at the end gets it
+            // delivered here, point to point.
+            let real = b.placement();
+            if real != self.real_placement[&b.name] {
+                self.real_placement.insert(b.name.clone(), real.clone());
+            }
             let aligned = self.orders.aligned(&b.name, &real, &shape, &self.mesh);
             for r in 0..self.n {
                 // The rank's part in the lowering's orders: one box when its placement is

@@ -119,7 +119,17 @@ impl Lowering<'_> {
             if sliced {
                 epi += 1;
             }
-            reshard(k, &mut self.ranks, &self.mesh, buffer, &from, to, epi, loc)?;
+            reshard(
+                k,
+                &mut self.ranks,
+                &self.mesh,
+                buffer,
+                &from,
+                to,
+                epi,
+                loc,
+                &mut self.tag,
+            )?;
             for rb in self.ranks.iter_mut() {
                 let (slot, bx) = rb.shard[buffer].clone();
                 rb.stored.insert((buffer.clone(), key(&bx)), (bx, slot));

@@ -220,6 +220,7 @@ impl<'k> Lowering<'k> {
                 &to.levels,
                 stage,
                 loc,
+                &mut self.tag,
             )?;
             self.placement.insert(buffer.clone(), to.levels.clone());
             self.real_placement.insert(buffer.clone(), to.clone());
@@ -242,6 +243,7 @@ impl<'k> Lowering<'k> {
                     &to,
                     stage,
                     &k.loc,
+                    &mut self.tag,
                 )?;
                 cur = to;
                 stage += 1;

@@ -93,6 +93,10 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
                             "partial p2p (shift-reduce)"
                         } else if dst_name.contains(".permuted") {
                             "permute p2p (reshard)"
+                        } else if dst_name.contains(".moved") {
+                            "p2p (reshard)"
+                        } else if dst_name.contains(".delivered") {
+                            "p2p (output delivery)"
                         } else {
                             "ring p2p"
                         };

@@ -1,13 +1,13 @@
 //! Reshard patterns: moving a buffer from one placement to another. Levels dropped from the
 //! end of one dimension are an AllGather, levels added a local slice, trailing levels moving
-//! from one dimension to another an AllToAll; anything else gathers every sharded dimension and
-//! slices the target shard.
+//! from one dimension to another an AllToAll; anything else moves point to point exactly the
+//! part of its new shard each rank does not hold (never a whole-tensor gather and a slice).
 
-use crate::context::{relative, shape_of, RankBuild};
+use crate::context::{contains, intersect, link_cost, relative, RankBuild};
 use crate::placement::{group_of, shard_box};
 use mercury_commir::Kernel;
 use mercury_ir::{Diagnostic, Location};
-use mercury_plan::{Collective, CommOp, ComputeOp, SlotInit, View};
+use mercury_plan::{Collective, CommOp, ComputeOp, Region, SlotInit, View};
 
 /// Moves a buffer from one placement to another in stage `stage`.
 #[allow(clippy::too_many_arguments)]
@@ -20,6 +20,7 @@ pub(crate) fn reshard(
     to: &[Vec<usize>],
     stage: usize,
     loc: &Location,
+    tag: &mut u64,
 ) -> Result<(), Diagnostic> {
     let b = k.buffer(buffer).expect("buffer");
     let shape = k.shape(b);
@@ -59,7 +60,7 @@ pub(crate) fn reshard(
             let (src_dim, dst_dim, levels) = match (moved_from(*d1, *d2), moved_from(*d2, *d1)) {
                 (Some(m), _) => (*d1, *d2, m),
                 (_, Some(m)) => (*d2, *d1, m),
-                _ => return general_reshard(k, ranks, mesh, buffer, from, to, stage, loc),
+                _ => return p2p_reshard(ranks, mesh, buffer, &shape, to, stage, loc, tag),
             };
             move_by_collective(
                 ranks,
@@ -79,36 +80,88 @@ pub(crate) fn reshard(
             );
             Ok(())
         }
-        _ => general_reshard(k, ranks, mesh, buffer, from, to, stage, loc),
+        _ => p2p_reshard(ranks, mesh, buffer, &shape, to, stage, loc, tag),
     }
 }
 
-/// Any other change of placement: gather every sharded dimension, then slice the target
-/// shard locally (one AllGather per dimension, in consecutive stages starting at `stage`).
+/// Any other change of placement, in one stage: every rank receives from the ranks holding
+/// parts of its new shard exactly those parts (the nearest holder first, by mesh coordinates)
+/// and copies what it holds itself; nothing else moves.
 #[allow(clippy::too_many_arguments)]
-fn general_reshard(
-    k: &Kernel,
+fn p2p_reshard(
     ranks: &mut [RankBuild],
     mesh: &[usize],
     buffer: &str,
-    from: &[Vec<usize>],
+    shape: &[usize],
     to: &[Vec<usize>],
     stage: usize,
     loc: &Location,
+    tag: &mut u64,
 ) -> Result<(), Diagnostic> {
-    let mut cur = from.to_vec();
-    let mut st = stage;
-    for d in 0..cur.len() {
-        if !cur[d].is_empty() {
-            let mut next = cur.clone();
-            next[d].clear();
-            reshard(k, ranks, mesh, buffer, &cur, &next, st, loc)?;
-            cur = next;
-            st += 1;
+    let held: Vec<(usize, Region)> = ranks.iter().map(|rb| rb.shard[buffer].clone()).collect();
+    let mut moved = Vec::with_capacity(ranks.len());
+    for r in 0..ranks.len() {
+        let newbox = shard_box(shape, to, mesh, &ranks[r].coords);
+        let dtype = ranks[r].slots[held[r].0].dtype;
+        let dst = ranks[r].slot(
+            format!("{buffer}.moved"),
+            dtype,
+            newbox.extent.clone(),
+            SlotInit::Uninit,
+        );
+        // Itself first, then the others by link distance.
+        let mut order: Vec<usize> = (0..ranks.len()).filter(|q| *q != r).collect();
+        order.sort_by_key(|q| link_cost(&ranks[r].coords, &ranks[*q].coords));
+        order.insert(0, r);
+        let mut got: Vec<Region> = Vec::new();
+        for q in order {
+            let (qslot, qbox) = &held[q];
+            let Some(part) = intersect(qbox, &newbox) else {
+                continue;
+            };
+            if got.iter().any(|g| contains(g, &part)) {
+                continue;
+            }
+            if got.iter().any(|g| g.overlaps(&part)) {
+                return Err(Diagnostic::error(loc.clone(), format!("reshard of '@{buffer}': the shards of the current placement overlap around {part} (internal error)")));
+            }
+            let src = View {
+                slot: *qslot,
+                region: relative(qbox, &part),
+            };
+            let dst_view = View {
+                slot: dst,
+                region: relative(&newbox, &part),
+            };
+            if q == r {
+                ranks[r]
+                    .stage(stage)
+                    .compute
+                    .push(ComputeOp::Copy { src, dst: dst_view });
+            } else {
+                *tag += 1;
+                ranks[q].stage(stage).comm.push(CommOp::Send {
+                    peer: r,
+                    src,
+                    tag: *tag,
+                });
+                ranks[r].stage(stage).comm.push(CommOp::Recv {
+                    peer: q,
+                    dst: dst_view,
+                    tag: *tag,
+                });
+            }
+            got.push(part);
         }
+        let have: usize = got.iter().map(Region::numel).sum();
+        if have != newbox.numel() {
+            return Err(Diagnostic::error(loc.clone(), format!("reshard of '@{buffer}': only {have} of the {} elements of rank {:?}'s new shard are held anywhere", newbox.numel(), ranks[r].coords)));
+        }
+        moved.push((dst, newbox));
     }
-    // The slice is local: it runs in the stage after the last gather.
-    slice_to(ranks, buffer, &shape_of(k, buffer), to, mesh, st);
+    for (rb, m) in ranks.iter_mut().zip(moved) {
+        rb.shard.insert(buffer.to_string(), m);
+    }
     Ok(())
 }
 
@@ -177,28 +230,9 @@ fn slice_to(
     }
 }
 
-/// Stages a reshard from `from` to `to` occupies (so callers can reserve them).
+/// Stages a reshard from `from` to `to` occupies (so callers can reserve them): none when
+/// nothing changes, else one (a collective, a local slice or one round of point-to-point
+/// moves).
 pub(crate) fn reshard_stages(from: &[Vec<usize>], to: &[Vec<usize>]) -> usize {
-    let changed: Vec<usize> = (0..from.len()).filter(|d| from[*d] != to[*d]).collect();
-    let simple = match changed.as_slice() {
-        [] => return 0,
-        [d] => {
-            (to[*d].len() < from[*d].len() && from[*d].starts_with(&to[*d]))
-                || (from[*d].len() < to[*d].len() && to[*d].starts_with(&from[*d]))
-        }
-        [d1, d2] => {
-            let mv = |s: usize, t: usize| {
-                from[s].strip_prefix(to[s].as_slice()).is_some_and(|m| {
-                    !m.is_empty() && to[t].strip_prefix(from[t].as_slice()) == Some(m)
-                })
-            };
-            mv(*d1, *d2) || mv(*d2, *d1)
-        }
-        _ => false,
-    };
-    if simple {
-        1
-    } else {
-        from.iter().filter(|l| !l.is_empty()).count() + 1
-    }
+    usize::from(from != to)
 }

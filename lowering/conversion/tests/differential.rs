@@ -8,7 +8,8 @@ use mercury_commir::placement::{check_dim, flatten_splits};
 use mercury_commir::{AxisKind, Kernel, Placement, Role, Split, Stmt};
 use mercury_ir::pass::{PassManager, PassRegistry};
 use mercury_ir::{parse_str, Operation, Registry};
-use mercury_runtime::cpu::{execute, random_inputs, relative_error};
+use mercury_runtime::check::{per_rank, DeclaredOutput};
+use mercury_runtime::cpu::{execute, execute_pieces, random_inputs, relative_error};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -116,36 +117,48 @@ fn random_operator(rng: &mut ChaCha8Rng) -> String {
     match rng.gen_range(0..4) {
         0 | 1 => {
             let s = n * [1, 2][rng.gen_range(0..2)] * 2;
-            let gqa = rng.gen_bool(0.4);
-            let (hk, g) = if gqa {
-                (2, 2)
+            // Multi-head or grouped-query (group sizes 2 and 4, down to one key/value head).
+            let (hk, g) = if rng.gen_bool(0.4) {
+                (
+                    *[1usize, 2].choose(rng).unwrap(),
+                    *[2usize, 4].choose(rng).unwrap(),
+                )
             } else {
                 (*[2usize, 4].choose(rng).unwrap(), 1)
             };
+            let gqa = g > 1;
             let causal = rng.gen_bool(0.5);
+            // 4-D [b, heads, seq, d] or 3-D [heads, seq, d] tiles; head dims 2 or 4, the value
+            // head dim sometimes another; keys as many as queries or twice as many (non-causal).
+            let four_d = rng.gen_bool(0.6);
             let b = *[1usize, 2].choose(rng).unwrap();
-            let (qs, ks, os) = (place(rng, s), place(rng, s), place(rng, s));
-            let heads = if gqa {
-                "@hk * @g".to_string()
+            let d = *[2usize, 4].choose(rng).unwrap();
+            let dv = if rng.gen_bool(0.3) { d + 1 } else { d };
+            let sk = if !causal && rng.gen_bool(0.3) {
+                2 * s
             } else {
-                "@hk".to_string()
+                s
             };
-            let qidx = if gqa {
-                "@b, @hk, @g, @i"
+            let (qs, ks, os) = (place(rng, s), place(rng, sk), place(rng, s));
+            let heads = if gqa { "@hk * @g" } else { "@hk" };
+            let (bdim, bidx, baxis) = if four_d {
+                ("@b, ", "@b, ", format!("  commir.axis @b = {b} spatial\n"))
             } else {
-                "@b, @hk, @i"
+                ("", "", String::new())
             };
+            let qidx = format!("{bidx}@hk{}, @i", if gqa { ", @g" } else { "" });
             let gaxis = if gqa {
                 format!("  commir.axis @g = {g} spatial\n")
             } else {
                 String::new()
             };
+            let (nd, seq) = if four_d { (4, 2) } else { (3, 1) };
             format!(
-                "commir.mesh @mesh shape {m}\ncommir.kernel @attn on @mesh {{\n  commir.axis @b = {b} spatial\n  commir.axis @hk = {hk} spatial\n{gaxis}  commir.axis @i = {s} spatial\n  commir.axis @j = {s} managed\n  commir.buffer @Q : [@b, {heads}, @i, 2] f64 in{}\n  commir.buffer @K : [@b, @hk, @j, 2] f64 in{}\n  commir.buffer @V : [@b, @hk, @j, 2] f64 in{}\n  commir.buffer @O : [@b, {heads}, @i, 2] f64 out{}\n  %q = commir.load @Q[{qidx}] : !commir.tile<f64>\n  %k = commir.load @K[@b, @hk, @j] : !commir.tile<f64>\n  %v = commir.load @V[@b, @hk, @j] : !commir.tile<f64>\n  %o, %lse = commir.patch \"attention\" (%q, %k, %v) {{causal = {causal}}} : (!commir.tile<f64>, !commir.tile<f64>, !commir.tile<f64>) -> (!commir.tile<f64>, !commir.tile<f64>)\n  commir.reduce lse_merge %o, %lse into @O[{qidx}] : !commir.tile<f64>, !commir.tile<f64>\n}}\n",
-                sharding(4, Some(2), &qs),
-                sharding(4, Some(2), &ks),
-                sharding(4, Some(2), &ks),
-                sharding(4, Some(2), &os),
+                "commir.mesh @mesh shape {m}\ncommir.kernel @attn on @mesh {{\n{baxis}  commir.axis @hk = {hk} spatial\n{gaxis}  commir.axis @i = {s} spatial\n  commir.axis @j = {sk} managed\n  commir.buffer @Q : [{bdim}{heads}, @i, {d}] f64 in{}\n  commir.buffer @K : [{bdim}@hk, @j, {d}] f64 in{}\n  commir.buffer @V : [{bdim}@hk, @j, {dv}] f64 in{}\n  commir.buffer @O : [{bdim}{heads}, @i, {dv}] f64 out{}\n  %q = commir.load @Q[{qidx}] : !commir.tile<f64>\n  %k = commir.load @K[{bidx}@hk, @j] : !commir.tile<f64>\n  %v = commir.load @V[{bidx}@hk, @j] : !commir.tile<f64>\n  %o, %lse = commir.patch \"attention\" (%q, %k, %v) {{causal = {causal}}} : (!commir.tile<f64>, !commir.tile<f64>, !commir.tile<f64>) -> (!commir.tile<f64>, !commir.tile<f64>)\n  commir.reduce lse_merge %o, %lse into @O[{qidx}] : !commir.tile<f64>, !commir.tile<f64>\n}}\n",
+                sharding(nd, Some(seq), &qs),
+                sharding(nd, Some(seq), &ks),
+                sharding(nd, Some(seq), &ks),
+                sharding(nd, Some(seq), &os),
             )
         }
         2 => {
@@ -167,14 +180,82 @@ fn random_operator(rng: &mut ChaCha8Rng) -> String {
                 place(rng, [kk, nn][bd]),
                 place(rng, [mm, nn][cd]),
             );
+            // The weight as [k, n] (the gemm patch) or transposed, [n, k] (a matmul with
+            // transpose_b, which the patch pass proves is the gemm).
+            let transposed = rng.gen_bool(0.35);
+            let (bdims, bidx, bsd, mm_op) = if transposed {
+                (
+                    "[@n, @k]",
+                    "@n, @k",
+                    1 - bd,
+                    "commir.matmul %a, %b transpose_b : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>",
+                )
+            } else {
+                (
+                    "[@k, @n]",
+                    "@k, @n",
+                    bd,
+                    "commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>",
+                )
+            };
             format!(
-                "commir.mesh @mesh shape {m}\ncommir.kernel @gemm on @mesh {{\n  commir.axis @m = {mm} spatial\n  commir.axis @k = {kk} managed\n  commir.axis @n = {nn} spatial\n  commir.buffer @A : [@m, @k] f64 in{}\n  commir.buffer @B : [@k, @n] f64 in{}\n  commir.buffer @C : [@m, @n] f64 out{}\n  %a = commir.load @A[@m, @k] : !commir.tile<f64>\n  %b = commir.load @B[@k, @n] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@m, @n] : !commir.tile<f64>\n}}\n",
+                "commir.mesh @mesh shape {m}\ncommir.kernel @gemm on @mesh {{\n  commir.axis @m = {mm} spatial\n  commir.axis @k = {kk} managed\n  commir.axis @n = {nn} spatial\n  commir.buffer @A : [@m, @k] f64 in{}\n  commir.buffer @B : {bdims} f64 in{}\n  commir.buffer @C : [@m, @n] f64 out{}\n  %a = commir.load @A[@m, @k] : !commir.tile<f64>\n  %b = commir.load @B[{bidx}] : !commir.tile<f64>\n  %c = {mm_op}\n  commir.reduce add %c into @C[@m, @n] : !commir.tile<f64>\n}}\n",
                 sharding(2, Some(ad), &a),
-                sharding(2, Some(bd), &b),
+                sharding(2, Some(bsd), &b),
                 sharding(2, Some(cd), &c)
             )
         }
     }
+}
+
+/// The outputs of `k` with the positions their declared placements give each rank.
+fn declared_outputs(k: &Kernel) -> Vec<DeclaredOutput> {
+    let mesh = &k.mesh.shape;
+    let n: usize = mesh.iter().product();
+    k.buffers
+        .iter()
+        .filter(|b| b.role == Role::Out)
+        .map(|b| {
+            let shape = k.shape(b);
+            let p = b.placement();
+            let runs = (0..n)
+                .map(|r| {
+                    let coords = mercury_plan::coords_of(mesh, r);
+                    (0..shape.len())
+                        .map(|d| {
+                            mercury_commir::placement::dim_runs(shape[d], &p.dim(d), mesh, &coords)
+                        })
+                        .collect()
+                })
+                .collect();
+            DeclaredOutput {
+                name: b.name.clone(),
+                shape,
+                runs,
+            }
+        })
+        .collect()
+}
+
+/// Whether the generated attention's value head dim differs from the query's.
+fn dv_differs(text: &str) -> bool {
+    let last_dim = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("commir.buffer @{name} :")))
+            .and_then(|l| l.split(']').next())
+            .and_then(|l| l.rsplit(", ").next())
+            .map(str::to_string)
+    };
+    text.contains("@Q :") && last_dim("Q") != last_dim("V")
+}
+
+/// Whether the generated operator's output is declared replicated.
+fn replicated_output(text: &str) -> bool {
+    text.lines().any(|l| {
+        l.contains("commir.buffer @")
+            && l.contains(" out")
+            && !l.split(" out").nth(1).unwrap_or("").contains("S(")
+    })
 }
 
 fn divisors(n: usize) -> Vec<usize> {
@@ -340,6 +421,7 @@ fn random_schedules_compute_the_operator() {
     let (mut executed, mut steps_applied, mut steps_refused, mut with_comm) = (0, 0, 0, 0);
     let (mut placed, mut causal_placed) = ([0usize; 3], [0usize; 3]);
     let mut lowering_refused = Vec::new();
+    let mut drawn: BTreeMap<&str, usize> = BTreeMap::new();
     let start = std::time::Instant::now();
     for case in 0..cases {
         let text = random_operator(&mut rng);
@@ -404,6 +486,39 @@ fn random_schedules_compute_the_operator() {
             "case {case}: schedule [{}] gives relative error {err}\n{text}",
             script.join(", ")
         );
+        // Each rank holds exactly its part of every output as declared (replicated: all).
+        let held = execute_pieces(&plan, &inputs).expect("runs");
+        let shapes = plan
+            .buffers
+            .iter()
+            .map(|b| (b.name.clone(), b.shape.clone()))
+            .collect();
+        let declared = declared_outputs(&mercury_commir::kernels(&module).unwrap()[0]);
+        for h in per_rank(&declared, &shapes, &held, &want).unwrap() {
+            assert!(
+                h.ok(1e-9),
+                "case {case}: schedule [{}]: rank {} holds {} of its {} declared elements of '@{}' and {} outside, error {}\n{text}",
+                script.join(", "),
+                h.rank,
+                h.held,
+                h.declared,
+                h.buffer,
+                h.outside,
+                h.error
+            );
+        }
+        for (what, hit) in [
+            ("3-D attention tiles", text.contains("@Q : [@hk")),
+            ("4-D attention tiles", text.contains("@Q : [@b, @hk")),
+            ("value head dim other than the query's", dv_differs(&text)),
+            ("group size 4", text.contains("@g = 4")),
+            ("one key/value head", text.contains("@hk = 1 ")),
+            ("transposed weight", text.contains("transpose_b")),
+            ("causal", text.contains("causal = true")),
+            ("replicated output", replicated_output(&text)),
+        ] {
+            *drawn.entry(what).or_default() += usize::from(hit);
+        }
         executed += 1;
         if plan.bytes_sent_per_rank().values().any(|b| *b > 0) {
             with_comm += 1;
@@ -433,6 +548,13 @@ fn random_schedules_compute_the_operator() {
         "legal schedules the lowering refused: {lowering_refused:#?}"
     );
     assert_eq!(executed, cases);
+    eprintln!("differential: executed cases per axis of variation: {drawn:?}");
+    if cases >= 1000 {
+        assert!(
+            drawn.values().all(|c| *c >= 10),
+            "an axis of variation is drawn too rarely: {drawn:?}"
+        );
+    }
     // The draws reach zigzag and striped placements of causal attention at every mesh depth.
     if cases >= 1000 {
         assert!(

@@ -84,7 +84,8 @@ pub fn causal_attention(m: &Kernel) -> Option<CausalSeq> {
 /// `kernel` of `module` (a flat zigzag over those levels), keeping the operator's contract
 /// (`declared`, its model before scheduling): a dimension the operator declares contiguous is
 /// resharded at the kernel's start (and an output back at its end), one it declares replicated
-/// is declared zigzag, one already zigzag or striped stays. Changes nothing and returns
+/// is declared zigzag (an output declared replicated stays replicated), one already zigzag or
+/// striped stays. Changes nothing and returns
 /// `Ok(false)` when a dimension is not split or the positions do not divide into zigzag chunks.
 pub fn place_zigzag(
     module: &mut Operation,
@@ -100,6 +101,11 @@ pub fn place_zigzag(
         };
         let p = buf.placement();
         let levels = p.levels[*d].clone();
+        if levels.is_empty() && buf.role != Role::In {
+            // An output declared replicated along the positions stays so: each rank computes
+            // its zigzag rows and the lowering delivers the whole output.
+            continue;
+        }
         if levels.is_empty() {
             return Ok(false);
         }

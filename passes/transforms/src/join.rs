@@ -23,7 +23,7 @@ kernel_pass! {
 impl KernelPass for Join {
     fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
         let name_joined = if self.name.is_empty() {
-            format!("{}_{}", self.outer, self.inner)
+            fresh_name(m, &format!("{}_{}", self.outer, self.inner))
         } else {
             self.name.clone()
         };
@@ -109,7 +109,15 @@ impl KernelPass for Join {
                 )))
             }
         }
-        let (ext, kind, min) = (a.extent * b.extent, a.kind, a.min_block.max(1) * b.extent);
+        // The joined axis' smallest block: whole inner ranges when the outer axis asks for
+        // blocks of its own, else the inner axis' smallest block (one (batch, head) pair when
+        // neither asks for more).
+        let min = if a.min_block > 1 {
+            a.min_block * b.extent
+        } else {
+            b.min_block.max(1)
+        };
+        let (ext, kind) = (a.extent * b.extent, a.kind);
         let loc = a.loc.clone();
         let k = kernel_mut(module, &kname);
         let body = k.body_mut(0);

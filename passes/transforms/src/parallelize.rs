@@ -1,7 +1,10 @@
 //! `parallelize{axis=i level=L}`: distributes the iterations of the loop over `i` across mesh
 //! level L (the loop needs exactly as many iterations as the level has devices: tile first).
-//! Default placement: every buffer indexed by the axis becomes sharded over L along that
-//! dimension; the others stay as they are (replicated unless placed otherwise). With
+//! Default placement: every input and temporary buffer indexed by the axis becomes sharded over
+//! L along that dimension; the others stay as they are (replicated unless placed otherwise).
+//! Outputs (`out`, `inout`) keep their declared placement, a contract with the caller: each
+//! rank computes the tiles its loops give it and the lowering delivers them as declared (a
+//! final gather or point-to-point delivery, in the plan and so priced by the cost model). With
 //! `placement=zigzag` (or `striped(B)`) level L splits those dimensions that way (head-tail
 //! chunks for load-balanced causal attention).
 
@@ -17,7 +20,7 @@ kernel_pass! {
     /// The options of `parallelize`.
     pub struct Parallelize = "parallelize", "Map a loop onto a mesh level and shard the buffers it indexes", {
         axis: String => "the loop's axis",
-        level: usize => "mesh level (0 = slowest)",
+        level: Level => "mesh level: its number (0 = slowest) or its name",
         shard: bool = "true" => "shard the buffers the axis indexes",
         placement: PlacementOption = "" => "how the level splits them: block (default), zigzag or striped(B)",
     }
@@ -57,6 +60,26 @@ impl KernelPass for Parallelize {
                 )
             })?;
         let mut f = f;
+        let floc = f.op().loc.clone();
+        let level = self
+            .level
+            .resolve(&m.mesh)
+            .map_err(|e| Diagnostic::error(floc.clone(), format!("parallelize: {e}")))?;
+        if axis.kind == mercury_commir::AxisKind::Reduction {
+            return Err(Diagnostic::error(
+                floc,
+                format!("parallelize: cannot distribute '@{}': it is a plain reduction axis, whose partial results are never combined across devices (declare its axis 'managed' to let the compiler combine them)", self.axis),
+            ));
+        }
+        if axis.extent != m.mesh.shape[level] {
+            return Err(Diagnostic::error(
+                floc,
+                format!(
+                    "parallelize: the loop over '@{}' has {} iterations but mesh level {level} has {} devices (tile it by {} first)",
+                    self.axis, axis.extent, m.mesh.shape[level], m.mesh.shape[level]
+                ),
+            ));
+        }
         if let Some(l) = f.parallel() {
             return Err(Diagnostic::error(
                 f.op().loc.clone(),
@@ -72,9 +95,12 @@ impl KernelPass for Parallelize {
                 format!("parallelize: the loop over '@{}' is shifted", self.axis),
             ));
         }
-        f.set_parallel(self.level as i64);
+        f.set_parallel(level as i64);
         if self.shard {
             for mut op in buffers_mut(k.body_mut(0)) {
+                if is_output(&op) {
+                    continue;
+                }
                 let d = dims(&op);
                 let mut p = placement(&op);
                 for (di, b) in d.iter().enumerate() {
@@ -82,16 +108,16 @@ impl KernelPass for Parallelize {
                     if !ax.contains(&self.axis) {
                         continue;
                     }
-                    let used = p.levels.iter().flatten().any(|l| *l == self.level);
+                    let used = p.levels.iter().flatten().any(|l| *l == level);
                     if !used {
                         // Keep the mesh levels of a dimension in the order of its axes.
                         let pos = ax.iter().position(|x| *x == self.axis).unwrap_or(0);
                         let insert_at = p.levels[di].len().min(pos);
-                        p.levels[di].insert(insert_at, self.level);
+                        p.levels[di].insert(insert_at, level);
                     }
                     if let Some(split) = self.placement.0 {
-                        if p.levels[di].contains(&self.level) {
-                            p.splits.insert(self.level, split);
+                        if p.levels[di].contains(&level) {
+                            p.splits.insert(level, split);
                         }
                     }
                 }

@@ -1,6 +1,7 @@
 //! `replicate{buffer=K axis=j}`: makes buffer K replicated along the dimension bound to axis j
 //! (every dimension without `axis`). A replicated read needs no transfer inside the loop nest
-//! (the lowering gathers it first when it starts sharded).
+//! (the lowering gathers it first when it starts sharded). An output's declared placement is a
+//! contract: replicating an output declared sharded is refused (see `parallelize`).
 
 use crate::util::*;
 use mercury_commir::kernel_pass;
@@ -43,6 +44,13 @@ impl KernelPass for Replicate {
             })?;
             s[d].clear();
         }
+        let mut to = buf.placement();
+        to.levels = s.clone();
+        keep_output_contract(
+            "replicate",
+            buf,
+            &mercury_commir::Placement::new(to.levels, to.splits),
+        )?;
         let k = kernel_mut(module, &m.name);
         let op = buffer_op_mut(k, &self.buffer).and_then(BufferOp::cast);
         set_sharding(&mut op.expect("buffer"), &s);

@@ -2,7 +2,8 @@
 //! start of the kernel (inputs) or at its end (outputs). Lowered to an all-to-all (or a gather
 //! or a local slice) between the two shardings; with parallelized heads this is Ulysses. To or
 //! from a zigzag or striped placement (`S(zigzag(0))`, `S(striped(0;64))`) it is a permutation
-//! of the positions: point-to-point transfers of exactly the runs that change rank.
+//! of the positions: point-to-point transfers of exactly the runs that change rank. An output
+//! ends in its declared placement: `at=end` to any other placement is refused.
 
 use crate::util::*;
 use mercury_commir::kernel_pass;
@@ -37,6 +38,10 @@ impl KernelPass for Reshard {
             &m.mesh,
         )
         .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("reshard: {e}")))?;
+        if self.at == At::End {
+            // Where an output ends is its declared placement.
+            keep_output_contract("reshard", buf, &self.sharding.0)?;
+        }
         let k = kernel_mut(module, &m.name);
         let loc = k.loc.clone();
         let op = new_reshard(&self.buffer, &self.sharding.0, &loc);

@@ -16,7 +16,7 @@ kernel_pass! {
     pub struct Shard = "shard", "Shard a buffer over a mesh level along the dimension of an axis", {
         buffer: String => "the buffer",
         axis: String => "the axis whose dimension is split",
-        level: Option<usize> = "" => "mesh level (default: from the loop over the axis)",
+        level: Option<Level> = "" => "mesh level, number or name (default: from the loop over the axis)",
         placement: PlacementOption = "" => "how the level splits the dimension: block (default), zigzag or striped(B)",
     }
 }
@@ -38,8 +38,10 @@ impl KernelPass for Shard {
                 ),
             )
         })?;
-        let level = match self.level {
-            Some(l) => l,
+        let level = match &self.level {
+            Some(l) => l
+                .resolve(&m.mesh)
+                .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("shard: {e}")))?,
             None => {
                 let lp = m.find_loop(&self.axis).ok_or_else(|| {
                     err_at(
@@ -80,6 +82,7 @@ impl KernelPass for Shard {
             }
         }
         let p = Placement::new(p.levels, p.splits);
+        keep_output_contract("shard", buf, &p)?;
         mercury_commir::model::check_placement(&self.buffer, &p, &m.shape(buf), &m.mesh)
             .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("shard: {e}")))?;
         let k = kernel_mut(module, &m.name);

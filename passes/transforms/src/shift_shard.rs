@@ -10,7 +10,7 @@
 //! at the end).
 
 use crate::balance::{causal_attention, place_zigzag};
-use crate::util::{err_at, PlacementOption};
+use crate::util::{err_at, fresh_name, PlacementOption};
 use crate::{parallelize::Parallelize, shard::Shard, shift::Shift, tile::Tile};
 use mercury_commir::kernel_pass;
 use mercury_commir::pass::{model, KernelPass};
@@ -37,12 +37,17 @@ fn tile_over_mesh(
     let mut cur = axis.to_string();
     let mut loops = Vec::new();
     for (l, &s) in mesh.iter().enumerate() {
-        let outer = format!("{axis}{l}");
-        let inner = if l + 1 == mesh.len() {
-            format!("{axis}_t")
-        } else {
-            format!("{axis}_r{l}")
-        };
+        // Fresh names: the user's symbols are never reused.
+        let m = model(module, kernel)?;
+        let outer = fresh_name(&m, &format!("{axis}{l}"));
+        let inner = fresh_name(
+            &m,
+            &if l + 1 == mesh.len() {
+                format!("{axis}_t")
+            } else {
+                format!("{axis}_r{l}")
+            },
+        );
         Tile {
             axis: cur.clone(),
             factor: s,
@@ -142,7 +147,7 @@ impl KernelPass for ShiftShard {
         for (l, a) in par_loops.iter().enumerate() {
             Parallelize {
                 axis: a.clone(),
-                level: l,
+                level: crate::util::Level::Index(l),
                 shard: true,
                 placement: PlacementOption(None),
             }
@@ -173,7 +178,7 @@ impl KernelPass for ShiftShard {
                     Shard {
                         buffer: b.clone(),
                         axis: a.clone(),
-                        level: Some(l),
+                        level: Some(crate::util::Level::Index(l)),
                         placement: PlacementOption(None),
                     }
                     .apply_to(module, &m.name)?;

@@ -21,16 +21,22 @@ kernel_pass! {
 }
 
 impl Tile {
-    /// The outer and inner axis names (`<axis>_o` and `<axis>_i` unless given).
-    fn names(&self) -> (String, String) {
+    /// The outer and inner axis names: as given, else fresh names from `<axis>_o` and
+    /// `<axis>_i`.
+    fn names(&self, m: &Kernel) -> (String, String) {
         let or = |n: &str, suffix: &str| {
             if n.is_empty() {
-                format!("{}{suffix}", self.axis)
+                fresh_name(m, &format!("{}{suffix}", self.axis))
             } else {
                 n.to_string()
             }
         };
-        (or(&self.outer, "_o"), or(&self.inner, "_i"))
+        let outer = or(&self.outer, "_o");
+        let mut inner = or(&self.inner, "_i");
+        if inner == outer && self.inner.is_empty() {
+            inner = fresh_name(m, &format!("{inner}_i"));
+        }
+        (outer, inner)
     }
 }
 
@@ -41,7 +47,7 @@ impl KernelPass for Tile {
 }
 
 fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Result<(), Diagnostic> {
-    let (outer, inner) = t.names();
+    let (outer, inner) = t.names(m);
     let loc = k.loc.clone();
     let axis = m.axis(&t.axis).ok_or_else(|| {
         err_at(
@@ -69,11 +75,17 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
             ),
         ));
     }
-    for n in [&outer, &inner] {
-        if m.axis(n).is_some() || m.buffer(n).is_some() {
+    if outer == inner {
+        return Err(Diagnostic::error(
+            aloc,
+            format!("tile: the outer and inner axes cannot both be named '@{outer}'"),
+        ));
+    }
+    for (n, opt) in [(&outer, "outer"), (&inner, "inner")] {
+        if name_taken(m, n) {
             return Err(Diagnostic::error(
                 aloc,
-                format!("tile: the name '@{n}' is already taken"),
+                format!("tile: {opt}={n} names '@{n}', which is already a symbol of '@{}' (choose another name, or leave {opt}= out for a fresh one)", m.name),
             ));
         }
     }
@@ -101,6 +113,44 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
             format!(
                 "tile: '@{}' is used in a compound index expression here (tile before shifting)",
                 t.axis
+            ),
+        ));
+    }
+    // A tile of an axis bound after another in one dimension (the query heads `@hk * @g` of
+    // grouped-query attention) is a contiguous box only when the axes before it are iterated
+    // around the access (or span one position).
+    let mut split = None;
+    m.walk(&mut |s, loops| {
+        let acc = match s {
+            mercury_commir::Stmt::Load { access, .. }
+            | mercury_commir::Stmt::Reduce { access, .. }
+            | mercury_commir::Stmt::Store { access, .. } => access,
+            _ => return,
+        };
+        let Some(buf) = m.buffer(&acc.buffer) else {
+            return;
+        };
+        for (d, b) in buf.dims.iter().enumerate() {
+            let DimBinding::Axes(ax) = b else { continue };
+            let Some(p) = ax.iter().position(|x| *x == t.axis) else {
+                continue;
+            };
+            for a in &ax[..p] {
+                let whole =
+                    m.axis(a).is_some_and(|x| x.extent > 1) && !loops.iter().any(|l| l.axis == *a);
+                if whole && split.is_none() {
+                    split = Some((acc.loc.clone(), buf.name.clone(), d, a.clone()));
+                }
+            }
+        }
+    });
+    if let Some((l, b, d, a)) = split {
+        let ext = m.axis(&a).map_or(0, |x| x.extent);
+        return Err(Diagnostic::error(
+            l,
+            format!(
+                "tile: cannot tile '@{}' while '@{a}' (extent {ext}) is a whole-range axis before it in dimension {d} of '@{b}': a tile of '@{}' would not be a contiguous block of that dimension (tile '@{a}' into a loop first, e.g. parallelize it, or join the two axes)",
+                t.axis, t.axis
             ),
         ));
     }

@@ -86,6 +86,51 @@ pub fn sharding(op: &BufferOp<&mut Operation>) -> Vec<Vec<usize>> {
 }
 
 /// Sets the mesh levels of a buffer op's placement; the levels it keeps keep their splits.
+/// Whether the buffer is an output (`out` or `inout`), whose declared placement is a contract.
+pub fn is_output(op: &BufferOp<&mut Operation>) -> bool {
+    matches!(
+        op.read_role(),
+        Ok(Some(
+            mercury_commir::Role::Out | mercury_commir::Role::InOut
+        ))
+    )
+}
+
+/// Refuses to change the declared placement of output `b` (`out`, `inout`) from `from` to
+/// `to`: a located error naming the buffer and both placements. Inputs and temporaries pass.
+pub fn keep_output_contract(
+    pass: &str,
+    b: &mercury_commir::Buffer,
+    to: &Placement,
+) -> Result<(), Diagnostic> {
+    let from = b.placement();
+    if !matches!(
+        b.role,
+        mercury_commir::Role::Out | mercury_commir::Role::InOut
+    ) || from == *to
+    {
+        return Ok(());
+    }
+    Err(Diagnostic::error(
+        b.loc.clone(),
+        format!(
+            "{pass}: '@{}' is an output declared as {}; this would deliver it as {} instead (an output's declared placement is a contract: the schedule computes it where its loops put it and delivers it as declared; to compute it elsewhere, reshard it at the start and back at the end)",
+            b.name,
+            describe(&from),
+            describe(to)
+        ),
+    ))
+}
+
+/// A placement as the user writes it on a buffer (`sharding [R, S(0)]`, or `replicated`).
+pub fn describe(p: &Placement) -> String {
+    if p.levels.iter().all(Vec::is_empty) {
+        "replicated (no sharding)".to_string()
+    } else {
+        format!("'sharding {}'", p.to_custom())
+    }
+}
+
 pub fn set_sharding(op: &mut BufferOp<&mut Operation>, s: &[Vec<usize>]) {
     let p = Placement::new(s.to_vec(), placement(op).splits);
     set_placement(op, &p);
@@ -186,4 +231,79 @@ impl OptionValue for PlacementOption {
 /// An error at `loc` (for `ok_or_else` on a lookup in a kernel model).
 pub fn err_at(loc: &Location, msg: impl Into<String>) -> Diagnostic {
     Diagnostic::error(loc.clone(), msg)
+}
+
+/// A mesh level as a pass option: its number (`level=1`) or its name (`level=gpu`, from the
+/// mesh's `names`), resolved against the kernel's mesh when the pass runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Level {
+    /// The level's number, 0 the slowest.
+    Index(usize),
+    /// The level's name.
+    Name(String),
+}
+
+impl mercury_ir::pass::OptionValue for Level {
+    fn parse_option(k: &str, v: &str) -> Result<Level, String> {
+        let v = v.trim();
+        if let Ok(n) = v.parse::<usize>() {
+            return Ok(Level::Index(n));
+        }
+        let word = v
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && v.chars().all(|c| c.is_alphanumeric() || "_-.".contains(c));
+        if word {
+            Ok(Level::Name(v.to_string()))
+        } else {
+            Err(format!(
+                "option '{k}' must be a mesh level (its number or its name), got '{v}'"
+            ))
+        }
+    }
+}
+
+impl Level {
+    /// The level's number in `mesh`, or why it does not exist there.
+    pub fn resolve(&self, mesh: &mercury_commir::Mesh) -> Result<usize, String> {
+        match self {
+            Level::Index(l) if *l < mesh.shape.len() => Ok(*l),
+            Level::Index(l) => Err(format!(
+                "mesh level {l} does not exist: {}",
+                mesh.levels_text()
+            )),
+            Level::Name(n) => mesh.names.iter().position(|x| x == n).ok_or_else(|| {
+                let names = if mesh.names.is_empty() {
+                    "it names none of its levels".to_string()
+                } else {
+                    format!("its levels are {}", mesh.names.join(", "))
+                };
+                let hint = mercury_ir::pass::did_you_mean(n, mesh.names.iter().map(String::as_str))
+                    .map(|m| format!("; did you mean '{m}'?"))
+                    .unwrap_or_default();
+                format!(
+                    "mesh '@{}' has no level named '{n}'{hint} ({names})",
+                    mesh.name
+                )
+            }),
+        }
+    }
+}
+
+/// Whether `name` is taken in kernel `m` (an axis, a buffer or the kernel itself).
+pub fn name_taken(m: &mercury_commir::Kernel, name: &str) -> bool {
+    m.axis(name).is_some() || m.buffer(name).is_some() || m.name == name
+}
+
+/// `base`, or `base_1`, `base_2`, ...: the first that no symbol of kernel `m` uses (names a
+/// pass makes up never collide with the user's).
+pub fn fresh_name(m: &mercury_commir::Kernel, base: &str) -> String {
+    if !name_taken(m, base) {
+        return base.to_string();
+    }
+    (1..)
+        .map(|k| format!("{base}_{k}"))
+        .find(|n| !name_taken(m, n))
+        .unwrap_or_else(|| base.to_string())
 }

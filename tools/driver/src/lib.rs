@@ -18,6 +18,8 @@ pub struct Schedule {
     pub shift_shard: bool,
     /// A schedule script: one pass per line, `#` comments (`--schedule FILE`'s text).
     pub script: Option<String>,
+    /// The name the script's diagnostics use (`FILE`; `<schedule>` when unset).
+    pub script_name: Option<String>,
     /// A textual pass pipeline (`--pass-pipeline`).
     pub pipeline: Option<String>,
 }
@@ -47,23 +49,35 @@ impl Schedule {
 }
 
 /// Where a schedule could not be set up (an unknown pass, bad options, a pipeline that does
-/// not parse): which piece, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// not parse): which piece, and why. Errors in a script or a pipeline are located in its text
+/// (`file:line:col`, with "did you mean" for unknown names).
+#[derive(Debug, Clone)]
 pub enum ScheduleError {
     /// In `--shift-shard`.
     ShiftShard(String),
     /// In the schedule script.
-    Script(String),
+    Script(Diagnostic),
     /// In the pass pipeline.
-    Pipeline(String),
+    Pipeline(Diagnostic),
+}
+
+impl ScheduleError {
+    /// The error as a diagnostic; `at` locates the one without a place of its own.
+    pub fn into_diagnostic(self, at: mercury_ir::Location) -> Diagnostic {
+        match self {
+            ScheduleError::ShiftShard(m) => Diagnostic::error(at, m),
+            ScheduleError::Script(d) | ScheduleError::Pipeline(d) => d,
+        }
+    }
 }
 
 impl std::fmt::Display for ScheduleError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ScheduleError::ShiftShard(m)
-            | ScheduleError::Script(m)
-            | ScheduleError::Pipeline(m) => f.write_str(m),
+            ScheduleError::ShiftShard(m) => f.write_str(m),
+            ScheduleError::Script(d) | ScheduleError::Pipeline(d) => {
+                f.write_str(d.render().trim_end())
+            }
         }
     }
 }
@@ -111,12 +125,16 @@ impl Compiler {
                 .map_err(ScheduleError::ShiftShard)?;
         }
         if let Some(script) = &schedule.script {
-            pm.add_pipeline(&self.passes, &mercury_passes::schedule_pipeline(script))
+            let name = schedule.script_name.as_deref().unwrap_or("<schedule>");
+            pm.add_schedule(&self.passes, &SourceFile::new(name, script.as_str()))
                 .map_err(ScheduleError::Script)?;
         }
         if let Some(p) = &schedule.pipeline {
-            pm.add_pipeline(&self.passes, p)
-                .map_err(ScheduleError::Pipeline)?;
+            pm.add_pipeline_source(
+                &self.passes,
+                &SourceFile::new("<pass-pipeline>", p.as_str()),
+            )
+            .map_err(ScheduleError::Pipeline)?;
         }
         Ok(pm)
     }
@@ -126,7 +144,7 @@ impl Compiler {
     pub fn schedule(&self, module: &mut Operation, schedule: &Schedule) -> Result<(), Diagnostic> {
         let mut pm = self
             .pass_manager(schedule)
-            .map_err(|e| Diagnostic::error(module.loc.clone(), e.to_string()))?;
+            .map_err(|e| e.into_diagnostic(module.loc.clone()))?;
         pm.run(module, &self.registry)
     }
 

@@ -21,27 +21,30 @@ pub fn pass_registry() -> PassRegistry {
     mercury_driver::passes()
 }
 
+/// The pass manager of the invocation; `Err` is the complete message to print (a located
+/// diagnostic for a schedule file or a pipeline).
 fn pass_manager(
     inv: &Invocation,
     passes: &PassRegistry,
     registry: &Registry,
 ) -> Result<PassManager, String> {
+    let plain = |m: String| format!("mercury-opt: error: {m}\n");
     let o = &inv.options;
     let mut pm = PassManager::new();
     pm.verify_each = o.verify_each;
     if let Some(path) = &o.schedule {
         let script = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read schedule '{}': {e}", path.display()))?;
-        pm.add_pipeline(passes, &mercury_driver::schedule_pipeline(&script))
-            .map_err(|e| format!("schedule '{}': {e}", path.display()))?;
+            .map_err(|e| plain(format!("cannot read schedule '{}': {e}", path.display())))?;
+        let file = SourceFile::new(path.display().to_string(), script);
+        pm.add_schedule(passes, &file).map_err(|d| d.render())?;
     }
     match &o.pass_pipeline {
         Some(text) => pm
-            .add_pipeline(passes, text)
-            .map_err(|e| format!("invalid --pass-pipeline '{text}': {e}"))?,
+            .add_pipeline_source(passes, &SourceFile::new("<pass-pipeline>", text.as_str()))
+            .map_err(|d| d.render())?,
         None => {
             for f in &inv.pass_flags {
-                pm.add(passes, f.name, &f.options)?;
+                pm.add(passes, f.name, &f.options).map_err(plain)?;
             }
         }
     }
@@ -195,7 +198,7 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
     let o = &inv.options;
     let registry = mercury_driver::registry(o.allow_unregistered_dialect);
     let mut pm = pass_manager(inv, passes, &registry).map_err(|e| {
-        out::error(&e);
+        out::stderr(&e);
         Failed
     })?;
     let (name, text) = read_input(&o.input)?;

@@ -3,7 +3,7 @@
 
 use crate::{args::Args, check, Compiled, Failure};
 use mercury_plan::Plan;
-use mercury_runtime::cpu::{execute, random_inputs};
+use mercury_runtime::cpu::{execute, execute_pieces, random_inputs};
 
 /// Elements the CPU executor accepts per run (all ranks' slots together).
 const LIMIT: usize = 1 << 26;
@@ -32,7 +32,8 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<(), Failure> {
     let seed = a.seed();
     let inputs = random_inputs(plan, seed);
     let t = std::time::Instant::now();
-    let got = execute(plan, &inputs).map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+    let held =
+        execute_pieces(plan, &inputs).map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     println!(
         "cpu: {} ranks, {} stages, {ms:.1} ms (seed {seed})",
@@ -45,6 +46,37 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<(), Failure> {
             .map_err(|e| Failure::Input(format!("mercury-run: reference: {e}")))?;
         let tol = a.tolerance.unwrap_or(1e-9);
         let mut bad = Vec::new();
+        // Each rank holds exactly its shard of every output as the input declares it.
+        let declared = check::declared_outputs(&c.declared, plan.num_ranks())
+            .map_err(|e| Failure::Check(format!("mercury-run: check failed: {e}")))?;
+        let plan_shapes = plan
+            .buffers
+            .iter()
+            .map(|b| (b.name.clone(), b.shape.clone()))
+            .collect();
+        let ranks = mercury_runtime::check::per_rank(&declared, &plan_shapes, &held, &want)
+            .map_err(|e| Failure::Check(format!("mercury-run: check failed: {e}")))?;
+        for (name, rows) in group_by_buffer(&ranks) {
+            let failed: Vec<&mercury_runtime::check::RankHolding> =
+                rows.iter().copied().filter(|h| !h.ok(tol)).collect();
+            let placement = c
+                .declared
+                .buffer(&name)
+                .map(|b| mercury_passes::util::describe(&b.placement()))
+                .unwrap_or_default();
+            if failed.is_empty() {
+                println!("check @{name}: every rank holds its shard as declared ({placement})  ok");
+                continue;
+            }
+            for h in &failed {
+                println!(
+                    "check @{name}: rank {} holds {} of the {} elements its declared placement ({placement}) gives it and {} outside it, relative error {:.3e}  FAILED",
+                    h.rank, h.held, h.declared, h.outside, h.error
+                );
+            }
+            bad.push(format!("{name} (rank placement)"));
+        }
+        let got = mercury_runtime::cpu::assemble(plan, &held);
         for (name, e, nonfinite) in check::compare(&got, &want) {
             let ok = e <= tol;
             println!(
@@ -68,4 +100,18 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// The rank holdings of each output, by output name in order.
+fn group_by_buffer(
+    rows: &[mercury_runtime::check::RankHolding],
+) -> Vec<(String, Vec<&mercury_runtime::check::RankHolding>)> {
+    let mut out: Vec<(String, Vec<&mercury_runtime::check::RankHolding>)> = Vec::new();
+    for r in rows {
+        match out.iter_mut().find(|(n, _)| *n == r.buffer) {
+            Some((_, v)) => v.push(r),
+            None => out.push((r.buffer.clone(), vec![r])),
+        }
+    }
+    out
 }

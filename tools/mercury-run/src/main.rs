@@ -67,6 +67,9 @@ pub struct Compiled {
     pub scheduled: Operation,
     pub reference: Operation,
     pub kernel: String,
+    /// The kernel as the input declares it (before scheduling): its outputs' placements are
+    /// what `--check` holds each rank to.
+    pub declared: mercury_commir::Kernel,
 }
 
 fn diag(d: Diagnostic) -> Failure {
@@ -117,25 +120,24 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
     let schedule = Schedule {
         shift_shard: a.shift_shard,
         script,
+        script_name: a.schedule.as_ref().map(|s| s.display().to_string()),
         pipeline: a.pass_pipeline.clone(),
     };
     let mut pm = compiler.pass_manager(&schedule).map_err(|e| match e {
-        ScheduleError::ShiftShard(m) => Failure::Input(m),
-        ScheduleError::Script(m) => Failure::Input(format!(
-            "mercury-run: {}: {m}",
-            a.schedule
-                .as_deref()
-                .unwrap_or(std::path::Path::new(""))
-                .display()
-        )),
-        ScheduleError::Pipeline(m) => Failure::Input(format!("mercury-run: {m}")),
+        ScheduleError::ShiftShard(m) => Failure::Input(format!("mercury-run: {m}")),
+        ScheduleError::Script(d) | ScheduleError::Pipeline(d) => diag(d),
     })?;
     let mut scheduled = module.clone();
     pm.run(&mut scheduled, &compiler.registry).map_err(diag)?;
+    let declared = kernels
+        .into_iter()
+        .find(|k| k.name == kernel)
+        .expect("the kernel was chosen from this list");
     Ok(Compiled {
         scheduled,
         reference: single_device(&module),
         kernel,
+        declared,
     })
 }
 
@@ -161,6 +163,10 @@ fn run(a: &args::Args) -> Result<(), Failure> {
     let compiler = Compiler::new();
     let c = compile(a, &compiler)?;
     let plan = mercury_driver::lower(&c.scheduled, Some(&c.kernel)).map_err(diag)?;
+    // What the run will be checked or timed against must exist before anything runs.
+    if a.check || a.bench {
+        reference_plan(&c)?;
+    }
     if let Some(path) = &a.emit_plan {
         std::fs::write(path, plan.to_json()).map_err(|e| {
             Failure::Input(format!(

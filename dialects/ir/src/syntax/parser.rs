@@ -76,11 +76,53 @@ fn describe_rule(r: &Rule) -> &'static str {
     }
 }
 
+/// The offset where the brackets of `text[..end]` (`(`, `[`, `{`, `<`; strings, comments and
+/// `->` skipped) first nest deeper than [`MAX_NESTING`], if they do.
+fn too_deep(text: &str, end: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let end = end.min(bytes.len());
+    let (mut depth, mut i) = (0usize, 0);
+    while i < end {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < end && bytes[i] != b'"' && bytes[i] != b'\n' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < end && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'-' if bytes.get(i + 1) == Some(&b'>') => i += 1,
+            b'(' | b'[' | b'{' | b'<' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Some(i);
+                }
+            }
+            b')' | b']' | b'}' | b'>' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 fn pest_error(file: &Arc<SourceFile>, e: pest::error::Error<Rule>) -> Diagnostic {
     let offset = match e.location {
         pest::error::InputLocation::Pos(p) => p,
         pest::error::InputLocation::Span((s, _)) => s,
     };
+    // Input nested past the limit is reported as such, whether or not pest's stack guard
+    // stopped first (it does in unoptimized builds, whose frames are larger).
+    if let Some(at) = too_deep(&file.text, offset) {
+        return Diagnostic::error(
+            file.location(at),
+            format!("nesting too deep: more than {MAX_NESTING} levels of operations, attributes and types"),
+        );
+    }
     let msg = match &e.variant {
         pest::error::ErrorVariant::ParsingError { positives, .. } => {
             let mut names: Vec<&str> = positives.iter().map(describe_rule).collect();
@@ -454,7 +496,7 @@ impl<'r> Parser<'r> {
                     .ok_or_else(|| Diagnostic::error(loc.clone(), "empty type"))?;
                 TokKind::Type(self.type_(t)?, text.to_string())
             }
-            Rule::hash_attr => TokKind::Attr(self.hash_attr(pair)),
+            Rule::hash_attr => TokKind::Attr(self.hash_attr(pair)?),
             Rule::number => TokKind::Number(text.to_string()),
             Rule::arrow | Rule::punct => TokKind::Punct(text.to_string()),
             Rule::bare_id => TokKind::Keyword(text.to_string()),
@@ -535,25 +577,49 @@ impl<'r> Parser<'r> {
             .collect()
     }
 
-    fn hash_attr(&self, pair: Pair<Rule>) -> Attribute {
+    /// A verbatim `<...>` body of a dialect attribute or type; its brackets count towards the
+    /// nesting limit like parsed ones.
+    fn angle_body(&self, pair: Option<Pair<Rule>>) -> Result<Option<String>, Diagnostic> {
+        let Some(b) = pair else { return Ok(None) };
+        let text = b.as_str();
+        let limit = MAX_NESTING.saturating_sub(self.depth.get());
+        let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+        for (i, c) in text.char_indices() {
+            match (c, in_str) {
+                (_, true) if escaped => escaped = false,
+                ('\\', true) => escaped = true,
+                ('"', _) => in_str = !in_str,
+                ('<', false) => depth += 1,
+                ('>', false) => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            if depth > limit {
+                return Err(Diagnostic::error(
+                    self.file.location(b.as_span().start() + i),
+                    format!("nesting too deep: more than {MAX_NESTING} levels of operations, attributes and types"),
+                ));
+            }
+        }
+        Ok(Some(text[1..text.len() - 1].to_string()))
+    }
+
+    fn hash_attr(&self, pair: Pair<Rule>) -> Result<Attribute, Diagnostic> {
         let mut inner = pair.into_inner();
         let full = inner
             .next()
             .map(|p| p.as_str().to_string())
             .unwrap_or_default();
-        let body = inner
-            .next()
-            .map(|b| b.as_str()[1..b.as_str().len() - 1].to_string());
+        let body = self.angle_body(inner.next())?;
         let (dialect, name) = full
             .split_once('.')
             .map_or((full.clone(), String::new()), |(d, n)| {
                 (d.to_string(), n.to_string())
             });
-        Attribute::Dialect {
+        Ok(Attribute::Dialect {
             dialect,
             name,
             body,
-        }
+        })
     }
 
     fn attr_dict(&mut self, pair: Pair<Rule>) -> Result<IndexMap<String, Attribute>, Diagnostic> {
@@ -602,7 +668,7 @@ impl<'r> Parser<'r> {
             ),
             Rule::dict_attr => Attribute::Dict(self.attr_dict(inner)?),
             Rule::symbol_ref => Attribute::SymbolRef(self.symbol_path(inner)),
-            Rule::hash_attr => self.hash_attr(inner),
+            Rule::hash_attr => self.hash_attr(inner)?,
             Rule::typed_number => {
                 let mut ti = inner.clone().into_inner();
                 let num = ti
@@ -753,9 +819,7 @@ impl<'r> Parser<'r> {
                     .next()
                     .map(|p| p.as_str().to_string())
                     .unwrap_or_default();
-                let body = it
-                    .next()
-                    .map(|b| b.as_str()[1..b.as_str().len() - 1].to_string());
+                let body = self.angle_body(it.next())?;
                 let (dialect, name) = full
                     .split_once('.')
                     .map_or((full.clone(), String::new()), |(d, n)| {

@@ -1,0 +1,17 @@
+// Attention over 2 batches x 4 heads on 8 ranks (a join of batch and heads).
+commir.mesh @m shape [8]
+commir.kernel @pairs on @m {
+  commir.axis @b = 2 spatial
+  commir.axis @h = 4 spatial
+  commir.axis @i = 16 spatial
+  commir.axis @j = 16 managed
+  commir.buffer @Q : [@b, @h, @i, 4] f32 in
+  commir.buffer @K : [@b, @h, @j, 4] f32 in
+  commir.buffer @V : [@b, @h, @j, 4] f32 in
+  commir.buffer @O : [@b, @h, @i, 4] f32 out
+  %q = commir.load @Q[@b, @h, @i] : !commir.tile<f32>
+  %k = commir.load @K[@b, @h, @j] : !commir.tile<f32>
+  %v = commir.load @V[@b, @h, @j] : !commir.tile<f32>
+  %o, %lse = commir.patch "attention" (%q, %k, %v) : (!commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>) -> (!commir.tile<f32>, !commir.tile<f32>)
+  commir.reduce lse_merge %o, %lse into @O[@b, @h, @i] : !commir.tile<f32>, !commir.tile<f32>
+}

@@ -1,0 +1,273 @@
+//! Checking a run's outputs rank by rank: each rank must hold exactly the part of every output
+//! its declared placement gives it (all of it when replicated), with the reference's values.
+//! The union of the ranks' pieces being right is not enough: an output delivered in another
+//! placement than declared, or one rank's wrong copy hidden behind another's, fails here.
+
+use crate::cpu::HeldPiece;
+use std::collections::HashMap;
+
+/// An output as declared: its shape and, per rank and dimension, the runs (start, length) of
+/// positions the rank must hold (from the placement's `dim_runs`).
+#[derive(Debug, Clone)]
+pub struct DeclaredOutput {
+    /// The output's name.
+    pub name: String,
+    /// Its global shape (elements).
+    pub shape: Vec<usize>,
+    /// `runs[rank][dim]`: the positions of `dim` the rank holds.
+    pub runs: Vec<Vec<Vec<(usize, usize)>>>,
+}
+
+/// What one rank holds of one output, measured against its declared part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankHolding {
+    /// The output's name.
+    pub buffer: String,
+    /// The rank.
+    pub rank: usize,
+    /// Elements the declared placement gives the rank.
+    pub declared: usize,
+    /// Of those, the elements the rank holds.
+    pub held: usize,
+    /// Elements the rank holds outside its declared part.
+    pub outside: usize,
+    /// ‖got − want‖ / ‖want‖ over the elements the rank holds (infinite where a value is not
+    /// finite).
+    pub error: f64,
+}
+
+impl RankHolding {
+    /// Whether the rank holds exactly its declared part, within `tol` of the reference.
+    pub fn ok(&self, tol: f64) -> bool {
+        self.held == self.declared && self.outside == 0 && self.error <= tol
+    }
+}
+
+/// Each rank's output pieces (`held`, from [`crate::cpu::execute_pieces`]) against its declared
+/// part of each output and against the reference outputs `want` (full tensors by name,
+/// row-major). One row per (output, rank), outputs in the order given.
+///
+/// Pieces are regions of the plan's buffer (`plan_shape`), which may merge adjacent declared
+/// dimensions (a `join`): positions are compared through their row-major element index.
+/// `Err` when an output's plan shape holds another number of elements than declared.
+pub fn per_rank(
+    declared: &[DeclaredOutput],
+    plan_shapes: &HashMap<String, Vec<usize>>,
+    held: &[HeldPiece],
+    want: &HashMap<String, Vec<f64>>,
+) -> Result<Vec<RankHolding>, String> {
+    let mut out = Vec::new();
+    for b in declared {
+        let Some(w) = want.get(&b.name) else {
+            continue;
+        };
+        let plan_shape = plan_shapes.get(&b.name).unwrap_or(&b.shape);
+        let numel: usize = b.shape.iter().product();
+        if plan_shape.iter().product::<usize>() != numel || w.len() != numel {
+            return Err(format!(
+                "output '@{}' is declared {:?} but the plan holds it as {:?}",
+                b.name, b.shape, plan_shape
+            ));
+        }
+        for (r, runs) in b.runs.iter().enumerate() {
+            // Per dimension, which positions are the rank's.
+            let mine: Vec<Vec<bool>> = b
+                .shape
+                .iter()
+                .zip(runs)
+                .map(|(&size, runs)| {
+                    let mut v = vec![false; size];
+                    for &(start, len) in runs {
+                        v[start..start + len].iter_mut().for_each(|x| *x = true);
+                    }
+                    v
+                })
+                .collect();
+            let declared_count: usize = mine
+                .iter()
+                .map(|v| v.iter().filter(|x| **x).count())
+                .product();
+            let mut seen = vec![false; w.len()];
+            let (mut held_in, mut outside) = (0, 0);
+            let (mut num, mut den, mut bad) = (0.0, 0.0, false);
+            for p in held.iter().filter(|p| p.rank == r && p.buffer == b.name) {
+                let mut pos = vec![0; b.shape.len()];
+                for_each_position(plan_shape, &p.region, |i, flat| {
+                    if seen[flat] {
+                        return;
+                    }
+                    seen[flat] = true;
+                    // The declared position of the element.
+                    let mut rest = flat;
+                    for d in (0..pos.len()).rev() {
+                        pos[d] = rest % b.shape[d];
+                        rest /= b.shape[d];
+                    }
+                    if pos.iter().enumerate().all(|(d, x)| mine[d][*x]) {
+                        held_in += 1;
+                    } else {
+                        outside += 1;
+                    }
+                    let g = p.values[i];
+                    bad |= !g.is_finite();
+                    num += (g - w[flat]) * (g - w[flat]);
+                    den += w[flat] * w[flat];
+                });
+            }
+            let error = if bad {
+                f64::INFINITY
+            } else {
+                f64::sqrt(num) / f64::sqrt(den).max(1e-300)
+            };
+            out.push(RankHolding {
+                buffer: b.name.clone(),
+                rank: r,
+                declared: declared_count,
+                held: held_in,
+                outside,
+                error,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Calls `f(i, flat)` for the elements of `region` of a row-major tensor of `shape` (`flat`:
+/// the element's index in the tensor), `i` counting them row-major over the region.
+fn for_each_position(
+    shape: &[usize],
+    region: &mercury_plan::Region,
+    mut f: impl FnMut(usize, usize),
+) {
+    let total: usize = region.extent.iter().product();
+    let mut pos = region.offset.clone();
+    for i in 0..total {
+        let flat = pos.iter().zip(shape).fold(0, |acc, (p, s)| acc * s + p);
+        f(i, flat);
+        // The next position, the last dimension fastest.
+        for d in (0..pos.len()).rev() {
+            pos[d] += 1;
+            if pos[d] < region.offset[d] + region.extent[d] {
+                break;
+            }
+            pos[d] = region.offset[d];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{assemble, execute_pieces, random_inputs};
+    use mercury_driver::{Compiler, Schedule};
+
+    /// A row sum on 4 ranks whose output placement is `out`.
+    fn rowsum(out: &str) -> String {
+        format!(
+            "commir.mesh @m shape [4]
+commir.kernel @rs on @m {{
+  commir.axis @i = 16 spatial
+  commir.axis @j = 8 managed
+  commir.buffer @A : [@i, @j] f32 in sharding [S(0), R]
+  commir.buffer @B : [@j] f32 in
+  commir.buffer @C : [@i] f32 out{out}
+  %a = commir.load @A[@i, @j] : !commir.tile<f32>
+  %b = commir.load @B[@j] : !commir.tile<f32>
+  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  commir.reduce add %c into @C[@i] : !commir.tile<f32>
+}}
+"
+        )
+    }
+
+    /// The row sum's output @C (16 rows) on 4 ranks: in blocks of 4 or whole on each.
+    fn declared(sharded: bool) -> Vec<DeclaredOutput> {
+        let runs = (0..4)
+            .map(|r| {
+                vec![if sharded {
+                    vec![(4 * r, 4)]
+                } else {
+                    vec![(0, 16)]
+                }]
+            })
+            .collect();
+        vec![DeclaredOutput {
+            name: "C".into(),
+            shape: vec![16],
+            runs,
+        }]
+    }
+
+    fn shapes() -> HashMap<String, Vec<usize>> {
+        HashMap::from([("C".to_string(), vec![16])])
+    }
+
+    const SCHED: &str = "tile{axis=i factor=4 outer=i0 inner=i_t}\nparallelize{axis=i0 level=0}\n";
+
+    #[test]
+    fn each_rank_is_held_to_the_declared_placement() {
+        let c = Compiler::new();
+        let sharded = rowsum(" sharding [S(0)]");
+        let plan = c
+            .compile("rs.mlir", &sharded, &Schedule::script(SCHED))
+            .unwrap();
+        let inputs = random_inputs(&plan, 7);
+        let reference = c
+            .compile("rs.mlir", &sharded, &Schedule::default())
+            .unwrap();
+        let want = assemble(&reference, &execute_pieces(&reference, &inputs).unwrap());
+        let held = execute_pieces(&plan, &inputs).unwrap();
+        // Against its own declaration: every rank holds its 4 rows.
+        let rows = per_rank(&declared(true), &shapes(), &held, &want).unwrap();
+        assert_eq!(rows.len(), 4);
+        assert!(
+            rows.iter().all(|h| h.ok(1e-9) && h.declared == 4),
+            "{rows:?}"
+        );
+        // The same plan against a replicated declaration: the union is complete, but each
+        // rank holds a quarter of what it must.
+        let rows = per_rank(&declared(false), &shapes(), &held, &want).unwrap();
+        assert!(rows
+            .iter()
+            .all(|h| !h.ok(1e-9) && h.held == 4 && h.declared == 16));
+        // A wrong value on one rank is that rank's failure.
+        let mut poisoned = held.clone();
+        let p = poisoned.iter_mut().find(|p| p.rank == 2).unwrap();
+        p.values[0] += 1.0;
+        let rows = per_rank(&declared(true), &shapes(), &poisoned, &want).unwrap();
+        let failed: Vec<usize> = rows
+            .iter()
+            .filter(|h| !h.ok(1e-9))
+            .map(|h| h.rank)
+            .collect();
+        assert_eq!(failed, vec![2]);
+        // A piece outside the rank's shard is counted as such.
+        let mut extra = held.clone();
+        let mut stray = extra.iter().find(|p| p.rank == 1).unwrap().clone();
+        stray.rank = 0;
+        extra.push(stray);
+        let rows = per_rank(&declared(true), &shapes(), &extra, &want).unwrap();
+        assert_eq!(rows[0].outside, 4);
+        assert!(!rows[0].ok(1e-9));
+    }
+
+    #[test]
+    fn a_replicated_output_reaches_every_rank() {
+        // The schedule parallelizes the rows; the output declared replicated is delivered
+        // whole to every rank (the contract), and the check sees each rank's copy.
+        let c = Compiler::new();
+        let text = rowsum("");
+        let plan = c
+            .compile("rs.mlir", &text, &Schedule::script(SCHED))
+            .unwrap();
+        let inputs = random_inputs(&plan, 11);
+        let reference = c.compile("rs.mlir", &text, &Schedule::default()).unwrap();
+        let want = assemble(&reference, &execute_pieces(&reference, &inputs).unwrap());
+        let held = execute_pieces(&plan, &inputs).unwrap();
+        let rows = per_rank(&declared(false), &shapes(), &held, &want).unwrap();
+        assert!(
+            rows.iter().all(|h| h.ok(1e-9) && h.declared == 16),
+            "{rows:?}"
+        );
+    }
+}
