@@ -271,15 +271,15 @@ impl LtPlan {
             ),
         ] {
             if on {
-                let op = lt_sys::cublasOperation_t::CUBLAS_OP_T;
-                // SAFETY: `plan.desc` is live; the attribute is a cublasOperation_t, passed
-                // by address with its size.
+                // The attribute is a cublasOperation_t, an int32_t.
+                let op = blas_sys::cublasOperation_t::CUBLAS_OP_T as i32;
+                // SAFETY: `plan.desc` is live; the value is passed by address with its size.
                 unsafe {
                     lt::set_matmul_desc_attribute(
                         plan.desc,
                         attr,
-                        (&op) as *const lt_sys::cublasOperation_t as *const c_void,
-                        std::mem::size_of::<lt_sys::cublasOperation_t>(),
+                        (&op) as *const i32 as *const c_void,
+                        std::mem::size_of::<i32>(),
                     )
                 }
                 .map_err(lt_err("cublasLtMatmulDescSetAttribute(TRANS)"))?;

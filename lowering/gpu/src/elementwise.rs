@@ -390,18 +390,21 @@ pub(crate) fn body(k: &TileKernel, flavor: Flavor) -> String {
             h.push_str("scf.for %e = %gid to %rows step %stride : i64 {\n");
             h.push_str(SPLIT_ROW);
             let base = em.index("x", 2);
-            em.line(&format!(
-                "%acc = scf.for %i2 = %r_c0 to %cols step %r_c1 iter_args(%a = %r_init) -> (f32) : i64 {{"
-            ));
+            em.line(
+                "%acc = scf.for %i2 = %r_c0 to %cols step %r_c1 iter_args(%a = %r_init) -> (f32) : i64 {",
+            );
             let off = em.op("arith.muli %i2, %x_s2 : i64");
             let idx = em.op(&format!("arith.addi {base}, {off} : i64"));
             let v = em.load("x", &idx, *input);
-            // The row max ignores NaN (f64::max in the reference's fold).
-            let op = match reduce {
-                RowReduceKind::Max => "arith.maxnumf",
-                RowReduceKind::Sum => "arith.addf",
+            let n = match reduce {
+                // The row max ignores NaN (f64::max in the reference's fold): `v > a ? v : a`
+                // with `a` never NaN. (arith.maxnumf would become a libdevice call.)
+                RowReduceKind::Max => {
+                    let gt = em.op(&format!("arith.cmpf ogt, {v}, %a : f32"));
+                    em.op(&format!("arith.select {gt}, {v}, %a : f32"))
+                }
+                RowReduceKind::Sum => em.op(&format!("arith.addf %a, {v} : f32")),
             };
-            let n = em.op(&format!("{op} %a, {v} : f32"));
             em.line(&format!("  scf.yield {n} : f32"));
             em.line("}");
             let oidx = em.index("out", 2);

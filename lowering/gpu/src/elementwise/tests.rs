@@ -449,8 +449,41 @@ fn ptx_of_generated_kernels() {
         DType::F32,
     )
     .unwrap();
-    let ptx = plan_kernels_ptx(&[gelu.clone(), rmax.clone(), gelu.clone()], &TargetOptions::default())
-        .unwrap();
+    // Every instruction kind and element type compiles without libdevice calls.
+    let mut all = vec![gelu.clone(), rmax.clone(), gelu.clone()];
+    let mut progs: Vec<Vec<Instr>> = UnaryFn::ALL.iter().map(|f| vec![un(*f, 0)]).collect();
+    progs.extend(BinaryFn::ALL.iter().map(|f| vec![bin(*f, 0, 1)]));
+    progs.push(vec![
+        Instr::Scale { by: 0.5, x: 0 },
+        Instr::Cast {
+            to: DType::F16,
+            x: 2,
+        },
+        Instr::Cast {
+            to: DType::BF16,
+            x: 3,
+        },
+        Instr::CausalMask {
+            x: 4,
+            row_offset: 0,
+            col_offset: 0,
+        },
+        bin(BinaryFn::Max, 5, 1),
+    ]);
+    for p in progs {
+        for (i, o) in [(DType::F32, DType::BF16), (DType::F16, DType::F16)] {
+            let op = TileOp::Elementwise { program: p.clone() };
+            all.push(TileKernel::of(&op, &[i, DType::BF16], o).unwrap());
+        }
+    }
+    for reduce in [RowReduceKind::Max, RowReduceKind::Sum] {
+        let op = TileOp::RowReduce { reduce };
+        all.push(TileKernel::of(&op, &[DType::BF16], DType::F32).unwrap());
+    }
+    let ptx = plan_kernels_ptx(&all, &TargetOptions::default()).unwrap();
+    for k in &all {
+        assert!(ptx.contains(&format!(".entry {}(", k.name())), "{}", k.name());
+    }
     for k in [&gelu, &rmax] {
         let start = ptx
             .find(&format!(".entry {}(", k.name()))
