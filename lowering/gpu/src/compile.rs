@@ -313,7 +313,10 @@ pub fn device_kernels_ptx(opts: &TargetOptions) -> Result<String, LoweringError>
 
 /// PTX for every [`DeviceKernel`] plus the generated kernels of `tiles` (one module): what a
 /// plan with tile ops needs on the GPU.
-pub fn plan_kernels_ptx(tiles: &[TileKernel], opts: &TargetOptions) -> Result<String, LoweringError> {
+pub fn plan_kernels_ptx(
+    tiles: &[TileKernel],
+    opts: &TargetOptions,
+) -> Result<String, LoweringError> {
     compile_to_ptx(&gpu_module_mlir_with(&DeviceKernel::ALL, tiles), opts)
 }
 

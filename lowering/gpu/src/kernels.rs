@@ -413,7 +413,11 @@ pub fn host_module_mlir(kernels: &[DeviceKernel], threads: u32) -> String {
 }
 
 /// As [`host_module_mlir`], plus the host instantiation of each generated tile kernel.
-pub fn host_module_mlir_with(kernels: &[DeviceKernel], tiles: &[TileKernel], threads: u32) -> String {
+pub fn host_module_mlir_with(
+    kernels: &[DeviceKernel],
+    tiles: &[TileKernel],
+    threads: u32,
+) -> String {
     let threads = threads.max(1);
     let mut out = String::new();
     out.push_str("module {\n");

@@ -188,9 +188,7 @@ impl TileKernel {
             }
         };
         match self {
-            TileKernel::Elementwise {
-                inputs, output, ..
-            } => {
+            TileKernel::Elementwise { inputs, output, .. } => {
                 p.push(("out".into(), TileParam::Ptr(*output)));
                 for (i, d) in inputs.iter().enumerate() {
                     p.push((format!("in{i}"), TileParam::Ptr(*d)));

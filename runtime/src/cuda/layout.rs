@@ -390,13 +390,31 @@ mod tests {
             }
         }
         // A contiguous view split into [6, 7, 4]; a row operand [d0, d1] with d2 = 1.
-        assert_eq!(as_3d(&[168], &reg(&[0], &[168]), [6, 7, 4]), Some((0, [28, 4, 1])));
-        assert_eq!(as_3d(&[6, 7], &reg(&[0, 0], &[6, 7]), [6, 7, 1]), Some((0, [7, 1, 0])));
+        assert_eq!(
+            as_3d(&[168], &reg(&[0], &[168]), [6, 7, 4]),
+            Some((0, [28, 4, 1]))
+        );
+        assert_eq!(
+            as_3d(&[6, 7], &reg(&[0, 0], &[6, 7]), [6, 7, 1]),
+            Some((0, [7, 1, 0]))
+        );
         // Leading batch dims merge into d0 only when their strides are uniform.
-        assert_eq!(as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 3, 4]), [2, 3, 4]), Some((0, [24, 8, 1])));
-        assert_eq!(as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 3, 4]), [1, 6, 4]), Some((0, [0, 8, 1])));
-        assert_eq!(as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 2, 4]), [1, 4, 4]), None);
-        assert_eq!(as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 3, 4]), [2, 2, 6]), None);
+        assert_eq!(
+            as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 3, 4]), [2, 3, 4]),
+            Some((0, [24, 8, 1]))
+        );
+        assert_eq!(
+            as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 3, 4]), [1, 6, 4]),
+            Some((0, [0, 8, 1]))
+        );
+        assert_eq!(
+            as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 2, 4]), [1, 4, 4]),
+            None
+        );
+        assert_eq!(
+            as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 3, 4]), [2, 2, 6]),
+            None
+        );
         assert_eq!(as_3d(&[4], &reg(&[0], &[4]), [1, 1, 5]), None);
     }
 

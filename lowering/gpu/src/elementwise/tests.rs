@@ -113,7 +113,11 @@ fn with_jit(tiles: &[TileKernel], threads: u32, f: impl FnOnce(&ExecutionEngine)
         .expect("host lowering");
         let engine = ExecutionEngine::new(&module, 2, &[], false, false);
         for t in tiles {
-            assert!(!engine.lookup(&t.name()).is_null(), "{} not in the JIT", t.name());
+            assert!(
+                !engine.lookup(&t.name()).is_null(),
+                "{} not in the JIT",
+                t.name()
+            );
         }
         f(&engine);
     });
@@ -246,7 +250,11 @@ fn run_case(
         }
     }
     for (kk, w) in written.iter().enumerate() {
-        assert!(*w || o.is_nan(kk), "{}: wrote outside the view at {kk}", k.name());
+        assert!(
+            *w || o.is_nan(kk),
+            "{}: wrote outside the view at {kk}",
+            k.name()
+        );
     }
 }
 
@@ -275,16 +283,40 @@ fn host_elementwise_kernels_match_the_f64_reference() {
         } else {
             (-6.0, 6.0)
         };
-        for (i, o) in [(F32, F32), (BF16, BF16), (F16, F32), (F32, BF16), (F32, F16)] {
+        for (i, o) in [
+            (F32, F32),
+            (BF16, BF16),
+            (F16, F32),
+            (F32, BF16),
+            (F32, F16),
+        ] {
             cases.push((vec![un(*f, 0)], vec![(i, false)], o, range, vec![]));
         }
     }
     // Every binary function, full and row operands, mixed types.
     for f in BinaryFn::ALL {
         let range = (-3.0, 3.0);
-        cases.push((vec![bin(*f, 0, 1)], vec![(F32, false), (F32, false)], F32, range, vec![]));
-        cases.push((vec![bin(*f, 0, 1)], vec![(BF16, false), (F32, true)], F32, range, vec![]));
-        cases.push((vec![bin(*f, 1, 0)], vec![(F16, false), (BF16, true)], BF16, range, vec![]));
+        cases.push((
+            vec![bin(*f, 0, 1)],
+            vec![(F32, false), (F32, false)],
+            F32,
+            range,
+            vec![],
+        ));
+        cases.push((
+            vec![bin(*f, 0, 1)],
+            vec![(BF16, false), (F32, true)],
+            F32,
+            range,
+            vec![],
+        ));
+        cases.push((
+            vec![bin(*f, 1, 0)],
+            vec![(F16, false), (BF16, true)],
+            BF16,
+            range,
+            vec![],
+        ));
     }
     // Scale, casts, the causal mask at several offsets, and the MLP epilogue and softmax chains.
     cases.push((
@@ -317,10 +349,7 @@ fn host_elementwise_kernels_match_the_f64_reference() {
         ));
     }
     cases.push((
-        vec![
-            un(UnaryFn::Gelu, 0),
-            Instr::Cast { to: BF16, x: 1 },
-        ],
+        vec![un(UnaryFn::Gelu, 0), Instr::Cast { to: BF16, x: 1 }],
         vec![(F32, false)],
         BF16,
         (-5.0, 5.0),
@@ -346,14 +375,7 @@ fn host_elementwise_kernels_match_the_f64_reference() {
         .iter()
         .map(|(p, ins, o, _, _)| {
             let dts: Vec<DType> = ins.iter().map(|i| i.0).collect();
-            TileKernel::of(
-                &TileOp::Elementwise {
-                    program: p.clone(),
-                },
-                &dts,
-                *o,
-            )
-            .unwrap()
+            TileKernel::of(&TileOp::Elementwise { program: p.clone() }, &dts, *o).unwrap()
         })
         .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(0x7469_6c65);
@@ -381,7 +403,12 @@ fn host_row_reductions_match_the_f64_reference() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x726f_7773);
     with_jit(&tiles, 3, |engine| {
         for (k, (op, i, o)) in tiles.iter().zip(&cases) {
-            for shape in [vec![4usize, 5, 33], vec![1, 1], vec![3, 7], vec![2, 3, 2, 9]] {
+            for shape in [
+                vec![4usize, 5, 33],
+                vec![1, 1],
+                vec![3, 7],
+                vec![2, 3, 2, 9],
+            ] {
                 let [d0, d1, cols] = mercury_plan::tile_kernel::geometry(&shape);
                 let mut x = Buf::new(*i, [d0, d1, cols], [1, d0 * cols + 1, d0]);
                 let mut v = Vec::new();
@@ -482,7 +509,11 @@ fn ptx_of_generated_kernels() {
     }
     let ptx = plan_kernels_ptx(&all, &TargetOptions::default()).unwrap();
     for k in &all {
-        assert!(ptx.contains(&format!(".entry {}(", k.name())), "{}", k.name());
+        assert!(
+            ptx.contains(&format!(".entry {}(", k.name())),
+            "{}",
+            k.name()
+        );
     }
     for k in [&gelu, &rmax] {
         let start = ptx

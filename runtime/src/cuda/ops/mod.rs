@@ -261,4 +261,3 @@ unsafe fn enqueue_tile(cx: &mut CopyCx<'_>, t: &TileLaunch) -> Result<()> {
     }
     Ok(())
 }
-

@@ -398,7 +398,11 @@ fn resolve_tile_matmul(
 ) -> Result<ComputeLaunch> {
     let logical = |v: &View| -> Vec<usize> {
         let e = &v.region.extent;
-        let first = e.iter().take_while(|x| **x == 1).count().min(e.len().saturating_sub(2));
+        let first = e
+            .iter()
+            .take_while(|x| **x == 1)
+            .count()
+            .min(e.len().saturating_sub(2));
         e[first..].to_vec()
     };
     let (la, lb) = (logical(&inputs[0]), logical(&inputs[1]));
@@ -416,8 +420,16 @@ fn resolve_tile_matmul(
     let a = mat_operand(mem, rank, &inputs[0])?;
     let b = mat_operand(mem, rank, &inputs[1])?;
     let c = mat_operand(mem, rank, output)?;
-    let (m, ka) = if ta { (a.cols, a.rows) } else { (a.rows, a.cols) };
-    let (kb, n) = if tb { (b.cols, b.rows) } else { (b.rows, b.cols) };
+    let (m, ka) = if ta {
+        (a.cols, a.rows)
+    } else {
+        (a.rows, a.cols)
+    };
+    let (kb, n) = if tb {
+        (b.cols, b.rows)
+    } else {
+        (b.rows, b.cols)
+    };
     if ka != kb || c.rows != m || c.cols != n {
         return Err(RuntimeError::Schedule(format!(
             "tile matmul shapes disagree: a {}x{}{}, b {}x{}{}, c {}x{}",

@@ -419,7 +419,10 @@ fn tile_matmul_on_the_gemm_patch() {
         output: v(2, &[0, 0, 0], &[1, 48, 48]),
     };
     // The output holds 48 x 48 but the product is 48 x 64: the op's own check refuses it.
-    assert!(matches!(resolve(&t, 0, &op), Err(RuntimeError::Schedule(_))));
+    assert!(matches!(
+        resolve(&t, 0, &op),
+        Err(RuntimeError::Schedule(_))
+    ));
     let op = ComputeOp::Tile {
         tile: TileOp::Matmul {
             transpose_a: true,
@@ -442,7 +445,10 @@ fn tile_matmul_on_the_gemm_patch() {
             transpose_a: false,
             transpose_b: true,
         },
-        inputs: vec![v(3, &[0, 0, 0, 0], &[1, 4, 256, 128]), v(4, &[0, 0, 0, 0], &[1, 2, 512, 128])],
+        inputs: vec![
+            v(3, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+            v(4, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+        ],
         output: v(9, &[0, 0, 0, 0], &[1, 4, 256, 512]),
     };
     assert!(matches!(
