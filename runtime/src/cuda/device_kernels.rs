@@ -14,6 +14,10 @@
 //! | `mercury_fill_f32` | dst, value (f32), n |
 //! | `mercury_attn_merge_o_bf16` | o_acc, lse_acc, o_part (bf16), lse_part, rows, d, sq, hq, o_sb, o_sh, o_sr, l_sb, l_sh, overwrite, nparts, part_o_stride, part_l_stride |
 //! | `mercury_attn_merge_lse` | lse_acc, lse_part, rows, sq, hq, l_sb, l_sh, overwrite, nparts, part_l_stride (after the `_o` kernel) |
+//!
+//! The same PTX may hold generated tile kernels (`mercury_ew_<hash>`, `mercury_row_*`: the
+//! contract of `mercury_plan::tile_kernel`), which [`DeviceKernels::tile`] launches by name;
+//! a plan whose kernels the PTX lacks is refused when the executor is built.
 
 use super::error::{Result, RuntimeError};
 use cudarc::driver::{
