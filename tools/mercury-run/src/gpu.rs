@@ -155,7 +155,7 @@ fn execute(
     })
 }
 
-/// Floating-point operations of the single-device plan's patches.
+/// Floating-point operations of the single-device plan: its patches and compiled tile ops.
 fn flops(plan: &Plan) -> f64 {
     let mut f = 0.0;
     for r in &plan.ranks {
@@ -183,6 +183,19 @@ fn flops(plan: &Plan) -> f64 {
                             f += 4.0 * bh * sq * sk * d * if *causal { 0.5 } else { 1.0 };
                         }
                     }
+                }
+                // Compiled tile ops (a tile matmul of the unpatched single-device operator, an
+                // epilogue): their own count (2 m n k per matmul, one per element and
+                // instruction otherwise).
+                if let ComputeOp::Tile {
+                    tile,
+                    inputs,
+                    output,
+                } = op
+                {
+                    let shapes: Vec<Vec<usize>> =
+                        inputs.iter().map(|v| v.region.extent.clone()).collect();
+                    f += tile.flops(&shapes, &output.region.extent);
                 }
             }
         }
