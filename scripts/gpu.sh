@@ -9,7 +9,9 @@
 #   MERCURY_GPU_PARTS=baselines ...   # PyTorch baselines on every GPU (scripts/baselines, >= 2 GPUs)
 #   MERCURY_BENCH_ONLY=P2c,P3 ...     # bench sections; MERCURY_SDPA_CASES=regex: SDPA baseline ids
 #   MERCURY_BASELINE_ARGS='--quick' ...  # extra arguments of the baseline scripts
-#   MERCURY_BASELINE_SCRIPTS=attention ... # which of scripts/baselines/{attention,gemm}.py
+#   MERCURY_BASELINE_SCRIPTS=attention ... # which of scripts/baselines/{attention,gemm,mlp}.py
+#   MERCURY_GPU_PARTS=suite,baselines MERCURY_SUITE_CASES='^mlp' MERCURY_BASELINE_SCRIPTS=mlp ...
+#                                          # only the MLP rows (issue 14: Llama-3 8B / 70B, TP = 2)
 #   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling on 2 GPUs (not default)
 #   MERCURY_GPU_PARTS=suite,baselines ...  # issue 13's side-by-side suite: ours on every GPU, the
 #                                          # PyTorch baselines, one joined table (>= 2 GPUs)
@@ -21,6 +23,8 @@
 #   mercury-run         release, CUDA backend, no MLIR (loads CUDA dynamically; x86-64)
 #   mercury-gpu-bench   release: P0 executor self-checks, P1 GEMM, P2 attention, P3 ring
 #   device_kernels.ptx  the compiler's device kernels (mercury-opt --emit=ptx, through MLIR)
+#   mlp_kernels.ptx     the same plus the generated tile kernels of the MLP examples (GeLU + cast
+#                       epilogue), mercury-opt --emit=ptx on examples/mlp.mlir
 #   sdpa_baseline.py    torch SDPA (FA2 and cuDNN backends) on the same shapes
 #   mercury-mgpu        release: multi-GPU self-checks and link measurements (docs/multi-gpu.md)
 # Every check draws fresh random inputs (seeded from the clock) and poisons outputs first.
@@ -41,6 +45,20 @@ if [[ "${1:-}" != "--remote" ]]; then
   echo "== device kernels: mercury-opt --emit=ptx --all-device-kernels"
   "$CARGO_TARGET_DIR/release/mercury-opt" --emit=ptx --all-device-kernels --chip=sm_90 examples/attention.mlir > .carry/device_kernels.ptx
   grep -c '\.visible \.entry' .carry/device_kernels.ptx | sed 's/^/   entry points: /'
+  # The MLP's generated kernels (one per distinct elementwise program; the names hash what it
+  # computes, so every MLP example and schedule, and mercury-run's single-device reference,
+  # use the same ones). Every plan the MLP cases run must find its kernels in this file.
+  echo "== generated tile kernels of the MLP examples: mercury-opt --emit=ptx"
+  "$CARGO_TARGET_DIR/release/mercury-opt" --emit=ptx --all-device-kernels --chip=sm_90 \
+    --schedule=examples/schedules/mlp_overlap.sched examples/mlp.mlir > .carry/mlp_kernels.ptx
+  for ex in examples/mlp.mlir examples/2gpu/mlp_llama3_8b.mlir examples/2gpu/mlp_llama3_70b.mlir; do
+    for sc in "" --schedule=examples/schedules/mlp_overlap.sched --schedule=examples/schedules/mlp_megatron.sched; do
+      for k in $("$CARGO_TARGET_DIR/release/mercury-opt" --emit=gpu-mlir $sc "$ex" | grep -o 'gpu.func @mercury_\(ew\|row\)_[a-z0-9_]*' | sed 's/gpu.func @//'); do
+        grep -q "\.entry $k(" .carry/mlp_kernels.ptx || { echo "staging: $ex $sc needs $k, not in mlp_kernels.ptx" >&2; exit 1; }
+      done
+    done
+  done
+  grep -o '\.entry mercury_\(ew\|row\)_[a-z0-9_]*' .carry/mlp_kernels.ptx | sed 's/^/   generated: /'
   # ---- multi-GPU staging (docs/multi-gpu.md) ----
   echo "== building mercury-mgpu (multi-GPU self-checks, link measurements)"
   cargo build --release -p mercury-bench --bin mercury-mgpu
@@ -92,7 +110,7 @@ run_case() {
   if [[ -n "${MERCURY_GPU_CASES:-}" && ! "$name" =~ $MERCURY_GPU_CASES ]]; then return 0; fi
   echo "== mercury-run: $name"
   if $C/mercury-run --backend cuda --virtual --check --bench --iters 5 --warmup 2 \
-      --device-kernels $C/device_kernels.ptx "$@" > "$out/run-$name.log" 2>&1; then
+      --device-kernels "${PTX:-$C/device_kernels.ptx}" "$@" > "$out/run-$name.log" 2>&1; then
     r="ok"
   else
     r="FAILED"; status=1
@@ -128,6 +146,9 @@ run_case context-parallel  examples/attention.mlir        --schedule examples/sc
 run_case asynctp-ag-gemm   examples/ag_gemm.mlir          --schedule examples/schedules/asynctp_ag_gemm.sched
 run_case shift-reduce-rs   examples/gemm_rs.mlir          --schedule examples/schedules/shift_reduce.sched
 run_case megatron-rs       examples/gemm_rs.mlir          --schedule examples/schedules/megatron_rs.sched
+# The tensor-parallel MLP (issue 14): gemm patches with the generated GeLU epilogue between them.
+PTX=$C/mlp_kernels.ptx run_case mlp-megatron examples/mlp.mlir --schedule examples/schedules/mlp_megatron.sched
+PTX=$C/mlp_kernels.ptx run_case mlp-overlap  examples/mlp.mlir --schedule examples/schedules/mlp_overlap.sched
 fi
 
 echo
@@ -347,7 +368,7 @@ else
     echo "== mercury-run (multi-GPU): $name"
     local r="ok"
     $C/mercury-run --backend cuda --check --bench --iters 5 --warmup 2 \
-      --device-kernels $C/device_kernels.ptx "$@" > "$out/mgpu-$name.log" 2>&1 || { r="FAILED"; status=1; }
+      --device-kernels "${PTX:-$C/device_kernels.ptx}" "$@" > "$out/mgpu-$name.log" 2>&1 || { r="FAILED"; status=1; }
     grep -E "check|schedule|single|gpu:|transport|warning|error" "$out/mgpu-$name.log" | sed 's/^/   /' || true
     local sched single ratio err
     sched=$(grep '^| schedule,' "$out/mgpu-$name.log" | awk -F'|' '{print $3}' | xargs || true)
@@ -366,6 +387,10 @@ else
     # Zigzag causal rings on 2 GPUs (issue 12), inputs declared zigzag as torch CP's are.
     for f in attention_causal_s32k attention_causal_s128k attention_gqa_causal_s128k; do
       run_mgpu_case "zigzag-${f#attention_}-2gpu-$t" "examples/2gpu/$f.mlir" --shift-shard --devices 2 --transport "$t"
+    done
+    # The tensor-parallel MLP on 2 GPUs (issue 14).
+    for sc in mlp_megatron mlp_overlap; do
+      PTX=$C/mlp_kernels.ptx run_mgpu_case "${sc}-2gpu-$t" examples/mlp.mlir --schedule "examples/schedules/$sc.sched" --devices 2 --transport "$t"
     done
   done
   # One process per GPU through torchrun (--launcher env: NCCL world from the environment,
@@ -414,8 +439,8 @@ else
     if [[ -n "${MERCURY_SUITE_CASES:-}" && ! "$id" =~ $MERCURY_SUITE_CASES ]]; then return 0; fi
     echo "== suite: $id ($*)"
     local log="$out/suite-$id.log" r=ok
-    timeout 300 $C/mercury-run --backend cuda --devices "$sngpu" --transport peer --check --bench \
-      --iters "${MERCURY_SUITE_ITERS:-5}" --warmup 2 --device-kernels $C/device_kernels.ptx \
+    timeout 300 $C/mercury-run --backend cuda --devices "${DEVS:-$sngpu}" --transport peer --check --bench \
+      --iters "${MERCURY_SUITE_ITERS:-5}" --warmup 2 --device-kernels "${PTX:-$C/device_kernels.ptx}" \
       "$input" "$@" > "$log" 2>&1 || r=FAILED
     local ms
     ms=$(grep '^| schedule,' "$log" | awk -F'|' '{print $3}' | xargs || true)
@@ -464,6 +489,13 @@ else
       else gemm_case "gemm.rs.llama70b.m$m" "$m" 8192 28672; fi
     done
   done
+  # The tensor-parallel MLP at Llama-3 shapes, M = 8192 tokens, bf16, TP = 2 (issue 14): two
+  # GPUs whatever the machine has (scripts/baselines/mlp.py runs 2 ranks too). The id without a
+  # suffix is the overlapped schedule; .megatron is all-gather, GEMMs, reduce-scatter in turn.
+  for m in 8b 70b; do
+    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_overlap.sched
+    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192.megatron" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_megatron.sched
+  done
 fi
 fi
 
@@ -473,10 +505,12 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if (( ngpu < 2 )); then
   echo "== baselines: skipped, only ${ngpu} GPU present (they run one process per GPU)"
 else
-  for script in ${MERCURY_BASELINE_SCRIPTS:-attention gemm}; do
-    echo "== torchrun $ngpu x scripts/baselines/$script.py ${MERCURY_BASELINE_ARGS:-}"
+  for script in ${MERCURY_BASELINE_SCRIPTS:-attention gemm mlp}; do
+    # The MLP is tensor parallel over 2 GPUs (the examples' mesh), whatever the machine has.
+    nproc=$ngpu; [[ $script == mlp ]] && nproc=2
+    echo "== torchrun $nproc x scripts/baselines/$script.py ${MERCURY_BASELINE_ARGS:-}"
     # shellcheck disable=SC2086
-    PYTHONUNBUFFERED=1 timeout 400 torchrun --standalone --nproc_per_node="$ngpu" scripts/baselines/$script.py \
+    PYTHONUNBUFFERED=1 timeout 400 torchrun --standalone --nproc_per_node="$nproc" scripts/baselines/$script.py \
       ${MERCURY_BASELINE_ARGS:-} --json-out "$out/$script-baselines.json" \
       > "$out/$script-baselines.md" 2> "$out/$script-baselines.log" || { echo "   $script baselines failed"; tail -5 "$out/$script-baselines.log"; }
     cat "$out/$script-baselines.md"
@@ -487,6 +521,7 @@ if [[ -s "$out/suite-ours.tsv" ]]; then
   echo
   echo "== side by side (ours on $(nvidia-smi -L | grep -c '^GPU') GPUs vs the PyTorch baselines; ratio > 1: ours faster)"
   python3 scripts/suite_table.py --ours "$out/suite-ours.tsv" \
-    --baselines "$out/attention-baselines.json" --baselines "$out/gemm-baselines.json" | tee "$out/suite-table.md"
+    --baselines "$out/attention-baselines.json" --baselines "$out/gemm-baselines.json" \
+    --baselines "$out/mlp-baselines.json" | tee "$out/suite-table.md"
 fi
 exit $status

@@ -3,13 +3,14 @@
 
 Inputs: `--ours FILE` (lines `id<TAB>ms<TAB>check<TAB>schedule`, written by scripts/gpu.sh's
 `suite` part, one per case run with mercury-run), and any number of `--baselines FILE` (the
-JSON of scripts/baselines/attention.py or gemm.py). Prints one markdown table: per case our time,
+JSON of scripts/baselines/attention.py, gemm.py or mlp.py). Prints one markdown table: per case our time,
 each baseline's time, ours / best baseline as a speed ratio (> 1: we are faster), and the
 scaling efficiency against the single-GPU cuDNN time where the attention baselines measured it
 (t_1gpu / (world x ours)). Rows whose check failed say so. No third-party packages.
 
     python3 scripts/suite_table.py --ours $OUT/suite-ours.tsv \
-        --baselines $OUT/attention-baselines.json --baselines $OUT/gemm-baselines.json
+        --baselines $OUT/attention-baselines.json --baselines $OUT/gemm-baselines.json \\
+        --baselines $OUT/mlp-baselines.json
 """
 import argparse
 import json
@@ -33,7 +34,9 @@ def load_ours(path):
 
 
 def load_baselines(paths):
-    out, world = {}, None
+    """Baseline times by case id and baseline, and the world size each case ran at (the
+    files may differ: the MLP baselines always run 2 ranks)."""
+    out, worlds = {}, {}
     for p in paths:
         try:
             with open(p) as f:
@@ -41,12 +44,13 @@ def load_baselines(paths):
         except (OSError, ValueError) as e:
             print(f"<!-- {p}: {e} -->")
             continue
-        world = d.get("world_size", world)
+        world = d.get("world_size")
         for r in d.get("results", []):
             if r.get("ms") is None or r.get("check") not in ("ok", None):
                 continue
             out.setdefault(r["id"], {})[r["baseline"]] = r["ms"]
-    return out, world
+            worlds[r["id"]] = r.get("world_size", world)
+    return out, worlds
 
 
 def main():
@@ -55,7 +59,7 @@ def main():
     ap.add_argument("--baselines", action="append", default=[])
     args = ap.parse_args()
     ours = load_ours(args.ours)
-    base, world = load_baselines(args.baselines)
+    base, worlds = load_baselines(args.baselines)
     names = sorted({b for v in base.values() for b in v if b != "cudnn_1gpu"})
     head = ["case", "schedule", "ours ms"] + [f"{n} ms" for n in names]
     head += ["ours vs best baseline", "scaling eff."]
@@ -76,6 +80,7 @@ def main():
         else:
             cells.append("-")
         one = b.get("cudnn_1gpu")
+        world = worlds.get(cid)
         if one and world and t == t and t > 0:
             cells.append(f"{100.0 * one / (world * t):.0f}%")
         else:

@@ -65,6 +65,11 @@ pub struct GemmSpec {
     pub out_type: ElemType,
     /// `C += A B` instead of `C = A B`.
     pub accumulate: bool,
+    /// A is stored transposed: row-major `[k, m]` with row stride `lda >= m`, and the
+    /// product uses its transpose (a tile matmul's `transpose_a`).
+    pub trans_a: bool,
+    /// B is stored transposed: row-major `[n, k]` with row stride `ldb >= k`.
+    pub trans_b: bool,
 }
 
 impl GemmSpec {
@@ -87,6 +92,8 @@ impl GemmSpec {
             in_type,
             out_type,
             accumulate,
+            trans_a: false,
+            trans_b: false,
         }
     }
 
@@ -100,8 +107,12 @@ impl GemmSpec {
         ensure(self.m > 0 && self.n > 0 && self.k > 0, || {
             format!("gemm with an empty dimension: {self:?}")
         })?;
+        let (a_row, b_row) = (
+            if self.trans_a { self.m } else { self.k },
+            if self.trans_b { self.k } else { self.n },
+        );
         ensure(
-            self.lda >= self.k && self.ldb >= self.n && self.ldc >= self.n,
+            self.lda >= a_row && self.ldb >= b_row && self.ldc >= self.n,
             || format!("gemm leading dimension smaller than a row: {self:?}"),
         )?;
         let lim = i32::MAX as usize;
@@ -202,11 +213,23 @@ impl LtPlan {
         ws_bytes: usize,
         max_algos: usize,
     ) -> Result<Self> {
-        // Column-major view: D'[n, m] = A'[n, k] * B'[k, m] with A' = B, B' = A.
+        // Column-major view: D'[n, m] = A'[n, k] * B'[k, m] with A' = B, B' = A. A transposed
+        // B (row-major [n, k]) is column-major [k, n], used as op(A') = its transpose; the same
+        // for A.
+        let (b_rows, b_cols) = if spec.trans_b {
+            (spec.k, spec.n)
+        } else {
+            (spec.n, spec.k)
+        };
+        let (a_rows, a_cols) = if spec.trans_a {
+            (spec.m, spec.k)
+        } else {
+            (spec.k, spec.m)
+        };
         let a = lt::create_matrix_layout(
             spec.in_type.lt(),
-            spec.n as u64,
-            spec.k as u64,
+            b_rows as u64,
+            b_cols as u64,
             spec.ldb as i64,
         )
         .map_err(lt_err("cublasLtMatrixLayoutCreate(B)"))?;
@@ -220,8 +243,8 @@ impl LtPlan {
         };
         plan.b = lt::create_matrix_layout(
             spec.in_type.lt(),
-            spec.k as u64,
-            spec.m as u64,
+            a_rows as u64,
+            a_cols as u64,
             spec.lda as i64,
         )
         .map_err(lt_err("cublasLtMatrixLayoutCreate(A)"))?;
@@ -237,6 +260,31 @@ impl LtPlan {
             lt_sys::cudaDataType::CUDA_R_32F,
         )
         .map_err(lt_err("cublasLtMatmulDescCreate"))?;
+        for (on, attr) in [
+            (
+                spec.trans_b,
+                lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
+            ),
+            (
+                spec.trans_a,
+                lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB,
+            ),
+        ] {
+            if on {
+                // The attribute is a cublasOperation_t, an int32_t.
+                let op = blas_sys::cublasOperation_t::CUBLAS_OP_T as i32;
+                // SAFETY: `plan.desc` is live; the value is passed by address with its size.
+                unsafe {
+                    lt::set_matmul_desc_attribute(
+                        plan.desc,
+                        attr,
+                        (&op) as *const i32 as *const c_void,
+                        std::mem::size_of::<i32>(),
+                    )
+                }
+                .map_err(lt_err("cublasLtMatmulDescSetAttribute(TRANS)"))?;
+            }
+        }
         let pref = lt::create_matmul_pref().map_err(lt_err("cublasLtMatmulPreferenceCreate"))?;
         // SAFETY: `pref` is a live preference handle; the attribute buffer is a usize as the
         // attribute requires; `pref` is destroyed below on every path.
@@ -536,6 +584,9 @@ impl CublasDirect {
         c: u64,
     ) -> Result<()> {
         spec.validate()?;
+        ensure(!spec.trans_a && !spec.trans_b, || {
+            format!("the cublasGemmEx baseline takes no transposes: {spec:?}")
+        })?;
         let err = |what: &'static str| {
             move |e: blas::CublasError| KernelError::Blas {
                 what,

@@ -1,6 +1,6 @@
 //! In-process MLIR -> NVVM -> PTX compilation with melior.
 
-use crate::{gpu_module_mlir, DeviceKernel, LoweringError};
+use crate::{gpu_module_mlir, gpu_module_mlir_with, DeviceKernel, LoweringError, TileKernel};
 use melior::{
     dialect::DialectRegistry,
     ir::{
@@ -309,6 +309,15 @@ pub fn compile_to_ptx(mlir_text: &str, opts: &TargetOptions) -> Result<String, L
 /// PTX for every [`DeviceKernel`] (one module, one `.entry` per kernel).
 pub fn device_kernels_ptx(opts: &TargetOptions) -> Result<String, LoweringError> {
     compile_to_ptx(&gpu_module_mlir(&DeviceKernel::ALL), opts)
+}
+
+/// PTX for every [`DeviceKernel`] plus the generated kernels of `tiles` (one module): what a
+/// plan with tile ops needs on the GPU.
+pub fn plan_kernels_ptx(
+    tiles: &[TileKernel],
+    opts: &TargetOptions,
+) -> Result<String, LoweringError> {
+    compile_to_ptx(&gpu_module_mlir_with(&DeviceKernel::ALL, tiles), opts)
 }
 
 /// Finds the `gpu.binary` ops and returns the assembly of their single object.

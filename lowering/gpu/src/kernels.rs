@@ -15,6 +15,7 @@
 //!   generic pointers (`!llvm.ptr`) and the exact `llvm.exp2`/`llvm.log2`
 //!   intrinsics. This is what the numerical unit tests JIT and run on the CPU.
 
+use mercury_plan::tile_kernel::TileKernel;
 use std::fmt::Write as _;
 
 /// Type of one kernel parameter (the runtime passes them in this order).
@@ -301,25 +302,25 @@ pub fn launch_dims(work_items: i64, sm_count: u32) -> (u32, u32) {
 
 /// Which instantiation of the body templates to emit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Flavor {
+pub(crate) enum Flavor {
     Device,
     Host,
 }
 
 impl Flavor {
-    fn ptr(self) -> &'static str {
+    pub(crate) fn ptr(self) -> &'static str {
         match self {
             Flavor::Device => "!llvm.ptr<1>",
             Flavor::Host => "!llvm.ptr",
         }
     }
-    fn exp2(self) -> &'static str {
+    pub(crate) fn exp2(self) -> &'static str {
         match self {
             Flavor::Device => "llvm.nvvm.ex2.approx.f32",
             Flavor::Host => "llvm.exp2.f32",
         }
     }
-    fn log2(self) -> &'static str {
+    pub(crate) fn log2(self) -> &'static str {
         match self {
             Flavor::Device => "llvm.nvvm.lg2.approx.f",
             Flavor::Host => "llvm.log2.f32",
@@ -368,9 +369,18 @@ fn signature(kernel: DeviceKernel, flavor: Flavor) -> String {
 /// `gpu.module @mercury_kernels` holding one `gpu.func ... kernel` per
 /// requested kernel (duplicates are emitted once).
 pub fn gpu_module_mlir(kernels: &[DeviceKernel]) -> String {
+    gpu_module_mlir_with(kernels, &[])
+}
+
+/// As [`gpu_module_mlir`], plus one kernel per generated tile kernel (`tiles`, duplicates
+/// emitted once; the contract is `mercury_plan::tile_kernel`'s).
+pub fn gpu_module_mlir_with(kernels: &[DeviceKernel], tiles: &[TileKernel]) -> String {
     let mut out = String::new();
     out.push_str("module attributes {gpu.container_module} {\n");
     out.push_str("  gpu.module @mercury_kernels {\n");
+    for tile in crate::elementwise::dedup_tiles(tiles) {
+        out.push_str(&crate::elementwise::gpu_func(&tile));
+    }
     for kernel in dedup(kernels) {
         let _ = writeln!(
             out,
@@ -399,9 +409,21 @@ pub fn emit_gpu_mlir(kernels: &[DeviceKernel]) -> String {
 /// approximations. Used by the numerical tests; lowerable with
 /// `convert-scf-to-cf, convert-to-llvm, reconcile-unrealized-casts`.
 pub fn host_module_mlir(kernels: &[DeviceKernel], threads: u32) -> String {
+    host_module_mlir_with(kernels, &[], threads)
+}
+
+/// As [`host_module_mlir`], plus the host instantiation of each generated tile kernel.
+pub fn host_module_mlir_with(
+    kernels: &[DeviceKernel],
+    tiles: &[TileKernel],
+    threads: u32,
+) -> String {
     let threads = threads.max(1);
     let mut out = String::new();
     out.push_str("module {\n");
+    for tile in crate::elementwise::dedup_tiles(tiles) {
+        out.push_str(&crate::elementwise::host_func(&tile, threads));
+    }
     for kernel in dedup(kernels) {
         let _ = writeln!(
             out,
@@ -433,7 +455,7 @@ fn dedup(kernels: &[DeviceKernel]) -> Vec<DeviceKernel> {
 }
 
 /// Defines `%gid` and `%stride` (i64) from the 1-D launch geometry.
-const GPU_PROLOGUE: &str = "\
+pub(crate) const GPU_PROLOGUE: &str = "\
       %bid_x = gpu.block_id x
       %bdim_x = gpu.block_dim x
       %tid_x = gpu.thread_id x

@@ -12,6 +12,11 @@
 //!   gpu-module-to-binary{format=isa})` and returns the PTX text;
 //!   [`device_kernels_ptx`] does it for every kernel; [`lower_to_nvvm_mlir`]
 //!   returns the IR after the NVVM conversion (debugging).
+//! * Generated kernels for the plan's tile ops (`elementwise.rs`): one per distinct
+//!   elementwise program and element types, one per row reduction
+//!   ([`TileKernel`], whose contract is `mercury_plan::tile_kernel`'s), emitted into the same
+//!   `gpu.module` by [`gpu_module_mlir_with`] and compiled with the fixed kernels by
+//!   [`plan_kernels_ptx`].
 //! * [`host_module_mlir`] instantiates the *same* kernel bodies for the CPU
 //!   (the unit tests JIT them and compare with an f64 reference).
 //!
@@ -52,15 +57,18 @@
 //! context), so the functions can be called from any thread.
 
 mod compile;
+mod elementwise;
 mod kernels;
 
 pub use compile::{
-    compile_to_ptx, device_kernels_ptx, lower_to_nvvm_mlir, ptx_pipeline, TargetOptions,
+    compile_to_ptx, device_kernels_ptx, lower_to_nvvm_mlir, plan_kernels_ptx, ptx_pipeline,
+    TargetOptions,
 };
 pub use kernels::{
-    emit_gpu_mlir, gpu_module_mlir, host_module_mlir, launch_dims, DeviceKernel, KernelParam,
-    ParamType, BLOCKS_PER_SM, DEFAULT_BLOCK,
+    emit_gpu_mlir, gpu_module_mlir, gpu_module_mlir_with, host_module_mlir, host_module_mlir_with,
+    launch_dims, DeviceKernel, KernelParam, ParamType, BLOCKS_PER_SM, DEFAULT_BLOCK,
 };
+pub use mercury_plan::tile_kernel::TileKernel;
 
 /// Errors of the lowering; none of them aborts the process.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

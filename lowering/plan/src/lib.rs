@@ -17,6 +17,7 @@ use std::fmt;
 
 pub mod patch;
 pub mod tile;
+pub mod tile_kernel;
 pub mod verify;
 pub use patch::{PatchArgs, PatchAttr, PatchKind, PatchSpec, PATCHES};
 pub use tile::TileOp;

@@ -14,12 +14,17 @@
 //! | `mercury_fill_f32` | dst, value (f32), n |
 //! | `mercury_attn_merge_o_bf16` | o_acc, lse_acc, o_part (bf16), lse_part, rows, d, sq, hq, o_sb, o_sh, o_sr, l_sb, l_sh, overwrite, nparts, part_o_stride, part_l_stride |
 //! | `mercury_attn_merge_lse` | lse_acc, lse_part, rows, sq, hq, l_sb, l_sh, overwrite, nparts, part_l_stride (after the `_o` kernel) |
+//!
+//! The same PTX may hold generated tile kernels (`mercury_ew_<hash>`, `mercury_row_*`: the
+//! contract of `mercury_plan::tile_kernel`), which [`DeviceKernels::tile`] launches by name;
+//! a plan whose kernels the PTX lacks is refused when the executor is built.
 
 use super::error::{Result, RuntimeError};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
 };
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Entry points the runtime needs, in a fixed order.
 pub const ENTRY_POINTS: [&str; 11] = [
@@ -126,6 +131,28 @@ pub fn missing_entries(ptx: &str) -> Vec<&'static str> {
         .collect()
 }
 
+/// Every `.entry` name `ptx` defines (pure text inspection).
+pub fn entries(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l
+                .strip_prefix(".visible .entry ")
+                .or_else(|| l.strip_prefix(".entry "))
+                .or_else(|| l.strip_prefix(".weak .entry "))?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+fn has_entry(entries: &[String], name: &str) -> bool {
+    entries.iter().any(|e| e == name)
+}
+
 /// 1-D launch over `items` work items: 256 threads a block, at most 32 blocks per SM (the
 /// kernels are grid-stride loops, so any grid is correct).
 pub fn launch_dims(items: usize, sm_count: u32) -> (u32, u32) {
@@ -135,9 +162,13 @@ pub fn launch_dims(items: usize, sm_count: u32) -> (u32, u32) {
 
 /// The loaded device kernels of one context.
 pub struct DeviceKernels {
-    _module: Arc<CudaModule>,
+    module: Arc<CudaModule>,
     f: Vec<CudaFunction>,
     sm_count: u32,
+    /// Generated tile kernels (`mercury_plan::tile_kernel`) looked up so far, by entry name.
+    tiles: Mutex<HashMap<String, CudaFunction>>,
+    /// Every `.entry` name of the PTX.
+    ptx_entries: Vec<String>,
 }
 
 impl DeviceKernels {
@@ -163,15 +194,18 @@ impl DeviceKernels {
                     .map_err(|e| RuntimeError::DeviceKernels(format!("{name}: {e}")))?,
             );
         }
+        let ptx_entries = entries(ptx);
         let sm_count = ctx
             .attribute(
                 cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
             )
             .map_err(RuntimeError::driver("SM count"))? as u32;
         Ok(DeviceKernels {
-            _module: module,
+            module,
             f,
             sm_count,
+            tiles: Mutex::new(HashMap::new()),
+            ptx_entries,
         })
     }
 
@@ -420,6 +454,60 @@ impl DeviceKernels {
             .map_err(RuntimeError::driver("copy_2d"))
     }
 
+    /// The generated tile kernel `name` of the loaded PTX (an error naming it when the PTX
+    /// was compiled without it).
+    pub fn tile_function(&self, name: &str) -> Result<CudaFunction> {
+        let mut tiles = self
+            .tiles
+            .lock()
+            .map_err(|_| RuntimeError::DeviceKernels("tile kernel cache poisoned".into()))?;
+        if let Some(f) = tiles.get(name) {
+            return Ok(f.clone());
+        }
+        if !has_entry(&self.ptx_entries, name) {
+            return Err(RuntimeError::DeviceKernels(format!(
+                "the device kernels' PTX has no entry {name}, a generated tile kernel this plan \
+                 launches: compile the PTX for this plan (mercury-opt --emit=ptx with the same \
+                 input and schedule, or mercury-run built with the `mlir` feature)"
+            )));
+        }
+        let f = self
+            .module
+            .load_function(name)
+            .map_err(|e| RuntimeError::DeviceKernels(format!("{name}: {e}")))?;
+        tiles.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// Launches the generated tile kernel `name` over `items` work items with its parameters
+    /// `args` in contract order (pointers as their 64-bit addresses, counts and strides as
+    /// `i64`).
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameter list (`mercury_plan::tile_kernel`), every
+    /// pointer must cover all the elements its dims and strides address, live on this
+    /// context until the kernel completes, and `items` must be the contract's work items.
+    pub unsafe fn tile(
+        &self,
+        stream: &CudaStream,
+        name: &str,
+        args: &[i64],
+        items: usize,
+    ) -> Result<()> {
+        if items == 0 {
+            return Ok(());
+        }
+        let f = self.tile_function(name)?;
+        let mut b = stream.launch_builder(&f);
+        for a in args {
+            b.arg(a);
+        }
+        // SAFETY: per the caller.
+        unsafe { b.launch(self.cfg(items)) }
+            .map(|_| ())
+            .map_err(RuntimeError::driver("tile kernel"))
+    }
+
     /// `dst[i] = value` over `n` f32.
     ///
     /// # Safety
@@ -462,6 +550,9 @@ mod tests {
         // A longer name with the same prefix does not count.
         let p2 = ".visible .entry mercury_add_f32x(\n";
         assert!(missing_entries(p2).contains(&"mercury_add_f32"));
+        assert_eq!(entries(p2), vec!["mercury_add_f32x".to_string()]);
+        assert!(has_entry(&entries(&ptx), "mercury_lse_merge_o_f32"));
+        assert!(!has_entry(&entries(&ptx), "mercury_ew_0"));
     }
 
     #[test]

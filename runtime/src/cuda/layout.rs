@@ -325,6 +325,41 @@ pub fn as_rank<const R: usize>(
     Some((offset, e, s))
 }
 
+/// Reads a view as the 3-D index space `dims` = `[d0, d1, d2]` of a generated tile kernel
+/// (`mercury_plan::tile_kernel`): the element at `(i0, i1, i2)` (row-major order of the view)
+/// is at `offset + i0*s0 + i1*s1 + i2*s2` of the slot. Each target dimension must be one
+/// (merged) dimension of the view or a factor of one, so that its stride is uniform; a
+/// target dimension of 1 gets stride 0. `None` when the view has no such form (it must then
+/// be packed) or does not hold `d0*d1*d2` elements.
+pub fn as_3d(shape: &[usize], region: &Region, dims: [usize; 3]) -> Option<(usize, [usize; 3])> {
+    let sr = StridedRegion::new(shape, region).ok()?;
+    if sr.numel() != dims.iter().product::<usize>() {
+        return None;
+    }
+    // Merged (extent, stride) dims, innermost last; consumed from the inside out.
+    let mut left: Vec<(usize, usize)> = sr.dims.clone();
+    let mut strides = [0usize; 3];
+    for k in (0..3).rev() {
+        let t = dims[k];
+        if t == 1 {
+            continue;
+        }
+        let (e, st) = left.pop()?;
+        if e == t {
+            strides[k] = st;
+        } else if e % t == 0 {
+            strides[k] = st;
+            left.push((e / t, st * t));
+        } else {
+            return None;
+        }
+    }
+    if left.iter().any(|(e, _)| *e != 1) {
+        return None;
+    }
+    Some((sr.offset, strides))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,6 +369,53 @@ mod tests {
             offset: offset.to_vec(),
             extent: extent.to_vec(),
         }
+    }
+
+    #[test]
+    fn regions_as_3d() {
+        // A [2, 3, 4] block at (1, 1, 2) of a [4, 5, 8] tensor, as [2, 3, 4]: strides 40, 8, 1.
+        let shape = [4, 5, 8];
+        let r = reg(&[1, 1, 2], &[2, 3, 4]);
+        let (off, st) = as_3d(&shape, &r, [2, 3, 4]).unwrap();
+        assert_eq!((off, st), (40 + 8 + 2, [40, 8, 1]));
+        // Every element agrees with the naive enumeration.
+        let want = naive(&shape, &r);
+        let mut e = 0;
+        for i0 in 0..2 {
+            for i1 in 0..3 {
+                for i2 in 0..4 {
+                    assert_eq!(off + i0 * st[0] + i1 * st[1] + i2 * st[2], want[e]);
+                    e += 1;
+                }
+            }
+        }
+        // A contiguous view split into [6, 7, 4]; a row operand [d0, d1] with d2 = 1.
+        assert_eq!(
+            as_3d(&[168], &reg(&[0], &[168]), [6, 7, 4]),
+            Some((0, [28, 4, 1]))
+        );
+        assert_eq!(
+            as_3d(&[6, 7], &reg(&[0, 0], &[6, 7]), [6, 7, 1]),
+            Some((0, [7, 1, 0]))
+        );
+        // Leading batch dims merge into d0 only when their strides are uniform.
+        assert_eq!(
+            as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 3, 4]), [2, 3, 4]),
+            Some((0, [24, 8, 1]))
+        );
+        assert_eq!(
+            as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 3, 4]), [1, 6, 4]),
+            Some((0, [0, 8, 1]))
+        );
+        assert_eq!(
+            as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 2, 4]), [1, 4, 4]),
+            None
+        );
+        assert_eq!(
+            as_3d(&[2, 3, 8], &reg(&[0, 0, 0], &[2, 3, 4]), [2, 2, 6]),
+            None
+        );
+        assert_eq!(as_3d(&[4], &reg(&[0], &[4]), [1, 1, 5]), None);
     }
 
     /// Element indices of a region enumerated naively (row-major over the region).

@@ -125,15 +125,27 @@ fn emit(
             Ok(device_kernels(&plan_of(module, kernel)?))
         }
     };
+    // The generated kernels of the plan's tile ops (with --all-device-kernels: those of a
+    // module that lowers; one without a plan still gets every fixed kernel).
+    let tiles = |module: &Operation| -> Result<Vec<mercury_lowering::TileKernel>, Diagnostic> {
+        match plan_of(module, kernel) {
+            Ok(plan) => Ok(mercury_plan::tile_kernel::plan_tile_kernels(&plan)),
+            Err(_) if all_kernels => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    };
     match kind {
         Emit::Mlir => Ok(print_op(registry, module, opts)),
         Emit::Plan => Ok(plan_of(module, kernel)?.to_json() + "\n"),
-        Emit::GpuMlir => Ok(mercury_lowering::gpu_module_mlir(&kernels(module)?)),
+        Emit::GpuMlir => Ok(mercury_lowering::gpu_module_mlir_with(
+            &kernels(module)?,
+            &tiles(module)?,
+        )),
         Emit::Ptx => {
             let loc = module.loc.clone();
             let opts = mercury_lowering::TargetOptions::for_chip(chip)
                 .map_err(|e| Diagnostic::error(loc.clone(), format!("--chip: {e}")))?;
-            let text = mercury_lowering::gpu_module_mlir(&kernels(module)?);
+            let text = mercury_lowering::gpu_module_mlir_with(&kernels(module)?, &tiles(module)?);
             mercury_lowering::compile_to_ptx(&text, &opts).map_err(|e| {
                 Diagnostic::error(loc, format!("lowering the device kernels to PTX: {e}"))
             })

@@ -74,7 +74,14 @@ fn rte(e: RuntimeError) -> Failure {
     rt(e)
 }
 
-fn device_kernels(a: &Args, cc: (i32, i32)) -> Result<String, Failure> {
+/// The device kernels' PTX: the file of `--device-kernels` (from `mercury-opt --emit=ptx`,
+/// which must hold the generated tile kernels of both plans), or (with the `mlir` feature)
+/// every fixed kernel plus the generated kernels of the tile ops of `plans`, compiled here.
+fn device_kernels(
+    a: &Args,
+    cc: (i32, i32),
+    plans: &[&mercury_plan::Plan],
+) -> Result<String, Failure> {
     if let Some(p) = &a.device_kernels {
         return std::fs::read_to_string(p).map_err(|e| {
             Failure::Input(format!("mercury-run: cannot read '{}': {e}", p.display()))
@@ -84,12 +91,16 @@ fn device_kernels(a: &Args, cc: (i32, i32)) -> Result<String, Failure> {
     {
         let opts = mercury_lowering::TargetOptions::for_chip(&format!("sm_{}{}", cc.0, cc.1))
             .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
-        mercury_lowering::device_kernels_ptx(&opts)
+        let mut tiles = Vec::new();
+        for p in plans {
+            tiles.extend(mercury_plan::tile_kernel::plan_tile_kernels(p));
+        }
+        mercury_lowering::plan_kernels_ptx(&tiles, &opts)
             .map_err(|e| Failure::Input(format!("mercury-run: compiling the device kernels: {e}")))
     }
     #[cfg(not(feature = "mlir"))]
     {
-        let _ = cc;
+        let _ = (cc, plans);
         Err(Failure::Input("mercury-run: this build cannot compile device kernels (no `mlir` feature); pass --device-kernels FILE from `mercury-opt --emit=ptx`".into()))
     }
 }
@@ -144,7 +155,7 @@ fn execute(
     })
 }
 
-/// Floating-point operations of the single-device plan's patches.
+/// Floating-point operations of the single-device plan: its patches and compiled tile ops.
 fn flops(plan: &Plan) -> f64 {
     let mut f = 0.0;
     for r in &plan.ranks {
@@ -172,6 +183,19 @@ fn flops(plan: &Plan) -> f64 {
                             f += 4.0 * bh * sq * sk * d * if *causal { 0.5 } else { 1.0 };
                         }
                     }
+                }
+                // Compiled tile ops (a tile matmul of the unpatched single-device operator, an
+                // epilogue): their own count (2 m n k per matmul, one per element and
+                // instruction otherwise).
+                if let ComputeOp::Tile {
+                    tile,
+                    inputs,
+                    output,
+                } = op
+                {
+                    let shapes: Vec<Vec<usize>> =
+                        inputs.iter().map(|v| v.region.extent.clone()).collect();
+                    f += tile.flops(&shapes, &output.region.extent);
                 }
             }
         }
@@ -433,8 +457,8 @@ fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     }
     let tag = format!("[process {}/{}]", env.rank, env.world_size);
     let cc = ctxs[0].compute_capability().map_err(rt)?;
-    let ptx = device_kernels(a, cc)?;
     let reference = crate::reference_plan(c)?;
+    let ptx = device_kernels(a, cc, &[&plan, &reference])?;
     let seed = a.seed();
     let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
     println!(
@@ -558,8 +582,8 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     let layout = choose_layout(n, visible, a)?;
     let cc = ctx.compute_capability().map_err(rt)?;
     let name = ctx.name().unwrap_or_else(|_| "?".into());
-    let ptx = device_kernels(a, cc)?;
     let reference = crate::reference_plan(c)?;
+    let ptx = device_kernels(a, cc, &[&plan, &reference])?;
     let seed = a.seed();
     let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
     let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };

@@ -13,7 +13,7 @@ use crate::cuda::error::{Result, RuntimeError};
 use crate::cuda::fault::{FaultKind, MarkTracker, Who};
 use crate::cuda::mem::{self, Loc, MemTable, Peers, Scratch, SlotInfo};
 use crate::cuda::nccl::NcclTransport;
-use crate::cuda::ops::{self, check_copy};
+use crate::cuda::ops::{self, check_copy, ComputeLaunch};
 use crate::cuda::placement::{distinct_groups, DeviceMap};
 use crate::cuda::schedule;
 use crate::cuda::transport::{CopyTransport, Transport, Work};
@@ -132,7 +132,21 @@ impl CudaExecutor {
                 })
             })
         };
-        let uses_gemm = uses(&|p| matches!(p, PatchKind::Gemm { .. }));
+        // A tile matmul runs on the GEMM patch too.
+        let tile_matmul = plan.ranks.iter().any(|r| {
+            r.stages.iter().any(|s| {
+                s.compute.iter().any(|op| {
+                    matches!(
+                        op,
+                        ComputeOp::Tile {
+                            tile: mercury_plan::TileOp::Matmul { .. },
+                            ..
+                        }
+                    )
+                })
+            })
+        });
+        let uses_gemm = tile_matmul || uses(&|p| matches!(p, PatchKind::Gemm { .. }));
         let ids: Vec<usize> = dev_ctxs.iter().map(|(i, _)| *i).collect();
         let ctxs: Vec<Arc<CudaContext>> = dev_ctxs.into_iter().map(|(_, c)| c).collect();
         let uses_attention = uses(&|p| matches!(p, PatchKind::Attention { .. }));
@@ -355,7 +369,14 @@ impl CudaExecutor {
             for st in &r.stages {
                 let mut ops_here = Vec::with_capacity(st.compute.len());
                 for op in &st.compute {
-                    ops_here.push(ops::resolve(&mem, ri, op)?);
+                    let launch = ops::resolve(&mem, ri, op)?;
+                    // A generated kernel missing from the PTX is an error now, not mid-run.
+                    if let ComputeLaunch::Tile(t) = &launch {
+                        for dk in &dks {
+                            dk.tile_function(&t.name)?;
+                        }
+                    }
+                    ops_here.push(launch);
                 }
                 stages.push(ops_here);
             }

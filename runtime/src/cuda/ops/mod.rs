@@ -8,7 +8,7 @@
 
 use super::device_kernels::DeviceKernels;
 use super::error::Result;
-use super::mem::{copy, operand, write_back, CopyCx, Loc};
+use super::mem::{copy, operand, write_back, CopyCx, Loc, Operand};
 use cudarc::driver::CudaStream;
 use mercury_kernels::cuda::{
     AttentionPatch, AttnLaunch, CudnnAttention, GemmPatch, GemmSpec, GemmWorkspace,
@@ -65,6 +65,36 @@ pub enum ComputeLaunch {
         src: Loc,
         dst: Loc,
     },
+    /// A generated tile kernel (an elementwise program or a row reduction).
+    Tile(Box<TileLaunch>),
+}
+
+/// One operand of a generated tile kernel: its location, and its address and element strides
+/// over the kernel's index space when the view has that form in its slot (`None`: it is
+/// packed into scratch, with the dense strides `packed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileOperand {
+    pub loc: Loc,
+    pub direct: Option<(u64, [i64; 3])>,
+    pub packed: [i64; 3],
+}
+
+/// A resolved launch of a generated tile kernel (`mercury_plan::tile_kernel`'s contract).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileLaunch {
+    /// The PTX entry.
+    pub name: String,
+    /// A row reduction (output strides: two; input: three) rather than an elementwise
+    /// program.
+    pub reduce: bool,
+    /// `[d0, d1, cols]`.
+    pub dims: [i64; 3],
+    /// Work items: `d0*d1*cols` (elementwise) or `d0*d1` (rows), at most 2^31 - 1.
+    pub items: usize,
+    pub out: TileOperand,
+    pub inputs: Vec<TileOperand>,
+    /// `(row_offset, col_offset)` of each causal mask, in program order.
+    pub masks: Vec<(i64, i64)>,
 }
 
 /// Which implementation runs an attention launch; decided when the executor is built
@@ -167,5 +197,67 @@ pub unsafe fn enqueue(
             // SAFETY: per the caller.
             unsafe { copy(cx, src, dst) }
         }
+        ComputeLaunch::Tile(t) => {
+            // SAFETY: per the caller.
+            unsafe { enqueue_tile(cx, t) }
+        }
     }
+}
+
+/// Launches a generated tile kernel: operands whose views have strides over the kernel's
+/// index space are passed in place, the others are packed into scratch first (the output
+/// written back afterwards).
+///
+/// # Safety
+/// The launch must have been resolved against the live memory of this executor.
+unsafe fn enqueue_tile(cx: &mut CopyCx<'_>, t: &TileLaunch) -> Result<()> {
+    if t.items == 0 {
+        return Ok(());
+    }
+    let here = cx.here();
+    // (address, strides) of an operand, packing it when needed.
+    // A view without strides over the index space, or on another device, goes through a
+    // contiguous local copy (`operand` packs it; a contiguous local view has strides, so it
+    // never reaches here in place), whose strides are the dense ones.
+    let place = |cx: &mut CopyCx<'_>,
+                 o: &TileOperand,
+                 read: bool|
+     -> Result<(u64, [i64; 3], Option<Operand>)> {
+        match o.direct {
+            Some((p, st)) if o.loc.is_on(here) => Ok((p, st, None)),
+            _ => {
+                // SAFETY: per the caller; the packed copy lives in the stream's scratch.
+                let op = unsafe { operand(cx, &o.loc, read)? };
+                Ok((op.ptr, o.packed, Some(op)))
+            }
+        }
+    };
+    let mut ins = Vec::with_capacity(t.inputs.len());
+    for x in &t.inputs {
+        ins.push(place(cx, x, true)?);
+    }
+    let (optr, ost, opacked) = place(cx, &t.out, false)?;
+    let mut args: Vec<i64> = Vec::new();
+    args.push(optr as i64);
+    args.extend(ins.iter().map(|x| x.0 as i64));
+    args.extend(t.dims);
+    if t.reduce {
+        args.extend(&ost[..2]);
+    } else {
+        args.extend(ost);
+    }
+    for x in &ins {
+        args.extend(x.1);
+    }
+    for (r, c) in &t.masks {
+        args.extend([*r, *c]);
+    }
+    // SAFETY: the arguments follow the kernel's contract (pointers of live operands that
+    // cover every element the dims and strides address, counts within 2^31 - 1).
+    unsafe { cx.dk.tile(cx.stream, &t.name, &args, t.items)? };
+    if let Some(op) = opacked {
+        // SAFETY: per the caller.
+        unsafe { write_back(cx, &op, &t.out.loc)? };
+    }
+    Ok(())
 }

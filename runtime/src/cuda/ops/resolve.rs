@@ -1,13 +1,15 @@
 //! Resolution of a plan's `ComputeOp`s against the slot addresses: shapes, dtypes, strides
 //! and alignment are checked once, before anything runs.
 
-use super::{AttnVia, ComputeLaunch, MatOperand};
+use super::{AttnVia, ComputeLaunch, MatOperand, TileLaunch, TileOperand};
 use crate::cuda::error::{Result, RuntimeError};
-use crate::cuda::layout::as_matrix;
+use crate::cuda::layout::{as_3d, as_matrix};
 use crate::cuda::mem::{Loc, MemTable};
 use mercury_kernels::cpu::{AttnDims, AttnParams};
 use mercury_kernels::cuda::{AttnLaunch, ElemType, GemmSpec, Strided3};
-use mercury_plan::{CombineKind, ComputeOp, DType, PatchKind, View};
+use mercury_plan::tile::Instr;
+use mercury_plan::tile_kernel::{geometry, TileKernel, MAX_WORK_ITEMS};
+use mercury_plan::{CombineKind, ComputeOp, DType, PatchKind, TileOp, View};
 
 pub(super) fn unsupported(msg: String) -> RuntimeError {
     RuntimeError::Unsupported(msg)
@@ -121,6 +123,8 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     in_type: elem_type(a.loc.dtype, "gemm")?,
                     out_type: elem_type(c.loc.dtype, "gemm")?,
                     accumulate: *accumulate,
+                    trans_a: false,
+                    trans_b: false,
                 };
                 spec.validate()?;
                 Ok(ComputeLaunch::Gemm { spec, a, b, c })
@@ -241,12 +245,226 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
             check_copy(&s, &d)?;
             Ok(ComputeLaunch::Copy { src: s, dst: d })
         }
-        ComputeOp::Tile { tile, .. } => Err(unsupported(format!(
-            "the compiler-generated tile op {} has no device code yet: patch the body \
-             (--patch) or run it on the CPU executor",
-            tile.name()
-        ))),
+        ComputeOp::Tile {
+            tile,
+            inputs,
+            output,
+        } => resolve_tile(mem, rank, tile, inputs, output),
     }
+}
+
+/// A tile op: a matmul becomes a cuBLASLt GEMM (the GEMM patch's path, with the transposes),
+/// an elementwise program or a row reduction a generated kernel over strided views. What has
+/// no device code (a batched matmul, f64 operands, more than 2^31 work items, an output
+/// overlapping an input it is not identical to) is refused here, before anything runs.
+fn resolve_tile(
+    mem: &MemTable,
+    rank: usize,
+    tile: &TileOp,
+    inputs: &[View],
+    output: &View,
+) -> Result<ComputeLaunch> {
+    let shapes: Vec<Vec<usize>> = inputs.iter().map(|v| v.region.extent.clone()).collect();
+    tile.check(&shapes, &output.region.extent)
+        .map_err(|e| RuntimeError::Schedule(format!("tile op {}: {e}", tile.name())))?;
+    if let TileOp::Matmul {
+        transpose_a,
+        transpose_b,
+    } = tile
+    {
+        return resolve_tile_matmul(mem, rank, inputs, output, *transpose_a, *transpose_b);
+    }
+    let mut dts = Vec::with_capacity(inputs.len());
+    for v in inputs {
+        dts.push(mem.slot(rank, v.slot)?.dtype);
+    }
+    let out_dt = mem.slot(rank, output.slot)?.dtype;
+    let kernel = TileKernel::of(tile, &dts, out_dt).ok_or_else(|| {
+        unsupported(format!(
+            "tile op {} on {:?} -> {}: no device code for f64 operands",
+            tile.name(),
+            dts.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            out_dt.name()
+        ))
+    })?;
+    let (dims, items) = match tile {
+        TileOp::RowReduce { .. } => {
+            let x = &inputs[0].region.extent;
+            let g = geometry(x);
+            (g, g[0] * g[1])
+        }
+        _ => {
+            let g = geometry(&output.region.extent);
+            (g, g[0] * g[1] * g[2])
+        }
+    };
+    if items > MAX_WORK_ITEMS {
+        return Err(unsupported(format!(
+            "tile op {} over {items} work items: the generated kernels index in 32 bits \
+             (at most {MAX_WORK_ITEMS}); tile the loop further",
+            tile.name()
+        )));
+    }
+    let [d0, d1, cols] = dims;
+    let operand = |v: &View, target: [usize; 3], row: bool| -> Result<TileOperand> {
+        let loc = mem.loc(rank, v)?;
+        let s = mem.slot(rank, v.slot)?;
+        let direct = as_3d(&s.shape, &v.region, target).map(|(off, st)| {
+            (
+                s.ptr + (off * s.dtype.size_bytes()) as u64,
+                st.map(|x| x as i64),
+            )
+        });
+        // Dense strides of a packed copy (row-major over the target).
+        let packed = [
+            (target[1] * target[2]) as i64,
+            target[2] as i64,
+            if row { 0 } else { 1 },
+        ];
+        Ok(TileOperand {
+            loc,
+            direct,
+            packed,
+        })
+    };
+    let (out, ins) = match tile {
+        TileOp::RowReduce { .. } => (
+            operand(output, [d0, d1, 1], true)?,
+            vec![operand(&inputs[0], dims, false)?],
+        ),
+        _ => {
+            let mut ins = Vec::with_capacity(inputs.len());
+            for v in inputs {
+                let row = v.region.numel() != d0 * d1 * cols;
+                ins.push(if row {
+                    operand(v, [d0, d1, 1], true)?
+                } else {
+                    operand(v, dims, false)?
+                });
+            }
+            (operand(output, dims, false)?, ins)
+        }
+    };
+    // An output that overlaps an input is only safe when it is the same view (each element
+    // is read and written by the same work item).
+    for (i, x) in ins.iter().enumerate() {
+        if x.loc.base == out.loc.base
+            && x.loc.dev == out.loc.dev
+            && x.loc.reg != out.loc.reg
+            && x.loc.reg.offset < out.loc.reg.end()
+            && out.loc.reg.offset < x.loc.reg.end()
+        {
+            return Err(unsupported(format!(
+                "tile op {}: the output view overlaps input {i} without being the same view",
+                tile.name()
+            )));
+        }
+    }
+    let masks = match tile {
+        TileOp::Elementwise { program } => program
+            .iter()
+            .filter_map(|i| match i {
+                Instr::CausalMask {
+                    row_offset,
+                    col_offset,
+                    ..
+                } => Some((*row_offset as i64, *col_offset as i64)),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Ok(ComputeLaunch::Tile(Box::new(TileLaunch {
+        name: kernel.name(),
+        reduce: matches!(tile, TileOp::RowReduce { .. }),
+        dims: dims.map(|x| x as i64),
+        items,
+        out,
+        inputs: ins,
+        masks,
+    })))
+}
+
+/// A tile matmul on cuBLASLt: `a` and `b` (after dropping leading unit dimensions) must be
+/// matrices, except that a non-transposed `a` may carry batch dimensions that merge into its
+/// rows (a 2-D `b` is shared by every batch).
+fn resolve_tile_matmul(
+    mem: &MemTable,
+    rank: usize,
+    inputs: &[View],
+    output: &View,
+    ta: bool,
+    tb: bool,
+) -> Result<ComputeLaunch> {
+    let logical = |v: &View| -> Vec<usize> {
+        let e = &v.region.extent;
+        let first = e
+            .iter()
+            .take_while(|x| **x == 1)
+            .count()
+            .min(e.len().saturating_sub(2));
+        e[first..].to_vec()
+    };
+    let (la, lb) = (logical(&inputs[0]), logical(&inputs[1]));
+    if lb.len() > 2 || (ta && la.len() > 2) {
+        return Err(unsupported(format!(
+            "tile matmul of {:?} and {:?}{}{}: batched operands have no device code yet \
+             (only a batched non-transposed a against a 2-D b); patch the body or run it on \
+             the CPU executor",
+            inputs[0].region.extent,
+            inputs[1].region.extent,
+            if ta { " (a transposed)" } else { "" },
+            if tb { " (b transposed)" } else { "" },
+        )));
+    }
+    let a = mat_operand(mem, rank, &inputs[0])?;
+    let b = mat_operand(mem, rank, &inputs[1])?;
+    let c = mat_operand(mem, rank, output)?;
+    let (m, ka) = if ta {
+        (a.cols, a.rows)
+    } else {
+        (a.rows, a.cols)
+    };
+    let (kb, n) = if tb {
+        (b.cols, b.rows)
+    } else {
+        (b.rows, b.cols)
+    };
+    if ka != kb || c.rows != m || c.cols != n {
+        return Err(RuntimeError::Schedule(format!(
+            "tile matmul shapes disagree: a {}x{}{}, b {}x{}{}, c {}x{}",
+            a.rows,
+            a.cols,
+            if ta { "^T" } else { "" },
+            b.rows,
+            b.cols,
+            if tb { "^T" } else { "" },
+            c.rows,
+            c.cols
+        )));
+    }
+    if a.loc.dtype != b.loc.dtype {
+        return Err(unsupported(format!(
+            "tile matmul with a {} and b {}",
+            a.loc.dtype.name(),
+            b.loc.dtype.name()
+        )));
+    }
+    let spec = GemmSpec {
+        m,
+        n,
+        k: ka,
+        lda: a.ld,
+        ldb: b.ld,
+        ldc: c.ld,
+        in_type: elem_type(a.loc.dtype, "tile matmul")?,
+        out_type: elem_type(c.loc.dtype, "tile matmul")?,
+        accumulate: false,
+        trans_a: ta,
+        trans_b: tb,
+    };
+    spec.validate()?;
+    Ok(ComputeLaunch::Gemm { spec, a, b, c })
 }
 
 /// Element count and dtype compatibility of a copy.

@@ -32,6 +32,7 @@ fn table() -> MemTable {
             s(0x200000, DType::F32, &[1, 4, 256, 128]),  // 6: o
             s(0x400000, DType::F32, &[1, 4, 256]),       // 7: lse
             s(0x500000, DType::F32, &[4, 100]),          // 8: f32 scratch
+            s(0x600000, DType::F32, &[1, 4, 256, 512]),  // 9: scores
         ]],
         ..MemTable::default()
     }
@@ -304,4 +305,154 @@ fn combine_resolution() {
         dst: v(1, &[0, 0], &[2, 48]),
     };
     assert!(resolve(&t, 0, &copy_cast).is_err());
+}
+
+#[test]
+fn tile_resolution() {
+    use mercury_plan::tile::{Instr, RowReduceKind, UnaryFn};
+    use mercury_plan::TileOp;
+    let t = table();
+    // GeLU + cast epilogue: f32 block of slot 2 into a bf16 column block of slot 1.
+    let ep = ComputeOp::Tile {
+        tile: TileOp::Elementwise {
+            program: vec![
+                Instr::Unary {
+                    f: UnaryFn::Gelu,
+                    x: 0,
+                },
+                Instr::Cast {
+                    to: DType::BF16,
+                    x: 1,
+                },
+            ],
+        },
+        inputs: vec![v(2, &[1, 0, 16], &[1, 32, 16])],
+        output: v(1, &[0, 16], &[32, 16]),
+    };
+    match resolve(&t, 0, &ep).unwrap() {
+        ComputeLaunch::Tile(l) => {
+            assert!(l.name.starts_with("mercury_ew_"));
+            assert_eq!(l.dims, [1, 32, 16]);
+            assert_eq!(l.items, 32 * 16);
+            assert_eq!(l.out.direct, Some((0x20000 + 16 * 2, [0, 48, 1])));
+            assert_eq!(
+                l.inputs[0].direct,
+                Some((0x30000 + (64 * 48 + 16) * 4, [0, 48, 1]))
+            );
+            assert!(l.masks.is_empty() && !l.reduce);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A row operand (one value per row) is broadcast with column stride 0; mask offsets are
+    // launch arguments.
+    let sub = ComputeOp::Tile {
+        tile: TileOp::Elementwise {
+            program: vec![
+                Instr::Binary {
+                    f: mercury_plan::tile::BinaryFn::Sub,
+                    a: 0,
+                    b: 1,
+                },
+                Instr::CausalMask {
+                    x: 2,
+                    row_offset: 64,
+                    col_offset: 0,
+                },
+            ],
+        },
+        inputs: vec![v(8, &[0, 0], &[4, 100]), v(7, &[0, 0, 0], &[1, 1, 4])],
+        output: v(8, &[0, 0], &[4, 100]),
+    };
+    match resolve(&t, 0, &sub).unwrap() {
+        ComputeLaunch::Tile(l) => {
+            assert_eq!(l.inputs[1].direct, Some((0x400000, [0, 1, 0])));
+            assert_eq!(l.masks, vec![(64, 0)]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Row max of q's rows into lse.
+    let rmax = ComputeOp::Tile {
+        tile: TileOp::RowReduce {
+            reduce: RowReduceKind::Max,
+        },
+        inputs: vec![v(3, &[0, 0, 0, 0], &[1, 4, 256, 128])],
+        output: v(7, &[0, 0, 0], &[1, 4, 256]),
+    };
+    match resolve(&t, 0, &rmax).unwrap() {
+        ComputeLaunch::Tile(l) => {
+            assert!(l.reduce);
+            assert_eq!(l.name, "mercury_row_max_bf16_f32");
+            assert_eq!((l.dims, l.items), ([4, 256, 128], 1024));
+            assert_eq!(l.inputs[0].direct, Some((0x40000, [256 * 128, 128, 1])));
+            assert_eq!(l.out.direct, Some((0x400000, [256, 1, 0])));
+        }
+        other => panic!("{other:?}"),
+    }
+    // An output overlapping an input it is not identical to is refused.
+    let shifted = ComputeOp::Tile {
+        tile: TileOp::Elementwise {
+            program: vec![Instr::Unary {
+                f: UnaryFn::Exp,
+                x: 0,
+            }],
+        },
+        inputs: vec![v(8, &[0, 0], &[2, 100])],
+        output: v(8, &[1, 0], &[2, 100]),
+    };
+    assert!(matches!(
+        resolve(&t, 0, &shifted),
+        Err(RuntimeError::Unsupported(_))
+    ));
+}
+
+#[test]
+fn tile_matmul_on_the_gemm_patch() {
+    use mercury_plan::TileOp;
+    let t = table();
+    // a^T: slot 1 [32, 48] read as [k = 32, m = 48]; b: slot 0^T... [n = 64, k = 32] transposed.
+    let op = ComputeOp::Tile {
+        tile: TileOp::Matmul {
+            transpose_a: true,
+            transpose_b: true,
+        },
+        inputs: vec![v(1, &[0, 0], &[32, 48]), v(0, &[0, 0], &[64, 32])],
+        output: v(2, &[0, 0, 0], &[1, 48, 48]),
+    };
+    // The output holds 48 x 48 but the product is 48 x 64: the op's own check refuses it.
+    assert!(matches!(
+        resolve(&t, 0, &op),
+        Err(RuntimeError::Schedule(_))
+    ));
+    let op = ComputeOp::Tile {
+        tile: TileOp::Matmul {
+            transpose_a: true,
+            transpose_b: true,
+        },
+        inputs: vec![v(1, &[0, 0], &[32, 48]), v(0, &[0, 0], &[48, 32])],
+        output: v(2, &[0, 0, 0], &[1, 48, 48]),
+    };
+    match resolve(&t, 0, &op).unwrap() {
+        ComputeLaunch::Gemm { spec, .. } => {
+            assert_eq!((spec.m, spec.n, spec.k), (48, 48, 32));
+            assert_eq!((spec.lda, spec.ldb, spec.ldc), (48, 32, 48));
+            assert!(spec.trans_a && spec.trans_b && !spec.accumulate);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Batched b (grouped heads) has no device code: refused, not run wrongly.
+    let op = ComputeOp::Tile {
+        tile: TileOp::Matmul {
+            transpose_a: false,
+            transpose_b: true,
+        },
+        inputs: vec![
+            v(3, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+            v(4, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+        ],
+        output: v(9, &[0, 0, 0, 0], &[1, 4, 256, 512]),
+    };
+    assert!(matches!(
+        resolve(&t, 0, &op),
+        Err(RuntimeError::Unsupported(m)) if m.contains("batched")
+    ));
 }
