@@ -113,6 +113,11 @@ pub struct CacheEntry {
     pub chosen: CachedSchedule,
     /// The latency/memory frontier (fastest first), for memory-constrained reuse.
     pub frontier: Vec<CachedSchedule>,
+    /// Set when a later run of `chosen` came out more than 20% slower than its cached
+    /// measurement (link contention, a driver update, another placement): the entry is not
+    /// trusted until tuned again. Absent in entries written before this field existed.
+    #[serde(default)]
+    pub suspect: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -214,8 +219,29 @@ impl ScheduleCache {
                 .unwrap_or(0),
             chosen,
             frontier,
+            suspect: None,
         };
-        let entry_text = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
+        self.write(key, &entry)
+    }
+
+    /// Marks the entry for `key` suspect with `why` (kept until a new search overwrites it).
+    /// `Err` when there is no usable entry to mark.
+    pub fn mark_suspect(&self, key: &CacheKey, why: &str) -> std::io::Result<PathBuf> {
+        match self.lookup(key) {
+            CacheLookup::Hit(mut entry) => {
+                entry.suspect = Some(why.to_string());
+                self.write(key, &entry)
+            }
+            other => Err(std::io::Error::other(format!(
+                "no usable cache entry to mark suspect: {other:?}"
+            ))),
+        }
+    }
+
+    /// Writes (atomically: temp file + rename) `entry` as the file for `key`.
+    fn write(&self, key: &CacheKey, entry: &CacheEntry) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(&self.dir)?;
+        let entry_text = serde_json::to_string(entry).map_err(std::io::Error::other)?;
         let file = format!(
             "{{\"format\":{CACHE_FORMAT},\"checksum\":\"{}\",\"entry\":{entry_text}}}",
             checksum(&entry_text)
