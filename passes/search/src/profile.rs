@@ -203,9 +203,7 @@ pub fn profile_top(
 pub fn suspect(cached_s: f64, now_s: f64) -> Option<String> {
     (now_s > 1.2 * cached_s).then(|| {
         format!(
-            "measured {} now against {} when cached ({:+.0}%, limit +20%)",
-            crate::report::fmt_s(Some(now_s)),
-            crate::report::fmt_s(Some(cached_s)),
+            "measured {now_s:.3e} s now against {cached_s:.3e} s when cached ({:+.0}%, limit +20%)",
             (now_s / cached_s - 1.0) * 100.0
         )
     })

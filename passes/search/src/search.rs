@@ -330,6 +330,8 @@ pub struct TuningReport {
     pub skipped: Vec<(String, usize)>,
     /// What profiling found (`--profile-top`), when it ran.
     pub profile: Option<crate::profile::ProfileReport>,
+    /// The schedule cache file of this operator and machine (with `--cache`).
+    pub cache_file: Option<String>,
     /// Why the cached schedule is suspect (a run more than 20% slower than its cached
     /// measurement), when it is.
     pub suspect: Option<String>,
@@ -442,6 +444,7 @@ pub fn tune(
     let mut model_fallback = false;
     let cache = opts.cache_dir.as_ref().map(ScheduleCache::new);
     if let Some(cache) = &cache {
+        report.cache_file = Some(cache.path_for(&key).display().to_string());
         match cache.lookup(&key) {
             CacheLookup::Hit(entry) => {
                 let mut e = evaluate(entry.chosen.to_candidate(), topo);

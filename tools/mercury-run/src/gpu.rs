@@ -532,8 +532,9 @@ fn cudarc_device_count() -> Result<usize, Failure> {
 }
 
 /// `mercury-run --backend cuda`: the launcher path, or [`checked_bench`] with its lines
-/// printed.
-pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
+/// printed. Returns the schedule's median time in seconds when `--bench` timed it in this
+/// process (not under a launcher).
+pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     let n = plan.num_ranks();
     if let Some(r) = a.ranks {
         if r != n {
@@ -545,9 +546,10 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     }
     start_watchdog(a)?;
     if a.launcher.is_some() {
-        return run_launched(a, c, plan);
+        return run_launched(a, c, plan).map(|_| None);
     }
-    checked_bench(a, plan, || crate::reference_plan(c), &mut |l| println!("{l}")).map(|_| ())
+    let b = checked_bench(a, plan, || crate::reference_plan(c), &mut |l| println!("{l}"))?;
+    Ok(a.bench.then_some(b.median_ms * 1e-3))
 }
 
 /// What [`checked_bench`] measured.

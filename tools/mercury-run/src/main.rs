@@ -72,19 +72,62 @@ fn run(a: &args::Args) -> Result<(), Failure> {
             .next()
             .unwrap_or("")
     );
-    match a.backend {
-        args::Backend::Cpu => cpu::run(a, &c, &plan),
+    // --cache-file: the entry must hold this very schedule.
+    if let Some(path) = &a.cache_file {
+        if a.backend == args::Backend::Cuda && (!a.bench || a.launcher.is_some()) {
+            return Err(Failure::Input(
+                "mercury-run: --cache-file compares a timed run: give --bench (one process, no --launcher)"
+                    .into(),
+            ));
+        }
+        let entry = mercury_search::cache::read_entry(path).map_err(|l| {
+            Failure::Input(format!(
+                "mercury-run: --cache-file {}: not a usable schedule cache entry: {l:?}",
+                path.display()
+            ))
+        })?;
+        if entry.chosen.plan != plan {
+            return Err(Failure::Input(format!(
+                "mercury-run: --cache-file {}: its schedule '{}' is not the one compiled here (give the input and its schedule.transform)",
+                path.display(),
+                entry.chosen.name
+            )));
+        }
+        if let Some(why) = &entry.suspect {
+            println!("cache: the entry is already suspect: {why}");
+        }
+    }
+    let secs = match a.backend {
+        args::Backend::Cpu => Some(cpu::run(a, &c, &plan)?),
         args::Backend::Cuda => {
             #[cfg(feature = "cuda")]
             {
-                mercury_run::gpu::run(a, &c, plan)
+                mercury_run::gpu::run(a, &c, plan)?
             }
             #[cfg(not(feature = "cuda"))]
             {
-                Err(Failure::NoDevice(
+                return Err(Failure::NoDevice(
                     "this build has no CUDA backend (rebuild with --features cuda)".into(),
-                ))
+                ));
+            }
+        }
+    };
+    if let (Some(path), Some(now)) = (&a.cache_file, secs) {
+        match mercury_search::cache::check_run_against(path, now) {
+            Ok(Some(why)) => println!(
+                "cache: schedule is SUSPECT ({why}); marked in {}: re-tune (mercury-tune --profile-top), or fall back to the model's pick",
+                path.display()
+            ),
+            Ok(None) => println!(
+                "cache: within 20% of the cached measured time (or none cached) in {}",
+                path.display()
+            ),
+            Err(e) => {
+                return Err(Failure::Input(format!(
+                    "mercury-run: --cache-file: {e}"
+                )))
             }
         }
     }
+    Ok(())
 }

@@ -390,6 +390,9 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
         fmt_s(Some(r.total_s)),
         r.gpu_seconds
     );
+    if let Some(f) = &r.cache_file {
+        println!("cache:     {f} (mercury-run --cache-file checks a later run against its measured time)");
+    }
     println!("wrote {} files to {}", written.len(), args.out.display());
     Ok(())
 }
