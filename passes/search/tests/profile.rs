@@ -377,3 +377,29 @@ fn cache_entries_written_before_suspect_existed_still_load() {
     }
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// Every candidate with a role new to the search (shift-reduce of attention's partial outputs,
+/// two roles in one level) computes the operator: the CPU executor against the single-device
+/// reference on fresh inputs.
+#[test]
+fn new_role_candidates_compute_the_operator() {
+    let t = topo();
+    let mut checked = Vec::new();
+    for mut src in [small_attention(), small_gemm()] {
+        let mut m = cpu(&src);
+        let cands: Vec<Candidate> = src.candidates(&t).unwrap().flatten().collect();
+        for c in cands.iter().filter(|c| {
+            c.name.contains("tree+shift(i)")
+                || c.name.contains("m+ring(")
+                || c.name.contains("(k)")
+                || c.name.contains("shift(n)")
+        }) {
+            m.measure(c)
+                .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+            checked.push(c.name.clone());
+        }
+    }
+    for want in ["mesh 8: L0=tree+shift(i)", "mesh 8: L0=m+ring(n)"] {
+        assert!(checked.iter().any(|n| n == want), "{want} not among {checked:?}");
+    }
+}
