@@ -475,7 +475,7 @@ tune_case() {  # name operator topology mercury-tune-flags...
   if [[ -n "${MERCURY_GPU_CASES:-}" && ! "$name" =~ $MERCURY_GPU_CASES ]]; then return 0; fi
   echo "== mercury-tune --profile-top 4: $name ($op on $topo, $*)"
   local log="$out/tune-$name.log" r=ok
-  timeout 560 $C/mercury-tune "$op" --topology "$topo" --out "$out/tune-$name" --profile-top 4 \
+  timeout 240 $C/mercury-tune "$op" --topology "$topo" --out "$out/tune-$name" --profile-top 4 \
     --iters 5 --warmup 2 --device-kernels $C/device_kernels.ptx "$@" > "$log" 2>&1 || { r="FAILED"; status=1; }
   grep -E "^(chosen|schedule|searched|profile|  model|time):|^  model|warning|error" "$log" | sed 's/^/   /' || true
   # "  model pick A | measured pick B | within 5%: W | Kendall tau T | median ... | GPU-seconds G"

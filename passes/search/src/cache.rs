@@ -208,7 +208,12 @@ pub fn read_entry(path: &Path) -> Result<CacheEntry, CacheLookup> {
     let text = match std::fs::read(path) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(t) => t,
-            Err(_) => return Err(CacheLookup::Corrupt(format!("{}: not UTF-8", path.display()))),
+            Err(_) => {
+                return Err(CacheLookup::Corrupt(format!(
+                    "{}: not UTF-8",
+                    path.display()
+                )))
+            }
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(CacheLookup::Miss),
         Err(e) => return Err(CacheLookup::Corrupt(format!("{}: {e}", path.display()))),

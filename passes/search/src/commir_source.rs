@@ -101,7 +101,11 @@ impl CommirSource {
     /// The operator module as given (before any schedule), as text: what a candidate's
     /// `transform_script` applies to.
     pub fn operator_text(&self) -> String {
-        print_op(&self.compiler.registry, &self.module, PrintOptions::default())
+        print_op(
+            &self.compiler.registry,
+            &self.module,
+            PrintOptions::default(),
+        )
     }
 
     /// The operator on one device (the `single-device` pass), lowered: the reference a
@@ -109,8 +113,12 @@ impl CommirSource {
     pub fn reference_plan(&self) -> Result<mercury_plan::Plan, SourceError> {
         let mut m = self.module.clone();
         mercury_passes::mesh::single_device(&mut m);
-        mercury_driver::lower(&m, Some(&self.kernel.name))
-            .map_err(|d| err(format!("{}: single-device reference: {}", self.origin, d.message)))
+        mercury_driver::lower(&m, Some(&self.kernel.name)).map_err(|d| {
+            err(format!(
+                "{}: single-device reference: {}",
+                self.origin, d.message
+            ))
+        })
     }
 
     /// Enumerates only meshes of at most `levels` levels (the graph level prices many operator

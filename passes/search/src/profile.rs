@@ -303,7 +303,10 @@ mod tests {
 
     #[test]
     fn kendall_tau_known_values() {
-        assert_eq!(kendall_tau(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]), Some(1.0));
+        assert_eq!(
+            kendall_tau(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]),
+            Some(1.0)
+        );
         assert_eq!(kendall_tau(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
         // One swapped pair of three: (2 - 1) / 3.
         let t = kendall_tau(&[1.0, 2.0, 3.0], &[1.0, 3.0, 2.0]).unwrap();

@@ -194,7 +194,9 @@ pub fn report_markdown(res: &TuneResult, topo: &Topology) -> String {
         let _ = writeln!(
             s,
             "- Kendall tau (predicted vs measured): {}; median |predicted/measured - 1|: {}",
-            p.kendall_tau.map(|t| format!("{t:.3}")).unwrap_or_else(|| "-".into()),
+            p.kendall_tau
+                .map(|t| format!("{t:.3}"))
+                .unwrap_or_else(|| "-".into()),
             p.median_abs_error
                 .map(|e| format!("{:.1}%", e * 100.0))
                 .unwrap_or_else(|| "-".into())
@@ -203,10 +205,17 @@ pub fn report_markdown(res: &TuneResult, topo: &Topology) -> String {
             s,
             "- time to the first measured schedule: {}; {} spent: {:.3}",
             fmt_s(p.time_to_first_measured_s),
-            if p.on_gpu { "GPU-seconds" } else { "CPU-seconds (no GPU)" },
+            if p.on_gpu {
+                "GPU-seconds"
+            } else {
+                "CPU-seconds (no GPU)"
+            },
             p.device_seconds
         );
-        let _ = writeln!(s, "\n| model rank | schedule | template | predicted | measured | note |");
+        let _ = writeln!(
+            s,
+            "\n| model rank | schedule | template | predicted | measured | note |"
+        );
         let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- |");
         for row in &p.rows {
             let _ = writeln!(

@@ -683,9 +683,7 @@ pub fn tune(
                     return Err(TuneError::ProfileFailed(
                         prof.rows
                             .iter()
-                            .map(|r| {
-                                format!("{}: {}", r.name, r.failure.as_deref().unwrap_or("?"))
-                            })
+                            .map(|r| format!("{}: {}", r.name, r.failure.as_deref().unwrap_or("?")))
                             .collect::<Vec<_>>()
                             .join("; "),
                     ));

@@ -128,7 +128,10 @@ fn a_slower_run_marks_the_cache_entry_suspect_and_tunes_again() {
     set_cached_time(&cache, &k, 1e6);
     let res = tune(&mut src, &topo(), &opts, Some(&mut m), &mut NoProgress).unwrap();
     assert_eq!(res.report.decision, "cache");
-    assert_eq!(res.report.profiled, 1, "the cached schedule is measured again");
+    assert_eq!(
+        res.report.profiled, 1,
+        "the cached schedule is measured again"
+    );
     assert!(res.report.suspect.is_none());
     // A cached time every run exceeds by far more than 20%: suspect, tuned again.
     set_cached_time(&cache, &k, 1e-12);
@@ -164,7 +167,11 @@ fn a_slower_run_marks_the_cache_entry_suspect_and_tunes_again() {
         &mut NoProgress,
     )
     .unwrap();
-    assert!(res.report.decision.contains("model's pick"), "{}", res.report.decision);
+    assert!(
+        res.report.decision.contains("model's pick"),
+        "{}",
+        res.report.decision
+    );
     assert!(res.ranked[res.chosen].measured_s.is_none());
     assert!(res
         .report
@@ -262,8 +269,15 @@ fn a_candidate_failing_its_checked_run_is_dropped() {
     assert!(p.rows[0].failure.is_some());
     assert_eq!(p.rows.iter().filter(|r| r.measured_s.is_some()).count(), 2);
     assert_ne!(res.ranked[res.chosen].candidate.name, victim);
-    assert!(p.model_pick_slowdown.is_none(), "the model's pick has no time");
-    let e = res.ranked.iter().find(|e| e.candidate.name == victim).unwrap();
+    assert!(
+        p.model_pick_slowdown.is_none(),
+        "the model's pick has no time"
+    );
+    let e = res
+        .ranked
+        .iter()
+        .find(|e| e.candidate.name == victim)
+        .unwrap();
     assert!(matches!(e.status, Status::Invalid(ref w) if w.starts_with("profiling")));
     assert!(res
         .report
@@ -284,7 +298,10 @@ fn new_roles_are_candidates_and_skips_are_summarised() {
         .flatten()
         .map(|c| c.name)
         .collect();
-    assert!(names.iter().any(|n| n == "mesh 8: L0=n+ring(m)"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "mesh 8: L0=n+ring(m)"),
+        "{names:?}"
+    );
     let combined = names
         .iter()
         .filter(|n| n.contains("ring(k)") || n.contains("ring(n)") || n.contains("shift(n)"))
@@ -313,7 +330,9 @@ fn transforms_apply_to_the_input_as_given() {
     let mut kept = kept;
     let k: Vec<Candidate> = kept.candidates(&t).unwrap().flatten().collect();
     assert!(k.iter().all(|c| c.name.starts_with("mesh 8:")));
-    assert!(k.iter().all(|c| !c.transform_script.contains("reshape-mesh")));
+    assert!(k
+        .iter()
+        .all(|c| !c.transform_script.contains("reshape-mesh")));
     let a: Vec<Candidate> = all.candidates(&t).unwrap().flatten().collect();
     let two = a
         .iter()
@@ -394,12 +413,14 @@ fn new_role_candidates_compute_the_operator() {
                 || c.name.contains("(k)")
                 || c.name.contains("shift(n)")
         }) {
-            m.measure(c)
-                .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+            m.measure(c).unwrap_or_else(|e| panic!("{}: {e}", c.name));
             checked.push(c.name.clone());
         }
     }
     for want in ["mesh 8: L0=tree+shift(i)", "mesh 8: L0=m+ring(n)"] {
-        assert!(checked.iter().any(|n| n == want), "{want} not among {checked:?}");
+        assert!(
+            checked.iter().any(|n| n == want),
+            "{want} not among {checked:?}"
+        );
     }
 }

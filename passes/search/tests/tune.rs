@@ -4,12 +4,12 @@
 use mercury_search::cache::{CacheKey, CachedSchedule, ScheduleCache};
 use mercury_search::commir_source::CommirSource;
 use mercury_search::operator::{AttentionShape, OperatorSpec};
+use mercury_search::profile::{Measure, MeasureError};
 use mercury_search::report::write_outputs;
 use mercury_search::search::{
     pareto_frontier, tune, Candidate, CandidateSource, DeviceInfo, Evaluated, Measurement,
     NoProgress, PlanListSource, SourceError, Status, TuneError, TuneOptions,
 };
-use mercury_search::profile::{Measure, MeasureError};
 use mercury_search::Topology;
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -385,12 +385,19 @@ fn profiling_reranks_the_top_k() {
         .map(|e| e.measured_s.unwrap())
         .fold(f64::INFINITY, f64::min);
     assert_eq!(res.ranked[0].measured_s, Some(best));
-    assert_eq!(p.measured_pick.as_deref(), Some(res.ranked[0].candidate.name.as_str()));
+    assert_eq!(
+        p.measured_pick.as_deref(),
+        Some(res.ranked[0].candidate.name.as_str())
+    );
     // The fake reverses the model's order: tau is -1 over the measured three.
     assert_eq!(p.kendall_tau, Some(-1.0));
     // Failing candidates are dropped, never chosen.
     for r in p.rows.iter().filter(|r| r.failure.is_some()) {
-        let e = res.ranked.iter().find(|e| e.candidate.name == r.name).unwrap();
+        let e = res
+            .ranked
+            .iter()
+            .find(|e| e.candidate.name == r.name)
+            .unwrap();
         assert!(matches!(e.status, Status::Invalid(ref w) if w.contains("launch failure")));
     }
     // Without a backend the request is a warning, not an error.

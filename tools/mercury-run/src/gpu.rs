@@ -548,7 +548,9 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     if a.launcher.is_some() {
         return run_launched(a, c, plan).map(|_| None);
     }
-    let b = checked_bench(a, plan, || crate::reference_plan(c), &mut |l| println!("{l}"))?;
+    let b = checked_bench(a, plan, || crate::reference_plan(c), &mut |l| {
+        println!("{l}")
+    })?;
     Ok(a.bench.then_some(b.median_ms * 1e-3))
 }
 

@@ -117,4 +117,3 @@ pub fn reference_plan(c: &Compiled) -> Result<mercury_plan::Plan, Failure> {
         ))
     })
 }
-

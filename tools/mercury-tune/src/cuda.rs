@@ -24,8 +24,7 @@ impl CudaMeasure {
     /// flags `run_flags` (e.g. `--virtual`, `--devices 2`, `--transport nccl`); `--check` and
     /// `--bench` are always on. Starts mercury-run's fault watchdog.
     pub fn new(run_flags: &[String], reference: Plan, topo: &Topology) -> Result<Self, String> {
-        let n = mercury_runtime::cuda::visible_gpus()
-            .map_err(|e| format!("no usable GPU: {e}"))?;
+        let n = mercury_runtime::cuda::visible_gpus().map_err(|e| format!("no usable GPU: {e}"))?;
         if n == 0 {
             return Err("no usable GPU: the driver shows none".into());
         }

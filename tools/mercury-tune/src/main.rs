@@ -19,12 +19,12 @@
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mercury_search::operator::OperatorSpec;
-use mercury_search::report::{fmt_s, write_outputs};
-use mercury_search::templates::template_of;
 use mercury_search::profile::{CpuMeasure, Measure};
+use mercury_search::report::{fmt_s, write_outputs};
 use mercury_search::search::{
     tune, CandidateSource, PlanListSource, Progress, SourceError, TuneError, TuneOptions,
 };
+use mercury_search::templates::template_of;
 use mercury_search::topology::Topology;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -326,9 +326,7 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
     );
     if !r.skipped.is_empty() {
         let n: usize = r.skipped.iter().map(|s| s.1).sum();
-        println!(
-            "skipped:   {n} candidate(s) the primitives or the lowering refused, by reason:"
-        );
+        println!("skipped:   {n} candidate(s) the primitives or the lowering refused, by reason:");
         for (why, k) in &r.skipped {
             println!("  {k:>4} x {why}");
         }

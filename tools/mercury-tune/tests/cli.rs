@@ -212,14 +212,12 @@ fn profile_top_on_the_cpu_backend_reports_the_ranking_error() {
         assert!(stdout.contains(want), "{want} missing:\n{stdout}");
     }
     let p: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap()).unwrap();
     let rows = p["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|r| r["measured_s"].as_f64().is_some()));
     let chosen: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("schedule.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.join("schedule.json")).unwrap()).unwrap();
     assert_eq!(chosen["schedule"]["name"], p["measured_pick"]);
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -266,7 +264,14 @@ fn declared_mesh_is_kept_unless_refactored() {
     assert!(kept.contains("chosen:    mesh 8:"), "{kept}");
     let script = std::fs::read_to_string(out.join("schedule.transform")).unwrap();
     assert!(!script.contains("reshape-mesh"), "{script}");
-    let o = run(&[ex_s, "--topology", "h100-2x4", "--out", o_s, "--refactor-mesh"]);
+    let o = run(&[
+        ex_s,
+        "--topology",
+        "h100-2x4",
+        "--out",
+        o_s,
+        "--refactor-mesh",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let seen = |s: &str| -> usize {
         s.lines()
