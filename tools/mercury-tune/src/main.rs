@@ -280,7 +280,7 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
         op.source.as_mut(),
         &topo,
         &opts,
-        measure.as_deref_mut(),
+        measure.as_mut().map(|m| &mut **m as &mut dyn Measure),
         &mut progress,
     )
     .map_err(|e| match e {
