@@ -17,7 +17,7 @@
 // RUN: %python %S/Inputs/cache_time.py %t/cache 1e-12 %t/fast.json
 // RUN: %mercury-run %repo/examples/small/attention.mlir --schedule %t/out/schedule.transform \
 // RUN:   --backend cpu --cache-file %t/fast.json | FileCheck %s --check-prefix=SUSPECT
-// SUSPECT: cache: schedule is SUSPECT (measured {{.*}} now against 1.000e-12 s when cached ({{.*}}%, limit +20%); marked in
+// SUSPECT: cache: schedule is SUSPECT (measured {{.*}} now against 1.000e-12 s when cached ({{.*}}%, limit +20%)); marked in
 // RUN: %python %S/Inputs/cache_time.py --show %t/fast.json | FileCheck %s --check-prefix=MARKED
 // MARKED: measured 1e-12 suspect measured {{.*}} limit +20%)
 

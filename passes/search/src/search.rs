@@ -274,12 +274,16 @@ pub fn evaluate(c: Candidate, topo: &Topology) -> Evaluated {
     e
 }
 
-/// Indices of the latency/memory Pareto frontier among ranked candidates, fastest first.
+/// Indices of the latency/memory Pareto frontier among ranked candidates, fastest first. When
+/// some candidates were measured, only those count (a prediction is not comparable to a
+/// measurement).
 pub fn pareto_frontier(evals: &[Evaluated]) -> Vec<usize> {
+    let measured = evals.iter().any(|e| e.measured_s.is_some());
     let mut pts: Vec<(usize, f64, u64)> = evals
         .iter()
         .enumerate()
         .filter(|(_, e)| e.status == Status::Ranked)
+        .filter(|(_, e)| !measured || e.measured_s.is_some())
         .filter_map(|(i, e)| e.latency().map(|l| (i, l, e.peak_bytes())))
         .collect();
     pts.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));

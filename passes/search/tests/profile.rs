@@ -98,6 +98,12 @@ fn cpu_profiling_checks_picks_and_caches_the_measured_best() {
         assert_eq!(chosen.candidate.name, best.name);
         assert_eq!(p.measured_pick.as_deref(), Some(best.name.as_str()));
         assert_eq!(chosen.measured_s, best.measured_s);
+        assert!(
+            res.frontier
+                .iter()
+                .all(|&i| res.ranked[i].measured_s.is_some()),
+            "the frontier mixes predictions with measurements"
+        );
         let slow = p.model_pick_slowdown.unwrap();
         assert!(slow >= 1.0, "{slow}");
         let tau = p.kendall_tau.unwrap();
