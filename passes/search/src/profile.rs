@@ -283,7 +283,7 @@ impl Measure for CpuMeasure {
         }
         let got = got.expect("at least one run");
         let err = relative_error(&got, &want);
-        if !(err <= self.tolerance) {
+        if err.is_nan() || err > self.tolerance {
             return Err(MeasureError::Check(format!(
                 "relative error {err:.3e} against the single-device reference (tolerance {:.0e}, seed {})",
                 self.tolerance, self.seed
