@@ -5,11 +5,12 @@
 # Substitutions:
 #   %mercury-opt   the mercury-opt binary in $MERCURY_BIN_DIR (default: <repo>/target/debug)
 #   %mercury-run   the mercury-run binary, when built (tests that need it: REQUIRES: mercury-run)
+#   %mercury-tune  the mercury-tune binary, when built (REQUIRES: mercury-tune)
 #   %mlir-opt      upstream mlir-opt 22
 #   %repo          the repository root
 #   %python        the Python that runs lit
 #   FileCheck, not, count, split-file: the LLVM 22 tools
-# Features: mercury-run (the binary exists), gpu (nvidia-smi lists a GPU).
+# Features: mercury-run, mercury-tune (the binaries exist), gpu (nvidia-smi lists a GPU).
 
 import os
 import shutil
@@ -74,6 +75,7 @@ if not os.path.isfile(mercury_opt):
     )
 lit_config.note("mercury-opt: %s" % mercury_opt)
 mercury_run = os.path.join(bin_dir, "mercury-run")
+mercury_tune = os.path.join(bin_dir, "mercury-tune")
 
 # Tool names only where they stand as a command word (not inside paths or option values).
 def tool_pattern(name):
@@ -82,6 +84,7 @@ def tool_pattern(name):
 
 config.substitutions.append(("%mercury-opt", mercury_opt))
 config.substitutions.append(("%mercury-run", mercury_run))
+config.substitutions.append(("%mercury-tune", mercury_tune))
 config.substitutions.append(("%mlir-opt", tools["mlir-opt"]))
 config.substitutions.append(("%repo", repo))
 config.substitutions.append(("%python", sys.executable))
@@ -90,6 +93,8 @@ for tool in ("FileCheck", "not", "count", "split-file"):
 
 if os.path.isfile(mercury_run):
     config.available_features.add("mercury-run")
+if os.path.isfile(mercury_tune):
+    config.available_features.add("mercury-tune")
 if shutil.which("nvidia-smi"):
     try:
         if subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30).returncode == 0:

@@ -15,6 +15,8 @@
 #   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling on 2 GPUs (not default)
 #   MERCURY_GPU_PARTS=suite,baselines ...  # issue 13's side-by-side suite: ours on every GPU, the
 #                                          # PyTorch baselines, one joined table (>= 2 GPUs)
+#   MERCURY_GPU_PARTS=tune bash scripts/gpu.sh --remote  # profile-guided search (not default):
+#                                          # mercury-tune --profile-top 4, one line per case
 #
 # With the device tool, after `bash scripts/gpu.sh` here:
 #   run(kind="nvidia-h200", carry=[".carry"], timeout_s=600, command="bash scripts/gpu.sh --remote")
@@ -27,6 +29,7 @@
 #                       epilogue), mercury-opt --emit=ptx on examples/mlp.mlir
 #   sdpa_baseline.py    torch SDPA (FA2 and cuDNN backends) on the same shapes
 #   mercury-mgpu        release: multi-GPU self-checks and link measurements (docs/multi-gpu.md)
+#   mercury-tune        release, CUDA backend, no MLIR: the search with --profile-top (part tune)
 # Every check draws fresh random inputs (seeded from the clock) and poisons outputs first.
 # Timings are medians of CUDA-event-timed runs after warm-up; no timing is asserted.
 set -euo pipefail
@@ -63,6 +66,9 @@ if [[ "${1:-}" != "--remote" ]]; then
   echo "== building mercury-mgpu (multi-GPU self-checks, link measurements)"
   cargo build --release -p mercury-bench --bin mercury-mgpu
   cp "$CARGO_TARGET_DIR/release/mercury-mgpu" .carry/
+  echo "== building mercury-tune (CUDA backend, no MLIR: --device-kernels)"
+  cargo build --release -p mercury-tune --no-default-features --features cuda
+  cp "$CARGO_TARGET_DIR/release/mercury-tune" .carry/
   du -sh .carry
   exit 0
 fi
@@ -497,6 +503,55 @@ else
     DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192.megatron" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_megatron.sched
   done
 fi
+fi
+
+# ==== profile-guided search (issue 13 item 3; only with MERCURY_GPU_PARTS=tune) =================
+# mercury-tune --profile-top 4: the cost model's 4 best candidates run checked on the GPUs
+# (mercury-run's --check --bench code), the measured best chosen. One line per case: the model's
+# pick, the measured pick, whether the model's pick is within 5% of the measured best, Kendall's
+# tau between predicted and measured times, GPU-seconds spent profiling. Operators keep their
+# declared mesh: [2] on 2 GPUs (topologies/h200-1x2-measured.toml), [8] as 8 virtual ranks on
+# GPU 0 (h200-1x8: the model prices 8 GPUs, the measurement shares one: its ranking error is
+# not the 8-GPU machine's).
+if [[ ",$parts," == *",tune,"* ]]; then
+tngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+tgen="$out/tune-ops"; mkdir -p "$tgen"
+sed 's/shape \[8\]/shape [2]/' examples/attention.mlir > "$tgen/mha_s32k_2.mlir"
+sed 's/shape \[8\]/shape [2]/' examples/ag_gemm.mlir > "$tgen/ag_gemm_2.mlir"
+: > "$out/tune-table.md"
+tune_case() {  # name operator topology mercury-tune-flags...
+  local name="$1" op="$2" topo="$3"; shift 3
+  if [[ -n "${MERCURY_GPU_CASES:-}" && ! "$name" =~ $MERCURY_GPU_CASES ]]; then return 0; fi
+  echo "== mercury-tune --profile-top 4: $name ($op on $topo, $*)"
+  local log="$out/tune-$name.log" r=ok
+  timeout 240 $C/mercury-tune "$op" --topology "$topo" --out "$out/tune-$name" --profile-top 4 \
+    --iters 5 --warmup 2 --device-kernels $C/device_kernels.ptx "$@" > "$log" 2>&1 || { r="FAILED"; status=1; }
+  grep -E "^(chosen|schedule|searched|profile|  model|time):|^  model|warning|error" "$log" | sed 's/^/   /' || true
+  # "  model pick A | measured pick B | within 5%: W | Kendall tau T | median ... | GPU-seconds G"
+  local line; line=$(grep -m1 '^  model pick ' "$log" || true)
+  local mp meas w tau gs
+  mp=$(sed -n 's/^  model pick \(.*\) | measured pick .*/\1/p' <<< "$line")
+  meas=$(sed -n 's/.* | measured pick \(.*\) | within 5%.*/\1/p' <<< "$line")
+  w=$(sed -n 's/.* | within 5%: \([^|]*\) |.*/\1/p' <<< "$line" | xargs)
+  tau=$(sed -n 's/.* | Kendall tau \([^ ]*\) |.*/\1/p' <<< "$line")
+  gs=$(sed -n 's/.* GPU-seconds \([0-9.]*\)$/\1/p' <<< "$line")
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "${mp:--}" "${meas:--}" "${w:--}" "${tau:--}" "${gs:--}" "$r" | tee -a "$out/tune-table.md"
+}
+if (( tngpu >= 2 )); then
+  tune_case mha-s32k-2gpu        "$tgen/mha_s32k_2.mlir"                 topologies/h200-1x2-measured.toml --devices 2 --transport peer
+  tune_case causal-s32k-2gpu     examples/2gpu/attention_causal_s32k.mlir topologies/h200-1x2-measured.toml --devices 2 --transport peer
+  tune_case ag-gemm-8192-2gpu    "$tgen/ag_gemm_2.mlir"                  topologies/h200-1x2-measured.toml --devices 2 --transport peer
+else
+  echo "== tune: 2-GPU cases skipped, only ${tngpu} GPU present"
+fi
+tune_case mha-s32k-8virtual      examples/attention.mlir        h200-1x8 --virtual
+tune_case causal-s32k-8virtual   examples/attention_causal.mlir h200-1x8 --virtual
+tune_case ag-gemm-8192-8virtual  examples/ag_gemm.mlir          h200-1x8 --virtual
+echo
+echo "== profile-guided search (mercury-tune --profile-top 4; times in $out/tune-*/tuning-report.md)"
+echo "| case | model pick | measured pick | model pick within 5% | Kendall tau | GPU-seconds | run |"
+echo "| --- | --- | --- | --- | ---: | ---: | --- |"
+cat "$out/tune-table.md"
 fi
 
 # ==== PyTorch baselines on every GPU (scripts/baselines; issue 13's side-by-side suite) ========

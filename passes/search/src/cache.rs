@@ -113,6 +113,11 @@ pub struct CacheEntry {
     pub chosen: CachedSchedule,
     /// The latency/memory frontier (fastest first), for memory-constrained reuse.
     pub frontier: Vec<CachedSchedule>,
+    /// Set when a later run of `chosen` came out more than 20% slower than its cached
+    /// measurement (link contention, a driver update, another placement): the entry is not
+    /// trusted until tuned again. Absent in entries written before this field existed.
+    #[serde(default)]
+    pub suspect: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -142,58 +147,13 @@ impl ScheduleCache {
 
     pub fn lookup(&self, key: &CacheKey) -> CacheLookup {
         let path = self.path_for(key);
-        let text = match std::fs::read(&path) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(t) => t,
-                Err(_) => return CacheLookup::Corrupt(format!("{}: not UTF-8", path.display())),
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return CacheLookup::Miss,
-            Err(e) => return CacheLookup::Corrupt(format!("{}: {e}", path.display())),
-        };
-        let corrupt = |why: String| CacheLookup::Corrupt(format!("{}: {why}", path.display()));
-        let value: serde_json::Value = match serde_json::from_str(&text) {
-            Ok(v) => v,
-            Err(e) => return corrupt(format!("not JSON: {e}")),
-        };
-        match value.get("format").and_then(|f| f.as_u64()) {
-            Some(CACHE_FORMAT) => {}
-            Some(other) => {
-                return CacheLookup::Stale(format!(
-                    "cache format {other}, this compiler writes {CACHE_FORMAT}"
-                ))
-            }
-            None => return corrupt("no format field".into()),
-        }
-        // The checksum covers the exact bytes of the entry as stored.
-        #[derive(Deserialize)]
-        struct Raw<'a> {
-            checksum: String,
-            #[serde(borrow)]
-            entry: &'a serde_json::value::RawValue,
-        }
-        let raw: Raw = match serde_json::from_str(&text) {
-            Ok(r) => r,
-            Err(e) => return corrupt(format!("no checksum or entry: {e}")),
-        };
-        let want = checksum(raw.entry.get());
-        if raw.checksum != want {
-            return corrupt(format!(
-                "checksum {} does not match the contents ({want})",
-                raw.checksum
-            ));
-        }
-        let entry: CacheEntry = match serde_json::from_str(raw.entry.get()) {
+        let entry = match read_entry(&path) {
             Ok(e) => e,
-            Err(e) => return corrupt(format!("bad entry: {e}")),
+            Err(other) => return other,
         };
         let diff = entry.key.diff(key);
         if !diff.is_empty() {
             return CacheLookup::Stale(diff.join(", "));
-        }
-        for s in std::iter::once(&entry.chosen).chain(entry.frontier.iter()) {
-            if let Err(e) = mercury_plan::verify(&s.plan) {
-                return corrupt(format!("cached plan '{}' does not verify: {e}", s.name));
-            }
         }
         CacheLookup::Hit(Box::new(entry))
     }
@@ -214,18 +174,123 @@ impl ScheduleCache {
                 .unwrap_or(0),
             chosen,
             frontier,
+            suspect: None,
         };
-        let entry_text = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
-        let file = format!(
-            "{{\"format\":{CACHE_FORMAT},\"checksum\":\"{}\",\"entry\":{entry_text}}}",
-            checksum(&entry_text)
-        );
+        self.write(key, &entry)
+    }
+
+    /// Marks the entry for `key` suspect with `why` (kept until a new search overwrites it).
+    /// `Err` when there is no usable entry to mark.
+    pub fn mark_suspect(&self, key: &CacheKey, why: &str) -> std::io::Result<PathBuf> {
+        match self.lookup(key) {
+            CacheLookup::Hit(mut entry) => {
+                entry.suspect = Some(why.to_string());
+                self.write(key, &entry)
+            }
+            other => Err(std::io::Error::other(format!(
+                "no usable cache entry to mark suspect: {other:?}"
+            ))),
+        }
+    }
+
+    /// Writes `entry` as the file for `key`.
+    fn write(&self, key: &CacheKey, entry: &CacheEntry) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(&self.dir)?;
         let path = self.path_for(key);
-        let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
-        std::fs::write(&tmp, file)?;
-        std::fs::rename(&tmp, &path)?;
+        write_entry(&path, entry)?;
         Ok(path)
     }
+}
+
+/// Reads the cache file at `path` (format, checksum, plans that verify; not the key): the
+/// entry, or the [`CacheLookup`] answer saying why not (`Miss` when there is no file).
+pub fn read_entry(path: &Path) -> Result<CacheEntry, CacheLookup> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(_) => {
+                return Err(CacheLookup::Corrupt(format!(
+                    "{}: not UTF-8",
+                    path.display()
+                )))
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(CacheLookup::Miss),
+        Err(e) => return Err(CacheLookup::Corrupt(format!("{}: {e}", path.display()))),
+    };
+    let corrupt = |why: String| CacheLookup::Corrupt(format!("{}: {why}", path.display()));
+    let value: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => return Err(corrupt(format!("not JSON: {e}"))),
+    };
+    match value.get("format").and_then(|f| f.as_u64()) {
+        Some(CACHE_FORMAT) => {}
+        Some(other) => {
+            return Err(CacheLookup::Stale(format!(
+                "cache format {other}, this compiler writes {CACHE_FORMAT}"
+            )))
+        }
+        None => return Err(corrupt("no format field".into())),
+    }
+    // The checksum covers the exact bytes of the entry as stored.
+    #[derive(Deserialize)]
+    struct Raw<'a> {
+        checksum: String,
+        #[serde(borrow)]
+        entry: &'a serde_json::value::RawValue,
+    }
+    let raw: Raw = match serde_json::from_str(&text) {
+        Ok(r) => r,
+        Err(e) => return Err(corrupt(format!("no checksum or entry: {e}"))),
+    };
+    let want = checksum(raw.entry.get());
+    if raw.checksum != want {
+        return Err(corrupt(format!(
+            "checksum {} does not match the contents ({want})",
+            raw.checksum
+        )));
+    }
+    let entry: CacheEntry = match serde_json::from_str(raw.entry.get()) {
+        Ok(e) => e,
+        Err(e) => return Err(corrupt(format!("bad entry: {e}"))),
+    };
+    for s in std::iter::once(&entry.chosen).chain(entry.frontier.iter()) {
+        if let Err(e) = mercury_plan::verify(&s.plan) {
+            return Err(corrupt(format!(
+                "cached plan '{}' does not verify: {e}",
+                s.name
+            )));
+        }
+    }
+    Ok(entry)
+}
+
+/// Writes `entry` to `path` (atomically: temp file + rename), with its checksum.
+pub fn write_entry(path: &Path, entry: &CacheEntry) -> std::io::Result<()> {
+    let entry_text = serde_json::to_string(entry).map_err(std::io::Error::other)?;
+    let file = format!(
+        "{{\"format\":{CACHE_FORMAT},\"checksum\":\"{}\",\"entry\":{entry_text}}}",
+        checksum(&entry_text)
+    );
+    let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
+    std::fs::write(&tmp, file)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// A run of the cached schedule at `path` took `now_s` seconds: when that is more than 20%
+/// over the entry's measured time, marks the entry suspect (rewrites the file) and returns why.
+/// `Err` when the file is not a usable entry or cannot be written.
+pub fn check_run_against(path: &Path, now_s: f64) -> Result<Option<String>, String> {
+    let mut entry = read_entry(path).map_err(|l| format!("{l:?}"))?;
+    let Some(cached) = entry.chosen.measured_s else {
+        return Ok(None);
+    };
+    let Some(why) = crate::profile::suspect(cached, now_s) else {
+        return Ok(None);
+    };
+    entry.suspect = Some(why.clone());
+    write_entry(path, &entry).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Some(why))
 }
 
 fn checksum(entry_text: &str) -> String {

@@ -32,6 +32,9 @@ pub struct CommirSource {
     compiler: Compiler,
     /// Meshes of at most this many levels (`None`: every factorisation).
     max_levels: Option<usize>,
+    /// Keep the operator's declared mesh (one factorisation: the text's) instead of
+    /// enumerating every factorisation of the topology's devices.
+    keep_mesh: bool,
     /// Candidates the primitives or the lowering refused in the last enumeration.
     pub pruned: Vec<String>,
 }
@@ -82,7 +85,39 @@ impl CommirSource {
             kernel,
             compiler,
             max_levels: None,
+            keep_mesh: false,
             pruned: vec![],
+        })
+    }
+
+    /// Enumerates only the operator's declared mesh (its shape as written; the search then
+    /// refuses a topology with another device count). `mercury-tune` does this for `.mlir`
+    /// operators unless `--refactor-mesh` is given.
+    pub fn keep_declared_mesh(mut self) -> Self {
+        self.keep_mesh = true;
+        self
+    }
+
+    /// The operator module as given (before any schedule), as text: what a candidate's
+    /// `transform_script` applies to.
+    pub fn operator_text(&self) -> String {
+        print_op(
+            &self.compiler.registry,
+            &self.module,
+            PrintOptions::default(),
+        )
+    }
+
+    /// The operator on one device (the `single-device` pass), lowered: the reference a
+    /// measured candidate is checked against.
+    pub fn reference_plan(&self) -> Result<mercury_plan::Plan, SourceError> {
+        let mut m = self.module.clone();
+        mercury_passes::mesh::single_device(&mut m);
+        mercury_driver::lower(&m, Some(&self.kernel.name)).map_err(|d| {
+            err(format!(
+                "{}: single-device reference: {}",
+                self.origin, d.message
+            ))
         })
     }
 
@@ -96,8 +131,18 @@ impl CommirSource {
     /// The roles tried on each mesh level, in enumeration order.
     fn roles(op: Op) -> &'static [&'static str] {
         match op {
-            Op::Attention => &["ring", "heads", "gather", "tree"],
-            Op::Gemm => &["m", "n", "k", "n+ring(m)", "k+shift(m)"],
+            Op::Attention => &["ring", "heads", "gather", "tree", "tree+shift(i)"],
+            Op::Gemm => &[
+                "m",
+                "n",
+                "k",
+                "n+ring(m)",
+                "k+shift(m)",
+                "m+ring(n)",
+                "m+ring(k)",
+                "n+ring(k)",
+                "k+shift(n)",
+            ],
         }
     }
 
@@ -380,7 +425,8 @@ impl CommirSource {
                     } else {
                         format!("{i}_r{}", n - 1)
                     };
-                    let inner = if n + 1 == seq_levels.len() {
+                    let more = roles.contains(&"tree+shift(i)");
+                    let inner = if n + 1 == seq_levels.len() && !more {
                         format!("{i}_t")
                     } else {
                         format!("{i}_r{n}")
@@ -392,7 +438,7 @@ impl CommirSource {
                     s.push(format!("parallelize{{axis={i}{l} level={l} shard=false}}"));
                 }
                 let kv_levels: Vec<usize> = (0..k)
-                    .filter(|l| roles[*l] == "ring" || roles[*l] == "tree")
+                    .filter(|l| matches!(roles[*l], "ring" | "tree" | "tree+shift(i)"))
                     .collect();
                 for (n, l) in kv_levels.iter().enumerate() {
                     let cur = if n == 0 {
@@ -414,6 +460,24 @@ impl CommirSource {
                     } else {
                         s.push(format!("parallelize{{axis={j}{l} level={l} shard=false}}"));
                     }
+                }
+                // Shift-reduce of partial outputs: the key/value blocks stay, the query blocks
+                // visit every rank of the level and their partial outputs (with the
+                // log-sum-exp) travel to their owners; `offset=1` leaves the own block last.
+                let qshift: Vec<usize> = (0..k).filter(|l| roles[*l] == "tree+shift(i)").collect();
+                let done = seq_levels.len();
+                for (n, l) in qshift.iter().enumerate() {
+                    let cur = if done + n == 0 {
+                        i.clone()
+                    } else {
+                        format!("{i}_r{}", done + n - 1)
+                    };
+                    s.push(format!(
+                        "tile{{axis={cur} factor={} outer={i}{l} inner={i}_r{}}}",
+                        shape[*l],
+                        done + n
+                    ));
+                    s.push(format!("shift{{axis={i}{l} by={j}{l} offset=1}}"));
                 }
             }
             Op::Gemm => {
@@ -437,12 +501,23 @@ impl CommirSource {
                 // Parallel loops first (outermost), then the shifted ones inside them.
                 let mut shifts = Vec::new();
                 for (l, role) in roles.iter().enumerate().take(k) {
-                    let (par, shifted) = match *role {
-                        "m" => (m, None),
-                        "n" => (n, None),
-                        "k" => (kk, None),
-                        "n+ring(m)" => (n, Some(m)),
-                        _ => (kk, Some(m)),
+                    // `X` distributes axis X; `X+ring(Y)` / `X+shift(Y)` also shifts Y by
+                    // it (inputs travel around the ring; with X the reduction, partial
+                    // outputs travel to their owners).
+                    let axis = |c: &str| match c {
+                        "m" => m,
+                        "n" => n,
+                        _ => kk,
+                    };
+                    let (par, shifted) = match role.split_once('+') {
+                        None => (axis(role), None),
+                        Some((p, rest)) => {
+                            let y = rest
+                                .trim_start_matches("ring(")
+                                .trim_start_matches("shift(")
+                                .trim_end_matches(')');
+                            (axis(p), Some(axis(y)))
+                        }
                     };
                     let p = tile(&mut s, par, l);
                     s.push(format!("parallelize{{axis={p} level={l} shard=false}}"));
@@ -469,8 +544,20 @@ impl CommirSource {
         ax: &[String],
         zigzag: bool,
     ) -> Result<Candidate, String> {
-        let mut m = self.reshaped(shape);
-        let mut script = self.script(op, ax, shape, roles);
+        // The script applies to the operator as given: a re-factored mesh is its first line.
+        let mut m = self.module.clone();
+        let mut script = Vec::new();
+        if shape != self.kernel.mesh.shape.as_slice() {
+            script.push(format!(
+                "reshape-mesh{{shape={}}}",
+                shape
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join("x")
+            ));
+        }
+        script.extend(self.script(op, ax, shape, roles));
         if zigzag {
             script.push("balance-causal".to_string());
         }
@@ -641,13 +728,27 @@ impl CandidateSource for CommirSource {
         let max = self.max_levels.unwrap_or(usize::MAX);
         // Causal attention around a ring is tried with zigzag placements too.
         let causal = mercury_passes::balance::causal_attention(&self.kernel).is_some();
+        let shapes = if self.keep_mesh {
+            let declared = self.kernel.mesh.shape.clone();
+            let n: usize = declared.iter().product();
+            if n != topo.num_devices() {
+                return Err(err(format!(
+                    "{}: the operator's mesh {declared:?} has {n} devices, topology '{}' has {}; re-factor the mesh to the topology with --refactor-mesh, or give a topology of {n} devices",
+                    self.origin,
+                    topo.name,
+                    topo.num_devices()
+                )));
+            }
+            vec![declared]
+        } else {
+            factorisations(topo.num_devices())
+        };
         let mut work = Vec::new();
-        for shape in factorisations(topo.num_devices())
-            .into_iter()
-            .filter(|s| s.len() <= max)
-        {
+        for shape in shapes.into_iter().filter(|s| s.len() <= max) {
             for r in assignments(roles, shape.len()) {
-                if causal && r.contains(&"ring") {
+                // Causal attention: every schedule is tried with zigzag placements too
+                // (`balance-causal` refuses those it cannot balance: counted as skipped).
+                if causal {
                     work.push((shape.clone(), r.clone(), true));
                 }
                 work.push((shape.clone(), r, false));

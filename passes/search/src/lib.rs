@@ -12,6 +12,10 @@
 //! - [`graph`]: graph-level selection of operator configurations with resharding costs, each
 //!   configuration priced by the CommIR generator.
 //! - [`report`]: output files of a tuning run (JSON, SVG, Markdown, trace).
+//! - [`profile`]: profile-guided search: the model's top K measured through a [`profile::Measure`]
+//!   backend (CUDA in `mercury-tune`, the CPU executor in tests), ranking error, suspect cache
+//!   entries.
+//! - [`templates`]: which known schedule (ring, ulysses, usp, ...) a candidate is.
 //!
 //! The simulation study and the hand-written FIXTURE plans it cross-checks against are in
 //! `tools/mercury-bench` (not product code).
@@ -21,9 +25,11 @@ pub mod commir_source;
 pub mod graph;
 pub mod memory;
 pub mod operator;
+pub mod profile;
 pub mod report;
 pub mod search;
 pub mod sim;
+pub mod templates;
 pub mod topology;
 
 pub use search::{Candidate, CandidateSource, SourceError};

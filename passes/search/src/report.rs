@@ -44,6 +44,7 @@ fn row(e: &Evaluated) -> serde_json::Value {
         "tier_bytes": e.tier_bytes,
         "exposed_comm_fraction": e.exposed_comm,
         "stages": e.candidate.plan.num_stages(),
+        "template": crate::templates::template_of(&e.candidate.name),
         "mesh": e.candidate.plan.mesh,
     })
 }
@@ -75,6 +76,7 @@ pub fn write_outputs(
             "schedule": row(chosen),
             "transform_script": chosen.candidate.transform_script,
             "decision": res.report.decision,
+            "template": crate::templates::template_of(&chosen.candidate.name),
         })),
     )?;
     put(
@@ -113,6 +115,12 @@ pub fn write_outputs(
         serde_json::to_string_pretty(&res.report).unwrap_or_default(),
     )?;
     put("tuning-report.md", report_markdown(res, topo))?;
+    if let Some(p) = &res.report.profile {
+        put(
+            "profile.json",
+            serde_json::to_string_pretty(p).unwrap_or_default(),
+        )?;
+    }
     let trace = res
         .chosen_sim
         .chrome_trace(&chosen.candidate.name, chosen.candidate.plan.num_ranks());
@@ -160,8 +168,67 @@ pub fn report_markdown(res: &TuneResult, topo: &Topology) -> String {
     for w in &r.warnings {
         let _ = writeln!(s, "- warning: {w}");
     }
-    for w in &r.source_errors {
-        let _ = writeln!(s, "- source error: {w}");
+    if !r.skipped.is_empty() {
+        let n: usize = r.skipped.iter().map(|x| x.1).sum();
+        let _ = writeln!(
+            s,
+            "- skipped: {n} candidate(s) refused by the primitives or the lowering (each one in tuning-report.json):"
+        );
+        for (why, k) in &r.skipped {
+            let _ = writeln!(s, "  - {k} x {why}");
+        }
+    }
+    if let Some(p) = &r.profile {
+        let _ = writeln!(s, "\n## Profiling ({})\n", p.backend);
+        let _ = writeln!(
+            s,
+            "- model pick: {}; measured pick: {}; model pick within 5%: {}",
+            p.model_pick,
+            p.measured_pick.as_deref().unwrap_or("-"),
+            match p.model_pick_within(0.05) {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "-",
+            }
+        );
+        let _ = writeln!(
+            s,
+            "- Kendall tau (predicted vs measured): {}; median |predicted/measured - 1|: {}",
+            p.kendall_tau
+                .map(|t| format!("{t:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            p.median_abs_error
+                .map(|e| format!("{:.1}%", e * 100.0))
+                .unwrap_or_else(|| "-".into())
+        );
+        let _ = writeln!(
+            s,
+            "- time to the first measured schedule: {}; {} spent: {:.3}",
+            fmt_s(p.time_to_first_measured_s),
+            if p.on_gpu {
+                "GPU-seconds"
+            } else {
+                "CPU-seconds (no GPU)"
+            },
+            p.device_seconds
+        );
+        let _ = writeln!(
+            s,
+            "\n| model rank | schedule | template | predicted | measured | note |"
+        );
+        let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- |");
+        for row in &p.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                row.model_rank,
+                row.name,
+                row.template.as_deref().unwrap_or("new schedule"),
+                fmt_s(Some(row.predicted_s)),
+                fmt_s(row.measured_s),
+                row.failure.as_deref().unwrap_or("")
+            );
+        }
     }
     let _ = writeln!(
         s,

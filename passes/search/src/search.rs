@@ -182,12 +182,6 @@ pub struct Measurement {
     pub gpu_seconds: f64,
 }
 
-/// Runs candidates on the machine; the runtime implements it. Optional.
-pub trait Profiler {
-    fn device_info(&self) -> DeviceInfo;
-    fn profile(&mut self, candidate: &Candidate) -> Result<Measurement, String>;
-}
-
 /// Progress reporting (the binary draws an indicatif bar; tests use [`NoProgress`]).
 pub trait Progress {
     fn start(&mut self, _what: &str, _len: Option<u64>) {}
@@ -280,12 +274,16 @@ pub fn evaluate(c: Candidate, topo: &Topology) -> Evaluated {
     e
 }
 
-/// Indices of the latency/memory Pareto frontier among ranked candidates, fastest first.
+/// Indices of the latency/memory Pareto frontier among ranked candidates, fastest first. When
+/// some candidates were measured, only those count (a prediction is not comparable to a
+/// measurement).
 pub fn pareto_frontier(evals: &[Evaluated]) -> Vec<usize> {
+    let measured = evals.iter().any(|e| e.measured_s.is_some());
     let mut pts: Vec<(usize, f64, u64)> = evals
         .iter()
         .enumerate()
         .filter(|(_, e)| e.status == Status::Ranked)
+        .filter(|(_, e)| !measured || e.measured_s.is_some())
         .filter_map(|(i, e)| e.latency().map(|l| (i, l, e.peak_bytes())))
         .collect();
     pts.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));
@@ -330,7 +328,51 @@ pub struct TuningReport {
     pub profiled: usize,
     pub gpu_seconds: f64,
     pub warnings: Vec<String>,
+    /// Every candidate the generator could not build, with its reason.
     pub source_errors: Vec<String>,
+    /// The same, as a count per reason ([`skip_summary`]), most frequent first.
+    pub skipped: Vec<(String, usize)>,
+    /// What profiling found (`--profile-top`), when it ran.
+    pub profile: Option<crate::profile::ProfileReport>,
+    /// The schedule cache file of this operator and machine (with `--cache`).
+    pub cache_file: Option<String>,
+    /// Why the cached schedule is suspect (a run more than 20% slower than its cached
+    /// measurement), when it is.
+    pub suspect: Option<String>,
+}
+
+/// Skipped candidates as a count per reason, most frequent first: the generator's
+/// `mesh AxB [roles]: ` prefix is dropped and numbers are written `N`, so that one refusal of
+/// the primitives over many meshes counts once.
+pub fn skip_summary(errors: &[String]) -> Vec<(String, usize)> {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for e in errors {
+        let msg = match e.split_once("]: ") {
+            Some((head, rest)) if head.starts_with("mesh ") => rest,
+            _ => e.as_str(),
+        };
+        let line = msg.lines().next().unwrap_or("").trim();
+        let mut norm = String::new();
+        let mut in_num = false;
+        for ch in line.chars() {
+            if ch.is_ascii_digit() {
+                if !in_num {
+                    norm.push('N');
+                }
+                in_num = true;
+            } else {
+                in_num = false;
+                norm.push(ch);
+            }
+        }
+        if norm.chars().count() > 140 {
+            norm = norm.chars().take(137).collect::<String>() + "...";
+        }
+        *counts.entry(norm).or_insert(0) += 1;
+    }
+    let mut v: Vec<(String, usize)> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
 }
 
 /// Everything a tuning run decided.
@@ -359,6 +401,12 @@ pub enum TuneError {
     },
     #[error("simulating the chosen schedule failed: {0}")]
     Sim(#[from] crate::sim::SimError),
+    /// Profiling was asked for but there is no device to measure on (exit 2, no fallback).
+    #[error("--profile-top: {0}")]
+    NoDevice(String),
+    /// Every profiled candidate failed its run or its check.
+    #[error("--profile-top: no candidate passed its checked run: {0}")]
+    ProfileFailed(String),
 }
 
 fn warn(report: &mut TuningReport, msg: String) {
@@ -366,17 +414,24 @@ fn warn(report: &mut TuningReport, msg: String) {
     report.warnings.push(msg);
 }
 
-/// The tuning driver: cache lookup, search (or default), profiling of the top K, cache
-/// store. Never fails on cache problems (they become warnings).
+/// The tuning driver: cache lookup, search (or default), profiling of the top K through
+/// `measure`, cache store. Never fails on cache problems (they become warnings).
+///
+/// With `measure` and `opts.profile_top > 0`, a cache hit is measured again: a run more than
+/// 20% slower than the cached measurement marks the entry suspect (written to the cache, a
+/// warning) and the operator is tuned again. A suspect entry met without `measure` is not
+/// used: the model's pick is (a warning says so), and the entry stays suspect until a
+/// profiled run replaces it. `profile_top > 0` without `measure` is a warning (the caller
+/// decides whether a missing device is an error: `mercury-tune` exits 2).
 pub fn tune(
     source: &mut dyn CandidateSource,
     topo: &Topology,
     opts: &TuneOptions,
-    profiler: Option<&mut dyn Profiler>,
+    mut measure: Option<&mut dyn crate::profile::Measure>,
     progress: &mut dyn Progress,
 ) -> Result<TuneResult, TuneError> {
     let t0 = Instant::now();
-    let info = profiler
+    let info = measure
         .as_ref()
         .map(|p| p.device_info())
         .unwrap_or_else(|| DeviceInfo::from_topology(topo));
@@ -388,16 +443,59 @@ pub fn tune(
         cache: "disabled".into(),
         ..Default::default()
     };
+    let profiling = opts.profile_top > 0 && measure.is_some();
+    // With a suspect cache entry and nothing to measure with: the model's pick, not stored.
+    let mut model_fallback = false;
     let cache = opts.cache_dir.as_ref().map(ScheduleCache::new);
     if let Some(cache) = &cache {
+        report.cache_file = Some(cache.path_for(&key).display().to_string());
         match cache.lookup(&key) {
             CacheLookup::Hit(entry) => {
                 let mut e = evaluate(entry.chosen.to_candidate(), topo);
-                if e.status == Status::Ranked {
+                let usable = e.status == Status::Ranked;
+                let mut suspect = entry.suspect.clone();
+                let unmeasured = usable && profiling && entry.chosen.measured_s.is_none();
+                if usable && suspect.is_none() && profiling && !unmeasured {
+                    // Measure the cached schedule again against its cached time.
+                    let m = measure.as_deref_mut().expect("profiling has a backend");
+                    match m.measure(&e.candidate) {
+                        Ok(now) => {
+                            report.gpu_seconds += if m.on_gpu() { now.gpu_seconds } else { 0.0 };
+                            report.profiled += 1;
+                            if let Some(why) = entry
+                                .chosen
+                                .measured_s
+                                .and_then(|c| crate::profile::suspect(c, now.latency_s))
+                            {
+                                suspect = Some(why.clone());
+                                if let Err(err) = cache.mark_suspect(&key, &why) {
+                                    tracing::warn!("could not mark the cache entry: {err}");
+                                }
+                            } else {
+                                e.measured_s = Some(now.latency_s);
+                            }
+                        }
+                        Err(crate::profile::MeasureError::NoDevice(w)) => {
+                            return Err(TuneError::NoDevice(w))
+                        }
+                        Err(err) => {
+                            let why = format!("re-measuring it failed: {err}");
+                            suspect = Some(why.clone());
+                            if let Err(err) = cache.mark_suspect(&key, &why) {
+                                tracing::warn!("could not mark the cache entry: {err}");
+                            }
+                        }
+                    }
+                }
+                if unmeasured && suspect.is_none() {
+                    report.cache = "hit without a measurement: tuning with profiling".into();
+                } else if usable && suspect.is_none() {
                     report.cache = "hit".into();
                     report.decision = "cache".into();
                     report.time_to_first_usable_s = Some(t0.elapsed().as_secs_f64());
-                    e.measured_s = entry.chosen.measured_s;
+                    if e.measured_s.is_none() {
+                        e.measured_s = entry.chosen.measured_s;
+                    }
                     let mut ranked = vec![e];
                     for f in &entry.frontier {
                         if f.name == entry.chosen.name {
@@ -411,12 +509,30 @@ pub fn tune(
                     report.simulated = ranked.len();
                     return finish(ranked, 0, report, topo, t0);
                 }
-                let msg = format!(
-                    "cached schedule '{}' no longer usable ({:?}); searching again",
-                    entry.chosen.name, e.status
-                );
-                report.cache = format!("stale: {msg}");
-                warn(&mut report, msg);
+                if let Some(why) = suspect {
+                    let next = if profiling {
+                        "tuning again"
+                    } else {
+                        model_fallback = true;
+                        "using the cost model's pick instead (re-tune with --profile-top on the machine)"
+                    };
+                    warn(
+                        &mut report,
+                        format!(
+                            "cached schedule '{}' is suspect: {why}; {next}",
+                            entry.chosen.name
+                        ),
+                    );
+                    report.cache = format!("suspect: {why}");
+                    report.suspect = Some(why);
+                } else {
+                    let msg = format!(
+                        "cached schedule '{}' no longer usable ({:?}); searching again",
+                        entry.chosen.name, e.status
+                    );
+                    report.cache = format!("stale: {msg}");
+                    warn(&mut report, msg);
+                }
             }
             CacheLookup::Miss => report.cache = "miss".into(),
             CacheLookup::Stale(why) => {
@@ -464,7 +580,11 @@ pub fn tune(
     }
 
     // Search.
-    report.decision = "search".into();
+    report.decision = if model_fallback {
+        "search (model's pick: cached entry suspect)".into()
+    } else {
+        "search".into()
+    };
     let mut evals: Vec<Evaluated> = Vec::new();
     {
         progress.start("ranking candidates", None);
@@ -495,6 +615,7 @@ pub fn tune(
         }
         progress.finish();
     }
+    report.skipped = skip_summary(&report.source_errors);
     sort_ranked(&mut evals);
     if evals
         .first()
@@ -536,33 +657,45 @@ pub fn tune(
         });
     }
     // Profile the top K.
-    if opts.profile_top > 0 {
-        match profiler {
+    if opts.profile_top > 0 && !model_fallback {
+        match measure {
             None => warn(
                 &mut report,
                 format!(
-                    "--profile-top {} ignored: no profiler is available in this build",
+                    "--profile-top {} ignored: no measuring backend",
                     opts.profile_top
                 ),
             ),
-            Some(p) => {
-                for e in evals
-                    .iter_mut()
-                    .filter(|e| e.status == Status::Ranked)
-                    .take(opts.profile_top)
-                {
-                    match p.profile(&e.candidate) {
-                        Ok(m) => {
-                            e.measured_s = Some(m.latency_s);
-                            report.gpu_seconds += m.gpu_seconds;
-                            report.profiled += 1;
-                        }
-                        Err(w) => {
-                            let msg = format!("profiling '{}' failed: {w}", e.candidate.name);
-                            warn(&mut report, msg);
-                        }
-                    }
+            Some(m) => {
+                let prof = crate::profile::profile_top(&mut evals, opts.profile_top, m, t0)
+                    .map_err(|e| TuneError::NoDevice(e.to_string()))?;
+                report.profiled += prof.rows.iter().filter(|r| r.measured_s.is_some()).count();
+                if prof.on_gpu {
+                    report.gpu_seconds += prof.device_seconds;
                 }
+                for r in prof.rows.iter().filter(|r| r.failure.is_some()) {
+                    warn(
+                        &mut report,
+                        format!(
+                            "candidate '{}' dropped: {}",
+                            r.name,
+                            r.failure.as_deref().unwrap_or("")
+                        ),
+                    );
+                }
+                if prof.measured_pick.is_none() {
+                    return Err(TuneError::ProfileFailed(
+                        prof.rows
+                            .iter()
+                            .map(|r| format!("{}: {}", r.name, r.failure.as_deref().unwrap_or("?")))
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    ));
+                }
+                if let Some(t) = prof.time_to_first_measured_s {
+                    report.time_to_first_usable_s = Some(t);
+                }
+                report.profile = Some(prof);
                 // Profiled candidates are ranked by measurement among themselves, ahead of
                 // the unprofiled ones (their predictions are not comparable to measurements).
                 evals.sort_by(|a, b| {
@@ -578,7 +711,7 @@ pub fn tune(
         }
     }
     let result = finish(evals, 0, report, topo, t0)?;
-    if let Some(cache) = &cache {
+    if let (Some(cache), false) = (&cache, model_fallback) {
         let frontier: Vec<CachedSchedule> = result
             .frontier
             .iter()

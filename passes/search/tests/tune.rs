@@ -4,10 +4,11 @@
 use mercury_search::cache::{CacheKey, CachedSchedule, ScheduleCache};
 use mercury_search::commir_source::CommirSource;
 use mercury_search::operator::{AttentionShape, OperatorSpec};
+use mercury_search::profile::{Measure, MeasureError};
 use mercury_search::report::write_outputs;
 use mercury_search::search::{
     pareto_frontier, tune, Candidate, CandidateSource, DeviceInfo, Evaluated, Measurement,
-    NoProgress, PlanListSource, Profiler, SourceError, Status, TuneError, TuneOptions,
+    NoProgress, PlanListSource, SourceError, Status, TuneError, TuneOptions,
 };
 use mercury_search::Topology;
 use std::cell::Cell;
@@ -320,12 +321,19 @@ fn no_search_uses_the_cache_or_the_default() {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-/// Pretends the slowest-predicted of the top K is the fastest on the machine.
-struct FakeProfiler {
+/// Pretends the slowest-predicted of the top K is the fastest on the machine; "tree"
+/// candidates fail their run.
+struct FakeMeasure {
     calls: usize,
 }
 
-impl Profiler for FakeProfiler {
+impl Measure for FakeMeasure {
+    fn describe(&self) -> String {
+        "fake".into()
+    }
+    fn on_gpu(&self) -> bool {
+        true
+    }
     fn device_info(&self) -> DeviceInfo {
         DeviceInfo {
             device: "NVIDIA H100 80GB HBM3".into(),
@@ -334,10 +342,10 @@ impl Profiler for FakeProfiler {
             nccl: "2.28.3".into(),
         }
     }
-    fn profile(&mut self, c: &Candidate) -> Result<Measurement, String> {
+    fn measure(&mut self, c: &Candidate) -> Result<Measurement, MeasureError> {
         self.calls += 1;
         if c.name.contains("tree") {
-            return Err("simulated launch failure".into());
+            return Err(MeasureError::Run("simulated launch failure".into()));
         }
         Ok(Measurement {
             latency_s: 1.0 / (self.calls as f64),
@@ -354,14 +362,18 @@ fn profiling_reranks_the_top_k() {
         profile_top: 3,
         ..Default::default()
     };
-    let mut prof = FakeProfiler { calls: 0 };
+    let mut prof = FakeMeasure { calls: 0 };
     let res = tune(&mut src, &t, &opts, Some(&mut prof), &mut NoProgress).unwrap();
-    assert_eq!(prof.calls, 3);
+    let p = res.report.profile.clone().expect("profile report");
+    let failed = p.rows.iter().filter(|r| r.failure.is_some()).count();
+    assert_eq!(prof.calls, 3 + failed);
+    assert_eq!(p.failed, failed);
     let measured: Vec<&Evaluated> = res
         .ranked
         .iter()
         .filter(|e| e.measured_s.is_some())
         .collect();
+    assert_eq!(measured.len(), 3);
     assert_eq!(res.report.profiled, measured.len());
     assert!((res.report.gpu_seconds - 0.5 * measured.len() as f64).abs() < 1e-12);
     assert!(
@@ -373,13 +385,28 @@ fn profiling_reranks_the_top_k() {
         .map(|e| e.measured_s.unwrap())
         .fold(f64::INFINITY, f64::min);
     assert_eq!(res.ranked[0].measured_s, Some(best));
-    // Without a profiler the request is a warning, not an error.
+    assert_eq!(
+        p.measured_pick.as_deref(),
+        Some(res.ranked[0].candidate.name.as_str())
+    );
+    // The fake reverses the model's order: tau is -1 over the measured three.
+    assert_eq!(p.kendall_tau, Some(-1.0));
+    // Failing candidates are dropped, never chosen.
+    for r in p.rows.iter().filter(|r| r.failure.is_some()) {
+        let e = res
+            .ranked
+            .iter()
+            .find(|e| e.candidate.name == r.name)
+            .unwrap();
+        assert!(matches!(e.status, Status::Invalid(ref w) if w.contains("launch failure")));
+    }
+    // Without a backend the request is a warning, not an error.
     let res = tune(&mut src, &t, &opts, None, &mut NoProgress).unwrap();
     assert!(res
         .report
         .warnings
         .iter()
-        .any(|w| w.contains("no profiler")));
+        .any(|w| w.contains("no measuring backend")));
 }
 
 #[test]

@@ -106,6 +106,13 @@ pub struct Args {
     /// The device kernels' PTX (from `mercury-opt --emit=ptx`) instead of compiling it here.
     #[arg(long, value_name = "FILE")]
     pub device_kernels: Option<PathBuf>,
+    /// A schedule cache entry (a file in `mercury-tune --cache DIR`) whose chosen schedule this
+    /// run compiles: the run's time (the `--bench` median on the GPU, the executor's time on the
+    /// CPU) is compared with the entry's measured time, and a run more than 20% slower marks
+    /// the entry suspect (mercury-tune then tunes again; without profiling it uses the model's
+    /// pick). The compiled plan must be the entry's.
+    #[arg(long, value_name = "FILE")]
+    pub cache_file: Option<PathBuf>,
     /// Write the lowered plan as JSON.
     #[arg(long, value_name = "FILE")]
     pub emit_plan: Option<PathBuf>,

@@ -8,7 +8,8 @@ use mercury_runtime::cpu::{execute, execute_pieces, random_inputs};
 /// Elements the CPU executor accepts per run (all ranks' slots together).
 const LIMIT: usize = 1 << 26;
 
-pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<(), Failure> {
+/// Runs the plan (and `--check`s it); returns the executor's time in seconds.
+pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
     let elements: usize = plan
         .ranks
         .iter()
@@ -34,7 +35,8 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<(), Failure> {
     let t = std::time::Instant::now();
     let held =
         execute_pieces(plan, &inputs).map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
-    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let secs = t.elapsed().as_secs_f64();
+    let ms = secs * 1e3;
     println!(
         "cpu: {} ranks, {} stages, {ms:.1} ms (seed {seed})",
         plan.num_ranks(),
@@ -99,7 +101,7 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<(), Failure> {
             )));
         }
     }
-    Ok(())
+    Ok(secs)
 }
 
 /// The rank holdings of each output, by output name in order.

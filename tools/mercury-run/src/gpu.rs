@@ -60,7 +60,7 @@ fn schedule_options(a: &Args, plan: &Plan) -> Result<ExecOptions, Failure> {
 }
 
 /// Starts the fault watchdog of this process with `--setup-timeout`.
-fn start_watchdog(a: &Args) -> Result<(), Failure> {
+pub fn start_watchdog(a: &Args) -> Result<(), Failure> {
     fault::progress().set_setup_timeout(Duration::from_secs_f64(a.setup_timeout));
     fault::Watchdog::start().map_err(|e| Failure::Input(format!("mercury-run: {e}")))
 }
@@ -555,7 +555,10 @@ fn cudarc_device_count() -> Result<usize, Failure> {
     }
 }
 
-pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
+/// `mercury-run --backend cuda`: the launcher path, or [`checked_bench`] with its lines
+/// printed. Returns the schedule's median time in seconds when `--bench` timed it in this
+/// process (not under a launcher).
+pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     let n = plan.num_ranks();
     if let Some(r) = a.ranks {
         if r != n {
@@ -567,13 +570,48 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     }
     start_watchdog(a)?;
     if a.launcher.is_some() {
-        return run_launched(a, c, plan);
+        return run_launched(a, c, plan).map(|_| None);
     }
+    let b = checked_bench(a, plan, || crate::reference_plan(c), &mut |l| {
+        println!("{l}")
+    })?;
+    Ok(a.bench.then_some(b.median_ms * 1e-3))
+}
+
+/// What [`checked_bench`] measured.
+#[derive(Debug, Clone)]
+pub struct Bench {
+    /// Median time of one run of the schedule (the stages, on the device), milliseconds.
+    pub median_ms: f64,
+    /// Median of the single-device reference, when it ran (`--check` or `--bench`).
+    pub reference_median_ms: Option<f64>,
+    /// Timed runs of the schedule.
+    pub runs: usize,
+    /// GPUs the schedule's ranks ran on.
+    pub gpus: usize,
+    /// Wall time of the whole call (set-up, warm-up, reference, checks), seconds.
+    pub wall_s: f64,
+}
+
+/// Runs `plan` on the GPU(s) as `a` says (`--virtual`, `--devices`, `--transport`,
+/// `--attention`, `--warmup`, `--iters`), checks it against the single-device plan that
+/// `reference` lowers (`--check`: f32 comparison of the whole outputs and f64 rows, within
+/// `--tolerance`), times both (`--bench`), and reports each line through `say`. A failed check
+/// is `Err(Failure::Check)`; no usable GPU is `Err(Failure::NoDevice)`. The fault watchdog must
+/// be running ([`start_watchdog`]); a fault report ends the process. Not for `--launcher`.
+pub fn checked_bench(
+    a: &Args,
+    plan: Plan,
+    reference: impl FnOnce() -> Result<Plan, Failure>,
+    say: &mut dyn FnMut(String),
+) -> Result<Bench, Failure> {
+    let t_all = std::time::Instant::now();
+    let n = plan.num_ranks();
     let sched_opts = schedule_options(a, &plan)?;
     if a.transport == TransportArg::Nccl {
         // NVLink multicast off before anything can start NCCL.
         for note in nccl::prepare_env() {
-            println!("nccl: {note}");
+            say(format!("nccl: {note}"));
         }
     }
     let ctx = mercury_kernels::cuda::open_context(0)
@@ -582,19 +620,19 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     let layout = choose_layout(n, visible, a)?;
     let cc = ctx.compute_capability().map_err(rt)?;
     let name = ctx.name().unwrap_or_else(|_| "?".into());
-    let reference = crate::reference_plan(c)?;
+    let reference = reference()?;
     let ptx = device_kernels(a, cc, &[&plan, &reference])?;
     let seed = a.seed();
     let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
     let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
     let mut exec = match &layout {
         Layout::Virtual => {
-            println!(
+            say(format!(
                 "gpu: {name} (sm_{}{}), {n} {} ranks, seed {seed}",
                 cc.0,
                 cc.1,
                 if n > 1 { "virtual" } else { "" }
-            );
+            ));
             CudaExecutor::new(ctx.clone(), plan.clone(), &ptx, sched_opts).map_err(rt)?
         }
         Layout::Placed(map, t) => {
@@ -605,14 +643,14 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
                 Placement::new(map.clone(), choice(*t)),
             )
             .map_err(rt)?;
-            println!(
+            say(format!(
                 "gpu: {name} (sm_{}{}), {n} ranks, {} ({} GPU(s) visible), seed {seed}",
                 cc.0,
                 cc.1,
                 describe(map),
                 visible
-            );
-            println!("transport: {}", e.transport_name());
+            ));
+            say(format!("transport: {}", e.transport_name()));
             e
         }
     };
@@ -631,7 +669,7 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
         let tol = a.tolerance.unwrap_or(2e-2);
         for (name, e, nonfinite) in check::compare(&got.outputs, &want.outputs) {
             let ok = e <= tol;
-            println!("check @{name} vs single-device (GPU): relative error {e:.3e} (tolerance {tol:.0e}){}{}", if nonfinite > 0 { format!(", {nonfinite} non-finite") } else { String::new() }, if ok { "  ok" } else { "  FAILED" });
+            say(format!("check @{name} vs single-device (GPU): relative error {e:.3e} (tolerance {tol:.0e}){}{}", if nonfinite > 0 { format!(", {nonfinite} non-finite") } else { String::new() }, if ok { "  ok" } else { "  FAILED" }));
             if !ok {
                 failed.push(name);
             }
@@ -639,44 +677,59 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
         match spot_check(&reference, &rounded(&plan, &inputs), &got.outputs, seed) {
             Some(e) => {
                 let ok = e <= tol;
-                println!("check rows vs f64 CPU: relative error {e:.3e}{}", if ok { "  ok" } else { "  FAILED" });
+                say(format!("check rows vs f64 CPU: relative error {e:.3e}{}", if ok { "  ok" } else { "  FAILED" }));
                 if !ok {
                     failed.push("f64 rows".into());
                 }
             }
-            None => println!("check rows vs f64 CPU: skipped (the operator is not a single patch over whole buffers)"),
+            None => say("check rows vs f64 CPU: skipped (the operator is not a single patch over whole buffers)".into()),
         }
     }
     if a.bench {
         let want = want.as_ref().expect("reference ran");
         let f = flops(&reference);
         let tf = |ms: f64| f / (ms * 1e-3) / 1e12;
-        println!();
-        println!("| what | median ms | TFLOP/s | runs |");
-        println!("| --- | ---: | ---: | ---: |");
-        println!(
+        say(String::new());
+        say("| what | median ms | TFLOP/s | runs |".into());
+        say("| --- | ---: | ---: | ---: |".into());
+        say(format!(
             "| schedule, {n} ranks | {:.3} | {:.0} | {} |",
             got.median_ms,
             tf(got.median_ms),
             got.runs.len()
-        );
-        println!(
+        ));
+        say(format!(
             "| single-device patch | {:.3} | {:.0} | {} |",
             want.median_ms,
             tf(want.median_ms),
             want.runs.len()
-        );
-        println!(
+        ));
+        say(format!(
             "| schedule / single time | {:.3}x | | |",
             got.median_ms / want.median_ms
-        );
+        ));
     }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(Failure::Check(format!(
+    if !failed.is_empty() {
+        return Err(Failure::Check(format!(
             "mercury-run: check failed for {}",
             failed.join(", ")
-        )))
+        )));
     }
+    Ok(Bench {
+        median_ms: got.median_ms,
+        reference_median_ms: want.as_ref().map(|w| w.median_ms),
+        runs: got.runs.len(),
+        gpus: match &layout {
+            Layout::Virtual => 1,
+            Layout::Placed(map, _) => map.ordinals().len(),
+        },
+        wall_s: t_all.elapsed().as_secs_f64(),
+    })
+}
+
+/// The name of GPU `ordinal` (`Err(Failure::NoDevice)` without one).
+pub fn device_name(ordinal: usize) -> Result<String, Failure> {
+    let ctx = mercury_kernels::cuda::open_context(ordinal)
+        .map_err(|e| Failure::NoDevice(format!("no usable GPU: {e}")))?;
+    Ok(ctx.name().unwrap_or_else(|_| "?".into()))
 }

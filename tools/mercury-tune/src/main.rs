@@ -1,8 +1,15 @@
-//! mercury-tune: rank candidate schedules of one operator with the Mercury cost model.
+//! mercury-tune: rank candidate schedules of one operator with the Mercury cost model, and
+//! profile the best of them on the machine.
 //!
 //! ```text
-//! mercury-tune FILE --topology PRESET|FILE --out DIR [--profile-top K] [--no-search] [--cache DIR]
+//! mercury-tune FILE --topology PRESET|FILE --out DIR [--profile-top K [--backend cuda|cpu]
+//!     [--virtual] [--devices N] [--transport peer|nccl] ...] [--refactor-mesh] [--no-search]
+//!     [--cache DIR]
 //! ```
+//! `--profile-top K` compiles the model's K best candidates and runs each checked
+//! (`cuda`: mercury-run's `--check --bench` code on the GPUs, exit 2 without one; `cpu`: the
+//! f64 reference executor, for small shapes and tests), picks the measured best and stores it
+//! in the cache with its measured time. Output files: see README.md ("mercury-tune").
 //! FILE is a CommIR operator (`.mlir`) or an operator description (`.toml`, see
 //! `mercury_search::operator::OperatorSpec`: an attention or GEMM shape, written into the
 //! matching example operator): for both the candidates come from the CommIR generator
@@ -12,14 +19,28 @@
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mercury_search::operator::OperatorSpec;
+use mercury_search::profile::{CpuMeasure, Measure};
 use mercury_search::report::{fmt_s, write_outputs};
 use mercury_search::search::{
     tune, CandidateSource, PlanListSource, Progress, SourceError, TuneError, TuneOptions,
 };
+use mercury_search::templates::template_of;
 use mercury_search::topology::Topology;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+#[cfg(feature = "cuda")]
+mod cuda;
+
+/// The measuring backend of `--profile-top`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackendArg {
+    /// The GPUs, through mercury-run's checked benchmark (the flags below place the ranks).
+    Cuda,
+    /// The f64 CPU reference executor (small shapes; its times are not GPU times: for tests).
+    Cpu,
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,9 +59,41 @@ struct Args {
     /// Output directory (created if missing).
     #[arg(long)]
     out: PathBuf,
-    /// Profile the best K candidates on the GPU (needs a profiler; none in this build).
-    #[arg(long, default_value_t = 0)]
+    /// Run the model's best K candidates checked on the machine and pick the measured best.
+    #[arg(long, default_value_t = 0, value_name = "K")]
     profile_top: usize,
+    /// Where --profile-top measures.
+    #[arg(long, value_enum, default_value_t = BackendArg::Cuda)]
+    backend: BackendArg,
+    /// GPU profiling: run several ranks per GPU as virtual ranks (as mercury-run --virtual).
+    #[arg(long = "virtual")]
+    virtual_ranks: bool,
+    /// GPU profiling: GPUs to use (as mercury-run --devices).
+    #[arg(long, value_name = "N")]
+    devices: Option<usize>,
+    /// GPU profiling: peer or nccl (as mercury-run --transport).
+    #[arg(long, value_name = "KIND")]
+    transport: Option<String>,
+    /// GPU profiling: cudnn or nvrtc attention (as mercury-run --attention).
+    #[arg(long, value_name = "KIND")]
+    attention: Option<String>,
+    /// GPU profiling: the device kernels' PTX (as mercury-run --device-kernels).
+    #[arg(long, value_name = "FILE")]
+    device_kernels: Option<PathBuf>,
+    /// Timed runs per profiled candidate (median reported).
+    #[arg(long, default_value_t = 10)]
+    iters: usize,
+    /// Untimed warm-up runs per profiled candidate.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Largest relative error a profiled candidate's check accepts (default: mercury-run's,
+    /// 2e-2 on the GPU; 1e-9 on the CPU).
+    #[arg(long)]
+    tolerance: Option<f64>,
+    /// Re-factor a `.mlir` operator's mesh: every factorisation of the topology's devices into
+    /// levels (the transform then starts with `reshape-mesh`). Default: the declared mesh.
+    #[arg(long)]
+    refactor_mesh: bool,
     /// Do not search: use the cache, else the source's default schedule.
     #[arg(long)]
     no_search: bool,
@@ -49,20 +102,133 @@ struct Args {
     cache: Option<PathBuf>,
 }
 
-/// Picks the candidate source for an operator file by its extension.
-fn source_for_file(path: &Path) -> Result<Box<dyn CandidateSource>, SourceError> {
+/// The candidate source for an operator file (by its extension), the single-device reference
+/// plan that profiled candidates are checked against (`None` for plans given as JSON), and the
+/// operator text the transform scripts apply to when the input is not CommIR (`.toml`).
+struct Operator {
+    source: Box<dyn CandidateSource>,
+    reference: Option<Result<mercury_plan::Plan, SourceError>>,
+    generated_text: Option<String>,
+}
+
+fn source_for_file(path: &Path, refactor_mesh: bool) -> Result<Operator, SourceError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| SourceError::new(format!("cannot read '{}': {e}", path.display())))?;
     let origin = path.display().to_string();
     match path.extension().and_then(|e| e.to_str()) {
-        Some("toml") => Ok(Box::new(OperatorSpec::parse(&text, &origin)?.source()?)),
-        Some("json") => Ok(Box::new(PlanListSource::from_json(&text, &origin)?)),
-        Some("mlir") => Ok(Box::new(
-            mercury_search::commir_source::CommirSource::from_text(&text, &origin, None)?,
-        )),
+        // A shape description declares no mesh: the topology's devices are factored.
+        Some("toml") => {
+            let src = OperatorSpec::parse(&text, &origin)?.source()?;
+            Ok(Operator {
+                reference: Some(src.reference_plan()),
+                generated_text: Some(src.operator_text()),
+                source: Box::new(src),
+            })
+        }
+        Some("json") => Ok(Operator {
+            source: Box::new(PlanListSource::from_json(&text, &origin)?),
+            reference: None,
+            generated_text: None,
+        }),
+        Some("mlir") => {
+            let mut src =
+                mercury_search::commir_source::CommirSource::from_text(&text, &origin, None)?;
+            if !refactor_mesh {
+                src = src.keep_declared_mesh();
+            }
+            Ok(Operator {
+                reference: Some(src.reference_plan()),
+                generated_text: None,
+                source: Box::new(src),
+            })
+        }
         _ => Err(SourceError::new(format!(
             "{origin}: unknown operator file type (expected .toml, .json or .mlir)"
         ))),
+    }
+}
+
+/// mercury-run's flags for the GPU backend, from ours.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn run_flags(args: &Args) -> Vec<String> {
+    let mut f = vec![
+        "--iters".to_string(),
+        args.iters.to_string(),
+        "--warmup".to_string(),
+        args.warmup.to_string(),
+    ];
+    if args.virtual_ranks {
+        f.push("--virtual".into());
+    }
+    if let Some(d) = args.devices {
+        f.extend(["--devices".into(), d.to_string()]);
+    }
+    if let Some(t) = &args.transport {
+        f.extend(["--transport".into(), t.clone()]);
+    }
+    if let Some(a) = &args.attention {
+        f.extend(["--attention".into(), a.clone()]);
+    }
+    if let Some(p) = &args.device_kernels {
+        f.extend(["--device-kernels".into(), p.display().to_string()]);
+    }
+    if let Some(t) = args.tolerance {
+        f.extend(["--tolerance".into(), t.to_string()]);
+    }
+    f
+}
+
+/// The measuring backend of `--profile-top`; `Err((2, ..))` when the GPU backend has no GPU
+/// (never a silent fallback), `Err((1, ..))` for unusable input.
+fn measure_backend(
+    args: &Args,
+    op: &mut Operator,
+    topo: &Topology,
+) -> Result<Box<dyn Measure>, (ExitCode, String)> {
+    let reference = match op.reference.take() {
+        Some(Ok(p)) => p,
+        Some(Err(e)) => return Err((ExitCode::from(1), e.to_string())),
+        None => {
+            return Err((
+                ExitCode::from(1),
+                format!(
+                    "--profile-top needs a CommIR or .toml operator (its single-device reference checks every measured candidate); '{}' gives plans only",
+                    args.file.display()
+                ),
+            ))
+        }
+    };
+    match args.backend {
+        BackendArg::Cpu => {
+            let mut m = CpuMeasure::new(reference);
+            if let Some(t) = args.tolerance {
+                m.tolerance = t;
+            }
+            m.iters = args.iters.max(1);
+            Ok(Box::new(m))
+        }
+        BackendArg::Cuda => {
+            #[cfg(feature = "cuda")]
+            {
+                cuda::CudaMeasure::new(&run_flags(args), reference, topo)
+                    .map(|m| Box::new(m) as Box<dyn Measure>)
+                    .map_err(|e| {
+                        (
+                            ExitCode::from(2),
+                            format!("--profile-top {} --backend cuda: {e}; nothing was profiled (no fallback to the model)", args.profile_top),
+                        )
+                    })
+            }
+            #[cfg(not(feature = "cuda"))]
+            {
+                let _ = topo;
+                Err((
+                    ExitCode::from(2),
+                    "--backend cuda: this build has no CUDA backend (rebuild with --features cuda)"
+                        .into(),
+                ))
+            }
+        }
     }
 }
 
@@ -87,7 +253,13 @@ impl Progress for Bar {
 fn run(args: &Args) -> Result<(), (ExitCode, String)> {
     let bad = |e: String| (ExitCode::from(1), e);
     let topo = Topology::load(&args.topology).map_err(|e| bad(e.to_string()))?;
-    let mut source = source_for_file(&args.file).map_err(|e| bad(e.to_string()))?;
+    let mut op = source_for_file(&args.file, args.refactor_mesh).map_err(|e| bad(e.to_string()))?;
+    // The device first: without one, say so before searching (exit 2).
+    let mut measure = if args.profile_top > 0 {
+        Some(measure_backend(args, &mut op, &topo)?)
+    } else {
+        None
+    };
     let bar = if std::io::stderr().is_terminal() {
         let b = ProgressBar::new_spinner();
         b.set_draw_target(ProgressDrawTarget::stderr());
@@ -104,37 +276,99 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
         no_search: args.no_search,
         cache_dir: args.cache.clone(),
     };
-    let res = tune(source.as_mut(), &topo, &opts, None, &mut progress).map_err(|e| match e {
-        TuneError::NoFeasible { .. } => (ExitCode::from(2), e.to_string()),
+    let res = tune(
+        op.source.as_mut(),
+        &topo,
+        &opts,
+        measure.as_mut().map(|m| &mut **m as &mut dyn Measure),
+        &mut progress,
+    )
+    .map_err(|e| match e {
+        TuneError::NoFeasible { .. } | TuneError::NoDevice(_) => (ExitCode::from(2), e.to_string()),
         other => bad(other.to_string()),
     })?;
     for w in &res.report.warnings {
         eprintln!("warning: {w}");
     }
-    for w in &res.report.source_errors {
-        eprintln!("warning: candidate skipped: {w}");
-    }
-    let written = write_outputs(&res, &topo, &args.out).map_err(|e| {
+    let mut written = write_outputs(&res, &topo, &args.out).map_err(|e| {
         bad(format!(
             "cannot write outputs to '{}': {e}",
             args.out.display()
         ))
     })?;
+    if let Some(text) = &op.generated_text {
+        let p = args.out.join("operator.mlir");
+        std::fs::write(&p, text)
+            .map_err(|e| bad(format!("cannot write '{}': {e}", p.display())))?;
+        written.push(p);
+    }
     let c = &res.ranked[res.chosen];
     let r = &res.report;
     println!("operator:  {}", r.operator);
     println!("topology:  {} — {}", topo.name, topo.summary());
     println!(
-        "chosen:    {} — predicted {}, {:.2} GB per device ({})",
+        "chosen:    {} — predicted {}, measured {}, {:.2} GB per device ({})",
         c.candidate.name,
         fmt_s(c.predicted_s),
+        fmt_s(c.measured_s),
         c.peak_bytes() as f64 / 1e9,
         r.decision
+    );
+    println!(
+        "schedule:  {}",
+        template_of(&c.candidate.name)
+            .map(|t| format!("known template: {t}"))
+            .unwrap_or_else(|| "new schedule (no known template)".into())
     );
     println!(
         "searched:  {} seen, {} invalid, {} over memory, {} simulated, {} profiled; cache {}",
         r.candidates_seen, r.invalid, r.pruned_memory, r.simulated, r.profiled, r.cache
     );
+    if !r.skipped.is_empty() {
+        let n: usize = r.skipped.iter().map(|s| s.1).sum();
+        println!("skipped:   {n} candidate(s) the primitives or the lowering refused, by reason:");
+        for (why, k) in &r.skipped {
+            println!("  {k:>4} x {why}");
+        }
+    }
+    if let Some(p) = &r.profile {
+        println!("profile:   {}", p.backend);
+        for row in &p.rows {
+            println!(
+                "  model #{:<3} {:<44} predicted {:>10}  measured {:>10}  {}",
+                row.model_rank,
+                row.name,
+                fmt_s(Some(row.predicted_s)),
+                fmt_s(row.measured_s),
+                match (&row.failure, &row.template) {
+                    (Some(f), _) => format!("DROPPED: {f}"),
+                    (None, Some(t)) => format!("[{t}]"),
+                    (None, None) => "[new schedule]".into(),
+                }
+            );
+        }
+        println!(
+            "  model pick {} | measured pick {} | within 5%: {} | Kendall tau {} | median |predicted/measured - 1| {} | {} {:.3} s",
+            p.model_pick,
+            p.measured_pick.as_deref().unwrap_or("-"),
+            match p.model_pick_within(0.05) {
+                Some(true) => "yes".to_string(),
+                Some(false) => format!(
+                    "no ({:.1}% slower)",
+                    (p.model_pick_slowdown.unwrap_or(1.0) - 1.0) * 100.0
+                ),
+                None => "- (the model's pick failed)".into(),
+            },
+            p.kendall_tau
+                .map(|t| format!("{t:.2}"))
+                .unwrap_or_else(|| "-".into()),
+            p.median_abs_error
+                .map(|e| format!("{:.0}%", e * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            if p.on_gpu { "GPU-seconds" } else { "CPU-seconds (no GPU used)" },
+            p.device_seconds
+        );
+    }
     println!(
         "frontier:  {}",
         res.frontier
@@ -149,10 +383,14 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
             .join(", ")
     );
     println!(
-        "time:      first usable after {}, total {}",
+        "time:      first usable after {}, total {}; GPU-seconds profiling {:.3}",
         fmt_s(r.time_to_first_usable_s),
-        fmt_s(Some(r.total_s))
+        fmt_s(Some(r.total_s)),
+        r.gpu_seconds
     );
+    if let Some(f) = &r.cache_file {
+        println!("cache:     {f} (mercury-run --cache-file checks a later run against its measured time)");
+    }
     println!("wrote {} files to {}", written.len(), args.out.display());
     Ok(())
 }

@@ -170,3 +170,160 @@ fn bad_inputs_give_clear_errors() {
         let _ = std::fs::remove_file(&p);
     }
 }
+
+fn repo_example(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(rel)
+}
+
+/// `--profile-top` on the CPU executor: the model's best measured checked, the measured best
+/// chosen and reported with the ranking error; `profile.json` written.
+#[test]
+fn profile_top_on_the_cpu_backend_reports_the_ranking_error() {
+    let out = tmp("profile-cpu");
+    let ex = repo_example("small/attention.mlir");
+    let o = run(&[
+        ex.to_str().unwrap(),
+        "--topology",
+        "h200-1x8",
+        "--out",
+        out.to_str().unwrap(),
+        "--profile-top",
+        "2",
+        "--backend",
+        "cpu",
+        "--iters",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "profile:   cpu",
+        "model #1",
+        "model #2",
+        "model pick",
+        "measured pick",
+        "within 5%:",
+        "Kendall tau",
+        "CPU-seconds (no GPU used)",
+        "schedule:  ",
+    ] {
+        assert!(stdout.contains(want), "{want} missing:\n{stdout}");
+    }
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap()).unwrap();
+    let rows = p["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r["measured_s"].as_f64().is_some()));
+    let chosen: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("schedule.json")).unwrap()).unwrap();
+    assert_eq!(chosen["schedule"]["name"], p["measured_pick"]);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--profile-top` on the GPU backend without a GPU: says so and exits 2 before searching
+/// (no silent fall-back to the model).
+#[test]
+fn profile_top_without_a_gpu_exits_2() {
+    if Path::new("/dev/nvidia0").exists() {
+        eprintln!("a GPU is present: the no-GPU path is not reachable here");
+        return;
+    }
+    let out = tmp("profile-nogpu");
+    let ex = repo_example("small/attention.mlir");
+    let o = run(&[
+        ex.to_str().unwrap(),
+        "--topology",
+        "h200-1x8",
+        "--out",
+        out.to_str().unwrap(),
+        "--profile-top",
+        "4",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("--profile-top") && (e.contains("no usable GPU") || e.contains("no CUDA")),
+        "{e}"
+    );
+    assert!(!out.join("schedule.json").exists(), "nothing written");
+}
+
+/// The declared mesh is kept unless --refactor-mesh; a topology of another size is refused
+/// with the flag named.
+#[test]
+fn declared_mesh_is_kept_unless_refactored() {
+    let ex = repo_example("small/attention.mlir");
+    let ex_s = ex.to_str().unwrap();
+    let out = tmp("mesh");
+    let o_s = out.to_str().unwrap();
+    let o = run(&[ex_s, "--topology", "h100-2x4", "--out", o_s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let kept = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(kept.contains("chosen:    mesh 8:"), "{kept}");
+    let script = std::fs::read_to_string(out.join("schedule.transform")).unwrap();
+    assert!(!script.contains("reshape-mesh"), "{script}");
+    let o = run(&[
+        ex_s,
+        "--topology",
+        "h100-2x4",
+        "--out",
+        o_s,
+        "--refactor-mesh",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let seen = |s: &str| -> usize {
+        s.lines()
+            .find_map(|l| l.strip_prefix("searched:  "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap()
+    };
+    let refactored = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(seen(&refactored) > seen(&kept), "{refactored}");
+    let o = run(&[ex_s, "--topology", "h100-1x4", "--out", o_s]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--refactor-mesh"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Skipped candidates are a count per reason, not one line each; a `.toml` description writes
+/// the operator its transform applies to.
+#[test]
+fn skipped_candidates_are_summarised() {
+    let out = tmp("skips");
+    let ex = example("gemm-4096.toml");
+    let o = run(&[
+        ex.to_str().unwrap(),
+        "--topology",
+        "h100-2x4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let e = stderr(&o);
+    assert!(!e.contains("candidate skipped"), "one line per skip:\n{e}");
+    let head = stdout
+        .lines()
+        .find(|l| l.starts_with("skipped:   "))
+        .unwrap_or_else(|| panic!("no summary:\n{stdout}"));
+    let total: usize = head["skipped:   ".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let counts: Vec<usize> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("skipped:   "))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(counts.iter().sum::<usize>(), total, "{stdout}");
+    assert!(counts.len() < total, "not summarised:\n{stdout}");
+    assert!(out.join("operator.mlir").is_file());
+    let _ = std::fs::remove_dir_all(&out);
+}

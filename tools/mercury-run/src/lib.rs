@@ -1,0 +1,121 @@
+//! `mercury-run` as a library: the compile path of the command (parse, verify, schedule), the
+//! CPU backend and the GPU backend with its checked benchmark ([`gpu::checked_bench`]), which
+//! `mercury-tune --profile-top` measures candidates with (the same code as `mercury-run
+//! --backend cuda --check --bench`).
+
+pub mod args;
+pub mod check;
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod gpu;
+
+use mercury_driver::{Compiler, Schedule, ScheduleError};
+use mercury_ir::{Diagnostic, Operation};
+
+/// What went wrong, with the exit status it maps to.
+pub enum Failure {
+    /// Bad input or arguments (exit 1).
+    Input(String),
+    /// A numerics check failed (exit 1).
+    Check(String),
+    /// No usable GPU or library (exit 2).
+    NoDevice(String),
+}
+
+/// The module, scheduled and verified, and the unscheduled reference module.
+pub struct Compiled {
+    pub scheduled: Operation,
+    pub reference: Operation,
+    pub kernel: String,
+    /// The kernel as the input declares it (before scheduling): its outputs' placements are
+    /// what `--check` holds each rank to.
+    pub declared: mercury_commir::Kernel,
+}
+
+/// A diagnostic as an input failure.
+pub fn diag(d: Diagnostic) -> Failure {
+    Failure::Input(d.render())
+}
+
+/// Parses, verifies and schedules the input (the compile path, `mercury_driver`).
+pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure> {
+    let text = std::fs::read_to_string(&a.input).map_err(|e| {
+        Failure::Input(format!(
+            "mercury-run: cannot read '{}': {e}",
+            a.input.display()
+        ))
+    })?;
+    let module = compiler
+        .parse(&a.input.display().to_string(), &text)
+        .map_err(diag)?;
+    let kernels = mercury_commir::kernels(&module).map_err(diag)?;
+    let kernel = match &a.kernel {
+        Some(k) => kernels
+            .iter()
+            .find(|x| x.name == k.trim_start_matches('@'))
+            .map(|x| x.name.clone())
+            .ok_or_else(|| Failure::Input(format!("mercury-run: no kernel '@{k}' in the input")))?,
+        None => match kernels.as_slice() {
+            [k] => k.name.clone(),
+            [] => {
+                return Err(Failure::Input(
+                    "mercury-run: the input has no commir.kernel".into(),
+                ))
+            }
+            _ => {
+                return Err(Failure::Input(
+                    "mercury-run: the input has several kernels; choose one with --kernel".into(),
+                ))
+            }
+        },
+    };
+    let script = match &a.schedule {
+        Some(s) => Some(std::fs::read_to_string(s).map_err(|e| {
+            Failure::Input(format!(
+                "mercury-run: cannot read schedule '{}': {e}",
+                s.display()
+            ))
+        })?),
+        None => None,
+    };
+    let schedule = Schedule {
+        shift_shard: a.shift_shard,
+        script,
+        script_name: a.schedule.as_ref().map(|s| s.display().to_string()),
+        pipeline: a.pass_pipeline.clone(),
+    };
+    let mut pm = compiler.pass_manager(&schedule).map_err(|e| match e {
+        ScheduleError::ShiftShard(m) => Failure::Input(format!("mercury-run: {m}")),
+        ScheduleError::Script(d) | ScheduleError::Pipeline(d) => diag(d),
+    })?;
+    let mut scheduled = module.clone();
+    pm.run(&mut scheduled, &compiler.registry).map_err(diag)?;
+    let declared = kernels
+        .into_iter()
+        .find(|k| k.name == kernel)
+        .expect("the kernel was chosen from this list");
+    Ok(Compiled {
+        scheduled,
+        reference: single_device(&module),
+        kernel,
+        declared,
+    })
+}
+
+/// The operator on one device (the `single-device` pass): its plan is the single-device patch
+/// the schedules are checked and timed against.
+pub fn single_device(module: &Operation) -> Operation {
+    let mut m = module.clone();
+    mercury_passes::mesh::single_device(&mut m);
+    m
+}
+
+/// The single-device plan of the operator (the reference of `--check` and `--bench`).
+pub fn reference_plan(c: &Compiled) -> Result<mercury_plan::Plan, Failure> {
+    mercury_driver::lower(&c.reference, Some(&c.kernel)).map_err(|d| {
+        Failure::Input(format!(
+            "{}mercury-run: the single-device reference needs the local (unscheduled) operator as input, with the schedule given by --schedule, --shift-shard or --pass-pipeline",
+            d.render()
+        ))
+    })
+}
