@@ -16,6 +16,7 @@ use crate::{catch, located, Failure};
 use mercury_commir::{Kernel, Role, Stmt};
 use mercury_ir::pass::{PassManager, PassRegistry};
 use mercury_ir::{parse_str, print_op, Operation, PrintOptions, Registry};
+use mercury_plan::Plan;
 use mercury_runtime::cpu::{execute, random_inputs, relative_error};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -386,11 +387,20 @@ fn run(
         report.lowering_refused = Some("the scheduled operator".into());
         return Ok(());
     };
-    let inputs = random_inputs(&base, input_seed);
-    let want = execute(&base, &inputs).map_err(|e| {
+    report.error = Some(compare(&base, &plan, input_seed)?);
+    Ok(())
+}
+
+/// Runs `base` (the unscheduled operator's plan, the reference) and `plan` on the CPU executor
+/// with inputs drawn from `input_seed` and returns the relative error; a plan that does not
+/// run, has other outputs or errs by [`TOLERANCE`] or more (NaN from an unwritten, poisoned
+/// element included) is a [`Failure::Mismatch`].
+pub fn compare(base: &Plan, plan: &Plan, input_seed: u64) -> Result<f64, Failure> {
+    let inputs = random_inputs(base, input_seed);
+    let want = execute(base, &inputs).map_err(|e| {
         Failure::Mismatch(format!("the unscheduled operator's plan does not run: {e}"))
     })?;
-    let got = execute(&plan, &inputs)
+    let got = execute(plan, &inputs)
         .map_err(|e| Failure::Mismatch(format!("the scheduled plan does not run: {e}")))?;
     let mut names: Vec<&String> = got.keys().collect();
     let mut wnames: Vec<&String> = want.keys().collect();
@@ -402,13 +412,12 @@ fn run(
         )));
     }
     let err = relative_error(&got, &want);
-    report.error = Some(err);
     if err.is_nan() || err >= TOLERANCE {
         return Err(Failure::Mismatch(format!(
             "the scheduled plan computes something else: relative error {err}"
         )));
     }
-    Ok(())
+    Ok(err)
 }
 
 /// Case `seed`: a random operator and 1 to 7 random steps (a third of the cases start with

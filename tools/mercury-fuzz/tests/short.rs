@@ -139,13 +139,34 @@ fn the_harness_reports_what_it_catches() {
         Failure::Panic(m) => assert!(m.contains("planted") && m.contains("short.rs"), "{m}"),
         other => panic!("{other:?}"),
     }
-    // A "schedule" that scales the operator: steps cannot do that, so swap the operator's
-    // output for a different one through a corpus case whose patch reads the wrong buffer.
+    // A schedule applies and computes the operator; the same plan with one rank's output
+    // pieces dropped leaves poisoned (NaN) elements and is a mismatch.
     let ctx = schedule::Ctx::default();
-    let text = "// step: tile{axis=i factor=2}\ncommir.mesh @mesh shape [2]\ncommir.kernel @k on @mesh {\n  commir.axis @i = 4 spatial\n  commir.axis @j = 2 managed\n  commir.buffer @A : [@i, @j] f64 in\n  commir.buffer @B : [@j] f64 in\n  commir.buffer @C : [@i] f64 out\n  %a = commir.load @A[@i, @j] : !commir.tile<f64>\n  %b = commir.load @B[@j] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@i] : !commir.tile<f64>\n}\n";
+    let text = "// step: tile{axis=i factor=2}\n// step: parallelize{axis=i_o level=0}\ncommir.mesh @mesh shape [2]\ncommir.kernel @k on @mesh {\n  commir.axis @i = 4 spatial\n  commir.axis @j = 2 managed\n  commir.buffer @A : [@i, @j] f64 in\n  commir.buffer @B : [@j] f64 in\n  commir.buffer @C : [@i] f64 out\n  %a = commir.load @A[@i, @j] : !commir.tile<f64>\n  %b = commir.load @B[@j] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@i] : !commir.tile<f64>\n}\n";
     let (report, r) = schedule::run_corpus_text(&ctx, text, 7);
     r.unwrap();
-    assert_eq!(report.steps.len(), 1);
-    assert!(report.steps[0].1.is_none(), "{:?}", report.steps);
+    assert!(
+        report.steps.iter().all(|s| s.1.is_none()),
+        "{:?}",
+        report.steps
+    );
     assert!(report.error.is_some_and(|e| e < schedule::TOLERANCE));
+    let c = mercury_driver::Compiler::new();
+    let m = c.parse("k.mlir", text).unwrap();
+    let base = mercury_conversion::lower_module(&m, None).unwrap();
+    let mut scheduled = m.clone();
+    c.schedule(
+        &mut scheduled,
+        &mercury_driver::Schedule::pipeline(
+            "builtin.module(tile{axis=i factor=2},parallelize{axis=i_o level=0})",
+        ),
+    )
+    .unwrap();
+    let mut plan = mercury_conversion::lower_module(&scheduled, None).unwrap();
+    assert!(schedule::compare(&base, &plan, 3).unwrap() < schedule::TOLERANCE);
+    plan.ranks[1].outputs.clear();
+    assert!(matches!(
+        schedule::compare(&base, &plan, 3),
+        Err(Failure::Mismatch(m)) if m.contains("relative error inf")
+    ));
 }

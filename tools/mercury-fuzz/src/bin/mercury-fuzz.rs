@@ -46,6 +46,9 @@ struct Args {
     /// Write failing inputs into this directory.
     #[arg(long)]
     save: Option<std::path::PathBuf>,
+    /// Stop each target after this many seconds and report what ran (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    max_seconds: u64,
     /// No progress bars (for logs).
     #[arg(long)]
     quiet: bool,
@@ -71,6 +74,7 @@ fn spread(
     total: u64,
     threads: u64,
     base: u64,
+    deadline: Option<Instant>,
     pb: &ProgressBar,
     work: impl Fn(Box<dyn Iterator<Item = u64> + Send>, &dyn Fn()) -> (Stats, Vec<Found>)
         + Send
@@ -88,7 +92,8 @@ fn spread(
                 .spawn(move || {
                     let seeds = (t..total)
                         .step_by(step as usize)
-                        .map(move |i| base.wrapping_add(i));
+                        .map(move |i| base.wrapping_add(i))
+                        .take_while(move |_| deadline.is_none_or(|d| Instant::now() < d));
                     let ticks = std::cell::Cell::new(0u64);
                     let tick = || {
                         ticks.set(ticks.get() + 1);
@@ -188,12 +193,20 @@ fn main() {
     let corpus = Arc::new(parser::seeds());
     let mut failed = false;
 
+    let limit = |t0: Instant| {
+        (args.max_seconds > 0).then(|| t0 + std::time::Duration::from_secs(args.max_seconds))
+    };
     let t0 = Instant::now();
     let pb = bar(&multi, args.parser, "parser", args.quiet);
     let c = corpus.clone();
-    let (stats, found) = spread(args.parser, args.threads, base, &pb, move |seeds, tick| {
-        run_parser(&c, seeds, tick)
-    });
+    let (stats, found) = spread(
+        args.parser,
+        args.threads,
+        base,
+        limit(t0),
+        &pb,
+        move |seeds, tick| run_parser(&c, seeds, tick),
+    );
     pb.finish();
     report(
         "parser",
@@ -206,9 +219,14 @@ fn main() {
 
     let t0 = Instant::now();
     let pb = bar(&multi, args.schedules, "schedules", args.quiet);
-    let (stats, found) = spread(args.schedules, args.threads, base, &pb, |seeds, tick| {
-        run_schedules(seeds, tick)
-    });
+    let (stats, found) = spread(
+        args.schedules,
+        args.threads,
+        base,
+        limit(t0),
+        &pb,
+        |seeds, tick| run_schedules(seeds, tick),
+    );
     pb.finish();
     report(
         "schedules",
