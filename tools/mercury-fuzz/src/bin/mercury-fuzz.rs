@@ -97,7 +97,7 @@ fn spread(
                     let ticks = std::cell::Cell::new(0u64);
                     let tick = || {
                         ticks.set(ticks.get() + 1);
-                        if ticks.get() % 64 == 0 {
+                        if ticks.get().is_multiple_of(64) {
                             pb.inc(64);
                         }
                     };
