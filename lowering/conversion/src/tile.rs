@@ -108,6 +108,23 @@ impl Lowering<'_> {
                             cx.values.remove(output);
                             return Ok(());
                         }
+                        // Rows before the first key see no key of this block: the naive
+                        // softmax of such a row is NaN (found by mercury-fuzz; regression
+                        // tools/mercury-fuzz/corpus/schedules/naive-causal-tiled-keys.mlir).
+                        if col_offset > row_offset {
+                            return Err(err(
+                                loc,
+                                format!(
+                                    "a causal mask over query positions {row_offset}..{} and key \
+                                     positions {col_offset}..{} leaves rows {row_offset}..{col_offset} \
+                                     without a visible key (their naive softmax is NaN); split the \
+                                     query axis like the key axis or patch the body into attention \
+                                     (--patch)",
+                                    row_offset + s[n - 2],
+                                    col_offset + s[n - 1],
+                                ),
+                            ));
+                        }
                         Instr::CausalMask {
                             x: 0,
                             row_offset,

@@ -540,13 +540,12 @@ pub fn parse_attr_tok(kind: AttrKind, tok: &Tok) -> Result<Attribute, String> {
         },
         AttrKind::Int => parse_int(tok).map(Attribute::int),
         AttrKind::Float => match &tok.kind {
-            TokKind::Number(n) => n
-                .parse::<f64>()
+            TokKind::Number(n) => crate::syntax::parser::finite_float(n)
                 .map(|value| Attribute::Float {
                     value,
                     ty: Type::F64,
                 })
-                .map_err(|_| format!("'{n}' is not a number")),
+                .map_err(|m| format!("'{n}': {m}")),
             _ => Err(format!("expected a number, found {}", tok.describe())),
         },
         AttrKind::String => match &tok.kind {
@@ -635,12 +634,12 @@ fn any_attr(tok: &Tok) -> Result<Attribute, String> {
             if let Ok(v) = n.parse::<i64>() {
                 Ok(Attribute::int(v))
             } else {
-                n.parse::<f64>()
+                crate::syntax::parser::finite_float(n)
                     .map(|value| Attribute::Float {
                         value,
                         ty: Type::F64,
                     })
-                    .map_err(|_| format!("bad number '{n}'"))
+                    .map_err(|m| format!("'{n}': {m}"))
             }
         }
         TokKind::Str(s) => Ok(Attribute::String(s.clone())),
