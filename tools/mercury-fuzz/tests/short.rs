@@ -140,9 +140,10 @@ fn the_harness_reports_what_it_catches() {
         other => panic!("{other:?}"),
     }
     // A schedule applies and computes the operator; the same plan with one rank's output
-    // pieces dropped leaves poisoned (NaN) elements and is a mismatch.
+    // pieces dropped leaves poisoned (NaN) elements and is a mismatch (the output is declared
+    // sharded, so rank 1's rows are only its own).
     let ctx = schedule::Ctx::default();
-    let text = "// step: tile{axis=i factor=2}\n// step: parallelize{axis=i_o level=0}\ncommir.mesh @mesh shape [2]\ncommir.kernel @k on @mesh {\n  commir.axis @i = 4 spatial\n  commir.axis @j = 2 managed\n  commir.buffer @A : [@i, @j] f64 in\n  commir.buffer @B : [@j] f64 in\n  commir.buffer @C : [@i] f64 out\n  %a = commir.load @A[@i, @j] : !commir.tile<f64>\n  %b = commir.load @B[@j] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@i] : !commir.tile<f64>\n}\n";
+    let text = "// step: tile{axis=i factor=2}\n// step: parallelize{axis=i_o level=0}\ncommir.mesh @mesh shape [2]\ncommir.kernel @k on @mesh {\n  commir.axis @i = 4 spatial\n  commir.axis @j = 2 managed\n  commir.buffer @A : [@i, @j] f64 in\n  commir.buffer @B : [@j] f64 in\n  commir.buffer @C : [@i] f64 out sharding [S(0)]\n  %a = commir.load @A[@i, @j] : !commir.tile<f64>\n  %b = commir.load @B[@j] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@i] : !commir.tile<f64>\n}\n";
     let (report, r) = schedule::run_corpus_text(&ctx, text, 7);
     r.unwrap();
     assert!(
