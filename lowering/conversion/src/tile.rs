@@ -91,44 +91,13 @@ impl Lowering<'_> {
                         x: 0,
                     },
                     Compute::Mask(MaskKind::Causal) => {
-                        if scattered {
-                            return Err(err(
-                                loc,
-                                "a causal mask on a tile whose sequence positions are not one run \
-                                 (a zigzag or striped placement) is not supported; patch the body \
-                                 into attention (--patch) or keep a block placement",
-                            ));
-                        }
-                        let n = p.len();
-                        if n < 2 {
-                            return Err(err(loc, "a causal mask needs [.., query, key] tiles"));
-                        }
-                        let (row_offset, col_offset) = (p[n - 2], p[n - 1]);
-                        if col_offset >= row_offset + s[n - 2] {
-                            cx.values.remove(output);
-                            return Ok(());
-                        }
-                        // Rows before the first key see no key of this block: the naive
-                        // softmax of such a row is NaN (found by mercury-fuzz; regression
-                        // tools/mercury-fuzz/corpus/schedules/naive-causal-tiled-keys.mlir).
-                        if col_offset > row_offset {
-                            return Err(err(
-                                loc,
-                                format!(
-                                    "a causal mask over query positions {row_offset}..{} and key \
-                                     positions {col_offset}..{} leaves rows {row_offset}..{col_offset} \
-                                     without a visible key (their naive softmax is NaN); split the \
-                                     query axis like the key axis or patch the body into attention \
-                                     (--patch)",
-                                    row_offset + s[n - 2],
-                                    col_offset + s[n - 1],
-                                ),
-                            ));
-                        }
-                        Instr::CausalMask {
-                            x: 0,
-                            row_offset,
-                            col_offset,
+                        match causal_mask(&p, &s, scattered, loc)? {
+                            Some(instr) => instr,
+                            None => {
+                                // Every key after every query: nothing visible in this block.
+                                cx.values.remove(output);
+                                return Ok(());
+                            }
                         }
                     }
                     Compute::Matmul { .. } | Compute::RowReduce(_) => unreachable!(),
@@ -150,13 +119,8 @@ impl Lowering<'_> {
         let slot = match self.ranks[r].temps.get(&(*output, parity)) {
             Some(s) if self.ranks[r].slots[*s].shape == out_shape => *s,
             _ => {
-                let name = match &tile {
-                    TileOp::Matmul { .. } => "matmul",
-                    TileOp::RowReduce { .. } => "row_reduce",
-                    TileOp::Elementwise { .. } => "elementwise",
-                };
                 let s = self.ranks[r].slot(
-                    format!("{name}.out.{parity}"),
+                    format!("{}.out.{parity}", tile.name()),
                     dtype,
                     out_shape.clone(),
                     SlotInit::Uninit,
@@ -244,6 +208,55 @@ impl Lowering<'_> {
         *prev_out = out.clone();
         true
     }
+}
+
+/// The causal mask of a `[.., query, key]` tile whose first position is `p` and shape `s`:
+/// `None` when every key of the block lies after every query (the block is skipped). Refused
+/// with a located error: sequence positions that are not one run (a zigzag or striped
+/// placement), tiles of rank < 2, and blocks that leave query rows without a visible key (their
+/// naive softmax is NaN; found by mercury-fuzz, regression
+/// tools/mercury-fuzz/corpus/schedules/naive-causal-tiled-keys.mlir).
+fn causal_mask(
+    p: &[usize],
+    s: &[usize],
+    scattered: bool,
+    loc: &mercury_ir::Location,
+) -> Result<Option<Instr>, Diagnostic> {
+    if scattered {
+        return Err(err(
+            loc,
+            "a causal mask on a tile whose sequence positions are not one run \
+             (a zigzag or striped placement) is not supported; patch the body \
+             into attention (--patch) or keep a block placement",
+        ));
+    }
+    let n = p.len();
+    if n < 2 {
+        return Err(err(loc, "a causal mask needs [.., query, key] tiles"));
+    }
+    let (row_offset, col_offset) = (p[n - 2], p[n - 1]);
+    if col_offset >= row_offset + s[n - 2] {
+        return Ok(None);
+    }
+    if col_offset > row_offset {
+        return Err(err(
+            loc,
+            format!(
+                "a causal mask over query positions {row_offset}..{} and key \
+                 positions {col_offset}..{} leaves rows {row_offset}..{col_offset} \
+                 without a visible key (their naive softmax is NaN); split the \
+                 query axis like the key axis or patch the body into attention \
+                 (--patch)",
+                row_offset + s[n - 2],
+                col_offset + s[n - 1],
+            ),
+        ));
+    }
+    Ok(Some(Instr::CausalMask {
+        x: 0,
+        row_offset,
+        col_offset,
+    }))
 }
 
 /// How many events of the stage read `v`.
