@@ -14,6 +14,10 @@ step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+# Every binary first: lit (tools/mercury-opt/tests/lit.rs) runs mercury-run and mercury-tune
+# from target/debug, and `cargo test` alone builds a binary only for its own package's tests.
+step "cargo build --workspace --bins"
+cargo build --workspace --bins
 step "cargo test --workspace"
 cargo test --workspace
 step "all checks passed"
