@@ -1,12 +1,15 @@
-// The generated epilogue of the tensor-parallel MLP (examples/mlp.mlir): GeLU (tanh form) of the
-// first GEMM patch's f32 output tile, cast to bf16 and stored into the temp buffer @H, one
-// kernel for every block and schedule (its name hashes what it computes), with the contract of
+// The generated epilogue of the MLP (examples/mlp.mlir) where it is not patched: GeLU (tanh
+// form) of the tile matmul's f32 output, cast to bf16 and stored into the temp buffer @H, one
+// kernel for every block (its name hashes what it computes), with the contract of
 // mercury_plan::tile_kernel: out, in0, d0, d1, cols, then three element strides per operand.
-// RUN: %mercury-opt --emit=gpu-mlir --schedule=%repo/examples/schedules/mlp_overlap.sched %repo/examples/mlp.mlir | FileCheck %s --check-prefix=MLIR
-// RUN: %mercury-opt --emit=ptx --schedule=%repo/examples/schedules/mlp_overlap.sched %repo/examples/mlp.mlir | FileCheck %s
-// RUN: %mercury-opt --emit=ptx --schedule=%repo/examples/schedules/mlp_megatron.sched %repo/examples/mlp.mlir | FileCheck %s
-// The single-device operator (a tile matmul on cuBLASLt, then the same epilogue) needs the same kernel.
+// RUN: %mercury-opt --emit=gpu-mlir %repo/examples/mlp.mlir | FileCheck %s --check-prefix=MLIR
 // RUN: %mercury-opt --emit=ptx %repo/examples/mlp.mlir | FileCheck %s
+// Under the schedules the matmul is a gemm patch and GeLU + cast become its cuBLASLt epilogue
+// (lowering/conversion/src/activation.rs): no generated elementwise kernel is left.
+// RUN: %mercury-opt --emit=gpu-mlir --schedule=%repo/examples/schedules/mlp_overlap.sched %repo/examples/mlp.mlir | FileCheck %s --check-prefix=FUSED
+// RUN: %mercury-opt --emit=gpu-mlir --schedule=%repo/examples/schedules/mlp_megatron.sched %repo/examples/mlp.mlir | FileCheck %s --check-prefix=FUSED
+// FUSED: gpu.module @mercury_kernels
+// FUSED-NOT: gpu.func @mercury_ew_
 
 // MLIR: gpu.func @[[K:mercury_ew_[0-9a-f]+]](%out: !llvm.ptr<1>, %in0: !llvm.ptr<1>, %d0: i64, %d1: i64, %cols: i64, %out_s0: i64, %out_s1: i64, %out_s2: i64, %in0_s0: i64, %in0_s1: i64, %in0_s2: i64) kernel
 // MLIR: scf.for %e = %gid to %total step %stride : i64

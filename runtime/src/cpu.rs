@@ -115,7 +115,10 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
             inputs,
             outputs,
         } => match patch {
-            PatchKind::Gemm { accumulate } => {
+            PatchKind::Gemm {
+                accumulate,
+                epilogue,
+            } => {
                 let a = mem.read(plan, r, &inputs[0]);
                 let b = mem.read(plan, r, &inputs[1]);
                 let kd = *inputs[0].region.extent.last().ok_or("empty gemm operand")?;
@@ -132,6 +135,9 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                     vec![0.0; m * n]
                 };
                 k::gemm(m, n, kd, &a, &b, &mut c, *accumulate);
+                if let Some(f) = epilogue {
+                    c.iter_mut().for_each(|x| *x = f.apply(*x));
+                }
                 mem.write(plan, r, &outputs[0], &c);
             }
             PatchKind::Attention {

@@ -47,6 +47,19 @@ impl ElemType {
     }
 }
 
+/// What cuBLASLt applies to the f32 product before it converts it to C's type
+/// (`CUBLASLT_MATMUL_DESC_EPILOGUE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum GemmEpilogue {
+    /// `C (+)= A B`.
+    #[default]
+    None,
+    /// `C = GeLU(A B)`, `CUBLASLT_EPILOGUE_GELU`: the tanh form
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (PyTorch's `_addmm_activation` uses
+    /// it for `gelu(approximate='tanh')`). Not with `accumulate`.
+    Gelu,
+}
+
 /// One GEMM call: sizes, row-major leading dimensions (elements) and types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GemmSpec {
@@ -70,6 +83,8 @@ pub struct GemmSpec {
     pub trans_a: bool,
     /// B is stored transposed: row-major `[n, k]` with row stride `ldb >= k`.
     pub trans_b: bool,
+    /// Applied to the product in the epilogue.
+    pub epilogue: GemmEpilogue,
 }
 
 impl GemmSpec {
@@ -94,6 +109,7 @@ impl GemmSpec {
             accumulate,
             trans_a: false,
             trans_b: false,
+            epilogue: GemmEpilogue::None,
         }
     }
 
@@ -121,6 +137,15 @@ impl GemmSpec {
                 .iter()
                 .all(|x| *x <= lim),
             || format!("gemm dimension exceeds i32: {self:?}"),
+        )?;
+        ensure(
+            !(self.accumulate && self.epilogue != GemmEpilogue::None),
+            || {
+                format!(
+                    "gemm epilogue {:?} with accumulate: {self:?}",
+                    self.epilogue
+                )
+            },
         )?;
         let ok = matches!(
             (self.in_type, self.out_type),
@@ -284,6 +309,20 @@ impl LtPlan {
                 }
                 .map_err(lt_err("cublasLtMatmulDescSetAttribute(TRANS)"))?;
             }
+        }
+        if spec.epilogue == GemmEpilogue::Gelu {
+            // The attribute is a cublasLtEpilogue_t, a uint32_t.
+            let e = lt_sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU as u32;
+            // SAFETY: `plan.desc` is live; the value is passed by address with its size.
+            unsafe {
+                lt::set_matmul_desc_attribute(
+                    plan.desc,
+                    lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE,
+                    (&e) as *const u32 as *const c_void,
+                    std::mem::size_of::<u32>(),
+                )
+            }
+            .map_err(lt_err("cublasLtMatmulDescSetAttribute(EPILOGUE)"))?;
         }
         let pref = lt::create_matmul_pref().map_err(lt_err("cublasLtMatmulPreferenceCreate"))?;
         // SAFETY: `pref` is a live preference handle; the attribute buffer is a usize as the
@@ -587,6 +626,9 @@ impl CublasDirect {
         ensure(!spec.trans_a && !spec.trans_b, || {
             format!("the cublasGemmEx baseline takes no transposes: {spec:?}")
         })?;
+        ensure(spec.epilogue == GemmEpilogue::None, || {
+            format!("cublasGemmEx has no epilogue: {spec:?}")
+        })?;
         let err = |what: &'static str| {
             move |e: blas::CublasError| KernelError::Blas {
                 what,
@@ -649,5 +691,15 @@ mod tests {
         assert!(bad_ty.validate().is_err());
         let empty = GemmSpec { m: 0, ..ok };
         assert!(empty.validate().is_err());
+        let gelu = GemmSpec {
+            epilogue: GemmEpilogue::Gelu,
+            ..ok
+        };
+        assert!(gelu.validate().is_ok());
+        let gelu_acc = GemmSpec {
+            accumulate: true,
+            ..gelu
+        };
+        assert!(gelu_acc.validate().is_err());
     }
 }

@@ -20,7 +20,7 @@ pub use attention::{AttentionPatch, AttnLaunch, AttnVariant, Strided3, ATTENTION
 pub use check::CheckKernels;
 pub use cudnn::{CudnnAttention, SdpaCall, Tensor4};
 pub use error::{KernelError, Result};
-pub use gemm::{CublasDirect, ElemType, GemmPatch, GemmSpec, GemmWorkspace};
+pub use gemm::{CublasDirect, ElemType, GemmEpilogue, GemmPatch, GemmSpec, GemmWorkspace};
 pub use nvrtc::open_context;
 pub use nvrtc::{probe, Library};
 

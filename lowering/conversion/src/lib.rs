@@ -40,6 +40,7 @@
 //! | output delivery, slot pruning, the plan | `deliver.rs` |
 //! | the passes that print a lowered plan | `passes.rs` |
 
+mod activation;
 mod causal;
 mod compute;
 mod context;

@@ -6,6 +6,7 @@
 //! (`runtime/src/cpu.rs`), its CUDA launch (`runtime/src/cuda/ops.rs`), and a lit test
 //! (`docs/extending.md`).
 
+use crate::tile::UnaryFn;
 use crate::CombineKind;
 use serde::{Deserialize, Serialize};
 
@@ -14,8 +15,15 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum PatchKind {
     /// `out[m, n] (=|+=) a[m, k] * b[k, n]`; views are 2-D after dropping leading unit dims.
-    /// With `accumulate`, the product is added to `out`.
-    Gemm { accumulate: bool },
+    /// With `accumulate`, the product is added to `out`. With `epilogue = f`, `out = f(a * b)`
+    /// in the output's type: an elementwise activation the lowering folded into the GEMM
+    /// (`lowering/conversion/src/activation.rs`; on the GPU cuBLASLt's epilogue, which has
+    /// [`UnaryFn::Gelu`] only, the tanh form). Never together with `accumulate`.
+    Gemm {
+        accumulate: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        epilogue: Option<UnaryFn>,
+    },
     /// Attention forward on one tile: q `[b, hq, sq, d]`, k and v `[b, hk, sk, d]` with
     /// `hq = hk * group`; outputs o `[b, hq, sq, d]` (normalised) and lse `[b, hq, sq]`
     /// (natural log of the softmax denominator, scaled logits). With `causal`, key position
@@ -106,16 +114,27 @@ impl PatchKind {
     /// Whether the op adds its result into its outputs (it reads them too).
     pub fn accumulates(&self) -> bool {
         match self {
-            PatchKind::Gemm { accumulate } | PatchKind::Attention { accumulate, .. } => *accumulate,
+            PatchKind::Gemm { accumulate, .. } | PatchKind::Attention { accumulate, .. } => {
+                *accumulate
+            }
         }
     }
-    /// Makes the op fold a `kind` combine into its outputs; false when it cannot.
+    /// Makes the op fold a `kind` combine into its outputs; false when it cannot (a GEMM with
+    /// an epilogue cannot: `f(a b) + c` is not `f(a b + c)`).
     pub fn fold(&mut self, kind: CombineKind) -> bool {
-        if self.spec().folds != Some(kind) {
+        if self.spec().folds != Some(kind)
+            || matches!(
+                self,
+                PatchKind::Gemm {
+                    epilogue: Some(_),
+                    ..
+                }
+            )
+        {
             return false;
         }
         match self {
-            PatchKind::Gemm { accumulate } | PatchKind::Attention { accumulate, .. } => {
+            PatchKind::Gemm { accumulate, .. } | PatchKind::Attention { accumulate, .. } => {
                 *accumulate = true
             }
         }
@@ -150,7 +169,13 @@ pub static GEMM: PatchSpec = PatchSpec {
         let kd = *s[0].last().unwrap_or(&1);
         let m = s[0].iter().product::<usize>() / kd.max(1);
         let nn = s[1].iter().product::<usize>() / kd.max(1);
-        Ok((PatchKind::Gemm { accumulate: false }, vec![vec![m, nn]]))
+        Ok((
+            PatchKind::Gemm {
+                accumulate: false,
+                epilogue: None,
+            },
+            vec![vec![m, nn]],
+        ))
     },
     flops: |_, s| {
         let kd = *s[0].last().unwrap_or(&1);
@@ -254,7 +279,10 @@ mod tests {
 
     #[test]
     fn every_kind_has_its_spec() {
-        let gemm = PatchKind::Gemm { accumulate: false };
+        let gemm = PatchKind::Gemm {
+            accumulate: false,
+            epilogue: None,
+        };
         let attn = PatchKind::Attention {
             causal: true,
             scale: 1.0,

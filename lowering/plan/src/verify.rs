@@ -166,6 +166,19 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                 for v in rd.iter().chain(wr.iter()) {
                     check_view(r, v).map_err(err)?;
                 }
+                if let ComputeOp::Patch {
+                    patch:
+                        crate::PatchKind::Gemm {
+                            accumulate: true,
+                            epilogue: Some(f),
+                        },
+                    ..
+                } = op
+                {
+                    return Err(err(format!(
+                        "a gemm cannot both accumulate and apply the epilogue {f:?}"
+                    )));
+                }
                 if let ComputeOp::Tile {
                     tile: op,
                     inputs,

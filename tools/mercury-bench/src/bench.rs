@@ -25,6 +25,7 @@ use mercury_kernels::cuda::{
     AttentionPatch, AttnLaunch, AttnVariant, CheckKernels, CublasDirect, CudnnAttention, ElemType,
     GemmPatch, GemmSpec, GemmWorkspace, Strided3, Tensor4,
 };
+use mercury_plan::tile::UnaryFn;
 use mercury_plan::{
     Collective, CombineKind, CommOp, ComputeOp, DType, GlobalBuffer, OutputPiece, PatchKind, Plan,
     RankProgram, Region, Role, Slot, SlotInit, Stage, View,
@@ -414,6 +415,7 @@ impl Bench {
             ("P0.sendrecv_strided_copy_add", selfcheck_sendrecv()),
             ("P0.gemm_plan", selfcheck_gemm()),
             ("P0.gemm_accumulate_beta1", selfcheck_gemm_accumulate()),
+            ("P0.gemm_epilogue_gelu", selfcheck_gemm_gelu()),
             ("P0.ring4_acc_attn_causal", selfcheck_ring(true)),
             ("P0.ring4_acc_attn_noncausal", selfcheck_ring(false)),
             ("P0.attn_masked_rows", selfcheck_attention_masked_rows()),
@@ -2087,7 +2089,10 @@ pub fn selfcheck_gemm() -> SelfCheck {
             Stage {
                 compute: vec![
                     ComputeOp::Patch {
-                        patch: PatchKind::Gemm { accumulate: false },
+                        patch: PatchKind::Gemm {
+                            accumulate: false,
+                            epilogue: None,
+                        },
                         inputs: vec![
                             view(0, &[0, 0], &[m, kh / 2]),
                             view(1, &[0, 0], &[kh / 2, n]),
@@ -2095,7 +2100,10 @@ pub fn selfcheck_gemm() -> SelfCheck {
                         outputs: vec![view(2, &[0, n], &[m, n])],
                     },
                     ComputeOp::Patch {
-                        patch: PatchKind::Gemm { accumulate: true },
+                        patch: PatchKind::Gemm {
+                            accumulate: true,
+                            epilogue: None,
+                        },
                         inputs: vec![
                             view(0, &[0, kh / 2], &[m, kh / 2]),
                             view(1, &[kh / 2, 0], &[kh / 2, n]),
@@ -2163,7 +2171,10 @@ pub fn selfcheck_gemm_accumulate() -> SelfCheck {
     plan.ranks[0].stages = vec![Stage {
         compute: (0..2)
             .map(|h| ComputeOp::Patch {
-                patch: PatchKind::Gemm { accumulate: true },
+                patch: PatchKind::Gemm {
+                    accumulate: true,
+                    epilogue: None,
+                },
                 inputs: vec![
                     view(0, &[0, h * kh], &[m, kh]),
                     view(1, &[h * kh, 0], &[kh, n]),
@@ -2180,6 +2191,59 @@ pub fn selfcheck_gemm_accumulate() -> SelfCheck {
             let mut c = inp[2].clone();
             cpu::gemm(m, n, k, &inp[0], &inp[1], &mut c, true);
             c
+        }),
+        tol: 1e-5,
+    }
+}
+
+/// One rank: `C = GeLU(A B)` through the gemm epilogue (cuBLASLt `CUBLASLT_EPILOGUE_GELU`),
+/// bf16 in, f32 out, C the left half of a wider slot (ldc = 2n); against the tanh-form GeLU
+/// ([`UnaryFn::Gelu`], what the lowering's fusion replaces) of the f64 product. The f32 output
+/// and tolerance 1e-5 tell the tanh form from erf's (they differ by up to ~5e-4).
+pub fn selfcheck_gemm_gelu() -> SelfCheck {
+    let (m, n, k) = (72, 40, 64);
+    let mut plan = one_stage_plan(
+        "gemm_gelu",
+        vec![
+            buffer("a", DType::BF16, &[m, k], Role::Input),
+            buffer("b", DType::BF16, &[k, n], Role::Input),
+            buffer("c", DType::F32, &[m, n], Role::Output),
+        ],
+        1,
+        |_| {
+            (
+                vec![
+                    slot("a", DType::BF16, &[m, k], from_global(0, &[0, 0], &[m, k])),
+                    slot("b", DType::BF16, &[k, n], from_global(1, &[0, 0], &[k, n])),
+                    slot("c", DType::F32, &[m, 2 * n], SlotInit::Zero),
+                ],
+                Stage::default(),
+                vec![OutputPiece {
+                    buffer: 2,
+                    region: Region::full(&[m, n]),
+                    src: view(2, &[0, 0], &[m, n]),
+                }],
+            )
+        },
+    );
+    plan.ranks[0].stages = vec![Stage {
+        compute: vec![ComputeOp::Patch {
+            patch: PatchKind::Gemm {
+                accumulate: false,
+                epilogue: Some(UnaryFn::Gelu),
+            },
+            inputs: vec![fullv(0, &[m, k]), fullv(1, &[k, n])],
+            outputs: vec![view(2, &[0, 0], &[m, n])],
+        }],
+        comm: vec![],
+    }];
+    SelfCheck {
+        plan,
+        output: 2,
+        expect: Box::new(move |inp| {
+            let mut c = vec![0.0; m * n];
+            cpu::gemm(m, n, k, &inp[0], &inp[1], &mut c, false);
+            c.iter().map(|x| UnaryFn::Gelu.apply(*x)).collect()
         }),
         tol: 1e-5,
     }

@@ -949,7 +949,10 @@ pub fn gemm_plan(g: &GemmShape, sched: GemmSchedule, p: usize) -> Result<Plan, S
                     });
                     let (ia, ib, oc) = (rb.full(af), rb.full(bsl), rb.full(c));
                     rb.stage(1).compute.push(ComputeOp::Patch {
-                        patch: PatchKind::Gemm { accumulate: false },
+                        patch: PatchKind::Gemm {
+                            accumulate: false,
+                            epilogue: None,
+                        },
                         inputs: vec![ia, ib],
                         outputs: vec![oc],
                     });
@@ -962,7 +965,10 @@ pub fn gemm_plan(g: &GemmShape, sched: GemmSchedule, p: usize) -> Result<Plan, S
                         let (ia, ib) = (rb.full(cur), rb.full(bsl));
                         let oc = rb.along(c, 0, chunk * mc, mc);
                         rb.stage(step).compute.push(ComputeOp::Patch {
-                            patch: PatchKind::Gemm { accumulate: false },
+                            patch: PatchKind::Gemm {
+                                accumulate: false,
+                                epilogue: None,
+                            },
                             inputs: vec![ia, ib],
                             outputs: vec![oc],
                         });
@@ -1011,7 +1017,10 @@ pub fn gemm_plan(g: &GemmShape, sched: GemmSchedule, p: usize) -> Result<Plan, S
                 let c = rb.slot("c_partial", DType::BF16, vec![m, n], SlotInit::Uninit);
                 let (ia, ib, oc) = (rb.full(a), rb.full(bsl), rb.full(c));
                 rb.stage(0).compute.push(ComputeOp::Patch {
-                    patch: PatchKind::Gemm { accumulate: false },
+                    patch: PatchKind::Gemm {
+                        accumulate: false,
+                        epilogue: None,
+                    },
                     inputs: vec![ia, ib],
                     outputs: vec![oc],
                 });

@@ -321,7 +321,7 @@ fn spot_check(
                 });
             }
         }
-        PatchKind::Gemm { .. } => {
+        PatchKind::Gemm { epilogue, .. } => {
             let (an, ash) = &ops[0];
             let (bn, bsh) = &ops[1];
             let kd = *ash.last()?;
@@ -332,9 +332,10 @@ fn spot_check(
             let (mut num, mut den) = (0.0f64, 0.0f64);
             for _ in 0..64 {
                 let (i, j) = (rng.gen_range(0..m), rng.gen_range(0..n));
-                let want: f64 = (0..kd)
+                let dot: f64 = (0..kd)
                     .map(|p| inputs[an][i * kd + p] * inputs[bn][p * n + j])
                     .sum();
+                let want = epilogue.map_or(dot, |f| f.apply(dot));
                 num += (got[i * n + j] - want).powi(2);
                 den += want * want;
             }

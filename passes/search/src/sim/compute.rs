@@ -65,7 +65,7 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
             inputs,
             outputs,
         } => match patch {
-            PatchKind::Gemm { accumulate } if patch.spec().name == "gemm" => {
+            PatchKind::Gemm { accumulate, .. } if patch.spec().name == "gemm" => {
                 let (Some(a), Some(b), Some(o)) = (inputs.first(), inputs.get(1), outputs.first())
                 else {
                     return Err(err("gemm needs inputs [a, b] and output [out]".into()));

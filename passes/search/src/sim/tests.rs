@@ -35,7 +35,10 @@ fn overlap_takes_the_max_and_the_barrier_the_slowest_rank() {
         ],
         stages: vec![Stage {
             compute: vec![ComputeOp::Patch {
-                patch: PatchKind::Gemm { accumulate: false },
+                patch: PatchKind::Gemm {
+                    accumulate: false,
+                    epilogue: None,
+                },
                 inputs: vec![full(0, &[m, k]), full(1, &[k, n])],
                 outputs: vec![full(2, &[m, n])],
             }],

@@ -6,8 +6,8 @@ use crate::cuda::error::{Result, RuntimeError};
 use crate::cuda::layout::{as_3d, as_matrix};
 use crate::cuda::mem::{Loc, MemTable};
 use mercury_kernels::cpu::{AttnDims, AttnParams};
-use mercury_kernels::cuda::{AttnLaunch, ElemType, GemmSpec, Strided3};
-use mercury_plan::tile::Instr;
+use mercury_kernels::cuda::{AttnLaunch, ElemType, GemmEpilogue, GemmSpec, Strided3};
+use mercury_plan::tile::{Instr, UnaryFn};
 use mercury_plan::tile_kernel::{geometry, TileKernel, MAX_WORK_ITEMS};
 use mercury_plan::{CombineKind, ComputeOp, DType, PatchKind, TileOp, View};
 
@@ -89,7 +89,10 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
             inputs,
             outputs,
         } => match patch {
-            PatchKind::Gemm { accumulate } => {
+            PatchKind::Gemm {
+                accumulate,
+                epilogue,
+            } => {
                 if inputs.len() != 2 || outputs.len() != 1 {
                     return Err(RuntimeError::Schedule(format!(
                         "gemm takes 2 inputs and 1 output, got {} / {}",
@@ -125,6 +128,15 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     accumulate: *accumulate,
                     trans_a: false,
                     trans_b: false,
+                    epilogue: match epilogue {
+                        None => GemmEpilogue::None,
+                        Some(UnaryFn::Gelu) => GemmEpilogue::Gelu,
+                        Some(f) => {
+                            return Err(unsupported(format!(
+                                "gemm epilogue {f:?}: cuBLASLt's epilogues are GeLU (tanh) only"
+                            )))
+                        }
+                    },
                 };
                 spec.validate()?;
                 Ok(ComputeLaunch::Gemm { spec, a, b, c })
@@ -462,6 +474,7 @@ fn resolve_tile_matmul(
         accumulate: false,
         trans_a: ta,
         trans_b: tb,
+        epilogue: GemmEpilogue::None,
     };
     spec.validate()?;
     Ok(ComputeLaunch::Gemm { spec, a, b, c })

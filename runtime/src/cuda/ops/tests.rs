@@ -42,7 +42,10 @@ fn table() -> MemTable {
 fn gemm_resolution() {
     let t = table();
     let op = ComputeOp::Patch {
-        patch: PatchKind::Gemm { accumulate: true },
+        patch: PatchKind::Gemm {
+            accumulate: true,
+            epilogue: None,
+        },
         inputs: vec![v(0, &[0, 0], &[64, 32]), v(1, &[0, 0], &[32, 48])],
         outputs: vec![v(2, &[1, 0, 0], &[1, 64, 48])],
     };
@@ -58,7 +61,10 @@ fn gemm_resolution() {
     }
     // Column sub-block of b: ldb stays 48.
     let op = ComputeOp::Patch {
-        patch: PatchKind::Gemm { accumulate: false },
+        patch: PatchKind::Gemm {
+            accumulate: false,
+            epilogue: None,
+        },
         inputs: vec![v(0, &[0, 0], &[64, 32]), v(1, &[0, 16], &[32, 16])],
         outputs: vec![v(2, &[0, 0, 0], &[1, 64, 16])],
     };
@@ -71,7 +77,10 @@ fn gemm_resolution() {
     }
     // Inner dimensions disagree.
     let bad = ComputeOp::Patch {
-        patch: PatchKind::Gemm { accumulate: false },
+        patch: PatchKind::Gemm {
+            accumulate: false,
+            epilogue: None,
+        },
         inputs: vec![v(0, &[0, 0], &[64, 16]), v(1, &[0, 0], &[32, 48])],
         outputs: vec![v(2, &[0, 0, 0], &[1, 64, 48])],
     };
