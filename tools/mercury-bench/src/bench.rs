@@ -2137,37 +2137,47 @@ pub fn selfcheck_gemm() -> SelfCheck {
     }
 }
 
+/// Buffers 0 and 1 and slots 0 and 1 of the one-rank GEMM self-checks: `a [m, k]` and
+/// `b [k, n]`, bf16 inputs, each slot loaded whole from its buffer.
+fn gemm_inputs(m: usize, n: usize, k: usize) -> (Vec<GlobalBuffer>, Vec<Slot>) {
+    (
+        vec![
+            buffer("a", DType::BF16, &[m, k], Role::Input),
+            buffer("b", DType::BF16, &[k, n], Role::Input),
+        ],
+        vec![
+            slot("a", DType::BF16, &[m, k], from_global(0, &[0, 0], &[m, k])),
+            slot("b", DType::BF16, &[k, n], from_global(1, &[0, 0], &[k, n])),
+        ],
+    )
+}
+
 /// One rank: C, an f32 slot initialised from an input buffer (arbitrary values), gets A B
 /// added in two k halves (`Gemm { accumulate: true }`, cuBLASLt beta = 1), the second half
 /// through sub-block views of A and B; output C0 + A B.
 pub fn selfcheck_gemm_accumulate() -> SelfCheck {
     let (m, n, k) = (40, 24, 48);
     let kh = k / 2;
-    let mut plan = one_stage_plan(
-        "gemm_accumulate",
-        vec![
-            buffer("a", DType::BF16, &[m, k], Role::Input),
-            buffer("b", DType::BF16, &[k, n], Role::Input),
-            buffer("c0", DType::F32, &[m, n], Role::Input),
-            buffer("c", DType::F32, &[m, n], Role::Output),
-        ],
-        1,
-        |_| {
-            (
-                vec![
-                    slot("a", DType::BF16, &[m, k], from_global(0, &[0, 0], &[m, k])),
-                    slot("b", DType::BF16, &[k, n], from_global(1, &[0, 0], &[k, n])),
-                    slot("c", DType::F32, &[m, n], from_global(2, &[0, 0], &[m, n])),
-                ],
-                Stage::default(),
-                vec![OutputPiece {
-                    buffer: 3,
-                    region: Region::full(&[m, n]),
-                    src: fullv(2, &[m, n]),
-                }],
-            )
-        },
-    );
+    let (mut buffers, mut slots) = gemm_inputs(m, n, k);
+    buffers.push(buffer("c0", DType::F32, &[m, n], Role::Input));
+    buffers.push(buffer("c", DType::F32, &[m, n], Role::Output));
+    slots.push(slot(
+        "c",
+        DType::F32,
+        &[m, n],
+        from_global(2, &[0, 0], &[m, n]),
+    ));
+    let mut plan = one_stage_plan("gemm_accumulate", buffers, 1, |_| {
+        (
+            slots.clone(),
+            Stage::default(),
+            vec![OutputPiece {
+                buffer: 3,
+                region: Region::full(&[m, n]),
+                src: fullv(2, &[m, n]),
+            }],
+        )
+    });
     plan.ranks[0].stages = vec![Stage {
         compute: (0..2)
             .map(|h| ComputeOp::Patch {
@@ -2202,30 +2212,20 @@ pub fn selfcheck_gemm_accumulate() -> SelfCheck {
 /// and tolerance 1e-5 tell the tanh form from erf's (they differ by up to ~5e-4).
 pub fn selfcheck_gemm_gelu() -> SelfCheck {
     let (m, n, k) = (72, 40, 64);
-    let mut plan = one_stage_plan(
-        "gemm_gelu",
-        vec![
-            buffer("a", DType::BF16, &[m, k], Role::Input),
-            buffer("b", DType::BF16, &[k, n], Role::Input),
-            buffer("c", DType::F32, &[m, n], Role::Output),
-        ],
-        1,
-        |_| {
-            (
-                vec![
-                    slot("a", DType::BF16, &[m, k], from_global(0, &[0, 0], &[m, k])),
-                    slot("b", DType::BF16, &[k, n], from_global(1, &[0, 0], &[k, n])),
-                    slot("c", DType::F32, &[m, 2 * n], SlotInit::Zero),
-                ],
-                Stage::default(),
-                vec![OutputPiece {
-                    buffer: 2,
-                    region: Region::full(&[m, n]),
-                    src: view(2, &[0, 0], &[m, n]),
-                }],
-            )
-        },
-    );
+    let (mut buffers, mut slots) = gemm_inputs(m, n, k);
+    buffers.push(buffer("c", DType::F32, &[m, n], Role::Output));
+    slots.push(slot("c", DType::F32, &[m, 2 * n], SlotInit::Zero));
+    let mut plan = one_stage_plan("gemm_gelu", buffers, 1, |_| {
+        (
+            slots.clone(),
+            Stage::default(),
+            vec![OutputPiece {
+                buffer: 2,
+                region: Region::full(&[m, n]),
+                src: view(2, &[0, 0], &[m, n]),
+            }],
+        )
+    });
     plan.ranks[0].stages = vec![Stage {
         compute: vec![ComputeOp::Patch {
             patch: PatchKind::Gemm {
