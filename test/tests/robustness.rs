@@ -1,71 +1,33 @@
-//! Properties of the IR core with CommIR registered, over the repository's `.mlir` corpus and
-//! thousands of random edits of it:
-//! - parsing never panics, and every error has a source location;
-//! - for input that parses and verifies, printing is a fixed point (print, parse, print gives
-//!   the same text), the generic form parses back to the same IR, and the builtin passes keep
-//!   the IR valid;
+//! Properties of the IR core with CommIR registered, over the repository's `.mlir` corpus:
+//! - the parser target's properties (`mercury_fuzz::parser::check`: no panic, located errors,
+//!   printing a fixed point, the generic form reading back the same), plus: the builtin passes
+//!   keep the IR valid;
+//! - CRLF line ends change nothing;
 //! - nesting up to the parser's limit works on an 8 MiB (main-thread sized) stack; deeper
 //!   nesting is an error, not a stack overflow.
+//!
+//! Random edits of the same corpus are the fuzz crate's (tools/mercury-fuzz: a short run in
+//! `cargo test`, the long one in docs/reliability.md).
 
+use mercury_fuzz::parser::{self, Verdict};
+use mercury_fuzz::{located, on_main_sized_stack};
 use mercury_ir::pass::PassManager;
 use mercury_ir::syntax::parser::MAX_NESTING;
-use mercury_ir::{parse_str, print_op, verify, Diagnostic, Location, PrintOptions, Registry};
-use mercury_tests::{corpus, mutate, passes, registry, Case, Rng};
+use mercury_ir::{parse_str, print_op, verify, Location, PrintOptions, Registry};
+use mercury_tests::{corpus, passes, registry, Case};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-/// Runs `f` on a thread with the stack of a typical main thread.
-fn on_main_sized_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::Builder::new()
-        .stack_size(8 << 20)
-        .spawn(f)
-        .expect("spawn")
-        .join()
-        .unwrap_or_else(|e| std::panic::resume_unwind(e))
-}
-
-fn located(d: &Diagnostic) -> bool {
-    matches!(d.loc, Location::File { .. }) && d.notes.iter().all(located)
-}
 
 /// Checks every property for one input; `Err` describes the violation.
 fn check(reg: &Registry, name: &str, text: &str) -> Result<(), String> {
-    let generic = PrintOptions { generic: true };
-    let module = match parse_str(reg, name, text) {
-        Ok(m) => m,
-        Err(d) if located(&d) => return Ok(()),
-        Err(d) => return Err(format!("parse error without a location: {}", d.render())),
-    };
-    if let Err(d) = verify(reg, &module) {
-        return if located(&d) {
-            Ok(())
-        } else {
-            Err(format!("verifier error without a location: {}", d.render()))
-        };
+    if parser::check(reg, text).map_err(|f| f.to_string())? == Verdict::Refused {
+        return Ok(());
     }
+    let module = parse_str(reg, name, text).map_err(|d| d.render())?;
     let once = print_op(reg, &module, PrintOptions::default());
-    let reparsed = parse_str(reg, "printed", &once)
-        .map_err(|d| format!("printed IR does not parse:\n{}\n{once}", d.render()))?;
-    verify(reg, &reparsed)
-        .map_err(|d| format!("printed IR does not verify:\n{}\n{once}", d.render()))?;
-    let twice = print_op(reg, &reparsed, PrintOptions::default());
-    if once != twice {
-        return Err(format!(
-            "printing is not a fixed point:\n--- once\n{once}\n--- twice\n{twice}"
-        ));
-    }
-    let gen = print_op(reg, &module, generic);
-    let from_generic = parse_str(reg, "generic", &gen)
-        .map_err(|d| format!("generic form does not parse:\n{}\n{gen}", d.render()))?;
-    let again = print_op(reg, &from_generic, PrintOptions::default());
-    if again != once {
-        return Err(format!(
-            "generic form reads back differently:\n--- custom\n{once}\n--- via generic\n{again}"
-        ));
-    }
     let mut pm = PassManager::new();
     pm.add_pipeline(&passes(), "builtin.module(canonicalize,symbol-dce)")
         .map_err(|e| e.to_string())?;
-    let mut transformed = reparsed;
+    let mut transformed = module;
     pm.run(&mut transformed, reg)
         .map_err(|d| format!("canonicalize,symbol-dce failed:\n{}\n{once}", d.render()))?;
     let after = print_op(reg, &transformed, PrintOptions::default());
@@ -79,7 +41,7 @@ fn check_no_panic(reg: &Registry, case: &Case, text: &str) -> Result<(), String>
         Ok(r) => r,
         Err(_) => Err("panicked".to_string()),
     }
-    .map_err(|e| format!("{} (edited):\n{e}\n--- input\n{text}", case.name))
+    .map_err(|e| format!("{}:\n{e}\n--- input\n{text}", case.name))
 }
 
 #[test]
@@ -119,34 +81,6 @@ fn crlf_line_ends_are_equivalent() {
         checked += 1;
     }
     assert!(checked >= 20, "only {checked} valid corpus chunks");
-}
-
-#[test]
-fn edited_inputs_satisfy_the_properties() {
-    on_main_sized_stack(|| {
-        let cases = corpus();
-        let regs = [registry(false), registry(true)];
-        let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
-        let (mut parsed, mut total) = (0, 0);
-        for round in 0..40 {
-            for case in &cases {
-                let mut text = mutate(&case.text, &mut rng);
-                if round % 3 == 0 {
-                    text = mutate(&text, &mut rng);
-                }
-                let reg = &regs[rng.below(2)];
-                check_no_panic(reg, case, &text).unwrap_or_else(|e| panic!("{e}"));
-                total += 1;
-                parsed += usize::from(parse_str(reg, "x", &text).is_ok());
-            }
-        }
-        // The edits must leave a fair share of valid inputs, or the printer is not exercised.
-        println!("{parsed} of {total} edited inputs parsed");
-        assert!(
-            parsed * 10 > total,
-            "only {parsed} of {total} edited inputs parsed"
-        );
-    });
 }
 
 /// `depth` levels of one kind of nesting, closed.
