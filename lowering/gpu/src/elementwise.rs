@@ -59,24 +59,11 @@ pub(crate) fn gpu_func(k: &TileKernel) -> String {
 
 /// The host `func.func` of `k`: the same body for `threads` simulated threads in sequence.
 pub(crate) fn host_func(k: &TileKernel, threads: u32) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "  func.func @{}({}) attributes {{llvm.emit_c_interface}} {{",
-        k.name(),
-        signature(k, Flavor::Host)
-    );
-    let _ = writeln!(
-        out,
-        "    %h_lo = arith.constant 0 : i64\n    %h_step = arith.constant 1 : i64\n    \
-         %stride = arith.constant {threads} : i64\n    \
-         scf.for %gid = %h_lo to %stride step %h_step : i64 {{"
-    );
+    let mut text = String::new();
     for line in body(k, Flavor::Host).lines() {
-        let _ = writeln!(out, "      {line}");
+        let _ = writeln!(text, "      {line}");
     }
-    out.push_str("    }\n    return\n  }\n");
-    out
+    crate::kernels::host_func(&k.name(), &signature(k, Flavor::Host), threads, &text)
 }
 
 /// An f32 constant, written as its bit pattern (exact).

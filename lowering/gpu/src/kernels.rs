@@ -425,22 +425,35 @@ pub fn host_module_mlir_with(
         out.push_str(&crate::elementwise::host_func(&tile, threads));
     }
     for kernel in dedup(kernels) {
-        let _ = writeln!(
-            out,
-            "  func.func @{}({}) attributes {{llvm.emit_c_interface}} {{",
+        out.push_str(&host_func(
             kernel.name(),
-            signature(kernel, Flavor::Host)
-        );
-        let _ = writeln!(
-            out,
-            "    %h_lo = arith.constant 0 : i64\n    %h_step = arith.constant 1 : i64\n    \
-             %stride = arith.constant {threads} : i64\n    \
-             scf.for %gid = %h_lo to %stride step %h_step : i64 {{"
-        );
-        out.push_str(&instantiate(kernel, Flavor::Host, "      "));
-        out.push_str("    }\n    return\n  }\n");
+            &signature(kernel, Flavor::Host),
+            threads,
+            &instantiate(kernel, Flavor::Host, "      "),
+        ));
     }
     out.push_str("}\n");
+    out
+}
+
+/// The host `func.func @name(signature)` that runs a kernel's `body` (its `Flavor::Host`
+/// instantiation, indented by six spaces) for `threads` simulated threads in sequence: `%gid`
+/// runs over `0..threads` and `%stride` is `threads`, so the body's grid-stride loop covers
+/// every work item exactly once.
+pub(crate) fn host_func(name: &str, signature: &str, threads: u32, body: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  func.func @{name}({signature}) attributes {{llvm.emit_c_interface}} {{"
+    );
+    let _ = writeln!(
+        out,
+        "    %h_lo = arith.constant 0 : i64\n    %h_step = arith.constant 1 : i64\n    \
+         %stride = arith.constant {threads} : i64\n    \
+         scf.for %gid = %h_lo to %stride step %h_step : i64 {{"
+    );
+    out.push_str(body);
+    out.push_str("    }\n    return\n  }\n");
     out
 }
 
