@@ -72,10 +72,14 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
         })
     };
 
+    // Flows not yet done, in index order (the order they were started in): the event loop
+    // scans these, not every flow ever started, so a long plan costs linear, not quadratic time.
+    let mut live: Vec<usize> = Vec::new();
     // Starts phase `phase[j]` of job `j` at time `t`; returns false when the job has finished.
     let mut start_phase = |j: usize,
                            t: f64,
                            flows: &mut Vec<FlowState>,
+                           live: &mut Vec<usize>,
                            current: &mut Vec<Vec<usize>>,
                            capacity: &mut Vec<f64>,
                            tier_bytes: &mut TierBytes,
@@ -97,6 +101,7 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
                 let r0 = resource(topo.port(level, f.src), Dir::Out, capacity);
                 let r1 = resource(topo.port(level, f.dst), Dir::In, capacity);
                 current[j].push(flows.len());
+                live.push(flows.len());
                 flows.push(FlowState {
                     job: j,
                     src: f.src,
@@ -123,6 +128,7 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
             j,
             start,
             &mut flows,
+            &mut live,
             &mut current,
             &mut capacity,
             &mut tier_bytes,
@@ -139,7 +145,8 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
             break; // Defensive: cannot happen with finite flows, never loop forever.
         }
         // Admit queued copy-engine flows (job order).
-        for f in flows.iter_mut() {
+        for &i in &live {
+            let f = &mut flows[i];
             if !f.done && f.copy_engine && f.admitted_at.is_none() {
                 let busy = engines_busy.entry(f.src).or_insert(0);
                 if *busy < engines {
@@ -149,7 +156,9 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
             }
         }
         // Active flows: admitted, latency elapsed, bytes left.
-        let active: Vec<usize> = (0..flows.len())
+        let active: Vec<usize> = live
+            .iter()
+            .copied()
             .filter(|&i| {
                 let f = &flows[i];
                 !f.done && f.remaining > 0.0 && f.admitted_at.is_some_and(|a| a + f.latency <= t)
@@ -158,7 +167,7 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
         max_min_rates(&mut flows, &active, &capacity);
         // Next event.
         let mut next = f64::INFINITY;
-        for f in flows.iter() {
+        for f in live.iter().map(|&i| &flows[i]) {
             if f.done {
                 continue;
             }
@@ -190,10 +199,13 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
             }
         }
         t = next;
-        // Completed flows.
-        for f in flows.iter_mut() {
+        // Completed flows, and the jobs they belong to (only those can finish a phase now).
+        let mut touched: Vec<usize> = Vec::new();
+        for &i in &live {
+            let f = &mut flows[i];
             if !f.done && f.remaining <= 0.0 && f.admitted_at.is_some_and(|a| a + f.latency <= t) {
                 f.done = true;
+                touched.push(f.job);
                 if f.copy_engine {
                     if let Some(b) = engines_busy.get_mut(&f.src) {
                         *b = b.saturating_sub(1);
@@ -201,8 +213,11 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
                 }
             }
         }
-        // Phases finished.
-        for j in 0..jobs.len() {
+        live.retain(|&i| !flows[i].done);
+        touched.sort_unstable();
+        touched.dedup();
+        // Phases finished, in job order.
+        for j in touched {
             if current[j].is_empty() {
                 continue;
             }
@@ -214,6 +229,7 @@ pub fn run_jobs(topo: &Topology, jobs: &[Job], start: f64) -> (Vec<f64>, TierByt
                     j,
                     t,
                     &mut flows,
+                    &mut live,
                     &mut current,
                     &mut capacity,
                     &mut tier_bytes,
