@@ -20,6 +20,17 @@ pub(crate) struct MlirGrammar;
 
 /// Parses a whole buffer into a `builtin.module` (top-level ops without a module are wrapped).
 pub fn parse_source(registry: &Registry, file: &Arc<SourceFile>) -> Result<Operation, Diagnostic> {
+    // Refused before pest sees it: bracket nesting this deep is past MAX_NESTING levels of
+    // operations, attributes and types whatever the brackets are (a level opens at most
+    // BRACKETS_PER_LEVEL of them), and pest's backtracking over 100,000 open brackets takes
+    // minutes in an optimized build (its stack guard stops it early only in unoptimized ones).
+    if let Some(at) = too_deep(
+        &file.text,
+        file.text.len(),
+        BRACKETS_PER_LEVEL * MAX_NESTING,
+    ) {
+        return Err(nesting_error(file, at));
+    }
     let mut pairs = MlirGrammar::parse(Rule::file, &file.text).map_err(|e| pest_error(file, e))?;
     let file_pair = pairs
         .next()
@@ -76,9 +87,23 @@ fn describe_rule(r: &Rule) -> &'static str {
     }
 }
 
+/// Brackets one level of nesting opens at most: an op in a region `({`, an attribute in an
+/// array in a dictionary `{x = [`, a type `<(`.
+const BRACKETS_PER_LEVEL: usize = 4;
+
+/// The located "nesting too deep" error at byte `at`.
+fn nesting_error(file: &Arc<SourceFile>, at: usize) -> Diagnostic {
+    Diagnostic::error(
+        file.location(at),
+        format!(
+            "nesting too deep: more than {MAX_NESTING} levels of operations, attributes and types"
+        ),
+    )
+}
+
 /// The offset where the brackets of `text[..end]` (`(`, `[`, `{`, `<`; strings, comments and
-/// `->` skipped) first nest deeper than [`MAX_NESTING`], if they do.
-fn too_deep(text: &str, end: usize) -> Option<usize> {
+/// `->` skipped) first nest deeper than `limit`, if they do.
+fn too_deep(text: &str, end: usize, limit: usize) -> Option<usize> {
     let bytes = text.as_bytes();
     let end = end.min(bytes.len());
     let (mut depth, mut i) = (0usize, 0);
@@ -98,7 +123,7 @@ fn too_deep(text: &str, end: usize) -> Option<usize> {
             b'-' if bytes.get(i + 1) == Some(&b'>') => i += 1,
             b'(' | b'[' | b'{' | b'<' => {
                 depth += 1;
-                if depth > MAX_NESTING {
+                if depth > limit {
                     return Some(i);
                 }
             }
@@ -117,11 +142,8 @@ fn pest_error(file: &Arc<SourceFile>, e: pest::error::Error<Rule>) -> Diagnostic
     };
     // Input nested past the limit is reported as such, whether or not pest's stack guard
     // stopped first (it does in unoptimized builds, whose frames are larger).
-    if let Some(at) = too_deep(&file.text, offset) {
-        return Diagnostic::error(
-            file.location(at),
-            format!("nesting too deep: more than {MAX_NESTING} levels of operations, attributes and types"),
-        );
+    if let Some(at) = too_deep(&file.text, offset, MAX_NESTING) {
+        return nesting_error(file, at);
     }
     let msg = match &e.variant {
         pest::error::ErrorVariant::ParsingError { positives, .. } => {
