@@ -93,62 +93,42 @@ fn cache_round_trip_through_the_binary() {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
+/// Runs `mercury-tune OP --topology TOPO --out OUT`, asserts its exit code and that standard
+/// error contains every one of `needles`.
+fn refused(op: &Path, topo: &str, out: &str, code: i32, needles: &[&str]) {
+    let o = run(&[op.to_str().unwrap(), "--topology", topo, "--out", out]);
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+    for n in needles {
+        assert!(stderr(&o).contains(n), "'{n}' missing: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn bad_inputs_give_clear_errors() {
     let out = tmp("bad");
     let o_s = out.to_str().unwrap();
     let ex = example("attention-mha-32k.toml");
-    let ex_s = ex.to_str().unwrap();
     // Unknown topology.
-    let o = run(&[ex_s, "--topology", "h900-9x9", "--out", o_s]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("h100-2x4"), "{}", stderr(&o));
+    refused(&ex, "h900-9x9", o_s, 1, &["h100-2x4"]);
     // Invalid topology file.
     let bad_topo = tmp("topo.toml");
     std::fs::write(&bad_topo, "name = \"x\"\nlevels = []\n").unwrap();
-    let o = run(&[ex_s, "--topology", bad_topo.to_str().unwrap(), "--out", o_s]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("topo.toml"), "{}", stderr(&o));
+    refused(&ex, bad_topo.to_str().unwrap(), o_s, 1, &["topo.toml"]);
     // Invalid operator file.
     let bad_op = tmp("op.toml");
     std::fs::write(&bad_op, "[attention]\nbatch = 1\n").unwrap();
-    let o = run(&[
-        bad_op.to_str().unwrap(),
-        "--topology",
+    refused(&bad_op, "h100-2x4", o_s, 1, &["op.toml", "missing field"]);
+    // Missing file, CommIR file without a kernel.
+    refused(
+        Path::new("/nonexistent/x.toml"),
         "h100-2x4",
-        "--out",
         o_s,
-    ]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("op.toml") && stderr(&o).contains("missing field"),
-        "{}",
-        stderr(&o)
+        1,
+        &["cannot read"],
     );
-    // Missing file, CommIR file, unknown extension.
-    let o = run(&[
-        "/nonexistent/x.toml",
-        "--topology",
-        "h100-2x4",
-        "--out",
-        o_s,
-    ]);
-    assert!(stderr(&o).contains("cannot read"), "{}", stderr(&o));
     let mlir = tmp("k.mlir");
     std::fs::write(&mlir, "module {}").unwrap();
-    let o = run(&[
-        mlir.to_str().unwrap(),
-        "--topology",
-        "h100-2x4",
-        "--out",
-        o_s,
-    ]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("expected one kernel, found 0"),
-        "{}",
-        stderr(&o)
-    );
+    refused(&mlir, "h100-2x4", o_s, 1, &["expected one kernel, found 0"]);
     // Nothing fits: exit code 2.
     let big = tmp("big.toml");
     std::fs::write(
@@ -156,15 +136,7 @@ fn bad_inputs_give_clear_errors() {
         "[attention]\nbatch = 16\nheads = 32\nkv_heads = 32\nseq = 2097152\nhead_dim = 128\n",
     )
     .unwrap();
-    let o = run(&[
-        big.to_str().unwrap(),
-        "--topology",
-        "h200-1x8",
-        "--out",
-        o_s,
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("no usable schedule"), "{}", stderr(&o));
+    refused(&big, "h200-1x8", o_s, 2, &["no usable schedule"]);
     for p in [bad_topo, bad_op, mlir, big] {
         let _ = std::fs::remove_dir_all(&p);
         let _ = std::fs::remove_file(&p);
