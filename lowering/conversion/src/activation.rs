@@ -10,11 +10,11 @@
 //! `f` a function the gemm epilogue computes ([`EPILOGUES`]), where the gemm's output slot is
 //! accessed by nothing but such pairs (no transfer, other op or output piece reads it). Then
 //! every pair of that slot is fused and the slot, now unused, is pruned with the others
-//! (`deliver.rs`). Anything else is left as it was: the fusion changes no numbers beyond the
+//! (`deliver.rs`). A phase of `lower_kernel`, after the outputs are delivered. Anything else is left as it was: the fusion changes no numbers beyond the
 //! rounding of the f32 product (the epilogue applies `f` to the f32 accumulator instead of to
 //! its f32 copy in memory, which is the same value).
 
-use crate::context::RankBuild;
+use crate::context::{Lowering, RankBuild};
 use mercury_plan::tile::{Instr, UnaryFn};
 use mercury_plan::{ComputeOp, OutputPiece, PatchKind, TileOp, View};
 use std::collections::HashMap;
@@ -70,9 +70,24 @@ fn candidate(ops: &[ComputeOp], i: usize) -> Option<(View, View, Option<UnaryFn>
     Some((g.clone(), output.clone(), as_epilogue(program)?))
 }
 
-/// Fuses every eligible gemm + elementwise pair of `rb` (see the module docs); `outputs` are
-/// the rank's output pieces. Returns the number of pairs fused.
-pub(crate) fn fuse_gemm_epilogues(rb: &mut RankBuild, outputs: &[&OutputPiece]) -> usize {
+impl Lowering<'_> {
+    /// Fuses every eligible gemm + elementwise pair of every rank (see the module docs);
+    /// `pieces` are the output pieces, `(rank, piece)`.
+    pub(crate) fn fuse_gemm_epilogues(&mut self, pieces: &[(usize, OutputPiece)]) {
+        for (r, rb) in self.ranks.iter_mut().enumerate() {
+            let outputs: Vec<&OutputPiece> = pieces
+                .iter()
+                .filter(|(pr, _)| *pr == r)
+                .map(|(_, p)| p)
+                .collect();
+            fuse_rank(rb, &outputs);
+        }
+    }
+}
+
+/// Fuses every eligible gemm + elementwise pair of `rb`; `outputs` are the rank's output
+/// pieces.
+fn fuse_rank(rb: &mut RankBuild, outputs: &[&OutputPiece]) {
     // Accesses of each slot, and those made by the pairs.
     let mut accesses: HashMap<usize, usize> = HashMap::new();
     let mut in_pairs: HashMap<usize, usize> = HashMap::new();
@@ -97,7 +112,6 @@ pub(crate) fn fuse_gemm_epilogues(rb: &mut RankBuild, outputs: &[&OutputPiece]) 
     for o in outputs {
         *accesses.entry(o.src.slot).or_default() += 1;
     }
-    let mut fused = 0;
     for st in rb.stages.values_mut() {
         let mut i = 0;
         while i < st.compute.len() {
@@ -117,11 +131,9 @@ pub(crate) fn fuse_gemm_epilogues(rb: &mut RankBuild, outputs: &[&OutputPiece]) 
                 };
                 *outputs = vec![out];
             }
-            fused += 1;
             i += 1;
         }
     }
-    fused
 }
 
 #[cfg(test)]

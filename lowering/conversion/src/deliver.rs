@@ -190,8 +190,6 @@ impl Lowering<'_> {
                 .filter(|(pr, _)| *pr == r)
                 .map(|(_, p)| p)
                 .collect();
-            let read: Vec<&OutputPiece> = mine.iter().map(|p| &**p).collect();
-            crate::activation::fuse_gemm_epilogues(rb, &read);
             prune_slots(rb, mine);
         }
         let num_stages = self

@@ -78,6 +78,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     let epi = cx.combine_partials();
     cx.end_reshards(&end, epi)?;
     let pieces = cx.deliver_outputs()?;
+    cx.fuse_gemm_epilogues(&pieces);
     cx.finish(pieces)
 }
 

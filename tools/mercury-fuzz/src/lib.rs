@@ -129,6 +129,19 @@ impl Stats {
         self.steps_applied += o.steps_applied;
         self.steps_refused += o.steps_refused;
     }
+    /// Counts `failure` (a panic or a mismatch) and returns it as the finding of input `input`
+    /// from `seed`.
+    pub fn failed(&mut self, seed: u64, input: String, failure: Failure) -> Found {
+        match failure {
+            Failure::Panic(_) => self.panics += 1,
+            Failure::Mismatch(_) => self.mismatches += 1,
+        }
+        Found {
+            seed,
+            input,
+            failure,
+        }
+    }
 }
 
 /// Runs `f` on a thread with a main-thread sized stack (8 MiB): the parser's nesting bound is
@@ -173,17 +186,7 @@ pub fn run_parser(
         match parser::check(&regs[usize::from(allow)], &text) {
             Ok(parser::Verdict::RoundTrips) => stats.checked += 1,
             Ok(parser::Verdict::Refused) => stats.refused += 1,
-            Err(failure) => {
-                match failure {
-                    Failure::Panic(_) => stats.panics += 1,
-                    Failure::Mismatch(_) => stats.mismatches += 1,
-                }
-                found.push(Found {
-                    seed,
-                    input: text,
-                    failure,
-                });
-            }
+            Err(failure) => found.push(stats.failed(seed, text, failure)),
         }
         tick();
     }
@@ -207,17 +210,7 @@ pub fn run_schedules(
         match r {
             Ok(()) if report.error.is_some() => stats.checked += 1,
             Ok(()) => stats.refused += 1,
-            Err(failure) => {
-                match failure {
-                    Failure::Panic(_) => stats.panics += 1,
-                    Failure::Mismatch(_) => stats.mismatches += 1,
-                }
-                found.push(Found {
-                    seed,
-                    input: report.corpus_text(),
-                    failure,
-                });
-            }
+            Err(failure) => found.push(stats.failed(seed, report.corpus_text(), failure)),
         }
         tick();
     }
