@@ -57,7 +57,7 @@ if [[ "${1:-}" != "--remote" ]]; then
   "$CARGO_TARGET_DIR/release/mercury-opt" --emit=ptx --all-device-kernels --chip=sm_90 \
     examples/mlp.mlir > .carry/mlp_kernels.ptx
   for ex in examples/mlp.mlir examples/2gpu/mlp_llama3_8b.mlir examples/2gpu/mlp_llama3_70b.mlir; do
-    for sc in "" --schedule=examples/schedules/mlp_overlap.sched --schedule=examples/schedules/mlp_megatron.sched; do
+    for sc in "" --schedule=examples/schedules/mlp_overlap.sched --schedule=examples/schedules/mlp_megatron.sched --schedule=examples/schedules/mlp_ag_rs.sched; do
       for k in $("$CARGO_TARGET_DIR/release/mercury-opt" --emit=gpu-mlir $sc "$ex" | grep -o 'gpu.func @mercury_\(ew\|row\)_[a-z0-9_]*' | sed 's/gpu.func @//'); do
         grep -q "\.entry $k(" .carry/mlp_kernels.ptx || { echo "staging: $ex $sc needs $k, not in mlp_kernels.ptx" >&2; exit 1; }
       done
@@ -157,6 +157,7 @@ run_case megatron-rs       examples/gemm_rs.mlir          --schedule examples/sc
 # The tensor-parallel MLP (issue 14): gemm patches with the generated GeLU epilogue between them.
 PTX=$C/mlp_kernels.ptx run_case mlp-megatron examples/mlp.mlir --schedule examples/schedules/mlp_megatron.sched
 PTX=$C/mlp_kernels.ptx run_case mlp-overlap  examples/mlp.mlir --schedule examples/schedules/mlp_overlap.sched
+PTX=$C/mlp_kernels.ptx run_case mlp-ag-rs    examples/mlp.mlir --schedule examples/schedules/mlp_ag_rs.sched
 fi
 
 echo
@@ -397,7 +398,7 @@ else
       run_mgpu_case "zigzag-${f#attention_}-2gpu-$t" "examples/2gpu/$f.mlir" --shift-shard --devices 2 --transport "$t"
     done
     # The tensor-parallel MLP on 2 GPUs (issue 14).
-    for sc in mlp_megatron mlp_overlap; do
+    for sc in mlp_megatron mlp_overlap mlp_ag_rs; do
       PTX=$C/mlp_kernels.ptx run_mgpu_case "${sc}-2gpu-$t" examples/mlp.mlir --schedule "examples/schedules/$sc.sched" --devices 2 --transport "$t"
     done
   done
@@ -503,6 +504,7 @@ else
   for m in 8b 70b; do
     DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_overlap.sched
     DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192.megatron" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_megatron.sched
+    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192.ag_rs" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_ag_rs.sched
   done
 fi
 fi

@@ -37,6 +37,8 @@
 //! | the order each dimension is laid out in (zigzag, striped placements) | `order.rs` |
 //! | moves between placements no collective expresses (point to point) | `permute.rs` |
 //! | causal attention tiles cut into full / diagonal / empty blocks | `causal.rs` |
+//! | gemm epilogues (activation, cast) fused into the gemm | `activation.rs` |
+//! | received shift-reduce partials as the owner's gemm operand | `partials.rs` |
 //! | output delivery, slot pruning, the plan | `deliver.rs` |
 //! | the passes that print a lowered plan | `passes.rs` |
 
@@ -48,6 +50,7 @@ mod deliver;
 mod epilogue;
 mod load;
 mod order;
+mod partials;
 pub mod passes;
 mod patch;
 mod permute;
@@ -77,8 +80,9 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     cx.compute_stages(base)?;
     let epi = cx.combine_partials();
     cx.end_reshards(&end, epi)?;
-    let pieces = cx.deliver_outputs()?;
+    let mut pieces = cx.deliver_outputs()?;
     cx.fuse_gemm_epilogues(&pieces);
+    cx.fold_received_partials(&mut pieces);
     cx.finish(pieces)
 }
 

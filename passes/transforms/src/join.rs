@@ -91,7 +91,10 @@ impl KernelPass for Join {
                 "join: an index here is not a plain axis".to_string(),
             ));
         }
-        let (la, lb) = (m.find_loop(&a.name), m.find_loop(&b.name));
+        let (la, lb) = (
+            sole_loop(m, &a.name, "join")?,
+            sole_loop(m, &b.name, "join")?,
+        );
         match (la, lb) {
             (None, None) => {}
             (Some(x), Some(_)) if matches!(x.body.as_slice(), [Stmt::For(y)] if y.axis == b.name) => {

@@ -6,6 +6,7 @@
 
 pub mod balance;
 pub mod deps;
+pub mod distribute;
 pub mod join;
 pub mod mesh;
 pub mod parallelize;
@@ -30,6 +31,7 @@ pub static PASSES: &[&PassInfo] = &[
     &replicate::INFO,
     &reorder::INFO,
     &join::INFO,
+    &distribute::INFO,
     &mesh::SINGLE_DEVICE,
     &mesh::RESHAPE_MESH,
     &reshard::INFO,

@@ -28,6 +28,7 @@ kernel_pass! {
 
 impl KernelPass for Parallelize {
     fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        sole_loop(m, &self.axis, "parallelize")?;
         let k = kernel_mut(module, &m.name);
         let kloc = k.loc.clone();
         let axis = m.axis(&self.axis).ok_or_else(|| {

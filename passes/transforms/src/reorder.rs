@@ -18,8 +18,8 @@ kernel_pass! {
 
 impl KernelPass for Reorder {
     fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
-        let outer = m
-            .find_loop(&self.outer)
+        sole_loop(m, &self.inner, "reorder")?;
+        let outer = sole_loop(m, &self.outer, "reorder")?
             .ok_or_else(|| err_at(&m.loc, format!("reorder: no loop over '@{}'", self.outer)))?;
         let perfectly_nested =
             matches!(outer.body.as_slice(), [mercury_commir::Stmt::For(l)] if l.axis == self.inner);

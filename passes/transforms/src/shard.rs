@@ -43,7 +43,7 @@ impl KernelPass for Shard {
                 .resolve(&m.mesh)
                 .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("shard: {e}")))?,
             None => {
-                let lp = m.find_loop(&self.axis).ok_or_else(|| {
+                let lp = sole_loop(m, &self.axis, "shard")?.ok_or_else(|| {
                     err_at(
                         &buf.loc,
                         format!(

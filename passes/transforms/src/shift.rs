@@ -4,7 +4,8 @@
 //! inside the loop gets the shifted index. Accesses to buffers indexed by j but not by i (shared
 //! by the ranks) are the ones that can need communication. A shifted read becomes a ring of peer transfers once the buffer is sharded
 //! (`shard`); a shifted reduction passes partial results around (shift-reduce). A plain store
-//! that would need communication is refused.
+//! that would need communication is refused. After `distribute`, `nth` picks which of the
+//! loops over `j` to shift (each can have its own offset).
 
 use crate::util::*;
 use mercury_commir::kernel_pass;
@@ -20,18 +21,41 @@ kernel_pass! {
         axis: String => "the sequential loop's axis",
         by: String => "the enclosing parallel loop's axis",
         offset: usize = "0" => "rank p starts at piece (p + offset) mod n; 1 puts a shift-reduce's own piece last, so that every partial's transfer overlaps a computation",
+        nth: Option<usize> = "" => "which loop over the axis, from 0 in program order, when distribute left several (required then)",
     }
 }
 
 impl KernelPass for Shift {
     fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
         let kloc = m.loc.clone();
-        let lp = m.find_loop(&self.axis).ok_or_else(|| {
-            err_at(
-                &kloc,
-                format!("shift: there is no loop over '@{}'", self.axis),
-            )
-        })?;
+        let loops = loops_over(m, &self.axis);
+        let nth = match (self.nth, loops.len()) {
+            (_, 0) => {
+                return Err(err_at(
+                    &kloc,
+                    format!("shift: there is no loop over '@{}'", self.axis),
+                ))
+            }
+            (Some(n), count) if n >= count => {
+                return Err(err_at(
+                    &loops[0].loc,
+                    format!(
+                        "shift: nth={n}, but {count} loop(s) iterate '@{}'",
+                        self.axis
+                    ),
+                ))
+            }
+            (Some(n), _) => n,
+            (None, 1) => 0,
+            (None, count) => {
+                return Err(Diagnostic::error(
+                    loops[1].loc.clone(),
+                    format!("shift: {count} loops iterate '@{}' (after distribute); say which with nth=0..{}", self.axis, count - 1),
+                )
+                .with_note(loops[0].loc.clone(), "the first loop is here"))
+            }
+        };
+        let lp = loops[nth];
         if lp.parallel.is_some() {
             return Err(Diagnostic::error(
                 lp.loc.clone(),
@@ -63,7 +87,7 @@ impl KernelPass for Shift {
         let mut shared = false;
         let mut store_err = None;
         m.walk(&mut |s, stack| {
-            if !stack.iter().any(|l| l.axis == self.axis) {
+            if !stack.iter().any(|l| std::ptr::eq(*l, lp)) {
                 return;
             }
             let (acc, is_store) = match s {
@@ -94,7 +118,7 @@ impl KernelPass for Shift {
         let k = kernel_mut(module, &m.name);
         let (axis, by_axis) = (self.axis.clone(), self.by.clone());
         let offset = (self.offset % steps.max(1)) as i64;
-        let f = find_for_mut(k.body_mut(0), &axis).expect("loop");
+        let f = find_nth_for_mut(k.body_mut(0), &axis, &mut nth.clone()).expect("loop");
         ForOp::cast(&mut *f)
             .expect("loop")
             .set_shift(by_axis.as_str());

@@ -160,6 +160,7 @@ impl KernelPass for ShiftShard {
                     axis: a.clone(),
                     by: par_loops[l].clone(),
                     offset: 0,
+                    nth: None,
                 }
                 .apply_to(module, &m.name)?;
                 for b in bufs {

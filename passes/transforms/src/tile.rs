@@ -47,6 +47,7 @@ impl KernelPass for Tile {
 }
 
 fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Result<(), Diagnostic> {
+    sole_loop(m, &t.axis, "tile")?;
     let (outer, inner) = t.names(m);
     let loc = k.loc.clone();
     let axis = m.axis(&t.axis).ok_or_else(|| {
@@ -215,6 +216,18 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
             target = target[from_at].body_mut(0);
             from_at = 0;
             to_at = target.len();
+        }
+        // Loop nests side by side (after `distribute`) each keep their own order; one loop
+        // around them all would interleave them.
+        if let Some(second) = target[from_at..to_at]
+            .iter()
+            .filter(|o| ForOp::cast(*o).is_some())
+            .nth(1)
+        {
+            return Err(Diagnostic::error(
+                second.loc.clone(),
+                format!("tile: '@{}' has no loop, and the loop around the body would enclose several loop nests (after distribute); tile before distributing", t.axis),
+            ));
         }
         let stmts: Vec<Operation> = target.drain(from_at..to_at).collect();
         target.insert(from_at, new_for(&outer, stmts, &loc));

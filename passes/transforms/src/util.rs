@@ -3,7 +3,7 @@
 //! `mercury_commir::ops`).
 
 use mercury_commir::ops::{AccessOp, AxisOp, BufferOp, ForOp, ReshardOp};
-use mercury_commir::{AxisKind, DimBinding, IndexExpr, Placement, Split};
+use mercury_commir::{AxisKind, DimBinding, ForLoop, IndexExpr, Kernel, Placement, Split};
 use mercury_ir::pass::OptionValue;
 use mercury_ir::{Diagnostic, Location, Operation, Region};
 
@@ -145,18 +145,56 @@ pub fn set_placement(op: &mut BufferOp<&mut Operation>, p: &Placement) {
     }
 }
 
-/// Finds the `commir.for` over `axis` anywhere in `ops`.
+/// Finds the `commir.for` over `axis` anywhere in `ops` (the first, in program order).
 pub fn find_for_mut<'a>(ops: &'a mut [Operation], axis: &str) -> Option<&'a mut Operation> {
+    find_nth_for_mut(ops, axis, &mut 0)
+}
+
+/// Finds the `commir.for` over `axis` that comes after `skip` others over it, in program
+/// order (`distribute` leaves several loops over one axis).
+pub fn find_nth_for_mut<'a>(
+    ops: &'a mut [Operation],
+    axis: &str,
+    skip: &mut usize,
+) -> Option<&'a mut Operation> {
     for op in ops.iter_mut() {
         let Some(f) = ForOp::cast(&*op) else { continue };
         if f.axis().as_deref() == Some(axis) {
-            return Some(op);
+            if *skip == 0 {
+                return Some(op);
+            }
+            *skip -= 1;
+            continue;
         }
-        if let Some(f) = find_for_mut(op.body_mut(0), axis) {
+        if let Some(f) = find_nth_for_mut(op.body_mut(0), axis, skip) {
             return Some(f);
         }
     }
     None
+}
+
+/// The loops over `axis`, in program order: one, or several after `distribute`.
+pub fn loops_over<'a>(m: &'a Kernel, axis: &str) -> Vec<&'a ForLoop> {
+    m.loops().into_iter().filter(|l| l.axis == axis).collect()
+}
+
+/// The loop over `axis`, if there is one. `pass` is refused (located at the second loop) when
+/// `distribute` left several: the pass would otherwise change one of them and leave the others
+/// iterating an axis that no longer exists, or treat the nests as one.
+pub fn sole_loop<'a>(
+    m: &'a Kernel,
+    axis: &str,
+    pass: &str,
+) -> Result<Option<&'a ForLoop>, Diagnostic> {
+    match loops_over(m, axis).as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        [first, second, ..] => Err(Diagnostic::error(
+            second.loc.clone(),
+            format!("{pass}: several loops iterate '@{axis}' (after distribute); apply {pass} before distributing"),
+        )
+        .with_note(first.loc.clone(), "the first loop is here")),
+    }
 }
 
 /// Calls `f` on every access op (load, reduce, store) with the axes of its enclosing loops.
