@@ -114,3 +114,25 @@ commir.kernel @k on @m {
   // expected-error@+1 {{attribute 'kind': expected one of exp, log, gelu, silu, found 'tanh'}}
   %c = commir.unary tanh %a : !commir.tile<f32>
 }
+
+// -----
+
+// Tiles that print alike but are different loop blocks: the message names the blocks.
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @f0 = 2 managed
+  commir.axis @m0 = 2 spatial
+  commir.axis @c = 4 spatial
+  commir.buffer @A : [@m0, @c] f32 in
+  commir.buffer @W : [@f0, @c] f32 in
+  commir.buffer @B : [@m0, @f0, @c] f32 out
+  commir.for @f0 parallel(0) {
+    commir.for @m0 {
+      %a = commir.load @A[@m0, @c] : !commir.tile<f32>
+      %w = commir.load @W[@f0, @c] : !commir.tile<f32>
+      // expected-error@+1 {{got [1, @c] (1 x 4) at blocks [@m0; -] and [1, @c] (1 x 4) at blocks [@f0; -]}}
+      %p = commir.binary mul %a, %w : !commir.tile<f32>
+      commir.store %p into @B[@m0, @f0, @c] : !commir.tile<f32>
+    }
+  }
+}

@@ -166,6 +166,23 @@ fn non_unit(t: &Tile) -> Vec<&TileDim> {
         .collect()
 }
 
+/// The loop blocks a tile's dimensions are taken at, for messages where two tiles print alike
+/// (` at blocks [@m0; -]`), or nothing when no dimension is blocked.
+fn blocks_text(t: &Tile) -> String {
+    if t.dims.iter().all(|d| d.at.is_empty()) {
+        return String::new();
+    }
+    let per_dim: Vec<String> = t
+        .dims
+        .iter()
+        .map(|d| match at_text(&d.at) {
+            x if x.is_empty() => "-".to_string(),
+            x => x,
+        })
+        .collect();
+    format!(" at blocks [{}]", per_dim.join("; "))
+}
+
 fn at_text(at: &[At]) -> String {
     at.iter()
         .map(|a| a.index.as_str())
@@ -308,7 +325,11 @@ fn binary(f: BinaryFn, a: &Tile, b: &Tile) -> Result<Tile, String> {
         b
     } else {
         return Err(format!(
-            "operands must have the same tile, or one the other's without its last dimension (one value per row); got {a} and {b}"
+            "operands must have the same tile, or one the other's without its last dimension (one value per row); got {}{} and {}{}",
+            a,
+            blocks_text(a),
+            b,
+            blocks_text(b)
         ));
     };
     let (sa, sb) = (sums(&a.partial), sums(&b.partial));
