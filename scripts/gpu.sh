@@ -500,11 +500,13 @@ else
   done
   # The tensor-parallel MLP at Llama-3 shapes, M = 8192 tokens, bf16, TP = 2 (issue 14): two
   # GPUs whatever the machine has (scripts/baselines/mlp.py runs 2 ranks too). The id without a
-  # suffix is the overlapped schedule; .megatron is all-gather, GEMMs, reduce-scatter in turn.
+  # suffix is mlp_ag_rs (the loop nest distributed into an all-gather GEMM and a GEMM
+  # reduce-scatter, each overlapped); .overlap is the one-nest overlapped schedule; .megatron is
+  # all-gather, GEMMs, reduce-scatter in turn.
   for m in 8b 70b; do
-    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_overlap.sched
+    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_ag_rs.sched
+    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192.overlap" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_overlap.sched
     DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192.megatron" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_megatron.sched
-    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192.ag_rs" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_ag_rs.sched
   done
 fi
 fi

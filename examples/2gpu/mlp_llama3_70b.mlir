@@ -1,8 +1,8 @@
 // Llama-3-70B MLP on 2 GPUs (tensor parallelism 2): 8192 tokens, model dim 8192, hidden dim
 // 28672, bf16; Y = GeLU(X W1) W2 (tanh GeLU), X and Y sequence-sharded, W1 column- and W2
 // row-parallel, the hidden activation in the rank-local temp @H. Run it with
-// examples/schedules/mlp_overlap.sched or mlp_megatron.sched. The real-GPU suite runs it side
-// by side with PyTorch (scripts/baselines/mlp.py, case mlp.llama3-70b.m8192).
+// examples/schedules/mlp_ag_rs.sched, mlp_overlap.sched or mlp_megatron.sched. The real-GPU
+// suite runs it side by side with PyTorch (scripts/baselines/mlp.py, case mlp.llama3-70b.m8192).
 commir.mesh @mesh shape [2] names ["gpu"] bandwidth [450.0]
 
 commir.kernel @mlp on @mesh {

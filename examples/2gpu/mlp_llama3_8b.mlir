@@ -1,8 +1,9 @@
 // Llama-3-8B MLP on 2 GPUs (tensor parallelism 2): 8192 tokens, model dim 4096, hidden dim
 // 14336, bf16; Y = GeLU(X W1) W2 (tanh GeLU), X and Y sequence-sharded, W1 column- and W2
 // row-parallel, the hidden activation in the rank-local temp @H. The same operator as
-// examples/mlp.mlir; run it with examples/schedules/mlp_overlap.sched (all-gather and
-// reduce-scatter overlapped with the GEMMs) or mlp_megatron.sched. The real-GPU suite runs it
+// examples/mlp.mlir; run it with examples/schedules/mlp_ag_rs.sched (an all-gather GEMM loop
+// and a GEMM reduce-scatter loop, each overlapped), mlp_overlap.sched (one loop, both GEMMs of
+// each row block together) or mlp_megatron.sched. The real-GPU suite runs it
 // side by side with PyTorch (scripts/baselines/mlp.py, case mlp.llama3-8b.m8192).
 commir.mesh @mesh shape [2] names ["gpu"] bandwidth [450.0]
 

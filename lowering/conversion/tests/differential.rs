@@ -114,7 +114,7 @@ fn random_operator(rng: &mut ChaCha8Rng) -> String {
         }
     };
     let m = mesh_text(&mesh);
-    match rng.gen_range(0..4) {
+    match rng.gen_range(0..5) {
         0 | 1 => {
             let s = n * [1, 2][rng.gen_range(0..2)] * 2;
             // Multi-head or grouped-query (group sizes 2 and 4, down to one key/value head).
@@ -168,6 +168,29 @@ fn random_operator(rng: &mut ChaCha8Rng) -> String {
                 "commir.mesh @mesh shape {m}\ncommir.kernel @ws on @mesh {{\n  commir.axis @i = {i} spatial\n  commir.axis @j = {j} managed\n  commir.buffer @A : [@i, @j] f64 in{}\n  commir.buffer @B : [@j] f64 in\n  commir.buffer @C : [@i] f64 out{}\n  %a = commir.load @A[@i, @j] : !commir.tile<f64>\n  %b = commir.load @B[@j] : !commir.tile<f64>\n  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %c into @C[@i] : !commir.tile<f64>\n}}\n",
                 sharding(2, Some(0), &a),
                 sharding(1, Some(0), &c)
+            )
+        }
+        3 => {
+            // Two GEMMs with an activation into a rank-local temp between them (the
+            // tensor-parallel MLP's body): bodies in two pieces for `distribute`.
+            let (mm, dd, ff, ee) = (n * 2, n * rng.gen_range(1..3), n * 2, n);
+            let (x, w1, w2, y) = (
+                place(rng, mm),
+                place(rng, ff),
+                place(rng, ff),
+                place(rng, mm),
+            );
+            let act = if rng.gen_bool(0.5) {
+                "  %g = commir.unary gelu %a : !commir.tile<f64>\n"
+            } else {
+                "  %g = commir.scale %a by 0.5 : !commir.tile<f64>\n"
+            };
+            format!(
+                "commir.mesh @mesh shape {m}\ncommir.kernel @mlp on @mesh {{\n  commir.axis @m = {mm} spatial\n  commir.axis @d = {dd} managed\n  commir.axis @f = {ff} managed\n  commir.axis @e = {ee} spatial\n  commir.buffer @X : [@m, @d] f64 in{}\n  commir.buffer @W1 : [@d, @f] f64 in{}\n  commir.buffer @H : [@m, @f] f64 temp\n  commir.buffer @W2 : [@f, @e] f64 in{}\n  commir.buffer @Y : [@m, @e] f64 out{}\n  %x = commir.load @X[@m, @d] : !commir.tile<f64>\n  %w1 = commir.load @W1[@d, @f] : !commir.tile<f64>\n  %a = commir.patch \"gemm\" (%x, %w1) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n{act}  commir.store %g into @H[@m, @f] : !commir.tile<f64>\n  %h = commir.load @H[@m, @f] : !commir.tile<f64>\n  %w2 = commir.load @W2[@f, @e] : !commir.tile<f64>\n  %y = commir.patch \"gemm\" (%h, %w2) : (!commir.tile<f64>, !commir.tile<f64>) -> !commir.tile<f64>\n  commir.reduce add %y into @Y[@m, @e] : !commir.tile<f64>\n}}\n",
+                sharding(2, Some(0), &x),
+                sharding(2, Some(1), &w1),
+                sharding(2, Some(0), &w2),
+                sharding(2, Some(0), &y)
             )
         }
         _ => {
@@ -273,7 +296,7 @@ fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
             .map(|s| s.to_string())
             .unwrap_or_else(|| "none".into())
     };
-    match rng.gen_range(0..10) {
+    match rng.gen_range(0..11) {
         0..=2 => {
             let a = k.axes.choose(rng).unwrap();
             let mut f = k.mesh.shape.clone();
@@ -308,7 +331,24 @@ fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
                 .filter(|l| l.parallel.is_some())
                 .map(|l| l.axis.as_str())
                 .collect();
-            format!("shift{{axis={} by={}}}", pick(rng, &seq), pick(rng, &par))
+            let axis = pick(rng, &seq);
+            // After `distribute` several loops may iterate the axis: pick one, and sometimes
+            // the offset that puts a shift-reduce's own piece last.
+            let count = loops.iter().filter(|l| l.axis == axis).count();
+            let nth = if count > 1 {
+                format!(" nth={}", rng.gen_range(0..count))
+            } else {
+                String::new()
+            };
+            let offset = if rng.gen_bool(0.3) { " offset=1" } else { "" };
+            format!("shift{{axis={axis} by={}{nth}{offset}}}", pick(rng, &par))
+        }
+        10 => {
+            let lp = loops
+                .choose(rng)
+                .map(|l| l.axis.clone())
+                .unwrap_or_else(|| pick(rng, &axes));
+            format!("distribute{{axis={lp}}}")
         }
         7 => {
             let b = k.buffers.choose(rng).unwrap();
@@ -516,6 +556,11 @@ fn random_schedules_compute_the_operator() {
             ("transposed weight", text.contains("transpose_b")),
             ("causal", text.contains("causal = true")),
             ("replicated output", replicated_output(&text)),
+            ("two GEMMs through a temp", text.contains("@H : ")),
+            (
+                "distributed loop nest",
+                script.iter().any(|s| s.starts_with("distribute")),
+            ),
         ] {
             *drawn.entry(what).or_default() += usize::from(hit);
         }
