@@ -66,3 +66,25 @@ commir.kernel @k on @mesh {
     }
   }
 }
+
+// -----
+
+// An index that gives two iterations of the nest the same tile of @T: (0, 1) and (1, 0).
+commir.mesh @mesh shape [2]
+commir.kernel @k on @mesh {
+  commir.axis @m0 = 2 spatial
+  commir.axis @n = 2 spatial
+  commir.axis @c = 4 spatial
+  commir.buffer @A : [@m0, @n, @c] f32 in
+  commir.buffer @T : [@m0, @c] f32 temp
+  commir.buffer @B : [@m0, @n, @c] f32 out
+  commir.for @m0 {
+    commir.for @n {
+      %a = commir.load @A[@m0, @n, @c] : !commir.tile<f32>
+      // expected-error@+1 {{distribute: '@T' passes data between pieces of the loop body, but its index '(@m0 + @n) mod 2' may give two iterations of the nest the same tile}}
+      commir.store %a into @T[(@m0 + @n) mod 2, @c] : !commir.tile<f32>
+      %t = commir.load @T[(@m0 + @n) mod 2, @c] : !commir.tile<f32>
+      commir.store %t into @B[@m0, @n, @c] : !commir.tile<f32>
+    }
+  }
+}

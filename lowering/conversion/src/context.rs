@@ -66,8 +66,12 @@ pub(crate) struct RankBuild {
     pub temps: HashMap<(ValueId, usize), usize>,
     /// Accumulators: (buffer, box) -> slots ([o] or [o, lse]).
     pub acc: BTreeMap<(String, Vec<usize>), (Region, Vec<usize>, ReduceKind)>,
-    /// Receive slots of owner-pushed partials: (buffer, box, parity) -> slots.
-    pub push_recv: HashMap<(String, Vec<usize>, usize), Vec<usize>>,
+    /// Receive slots of owner-pushed partials: (buffer, box, parity, n) -> slots, where n
+    /// counts the partials of that tile received in one stage (a body that reduces into the
+    /// same tile twice sends two).
+    pub push_recv: HashMap<(String, Vec<usize>, usize, usize), Vec<usize>>,
+    /// Partials of a tile received so far in a stage: (stage, buffer, box) -> count.
+    pub pushed: HashMap<(usize, String, Vec<usize>), usize>,
     /// Stored outputs: (buffer, box) -> slot.
     pub stored: BTreeMap<(String, Vec<usize>), (Region, usize)>,
 }
@@ -84,6 +88,7 @@ impl RankBuild {
             temps: HashMap::new(),
             acc: BTreeMap::new(),
             push_recv: HashMap::new(),
+            pushed: HashMap::new(),
             stored: BTreeMap::new(),
         }
     }

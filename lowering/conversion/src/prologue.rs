@@ -2,7 +2,7 @@
 //! then the prologue stages: reshards at the kernel's start, and gathers of buffers read
 //! remotely without a shift (AllGather, one dimension per stage).
 
-use crate::context::{contains, to_dtype, Event, Lowering, RankBuild, Sharding};
+use crate::context::{contains, err, to_dtype, Event, Lowering, RankBuild, Sharding};
 use crate::order::{begin_placements, check_runs, Orders};
 use crate::placement::shard_box;
 use crate::reshard::{reshard, reshard_stages};
@@ -22,6 +22,14 @@ impl<'k> Lowering<'k> {
         let mesh = k.mesh.shape.clone();
         let n = mesh.iter().product::<usize>();
         check_runs(k)?;
+        // A plan buffer is an input or an output: an `inout` buffer would be delivered as an
+        // output whose initial values nothing uploads (the executors poison outputs first).
+        if let Some(b) = k.buffers.iter().find(|b| b.role == Role::InOut) {
+            return Err(err(
+                &b.loc,
+                format!("'@{}' is inout: the lowering has no in-place buffers yet; declare an 'in' buffer and an 'out' buffer instead", b.name),
+            ));
+        }
         let buffers: Vec<GlobalBuffer> = k
             .buffers
             .iter()

@@ -144,7 +144,13 @@ impl Lowering<'_> {
         let r = cx.r;
         let send_stage = cx.ps + 1;
         let parity = send_stage % 2;
-        let rkey = (buffer.to_string(), key(bx), parity);
+        let count = self.ranks[target]
+            .pushed
+            .entry((send_stage, buffer.to_string(), key(bx)))
+            .or_insert(0);
+        let n = *count;
+        *count += 1;
+        let rkey = (buffer.to_string(), key(bx), parity, n);
         let recv_slots = match self.ranks[target].push_recv.get(&rkey) {
             Some(s) => s.clone(),
             None => {
@@ -157,8 +163,13 @@ impl Lowering<'_> {
                     .zip(dtypes)
                     .enumerate()
                     .map(|(i, (p, dtype))| {
+                        let extra = if n == 0 {
+                            String::new()
+                        } else {
+                            format!("_{n}")
+                        };
                         self.ranks[target].slot(
-                            format!("{buffer}.partial{parity}.{i}"),
+                            format!("{buffer}.partial{parity}{extra}.{i}"),
                             dtype,
                             p.region.extent.clone(),
                             SlotInit::Uninit,

@@ -16,14 +16,20 @@
 //! - a buffer that one piece writes (store or reduce) and another accesses is not accessed
 //!   identically by all of them, or its index list leaves out a loop of the nest. Then iteration
 //!   t of one piece could touch what another iteration of another piece touches, and running
-//!   all of one piece first could reverse that dependence. With identical accesses that index
-//!   every loop, iteration t of every piece touches the same tile and no other iteration does.
+//!   all of one piece first could reverse that dependence. Likewise when an index could give two
+//!   iterations the same tile: each index that names a loop of the nest must be that loop's axis
+//!   or `(axis + c) mod extent` with `c` constants and loops outside the nest (what `shift`
+//!   writes). With identical one-to-one accesses that index every loop, iteration t of every
+//!   piece touches the same tile and no other iteration does.
+//!
+//! Buffers that the pieces only reduce into, all with the same reduction, pass nothing between
+//! them (the reductions commute), so they are not checked.
 
 use crate::util::*;
 use mercury_commir::kernel_pass;
 use mercury_commir::ops::{AccessOp, ForOp};
 use mercury_commir::pass::{kernel_mut, KernelPass};
-use mercury_commir::{IndexExpr, Kernel};
+use mercury_commir::{IndexExpr, Kernel, ReduceKind};
 use mercury_ir::{Diagnostic, Location, Operation, ValueId};
 use std::collections::{BTreeMap, HashSet};
 
@@ -34,11 +40,13 @@ kernel_pass! {
     }
 }
 
-/// One access of a piece: buffer, index list, whether it writes, where it is.
+/// One access of a piece: buffer, index list, whether it writes, the reduction if it is one,
+/// where it is.
 struct Access {
     buffer: String,
     indices: Vec<IndexExpr>,
     writes: bool,
+    reduction: Option<ReduceKind>,
     loc: Location,
 }
 
@@ -60,6 +68,10 @@ fn accesses(ops: &[Operation]) -> Vec<Access> {
                     buffer: a.buffer().unwrap_or_default(),
                     indices: a.indices().unwrap_or_default(),
                     writes: !matches!(a, AccessOp::Load(_)),
+                    reduction: match &a {
+                        AccessOp::Reduce(r) => r.kind(),
+                        _ => None,
+                    },
                     loc: o.loc.clone(),
                 });
             }
@@ -133,8 +145,47 @@ fn parent_of<'a>(
     None
 }
 
+/// The terms of a sum, flattened.
+fn terms(e: &IndexExpr) -> Vec<&IndexExpr> {
+    match e {
+        IndexExpr::Add(a, b) => {
+            let mut t = terms(a);
+            t.extend(terms(b));
+            t
+        }
+        other => vec![other],
+    }
+}
+
+/// Whether index `e` takes distinct values for distinct values of the nest's loop it names,
+/// whatever the loops outside the nest are: it names no loop of the nest, or it is a loop's
+/// axis `@x`, or `(@x + c) mod E` with E the extent of x and c a sum of constants and axes of
+/// loops outside the nest (what `shift` writes).
+fn one_to_one(e: &IndexExpr, nest: &[String], m: &Kernel) -> bool {
+    let in_nest = |a: &str| nest.iter().any(|n| n == a);
+    if !e.axes().into_iter().any(in_nest) {
+        return true;
+    }
+    match e {
+        IndexExpr::Axis(_) => true,
+        IndexExpr::Mod(sum, modulus) => {
+            let t = terms(sum);
+            let looped: Vec<&str> = t
+                .iter()
+                .filter_map(|x| x.as_axis())
+                .filter(|a| in_nest(a))
+                .collect();
+            let plain = t
+                .iter()
+                .all(|x| matches!(x, IndexExpr::Axis(_) | IndexExpr::Const(_)));
+            matches!(looped.as_slice(), [x] if plain && m.extent(x) as i64 == *modulus)
+        }
+        _ => false,
+    }
+}
+
 /// Checks that splitting into `pieces` keeps every dependence through a buffer (module doc).
-fn check_buffers(pieces: &[&[Operation]], nest: &[String]) -> Result<(), Diagnostic> {
+fn check_buffers(pieces: &[&[Operation]], nest: &[String], m: &Kernel) -> Result<(), Diagnostic> {
     let per_piece: Vec<Vec<Access>> = pieces.iter().map(|p| accesses(p)).collect();
     let mut by_buffer: BTreeMap<&str, Vec<(usize, &Access)>> = BTreeMap::new();
     for (i, acc) in per_piece.iter().enumerate() {
@@ -145,7 +196,10 @@ fn check_buffers(pieces: &[&[Operation]], nest: &[String]) -> Result<(), Diagnos
     for (buffer, all) in by_buffer {
         let shared = all.iter().any(|(i, _)| *i != all[0].0);
         let written = all.iter().any(|(_, a)| a.writes);
-        if !shared || !written {
+        // Reductions of one kind only: they commute, nothing passes between the pieces.
+        let first_kind = all[0].1.reduction;
+        let commuting = first_kind.is_some() && all.iter().all(|(_, a)| a.reduction == first_kind);
+        if !shared || !written || commuting {
             continue;
         }
         let first = all[0].1;
@@ -155,6 +209,12 @@ fn check_buffers(pieces: &[&[Operation]], nest: &[String]) -> Result<(), Diagnos
                 format!("distribute: '@{buffer}' is written by one piece of the loop body and accessed by another, but not at the same tile (a dependence between iterations could be reversed)"),
             )
             .with_note(first.loc.clone(), "the other access is here"));
+        }
+        if let Some(e) = first.indices.iter().find(|e| !one_to_one(e, nest, m)) {
+            return Err(Diagnostic::error(
+                first.loc.clone(),
+                format!("distribute: '@{buffer}' passes data between pieces of the loop body, but its index '{}' may give two iterations of the nest the same tile (an index must be a loop's axis, or (axis + c) mod its extent with c loops outside the nest or constants)", e.to_custom()),
+            ));
         }
         let indexed: HashSet<&str> = first.indices.iter().flat_map(|e| e.axes()).collect();
         if let Some(missing) = nest.iter().find(|a| !indexed.contains(a.as_str())) {
@@ -169,6 +229,16 @@ fn check_buffers(pieces: &[&[Operation]], nest: &[String]) -> Result<(), Diagnos
 
 impl KernelPass for Distribute {
     fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+        if let [first, second, ..] = loops_over(m, &self.axis).as_slice() {
+            return Err(Diagnostic::error(
+                second.loc.clone(),
+                format!(
+                    "distribute: '@{}' is already distributed (several loops iterate it); distribute one of the loops inside them instead",
+                    self.axis
+                ),
+            )
+            .with_note(first.loc.clone(), "the first loop is here"));
+        }
         let lp = sole_loop(m, &self.axis, "distribute")?.ok_or_else(|| {
             err_at(
                 &m.loc,
@@ -192,7 +262,7 @@ impl KernelPass for Distribute {
             .chain(std::iter::once(body.len()))
             .collect();
         let pieces: Vec<&[Operation]> = bounds.windows(2).map(|w| &body[w[0]..w[1]]).collect();
-        check_buffers(&pieces, &nest)?;
+        check_buffers(&pieces, &nest, m)?;
         let nests: Vec<Operation> = pieces
             .iter()
             .map(|p| rebuild(&parent[at], p.to_vec()))

@@ -102,7 +102,7 @@ pub fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
             .map(|s| s.to_string())
             .unwrap_or_else(|| "none".into())
     };
-    match rng.gen_range(0..22) {
+    match rng.gen_range(0..23) {
         0..=3 => {
             let Some(a) = k.axes.choose(rng) else {
                 return "tile{axis=none factor=2}".into();
@@ -147,11 +147,15 @@ pub fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
             } else {
                 String::new()
             };
-            format!(
-                "shift{{axis={} by={}{offset}}}",
-                pick(rng, &seq),
-                pick(rng, &par)
-            )
+            let axis = pick(rng, &seq);
+            // After `distribute` several loops may iterate the axis (nth up to one past them).
+            let count = loops.iter().filter(|l| l.axis == axis).count();
+            let nth = if count > 1 || rng.gen_range(0..20) == 0 {
+                format!(" nth={}", rng.gen_range(0..=count))
+            } else {
+                String::new()
+            };
+            format!("shift{{axis={axis} by={}{offset}{nth}}}", pick(rng, &par))
         }
         10 | 11 => {
             let Some(b) = k.buffers.choose(rng) else {
@@ -272,6 +276,13 @@ pub fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
                 "reshape-mesh{{shape={}}}",
                 shapes.choose(rng).cloned().unwrap_or_else(|| "2".into())
             )
+        }
+        21 => {
+            let lp = loops
+                .choose(rng)
+                .map(|l| l.axis.clone())
+                .unwrap_or_else(|| pick(rng, &axes));
+            format!("distribute{{axis={lp}}}")
         }
         _ => "single-device".into(),
     }
