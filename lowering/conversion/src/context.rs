@@ -38,6 +38,9 @@ pub(crate) enum Event {
         buffer: String,
         bx: Region,
         shifted: bool,
+        /// Mesh levels of the parallel loops around the reduction: ranks that differ only on
+        /// the other levels compute the same partial (replicas).
+        levels: Vec<usize>,
         loc: Location,
     },
     Store {

@@ -21,6 +21,7 @@ impl Lowering<'_> {
             buffer,
             bx,
             shifted,
+            levels,
             loc,
         } = e
         else {
@@ -52,7 +53,15 @@ impl Lowering<'_> {
         let target = if *shifted { owner } else { r };
         if target == r {
             self.reduce_locally(cx, vals, parts, buffer, bx, *kind);
-        } else {
+            return Ok(());
+        }
+        // Ranks that differ only on mesh levels no parallel loop around the reduction uses
+        // compute the same partial: of each such group only the rank that matches the owner on
+        // those levels sends it (the owner's own group: the owner, locally), or the owner
+        // would add it once per replica.
+        let (me, own) = (&self.ranks[r].coords, &self.ranks[target].coords);
+        let replica = (0..me.len()).any(|l| !levels.contains(&l) && me[l] != own[l]);
+        if !replica {
             self.send_to_owner(cx, target, parts, buffer, bx, *kind);
         }
         Ok(())

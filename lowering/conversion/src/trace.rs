@@ -80,6 +80,7 @@ pub(crate) fn trace(
         stmts: &[Stmt],
         coords: &[usize],
         env: &mut HashMap<String, i64>,
+        levels: &mut Vec<usize>,
         stage: &mut usize,
         out: &mut Vec<(usize, Event)>,
     ) -> Result<(), Diagnostic> {
@@ -94,13 +95,15 @@ pub(crate) fn trace(
                 Stmt::For(l) => {
                     if let Some(level) = l.parallel {
                         env.insert(l.axis.clone(), coords[level] as i64);
-                        walk(k, &l.body, coords, env, stage, out)?;
+                        levels.push(level);
+                        walk(k, &l.body, coords, env, levels, stage, out)?;
+                        levels.pop();
                         env.remove(&l.axis);
                     } else {
                         let innermost = !l.body.iter().any(contains_sequential);
                         for t in 0..k.extent(&l.axis) {
                             env.insert(l.axis.clone(), t as i64);
-                            walk(k, &l.body, coords, env, stage, out)?;
+                            walk(k, &l.body, coords, env, levels, stage, out)?;
                             if innermost {
                                 *stage += 1;
                             }
@@ -169,6 +172,7 @@ pub(crate) fn trace(
                             buffer: access.buffer.clone(),
                             bx,
                             shifted,
+                            levels: levels.clone(),
                             loc: access.loc.clone(),
                         },
                     ));
@@ -199,7 +203,15 @@ pub(crate) fn trace(
     let mut out = Vec::new();
     let mut stage = 1;
     let mut env = HashMap::new();
-    walk(k, &k.body, coords, &mut env, &mut stage, &mut out)?;
+    walk(
+        k,
+        &k.body,
+        coords,
+        &mut env,
+        &mut Vec::new(),
+        &mut stage,
+        &mut out,
+    )?;
     let last = out.iter().map(|(s, _)| *s).max().unwrap_or(1);
     Ok((out, last))
 }
