@@ -14,7 +14,9 @@
 //! - reductions accumulate locally (add, or the softmax log-sum-exp merge); partial results of
 //!   one output tile held by several ranks are combined by AllReduce, or ReduceScatter when the
 //!   output is sharded over those ranks; a shifted reduction sends each partial tile to the
-//!   tile's owner in the next stage (shift-reduce), overlapped with the next computation.
+//!   tile's owner in the next stage (shift-reduce), overlapped with the next computation (of
+//!   ranks that compute the same partial, only one sends; a partial that arrives before the
+//!   owner's own gemm becomes that gemm's accumulator, `partials.rs`).
 //!
 //! A schedule that needs data nothing brings is a lowering error, so a wrong annotation cannot
 //! silently produce a plan.
