@@ -6,6 +6,7 @@
 // RUN: %mercury-opt --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(distribute{axis=m0},shift{axis=m0 by=f0 nth=2})' %S/Inputs/distribute-then-shift-nth.mlir
 // RUN: %mercury-opt --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(distribute{axis=m0},tile{axis=m0 factor=2})' %S/Inputs/distribute-then-tile.mlir
 // RUN: %mercury-opt --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(distribute{axis=m0},distribute{axis=m0})' %S/Inputs/distribute-twice.mlir
+// RUN: %mercury-opt --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(distribute{axis=m0},shard{buffer=A axis=m0})' %S/Inputs/distribute-then-shard.mlir
 
 // The MLP's two halves: the first nest stores the temp @H, the second loads it at the same
 // tile; the perfectly nested loop over @m1 is copied into both.

@@ -43,6 +43,13 @@ impl KernelPass for Shard {
                 .resolve(&m.mesh)
                 .map_err(|e| Diagnostic::error(buf.loc.clone(), format!("shard: {e}")))?,
             None => {
+                // After `distribute` the loops over the axis cannot say which level: ask for it.
+                if loops_over(m, &self.axis).len() > 1 {
+                    return Err(err_at(
+                        &buf.loc,
+                        format!("shard: several loops iterate '@{}' (after distribute), so none gives the mesh level: give level=", self.axis),
+                    ));
+                }
                 let lp = sole_loop(m, &self.axis, "shard")?.ok_or_else(|| {
                     err_at(
                         &buf.loc,
