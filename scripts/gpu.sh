@@ -15,6 +15,9 @@
 #   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling on 2 GPUs (not default)
 #   MERCURY_GPU_PARTS=suite,baselines ...  # issue 13's side-by-side suite: ours on every GPU, the
 #                                          # PyTorch baselines, one joined table (>= 2 GPUs)
+#   MERCURY_GPU_PARTS=twotier ...         # two processes as two "nodes" of 4 virtual ranks, NCCL
+#                                          # socket between them: measured tiers, predicted vs
+#                                          # measured rankings of the templates and the pick
 #   MERCURY_GPU_PARTS=tune bash scripts/gpu.sh --remote  # profile-guided search (not default):
 #                                          # mercury-tune --profile-top 4, one line per case
 #
@@ -558,6 +561,64 @@ echo "== profile-guided search (mercury-tune --profile-top 4; times in $out/tune
 echo "| case | model pick | measured pick | model pick within 5% | Kendall tau | GPU-seconds | run |"
 echo "| --- | --- | --- | --- | ---: | ---: | --- |"
 cat "$out/tune-table.md"
+fi
+
+# ==== Two tiers on one host (issue 13 item 4; not default) ====================================
+# Two processes act as two "nodes", each driving 4 virtual ranks on one GPU (mesh [2, 4]); NCCL
+# joins them through one bridge rank per process, forced onto its socket transport (the slow
+# tier); ranks of one process exchange data by device copies (the fast tier). With one GPU
+# both processes share it: NCCL_HOSTID gives each its own "host" (else NCCL refuses two ranks
+# on one GPU), and the topology divides the GPU's rates by 8 instead of 4. Measures both tiers
+# into a topology file, lets the search rank every candidate on it (mercury-tune
+# --refactor-mesh), runs the known templates and the pick, checked, and prints predicted and
+# measured rankings side by side (scripts/two_tier_table.py).
+if [[ ",$parts," == *",twotier,"* ]]; then
+  tdir="$out/twotier"; mkdir -p "$tdir"
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  per_gpu=4; (( ngpu < 2 )) && per_gpu=8
+  echo "== two tiers: 2 processes x 4 virtual ranks on $ngpu GPU(s) ($per_gpu ranks per GPU), NCCL socket between them"
+  # tt_pair NAME CMD...: CMD in two processes (RANK 0 and 1), each its own NCCL "host".
+  tt_pair() {
+    local name=$1; shift
+    rm -f "$tdir/id.$name"
+    for r in 0 1; do
+      env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MERCURY_NCCL_ID_FILE="$tdir/id.$name" \
+        NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_HOSTID="mercury-node$r" \
+        NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+        timeout -s KILL 240 "$@" > "$tdir/$name-r$r.log" 2>&1 &
+    done
+    local rc=0
+    wait -n || rc=1
+    wait -n || rc=1
+    rm -f "$tdir/id.$name"
+    return $rc
+  }
+  if tt_pair links "$C/mercury-mgpu" links --launcher env --ranks-per-process 4 --ranks-per-gpu "$per_gpu" \
+      --max-mib 256 --reps 5 --attention-tflops 627 --attention-causal-tflops 640 --out "$tdir/two-tier.toml"; then
+    grep -E '^#   |bandwidth_gbs|latency_us|_tflops' "$tdir/two-tier.toml" | sed 's/^/   /'
+    for op in mha gqa; do
+      file=examples/attention_2x4.mlir; [[ $op == gqa ]] && file=examples/two_tier/attention_gqa_2x4.mlir
+      "$C/mercury-tune" "$file" --topology "$tdir/two-tier.toml" --out "$tdir/tune-$op" --refactor-mesh \
+        > "$tdir/tune-$op.log" 2>&1 || { echo "   mercury-tune $op failed"; tail -3 "$tdir/tune-$op.log"; status=1; continue; }
+      sed -n '3,4p' "$tdir/tune-$op.log" | sed 's/^/   /'
+      for t in "$tdir/tune-$op"/templates/mesh_8__*.transform "$tdir/tune-$op"/templates/mesh_2x4__*.transform \
+               "$tdir/tune-$op/schedule.transform"; do
+        [[ -f $t ]] || continue
+        if [[ -n "${MERCURY_GPU_CASES:-}" && ! "$op $t" =~ $MERCURY_GPU_CASES ]]; then continue; fi
+        name="$op.$(basename "$t" .transform)"
+        tt_pair "run.$name" "$C/mercury-run" --backend cuda --launcher env --virtual --transport nccl \
+          --check --bench --warmup 2 --iters 5 --device-kernels "$C/device_kernels.ptx" "$file" --schedule "$t" \
+          || { echo "   $name: failed (logs in twotier.tgz, run.$name-r*.log):"; tail -n 2 "$tdir/run.$name"-r*.log | cut -c1-400; }
+        grep -h "check @\|| schedule\|error" "$tdir/run.$name"-r*.log | cut -c1-200 | sed "s/^/   $name: /" || true
+      done
+    done
+    python3 scripts/two_tier_table.py "$tdir" | tee "$out/two-tier-table.md"
+    cp "$tdir/two-tier.toml" "$out/two-tier.toml"
+  else
+    echo "   links measurement failed:"; tail -5 "$tdir"/links-r*.log; status=1
+  fi
+  # Logs, the search's outputs: one archive (the device tool brings back few files).
+  tar czf "$out/twotier.tgz" -C "$out" twotier && rm -rf "$tdir"
 fi
 
 # ==== PyTorch baselines on every GPU (scripts/baselines; issue 13's side-by-side suite) ========

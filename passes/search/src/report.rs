@@ -109,6 +109,18 @@ pub fn write_outputs(
             c.transform_script.clone(),
         )?;
     }
+    // Every ranked candidate that is a known template, so that templates and the pick can be
+    // run side by side (the two-tier table of docs/multi-gpu.md does).
+    for e in &res.ranked {
+        if matches!(e.status, Status::Ranked)
+            && crate::templates::template_of(&e.candidate.name).is_some()
+        {
+            put(
+                &format!("templates/{}.transform", file_stem(&e.candidate.name)),
+                e.candidate.transform_script.clone(),
+            )?;
+        }
+    }
     put("pareto.svg", pareto_svg(res, topo))?;
     put(
         "tuning-report.json",

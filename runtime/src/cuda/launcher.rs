@@ -18,6 +18,18 @@
 //! the processes in contiguous blocks (`placement::owned_ranks`): process `p` of `P` drives
 //! ranks `p*k .. (p+1)*k` with `k = ranks / P`, its `i`-th on device `LOCAL_RANK * k + i`.
 //!
+//! **Two tiers on one host (or several ranks per GPU).** When a process's ranks share one GPU
+//! (virtual ranks: `mercury-run --launcher env --virtual`), NCCL cannot give each of them a
+//! world rank (one rank per device and communicator). The world is then a *bridge*: one NCCL
+//! rank per process (NCCL rank = process rank), on the process's GPU. Messages between ranks of
+//! different processes travel over it, to and from the peer *process*, in plan order (NCCL
+//! matches the Send/Recv of one pair of ranks in issue order; every process walks the same
+//! plan). Collective groups with one member per process are split from it; groups inside one
+//! process use device copies; groups with several members in some process and members in
+//! others are decomposed into messages (all-gather, all-to-all, broadcast) or refused
+//! (reductions), see `nccl::NcclTransport`. This is how two processes act as two "nodes"
+//! with NCCL's socket transport as the slow tier (docs/multi-gpu.md, "Two tiers").
+//!
 //! The blocking steps (waiting for the id file, `ncclCommInitRank`, `ncclCommSplit`) arm the
 //! process's fault watchdog with the setup limit (`fault::Progress::setup_timeout`, default
 //! 120 s): a process whose peer died or hangs during setup ends with a report instead of
@@ -26,7 +38,7 @@
 use super::error::{Result, RuntimeError};
 use super::fault::{self, Phase};
 use super::nccl::{self, nccl_err, Comm};
-use super::placement::{owned_ranks, split_color_key};
+use super::placement::{group_span, owned_ranks, split_color_key, GroupSpan};
 use cudarc::driver::CudaContext;
 use cudarc::nccl::sys as ns;
 use std::collections::HashMap;
@@ -200,12 +212,27 @@ fn unique_id(env: &LaunchEnv, timeout: Duration) -> Result<ns::ncclUniqueId> {
     }
 }
 
-/// The world communicator of this process's ranks.
+/// The world communicator of this process's ranks: one handle per local rank (NCCL rank =
+/// plan rank), or, when the local ranks share a GPU, one bridge handle for the process (NCCL
+/// rank = process rank; see the module docs).
 pub struct World {
     env: LaunchEnv,
     nranks: usize,
     ranks: Range<usize>,
     comms: HashMap<usize, Comm>,
+    bridge: Option<Comm>,
+}
+
+/// The communicators of a [`World`], taken apart for the transport.
+pub struct WorldParts {
+    /// Per local rank (NCCL rank = plan rank); empty in bridge mode.
+    pub per_rank: HashMap<usize, Comm>,
+    /// The process's bridge handle (NCCL rank = process rank) when its ranks share a GPU.
+    pub bridge: Option<Comm>,
+    /// Plan ranks per process (process of rank `r` = `r / per_process`).
+    pub per_process: usize,
+    /// The launcher's view of this process.
+    pub env: LaunchEnv,
 }
 
 impl std::fmt::Debug for World {
@@ -214,6 +241,7 @@ impl std::fmt::Debug for World {
             .field("env", &self.env)
             .field("nranks", &self.nranks)
             .field("ranks", &self.ranks)
+            .field("bridge", &self.bridge.is_some())
             .finish()
     }
 }
@@ -254,6 +282,39 @@ impl World {
         );
         // The watchdog (limit) comes first; this bound serves callers without one.
         let id = unique_id(env, limit + Duration::from_secs(5))?;
+        let ordinals: Vec<usize> = ctxs.iter().map(|c| c.ordinal()).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        if !ordinals.iter().all(|o| seen.insert(*o)) {
+            // Local ranks share a GPU: one bridge rank per process.
+            if seen.len() > 1 {
+                return Err(RuntimeError::Unsupported(format!(
+                    "process {} drives ranks {ranks:?} on GPUs {ordinals:?}: some share a GPU and some do not; NCCL between processes needs one GPU per rank or one GPU per process",
+                    env.rank
+                )));
+            }
+            ctxs[0]
+                .bind_to_thread()
+                .map_err(RuntimeError::driver("bind context"))?;
+            let mut raw = std::ptr::null_mut();
+            // SAFETY: `raw` receives the handle; the id is the same in every process, and every
+            // process joins with its process rank.
+            unsafe {
+                cudarc::nccl::result::comm_init_rank(
+                    &mut raw,
+                    env.world_size as i32,
+                    id,
+                    env.rank as i32,
+                )
+            }
+            .map_err(nccl_err("ncclCommInitRank (bridge)"))?;
+            return Ok(World {
+                env: env.clone(),
+                nranks,
+                ranks,
+                comms: HashMap::new(),
+                bridge: Some(Comm::from_raw(raw, env.rank, env.world_size, ordinals[0])),
+            });
+        }
         let mut raw = vec![std::ptr::null_mut(); ranks.len()];
         let grouped = ranks.len() > 1;
         if grouped {
@@ -291,6 +352,7 @@ impl World {
             nranks,
             ranks,
             comms,
+            bridge: None,
         })
     }
 
@@ -304,14 +366,22 @@ impl World {
         &self.env
     }
 
-    /// The world handle of local rank `r`.
+    /// The world handle of local rank `r` (none in bridge mode).
     pub fn comm(&self, r: usize) -> Option<&Comm> {
         self.comms.get(&r)
+    }
+
+    /// The process's bridge handle, when its ranks share a GPU (NCCL rank = process rank).
+    pub fn bridge(&self) -> Option<&Comm> {
+        self.bridge.as_ref()
     }
 
     /// Splits the world per group (`ncclCommSplit`, color = the group's index, key = the
     /// member's position): every process must pass the same list (`placement::distinct_groups`
     /// of the same plan). Returns, per group, the handles of this process's members.
+    ///
+    /// In bridge mode only the groups with one member per process are split (from the bridge,
+    /// key = the member's position); the others get no entry.
     pub fn split(
         &self,
         groups: &[Vec<usize>],
@@ -322,6 +392,9 @@ impl World {
             progress.setup_timeout(),
             "in ncclCommSplit (every process must take part)",
         );
+        if let Some(bridge) = &self.bridge {
+            return self.split_bridge(bridge, groups);
+        }
         let mut out = HashMap::new();
         for (gi, g) in groups.iter().enumerate() {
             progress.beat();
@@ -375,9 +448,54 @@ impl World {
         Ok(out)
     }
 
-    /// The world handles and the environment (the transport keeps the handles for messages).
-    pub fn into_parts(self) -> (HashMap<usize, Comm>, LaunchEnv) {
-        (self.comms, self.env)
+    /// Bridge mode of [`World::split`]: every process walks `groups` in the same order and
+    /// decides the same (from the plan alone), so the collective splits match.
+    fn split_bridge(
+        &self,
+        bridge: &Comm,
+        groups: &[Vec<usize>],
+    ) -> Result<HashMap<Vec<usize>, HashMap<usize, Comm>>> {
+        let per_process = self.ranks.len();
+        let mut out = HashMap::new();
+        for (gi, g) in groups.iter().enumerate() {
+            if group_span(g, per_process) != GroupSpan::OnePerProcess {
+                continue;
+            }
+            fault::progress().beat();
+            let member = g.iter().position(|r| self.ranks.contains(r));
+            let (color, key) = match member {
+                Some(p) => (gi as i32, p as i32),
+                None => (-1, 0),
+            };
+            let mut raw = std::ptr::null_mut();
+            // SAFETY: the bridge handle is live; `raw` receives the new handle (null when this
+            // process has no member); a null config asks for the parent's configuration.
+            unsafe { ns::ncclCommSplit(bridge.raw(), color, key, &mut raw, std::ptr::null_mut()) }
+                .result()
+                .map_err(nccl_err("ncclCommSplit (bridge)"))?;
+            if let Some(p) = member {
+                if raw.is_null() {
+                    return Err(RuntimeError::Unsupported(format!(
+                        "ncclCommSplit gave rank {} no communicator for group {g:?}",
+                        g[p]
+                    )));
+                }
+                let handle = Comm::from_raw(raw, p, g.len(), bridge.ordinal);
+                out.insert(g.clone(), HashMap::from([(g[p], handle)]));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The handles, the ranks per process and the environment (the transport keeps the
+    /// handles for messages).
+    pub fn into_parts(self) -> WorldParts {
+        WorldParts {
+            per_rank: self.comms,
+            bridge: self.bridge,
+            per_process: self.ranks.len(),
+            env: self.env,
+        }
     }
 }
 

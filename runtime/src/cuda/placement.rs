@@ -280,6 +280,31 @@ pub fn distinct_groups(plan: &Plan) -> Vec<Vec<usize>> {
     out
 }
 
+/// How a collective group lies over the processes of a launcher world whose processes drive
+/// `per_process` ranks each (process of rank `r` = `r / per_process`, as [`owned_ranks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupSpan {
+    /// Every member in this process (device copies among them).
+    Within(usize),
+    /// One member in each of several processes (a communicator split from the bridge).
+    OnePerProcess,
+    /// Several members in some process and members in others.
+    Mixed,
+}
+
+/// The [`GroupSpan`] of `group`. `per_process` must be at least 1.
+pub fn group_span(group: &[usize], per_process: usize) -> GroupSpan {
+    let procs: Vec<usize> = group.iter().map(|r| r / per_process.max(1)).collect();
+    let distinct: BTreeSet<usize> = procs.iter().copied().collect();
+    if distinct.len() <= 1 {
+        GroupSpan::Within(procs.first().copied().unwrap_or(0))
+    } else if distinct.len() == procs.len() {
+        GroupSpan::OnePerProcess
+    } else {
+        GroupSpan::Mixed
+    }
+}
+
 /// `ncclCommSplit` arguments of `rank` for group number `index` (`groups[index]`): the color
 /// is the group's index for members and `None` (NCCL_SPLIT_NOCOLOR) for the others; the key is
 /// the member's position, so the new communicator's ranks follow the plan's group order.
@@ -365,6 +390,19 @@ pub fn output_mask(plan: &Plan, buffer: usize, local: &[usize]) -> Vec<bool> {
 mod tests {
     use super::*;
     use crate::cuda::schedule;
+
+    #[test]
+    fn group_spans() {
+        // Mesh [2, 4] over two processes of 4 ranks.
+        assert_eq!(group_span(&[0, 1, 2, 3], 4), GroupSpan::Within(0));
+        assert_eq!(group_span(&[5, 7], 4), GroupSpan::Within(1));
+        assert_eq!(group_span(&[1, 5], 4), GroupSpan::OnePerProcess);
+        assert_eq!(group_span(&[5, 1], 4), GroupSpan::OnePerProcess);
+        assert_eq!(group_span(&[0, 1, 4], 4), GroupSpan::Mixed);
+        assert_eq!(group_span(&(0..8).collect::<Vec<_>>(), 4), GroupSpan::Mixed);
+        // One rank per process: every group spans one process per member.
+        assert_eq!(group_span(&[0, 1], 1), GroupSpan::OnePerProcess);
+    }
 
     #[test]
     fn maps() {

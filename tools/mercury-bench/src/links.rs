@@ -44,6 +44,8 @@ use mercury_runtime::cuda::nccl::{group_send_recv, P2p};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+pub mod two_tier;
+
 /// One GPU.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceInfo {

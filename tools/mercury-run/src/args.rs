@@ -76,7 +76,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = TransportArg::Peer)]
     pub transport: TransportArg,
     /// One process per GPU or node, started by a launcher (implies --transport nccl); every
-    /// process needs the same --seed (default 1 in this mode).
+    /// process needs the same --seed (default 1 in this mode). With --virtual, a process's
+    /// ranks share one GPU and the processes talk through one NCCL rank each (two tiers:
+    /// docs/multi-gpu.md).
     #[arg(long, value_enum, value_name = "KIND")]
     pub launcher: Option<LauncherArg>,
     /// Attention patch of the GPU backend (schedule and reference alike).
@@ -147,10 +149,10 @@ pub fn parse() -> Result<Args, clap::Error> {
             "--devices must be at least 1\n",
         ));
     }
-    if a.launcher.is_some() && a.virtual_ranks {
+    if a.launcher.is_some() && a.virtual_ranks && a.devices.is_some() {
         return Err(clap::Error::raw(
             clap::error::ErrorKind::ArgumentConflict,
-            "--launcher runs one process per GPU or node; it does not combine with --virtual\n",
+            "--launcher with --virtual runs each process's ranks on one GPU (LOCAL_RANK modulo the visible GPUs); it does not take --devices\n",
         ));
     }
     for (flag, v) in [

@@ -442,7 +442,13 @@ fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
     let owned = placement::owned_ranks(n, env.world_size, env.rank)
         .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
     let visible = cudarc_device_count()?;
-    let devs = placement::local_devices(env.local_rank, owned.len(), 0);
+    // --virtual: every rank of this process on one GPU (the processes meet through a bridge
+    // communicator, launcher module docs).
+    let devs = if a.virtual_ranks {
+        vec![env.local_rank % visible; owned.len()]
+    } else {
+        placement::local_devices(env.local_rank, owned.len(), 0)
+    };
     if let Some(d) = devs.iter().find(|d| **d >= visible) {
         return Err(Failure::Input(format!(
             "mercury-run: process {} (LOCAL_RANK {}) would drive GPU {d}, but {visible} are visible",

@@ -17,7 +17,13 @@
 //! (NCCL allows one rank per device and communicator) fall back to the copy transport. With a
 //! launcher (one process per GPU or node), `launcher::World` builds the world communicator and
 //! splits it per group (`ncclCommSplit`), and messages to ranks of other processes are NCCL
-//! Send/Recv.
+//! Send/Recv. When a process's ranks share one GPU the world is a *bridge* (one NCCL rank per
+//! process, `launcher` module docs): messages to other processes' ranks are Send/Recv to the
+//! peer process in plan order; groups with one member per process are split from the bridge;
+//! groups inside one process use device copies; *mixed* groups (several members in one
+//! process, others elsewhere) are carried out as messages when the collective is a data
+//! movement (all-gather, all-to-all, broadcast: [`decompose`], in one order every process
+//! shares) and refused when it reduces.
 //!
 //! A stage runs in three phases: operands are packed into contiguous scratch where needed
 //! (and bf16 reductions widened to f32) on each rank's transfer stream; all NCCL calls of the
@@ -26,7 +32,7 @@
 //! kernels at `ncclGroupEnd`, so nothing that consumes a result may be enqueued before it.
 
 use super::error::{Result, RuntimeError};
-use super::launcher::World;
+use super::launcher::{World, WorldParts};
 use super::mem::{copy, Loc, MemTable};
 use super::ops::{enqueue_lse_merge, lse_shape};
 use super::placement::DeviceMap;
@@ -129,6 +135,10 @@ pub struct NcclTransport {
     /// Groups left to the copy transport (members sharing a device).
     fallback_groups: Vec<Vec<usize>>,
     multi_process: bool,
+    /// The process's bridge handle (NCCL rank = process rank) when its ranks share a GPU.
+    bridge: Option<Comm>,
+    /// Plan ranks per process (process of rank `r` = `r / per_process`).
+    per_process: usize,
 }
 
 impl NcclTransport {
@@ -167,6 +177,8 @@ impl NcclTransport {
             fallback: CopyTransport::placed(ids.clone()),
             fallback_groups,
             multi_process: false,
+            bridge: None,
+            per_process: map.ranks().max(1),
         })
     }
 
@@ -184,15 +196,22 @@ impl NcclTransport {
         for r in local_ranks {
             local[r] = true;
         }
-        let (world_comms, _env) = world.into_parts();
+        let WorldParts {
+            per_rank,
+            bridge,
+            per_process,
+            ..
+        } = world.into_parts();
         Ok(NcclTransport {
             map: map.clone(),
             local,
-            world: world_comms,
+            world: per_rank,
             groups: by_group,
             fallback: CopyTransport::placed(map.clone()),
             fallback_groups: Vec::new(),
             multi_process: true,
+            bridge,
+            per_process,
         })
     }
 
@@ -203,11 +222,56 @@ impl NcclTransport {
 
     /// Number of group communicators this process holds a handle of.
     pub fn communicators(&self) -> usize {
-        self.groups.len() + usize::from(!self.world.is_empty())
+        self.groups.len() + usize::from(!self.world.is_empty() || self.bridge.is_some())
     }
 
     fn is_local(&self, r: usize) -> bool {
         self.local[r]
+    }
+
+    /// Whether this process drives an end of `msg` (else the message is not its business).
+    fn involved(&self, msg: &Message) -> bool {
+        self.is_local(msg.src_rank) || self.is_local(msg.dst_rank)
+    }
+
+    /// Whether this process drives a member of `call`.
+    fn member(&self, call: &CollectiveCall) -> bool {
+        call.group.iter().any(|r| self.is_local(*r))
+    }
+
+    /// A collective this process takes part in that has no communicator and spans processes:
+    /// it runs as messages ([`decompose`]; bridge mode only, where such groups exist).
+    fn mixed(&self, call: &CollectiveCall) -> bool {
+        self.bridge.is_some()
+            && !self.nccl_collective(call)
+            && self.member(call)
+            && call.group.iter().any(|r| !self.is_local(*r))
+    }
+
+    /// The communicator handle and NCCL peer for local rank `here` talking to rank `other`:
+    /// the world (peer = `other`), or the bridge (peer = `other`'s process).
+    fn p2p(&self, here: usize, other: usize) -> Result<(ns::ncclComm_t, i32)> {
+        match &self.bridge {
+            Some(b) => Ok((b.raw(), (other / self.per_process) as i32)),
+            None => Ok((self.world_comm(here)?.raw(), other as i32)),
+        }
+    }
+
+    /// The stage's messages this process takes part in, in plan order, followed by the
+    /// messages of its mixed collectives (in collective order, each in [`decompose`]'s order):
+    /// every process derives the same sequence, so NCCL pairs the bridge's sends and receives
+    /// right.
+    fn stage_messages(&self, st: &StageTransfers) -> Result<Vec<Message>> {
+        let mut out: Vec<Message> = st
+            .messages
+            .iter()
+            .filter(|m| self.involved(m))
+            .cloned()
+            .collect();
+        for c in st.collectives.iter().filter(|c| self.mixed(c)) {
+            out.extend(decompose(c)?.into_iter().filter(|m| self.involved(m)));
+        }
+        Ok(out)
     }
 
     /// Whether `msg` goes through NCCL (else a copy within this process).
@@ -318,27 +382,27 @@ impl NcclTransport {
         let smeta = cx.mem.meta(msg.src_rank, &msg.src)?;
         let bytes = smeta.bytes();
         if self.is_local(msg.src_rank) {
-            let comm = self.world_comm(msg.src_rank)?.raw();
+            let (comm, peer) = self.p2p(msg.src_rank, msg.dst_rank)?;
             let s = cx.mem.loc(msg.src_rank, &msg.src)?;
             // SAFETY: live memory of the sending rank.
             let buf = unsafe { packed(cx, msg.src_rank, &s, s.dtype)? };
             calls.push(Call::Send {
                 buf,
                 bytes,
-                peer: msg.dst_rank as i32,
+                peer,
                 comm,
                 stream: raw_stream(cx, msg.src_rank),
             });
         }
         if self.is_local(msg.dst_rank) {
-            let comm = self.world_comm(msg.dst_rank)?.raw();
+            let (comm, peer) = self.p2p(msg.dst_rank, msg.src_rank)?;
             let d = cx.mem.loc(msg.dst_rank, &msg.dst)?;
             // Received in the sender's type, converted by the unpacking copy.
             let buf = landing(cx, msg.dst_rank, &d, smeta.dtype, posts)?;
             calls.push(Call::Recv {
                 buf,
                 bytes,
-                peer: msg.src_rank as i32,
+                peer,
                 comm,
                 stream: raw_stream(cx, msg.dst_rank),
             });
@@ -580,6 +644,91 @@ impl NcclTransport {
     }
 }
 
+/// The messages a data-movement collective amounts to, in one fixed order: by sending
+/// member, then by receiving member, in group order. All-gather: member `p`'s source to chunk
+/// `p` (along `axis`) of every member's destination; all-to-all: chunk `q` (along
+/// `split_axis`) of member `p`'s source to chunk `p` (along `concat_axis`) of member `q`'s
+/// destination; broadcast: the root's buffer to every other member's. A member's own part
+/// is a message to itself (a device copy).
+///
+/// # Errors
+/// Reductions (all-reduce, reduce-scatter): a sum of several members has no message form;
+/// members that disagree on the collective; chunks that do not divide the regions.
+pub fn decompose(call: &CollectiveCall) -> Result<Vec<Message>> {
+    let n = call.group.len();
+    let chunk = |v: &View, axis: usize, q: usize| -> Result<View> {
+        Ok(View {
+            slot: v.slot,
+            region: chunk_region(&v.region, axis, n, q).map_err(RuntimeError::Schedule)?,
+        })
+    };
+    let disagree = || RuntimeError::Schedule(format!("members of group {:?} disagree", call.group));
+    let mut out = Vec::new();
+    for (p, mp) in call.members.iter().enumerate() {
+        match mp {
+            Collective::AllGather { src, .. } => {
+                for (q, mq) in call.members.iter().enumerate() {
+                    let Collective::AllGather { dst, axis, .. } = mq else {
+                        return Err(disagree());
+                    };
+                    out.push(Message {
+                        src_rank: call.group[p],
+                        src: src.clone(),
+                        dst_rank: call.group[q],
+                        dst: chunk(dst, *axis, p)?,
+                        tag: 0,
+                    });
+                }
+            }
+            Collective::AllToAll {
+                src, split_axis, ..
+            } => {
+                for (q, mq) in call.members.iter().enumerate() {
+                    let Collective::AllToAll {
+                        dst, concat_axis, ..
+                    } = mq
+                    else {
+                        return Err(disagree());
+                    };
+                    out.push(Message {
+                        src_rank: call.group[p],
+                        src: chunk(src, *split_axis, q)?,
+                        dst_rank: call.group[q],
+                        dst: chunk(dst, *concat_axis, p)?,
+                        tag: 0,
+                    });
+                }
+            }
+            Collective::Broadcast { buf, root } => {
+                if p != *root {
+                    continue;
+                }
+                for (q, mq) in call.members.iter().enumerate() {
+                    let Collective::Broadcast { buf: b, .. } = mq else {
+                        return Err(disagree());
+                    };
+                    if q != p {
+                        out.push(Message {
+                            src_rank: call.group[p],
+                            src: buf.clone(),
+                            dst_rank: call.group[q],
+                            dst: b.clone(),
+                            tag: 0,
+                        });
+                    }
+                }
+            }
+            Collective::AllReduce { .. } | Collective::ReduceScatter { .. } => {
+                return Err(RuntimeError::Unsupported(format!(
+                    "group {:?} has several members in one process and members in another, and it reduces: NCCL between processes carries such a group only when it moves data (all-gather, all-to-all, broadcast). Schedule the reduction per mesh level (one group inside each process, one with a member per process)",
+                    call.group
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// One half of a point-to-point exchange for [`group_send_recv`]: `bytes` sent from or received
 /// into `buf` by the communicator handle `comm` (to or from its rank `peer`) on `stream`.
 #[derive(Debug, Clone, Copy)]
@@ -759,7 +908,9 @@ unsafe fn issue(calls: &[Call]) -> Result<()> {
 
 impl Transport for NcclTransport {
     fn name(&self) -> &'static str {
-        if self.multi_process {
+        if self.bridge.is_some() {
+            "nccl bridge (one process per node, its ranks share a GPU: device copies inside a process, one NCCL rank per process between them)"
+        } else if self.multi_process {
             "nccl (one process per GPU or node: world communicator split per group)"
         } else {
             "nccl (one process, one communicator per group; groups sharing a GPU use copies)"
@@ -775,9 +926,9 @@ impl Transport for NcclTransport {
             mem.meta(msg.dst_rank, &msg.dst)?,
         );
         super::ops::check_copy(&s, &d)?;
-        for r in [msg.src_rank, msg.dst_rank] {
+        for (r, other) in [(msg.src_rank, msg.dst_rank), (msg.dst_rank, msg.src_rank)] {
             if self.is_local(r) {
-                self.world_comm(r)?;
+                self.p2p(r, other)?;
             }
         }
         Ok(())
@@ -787,7 +938,11 @@ impl Transport for NcclTransport {
         // Shapes and types, as the copy transport checks them (from metadata: members of
         // other processes have no addresses here).
         self.fallback.check_collective(mem, call)?;
-        if self.nccl_collective(call) {
+        if self.mixed(call) {
+            for m in decompose(call)?.iter().filter(|m| self.involved(m)) {
+                self.check_message(mem, m)?;
+            }
+        } else if self.nccl_collective(call) {
             for r in call.group.iter().filter(|r| self.is_local(**r)) {
                 self.group_comm(&call.group, *r)?;
             }
@@ -812,6 +967,15 @@ impl Transport for NcclTransport {
     }
 
     fn collective_work(&self, call: &CollectiveCall) -> Work {
+        if self.mixed(call) {
+            // `check_collective` refused what does not decompose.
+            return decompose(call)
+                .unwrap_or_default()
+                .iter()
+                .filter(|m| self.involved(m))
+                .flat_map(|m| self.message_work(m))
+                .collect();
+        }
         if !self.nccl_collective(call) {
             return self.fallback.collective_work(call);
         }
@@ -825,15 +989,19 @@ impl Transport for NcclTransport {
     /// # Safety
     /// As [`Transport::stage`].
     unsafe fn stage(&mut self, cx: &mut TransferCx<'_>, st: &StageTransfers) -> Result<()> {
-        // Copies first (they reset and reuse their streams' scratch in stream order).
-        let copy_msgs: Vec<&Message> = st
-            .messages
-            .iter()
-            .filter(|m| !self.nccl_message(m))
-            .collect();
-        let copy_colls: Vec<&CollectiveCall> = st
+        // What this process takes part in: messages (mixed collectives as messages) and the
+        // other collectives with a local member.
+        let msgs = self.stage_messages(st)?;
+        let colls: Vec<&CollectiveCall> = st
             .collectives
             .iter()
+            .filter(|c| self.member(c) && !self.mixed(c))
+            .collect();
+        // Copies first (they reset and reuse their streams' scratch in stream order).
+        let copy_msgs: Vec<&Message> = msgs.iter().filter(|m| !self.nccl_message(m)).collect();
+        let copy_colls: Vec<&CollectiveCall> = colls
+            .iter()
+            .copied()
             .filter(|c| !self.nccl_collective(c))
             .collect();
         for m in copy_msgs {
@@ -844,14 +1012,10 @@ impl Transport for NcclTransport {
             // SAFETY: per the caller.
             unsafe { self.fallback.collective(cx, c)? };
         }
-        let nccl_msgs: Vec<&Message> = st
-            .messages
+        let nccl_msgs: Vec<&Message> = msgs.iter().filter(|m| self.nccl_message(m)).collect();
+        let nccl_colls: Vec<&CollectiveCall> = colls
             .iter()
-            .filter(|m| self.nccl_message(m))
-            .collect();
-        let nccl_colls: Vec<&CollectiveCall> = st
-            .collectives
-            .iter()
+            .copied()
             .filter(|c| self.nccl_collective(c))
             .collect();
         if nccl_msgs.is_empty() && nccl_colls.is_empty() {
@@ -947,6 +1111,9 @@ impl Transport for NcclTransport {
     }
 
     fn async_error(&self) -> Option<String> {
+        if let Some(e) = self.bridge.as_ref().and_then(|b| b.async_error()) {
+            return Some(format!("bridge communicator of this process: {e}"));
+        }
         for (r, c) in &self.world {
             if let Some(e) = c.async_error() {
                 return Some(format!("world communicator of rank {r}: {e}"));
@@ -963,7 +1130,8 @@ impl Transport for NcclTransport {
     }
 
     fn can_abort(&self) -> bool {
-        self.world.values().any(|c| !c.raw().is_null())
+        self.bridge.as_ref().is_some_and(|b| !b.raw().is_null())
+            || self.world.values().any(|c| !c.raw().is_null())
             || self
                 .groups
                 .values()
@@ -979,7 +1147,7 @@ impl Transport for NcclTransport {
                 c.abort();
             }
         }
-        for c in self.world.values_mut() {
+        for c in self.world.values_mut().chain(self.bridge.as_mut()) {
             n += usize::from(!c.raw().is_null());
             c.abort();
         }
@@ -990,5 +1158,93 @@ impl Transport for NcclTransport {
                 "{n} NCCL communicator handle(s) of this process aborted (ncclCommAbort)"
             )]
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mercury_plan::Region;
+
+    fn view(slot: usize, off: usize, ext: usize) -> View {
+        View {
+            slot,
+            region: Region {
+                offset: vec![off],
+                extent: vec![ext],
+            },
+        }
+    }
+
+    /// A mixed all-to-all of 3 members becomes 9 messages in (sender, receiver) order, chunk q
+    /// of p's source landing in chunk p of q's destination.
+    #[test]
+    fn decompose_all_to_all() {
+        let call = CollectiveCall {
+            group: vec![0, 1, 4],
+            members: (0..3)
+                .map(|_| Collective::AllToAll {
+                    src: view(0, 0, 6),
+                    dst: view(1, 0, 6),
+                    split_axis: 0,
+                    concat_axis: 0,
+                })
+                .collect(),
+        };
+        let m = decompose(&call).unwrap();
+        assert_eq!(m.len(), 9);
+        let m5 = &m[5]; // p = 1, q = 2
+        assert_eq!((m5.src_rank, m5.dst_rank), (1, 4));
+        assert_eq!(m5.src, view(0, 4, 2));
+        assert_eq!(m5.dst, view(1, 2, 2));
+        assert_eq!((m[0].src_rank, m[0].dst_rank), (0, 0));
+    }
+
+    /// All-gather: member p's source to chunk p of everyone; broadcast: root to the others.
+    #[test]
+    fn decompose_gather_and_broadcast() {
+        let call = CollectiveCall {
+            group: vec![2, 5],
+            members: (0..2)
+                .map(|_| Collective::AllGather {
+                    src: view(0, 0, 3),
+                    dst: view(1, 0, 6),
+                    axis: 0,
+                })
+                .collect(),
+        };
+        let m = decompose(&call).unwrap();
+        assert_eq!(m.len(), 4);
+        assert_eq!((m[1].src_rank, m[1].dst_rank), (2, 5));
+        assert_eq!(m[1].dst, view(1, 0, 3));
+        assert_eq!(m[2].dst, view(1, 3, 3));
+        let call = CollectiveCall {
+            group: vec![0, 1, 4],
+            members: (0..3)
+                .map(|_| Collective::Broadcast {
+                    buf: view(0, 0, 4),
+                    root: 1,
+                })
+                .collect(),
+        };
+        let m = decompose(&call).unwrap();
+        let pairs: Vec<(usize, usize)> = m.iter().map(|m| (m.src_rank, m.dst_rank)).collect();
+        assert_eq!(pairs, vec![(1, 0), (1, 4)]);
+    }
+
+    /// A reduction has no message form: refused, naming the group.
+    #[test]
+    fn decompose_refuses_reductions() {
+        let call = CollectiveCall {
+            group: vec![0, 1, 4],
+            members: (0..3)
+                .map(|_| Collective::AllReduce {
+                    bufs: vec![view(0, 0, 4)],
+                    kind: CombineKind::Add,
+                })
+                .collect(),
+        };
+        let e = decompose(&call).unwrap_err().to_string();
+        assert!(e.contains("[0, 1, 4]") && e.contains("reduces"), "{e}");
     }
 }

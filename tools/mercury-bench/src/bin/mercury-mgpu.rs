@@ -7,6 +7,7 @@
 //! mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N]
 //!                    [--max-devices N] [--link copy|nccl] [--no-nccl]
 //!                    [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X]
+//!                    [--launcher env [--ranks-per-process K] [--ranks-per-gpu N]]
 //! ```
 //!
 //! `selfcheck` runs the P0 executor self-checks with rank r on GPU r % N (default: every
@@ -14,7 +15,11 @@
 //! `--alias K` rank r runs on device id r % K and every id on GPU 0 (the peer-copy paths on
 //! one GPU). `links` measures, per GPU and per pair of GPUs, what the transports reach (local
 //! copies, peer copies pulled and pushed, NCCL send/recv; 64 KiB to 1 GiB, fitted as latency +
-//! bytes / bandwidth), prints a table and writes a topology file (docs/topology.md). Exit status: 0 all passed, 1 a check failed or bad
+//! bytes / bandwidth), prints a table and writes a topology file (docs/topology.md). With
+//! `--launcher env` every process of a launcher runs it: the processes are "nodes" of K virtual
+//! ranks on one GPU each (default 4), process 0 measures NCCL send/recv to process 1 over the
+//! bridge and a device copy, and writes a two-level topology whose rates are one rank's share of
+//! a GPU shared by N ranks (default K); see `links::two_tier`. Exit status: 0 all passed, 1 a check failed or bad
 //! arguments, 2 no usable GPU. NCCL_NVLS_ENABLE=0 is set before NCCL starts.
 
 use mercury_bench::links::{self, LinkSource, Rates};
@@ -24,7 +29,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: mercury-mgpu info
        mercury-mgpu selfcheck [--devices N] [--alias K] [--transport peer|nccl|both] [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
-       mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N] [--max-devices N] [--link copy|nccl] [--no-nccl] [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X]";
+       mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N] [--max-devices N] [--link copy|nccl] [--no-nccl] [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X] [--launcher env [--ranks-per-process K] [--ranks-per-gpu N]]";
 
 fn value<T: std::str::FromStr>(
     it: &mut impl Iterator<Item = String>,
@@ -164,8 +169,22 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     let mut source = LinkSource::Copy;
     let mut rates = Rates::default();
     let mut rates_given = false;
+    let mut launcher = false;
+    let mut per_process: usize = 4;
+    let mut per_gpu: Option<usize> = None;
     while let Some(f) = it.next() {
         match f.as_str() {
+            "--launcher" => {
+                let v: String = value(&mut it, &f)?;
+                if v != "env" {
+                    return Err(format!(
+                        "--launcher {v}: only 'env' (RANK, WORLD_SIZE, ...)"
+                    ));
+                }
+                launcher = true;
+            }
+            "--ranks-per-process" => per_process = value(&mut it, &f)?,
+            "--ranks-per-gpu" => per_gpu = Some(value(&mut it, &f)?),
             "--out" => out = Some(value(&mut it, &f)?),
             "--name" => name = Some(value(&mut it, &f)?),
             "--min-kib" => min_kib = value(&mut it, &f)?,
@@ -208,7 +227,18 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     }
     opts.sizes = links::sizes(lo, hi);
     nccl::prepare_env();
-    visible()?;
+    let n_visible = visible()?;
+    if launcher {
+        return two_tier_cmd(
+            out,
+            name,
+            &rates,
+            &opts,
+            n_visible,
+            per_process,
+            per_gpu.unwrap_or(per_process),
+        );
+    }
     let r = links::measure(&opts).map_err(|e| e.to_string())?;
     let n = r.devices.len();
     let name = name.unwrap_or_else(|| {
@@ -229,6 +259,47 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     }
     print!("{}", links::table(&r));
     println!();
+    print!("{text}");
+    if let Some(p) = out {
+        std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
+        println!("# written to {p}");
+    }
+    Ok(true)
+}
+
+/// `links --launcher env`: this process's part of the two-tier measurement; process 0 prints
+/// and writes the topology.
+fn two_tier_cmd(
+    out: Option<String>,
+    name: Option<String>,
+    rates: &Rates,
+    opts: &links::MeasureOptions,
+    visible: usize,
+    per_process: usize,
+    per_gpu: usize,
+) -> Result<bool, String> {
+    use mercury_runtime::cuda::launcher::LaunchEnv;
+    if per_process < 2 || per_gpu < per_process {
+        return Err(format!(
+            "--ranks-per-process {per_process} --ranks-per-gpu {per_gpu}: at least 2 ranks per process, and at least as many per GPU"
+        ));
+    }
+    let env = LaunchEnv::from_env()
+        .map_err(|e| format!("--launcher env: {e}"))?
+        .ok_or("--launcher env: RANK and WORLD_SIZE are not set")?;
+    let ordinal = env.local_rank % visible.max(1);
+    let r = links::two_tier::measure(&env, ordinal, per_process, per_gpu, &opts.sizes, opts.reps)
+        .map_err(|e| format!("process {}: {e}", env.rank))?;
+    let Some(r) = r else {
+        println!(
+            "[process {}] links: took part (process 0 reports)",
+            env.rank
+        );
+        return Ok(true);
+    };
+    let name = name
+        .unwrap_or_else(|| format!("measured-two-tier-{}x{}", r.processes, r.ranks_per_process));
+    let text = links::two_tier::topology_toml(&r, &name, rates);
     print!("{text}");
     if let Some(p) = out {
         std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
