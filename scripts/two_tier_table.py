@@ -30,13 +30,13 @@ def run_result(logs):
     for log in logs:
         text = log.read_text(errors="replace") if log.exists() else ""
         if not re.search(r"check @\S+ .*  ok", text) or "FAILED" in text:
-            err = re.search(r"error: .*", text)
-            why.append(err.group(0)[:160] if err else f"{log.name}: no passing check")
+            err = re.search(r"(error: |mercury-run: ).*", text)
+            why.append(err.group(0)[:200] if err else f"{log.name}: no passing check")
         m = re.search(r"\| schedule, \d+ ranks \(this process\) \| ([0-9.]+) ms", text)
         if m:
             times.append(float(m.group(1)))
     if why or len(times) != len(logs):
-        return None, "; ".join(why) or "no time"
+        return None, "; ".join(dict.fromkeys(why)) or "no time"
     return max(times), ""
 
 

@@ -26,6 +26,8 @@
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/2gpu/mlp_llama3_8b.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/2gpu/mlp_llama3_70b.mlir > %t.2gpu_mlp_llama3_70b.mlir.1 && %mercury-opt %t.2gpu_mlp_llama3_70b.mlir.1 > %t.2gpu_mlp_llama3_70b.mlir.2 && diff %t.2gpu_mlp_llama3_70b.mlir.1 %t.2gpu_mlp_llama3_70b.mlir.2
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/2gpu/mlp_llama3_70b.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
+// RUN: %mercury-opt %repo/examples/two_tier/attention_gqa_2x4.mlir > %t.tt_gqa.mlir.1 && %mercury-opt %t.tt_gqa.mlir.1 > %t.tt_gqa.mlir.2 && diff %t.tt_gqa.mlir.1 %t.tt_gqa.mlir.2
+// RUN: %mercury-opt --mlir-print-op-generic %repo/examples/two_tier/attention_gqa_2x4.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/attention_gqa.mlir > %t.attention_gqa.mlir.1 && %mercury-opt %t.attention_gqa.mlir.1 > %t.attention_gqa.mlir.2 && diff %t.attention_gqa.mlir.1 %t.attention_gqa.mlir.2
 // RUN: %mercury-opt --mlir-print-op-generic %repo/examples/attention_gqa.mlir | %mlir-opt --irdl-file=%repo/dialects/commir/commir.irdl.mlir > /dev/null
 // RUN: %mercury-opt %repo/examples/gemm_rs.mlir > %t.gemm_rs.mlir.1 && %mercury-opt %t.gemm_rs.mlir.1 > %t.gemm_rs.mlir.2 && diff %t.gemm_rs.mlir.1 %t.gemm_rs.mlir.2

@@ -261,17 +261,23 @@ impl NcclTransport {
     /// messages of its mixed collectives (in collective order, each in [`decompose`]'s order):
     /// every process derives the same sequence, so NCCL pairs the bridge's sends and receives
     /// right.
-    fn stage_messages(&self, st: &StageTransfers) -> Result<Vec<Message>> {
+    ///
+    /// Also returns the fan-out copies of the mixed collectives whose first receiver is local
+    /// (run on that receiver's stream after the messages landed).
+    fn stage_messages(&self, st: &StageTransfers) -> Result<(Vec<Message>, Vec<Message>)> {
         let mut out: Vec<Message> = st
             .messages
             .iter()
             .filter(|m| self.involved(m))
             .cloned()
             .collect();
+        let mut fan_out = Vec::new();
         for c in st.collectives.iter().filter(|c| self.mixed(c)) {
-            out.extend(decompose(c)?.into_iter().filter(|m| self.involved(m)));
+            let d = decompose(c, self.per_process)?;
+            out.extend(d.messages.into_iter().filter(|m| self.involved(m)));
+            fan_out.extend(d.fan_out.into_iter().filter(|m| self.is_local(m.src_rank)));
         }
-        Ok(out)
+        Ok((out, fan_out))
     }
 
     /// Whether `msg` goes through NCCL (else a copy within this process).
@@ -644,18 +650,31 @@ impl NcclTransport {
     }
 }
 
-/// The messages a data-movement collective amounts to, in one fixed order: by sending
-/// member, then by receiving member, in group order. All-gather: member `p`'s source to chunk
-/// `p` (along `axis`) of every member's destination; all-to-all: chunk `q` (along
-/// `split_axis`) of member `p`'s source to chunk `p` (along `concat_axis`) of member `q`'s
-/// destination; broadcast: the root's buffer to every other member's. A member's own part
-/// is a message to itself (a device copy).
+/// A data-movement collective as messages, for a world whose processes drive `per_process`
+/// ranks each (process of rank `r` = `r / per_process`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decomposed {
+    /// In one fixed order: by sending member, then by receiving member, in group order.
+    pub messages: Vec<Message>,
+    /// Copies inside a receiving process after the messages landed: `src_rank` (the process's
+    /// first receiving member) passes on what it received to `dst_rank`, so that each piece
+    /// crosses to another process once, not once per receiving rank there.
+    pub fan_out: Vec<Message>,
+}
+
+/// The messages a data-movement collective amounts to ([`Decomposed`]). All-gather: member
+/// `p`'s source to chunk `p` (along `axis`) of every member's destination; all-to-all: chunk
+/// `q` (along `split_axis`) of member `p`'s source to chunk `p` (along `concat_axis`) of member
+/// `q`'s destination; broadcast: the root's buffer to every other member's. A member's own part
+/// is a message to itself (a device copy). What several members of another process receive
+/// alike (all-gather, broadcast) travels once to the first of them and fans out from there.
 ///
 /// # Errors
 /// Reductions (all-reduce, reduce-scatter): a sum of several members has no message form;
 /// members that disagree on the collective; chunks that do not divide the regions.
-pub fn decompose(call: &CollectiveCall) -> Result<Vec<Message>> {
+pub fn decompose(call: &CollectiveCall, per_process: usize) -> Result<Decomposed> {
     let n = call.group.len();
+    let proc_of = |p: usize| call.group[p] / per_process.max(1);
     let chunk = |v: &View, axis: usize, q: usize| -> Result<View> {
         Ok(View {
             slot: v.slot,
@@ -663,22 +682,43 @@ pub fn decompose(call: &CollectiveCall) -> Result<Vec<Message>> {
         })
     };
     let disagree = || RuntimeError::Schedule(format!("members of group {:?} disagree", call.group));
-    let mut out = Vec::new();
+    let mut out = Decomposed {
+        messages: Vec::new(),
+        fan_out: Vec::new(),
+    };
+    // Member p's `src` to every receiver's view: once per other process, then fanned out.
+    let replicate = |out: &mut Decomposed, p: usize, src: &View, receivers: &[(usize, View)]| {
+        let msg = |a: usize, sv: &View, b: usize, dv: &View| Message {
+            src_rank: call.group[a],
+            src: sv.clone(),
+            dst_rank: call.group[b],
+            dst: dv.clone(),
+            tag: 0,
+        };
+        let mut first_in: Vec<(usize, usize, View)> = Vec::new(); // (process, member, view)
+        for (q, dst) in receivers {
+            let pq = proc_of(*q);
+            if pq == proc_of(p) {
+                out.messages.push(msg(p, src, *q, dst));
+            } else if let Some((_, q0, v0)) = first_in.iter().find(|(pr, _, _)| *pr == pq) {
+                out.fan_out.push(msg(*q0, v0, *q, dst));
+            } else {
+                out.messages.push(msg(p, src, *q, dst));
+                first_in.push((pq, *q, dst.clone()));
+            }
+        }
+    };
     for (p, mp) in call.members.iter().enumerate() {
         match mp {
             Collective::AllGather { src, .. } => {
+                let mut receivers = Vec::with_capacity(n);
                 for (q, mq) in call.members.iter().enumerate() {
                     let Collective::AllGather { dst, axis, .. } = mq else {
                         return Err(disagree());
                     };
-                    out.push(Message {
-                        src_rank: call.group[p],
-                        src: src.clone(),
-                        dst_rank: call.group[q],
-                        dst: chunk(dst, *axis, p)?,
-                        tag: 0,
-                    });
+                    receivers.push((q, chunk(dst, *axis, p)?));
                 }
+                replicate(&mut out, p, src, &receivers);
             }
             Collective::AllToAll {
                 src, split_axis, ..
@@ -690,7 +730,7 @@ pub fn decompose(call: &CollectiveCall) -> Result<Vec<Message>> {
                     else {
                         return Err(disagree());
                     };
-                    out.push(Message {
+                    out.messages.push(Message {
                         src_rank: call.group[p],
                         src: chunk(src, *split_axis, q)?,
                         dst_rank: call.group[q],
@@ -703,20 +743,16 @@ pub fn decompose(call: &CollectiveCall) -> Result<Vec<Message>> {
                 if p != *root {
                     continue;
                 }
+                let mut receivers = Vec::with_capacity(n);
                 for (q, mq) in call.members.iter().enumerate() {
                     let Collective::Broadcast { buf: b, .. } = mq else {
                         return Err(disagree());
                     };
                     if q != p {
-                        out.push(Message {
-                            src_rank: call.group[p],
-                            src: buf.clone(),
-                            dst_rank: call.group[q],
-                            dst: b.clone(),
-                            tag: 0,
-                        });
+                        receivers.push((q, b.clone()));
                     }
                 }
+                replicate(&mut out, p, buf, &receivers);
             }
             Collective::AllReduce { .. } | Collective::ReduceScatter { .. } => {
                 return Err(RuntimeError::Unsupported(format!(
@@ -939,8 +975,12 @@ impl Transport for NcclTransport {
         // other processes have no addresses here).
         self.fallback.check_collective(mem, call)?;
         if self.mixed(call) {
-            for m in decompose(call)?.iter().filter(|m| self.involved(m)) {
+            let d = decompose(call, self.per_process)?;
+            for m in d.messages.iter().filter(|m| self.involved(m)) {
                 self.check_message(mem, m)?;
+            }
+            for m in d.fan_out.iter().filter(|m| self.is_local(m.src_rank)) {
+                self.fallback.check_message(mem, m)?;
             }
         } else if self.nccl_collective(call) {
             for r in call.group.iter().filter(|r| self.is_local(**r)) {
@@ -969,12 +1009,23 @@ impl Transport for NcclTransport {
     fn collective_work(&self, call: &CollectiveCall) -> Work {
         if self.mixed(call) {
             // `check_collective` refused what does not decompose.
-            return decompose(call)
-                .unwrap_or_default()
+            let Ok(d) = decompose(call, self.per_process) else {
+                return Vec::new();
+            };
+            let mut w: Work = d
+                .messages
                 .iter()
                 .filter(|m| self.involved(m))
                 .flat_map(|m| self.message_work(m))
                 .collect();
+            // Fan-outs run on the first receiver's stream and write the others' memory.
+            w.extend(
+                d.fan_out
+                    .iter()
+                    .filter(|m| self.is_local(m.src_rank))
+                    .map(|m| (m.src_rank, vec![m.src_rank, m.dst_rank])),
+            );
+            return w;
         }
         if !self.nccl_collective(call) {
             return self.fallback.collective_work(call);
@@ -991,7 +1042,7 @@ impl Transport for NcclTransport {
     unsafe fn stage(&mut self, cx: &mut TransferCx<'_>, st: &StageTransfers) -> Result<()> {
         // What this process takes part in: messages (mixed collectives as messages) and the
         // other collectives with a local member.
-        let msgs = self.stage_messages(st)?;
+        let (msgs, fan_out) = self.stage_messages(st)?;
         let colls: Vec<&CollectiveCall> = st
             .collectives
             .iter()
@@ -1046,6 +1097,15 @@ impl Transport for NcclTransport {
         for c in nccl_colls {
             // SAFETY: per the caller.
             unsafe { self.plan_collective(cx, c, &mut calls, &mut posts)? };
+        }
+        // Fan-outs of mixed collectives: on the first receiver's stream, after its landing
+        // (the posts run in order).
+        for m in &fan_out {
+            posts.push(Post::Copy {
+                rank: m.src_rank,
+                src: cx.mem.loc(m.src_rank, &m.src)?,
+                dst: cx.mem.loc(m.dst_rank, &m.dst)?,
+            });
         }
         // SAFETY: buffers are live slots or scratch of the calls' ranks (packed above, on the
         // same streams, so the NCCL kernels run after the packing).
@@ -1191,7 +1251,9 @@ mod tests {
                 })
                 .collect(),
         };
-        let m = decompose(&call).unwrap();
+        let d = decompose(&call, 4).unwrap();
+        assert!(d.fan_out.is_empty());
+        let m = d.messages;
         assert_eq!(m.len(), 9);
         let m5 = &m[5]; // p = 1, q = 2
         assert_eq!((m5.src_rank, m5.dst_rank), (1, 4));
@@ -1200,36 +1262,50 @@ mod tests {
         assert_eq!((m[0].src_rank, m[0].dst_rank), (0, 0));
     }
 
-    /// All-gather: member p's source to chunk p of everyone; broadcast: root to the others.
+    /// All-gather over [0, 1 | 4, 5] (2 ranks per process): what both ranks of the other
+    /// process receive crosses once, to the first of them, and fans out from there; the
+    /// broadcast likewise.
     #[test]
     fn decompose_gather_and_broadcast() {
         let call = CollectiveCall {
-            group: vec![2, 5],
-            members: (0..2)
+            group: vec![0, 1, 4, 5],
+            members: (0..4)
                 .map(|_| Collective::AllGather {
                     src: view(0, 0, 3),
-                    dst: view(1, 0, 6),
+                    dst: view(1, 0, 12),
                     axis: 0,
                 })
                 .collect(),
         };
-        let m = decompose(&call).unwrap();
-        assert_eq!(m.len(), 4);
-        assert_eq!((m[1].src_rank, m[1].dst_rank), (2, 5));
-        assert_eq!(m[1].dst, view(1, 0, 3));
-        assert_eq!(m[2].dst, view(1, 3, 3));
+        let d = decompose(&call, 2).unwrap();
+        let pairs = |v: &[Message]| -> Vec<(usize, usize)> {
+            v.iter().map(|m| (m.src_rank, m.dst_rank)).collect()
+        };
+        // Member 0 (rank 0): to itself, to 1 (same process), to 4 only across.
+        assert_eq!(pairs(&d.messages[..3]), vec![(0, 0), (0, 1), (0, 4)]);
+        assert_eq!(d.messages.len(), 12);
+        assert_eq!(d.fan_out.len(), 4);
+        // Rank 4 passes rank 0's chunk (chunk 0) on to rank 5.
+        assert_eq!((d.fan_out[0].src_rank, d.fan_out[0].dst_rank), (4, 5));
+        assert_eq!(d.fan_out[0].src, view(1, 0, 3));
+        assert_eq!(d.fan_out[0].dst, view(1, 0, 3));
+        // Rank 5's chunk (chunk 3) crosses to rank 0 and fans out to rank 1.
+        assert_eq!((d.fan_out[3].src_rank, d.fan_out[3].dst_rank), (0, 1));
+        assert_eq!(d.fan_out[3].dst, view(1, 9, 3));
+        // One rank per process: nothing to fan out.
+        assert!(decompose(&call, 1).unwrap().fan_out.is_empty());
         let call = CollectiveCall {
-            group: vec![0, 1, 4],
-            members: (0..3)
+            group: vec![0, 1, 4, 5],
+            members: (0..4)
                 .map(|_| Collective::Broadcast {
                     buf: view(0, 0, 4),
                     root: 1,
                 })
                 .collect(),
         };
-        let m = decompose(&call).unwrap();
-        let pairs: Vec<(usize, usize)> = m.iter().map(|m| (m.src_rank, m.dst_rank)).collect();
-        assert_eq!(pairs, vec![(1, 0), (1, 4)]);
+        let d = decompose(&call, 2).unwrap();
+        assert_eq!(pairs(&d.messages), vec![(1, 0), (1, 4)]);
+        assert_eq!(pairs(&d.fan_out), vec![(4, 5)]);
     }
 
     /// A reduction has no message form: refused, naming the group.
@@ -1244,7 +1320,7 @@ mod tests {
                 })
                 .collect(),
         };
-        let e = decompose(&call).unwrap_err().to_string();
+        let e = decompose(&call, 2).unwrap_err().to_string();
         assert!(e.contains("[0, 1, 4]") && e.contains("reduces"), "{e}");
     }
 }
