@@ -577,21 +577,25 @@ if [[ ",$parts," == *",twotier,"* ]]; then
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   per_gpu=4; (( ngpu < 2 )) && per_gpu=8
   echo "== two tiers: 2 processes x 4 virtual ranks on $ngpu GPU(s) ($per_gpu ranks per GPU), NCCL socket between them"
-  # tt_pair NAME CMD...: CMD in two processes (RANK 0 and 1), each its own NCCL "host".
+  # tt_pair NAME CMD...: CMD in two processes (RANK 0 and 1), each its own NCCL "host";
+  # NAME-rR.log gets the output, NAME-rR.end "exit-status unix-time"; fails unless both exit 0.
   tt_pair() {
     local name=$1; shift
     rm -f "$tdir/id.$name"
     for r in 0 1; do
-      env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MERCURY_NCCL_ID_FILE="$tdir/id.$name" \
-        NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_HOSTID="mercury-node$r" \
-        NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-        timeout -s KILL 240 "$@" > "$tdir/$name-r$r.log" 2>&1 &
+      ( rc=0
+        env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MERCURY_NCCL_ID_FILE="$tdir/id.$name" \
+          NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_HOSTID="mercury-node$r" \
+          NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+          timeout -s KILL 240 "$@" > "$tdir/$name-r$r.log" 2>&1 || rc=$?
+        echo "$rc $(date +%s.%N)" > "$tdir/$name-r$r.end" ) &
     done
-    local rc=0
-    wait -n || rc=1
-    wait -n || rc=1
+    wait
     rm -f "$tdir/id.$name"
-    return $rc
+    local rc0 rc1 _t
+    read -r rc0 _t < "$tdir/$name-r0.end"
+    read -r rc1 _t < "$tdir/$name-r1.end"
+    [[ $rc0 == 0 && $rc1 == 0 ]]
   }
   if tt_pair links "$C/mercury-mgpu" links --launcher env --ranks-per-process 4 --ranks-per-gpu "$per_gpu" \
       --max-mib 256 --reps 5 --attention-tflops 627 --attention-causal-tflops 640 --out "$tdir/two-tier.toml"; then
@@ -612,6 +616,25 @@ if [[ ",$parts," == *",twotier,"* ]]; then
         grep -h "check @\|| schedule\|error" "$tdir/run.$name"-r*.log | cut -c1-200 | sed "s/^/   $name: /" || true
       done
     done
+    # A rank that dies under the bridge: rank 5 (process 1) kills itself in stage 2 of the
+    # second run; process 0 must end within 40 s of it, with a report naming a rank and stage.
+    ring="$tdir/tune-mha/templates/mesh_8__L0_ring.transform"
+    if [[ -f $ring && ( -z "${MERCURY_GPU_CASES:-}" || "fault" =~ $MERCURY_GPU_CASES ) ]]; then
+      echo "== two tiers: fault: --inject-fault exit-rank=5@stage=2@run=2 (process 1 dies)"
+      tt_pair fault "$C/mercury-run" --backend cuda --launcher env --virtual --transport nccl \
+        --stage-timeout 10 --bench --warmup 1 --iters 2 --device-kernels "$C/device_kernels.ptx" \
+        examples/attention_2x4.mlir --schedule "$ring" --inject-fault exit-rank=5@stage=2@run=2 || true
+      tf=$(grep -o 'at unix time [0-9.]*' "$tdir/fault-r1.log" | head -1 | awk '{print $4}' || true)
+      read -r rc0 e0 < "$tdir/fault-r0.end"; read -r rc1 _t < "$tdir/fault-r1.end"
+      dt=$(awk -v a="$e0" -v b="${tf:-0}" 'BEGIN{printf "%.1f", a-b}')
+      msg=$(grep -m1 '^error: ' "$tdir/fault-r0.log" | cut -c1-300 || true)
+      verdict=PASS
+      if [[ -z "$tf" || $rc1 != 137 || $rc0 != 1 || -z "$msg" ]] || awk -v d="$dt" 'BEGIN{exit !(d > 40)}'; then
+        verdict=FAIL; status=1
+      fi
+      echo "   | bridge fault | process 1 exit $rc1 | process 0 exit $rc0, ${dt} s after the fault | $verdict | $msg |" \
+        | tee "$out/two-tier-fault.md"
+    fi
     python3 scripts/two_tier_table.py "$tdir" | tee "$out/two-tier-table.md"
     cp "$tdir/two-tier.toml" "$out/two-tier.toml"
   else
