@@ -635,6 +635,22 @@ if [[ ",$parts," == *",twotier,"* ]]; then
       echo "   | bridge fault | process 1 exit $rc1 | process 0 exit $rc0, ${dt} s after the fault | $verdict | $msg |" \
         | tee "$out/two-tier-fault.md"
     fi
+    # Processes started with different arguments (here --seed) must refuse before anything
+    # runs, not pair their NCCL calls wrongly.
+    if [[ -f $ring && ( -z "${MERCURY_GPU_CASES:-}" || "mismatch" =~ $MERCURY_GPU_CASES ) ]]; then
+      echo "== two tiers: processes that disagree (--seed 7 and 8)"
+      tt_pair mismatch bash -c 'exec "$@" --seed $((7 + RANK))' _ "$C/mercury-run" --backend cuda \
+        --launcher env --virtual --transport nccl --check --device-kernels "$C/device_kernels.ptx" \
+        examples/attention_2x4.mlir --schedule "$ring" || true
+      verdict=PASS
+      for r in 0 1; do
+        read -r rc _t < "$tdir/mismatch-r$r.end"
+        grep -q 'runs a different plan, --seed or run count' "$tdir/mismatch-r$r.log" && [[ $rc == 1 ]] \
+          || { verdict=FAIL; status=1; }
+      done
+      echo "   | processes that disagree | $verdict | $(grep -h -m1 'runs a different' "$tdir"/mismatch-r0.log | cut -c1-240) |" \
+        | tee -a "$out/two-tier-fault.md"
+    fi
     python3 scripts/two_tier_table.py "$tdir" | tee "$out/two-tier-table.md"
     cp "$tdir/two-tier.toml" "$out/two-tier.toml"
   else

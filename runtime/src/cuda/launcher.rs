@@ -212,6 +212,16 @@ fn unique_id(env: &LaunchEnv, timeout: Duration) -> Result<ns::ncclUniqueId> {
     }
 }
 
+/// FNV-1a (64 bit) of `bytes`: the digest [`World::agree`] compares.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
 /// The world communicator of this process's ranks: one handle per local rank (NCCL rank =
 /// plan rank), or, when the local ranks share a GPU, one bridge handle for the process (NCCL
 /// rank = process rank; see the module docs).
@@ -448,6 +458,85 @@ impl World {
         Ok(out)
     }
 
+    /// Checks that every process runs the same thing: each contributes `digest` (of its plan,
+    /// inputs' seed, ...: [`fnv1a`]) and gathers everyone's (`ncclAllGather` of 8 bytes over
+    /// the world or the bridge, on `ctxs`, this process's ranks' contexts in rank order).
+    /// Processes that disagree would pair their NCCL sends and receives wrongly: a hang, an
+    /// error, or a silently wrong result; this turns that into an error before anything runs.
+    ///
+    /// # Errors
+    /// A process whose digest differs from this one's (named with its ranks), NCCL and CUDA
+    /// failures.
+    pub fn agree(&self, ctxs: &[Arc<CudaContext>], digest: u64, what: &str) -> Result<()> {
+        use cudarc::driver::{DevicePtr, DevicePtrMut};
+        let progress = fault::progress();
+        let _armed = progress.arm(
+            Phase::Setup("every process checks that it runs the same plan"),
+            progress.setup_timeout(),
+            "in ncclAllGather of the plan digests (every process must take part)",
+        );
+        // (context, handle) per participant of this process: the bridge, or each local rank.
+        let parts: Vec<(&Arc<CudaContext>, &Comm)> = match &self.bridge {
+            Some(b) => vec![(&ctxs[0], b)],
+            None => self
+                .ranks
+                .clone()
+                .enumerate()
+                .map(|(i, r)| (&ctxs[i], &self.comms[&r]))
+                .collect(),
+        };
+        let n = parts[0].1.size;
+        let drv = RuntimeError::driver;
+        let mut bufs = Vec::with_capacity(parts.len());
+        for (ctx, _) in &parts {
+            let stream = ctx.new_stream().map_err(drv("create stream"))?;
+            let send = stream.clone_htod(&[digest]).map_err(drv("htod"))?;
+            let recv = stream.alloc_zeros::<u64>(n).map_err(drv("alloc"))?;
+            bufs.push((stream, send, recv));
+        }
+        cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+        let mut res = Ok(());
+        for ((_, comm), (stream, send, recv)) in parts.iter().zip(bufs.iter_mut()) {
+            let (ps, _gs) = send.device_ptr(stream);
+            let (pr, _gr) = recv.device_ptr_mut(stream);
+            // SAFETY: `ps` holds 8 bytes and `pr` 8 * n on the communicator's device; the
+            // stream belongs to it; the buffers outlive the synchronisation below.
+            let r = unsafe {
+                ns::ncclAllGather(
+                    ps as *const _,
+                    pr as *mut _,
+                    8,
+                    ns::ncclDataType_t::ncclUint8,
+                    comm.raw(),
+                    stream.cu_stream() as ns::cudaStream_t,
+                )
+            };
+            if let Err(e) = r.result() {
+                res = Err(nccl_err("ncclAllGather")(e));
+                break;
+            }
+        }
+        let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
+        res.and(end.map(|_| ()))?;
+        let (stream, _, recv) = &bufs[0];
+        let all = stream.clone_dtoh(recv).map_err(drv("dtoh"))?;
+        let per_process = self.ranks.len().max(1);
+        for (i, d) in all.iter().enumerate() {
+            if *d != digest {
+                let (p, ranks) = if self.bridge.is_some() {
+                    (i, i * per_process..(i + 1) * per_process)
+                } else {
+                    (i / per_process, i..i + 1)
+                };
+                return Err(RuntimeError::Schedule(format!(
+                    "process {p} (ranks {ranks:?}) runs a different {what} than process {} (digest {d:016x}, here {digest:016x}): every process must be started with the same operator, schedule and arguments",
+                    self.env.rank
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Bridge mode of [`World::split`]: every process walks `groups` in the same order and
     /// decides the same (from the plan alone), so the collective splits match.
     fn split_bridge(
@@ -583,6 +672,14 @@ mod tests {
         assert!(env(&[("RANK", "0"), ("WORLD_SIZE", "2")])
             .unwrap_err()
             .contains("unique id"));
+    }
+
+    #[test]
+    fn fnv1a_vectors() {
+        // The published FNV-1a 64-bit test vectors.
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
     #[test]

@@ -372,11 +372,12 @@ pub fn chunk_region(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use mercury_plan::{DType, RankProgram, Region, Slot, SlotInit, Stage};
 
-    fn view(slot: usize, off: usize, ext: usize) -> View {
+    /// A 1-D view `[off, off + ext)` of `slot` (the transports' tests use it too).
+    pub(crate) fn view(slot: usize, off: usize, ext: usize) -> View {
         View {
             slot,
             region: Region {

@@ -23,7 +23,7 @@ use crate::{check, Compiled, Failure};
 use mercury_kernels::cpu as k;
 use mercury_plan::{ComputeOp, PatchKind, Plan, Role, SlotInit};
 use mercury_runtime::cuda::fault::{self, FaultSpec, Who};
-use mercury_runtime::cuda::launcher::{LaunchEnv, World};
+use mercury_runtime::cuda::launcher::{self, LaunchEnv, World};
 use mercury_runtime::cuda::{nccl, placement, RuntimeError};
 use mercury_runtime::cuda::{
     AttnBackend, CudaExecutor, DeviceMap, ExecOptions, HostData, Placement, TransportChoice,
@@ -486,6 +486,14 @@ fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
         Arc::new(Vec::new()),
     );
     let world = World::init(&env, n, &ctxs).map_err(rt)?;
+    let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
+    // Processes started with different operators, schedules, seeds or run counts would pair
+    // their NCCL calls wrongly: refuse before anything runs.
+    let digest =
+        launcher::fnv1a(format!("{}\n{seed}\n{warmup} {iters}", plan.to_json()).as_bytes());
+    world
+        .agree(&ctxs, digest, "plan, --seed or run count")
+        .map_err(rt)?;
     let map = DeviceMap::from_ordinals(
         (0..n)
             .map(|r| {
@@ -497,7 +505,6 @@ fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
             })
             .collect(),
     );
-    let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
     let mut exec = CudaExecutor::new_placed(
         plan.clone(),
         &ptx,

@@ -1224,17 +1224,7 @@ impl Transport for NcclTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mercury_plan::Region;
-
-    fn view(slot: usize, off: usize, ext: usize) -> View {
-        View {
-            slot,
-            region: Region {
-                offset: vec![off],
-                extent: vec![ext],
-            },
-        }
-    }
+    use crate::cuda::schedule::tests::view;
 
     /// A mixed all-to-all of 3 members becomes 9 messages in (sender, receiver) order, chunk q
     /// of p's source landing in chunk p of q's destination.
