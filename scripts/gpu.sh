@@ -575,8 +575,7 @@ fi
 if [[ ",$parts," == *",twotier,"* ]]; then
   tdir="$out/twotier"; mkdir -p "$tdir"
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-  per_gpu=4; (( ngpu < 2 )) && per_gpu=8
-  echo "== two tiers: 2 processes x 4 virtual ranks on $ngpu GPU(s) ($per_gpu ranks per GPU), NCCL socket between them"
+  echo "== two tiers: 2 processes x 4 virtual ranks on $ngpu GPU(s), NCCL socket between them"
   # tt_pair NAME CMD...: CMD in two processes (RANK 0 and 1), each its own NCCL "host";
   # NAME-rR.log gets the output, NAME-rR.end "exit-status unix-time"; fails unless both exit 0.
   tt_pair() {
@@ -597,9 +596,10 @@ if [[ ",$parts," == *",twotier,"* ]]; then
     read -r rc1 _t < "$tdir/$name-r1.end"
     [[ $rc0 == 0 && $rc1 == 0 ]]
   }
-  if tt_pair links "$C/mercury-mgpu" links --launcher env --ranks-per-process 4 --ranks-per-gpu "$per_gpu" \
+  # The ranks sharing each GPU (8 on one GPU, 4 on two) are found by the tool itself.
+  if tt_pair links "$C/mercury-mgpu" links --launcher env --ranks-per-process 4 \
       --max-mib 256 --reps 5 --attention-tflops 627 --attention-causal-tflops 640 --out "$tdir/two-tier.toml"; then
-    grep -E '^#   |bandwidth_gbs|latency_us|_tflops' "$tdir/two-tier.toml" | sed 's/^/   /'
+    grep -E '^#   |ranks per|bandwidth_gbs|latency_us|_tflops' "$tdir/two-tier.toml" | sed 's/^/   /'
     for op in mha gqa; do
       file=examples/attention_2x4.mlir; [[ $op == gqa ]] && file=examples/two_tier/attention_gqa_2x4.mlir
       "$C/mercury-tune" "$file" --topology "$tdir/two-tier.toml" --out "$tdir/tune-$op" --refactor-mesh \

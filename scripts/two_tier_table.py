@@ -41,13 +41,19 @@ def run_result(logs):
 
 
 def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: two_tier_table.py DIR   (the twotier folder of scripts/gpu.sh --remote)")
     d = Path(sys.argv[1])
+    if not d.is_dir():
+        sys.exit(f"two_tier_table.py: {d} is not a directory")
+    found = 0
     for op in ("mha", "gqa"):
         tune = d / f"tune-{op}"
-        if not (tune / "candidates.json").exists():
+        if not (tune / "candidates.json").exists() or not (tune / "schedule.json").exists():
             continue
+        found += 1
         cands = {c["name"]: c for c in json.loads((tune / "candidates.json").read_text())}
-        pick = json.loads((tune / "schedule.json").read_text()).get("name")
+        pick = json.loads((tune / "schedule.json").read_text()).get("schedule", {}).get("name")
         rows = []
         for t in sorted(tune.glob("templates/*.transform")) + [tune / "schedule.transform"]:
             name = t.read_text().splitlines()[0].lstrip("# ").strip()
@@ -55,13 +61,14 @@ def main():
             logs = [d / f"run.{stem}-r{r}.log" for r in (0, 1)]
             if not logs[0].exists():
                 continue
+            # The pick may be a template too: its row is already there.
+            if any(r[0] == name for r in rows):
+                continue
             c = cands.get(name, {})
             ms, why = run_result(logs)
             label = c.get("template") or "new schedule"
             if name == pick:
                 label += " (search pick)"
-            if any(r[0] == name for r in rows):
-                continue
             rows.append((name, label, (c.get("predicted_s") or float("nan")) * 1e3, ms, why))
         print(f"\n### {op.upper()}: {len(rows)} schedules run (2 processes x 4 virtual ranks)\n")
         print("| schedule | what | predicted ms | measured ms | predicted rank | measured rank | error |")
@@ -85,6 +92,10 @@ def main():
             print(f"\nKendall tau {tau:.2f}; median |predicted/measured - 1| {med:.0%}; model's best of these: "
                   f"{best_pred[0]} ({best_pred[3]:.2f} ms), measured best: {best_meas[0]} ({best_meas[3]:.2f} ms), "
                   f"{'the same' if best_pred is best_meas else f'{within:+.1%}'}.")
+
+
+    if not found:
+        sys.exit(f"two_tier_table.py: no tune-mha/ or tune-gqa/ with candidates.json and schedule.json in {d}")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,14 @@ pub fn write_outputs(
     dir: &Path,
 ) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
+    // The folders of schedules are rewritten whole: an earlier run's files in the same `dir`
+    // would otherwise stay beside this run's and be taken for its own.
+    for sub in ["frontier", "templates"] {
+        let p = dir.join(sub);
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p)?;
+        }
+    }
     let mut written = Vec::new();
     let mut put = |name: &str, text: String| -> std::io::Result<()> {
         let p = dir.join(name);

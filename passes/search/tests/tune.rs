@@ -123,6 +123,38 @@ fn search_writes_every_output() {
         assert!(w[0]["predicted_s"].as_f64() <= w[1]["predicted_s"].as_f64());
         assert!(w[0]["peak_bytes"].as_u64() > w[1]["peak_bytes"].as_u64());
     }
+    // Every known template among the ranked candidates has its transform in templates/; a
+    // second run into the same folder leaves none of the first run's schedule files behind.
+    let templates = |d: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d.join("templates"))
+            .map(|rd| {
+                rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let first = templates(&dir);
+    assert!(
+        first
+            .iter()
+            .any(|f| f.starts_with("mesh_2x4__L0_ring_L1_heads")),
+        "{first:?}"
+    );
+    std::fs::write(
+        dir.join("templates").join("stale.transform"),
+        "# left over\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("frontier").join("stale.transform"),
+        "# left over\n",
+    )
+    .unwrap();
+    write_outputs(&res, &t, &dir).unwrap();
+    assert_eq!(templates(&dir), first);
+    assert!(!dir.join("frontier").join("stale.transform").exists());
     let svg = std::fs::read_to_string(dir.join("pareto.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<circle").count(), res.report.simulated);

@@ -468,12 +468,38 @@ impl World {
     /// A process whose digest differs from this one's (named with its ranks), NCCL and CUDA
     /// failures.
     pub fn agree(&self, ctxs: &[Arc<CudaContext>], digest: u64, what: &str) -> Result<()> {
+        let all = self.all_gather_u64(ctxs, digest)?;
+        let per_process = self.ranks.len().max(1);
+        for (i, d) in all.iter().enumerate() {
+            if *d != digest {
+                let (p, ranks) = if self.bridge.is_some() {
+                    (i, i * per_process..(i + 1) * per_process)
+                } else {
+                    (i / per_process, i..i + 1)
+                };
+                return Err(RuntimeError::Schedule(format!(
+                    "process {p} (ranks {ranks:?}) runs a different {what} than process {} (digest {d:016x}, here {digest:016x}): every process must be started with the same operator, schedule and arguments",
+                    self.env.rank
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every participant's `value`: one per process in bridge mode (in process order), else
+    /// one per plan rank (every local rank contributes this process's value). `ctxs` are this
+    /// process's ranks' contexts in rank order. Bounded by the setup limit when the fault
+    /// watchdog runs.
+    ///
+    /// # Errors
+    /// NCCL and CUDA failures.
+    pub fn all_gather_u64(&self, ctxs: &[Arc<CudaContext>], value: u64) -> Result<Vec<u64>> {
         use cudarc::driver::{DevicePtr, DevicePtrMut};
         let progress = fault::progress();
         let _armed = progress.arm(
-            Phase::Setup("every process checks that it runs the same plan"),
+            Phase::Setup("every process exchanges 8 bytes (plan digest, placement)"),
             progress.setup_timeout(),
-            "in ncclAllGather of the plan digests (every process must take part)",
+            "in ncclAllGather of 8 bytes per process (every process must take part)",
         );
         // (context, handle) per participant of this process: the bridge, or each local rank.
         let parts: Vec<(&Arc<CudaContext>, &Comm)> = match &self.bridge {
@@ -490,7 +516,7 @@ impl World {
         let mut bufs = Vec::with_capacity(parts.len());
         for (ctx, _) in &parts {
             let stream = ctx.new_stream().map_err(drv("create stream"))?;
-            let send = stream.clone_htod(&[digest]).map_err(drv("htod"))?;
+            let send = stream.clone_htod(&[value]).map_err(drv("htod"))?;
             let recv = stream.alloc_zeros::<u64>(n).map_err(drv("alloc"))?;
             bufs.push((stream, send, recv));
         }
@@ -519,22 +545,7 @@ impl World {
         let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
         res.and(end.map(|_| ()))?;
         let (stream, _, recv) = &bufs[0];
-        let all = stream.clone_dtoh(recv).map_err(drv("dtoh"))?;
-        let per_process = self.ranks.len().max(1);
-        for (i, d) in all.iter().enumerate() {
-            if *d != digest {
-                let (p, ranks) = if self.bridge.is_some() {
-                    (i, i * per_process..(i + 1) * per_process)
-                } else {
-                    (i / per_process, i..i + 1)
-                };
-                return Err(RuntimeError::Schedule(format!(
-                    "process {p} (ranks {ranks:?}) runs a different {what} than process {} (digest {d:016x}, here {digest:016x}): every process must be started with the same operator, schedule and arguments",
-                    self.env.rank
-                )));
-            }
-        }
-        Ok(())
+        stream.clone_dtoh(recv).map_err(drv("dtoh"))
     }
 
     /// Bridge mode of [`World::split`]: every process walks `groups` in the same order and

@@ -86,6 +86,12 @@ pub trait Transport {
     }
     /// Checks, before anything runs, that `call` can be carried out (types, shapes).
     fn check_collective(&self, mem: &MemTable, call: &CollectiveCall) -> Result<()>;
+    /// Checks every collective of the plan, also those without a rank of this process: what
+    /// no process can carry out must stop every process before anything runs, not only its
+    /// members (default: nothing to check).
+    fn check_plan_collective(&self, _call: &CollectiveCall) -> Result<()> {
+        Ok(())
+    }
     /// The transfer streams [`Transport::message`] enqueues `msg` on, each with the ranks
     /// whose memory its work touches (default: the receiver's stream, touching both).
     fn message_work(&self, msg: &Message) -> Work {

@@ -416,6 +416,7 @@ impl CudaExecutor {
                 }
             }
             for c in &st.collectives {
+                transport.check_plan_collective(c)?;
                 if c.group.iter().any(|r| local[*r]) {
                     transport.check_collective(&mem, c)?;
                 }

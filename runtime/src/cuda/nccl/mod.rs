@@ -35,7 +35,7 @@ use super::error::{Result, RuntimeError};
 use super::launcher::{World, WorldParts};
 use super::mem::{copy, Loc, MemTable};
 use super::ops::{enqueue_lse_merge, lse_shape};
-use super::placement::DeviceMap;
+use super::placement::{group_span, DeviceMap, GroupSpan};
 use super::schedule::{chunk_region, CollectiveCall, Message, StageTransfers};
 use super::transport::{CopyTransport, TransferCx, Transport, Work};
 use cudarc::nccl::sys as ns;
@@ -966,6 +966,15 @@ impl Transport for NcclTransport {
             if self.is_local(r) {
                 self.p2p(r, other)?;
             }
+        }
+        Ok(())
+    }
+
+    fn check_plan_collective(&self, call: &CollectiveCall) -> Result<()> {
+        // A mixed group that cannot run as messages (a reduction) stops every process, members
+        // or not: a process outside it would otherwise wait on the bridge for the others.
+        if self.bridge.is_some() && group_span(&call.group, self.per_process) == GroupSpan::Mixed {
+            decompose(call, self.per_process)?;
         }
         Ok(())
     }

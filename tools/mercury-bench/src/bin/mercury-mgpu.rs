@@ -170,8 +170,10 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     let mut rates = Rates::default();
     let mut rates_given = false;
     let mut launcher = false;
-    let mut per_process: usize = 4;
+    let mut per_process: Option<usize> = None;
     let mut per_gpu: Option<usize> = None;
+    // Flags of the one-process measurement, refused with --launcher env.
+    let mut single_only: Vec<String> = Vec::new();
     while let Some(f) = it.next() {
         match f.as_str() {
             "--launcher" => {
@@ -183,7 +185,7 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
                 }
                 launcher = true;
             }
-            "--ranks-per-process" => per_process = value(&mut it, &f)?,
+            "--ranks-per-process" => per_process = Some(value(&mut it, &f)?),
             "--ranks-per-gpu" => per_gpu = Some(value(&mut it, &f)?),
             "--out" => out = Some(value(&mut it, &f)?),
             "--name" => name = Some(value(&mut it, &f)?),
@@ -191,9 +193,16 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
             // `--mib` is the older name (one size then; the largest now).
             "--max-mib" | "--mib" => max_mib = value(&mut it, &f)?,
             "--reps" => opts.reps = value(&mut it, &f)?,
-            "--max-devices" => opts.max_devices = Some(value(&mut it, &f)?),
-            "--no-nccl" => opts.nccl = false,
+            "--max-devices" => {
+                opts.max_devices = Some(value(&mut it, &f)?);
+                single_only.push(f.clone());
+            }
+            "--no-nccl" => {
+                opts.nccl = false;
+                single_only.push(f.clone());
+            }
             "--link" => {
+                single_only.push(f.clone());
                 let v: String = value(&mut it, &f)?;
                 source = match v.as_str() {
                     "copy" => LinkSource::Copy,
@@ -226,19 +235,37 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
         ));
     }
     opts.sizes = links::sizes(lo, hi);
+    // Arguments first, the GPU after: a wrong flag is reported as such on any machine.
+    let two_tier = if launcher {
+        if let Some(f) = single_only.first() {
+            return Err(format!(
+                "{f} is for the one-process measurement; with --launcher env the tiers are NCCL between processes and device copies"
+            ));
+        }
+        let k = per_process.unwrap_or(4);
+        if k < 2 || per_gpu.is_some_and(|n| n < k) {
+            return Err(format!(
+                "--ranks-per-process {k}{}: at least 2 ranks per process, and at least as many per GPU",
+                per_gpu.map(|n| format!(" --ranks-per-gpu {n}")).unwrap_or_default()
+            ));
+        }
+        let env = mercury_runtime::cuda::launcher::LaunchEnv::from_env()
+            .map_err(|e| format!("--launcher env: {e}"))?
+            .ok_or("--launcher env: RANK and WORLD_SIZE are not set (start every process with them, or through torchrun)")?;
+        Some((env, k))
+    } else {
+        if per_process.is_some() || per_gpu.is_some() {
+            return Err(
+                "--ranks-per-process and --ranks-per-gpu describe --launcher env runs".into(),
+            );
+        }
+        None
+    };
     nccl::prepare_env();
-    let n_visible = visible()?;
-    if launcher {
-        return two_tier_cmd(
-            out,
-            name,
-            &rates,
-            &opts,
-            n_visible,
-            per_process,
-            per_gpu.unwrap_or(per_process),
-        );
+    if let Some((env, k)) = two_tier {
+        return two_tier_cmd(&env, out, name, &rates, &opts, k, per_gpu);
     }
+    visible()?;
     let r = links::measure(&opts).map_err(|e| e.to_string())?;
     let n = r.devices.len();
     let name = name.unwrap_or_else(|| {
@@ -270,25 +297,16 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
 /// `links --launcher env`: this process's part of the two-tier measurement; process 0 prints
 /// and writes the topology.
 fn two_tier_cmd(
+    env: &mercury_runtime::cuda::launcher::LaunchEnv,
     out: Option<String>,
     name: Option<String>,
     rates: &Rates,
     opts: &links::MeasureOptions,
-    visible: usize,
     per_process: usize,
-    per_gpu: usize,
+    per_gpu: Option<usize>,
 ) -> Result<bool, String> {
-    use mercury_runtime::cuda::launcher::LaunchEnv;
-    if per_process < 2 || per_gpu < per_process {
-        return Err(format!(
-            "--ranks-per-process {per_process} --ranks-per-gpu {per_gpu}: at least 2 ranks per process, and at least as many per GPU"
-        ));
-    }
-    let env = LaunchEnv::from_env()
-        .map_err(|e| format!("--launcher env: {e}"))?
-        .ok_or("--launcher env: RANK and WORLD_SIZE are not set")?;
-    let ordinal = env.local_rank % visible.max(1);
-    let r = links::two_tier::measure(&env, ordinal, per_process, per_gpu, &opts.sizes, opts.reps)
+    let ordinal = env.local_rank % visible()?.max(1);
+    let r = links::two_tier::measure(env, ordinal, per_process, per_gpu, &opts.sizes, opts.reps)
         .map_err(|e| format!("process {}: {e}", env.rank))?;
     let Some(r) = r else {
         println!(

@@ -53,7 +53,10 @@ pub struct TwoTierReport {
 }
 
 /// Runs the two-tier measurement in this process (every process of the launcher calls it with
-/// the same arguments). `ordinal` is this process's GPU.
+/// the same arguments). `ordinal` is this process's GPU. `ranks_per_gpu` (the divisor of the
+/// device's rates) defaults to the ranks of every process on the same host and GPU as this
+/// one (host name and PCI address, gathered over the bridge): `ranks_per_process` with one
+/// GPU per process, twice that when two processes share a GPU.
 ///
 /// # Errors
 /// Fewer than 2 processes, NCCL or CUDA failures.
@@ -61,7 +64,7 @@ pub fn measure(
     env: &LaunchEnv,
     ordinal: usize,
     ranks_per_process: usize,
-    ranks_per_gpu: usize,
+    ranks_per_gpu: Option<usize>,
     sizes: &[usize],
     reps: usize,
 ) -> Result<Option<TwoTierReport>> {
@@ -76,6 +79,13 @@ pub fn measure(
     let bridge = world.bridge().ok_or_else(|| {
         RuntimeError::Unsupported("the launcher world did not form a bridge".into())
     })?;
+    let here = placement_key(&ctx)?;
+    let sharing = world
+        .all_gather_u64(std::slice::from_ref(&ctx), here)?
+        .iter()
+        .filter(|k| **k == here)
+        .count();
+    let ranks_per_gpu = ranks_per_gpu.unwrap_or(k * sharing.max(1));
     let max = sizes.iter().copied().max().unwrap_or(1 << 20);
     let d = Dev::new(ctx.clone(), max)?;
     let reps_for = |bytes: usize| {
@@ -170,6 +180,27 @@ pub fn measure(
             .map(|(a, b, c)| format!("{a}.{b}.{c}")),
         cuda: format!("{}.{}", v / 1000, (v % 1000) / 10),
     }))
+}
+
+/// A key of this process's host and GPU: FNV-1a of the host name and the GPU's PCI address
+/// (what NCCL_HOSTID cannot fake).
+fn placement_key(ctx: &Arc<CudaContext>) -> Result<u64> {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let mut pci = Vec::new();
+    for a in [
+        A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+        A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+        A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID,
+    ] {
+        pci.push(
+            ctx.attribute(a)
+                .map_err(RuntimeError::driver("device attribute"))?,
+        );
+    }
+    Ok(mercury_runtime::cuda::launcher::fnv1a(
+        format!("{}/{pci:?}", host.trim()).as_bytes(),
+    ))
 }
 
 /// The two-level topology file of `r` (module docs); `rates` are one whole GPU's.
