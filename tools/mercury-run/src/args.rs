@@ -136,7 +136,26 @@ pub struct Args {
 }
 
 pub fn parse() -> Result<Args, clap::Error> {
-    let a = Args::try_parse()?;
+    use clap::{CommandFactory, FromArgMatches};
+    let m = Args::command().try_get_matches()?;
+    let a = Args::from_arg_matches(&m)?;
+    if a.launcher.is_some() {
+        if a.backend == Backend::Cpu {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--launcher starts the CUDA backend in several processes; the CPU backend runs every rank in one process (drop --launcher)\n",
+            ));
+        }
+        // NCCL carries every transfer between processes: a peer transport asked for by name
+        // cannot be honoured.
+        let given = m.value_source("transport") == Some(clap::parser::ValueSource::CommandLine);
+        if given && a.transport == TransportArg::Peer {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--launcher env talks between processes through NCCL; it does not take --transport peer\n",
+            ));
+        }
+    }
     if a.iters == 0 {
         return Err(clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
