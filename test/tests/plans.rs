@@ -9,6 +9,7 @@
 
 use mercury_driver::{Compiler, Schedule};
 use mercury_ir::Diagnostic;
+use mercury_plan::fnv1a;
 use mercury_tests::repo;
 use std::path::Path;
 
@@ -49,13 +50,6 @@ fn schedules() -> Vec<Option<String>> {
 /// Plans larger than this are kept as a digest: their size, an FNV-1a hash of the JSON and the
 /// comm plan (striped placements make plans of megabytes: a piece per run of positions).
 const LARGEST_KEPT: usize = 1 << 20;
-
-/// FNV-1a, 64 bits.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
 
 /// Parse, verify, schedule and lower `example` as `mercury-opt [schedule] --emit=plan` does
 /// (through the compile path, `mercury_driver`); a plan over [`LARGEST_KEPT`] bytes becomes

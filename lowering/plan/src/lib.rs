@@ -380,6 +380,15 @@ pub fn collective_send_bytes(r: &RankProgram, n: usize, c: &Collective) -> usize
     }
 }
 
+/// FNV-1a, 64 bits (Fowler, Noll and Vo): the stable digest the project uses for generated
+/// kernel names, the launcher's check that every process runs the same plan, and snapshot
+/// digests. Not a cryptographic hash.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// Row-major rank number of mesh coordinates.
 pub fn rank_of(mesh: &[usize], coords: &[usize]) -> usize {
     coords.iter().zip(mesh).fold(0, |acc, (c, m)| acc * m + c)
@@ -398,6 +407,14 @@ pub fn coords_of(mesh: &[usize], mut rank: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fnv1a_vectors() {
+        // The published FNV-1a 64-bit test vectors.
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
 
     #[test]
     fn rank_coords_roundtrip() {

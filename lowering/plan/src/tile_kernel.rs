@@ -143,12 +143,7 @@ impl TileKernel {
     pub fn name(&self) -> String {
         match self {
             TileKernel::Elementwise { .. } => {
-                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-                for b in self.key().bytes() {
-                    h ^= u64::from(b);
-                    h = h.wrapping_mul(0x0000_0100_0000_01b3);
-                }
-                format!("mercury_ew_{h:016x}")
+                format!("mercury_ew_{:016x}", crate::fnv1a(self.key().as_bytes()))
             }
             TileKernel::RowReduce {
                 reduce,

@@ -213,14 +213,7 @@ fn unique_id(env: &LaunchEnv, timeout: Duration) -> Result<ns::ncclUniqueId> {
 }
 
 /// FNV-1a (64 bit) of `bytes`: the digest [`World::agree`] compares.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+pub use mercury_plan::fnv1a;
 
 /// The world communicator of this process's ranks: one handle per local rank (NCCL rank =
 /// plan rank), or, when the local ranks share a GPU, one bridge handle for the process (NCCL
@@ -683,14 +676,6 @@ mod tests {
         assert!(env(&[("RANK", "0"), ("WORLD_SIZE", "2")])
             .unwrap_err()
             .contains("unique id"));
-    }
-
-    #[test]
-    fn fnv1a_vectors() {
-        // The published FNV-1a 64-bit test vectors.
-        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
     #[test]
