@@ -239,7 +239,8 @@ impl KernelPass for Distribute {
             )
             .with_note(first.loc.clone(), "the first loop is here"));
         }
-        let lp = sole_loop(m, &self.axis, "distribute")?.ok_or_else(|| {
+        // At most one loop iterates the axis now (refused above otherwise).
+        let lp = loops_over(m, &self.axis).first().copied().ok_or_else(|| {
             err_at(
                 &m.loc,
                 format!("distribute: there is no loop over '@{}'", self.axis),

@@ -50,7 +50,8 @@ impl KernelPass for Shard {
                         format!("shard: several loops iterate '@{}' (after distribute), so none gives the mesh level: give level=", self.axis),
                     ));
                 }
-                let lp = sole_loop(m, &self.axis, "shard")?.ok_or_else(|| {
+                // At most one loop iterates the axis now (refused above otherwise).
+                let lp = loops_over(m, &self.axis).first().copied().ok_or_else(|| {
                     err_at(
                         &buf.loc,
                         format!(
