@@ -177,6 +177,15 @@ echo
 # travel in stage 2), --stage-timeout T (MERCURY_FAULT_STAGE_TIMEOUT, default 10 s). A process
 # passes when it ends with the expected status and message within 2T + 20 s of the fault; an
 # outer `timeout -s KILL` ends anything still running later (a FAIL).
+# bg_proc LIMIT LOG CMD...: CMD in the background, killed after LIMIT seconds; LOG gets its
+# output, LOG.end "exit-status unix-time" when it ends (the fault and two-tier parts).
+bg_proc() {
+  local limit=$1 log=$2; shift 2
+  ( rc=0; timeout -s KILL "$limit" "$@" > "$log" 2>&1 || rc=$?; echo "$rc $(date +%s.%N)" > "$log.end" ) &
+}
+# fault_time LOG: the unix time an injected fault struck (printed by the faulty process).
+fault_time() { grep -o 'at unix time [0-9.]*' "$1" | head -1 | awk '{print $4}' || true; }
+
 if [[ ",$parts," == *",faults,"* ]]; then
 fngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if (( fngpu < 2 )); then
@@ -201,12 +210,8 @@ else
   warm=(--bench --warmup 1 --iters 2)   # three runs: a fault @run=2 meets established connections
   : > "$out/faults-table.md"
   : > "$out/faults.log"
-  # fault_proc LOG CMD...: runs CMD in the background under the outer timeout; LOG.end gets
-  # "exit-status unix-time" when it ends.
-  fault_proc() {
-    local log=$1; shift
-    ( rc=0; timeout -s KILL "$outer" "$@" > "$log" 2>&1 || rc=$?; echo "$rc $(date +%s.%N)" > "$log.end" ) &
-  }
+  # fault_proc LOG CMD...: bg_proc under the outer timeout.
+  fault_proc() { bg_proc "$outer" "$@"; }
   # launch_pair NAME ARGS...: two processes, one GPU each, --launcher env (no torchrun).
   launch_pair() {
     local name=$1; shift
@@ -218,8 +223,6 @@ else
     done
     wait
   }
-  # fault_time LOG: the unix time the injected fault struck (printed by the faulty process).
-  fault_time() { grep -o 'at unix time [0-9.]*' "$1" | head -1 | awk '{print $4}' || true; }
   # check_proc CASE LOG WANT_RC REGEX T0: one row of the table.
   check_proc() {
     local case=$1 log=$2 want=$3 re=$4 t0=$5 rc=? end=0 dt=? ok=PASS why=""
@@ -577,23 +580,22 @@ if [[ ",$parts," == *",twotier,"* ]]; then
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   echo "== two tiers: 2 processes x 4 virtual ranks on $ngpu GPU(s), NCCL socket between them"
   # tt_pair NAME CMD...: CMD in two processes (RANK 0 and 1), each its own NCCL "host";
-  # NAME-rR.log gets the output, NAME-rR.end "exit-status unix-time"; fails unless both exit 0.
+  # NAME-rR.log gets the output, NAME-rR.log.end "exit-status unix-time" (bg_proc); fails
+  # unless both exit 0.
   tt_pair() {
     local name=$1; shift
     rm -f "$tdir/id.$name"
     for r in 0 1; do
-      ( rc=0
-        env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MERCURY_NCCL_ID_FILE="$tdir/id.$name" \
-          NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_HOSTID="mercury-node$r" \
-          NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-          timeout -s KILL 240 "$@" > "$tdir/$name-r$r.log" 2>&1 || rc=$?
-        echo "$rc $(date +%s.%N)" > "$tdir/$name-r$r.end" ) &
+      bg_proc 240 "$tdir/$name-r$r.log" env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
+        MERCURY_NCCL_ID_FILE="$tdir/id.$name" \
+        NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_HOSTID="mercury-node$r" \
+        NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "$@"
     done
     wait
     rm -f "$tdir/id.$name"
     local rc0 rc1 _t
-    read -r rc0 _t < "$tdir/$name-r0.end"
-    read -r rc1 _t < "$tdir/$name-r1.end"
+    read -r rc0 _t < "$tdir/$name-r0.log.end"
+    read -r rc1 _t < "$tdir/$name-r1.log.end"
     [[ $rc0 == 0 && $rc1 == 0 ]]
   }
   # The ranks sharing each GPU (8 on one GPU, 4 on two) are found by the tool itself.
@@ -624,8 +626,8 @@ if [[ ",$parts," == *",twotier,"* ]]; then
       tt_pair fault "$C/mercury-run" --backend cuda --launcher env --virtual --transport nccl \
         --stage-timeout 10 --bench --warmup 1 --iters 2 --device-kernels "$C/device_kernels.ptx" \
         examples/attention_2x4.mlir --schedule "$ring" --inject-fault exit-rank=5@stage=2@run=2 || true
-      tf=$(grep -o 'at unix time [0-9.]*' "$tdir/fault-r1.log" | head -1 | awk '{print $4}' || true)
-      read -r rc0 e0 < "$tdir/fault-r0.end"; read -r rc1 _t < "$tdir/fault-r1.end"
+      tf=$(fault_time "$tdir/fault-r1.log")
+      read -r rc0 e0 < "$tdir/fault-r0.log.end"; read -r rc1 _t < "$tdir/fault-r1.log.end"
       dt=$(awk -v a="$e0" -v b="${tf:-0}" 'BEGIN{printf "%.1f", a-b}')
       msg=$(grep -m1 '^error: ' "$tdir/fault-r0.log" | cut -c1-300 || true)
       verdict=PASS
@@ -644,7 +646,7 @@ if [[ ",$parts," == *",twotier,"* ]]; then
         examples/attention_2x4.mlir --schedule "$ring" || true
       verdict=PASS
       for r in 0 1; do
-        read -r rc _t < "$tdir/mismatch-r$r.end"
+        read -r rc _t < "$tdir/mismatch-r$r.log.end"
         grep -q 'runs a different plan, --seed or run count' "$tdir/mismatch-r$r.log" && [[ $rc == 1 ]] \
           || { verdict=FAIL; status=1; }
       done

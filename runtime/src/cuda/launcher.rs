@@ -38,7 +38,7 @@
 use super::error::{Result, RuntimeError};
 use super::fault::{self, Phase};
 use super::nccl::{self, nccl_err, Comm};
-use super::placement::{group_span, owned_ranks, split_color_key, GroupSpan};
+use super::placement::{group_span, owned_ranks, process_of, split_color_key, GroupSpan};
 use cudarc::driver::CudaContext;
 use cudarc::nccl::sys as ns;
 use std::collections::HashMap;
@@ -232,10 +232,8 @@ pub struct WorldParts {
     pub per_rank: HashMap<usize, Comm>,
     /// The process's bridge handle (NCCL rank = process rank) when its ranks share a GPU.
     pub bridge: Option<Comm>,
-    /// Plan ranks per process (process of rank `r` = `r / per_process`).
+    /// Plan ranks per process (`placement::process_of`).
     pub per_process: usize,
-    /// The launcher's view of this process.
-    pub env: LaunchEnv,
 }
 
 impl std::fmt::Debug for World {
@@ -468,7 +466,7 @@ impl World {
                 let (p, ranks) = if self.bridge.is_some() {
                     (i, i * per_process..(i + 1) * per_process)
                 } else {
-                    (i / per_process, i..i + 1)
+                    (process_of(i, per_process), i..i + 1)
                 };
                 return Err(RuntimeError::Schedule(format!(
                     "process {p} (ranks {ranks:?}) runs a different {what} than process {} (digest {d:016x}, here {digest:016x}): every process must be started with the same operator, schedule and arguments",
@@ -555,11 +553,11 @@ impl World {
                 continue;
             }
             fault::progress().beat();
+            // At most one member here (one per process); -1: NCCL_SPLIT_NOCOLOR.
             let member = g.iter().position(|r| self.ranks.contains(r));
-            let (color, key) = match member {
-                Some(p) => (gi as i32, p as i32),
-                None => (-1, 0),
-            };
+            let (color, key) = member
+                .and_then(|p| split_color_key(g, gi, g[p]))
+                .unwrap_or((-1, 0));
             let mut raw = std::ptr::null_mut();
             // SAFETY: the bridge handle is live; `raw` receives the new handle (null when this
             // process has no member); a null config asks for the parent's configuration.
@@ -580,14 +578,12 @@ impl World {
         Ok(out)
     }
 
-    /// The handles, the ranks per process and the environment (the transport keeps the
-    /// handles for messages).
+    /// The handles and the ranks per process (the transport keeps the handles for messages).
     pub fn into_parts(self) -> WorldParts {
         WorldParts {
             per_rank: self.comms,
             bridge: self.bridge,
             per_process: self.ranks.len(),
-            env: self.env,
         }
     }
 }

@@ -292,9 +292,15 @@ pub enum GroupSpan {
     Mixed,
 }
 
-/// The [`GroupSpan`] of `group`. `per_process` must be at least 1.
+/// The process that drives plan rank `rank` when every process drives `per_process` ranks in
+/// contiguous blocks ([`owned_ranks`]); `per_process` 0 counts as 1.
+pub fn process_of(rank: usize, per_process: usize) -> usize {
+    rank / per_process.max(1)
+}
+
+/// The [`GroupSpan`] of `group`.
 pub fn group_span(group: &[usize], per_process: usize) -> GroupSpan {
-    let procs: Vec<usize> = group.iter().map(|r| r / per_process.max(1)).collect();
+    let procs: Vec<usize> = group.iter().map(|r| process_of(*r, per_process)).collect();
     let distinct: BTreeSet<usize> = procs.iter().copied().collect();
     if distinct.len() <= 1 {
         GroupSpan::Within(procs.first().copied().unwrap_or(0))

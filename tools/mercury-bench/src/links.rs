@@ -539,6 +539,47 @@ fn p2p(
     }
 }
 
+/// Timed repetitions for a transfer of `bytes`: 5x `reps` up to 1 MiB, where one run is
+/// noisier.
+fn reps_for(reps: usize, bytes: usize) -> usize {
+    if bytes <= 1 << 20 {
+        reps.max(1) * 5
+    } else {
+        reps.max(1)
+    }
+}
+
+/// The device-to-device copy on `d` at each of `sizes` ([`time_us`] medians).
+fn local_copy_samples(d: &Dev, sizes: &[usize], reps: usize) -> Result<Vec<Sample>> {
+    let mut samples = Vec::with_capacity(sizes.len());
+    for &bytes in sizes {
+        let us = time_us(d, reps_for(reps, bytes), &|_| {
+            d.ctx.bind_to_thread().map_err(drv("bind"))?;
+            // SAFETY: both buffers hold at least `bytes` on this device.
+            check(
+                unsafe { sys::cuMemcpyDtoDAsync_v2(d.b, d.a, bytes, d.stream.cu_stream()) },
+                "cuMemcpyDtoDAsync",
+            )
+        })?;
+        samples.push(Sample { bytes, us });
+    }
+    Ok(samples)
+}
+
+/// The CUDA driver API version ("13.0") and the NCCL version, when the library loads.
+fn versions() -> Result<(String, Option<String>)> {
+    let mut v = 0i32;
+    // SAFETY: valid out-pointer.
+    check(
+        unsafe { sys::cuDriverGetVersion(&mut v) },
+        "cuDriverGetVersion",
+    )?;
+    let nccl = mercury_runtime::cuda::nccl::version()
+        .ok()
+        .map(|(a, b, c)| format!("{a}.{b}.{c}"));
+    Ok((format!("{}.{}", v / 1000, (v % 1000) / 10), nccl))
+}
+
 fn info(ctx: &Arc<CudaContext>) -> Result<DeviceInfo> {
     let attr = |a| {
         ctx.attribute(a)
@@ -593,29 +634,16 @@ pub fn measure(opts: &MeasureOptions) -> Result<LinkReport> {
     if devs.iter().any(|d| d.gate.is_none()) {
         notes.push("stream memory operations (cuStreamWaitValue32) unavailable: times include the host's enqueue of each call".into());
     }
-    let reps_for = |bytes: usize| {
-        if bytes <= 1 << 20 {
-            opts.reps.max(1) * 5
-        } else {
-            opts.reps.max(1)
-        }
-    };
+    let reps_for = |bytes: usize| reps_for(opts.reps, bytes);
 
     let mut local = Vec::new();
     for (i, d) in devs.iter().enumerate() {
-        let mut samples = Vec::new();
-        for &bytes in &sizes {
-            let us = time_us(d, reps_for(bytes), &|_| {
-                d.ctx.bind_to_thread().map_err(drv("bind"))?;
-                // SAFETY: both buffers hold at least `bytes` on this device.
-                check(
-                    unsafe { sys::cuMemcpyDtoDAsync_v2(d.b, d.a, bytes, d.stream.cu_stream()) },
-                    "cuMemcpyDtoDAsync",
-                )
-            })?;
-            samples.push(Sample { bytes, us });
-        }
-        local.push(Sweep::new(Method::LocalCopy, i, i, samples));
+        local.push(Sweep::new(
+            Method::LocalCopy,
+            i,
+            i,
+            local_copy_samples(d, &sizes, opts.reps)?,
+        ));
     }
 
     // NCCL: one communicator over every GPU (rank i on GPU i), as the NCCL transport's world.
@@ -719,18 +747,10 @@ pub fn measure(opts: &MeasureOptions) -> Result<LinkReport> {
     }
     drop(comms);
 
-    let mut v = 0i32;
-    // SAFETY: valid out-pointer.
-    check(
-        unsafe { sys::cuDriverGetVersion(&mut v) },
-        "cuDriverGetVersion",
-    )?;
+    let (cuda, nccl) = versions()?;
     let driver = std::fs::read_to_string("/proc/driver/nvidia/version")
         .ok()
         .and_then(|t| parse_driver_version(&t));
-    let nccl = mercury_runtime::cuda::nccl::version()
-        .ok()
-        .map(|(a, b, c)| format!("{a}.{b}.{c}"));
     Ok(LinkReport {
         devices,
         local,
@@ -740,7 +760,7 @@ pub fn measure(opts: &MeasureOptions) -> Result<LinkReport> {
         sizes,
         reps: opts.reps.max(1),
         notes,
-        cuda: format!("{}.{}", v / 1000, (v % 1000) / 10),
+        cuda,
         driver,
         nccl,
     })

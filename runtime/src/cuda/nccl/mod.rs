@@ -35,7 +35,7 @@ use super::error::{Result, RuntimeError};
 use super::launcher::{World, WorldParts};
 use super::mem::{copy, Loc, MemTable};
 use super::ops::{enqueue_lse_merge, lse_shape};
-use super::placement::{group_span, DeviceMap, GroupSpan};
+use super::placement::{group_span, process_of, DeviceMap, GroupSpan};
 use super::schedule::{chunk_region, CollectiveCall, Message, StageTransfers};
 use super::transport::{CopyTransport, TransferCx, Transport, Work};
 use cudarc::nccl::sys as ns;
@@ -137,7 +137,7 @@ pub struct NcclTransport {
     multi_process: bool,
     /// The process's bridge handle (NCCL rank = process rank) when its ranks share a GPU.
     bridge: Option<Comm>,
-    /// Plan ranks per process (process of rank `r` = `r / per_process`).
+    /// Plan ranks per process (`placement::process_of`).
     per_process: usize,
 }
 
@@ -200,7 +200,6 @@ impl NcclTransport {
             per_rank,
             bridge,
             per_process,
-            ..
         } = world.into_parts();
         Ok(NcclTransport {
             map: map.clone(),
@@ -239,20 +238,22 @@ impl NcclTransport {
         call.group.iter().any(|r| self.is_local(*r))
     }
 
-    /// A collective this process takes part in that has no communicator and spans processes:
-    /// it runs as messages ([`decompose`]; bridge mode only, where such groups exist).
+    /// A collective of a mixed group (`GroupSpan::Mixed`: no communicator) under the bridge:
+    /// it runs as messages ([`decompose`]).
+    fn mixed_group(&self, call: &CollectiveCall) -> bool {
+        self.bridge.is_some() && group_span(&call.group, self.per_process) == GroupSpan::Mixed
+    }
+
+    /// A mixed collective this process takes part in.
     fn mixed(&self, call: &CollectiveCall) -> bool {
-        self.bridge.is_some()
-            && !self.nccl_collective(call)
-            && self.member(call)
-            && call.group.iter().any(|r| !self.is_local(*r))
+        self.mixed_group(call) && self.member(call)
     }
 
     /// The communicator handle and NCCL peer for local rank `here` talking to rank `other`:
     /// the world (peer = `other`), or the bridge (peer = `other`'s process).
     fn p2p(&self, here: usize, other: usize) -> Result<(ns::ncclComm_t, i32)> {
         match &self.bridge {
-            Some(b) => Ok((b.raw(), (other / self.per_process) as i32)),
+            Some(b) => Ok((b.raw(), process_of(other, self.per_process) as i32)),
             None => Ok((self.world_comm(here)?.raw(), other as i32)),
         }
     }
@@ -674,7 +675,7 @@ pub struct Decomposed {
 /// members that disagree on the collective; chunks that do not divide the regions.
 pub fn decompose(call: &CollectiveCall, per_process: usize) -> Result<Decomposed> {
     let n = call.group.len();
-    let proc_of = |p: usize| call.group[p] / per_process.max(1);
+    let proc_of = |p: usize| process_of(call.group[p], per_process);
     let chunk = |v: &View, axis: usize, q: usize| -> Result<View> {
         Ok(View {
             slot: v.slot,
@@ -973,7 +974,7 @@ impl Transport for NcclTransport {
     fn check_plan_collective(&self, call: &CollectiveCall) -> Result<()> {
         // A mixed group that cannot run as messages (a reduction) stops every process, members
         // or not: a process outside it would otherwise wait on the bridge for the others.
-        if self.bridge.is_some() && group_span(&call.group, self.per_process) == GroupSpan::Mixed {
+        if self.mixed_group(call) {
             decompose(call, self.per_process)?;
         }
         Ok(())

@@ -25,7 +25,7 @@
 
 use super::{fit_text, p2p, size_label, time_us, toml_str, Dev, Method, Rates, Sample, Sweep};
 use cudarc::driver::CudaContext;
-use mercury_runtime::cuda::error::{check, Result, RuntimeError};
+use mercury_runtime::cuda::error::{Result, RuntimeError};
 use mercury_runtime::cuda::launcher::{LaunchEnv, World};
 use mercury_runtime::cuda::nccl::group_send_recv;
 use std::fmt::Write as _;
@@ -88,13 +88,7 @@ pub fn measure(
     let ranks_per_gpu = ranks_per_gpu.unwrap_or(k * sharing.max(1));
     let max = sizes.iter().copied().max().unwrap_or(1 << 20);
     let d = Dev::new(ctx.clone(), max)?;
-    let reps_for = |bytes: usize| {
-        if bytes <= 1 << 20 {
-            reps.max(1) * 5
-        } else {
-            reps.max(1)
-        }
-    };
+    let reps_for = |bytes: usize| super::reps_for(reps, bytes);
     let me = env.rank;
     // Process 0 pings 1; processes 2.. only joined the bridge.
     if me > 1 {
@@ -144,28 +138,8 @@ pub fn measure(
     if me == 1 {
         return Ok(None);
     }
-    let mut local = Vec::new();
-    for &bytes in sizes {
-        let us = time_us(&d, reps_for(bytes), &|_| {
-            d.ctx
-                .bind_to_thread()
-                .map_err(RuntimeError::driver("bind"))?;
-            // SAFETY: both buffers hold at least `bytes` on this device.
-            check(
-                unsafe {
-                    cudarc::driver::sys::cuMemcpyDtoDAsync_v2(d.b, d.a, bytes, d.stream.cu_stream())
-                },
-                "cuMemcpyDtoDAsync",
-            )
-        })?;
-        local.push(Sample { bytes, us });
-    }
-    let mut v = 0i32;
-    // SAFETY: valid out-pointer.
-    check(
-        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) },
-        "cuDriverGetVersion",
-    )?;
+    let local = super::local_copy_samples(&d, sizes, reps)?;
+    let (cuda, nccl) = super::versions()?;
     Ok(Some(TwoTierReport {
         device: super::info(&ctx)?,
         processes: env.world_size,
@@ -175,10 +149,8 @@ pub fn measure(
         bridge_both: Sweep::new(Method::Nccl, 0, 1, both),
         local: Sweep::new(Method::LocalCopy, 0, 0, local),
         reps,
-        nccl: mercury_runtime::cuda::nccl::version()
-            .ok()
-            .map(|(a, b, c)| format!("{a}.{b}.{c}")),
-        cuda: format!("{}.{}", v / 1000, (v % 1000) / 10),
+        nccl,
+        cuda,
     }))
 }
 
