@@ -17,7 +17,9 @@
 #                                          # PyTorch baselines, one joined table (>= 2 GPUs)
 #   MERCURY_GPU_PARTS=twotier ...         # two processes as two "nodes" of 4 virtual ranks, NCCL
 #                                          # socket between them: measured tiers, predicted vs
-#                                          # measured rankings of the templates and the pick
+#                                          # measured rankings of the templates and the pick,
+#                                          # then every candidate profiled in both processes
+#                                          # (the model's best MERCURY_TWOTIER_PROFILE_TOP, default 6)
 #   MERCURY_GPU_PARTS=tune bash scripts/gpu.sh --remote  # profile-guided search (not default):
 #                                          # mercury-tune --profile-top 4, one line per case
 #
@@ -581,12 +583,12 @@ if [[ ",$parts," == *",twotier,"* ]]; then
   echo "== two tiers: 2 processes x 4 virtual ranks on $ngpu GPU(s), NCCL socket between them"
   # tt_pair NAME CMD...: CMD in two processes (RANK 0 and 1), each its own NCCL "host";
   # NAME-rR.log gets the output, NAME-rR.log.end "exit-status unix-time" (bg_proc); fails
-  # unless both exit 0.
+  # unless both exit 0. Each process is killed after $tt_limit seconds (default 240).
   tt_pair() {
     local name=$1; shift
     rm -f "$tdir/id.$name"
     for r in 0 1; do
-      bg_proc 240 "$tdir/$name-r$r.log" env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
+      bg_proc "${tt_limit:-240}" "$tdir/$name-r$r.log" env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
         MERCURY_NCCL_ID_FILE="$tdir/id.$name" \
         NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_HOSTID="mercury-node$r" \
         NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "$@"
@@ -617,6 +619,15 @@ if [[ ",$parts," == *",twotier,"* ]]; then
           || { echo "   $name: failed (logs in twotier.tgz, run.$name-r*.log):"; tail -n 2 "$tdir/run.$name"-r*.log | cut -c1-400; }
         grep -h "check @\|| schedule\|error" "$tdir/run.$name"-r*.log | cut -c1-200 | sed "s/^/   $name: /" || true
       done
+      # The paper's search: compile and profile the survivors on the machine, both processes
+      # together (mercury-tune --profile-top under the launcher; process 0 writes tune-prof-OP).
+      if [[ -z "${MERCURY_GPU_CASES:-}" || "$op profile" =~ $MERCURY_GPU_CASES ]]; then
+        tt_limit=480 tt_pair "tune-prof-$op" "$C/mercury-tune" "$file" --topology "$tdir/two-tier.toml" \
+          --out "$tdir/tune-prof-$op" --refactor-mesh --profile-top "${MERCURY_TWOTIER_PROFILE_TOP:-6}" \
+          --launcher env --virtual --transport nccl --warmup 2 --iters 5 --device-kernels "$C/device_kernels.ptx" \
+          || { echo "   profile $op: failed (logs in twotier.tgz, tune-prof-$op-r*.log):"; tail -n 3 "$tdir/tune-prof-$op"-r*.log | cut -c1-400; status=1; }
+        grep -h "^  model pick\|DROPPED\|^chosen" "$tdir/tune-prof-$op-r0.log" | cut -c1-300 | sed "s/^/   profile $op: /" || true
+      fi
     done
     # A rank that dies under the bridge: rank 5 (process 1) kills itself in stage 2 of the
     # second run; process 0 must end within 40 s of it, with a report naming a rank and stage.
@@ -652,6 +663,25 @@ if [[ ",$parts," == *",twotier,"* ]]; then
       done
       echo "   | processes that disagree | $verdict | $(grep -h -m1 'runs a different' "$tdir"/mismatch-r0.log | cut -c1-240) |" \
         | tee -a "$out/two-tier-fault.md"
+    fi
+    # One rank per process: the world without a bridge (a handle per rank, its splits and
+    # duplicates), both processes on GPU 0 (LOCAL_RANK=0; NCCL_HOSTID keeps them apart): a
+    # checked zigzag ring of 2, then the profile-guided search of it in both processes.
+    if [[ -z "${MERCURY_GPU_CASES:-}" || "perrank" =~ $MERCURY_GPU_CASES ]]; then
+      echo "== two tiers: one rank per process (no bridge): checked ring of 2, then --profile-top 3"
+      f2=examples/2gpu/attention_causal_s32k.mlir
+      for what in run tune; do
+        if [[ $what == run ]]; then
+          cmd=("$C/mercury-run" --backend cuda --launcher env --transport nccl --check --bench
+               --warmup 2 --iters 5 --device-kernels "$C/device_kernels.ptx" "$f2" --shift-shard)
+        else
+          cmd=("$C/mercury-tune" "$f2" --topology topologies/h200-1x2-measured.toml
+               --out "$tdir/tune-perrank" --profile-top 3 --launcher env --transport nccl
+               --warmup 2 --iters 5 --device-kernels "$C/device_kernels.ptx")
+        fi
+        tt_pair "perrank-$what" env LOCAL_RANK=0 "${cmd[@]}" && v=PASS || { v=FAIL; status=1; }
+        echo "   | one rank per process, $what | $v | $(grep -h -m2 'check @\|model pick\|error' "$tdir/perrank-$what-r0.log" | cut -c1-200 | tr '\n' ' ') |"
+      done
     fi
     python3 scripts/two_tier_table.py "$tdir" | tee "$out/two-tier-table.md"
     cp "$tdir/two-tier.toml" "$out/two-tier.toml"

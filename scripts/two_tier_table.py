@@ -7,7 +7,12 @@ known templates and the pick (run.OP.NAME-r{0,1}.log, two processes each). Print
 every run with its predicted and measured time and both rankings, then Kendall's tau between
 them, whether the model's pick among those run is the measured best, and the median error of
 the predictions. A run counts only when both processes passed their checks; its time is the
-slower process's median."""
+slower process's median.
+
+When the part also ran the profile-guided search (tune-prof-OP/tuning-report.json, written by
+process 0 of `mercury-tune --profile-top K --launcher env`), prints every profiled candidate
+and whether the measured pick is a known template or a new schedule, against the fastest
+known template among those profiled."""
 import json
 import re
 import sys
@@ -38,6 +43,44 @@ def run_result(logs):
     if why or len(times) != len(logs):
         return None, "; ".join(dict.fromkeys(why)) or "no time"
     return max(times), ""
+
+
+def profiled(report, op, template_runs):
+    """The profile-guided search's table for `op`, from its tuning report (if it ran);
+    `template_runs`: (template, measured ms) of the known templates' own runs in this call."""
+    if not report.exists():
+        return
+    try:
+        prof = json.loads(report.read_text()).get("profile") or {}
+    except json.JSONDecodeError as e:
+        print(f"\n{report}: unreadable ({e})")
+        return
+    rows = prof.get("rows") or []
+    print(f"\n#### {op.upper()}: profile-guided search ({len(rows)} candidates run checked in both processes; "
+          "time: the slower process's median)\n")
+    print("| model rank | candidate | what | predicted ms | measured ms |")
+    print("| ---: | --- | --- | ---: | ---: |")
+    for r in rows:
+        meas = f"{r['measured_s'] * 1e3:.2f}" if r.get("measured_s") else f"failed: {(r.get('failure') or '')[:120]}"
+        print(f"| {r['model_rank']} | {r['name']} | {r.get('template') or 'new schedule'} | "
+              f"{r['predicted_s'] * 1e3:.2f} | {meas} |")
+    ok = [r for r in rows if r.get("measured_s")]
+    if not ok:
+        print("\nNo profiled candidate passed its checked run.")
+        return
+    best = min(ok, key=lambda r: r["measured_s"])
+    templates = [r for r in ok if r.get("template")]
+    line = (f"\nMeasured pick: {best['name']} ({best.get('template') or 'a new schedule'}, "
+            f"{best['measured_s'] * 1e3:.2f} ms); model pick {prof.get('model_pick')}")
+    # The fastest known template of this call, profiled or run on its own (separate runs).
+    cands = [(r["template"], r["measured_s"] * 1e3, "profiled") for r in templates]
+    cands += [(t, ms, "own run") for t, ms in template_runs]
+    if cands:
+        t, ms, how = min(cands, key=lambda c: c[1])
+        pick_ms = best["measured_s"] * 1e3
+        line += (f"; fastest known template of this call: {t} ({ms:.2f} ms, {how}); "
+                 f"the pick is {ms / pick_ms:.3f}x as fast")
+    print(line + ".")
 
 
 def main():
@@ -92,7 +135,8 @@ def main():
             print(f"\nKendall tau {tau:.2f}; median |predicted/measured - 1| {med:.0%}; model's best of these: "
                   f"{best_pred[0]} ({best_pred[3]:.2f} ms), measured best: {best_meas[0]} ({best_meas[3]:.2f} ms), "
                   f"{'the same' if best_pred is best_meas else f'{within:+.1%}'}.")
-
+        template_runs = [(cands[r[0]]["template"], r[3]) for r in ok if cands.get(r[0], {}).get("template")]
+        profiled(d / f"tune-prof-{op}" / "tuning-report.json", op, template_runs)
 
     if not found:
         sys.exit(f"two_tier_table.py: no tune-mha/ or tune-gqa/ with candidates.json and schedule.json in {d}")

@@ -18,6 +18,7 @@ pub mod nvrtc;
 
 pub use attention::{AttentionPatch, AttnLaunch, AttnVariant, Strided3, ATTENTION_SOURCE};
 pub use check::CheckKernels;
+pub use cudarc::driver::CudaContext;
 pub use cudnn::{CudnnAttention, SdpaCall, Tensor4};
 pub use error::{KernelError, Result};
 pub use gemm::{CublasDirect, ElemType, GemmEpilogue, GemmPatch, GemmSpec, GemmWorkspace};

@@ -30,6 +30,10 @@ pub enum MeasureError {
     /// No device to measure on: profiling stops (the caller exits 2, never falls back).
     #[error("{0}")]
     NoDevice(String),
+    /// Profiling cannot go on (e.g. a launched process failed where the processes cannot agree
+    /// to drop the candidate together): profiling stops and the caller exits 1.
+    #[error("profiling stopped: {0}")]
+    Stop(String),
 }
 
 /// A backend that runs a candidate, checks its outputs against the operator's single-device
@@ -129,7 +133,7 @@ pub fn kendall_tau(x: &[f64], y: &[f64]) -> Option<f64> {
 /// `top` of them measured and checked, trying at most `2 * top` (a failing candidate is
 /// reported in its row, marked [`Status::Invalid`] and dropped). Sets `measured_s` of each
 /// measured candidate. `t0` is the start of tuning (for the time to the first usable
-/// schedule). Returns `Err` only for [`MeasureError::NoDevice`].
+/// schedule). Returns `Err` only for [`MeasureError::NoDevice`] and [`MeasureError::Stop`].
 pub fn profile_top(
     evals: &mut [Evaluated],
     top: usize,
@@ -172,7 +176,7 @@ pub fn profile_top(
                     rep.time_to_first_measured_s = Some(t0.elapsed().as_secs_f64());
                 }
             }
-            Err(MeasureError::NoDevice(w)) => return Err(MeasureError::NoDevice(w)),
+            Err(stop @ (MeasureError::NoDevice(_) | MeasureError::Stop(_))) => return Err(stop),
             Err(err) => {
                 rep.failed += 1;
                 e.status = Status::Invalid(format!("profiling: {err}"));

@@ -407,6 +407,19 @@ pub enum TuneError {
     /// Every profiled candidate failed its run or its check.
     #[error("--profile-top: no candidate passed its checked run: {0}")]
     ProfileFailed(String),
+    /// Profiling stopped part way ([`crate::profile::MeasureError::Stop`]; exit 1).
+    #[error("--profile-top: {0}")]
+    ProfileStopped(String),
+}
+
+impl From<crate::profile::MeasureError> for TuneError {
+    /// The errors that end profiling: no device (exit 2) or a stop (exit 1).
+    fn from(e: crate::profile::MeasureError) -> Self {
+        match e {
+            crate::profile::MeasureError::NoDevice(w) => TuneError::NoDevice(w),
+            other => TuneError::ProfileStopped(other.to_string()),
+        }
+    }
 }
 
 fn warn(report: &mut TuningReport, msg: String) {
@@ -475,9 +488,10 @@ pub fn tune(
                                 e.measured_s = Some(now.latency_s);
                             }
                         }
-                        Err(crate::profile::MeasureError::NoDevice(w)) => {
-                            return Err(TuneError::NoDevice(w))
-                        }
+                        Err(
+                            stop @ (crate::profile::MeasureError::NoDevice(_)
+                            | crate::profile::MeasureError::Stop(_)),
+                        ) => return Err(stop.into()),
                         Err(err) => {
                             let why = format!("re-measuring it failed: {err}");
                             suspect = Some(why.clone());
@@ -667,8 +681,7 @@ pub fn tune(
                 ),
             ),
             Some(m) => {
-                let prof = crate::profile::profile_top(&mut evals, opts.profile_top, m, t0)
-                    .map_err(|e| TuneError::NoDevice(e.to_string()))?;
+                let prof = crate::profile::profile_top(&mut evals, opts.profile_top, m, t0)?;
                 report.profiled += prof.rows.iter().filter(|r| r.measured_s.is_some()).count();
                 if prof.on_gpu {
                     report.gpu_seconds += prof.device_seconds;

@@ -4,18 +4,29 @@
 //! (`mesh 2x4: L0=ring L1=heads`, `mesh 8: L0=ring zigzag`). The templates below are the
 //! schedules of `examples/schedules/` and the literature that a role assignment reproduces
 //! exactly; the attention identities are checked by the simulation study
-//! (`known_schedules_match_search_candidates`: same plan cost as the `.sched` file). Anything
-//! else is a new schedule: `template_of` returns `None`.
+//! (`known_schedules_match_search_candidates`: same plan cost as the `.sched` file). Heads
+//! split, or K/V all-gathered, over adjacent levels count as one level of that role (the
+//! template "over N mesh levels"; only how its collective is carried differs). Anything else
+//! is a new schedule: `template_of` returns `None`.
 
 /// The known schedule a candidate named by the generator is, or `None` for a new schedule.
 pub fn template_of(name: &str) -> Option<String> {
     let roles_part = name.split_once(": ")?.1;
     let zigzag = roles_part.ends_with(" zigzag");
-    let roles: Vec<&str> = roles_part
+    let levels: Vec<&str> = roles_part
         .trim_end_matches(" zigzag")
         .split(' ')
         .filter_map(|r| r.split_once('=').map(|(_, v)| v))
         .collect();
+    // Splitting heads, or all-gathering K/V, over two adjacent levels is the same schedule
+    // over the product of the levels (the same pieces end up on the same ranks; only how the
+    // collective is carried differs): one role. A ring over two levels is not (LoongTrain).
+    let mut roles: Vec<&str> = Vec::with_capacity(levels.len());
+    for r in &levels {
+        if roles.last() != Some(r) || !matches!(*r, "heads" | "gather") {
+            roles.push(r);
+        }
+    }
     let t = match (roles.as_slice(), zigzag) {
         // Attention.
         (["ring"], false) => "ring (RingAttention, ring_attention.sched)",
@@ -32,7 +43,11 @@ pub fn template_of(name: &str) -> Option<String> {
         (["n"], false) => "megatron column-parallel",
         _ => return None,
     };
-    Some(t.to_string())
+    Some(if roles.len() < levels.len() {
+        format!("{t}, over {} mesh levels", levels.len())
+    } else {
+        t.to_string()
+    })
 }
 
 #[cfg(test)]
@@ -52,6 +67,20 @@ mod tests {
             .unwrap()
             .starts_with("loongtrain"));
         assert_eq!(template_of("mesh 2x4: L0=heads L1=tree"), None);
+        // Heads or gathers over adjacent levels are one role; rings are not.
+        assert_eq!(
+            template_of("mesh 2x2x2: L0=ring L1=heads L2=heads").unwrap(),
+            "usp (ring across, ulysses within, usp.sched), over 3 mesh levels"
+        );
+        assert!(template_of("mesh 2x4: L0=gather L1=gather")
+            .unwrap()
+            .starts_with("context-parallel"));
+        assert!(template_of("mesh 2x2x2: L0=heads L1=heads L2=heads")
+            .unwrap()
+            .starts_with("ulysses"));
+        assert_eq!(template_of("mesh 2x2x2: L0=ring L1=heads L2=ring"), None);
+        assert_eq!(template_of("mesh 2x2x2: L0=heads L1=ring L2=heads"), None);
+        assert!(template_of("mesh 2x2x2: L0=ring L1=ring L2=heads").is_none());
         assert_eq!(template_of("mesh 8: L0=tree+shift(i)"), None);
         assert_eq!(template_of("plan0"), None);
     }

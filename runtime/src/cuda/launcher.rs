@@ -215,6 +215,33 @@ fn unique_id(env: &LaunchEnv, timeout: Duration) -> Result<ns::ncclUniqueId> {
 /// FNV-1a (64 bit) of `bytes`: the digest [`World::agree`] compares.
 pub use mercury_plan::fnv1a;
 
+/// `ncclCommSplit` of each `(parent, color, key)` (color -1: NCCL_SPLIT_NOCOLOR, no handle),
+/// inside one NCCL group when there are several (one thread drives them all). Returns the new
+/// raw handles in the same order (null where there is none). `what` names the call in errors.
+fn split_handles(parents: &[(&Comm, i32, i32)], what: &'static str) -> Result<Vec<ns::ncclComm_t>> {
+    let mut raw = vec![std::ptr::null_mut(); parents.len()];
+    let grouped = parents.len() > 1;
+    if grouped {
+        cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+    }
+    let mut res = Ok(());
+    for (i, (p, color, key)) in parents.iter().enumerate() {
+        // SAFETY: the parent handle is live; `raw[i]` receives the new handle (null for
+        // NCCL_SPLIT_NOCOLOR); a null config asks for the parent's configuration.
+        let e =
+            unsafe { ns::ncclCommSplit(p.raw(), *color, *key, &mut raw[i], std::ptr::null_mut()) };
+        if let Err(e) = e.result() {
+            res = Err(nccl_err(what)(e));
+            break;
+        }
+    }
+    if grouped {
+        let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
+        res = res.and(end.map(|_| ()));
+    }
+    res.map(|_| raw)
+}
+
 /// The world communicator of this process's ranks: one handle per local rank (NCCL rank =
 /// plan rank), or, when the local ranks share a GPU, one bridge handle for the process (NCCL
 /// rank = process rank; see the module docs).
@@ -400,36 +427,15 @@ impl World {
         for (gi, g) in groups.iter().enumerate() {
             progress.beat();
             let local: Vec<usize> = self.ranks.clone().collect();
-            let mut raw = vec![std::ptr::null_mut(); local.len()];
-            let grouped = local.len() > 1;
-            if grouped {
-                cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
-            }
-            let mut res = Ok(());
-            for (i, r) in local.iter().enumerate() {
-                // -1: NCCL_SPLIT_NOCOLOR (not a member of this group).
-                let (color, key) = split_color_key(g, gi, *r).unwrap_or((-1, 0));
-                // SAFETY: the world handle is live; `raw[i]` receives the new handle (null for
-                // non-members); a null config asks for the parent's configuration.
-                let e = unsafe {
-                    ns::ncclCommSplit(
-                        self.comms[r].raw(),
-                        color,
-                        key,
-                        &mut raw[i],
-                        std::ptr::null_mut(),
-                    )
-                };
-                if let Err(e) = e.result() {
-                    res = Err(nccl_err("ncclCommSplit")(e));
-                    break;
-                }
-            }
-            if grouped {
-                let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
-                res = res.and(end.map(|_| ()));
-            }
-            res?;
+            // -1: NCCL_SPLIT_NOCOLOR (not a member of this group).
+            let parents: Vec<(&Comm, i32, i32)> = local
+                .iter()
+                .map(|r| {
+                    let (color, key) = split_color_key(g, gi, *r).unwrap_or((-1, 0));
+                    (&self.comms[r], color, key)
+                })
+                .collect();
+            let raw = split_handles(&parents, "ncclCommSplit")?;
             let mut members = HashMap::new();
             for (i, r) in local.iter().enumerate() {
                 if let Some((_, key)) = split_color_key(g, gi, *r) {
@@ -558,12 +564,7 @@ impl World {
             let (color, key) = member
                 .and_then(|p| split_color_key(g, gi, g[p]))
                 .unwrap_or((-1, 0));
-            let mut raw = std::ptr::null_mut();
-            // SAFETY: the bridge handle is live; `raw` receives the new handle (null when this
-            // process has no member); a null config asks for the parent's configuration.
-            unsafe { ns::ncclCommSplit(bridge.raw(), color, key, &mut raw, std::ptr::null_mut()) }
-                .result()
-                .map_err(nccl_err("ncclCommSplit (bridge)"))?;
+            let raw = split_handles(&[(bridge, color, key)], "ncclCommSplit (bridge)")?[0];
             if let Some(p) = member {
                 if raw.is_null() {
                     return Err(RuntimeError::Unsupported(format!(
@@ -576,6 +577,61 @@ impl World {
             }
         }
         Ok(out)
+    }
+
+    /// A second world over the same processes and ranks, with handles of its own
+    /// (`ncclCommSplit` of every handle with one color, key = its rank: NCCL's way to duplicate
+    /// a communicator). An executor takes a duplicate ([`TransportChoice::NcclWorld`] consumes
+    /// its world), so one process can run several plans in turn and keep this world for
+    /// [`World::agree`] and [`World::all_gather_u64`] between them. Every process must call it
+    /// at the same point (a collective); bounded by the setup limit when the fault watchdog
+    /// runs.
+    ///
+    /// [`TransportChoice::NcclWorld`]: crate::cuda::TransportChoice::NcclWorld
+    ///
+    /// # Errors
+    /// NCCL failures.
+    pub fn duplicate(&self) -> Result<World> {
+        let progress = fault::progress();
+        let _armed = progress.arm(
+            Phase::Setup("ncclCommSplit: a fresh world communicator for the next plan"),
+            progress.setup_timeout(),
+            "in ncclCommSplit of the world (every process must take part)",
+        );
+        // The handles of this process.
+        let parents: Vec<&Comm> = match &self.bridge {
+            Some(b) => vec![b],
+            None => self.ranks.clone().map(|r| &self.comms[&r]).collect(),
+        };
+        // Every handle splits with color 0, key = its rank: the same communicator again.
+        let split: Vec<(&Comm, i32, i32)> =
+            parents.iter().map(|p| (*p, 0, p.rank as i32)).collect();
+        let raw = split_handles(&split, "ncclCommSplit (duplicate)")?;
+        if raw.iter().any(|h| h.is_null()) {
+            return Err(RuntimeError::Unsupported(
+                "ncclCommSplit gave no handle for a duplicate of the world".into(),
+            ));
+        }
+        let mut handles = parents
+            .iter()
+            .zip(raw)
+            .map(|(p, h)| Comm::from_raw(h, p.rank, p.size, p.ordinal));
+        Ok(match &self.bridge {
+            Some(_) => World {
+                env: self.env.clone(),
+                nranks: self.nranks,
+                ranks: self.ranks.clone(),
+                comms: HashMap::new(),
+                bridge: handles.next(),
+            },
+            None => World {
+                env: self.env.clone(),
+                nranks: self.nranks,
+                ranks: self.ranks.clone(),
+                comms: self.ranks.clone().zip(handles).collect(),
+                bridge: None,
+            },
+        })
     }
 
     /// The handles and the ranks per process (the transport keeps the handles for messages).

@@ -135,9 +135,23 @@ pub struct Args {
     pub inject_fault: Option<String>,
 }
 
+/// The arguments of this process (`parse_from` of its command line).
 pub fn parse() -> Result<Args, clap::Error> {
+    parse_from(std::env::args_os())
+}
+
+/// Parses and validates mercury-run's arguments from `argv` (the program name first):
+/// clap's checks and the conflicts between flags (`--launcher` with `--backend cpu`, ...).
+///
+/// # Errors
+/// The first bad or conflicting argument, as clap reports it.
+pub fn parse_from<I, T>(argv: I) -> Result<Args, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     use clap::{CommandFactory, FromArgMatches};
-    let m = Args::command().try_get_matches()?;
+    let m = Args::command().try_get_matches_from(argv)?;
     let a = Args::from_arg_matches(&m)?;
     if a.launcher.is_some() {
         if a.backend == Backend::Cpu {

@@ -22,19 +22,17 @@ use crate::args::{Args, AttentionArg, TransportArg};
 use crate::{check, Compiled, Failure};
 use mercury_kernels::cpu as k;
 use mercury_plan::{ComputeOp, PatchKind, Plan, Role, SlotInit};
-use mercury_runtime::cuda::fault::{self, FaultSpec, Who};
-use mercury_runtime::cuda::launcher::{self, LaunchEnv, World};
-use mercury_runtime::cuda::{nccl, placement, RuntimeError};
+use mercury_runtime::cuda::fault::{self, FaultSpec};
+use mercury_runtime::cuda::{nccl, RuntimeError};
 use mercury_runtime::cuda::{
     AttnBackend, CudaExecutor, DeviceMap, ExecOptions, HostData, Placement, TransportChoice,
 };
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The executor options of this run (`--attention`, `--stage-timeout`).
-fn exec_options(a: &Args) -> ExecOptions {
+pub(crate) fn exec_options(a: &Args) -> ExecOptions {
     ExecOptions {
         attention: match a.attention {
             AttentionArg::Cudnn => AttnBackend::Cudnn,
@@ -47,7 +45,7 @@ fn exec_options(a: &Args) -> ExecOptions {
 
 /// The scheduled plan's options: [`exec_options`] with the injected fault, checked against
 /// `plan` (the single-device reference never gets the fault).
-fn schedule_options(a: &Args, plan: &Plan) -> Result<ExecOptions, Failure> {
+pub(crate) fn schedule_options(a: &Args, plan: &Plan) -> Result<ExecOptions, Failure> {
     let mut o = exec_options(a);
     if let Some(text) = a.inject_fault() {
         let f = FaultSpec::parse(&text)
@@ -77,7 +75,7 @@ fn rte(e: RuntimeError) -> Failure {
 /// The device kernels' PTX: the file of `--device-kernels` (from `mercury-opt --emit=ptx`,
 /// which must hold the generated tile kernels of both plans), or (with the `mlir` feature)
 /// every fixed kernel plus the generated kernels of the tile ops of `plans`, compiled here.
-fn device_kernels(
+pub(crate) fn device_kernels(
     a: &Args,
     cc: (i32, i32),
     plans: &[&mercury_plan::Plan],
@@ -105,17 +103,17 @@ fn device_kernels(
     }
 }
 
-fn rt(e: impl std::fmt::Display) -> Failure {
+pub(crate) fn rt(e: impl std::fmt::Display) -> Failure {
     Failure::Input(format!("mercury-run: {e}"))
 }
 
-struct Run {
-    outputs: HashMap<String, Vec<f64>>,
-    median_ms: f64,
-    runs: Vec<f64>,
+pub(crate) struct Run {
+    pub(crate) outputs: HashMap<String, Vec<f64>>,
+    pub(crate) median_ms: f64,
+    pub(crate) runs: Vec<f64>,
 }
 
-fn execute(
+pub(crate) fn execute(
     exec: &mut CudaExecutor,
     plan: &Plan,
     inputs: &HashMap<String, Vec<f64>>,
@@ -408,7 +406,7 @@ fn describe(map: &DeviceMap) -> String {
 }
 
 /// Keeps the elements of every output that `mask` (by buffer name) selects.
-fn masked(
+pub(crate) fn masked(
     outs: &HashMap<String, Vec<f64>>,
     masks: &HashMap<String, Vec<bool>>,
 ) -> HashMap<String, Vec<f64>> {
@@ -427,139 +425,7 @@ fn masked(
         .collect()
 }
 
-/// `--launcher env`: this process drives its block of ranks; NCCL joins the processes.
-fn run_launched(a: &Args, c: &Compiled, plan: Plan) -> Result<(), Failure> {
-    let n = plan.num_ranks();
-    for note in nccl::prepare_env() {
-        println!("nccl: {note}");
-    }
-    let sched_opts = schedule_options(a, &plan)?;
-    let env = LaunchEnv::from_env()
-        .map_err(|e| Failure::Input(format!("mercury-run: --launcher env: {e}")))?
-        .ok_or_else(|| {
-            Failure::Input("mercury-run: --launcher env: RANK and WORLD_SIZE are not set (start it with torchrun, srun or mpirun; docs/multi-gpu.md)".into())
-        })?;
-    let owned = placement::owned_ranks(n, env.world_size, env.rank)
-        .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
-    let visible = cudarc_device_count()?;
-    // --virtual: every rank of this process on one GPU (the processes meet through a bridge
-    // communicator, launcher module docs).
-    let devs = if a.virtual_ranks {
-        vec![env.local_rank % visible; owned.len()]
-    } else {
-        placement::local_devices(env.local_rank, owned.len(), 0)
-    };
-    if let Some(d) = devs.iter().find(|d| **d >= visible) {
-        return Err(Failure::Input(format!(
-            "mercury-run: process {} (LOCAL_RANK {}) would drive GPU {d}, but {visible} are visible",
-            env.rank, env.local_rank
-        )));
-    }
-    let mut ctxs = Vec::with_capacity(devs.len());
-    for d in &devs {
-        ctxs.push(
-            mercury_kernels::cuda::open_context(*d)
-                .map_err(|e| Failure::NoDevice(format!("GPU {d}: {e}")))?,
-        );
-    }
-    let tag = format!("[process {}/{}]", env.rank, env.world_size);
-    let cc = ctxs[0].compute_capability().map_err(rt)?;
-    let reference = crate::reference_plan(c)?;
-    let ptx = device_kernels(a, cc, &[&plan, &reference])?;
-    let seed = a.seed();
-    let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
-    println!(
-        "{tag} gpu: {} (sm_{}{}), ranks {owned:?} of {n} on GPUs {devs:?}, seed {seed}, pid {}",
-        ctxs[0].name().unwrap_or_else(|_| "?".into()),
-        cc.0,
-        cc.1,
-        std::process::id()
-    );
-    // Who this process is, for a report of the watchdog during the NCCL setup.
-    fault::progress().set_context(
-        Arc::new(Who {
-            ranks: owned.clone().collect(),
-            gpus: devs.clone(),
-            pid: std::process::id(),
-        }),
-        plan.num_stages(),
-        Arc::new(Vec::new()),
-    );
-    let world = World::init(&env, n, &ctxs).map_err(rt)?;
-    let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
-    // Processes started with different operators, schedules, seeds or run counts would pair
-    // their NCCL calls wrongly: refuse before anything runs.
-    let digest =
-        launcher::fnv1a(format!("{}\n{seed}\n{warmup} {iters}", plan.to_json()).as_bytes());
-    world
-        .agree(&ctxs, digest, "plan, --seed or run count")
-        .map_err(rt)?;
-    let map = DeviceMap::from_ordinals(
-        (0..n)
-            .map(|r| {
-                if owned.contains(&r) {
-                    devs[r - owned.start]
-                } else {
-                    0
-                }
-            })
-            .collect(),
-    );
-    let mut exec = CudaExecutor::new_placed(
-        plan.clone(),
-        &ptx,
-        sched_opts,
-        Placement::new(map, TransportChoice::NcclWorld(world)),
-    )
-    .map_err(rt)?;
-    println!("{tag} transport: {}", exec.transport_name());
-    let got = execute(&mut exec, &plan, &inputs, warmup, iters)?;
-    drop(exec);
-    let local: Vec<usize> = owned.clone().collect();
-    let masks: HashMap<String, Vec<bool>> = plan
-        .buffers
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| b.role == Role::Output)
-        .map(|(i, b)| (b.name.clone(), placement::output_mask(&plan, i, &local)))
-        .collect();
-    let mut failed = Vec::new();
-    if a.check || a.bench {
-        let mut rexec =
-            CudaExecutor::new(ctxs[0].clone(), reference.clone(), &ptx, exec_options(a))
-                .map_err(rt)?;
-        let want = execute(&mut rexec, &reference, &inputs, warmup, iters)?;
-        if a.check {
-            let tol = a.tolerance.unwrap_or(2e-2);
-            let (g, w) = (masked(&got.outputs, &masks), masked(&want.outputs, &masks));
-            for (name, e, nonfinite) in check::compare(&g, &w) {
-                let ok = e <= tol;
-                println!(
-                    "{tag} check @{name} (this process's {} elements) vs single-device (GPU): relative error {e:.3e} (tolerance {tol:.0e}){}{}",
-                    w[&name].len(),
-                    if nonfinite > 0 { format!(", {nonfinite} non-finite") } else { String::new() },
-                    if ok { "  ok" } else { "  FAILED" }
-                );
-                if !ok {
-                    failed.push(name);
-                }
-            }
-        }
-        if a.bench {
-            println!("{tag} | schedule, {n} ranks (this process) | {:.3} ms | single-device | {:.3} ms |", got.median_ms, want.median_ms);
-        }
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(Failure::Check(format!(
-            "mercury-run: {tag} check failed for {}",
-            failed.join(", ")
-        )))
-    }
-}
-
-fn cudarc_device_count() -> Result<usize, Failure> {
+pub(crate) fn cudarc_device_count() -> Result<usize, Failure> {
     match mercury_runtime::cuda::visible_gpus() {
         Ok(0) => Err(Failure::NoDevice(
             "no usable GPU: the driver shows none".into(),
@@ -584,7 +450,7 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     }
     start_watchdog(a)?;
     if a.launcher.is_some() {
-        return run_launched(a, c, plan).map(|_| None);
+        return crate::launched::run_launched(a, crate::reference_plan(c)?, plan).map(|_| None);
     }
     let b = checked_bench(a, plan, || crate::reference_plan(c), &mut |l| {
         println!("{l}")

@@ -8,6 +8,8 @@ pub mod check;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+#[cfg(feature = "cuda")]
+pub mod launched;
 
 use mercury_driver::{Compiler, Schedule, ScheduleError};
 use mercury_ir::{Diagnostic, Operation};

@@ -24,25 +24,9 @@ impl CudaMeasure {
     /// flags `run_flags` (e.g. `--virtual`, `--devices 2`, `--transport nccl`); `--check` and
     /// `--bench` are always on. Starts mercury-run's fault watchdog.
     pub fn new(run_flags: &[String], reference: Plan, topo: &Topology) -> Result<Self, String> {
-        let n = mercury_runtime::cuda::visible_gpus().map_err(|e| format!("no usable GPU: {e}"))?;
-        if n == 0 {
-            return Err("no usable GPU: the driver shows none".into());
-        }
-        let ctx = mercury_kernels_context()?;
-        let mut argv: Vec<String> = vec![
-            "mercury-run".into(),
-            "(candidate)".into(),
-            "--backend".into(),
-            "cuda".into(),
-            "--check".into(),
-            "--bench".into(),
-        ];
-        argv.extend(run_flags.iter().cloned());
-        let args = <RunArgs as clap::Parser>::try_parse_from(&argv)
-            .map_err(|e| format!("GPU flags {run_flags:?}: {e}"))?;
-        mercury_run::gpu::start_watchdog(&args).map_err(failure_text)?;
+        let (n, args) = gpu_run_args(run_flags)?;
         let mut info = DeviceInfo::from_topology(topo);
-        info.device = ctx;
+        info.device = mercury_kernels_context()?;
         let what = format!(
             "cuda: {} ({} visible), mercury-run --check --bench {}",
             info.device,
@@ -59,12 +43,37 @@ impl CudaMeasure {
     }
 }
 
-fn mercury_kernels_context() -> Result<String, String> {
+/// The GPU count (`Err`: none usable, the caller exits 2) and mercury-run's arguments for
+/// measuring candidates: `run_flags` after `--backend cuda --check --bench`, validated as
+/// mercury-run validates its command line. Starts mercury-run's fault watchdog.
+pub(crate) fn gpu_run_args(run_flags: &[String]) -> Result<(usize, RunArgs), String> {
+    let n = mercury_runtime::cuda::visible_gpus().map_err(|e| format!("no usable GPU: {e}"))?;
+    if n == 0 {
+        return Err("no usable GPU: the driver shows none".into());
+    }
+    let mut argv: Vec<String> = [
+        "mercury-run",
+        "(candidate)",
+        "--backend",
+        "cuda",
+        "--check",
+        "--bench",
+    ]
+    .map(String::from)
+    .to_vec();
+    argv.extend(run_flags.iter().cloned());
+    let args = mercury_run::args::parse_from(&argv)
+        .map_err(|e| format!("GPU flags {run_flags:?}: {}", e.to_string().trim_end()))?;
+    mercury_run::gpu::start_watchdog(&args).map_err(failure_text)?;
+    Ok((n, args))
+}
+
+pub(crate) fn mercury_kernels_context() -> Result<String, String> {
     // The device name through the runtime's context (the same the executor opens).
     mercury_run::gpu::device_name(0).map_err(failure_text)
 }
 
-fn failure_text(f: Failure) -> String {
+pub(crate) fn failure_text(f: Failure) -> String {
     match f {
         Failure::Input(m) | Failure::Check(m) | Failure::NoDevice(m) => m,
     }

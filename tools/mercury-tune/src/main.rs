@@ -3,13 +3,16 @@
 //!
 //! ```text
 //! mercury-tune FILE --topology PRESET|FILE --out DIR [--profile-top K [--backend cuda|cpu]
-//!     [--virtual] [--devices N] [--transport peer|nccl] ...] [--refactor-mesh] [--no-search]
-//!     [--cache DIR]
+//!     [--virtual] [--devices N] [--transport peer|nccl] [--launcher env] ...] [--refactor-mesh]
+//!     [--no-search] [--cache DIR]
 //! ```
 //! `--profile-top K` compiles the model's K best candidates and runs each checked
 //! (`cuda`: mercury-run's `--check --bench` code on the GPUs, exit 2 without one; `cpu`: the
 //! f64 reference executor, for small shapes and tests), picks the measured best and stores it
-//! in the cache with its measured time. Output files: see README.md ("mercury-tune").
+//! in the cache with its measured time. With `--launcher env` every process of a launched run
+//! (torchrun, srun, mpirun: one per GPU or node) runs the same search and profiles the same
+//! candidates together (a candidate's time is the slowest process's); process 0 writes the
+//! outputs. Output files: see README.md ("mercury-tune").
 //! FILE is a CommIR operator (`.mlir`) or an operator description (`.toml`, see
 //! `mercury_search::operator::OperatorSpec`: an attention or GEMM shape, written into the
 //! matching example operator): for both the candidates come from the CommIR generator
@@ -32,6 +35,8 @@ use std::process::ExitCode;
 
 #[cfg(feature = "cuda")]
 mod cuda;
+#[cfg(feature = "cuda")]
+mod launched;
 
 /// The measuring backend of `--profile-top`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,6 +45,13 @@ enum BackendArg {
     Cuda,
     /// The f64 CPU reference executor (small shapes; its times are not GPU times: for tests).
     Cpu,
+}
+
+/// Where the processes of a launched profiling run come from (`--launcher`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LauncherArg {
+    /// torchrun/srun/mpirun style environment (as mercury-run --launcher env).
+    Env,
 }
 
 #[derive(Parser, Debug)]
@@ -74,6 +86,11 @@ struct Args {
     /// GPU profiling: peer or nccl (as mercury-run --transport).
     #[arg(long, value_name = "KIND")]
     transport: Option<String>,
+    /// GPU profiling in every process of a launched run (as mercury-run --launcher env): all
+    /// processes search alike and run each profiled candidate together; a candidate's time is
+    /// the slowest process's; process 0 writes the outputs. Not with --cache.
+    #[arg(long, value_enum, value_name = "KIND")]
+    launcher: Option<LauncherArg>,
     /// GPU profiling: cudnn or nvrtc attention (as mercury-run --attention).
     #[arg(long, value_name = "KIND")]
     attention: Option<String>,
@@ -166,6 +183,9 @@ fn run_flags(args: &Args) -> Vec<String> {
     if let Some(t) = &args.transport {
         f.extend(["--transport".into(), t.clone()]);
     }
+    if args.launcher.is_some() {
+        f.extend(["--launcher".into(), "env".into()]);
+    }
     if let Some(a) = &args.attention {
         f.extend(["--attention".into(), a.clone()]);
     }
@@ -210,9 +230,14 @@ fn measure_backend(
         BackendArg::Cuda => {
             #[cfg(feature = "cuda")]
             {
-                cuda::CudaMeasure::new(&run_flags(args), reference, topo)
-                    .map(|m| Box::new(m) as Box<dyn Measure>)
-                    .map_err(|e| {
+                let m = if args.launcher.is_some() {
+                    launched::LaunchedMeasure::new(&run_flags(args), reference, topo)
+                        .map(|m| Box::new(m) as Box<dyn Measure>)
+                } else {
+                    cuda::CudaMeasure::new(&run_flags(args), reference, topo)
+                        .map(|m| Box::new(m) as Box<dyn Measure>)
+                };
+                m.map_err(|e| {
                         (
                             ExitCode::from(2),
                             format!("--profile-top {} --backend cuda: {e}; nothing was profiled (no fallback to the model)", args.profile_top),
@@ -250,8 +275,41 @@ impl Progress for Bar {
     }
 }
 
+/// `--launcher` needs profiling on the GPUs, and no cache: every process must take the same
+/// path through the search, and only process 0 writes.
+fn check_launcher(args: &Args) -> Result<(), String> {
+    if args.launcher.is_none() {
+        return Ok(());
+    }
+    if args.profile_top == 0 || args.backend != BackendArg::Cuda {
+        return Err("--launcher runs --profile-top K on the GPUs in several processes: it needs --profile-top and --backend cuda".into());
+    }
+    if args.cache.is_some() {
+        return Err("--launcher does not take --cache: only process 0 would write it, and on a later run the processes would take different paths (a cache hit here, a search there)".into());
+    }
+    if args.no_search {
+        return Err(
+            "--launcher profiles the search's candidates; it does not take --no-search".into(),
+        );
+    }
+    Ok(())
+}
+
+/// This process's rank under `--launcher` (0 without one): only process 0 writes outputs.
+fn launched_process(args: &Args) -> usize {
+    #[cfg(feature = "cuda")]
+    if args.launcher.is_some() {
+        if let Ok(Some(env)) = mercury_runtime::cuda::launcher::LaunchEnv::from_env() {
+            return env.rank;
+        }
+    }
+    let _ = args;
+    0
+}
+
 fn run(args: &Args) -> Result<(), (ExitCode, String)> {
     let bad = |e: String| (ExitCode::from(1), e);
+    check_launcher(args).map_err(bad)?;
     let topo = Topology::load(&args.topology).map_err(|e| bad(e.to_string()))?;
     let mut op = source_for_file(&args.file, args.refactor_mesh).map_err(|e| bad(e.to_string()))?;
     // The device first: without one, say so before searching (exit 2).
@@ -290,13 +348,17 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
     for w in &res.report.warnings {
         eprintln!("warning: {w}");
     }
-    let mut written = write_outputs(&res, &topo, &args.out).map_err(|e| {
-        bad(format!(
-            "cannot write outputs to '{}': {e}",
-            args.out.display()
-        ))
-    })?;
-    if let Some(text) = &op.generated_text {
+    let process = launched_process(args);
+    let mut written = Vec::new();
+    if process == 0 {
+        written = write_outputs(&res, &topo, &args.out).map_err(|e| {
+            bad(format!(
+                "cannot write outputs to '{}': {e}",
+                args.out.display()
+            ))
+        })?;
+    }
+    if let (0, Some(text)) = (process, &op.generated_text) {
         let p = args.out.join("operator.mlir");
         std::fs::write(&p, text)
             .map_err(|e| bad(format!("cannot write '{}': {e}", p.display())))?;
@@ -391,7 +453,11 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
     if let Some(f) = &r.cache_file {
         println!("cache:     {f} (mercury-run --cache-file checks a later run against its measured time)");
     }
-    println!("wrote {} files to {}", written.len(), args.out.display());
+    if process == 0 {
+        println!("wrote {} files to {}", written.len(), args.out.display());
+    } else {
+        println!("wrote nothing: process 0 of the launched run writes the outputs");
+    }
     Ok(())
 }
 

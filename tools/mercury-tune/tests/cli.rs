@@ -222,6 +222,45 @@ fn profile_top_without_a_gpu_exits_2() {
     assert!(!out.join("schedule.json").exists(), "nothing written");
 }
 
+/// `--launcher` is refused where the processes could take different paths (no profiling, the
+/// CPU backend, a cache, no search), before anything is searched or written.
+#[test]
+fn launcher_refuses_what_the_processes_cannot_share() {
+    let out = tmp("launcher");
+    let ex = repo_example("small/attention.mlir");
+    let base = [
+        ex.to_str().unwrap(),
+        "--topology",
+        "h200-1x8",
+        "--out",
+        out.to_str().unwrap(),
+        "--launcher",
+        "env",
+    ];
+    for (extra, want) in [
+        (&[][..], "needs --profile-top"),
+        (
+            &["--profile-top", "2", "--backend", "cpu"][..],
+            "needs --profile-top and --backend cuda",
+        ),
+        (
+            &["--profile-top", "2", "--cache", "/tmp/x"][..],
+            "does not take --cache",
+        ),
+        (
+            &["--profile-top", "2", "--no-search"][..],
+            "does not take --no-search",
+        ),
+    ] {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{extra:?}: {}", stderr(&o));
+        assert!(!out.join("schedule.json").exists(), "nothing written");
+    }
+}
+
 /// The declared mesh is kept unless --refactor-mesh; a topology of another size is refused
 /// with the flag named.
 #[test]
