@@ -29,6 +29,22 @@ def kendall_tau(a, b):
     return s / pairs if pairs else float("nan")
 
 
+def load_json(path, kind):
+    """(the JSON value of `path` if it is a `kind`, else None; why not)."""
+    try:
+        v = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"{path}: unreadable ({e})"
+    if not isinstance(v, kind):
+        return None, f"{path}: not a JSON {kind.__name__}"
+    return v, ""
+
+
+def num(v):
+    """`v` if it is a finite number, else None."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
+
+
 def run_result(logs):
     """(measured ms or None, why) of one run from its two process logs."""
     times, why = [], []
@@ -50,27 +66,28 @@ def profiled(report, op, template_runs):
     `template_runs`: (template, measured ms) of the known templates' own runs in this call."""
     if not report.exists():
         return
-    try:
-        prof = json.loads(report.read_text()).get("profile") or {}
-    except json.JSONDecodeError as e:
-        print(f"\n{report}: unreadable ({e})")
+    rep, why = load_json(report, dict)
+    prof = rep.get("profile") if rep else None
+    if not isinstance(prof, dict):
+        print(f"\n{why or f'{report}: no profile in it'}")
         return
-    rows = prof.get("rows") or []
+    rows = [r for r in (prof.get("rows") or []) if isinstance(r, dict) and num(r.get("predicted_s")) is not None]
     print(f"\n#### {op.upper()}: profile-guided search ({len(rows)} candidates run checked in both processes; "
           "time: the slower process's median)\n")
     print("| model rank | candidate | what | predicted ms | measured ms |")
     print("| ---: | --- | --- | ---: | ---: |")
     for r in rows:
-        meas = f"{r['measured_s'] * 1e3:.2f}" if r.get("measured_s") else f"failed: {(r.get('failure') or '')[:120]}"
-        print(f"| {r['model_rank']} | {r['name']} | {r.get('template') or 'new schedule'} | "
+        ms = num(r.get("measured_s"))
+        meas = f"{ms * 1e3:.2f}" if ms is not None else f"failed: {str(r.get('failure') or '')[:120]}"
+        print(f"| {r.get('model_rank', '?')} | {r.get('name', '?')} | {r.get('template') or 'new schedule'} | "
               f"{r['predicted_s'] * 1e3:.2f} | {meas} |")
-    ok = [r for r in rows if r.get("measured_s")]
+    ok = [r for r in rows if num(r.get("measured_s")) is not None]
     if not ok:
         print("\nNo profiled candidate passed its checked run.")
         return
     best = min(ok, key=lambda r: r["measured_s"])
     templates = [r for r in ok if r.get("template")]
-    line = (f"\nMeasured pick: {best['name']} ({best.get('template') or 'a new schedule'}, "
+    line = (f"\nMeasured pick: {best.get('name', '?')} ({best.get('template') or 'a new schedule'}, "
             f"{best['measured_s'] * 1e3:.2f} ms); model pick {prof.get('model_pick')}")
     # The fastest known template of this call, profiled or run on its own (separate runs).
     cands = [(r["template"], r["measured_s"] * 1e3, "profiled") for r in templates]
@@ -95,11 +112,17 @@ def main():
         if not (tune / "candidates.json").exists() or not (tune / "schedule.json").exists():
             continue
         found += 1
-        cands = {c["name"]: c for c in json.loads((tune / "candidates.json").read_text())}
-        pick = json.loads((tune / "schedule.json").read_text()).get("schedule", {}).get("name")
+        clist, why_c = load_json(tune / "candidates.json", list)
+        sched, why_s = load_json(tune / "schedule.json", dict)
+        if clist is None or sched is None:
+            print(f"\n### {op.upper()}: {why_c or why_s}")
+            continue
+        cands = {c["name"]: c for c in clist if isinstance(c, dict) and isinstance(c.get("name"), str)}
+        pick = (sched.get("schedule") or {}).get("name") if isinstance(sched.get("schedule"), dict) else None
         rows = []
         for t in sorted(tune.glob("templates/*.transform")) + [tune / "schedule.transform"]:
-            name = t.read_text().splitlines()[0].lstrip("# ").strip()
+            lines = t.read_text(errors="replace").splitlines()
+            name = lines[0].lstrip("# ").strip() if lines else t.stem
             stem = f"{op}.{t.stem}"
             logs = [d / f"run.{stem}-r{r}.log" for r in (0, 1)]
             if not logs[0].exists():
@@ -112,7 +135,7 @@ def main():
             label = c.get("template") or "new schedule"
             if name == pick:
                 label += " (search pick)"
-            rows.append((name, label, (c.get("predicted_s") or float("nan")) * 1e3, ms, why))
+            rows.append((name, label, (num(c.get("predicted_s")) or float("nan")) * 1e3, ms, why))
         print(f"\n### {op.upper()}: {len(rows)} schedules run (2 processes x 4 virtual ranks)\n")
         print("| schedule | what | predicted ms | measured ms | predicted rank | measured rank | error |")
         print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")

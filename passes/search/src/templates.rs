@@ -4,10 +4,11 @@
 //! (`mesh 2x4: L0=ring L1=heads`, `mesh 8: L0=ring zigzag`). The templates below are the
 //! schedules of `examples/schedules/` and the literature that a role assignment reproduces
 //! exactly; the attention identities are checked by the simulation study
-//! (`known_schedules_match_search_candidates`: same plan cost as the `.sched` file). Heads
-//! split, or K/V all-gathered, over adjacent levels count as one level of that role (the
-//! template "over N mesh levels"; only how its collective is carried differs). Anything else
-//! is a new schedule: `template_of` returns `None`.
+//! (`known_schedules_match_search_candidates`: same plan cost as the `.sched` file). A plain
+//! parallel role (heads, gather, tree, a GEMM's k or n) on adjacent levels counts as one level
+//! of that role: the template "over N mesh levels" (the same pieces on the same ranks; only
+//! how its collective is carried differs, so its cost may differ; not covered by that check).
+//! Anything else is a new schedule: `template_of` returns `None`.
 
 /// The known schedule a candidate named by the generator is, or `None` for a new schedule.
 pub fn template_of(name: &str) -> Option<String> {
@@ -18,12 +19,13 @@ pub fn template_of(name: &str) -> Option<String> {
         .split(' ')
         .filter_map(|r| r.split_once('=').map(|(_, v)| v))
         .collect();
-    // Splitting heads, or all-gathering K/V, over two adjacent levels is the same schedule
-    // over the product of the levels (the same pieces end up on the same ranks; only how the
-    // collective is carried differs): one role. A ring over two levels is not (LoongTrain).
+    // A plain parallel split (heads, a K/V all-gather, a tree reduction, a GEMM axis) over two
+    // adjacent levels is the same schedule over the product of the levels: the same pieces end
+    // on the same ranks, only how the collective is carried differs. One role. A ring or shift
+    // over two levels is not (LoongTrain is two rings).
     let mut roles: Vec<&str> = Vec::with_capacity(levels.len());
     for r in &levels {
-        if roles.last() != Some(r) || !matches!(*r, "heads" | "gather") {
+        if roles.last() != Some(r) || !matches!(*r, "heads" | "gather" | "tree" | "k" | "n") {
             roles.push(r);
         }
     }
@@ -81,6 +83,17 @@ mod tests {
         assert_eq!(template_of("mesh 2x2x2: L0=ring L1=heads L2=ring"), None);
         assert_eq!(template_of("mesh 2x2x2: L0=heads L1=ring L2=heads"), None);
         assert!(template_of("mesh 2x2x2: L0=ring L1=ring L2=heads").is_none());
+        assert!(template_of("mesh 4x2: L0=tree L1=tree")
+            .unwrap()
+            .starts_with("tree attention"));
+        assert!(template_of("mesh 2x4: L0=k L1=k")
+            .unwrap()
+            .starts_with("megatron row-parallel"));
+        assert!(template_of("mesh 2x4: L0=n L1=n")
+            .unwrap()
+            .starts_with("megatron column-parallel"));
+        assert_eq!(template_of("mesh 2x4: L0=n+ring(m) L1=n+ring(m)"), None);
+        assert_eq!(template_of("mesh 2x2x2: L0=ring L1=ring L2=ring"), None);
         assert_eq!(template_of("mesh 8: L0=tree+shift(i)"), None);
         assert_eq!(template_of("plan0"), None);
     }

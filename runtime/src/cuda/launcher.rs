@@ -215,19 +215,25 @@ fn unique_id(env: &LaunchEnv, timeout: Duration) -> Result<ns::ncclUniqueId> {
 /// FNV-1a (64 bit) of `bytes`: the digest [`World::agree`] compares.
 pub use mercury_plan::fnv1a;
 
-/// `ncclCommSplit` of each `(parent, color, key)` (color -1: NCCL_SPLIT_NOCOLOR, no handle),
-/// inside one NCCL group when there are several (one thread drives them all). Returns the new
-/// raw handles in the same order (null where there is none). `what` names the call in errors.
-fn split_handles(parents: &[(&Comm, i32, i32)], what: &'static str) -> Result<Vec<ns::ncclComm_t>> {
+/// `ncclCommSplit` of each `(parent, color, key, size)` (color -1: NCCL_SPLIT_NOCOLOR, no
+/// handle; `size`: the new communicator's ranks, for its `Comm`), inside one NCCL group when
+/// there are several (one thread drives them all). Returns the new handles in the same order,
+/// each its rank `key` (`None` where NCCL gave none); on failure every handle made is aborted.
+/// `what` names the call in errors.
+fn split_handles(
+    parents: &[(&Comm, i32, i32, usize)],
+    what: &'static str,
+) -> Result<Vec<Option<Comm>>> {
     let mut raw = vec![std::ptr::null_mut(); parents.len()];
     let grouped = parents.len() > 1;
     if grouped {
         cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
     }
     let mut res = Ok(());
-    for (i, (p, color, key)) in parents.iter().enumerate() {
+    for (i, (p, color, key, _)) in parents.iter().enumerate() {
         // SAFETY: the parent handle is live; `raw[i]` receives the new handle (null for
-        // NCCL_SPLIT_NOCOLOR); a null config asks for the parent's configuration.
+        // NCCL_SPLIT_NOCOLOR); a null config asks for the parent's configuration. Inside a
+        // group NCCL may write `raw[i]` up to ncclGroupEnd: `raw` is not moved before then.
         let e =
             unsafe { ns::ncclCommSplit(p.raw(), *color, *key, &mut raw[i], std::ptr::null_mut()) };
         if let Err(e) = e.result() {
@@ -239,7 +245,15 @@ fn split_handles(parents: &[(&Comm, i32, i32)], what: &'static str) -> Result<Ve
         let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
         res = res.and(end.map(|_| ()));
     }
-    res.map(|_| raw)
+    // Owned (aborted on drop) before anything can return.
+    let handles: Vec<Option<Comm>> = parents
+        .iter()
+        .zip(raw)
+        .map(|((p, _, key, size), h)| {
+            (!h.is_null()).then(|| Comm::from_raw(h, (*key).max(0) as usize, *size, p.ordinal))
+        })
+        .collect();
+    res.map(|_| handles)
 }
 
 /// The world communicator of this process's ranks: one handle per local rank (NCCL rank =
@@ -428,26 +442,26 @@ impl World {
             progress.beat();
             let local: Vec<usize> = self.ranks.clone().collect();
             // -1: NCCL_SPLIT_NOCOLOR (not a member of this group).
-            let parents: Vec<(&Comm, i32, i32)> = local
+            let parents: Vec<(&Comm, i32, i32, usize)> = local
                 .iter()
                 .map(|r| {
                     let (color, key) = split_color_key(g, gi, *r).unwrap_or((-1, 0));
-                    (&self.comms[r], color, key)
+                    (&self.comms[r], color, key, g.len())
                 })
                 .collect();
-            let raw = split_handles(&parents, "ncclCommSplit")?;
+            let handles = split_handles(&parents, "ncclCommSplit")?;
             let mut members = HashMap::new();
-            for (i, r) in local.iter().enumerate() {
-                if let Some((_, key)) = split_color_key(g, gi, *r) {
-                    if raw[i].is_null() {
+            for ((r, h), (_, color, _, _)) in local.iter().zip(handles).zip(&parents) {
+                match h {
+                    Some(h) => {
+                        members.insert(*r, h);
+                    }
+                    None if *color >= 0 => {
                         return Err(RuntimeError::Unsupported(format!(
                             "ncclCommSplit gave rank {r} no communicator for group {g:?}"
-                        )));
+                        )))
                     }
-                    members.insert(
-                        *r,
-                        Comm::from_raw(raw[i], key as usize, g.len(), self.comms[r].ordinal),
-                    );
+                    None => {}
                 }
             }
             out.insert(g.clone(), members);
@@ -564,15 +578,16 @@ impl World {
             let (color, key) = member
                 .and_then(|p| split_color_key(g, gi, g[p]))
                 .unwrap_or((-1, 0));
-            let raw = split_handles(&[(bridge, color, key)], "ncclCommSplit (bridge)")?[0];
+            let handle = split_handles(&[(bridge, color, key, g.len())], "ncclCommSplit (bridge)")?
+                .pop()
+                .flatten();
             if let Some(p) = member {
-                if raw.is_null() {
-                    return Err(RuntimeError::Unsupported(format!(
+                let handle = handle.ok_or_else(|| {
+                    RuntimeError::Unsupported(format!(
                         "ncclCommSplit gave rank {} no communicator for group {g:?}",
                         g[p]
-                    )));
-                }
-                let handle = Comm::from_raw(raw, p, g.len(), bridge.ordinal);
+                    ))
+                })?;
                 out.insert(g.clone(), HashMap::from([(g[p], handle)]));
             }
         }
@@ -604,18 +619,18 @@ impl World {
             None => self.ranks.clone().map(|r| &self.comms[&r]).collect(),
         };
         // Every handle splits with color 0, key = its rank: the same communicator again.
-        let split: Vec<(&Comm, i32, i32)> =
-            parents.iter().map(|p| (*p, 0, p.rank as i32)).collect();
-        let raw = split_handles(&split, "ncclCommSplit (duplicate)")?;
-        if raw.iter().any(|h| h.is_null()) {
+        let split: Vec<(&Comm, i32, i32, usize)> = parents
+            .iter()
+            .map(|p| (*p, 0, p.rank as i32, p.size))
+            .collect();
+        let handles = split_handles(&split, "ncclCommSplit (duplicate)")?;
+        let mut handles: Vec<Comm> = handles.into_iter().flatten().collect();
+        if handles.len() != parents.len() {
             return Err(RuntimeError::Unsupported(
                 "ncclCommSplit gave no handle for a duplicate of the world".into(),
             ));
         }
-        let mut handles = parents
-            .iter()
-            .zip(raw)
-            .map(|(p, h)| Comm::from_raw(h, p.rank, p.size, p.ordinal));
+        let mut handles = handles.drain(..);
         Ok(match &self.bridge {
             Some(_) => World {
                 env: self.env.clone(),

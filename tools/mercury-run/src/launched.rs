@@ -4,16 +4,22 @@
 //! `mercury-tune --profile-top K --launcher env` the model's K best candidates.
 //!
 //! Every process must reach the same collective calls in the same order, or the others wait
-//! (bounded by the fault watchdog). So each plan's run has two points where the processes
+//! (bounded by the fault watchdog). So each plan's run has three points where the processes
 //! agree, and failures local to one process are turned into the same decision in all of them:
-//! 1. after the local preparation (fault spec, device kernels, inputs): if any process could
-//!    not prepare the plan, every process refuses it ([`Verdict::Refused`]); then the plans,
-//!    seeds and run counts must be equal (`World::agree`), else an error;
-//! 2. after the run and the check against the single-device plan: every process learns the
-//!    slowest process's time and which processes' checks failed ([`Outcome`]).
+//! 1. after the local preparation (rank count, fault spec, device kernels): if any process
+//!    could not prepare the plan, every process refuses it ([`Verdict::Refused`]); then the
+//!    plans, seeds and run counts must be equal (`World::agree`), else an error;
+//! 2. after building the executor, whose communicator splits come first, after checks that
+//!    are the same in every process (`CudaExecutor::build`): a process that could not build it
+//!    (a refused collective, no memory) makes every process refuse the plan;
+//! 3. after the run and the check against the single-device plan: every process learns the
+//!    slowest process's time and which processes' checks failed ([`Outcome`]); a reference
+//!    that could not run fails this process's check.
 //!
-//! What fails between the two points (the executor's communicators, a stage) is an error that
-//! ends this process; the others end through NCCL's remote error or the watchdog.
+//! Between the run and the executor's teardown the processes wait for each other, so no
+//! process aborts its communicators while NCCL still carries a peer's data. What fails
+//! between the points (a communicator split, a stage) is an error that ends this process; the
+//! others end through NCCL's remote error or the watchdog.
 
 use crate::args::Args;
 use crate::gpu::{
@@ -182,33 +188,22 @@ impl Session {
     ) -> Result<Verdict, Failure> {
         let t0 = std::time::Instant::now();
         let tag = &self.tag;
-        if plan.num_ranks() != self.n {
-            return Err(Failure::Input(format!(
-                "mercury-run: {tag} the plan has {} ranks, the world {}",
-                plan.num_ranks(),
-                self.n
-            )));
-        }
         let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
         let seed = a.seed();
         // 1. Local preparation, then the first agreement point.
-        let prepared = schedule_options(a, plan)
-            .and_then(|o| Ok((o, device_kernels(a, self.cc, &[plan, reference])?)));
-        let ready = self
-            .world
-            .all_gather_u64(&self.ctxs, if prepared.is_ok() { 0 } else { NOTHING })
-            .map_err(rt)?;
-        let (sched_opts, ptx) = match prepared {
-            Err(Failure::Input(m) | Failure::Check(m) | Failure::NoDevice(m)) => {
-                return Ok(Verdict::Refused(m));
-            }
-            Ok(_) if ready.contains(&NOTHING) => {
-                let p = self.participants_process(ready.iter().position(|v| *v == NOTHING));
-                return Ok(Verdict::Refused(format!(
-                    "process {p} could not prepare the plan (its output says why)"
-                )));
-            }
+        let prepared = if plan.num_ranks() != self.n {
+            Err(Failure::Input(format!(
+                "the plan has {} ranks, the processes' world {}",
+                plan.num_ranks(),
+                self.n
+            )))
+        } else {
+            schedule_options(a, plan)
+                .and_then(|o| Ok((o, device_kernels(a, self.cc, &[plan, reference])?)))
+        };
+        let (sched_opts, ptx) = match self.everyone_ok(prepared)? {
             Ok(x) => x,
+            Err(why) => return Ok(Verdict::Refused(why)),
         };
         // Processes started with different operators, schedules, seeds or run counts would
         // pair their NCCL calls wrongly: refuse before anything runs.
@@ -230,17 +225,28 @@ impl Session {
                 })
                 .collect(),
         );
-        // The executor takes a world of its own; this one stays for the agreements.
+        // The executor takes a world of its own; this one stays for the agreements. Its
+        // communicator splits come first in its build, after checks that are the same in every
+        // process (`CudaExecutor::build`), so every process gets here and agrees whether all
+        // could build it: a refusal (e.g. a reduction over ranks of several processes) drops
+        // the plan everywhere.
         let world = self.world.duplicate().map_err(rt)?;
-        let mut exec = CudaExecutor::new_placed(
+        let built = CudaExecutor::new_placed(
             plan.clone(),
             &ptx,
             sched_opts,
             Placement::new(map, TransportChoice::NcclWorld(world)),
         )
-        .map_err(rt)?;
+        .map_err(rt);
+        let mut exec = match self.everyone_ok(built)? {
+            Ok(e) => e,
+            Err(why) => return Ok(Verdict::Refused(why)),
+        };
         say(format!("{tag} transport: {}", exec.transport_name()));
         let got = execute(&mut exec, plan, &inputs, warmup, iters)?;
+        // Every process's runs are over before any aborts its communicators (an abort does
+        // not wait for what NCCL's proxy still sends to a peer).
+        self.world.all_gather_u64(&self.ctxs, 0).map_err(rt)?;
         drop(exec);
         // 2. The reference and the check (local), then the second agreement point.
         let local: Vec<usize> = owned.clone().collect();
@@ -251,17 +257,33 @@ impl Session {
             .filter(|(_, b)| b.role == Role::Output)
             .map(|(i, b)| (b.name.clone(), placement::output_mask(plan, i, &local)))
             .collect();
-        let mut failed_here = Vec::new();
+        let mut failed_here: Vec<String> = Vec::new();
         let mut reference_ms = None;
-        if a.check || a.bench {
-            let mut rexec = CudaExecutor::new(
+        // The reference is local: its failure fails this process's check (the second
+        // agreement point then drops the plan everywhere); it does not end the process.
+        let want = if a.check || a.bench {
+            let r = CudaExecutor::new(
                 self.ctxs[0].clone(),
                 reference.clone(),
                 &ptx,
                 exec_options(a),
             )
-            .map_err(rt)?;
-            let want = execute(&mut rexec, reference, &inputs, warmup, iters)?;
+            .map_err(rt)
+            .and_then(|mut rexec| execute(&mut rexec, reference, &inputs, warmup, iters));
+            match r {
+                Ok(w) => Some(w),
+                Err(Failure::Input(m) | Failure::Check(m) | Failure::NoDevice(m)) => {
+                    say(format!(
+                        "{tag} error: the single-device reference failed: {m}"
+                    ));
+                    failed_here.push("the single-device reference".into());
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if let Some(want) = want {
             reference_ms = Some(want.median_ms);
             if a.check {
                 let tol = a.tolerance.unwrap_or(2e-2);
@@ -314,6 +336,29 @@ impl Session {
             failed_here,
             wall_s: t0.elapsed().as_secs_f64(),
         }))
+    }
+
+    /// An agreement point: every process says whether its step (`mine`) succeeded. `Ok(Ok)`
+    /// when all did; `Ok(Err(why))` when any did not (this process's own reason, or which
+    /// process failed): the same decision in every process.
+    ///
+    /// # Errors
+    /// NCCL failures of the gather.
+    fn everyone_ok<T>(&self, mine: Result<T, Failure>) -> Result<Result<T, String>, Failure> {
+        let all = self
+            .world
+            .all_gather_u64(&self.ctxs, if mine.is_ok() { 0 } else { NOTHING })
+            .map_err(rt)?;
+        Ok(match mine {
+            Err(Failure::Input(m) | Failure::Check(m) | Failure::NoDevice(m)) => Err(m),
+            Ok(_) if all.contains(&NOTHING) => {
+                let p = self.participants_process(all.iter().position(|v| *v == NOTHING));
+                Err(format!(
+                    "process {p} could not prepare or build the plan (its output says why)"
+                ))
+            }
+            Ok(x) => Ok(x),
+        })
     }
 
     /// The process of participant `i` of a gather ([`World::all_gather_u64`]: one per

@@ -43,14 +43,10 @@ impl CudaMeasure {
     }
 }
 
-/// The GPU count (`Err`: none usable, the caller exits 2) and mercury-run's arguments for
-/// measuring candidates: `run_flags` after `--backend cuda --check --bench`, validated as
-/// mercury-run validates its command line. Starts mercury-run's fault watchdog.
-pub(crate) fn gpu_run_args(run_flags: &[String]) -> Result<(usize, RunArgs), String> {
-    let n = mercury_runtime::cuda::visible_gpus().map_err(|e| format!("no usable GPU: {e}"))?;
-    if n == 0 {
-        return Err("no usable GPU: the driver shows none".into());
-    }
+/// mercury-run's arguments for measuring candidates: `run_flags` after `--backend cuda
+/// --check --bench`, validated as mercury-run validates its command line (`Err`: the flags
+/// are bad or conflict; bad input, exit 1).
+pub(crate) fn check_run_flags(run_flags: &[String]) -> Result<RunArgs, String> {
     let mut argv: Vec<String> = [
         "mercury-run",
         "(candidate)",
@@ -62,8 +58,18 @@ pub(crate) fn gpu_run_args(run_flags: &[String]) -> Result<(usize, RunArgs), Str
     .map(String::from)
     .to_vec();
     argv.extend(run_flags.iter().cloned());
-    let args = mercury_run::args::parse_from(&argv)
-        .map_err(|e| format!("GPU flags {run_flags:?}: {}", e.to_string().trim_end()))?;
+    mercury_run::args::parse_from(&argv)
+        .map_err(|e| format!("GPU flags {run_flags:?}: {}", e.to_string().trim_end()))
+}
+
+/// The GPU count (`Err`: none usable, the caller exits 2) and [`check_run_flags`]'s
+/// arguments. Starts mercury-run's fault watchdog.
+pub(crate) fn gpu_run_args(run_flags: &[String]) -> Result<(usize, RunArgs), String> {
+    let args = check_run_flags(run_flags)?;
+    let n = mercury_runtime::cuda::visible_gpus().map_err(|e| format!("no usable GPU: {e}"))?;
+    if n == 0 {
+        return Err("no usable GPU: the driver shows none".into());
+    }
     mercury_run::gpu::start_watchdog(&args).map_err(failure_text)?;
     Ok((n, args))
 }

@@ -97,6 +97,11 @@ struct Args {
     /// GPU profiling: the device kernels' PTX (as mercury-run --device-kernels).
     #[arg(long, value_name = "FILE")]
     device_kernels: Option<PathBuf>,
+    /// GPU profiling: the limit of a blocking setup step in seconds (as mercury-run
+    /// --setup-timeout; under --launcher also how far apart the processes may finish the
+    /// search, since they join at the first candidate).
+    #[arg(long, value_name = "SECS")]
+    setup_timeout: Option<f64>,
     /// Timed runs per profiled candidate (median reported).
     #[arg(long, default_value_t = 10)]
     iters: usize,
@@ -195,6 +200,9 @@ fn run_flags(args: &Args) -> Vec<String> {
     if let Some(t) = args.tolerance {
         f.extend(["--tolerance".into(), t.to_string()]);
     }
+    if let Some(t) = args.setup_timeout {
+        f.extend(["--setup-timeout".into(), t.to_string()]);
+    }
     f
 }
 
@@ -230,6 +238,8 @@ fn measure_backend(
         BackendArg::Cuda => {
             #[cfg(feature = "cuda")]
             {
+                // Bad or conflicting flags are bad input (exit 1), found before the GPU probe.
+                cuda::check_run_flags(&run_flags(args)).map_err(|e| (ExitCode::from(1), e))?;
                 let m = if args.launcher.is_some() {
                     launched::LaunchedMeasure::new(&run_flags(args), reference, topo)
                         .map(|m| Box::new(m) as Box<dyn Measure>)
@@ -291,6 +301,13 @@ fn check_launcher(args: &Args) -> Result<(), String> {
         return Err(
             "--launcher profiles the search's candidates; it does not take --no-search".into(),
         );
+    }
+    // The launcher's environment now, not after the search.
+    #[cfg(feature = "cuda")]
+    match mercury_runtime::cuda::launcher::LaunchEnv::from_env() {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err("--launcher env: RANK and WORLD_SIZE are not set (start every process with torchrun, srun or mpirun; docs/multi-gpu.md)".into()),
+        Err(e) => return Err(format!("--launcher env: {e}")),
     }
     Ok(())
 }

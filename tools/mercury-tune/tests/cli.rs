@@ -259,6 +259,36 @@ fn launcher_refuses_what_the_processes_cannot_share() {
         assert!(stderr(&o).contains(want), "{extra:?}: {}", stderr(&o));
         assert!(!out.join("schedule.json").exists(), "nothing written");
     }
+    // The launcher's environment and the GPU flags are checked before the search and before
+    // any GPU probe: bad input, exit 1.
+    let profile = ["--profile-top", "2"];
+    let o = bin()
+        .args(base.iter().chain(&profile))
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .expect("binary runs");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("RANK and WORLD_SIZE are not set"),
+        "{}",
+        stderr(&o)
+    );
+    let o = bin()
+        .args(base.iter().chain(&profile).chain(&["--transport", "peer"]))
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .env("LOCAL_RANK", "0")
+        .env("MERCURY_NCCL_ID_FILE", out.join("id").to_str().unwrap())
+        .output()
+        .expect("binary runs");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("does not take --transport peer"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.join("schedule.json").exists(), "nothing written");
 }
 
 /// The declared mesh is kept unless --refactor-mesh; a topology of another size is refused

@@ -151,8 +151,46 @@ impl CudaExecutor {
         let ctxs: Vec<Arc<CudaContext>> = dev_ctxs.into_iter().map(|(_, c)| c).collect();
         let uses_attention = uses(&|p| matches!(p, PatchKind::Attention { .. }));
 
-        // Per device: kernels, patches, an allocation stream (the hub on the main device).
         let mut warnings = Vec::new();
+        // Each rank's device id and CUDA ordinal.
+        let id_map = DeviceMap::from_ordinals(rank_dev.iter().map(|d| ids[*d]).collect());
+        let map = DeviceMap::from_ordinals(rank_dev.iter().map(|d| ctxs[*d].ordinal()).collect());
+        let world_size = match &choice {
+            TransportChoice::NcclWorld(w) => Some(w.env().world_size),
+            _ => None,
+        };
+        // The transport first: under a launcher its communicator splits are collective, and
+        // only the deterministic checks above come before them, so every process reaches them
+        // or fails alike (no local failure before them can leave another process waiting in a
+        // split). Then the plan-level refusals, the same in every process.
+        ctxs[0]
+            .bind_to_thread()
+            .map_err(RuntimeError::driver("bind context"))?;
+        let transport: Box<dyn Transport> = match choice {
+            TransportChoice::Copy if placed => Box::new(CopyTransport::placed(id_map.clone())),
+            TransportChoice::Copy => Box::new(CopyTransport::single_device()),
+            TransportChoice::Nccl => {
+                let t = NcclTransport::single_process(&map, &id_map, &distinct_groups(&plan))?;
+                if !t.fallback_groups().is_empty() {
+                    warnings.push(format!(
+                        "NCCL: {} group(s) have members sharing a GPU ({:?}...); they use device copies",
+                        t.fallback_groups().len(),
+                        t.fallback_groups()[0]
+                    ));
+                }
+                Box::new(t)
+            }
+            TransportChoice::NcclWorld(w) => {
+                Box::new(NcclTransport::from_world(w, &map, &distinct_groups(&plan))?)
+            }
+        };
+        for st in &schedule.stages {
+            for c in &st.collectives {
+                transport.check_plan_collective(c)?;
+            }
+        }
+
+        // Per device: kernels, patches, an allocation stream (the hub on the main device).
         let mut devs = Vec::with_capacity(ctxs.len());
         let mut dks = Vec::with_capacity(ctxs.len());
         let mut max_pitch = Vec::with_capacity(ctxs.len());
@@ -298,31 +336,6 @@ impl CudaExecutor {
                 .map_err(RuntimeError::driver("synchronize allocations"))?;
         }
 
-        // Each rank's device id and CUDA ordinal.
-        let id_map = DeviceMap::from_ordinals(rank_dev.iter().map(|d| ids[*d]).collect());
-        let map = DeviceMap::from_ordinals(rank_dev.iter().map(|d| ctxs[*d].ordinal()).collect());
-        let world_size = match &choice {
-            TransportChoice::NcclWorld(w) => Some(w.env().world_size),
-            _ => None,
-        };
-        let transport: Box<dyn Transport> = match choice {
-            TransportChoice::Copy if placed => Box::new(CopyTransport::placed(id_map.clone())),
-            TransportChoice::Copy => Box::new(CopyTransport::single_device()),
-            TransportChoice::Nccl => {
-                let t = NcclTransport::single_process(&map, &id_map, &distinct_groups(&plan))?;
-                if !t.fallback_groups().is_empty() {
-                    warnings.push(format!(
-                        "NCCL: {} group(s) have members sharing a GPU ({:?}...); they use device copies",
-                        t.fallback_groups().len(),
-                        t.fallback_groups()[0]
-                    ));
-                }
-                Box::new(t)
-            }
-            TransportChoice::NcclWorld(w) => {
-                Box::new(NcclTransport::from_world(w, &map, &distinct_groups(&plan))?)
-            }
-        };
         for w in &warnings {
             tracing::warn!("{w}");
         }
@@ -416,7 +429,6 @@ impl CudaExecutor {
                 }
             }
             for c in &st.collectives {
-                transport.check_plan_collective(c)?;
                 if c.group.iter().any(|r| local[*r]) {
                     transport.check_collective(&mem, c)?;
                 }
