@@ -381,7 +381,8 @@ pub fn run_launched(a: &Args, reference: Plan, plan: Plan) -> Result<(), Failure
     let tag = session.tag.clone();
     match session.run_plan(a, &plan, &reference, &mut say)? {
         Verdict::Refused(why) => Err(Failure::Input(format!(
-            "mercury-run: {tag} the plan was not run: {why}"
+            "mercury-run: {tag} the plan was not run: {}",
+            why.trim_start_matches("mercury-run: ")
         ))),
         Verdict::Ran(o) if !o.failed_here.is_empty() => Err(Failure::Check(format!(
             "mercury-run: {tag} check failed for {}",
