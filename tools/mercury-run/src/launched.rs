@@ -53,7 +53,7 @@ pub struct Session {
     cc: (i32, i32),
 }
 
-/// One plan's run, the same in every process (gathered at the second agreement point).
+/// One plan's run, the same in every process (gathered at the third agreement point).
 #[derive(Debug, Clone)]
 pub struct Outcome {
     /// This process's median time of one run of the plan, milliseconds.
@@ -173,7 +173,7 @@ impl Session {
     /// Runs `plan` (of the session's rank count) in every process: this process's ranks on
     /// its GPUs, checked against `reference` (the single-device plan) on the output pieces its
     /// ranks write (`--check`), timed with `--warmup`/`--iters` (`--bench`). Every process must
-    /// call it with the same plan, in the same order (module docs: the two agreement points).
+    /// call it with the same plan, in the same order (module docs: the three agreement points).
     /// Lines go to `say`.
     ///
     /// # Errors
@@ -225,7 +225,7 @@ impl Session {
                 })
                 .collect(),
         );
-        // The executor takes a world of its own; this one stays for the agreements. Its
+        // 2. The executor takes a world of its own; this one stays for the agreements. Its
         // communicator splits come first in its build, after checks that are the same in every
         // process (`CudaExecutor::build`), so every process gets here and agrees whether all
         // could build it: a refusal (e.g. a reduction over ranks of several processes) drops
@@ -248,7 +248,7 @@ impl Session {
         // not wait for what NCCL's proxy still sends to a peer).
         self.world.all_gather_u64(&self.ctxs, 0).map_err(rt)?;
         drop(exec);
-        // 2. The reference and the check (local), then the second agreement point.
+        // 3. The reference and the check (local), then the third agreement point.
         let local: Vec<usize> = owned.clone().collect();
         let masks: HashMap<String, Vec<bool>> = plan
             .buffers
@@ -259,7 +259,7 @@ impl Session {
             .collect();
         let mut failed_here: Vec<String> = Vec::new();
         let mut reference_ms = None;
-        // The reference is local: its failure fails this process's check (the second
+        // The reference is local: its failure fails this process's check (the third
         // agreement point then drops the plan everywhere); it does not end the process.
         let want = if a.check || a.bench {
             let r = CudaExecutor::new(
