@@ -483,10 +483,11 @@ impl World {
         let per_process = self.ranks.len().max(1);
         for (i, d) in all.iter().enumerate() {
             if *d != digest {
-                let (p, ranks) = if self.bridge.is_some() {
-                    (i, i * per_process..(i + 1) * per_process)
+                let p = self.participant_process(i);
+                let ranks = if self.bridge.is_some() {
+                    p * per_process..(p + 1) * per_process
                 } else {
-                    (process_of(i, per_process), i..i + 1)
+                    i..i + 1
                 };
                 return Err(RuntimeError::Schedule(format!(
                     "process {p} (ranks {ranks:?}) runs a different {what} than process {} (digest {d:016x}, here {digest:016x}): every process must be started with the same operator, schedule and arguments",
@@ -495,6 +496,16 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// The process of participant `i` of [`World::all_gather_u64`]: participant `i` itself in
+    /// bridge mode (one per process), else the process of plan rank `i`.
+    pub fn participant_process(&self, i: usize) -> usize {
+        if self.bridge.is_some() {
+            i
+        } else {
+            process_of(i, self.ranks.len())
+        }
     }
 
     /// Every participant's `value`: one per process in bridge mode (in process order), else
@@ -624,13 +635,13 @@ impl World {
             .map(|p| (*p, 0, p.rank as i32, p.size))
             .collect();
         let handles = split_handles(&split, "ncclCommSplit (duplicate)")?;
-        let mut handles: Vec<Comm> = handles.into_iter().flatten().collect();
+        let handles: Vec<Comm> = handles.into_iter().flatten().collect();
         if handles.len() != parents.len() {
             return Err(RuntimeError::Unsupported(
                 "ncclCommSplit gave no handle for a duplicate of the world".into(),
             ));
         }
-        let mut handles = handles.drain(..);
+        let mut handles = handles.into_iter();
         Ok(match &self.bridge {
             Some(_) => World {
                 env: self.env.clone(),

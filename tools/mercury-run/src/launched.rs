@@ -312,7 +312,7 @@ impl Session {
             .iter()
             .enumerate()
             .filter(|(_, v)| **v == NOTHING)
-            .map(|(i, _)| self.participants_process(Some(i)))
+            .map(|(i, _)| self.world.participant_process(i))
             .collect();
         failed_processes.dedup();
         let slowest_ms = if failed_processes.is_empty() {
@@ -352,24 +352,16 @@ impl Session {
         Ok(match mine {
             Err(Failure::Input(m) | Failure::Check(m) | Failure::NoDevice(m)) => Err(m),
             Ok(_) if all.contains(&NOTHING) => {
-                let p = self.participants_process(all.iter().position(|v| *v == NOTHING));
+                let p = all
+                    .iter()
+                    .position(|v| *v == NOTHING)
+                    .map_or(0, |i| self.world.participant_process(i));
                 Err(format!(
                     "process {p} could not prepare or build the plan (its output says why)"
                 ))
             }
             Ok(x) => Ok(x),
         })
-    }
-
-    /// The process of participant `i` of a gather ([`World::all_gather_u64`]: one per
-    /// process in bridge mode, else one per plan rank, in rank order).
-    fn participants_process(&self, i: Option<usize>) -> usize {
-        let i = i.unwrap_or(0);
-        if self.world.bridge().is_some() {
-            i
-        } else {
-            placement::process_of(i, self.owned.len().max(1))
-        }
     }
 }
 

@@ -286,10 +286,11 @@ impl Progress for Bar {
 }
 
 /// `--launcher` needs profiling on the GPUs, and no cache: every process must take the same
-/// path through the search, and only process 0 writes.
-fn check_launcher(args: &Args) -> Result<(), String> {
+/// path through the search, and only process 0 writes. Returns this process's rank among the
+/// launcher's processes (0 without `--launcher`).
+fn check_launcher(args: &Args) -> Result<usize, String> {
     if args.launcher.is_none() {
-        return Ok(());
+        return Ok(0);
     }
     if args.profile_top == 0 || args.backend != BackendArg::Cuda {
         return Err("--launcher runs --profile-top K on the GPUs in several processes: it needs --profile-top and --backend cuda".into());
@@ -305,28 +306,18 @@ fn check_launcher(args: &Args) -> Result<(), String> {
     // The launcher's environment now, not after the search.
     #[cfg(feature = "cuda")]
     match mercury_runtime::cuda::launcher::LaunchEnv::from_env() {
-        Ok(Some(_)) => {}
-        Ok(None) => return Err("--launcher env: RANK and WORLD_SIZE are not set (start every process with torchrun, srun or mpirun; docs/multi-gpu.md)".into()),
-        Err(e) => return Err(format!("--launcher env: {e}")),
+        Ok(Some(env)) => Ok(env.rank),
+        Ok(None) => Err("--launcher env: RANK and WORLD_SIZE are not set (start every process with torchrun, srun or mpirun; docs/multi-gpu.md)".into()),
+        Err(e) => Err(format!("--launcher env: {e}")),
     }
-    Ok(())
-}
-
-/// This process's rank under `--launcher` (0 without one): only process 0 writes outputs.
-fn launched_process(args: &Args) -> usize {
-    #[cfg(feature = "cuda")]
-    if args.launcher.is_some() {
-        if let Ok(Some(env)) = mercury_runtime::cuda::launcher::LaunchEnv::from_env() {
-            return env.rank;
-        }
-    }
-    let _ = args;
-    0
+    // Without CUDA profiling is refused later (exit 2); no process but this one.
+    #[cfg(not(feature = "cuda"))]
+    Ok(0)
 }
 
 fn run(args: &Args) -> Result<(), (ExitCode, String)> {
     let bad = |e: String| (ExitCode::from(1), e);
-    check_launcher(args).map_err(bad)?;
+    let process = check_launcher(args).map_err(bad)?;
     let topo = Topology::load(&args.topology).map_err(|e| bad(e.to_string()))?;
     let mut op = source_for_file(&args.file, args.refactor_mesh).map_err(|e| bad(e.to_string()))?;
     // The device first: without one, say so before searching (exit 2).
@@ -365,7 +356,6 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
     for w in &res.report.warnings {
         eprintln!("warning: {w}");
     }
-    let process = launched_process(args);
     let mut written = Vec::new();
     if process == 0 {
         written = write_outputs(&res, &topo, &args.out).map_err(|e| {
