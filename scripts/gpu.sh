@@ -14,7 +14,8 @@
 #                                          # only the MLP rows (issue 14: Llama-3 8B / 70B, TP = 2)
 #   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling on 2 GPUs (not default)
 #   MERCURY_GPU_PARTS=suite,baselines ...  # issue 13's side-by-side suite: ours on every GPU, the
-#                                          # PyTorch baselines, one joined table (>= 2 GPUs)
+#                                          # PyTorch baselines, one joined table (>= 2 GPUs);
+#                                          # MERCURY_SUITE_SEQS, _CASES, _ITERS (5), _WARMUP (2)
 #   MERCURY_GPU_PARTS=twotier ...         # two processes as two "nodes" of 4 virtual ranks, NCCL
 #                                          # socket between them: measured tiers, predicted vs
 #                                          # measured rankings of the templates and the pick,
@@ -457,7 +458,7 @@ else
     echo "== suite: $id ($*)"
     local log="$out/suite-$id.log" r=ok
     timeout 300 $C/mercury-run --backend cuda --devices "${DEVS:-$sngpu}" --transport peer --check --bench \
-      --iters "${MERCURY_SUITE_ITERS:-5}" --warmup 2 --device-kernels "${PTX:-$C/device_kernels.ptx}" \
+      --iters "${MERCURY_SUITE_ITERS:-5}" --warmup "${MERCURY_SUITE_WARMUP:-2}" --device-kernels "${PTX:-$C/device_kernels.ptx}" \
       "$input" "$@" > "$log" 2>&1 || r=FAILED
     local ms
     ms=$(grep '^| schedule,' "$log" | awk -F'|' '{print $3}' | xargs || true)

@@ -1,5 +1,6 @@
 //! Comparison of outputs with a reference.
 
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// Relative error ‖got − want‖ / ‖want‖ per output, and whether any value is not finite.
@@ -16,14 +17,14 @@ pub fn compare(
             out.push((name.clone(), f64::INFINITY, w.len()));
             continue;
         };
-        let nonfinite = g.iter().filter(|x| !x.is_finite()).count();
+        let nonfinite = g.par_iter().filter(|x| !x.is_finite()).count();
         let num: f64 = g
-            .iter()
+            .par_iter()
             .zip(w)
             .map(|(a, b)| (a - b) * (a - b))
             .sum::<f64>()
             .sqrt();
-        let den: f64 = w.iter().map(|b| b * b).sum::<f64>().sqrt().max(1e-300);
+        let den: f64 = w.par_iter().map(|b| b * b).sum::<f64>().sqrt().max(1e-300);
         let e = if nonfinite > 0 || g.len() != w.len() {
             f64::INFINITY
         } else {

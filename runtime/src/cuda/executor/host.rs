@@ -24,17 +24,19 @@ impl HostData {
 
     /// Values as f64 (bf16/f16 decoded according to `dtype`).
     pub fn to_f64(&self, dtype: DType) -> Vec<f64> {
+        use rayon::prelude::*;
         match self {
-            HostData::F32(v) => v.iter().map(|x| *x as f64).collect(),
+            HostData::F32(v) => v.par_iter().map(|x| *x as f64).collect(),
             HostData::F64(v) => v.clone(),
             HostData::Bits16(v) => match dtype {
                 DType::F16 => v
-                    .iter()
+                    .par_iter()
                     .map(|x| half::f16::from_bits(*x).to_f64())
                     .collect(),
+                // A bf16 is the high half of an f32.
                 _ => v
-                    .iter()
-                    .map(|x| half::bf16::from_bits(*x).to_f64())
+                    .par_iter()
+                    .map(|x| f32::from_bits((*x as u32) << 16) as f64)
                     .collect(),
             },
         }
@@ -42,18 +44,19 @@ impl HostData {
 
     /// `values` converted to the device representation of `dtype` (bf16/f16 round to nearest).
     pub fn from_f64(values: &[f64], dtype: DType) -> HostData {
+        use rayon::prelude::*;
         match dtype {
             DType::F64 => HostData::F64(values.to_vec()),
-            DType::F32 => HostData::F32(values.iter().map(|x| *x as f32).collect()),
+            DType::F32 => HostData::F32(values.par_iter().map(|x| *x as f32).collect()),
             DType::BF16 => HostData::Bits16(
                 values
-                    .iter()
+                    .par_iter()
                     .map(|x| half::bf16::from_f64(*x).to_bits())
                     .collect(),
             ),
             DType::F16 => HostData::Bits16(
                 values
-                    .iter()
+                    .par_iter()
                     .map(|x| half::f16::from_f64(*x).to_bits())
                     .collect(),
             ),
