@@ -432,6 +432,45 @@ def error_rows(report, meta, baselines, check, note):
                         check=check, samples=0, calls_per_sample=0, note=note))
 
 
+def estimate(args, world, cases, baselines, case_seconds, flops, rates, id_width=32):
+    """--estimate: the estimated wall time of each selected case and of the whole run."""
+    tot = 20.0
+    print(f"estimate for {world} ranks, baselines {', '.join(baselines)}{rates}:")
+    for c in cases:
+        sec = case_seconds(c, world, baselines, args.target_ms)
+        tot += sec
+        print(f"  {c['id']:<{id_width}} {flops(c) / 1e12:9.2f} TFLOP  ~{sec:6.1f} s")
+    print(f"total ~{tot / 60:.1f} min ({len(cases)} cases, 20 s start-up)")
+
+
+def run_cases(ctx, args, report, cases, baselines, seed, case_seconds, make_inputs, run_case):
+    """The case loop of every baseline script. Per case: skipped under --budget-s; inputs
+    made by `make_inputs(case, seed)` (an error on any rank gives every rank error rows);
+    then `run_case(meta, inputs)` adds the rows; the inputs are closed and memory freed."""
+    for ci, c in enumerate(cases):
+        meta = dict(c, world_size=ctx.world)
+        est = case_seconds(c, ctx.world, baselines, args.target_ms)
+        if over_budget(ctx, args, report, est):
+            error_rows(report, meta, baselines, "skipped",
+                       f"skipped: --budget-s {args.budget_s:.0f} (case estimated {est:.0f} s)")
+            continue
+        inp, err = None, None
+        try:
+            inp = make_inputs(c, seed + ci)
+        except Exception as e:  # noqa: BLE001
+            err = fmt_err(e)
+        err = ctx.agree(err)
+        if err is not None:
+            error_rows(report, meta, baselines, "error", f"inputs: {err}")
+            inp = None
+            ctx.free()
+            continue
+        run_case(meta, inp)
+        inp.close()
+        inp = None
+        ctx.free()
+
+
 def seed_for(ctx, args):
     s = args.seed if args.seed is not None else time.time_ns() % (2 ** 31)
     return int(ctx.allreduce([float(s)], "max")[0]) if args.seed is None else s

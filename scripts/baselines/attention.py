@@ -622,16 +622,8 @@ def case_seconds(c, world, baselines, target_ms):
 
 
 def estimate(args, world):
-    cases = select_cases(args, False)
-    bl = select_baselines(args)
-    tot = 20.0
-    print(f"estimate for {world} ranks, baselines {', '.join(bl)}, cuDNN at "
-          f"{C.RATE_CUDNN / 1e12:.0f} TFLOP/s, multi-GPU at 1/{world} x 1.1:")
-    for c in cases:
-        sec = case_seconds(c, world, bl, args.target_ms)
-        tot += sec
-        print(f"  {c['id']:<32} {flops(c) / 1e12:9.1f} TFLOP  ~{sec:6.1f} s")
-    print(f"total ~{tot / 60:.1f} min ({len(cases)} cases, 20 s start-up)")
+    C.estimate(args, world, select_cases(args, False), select_baselines(args), case_seconds,
+               flops, f", cuDNN at {C.RATE_CUDNN / 1e12:.0f} TFLOP/s, multi-GPU at 1/{world} x 1.1")
 
 
 def main():
@@ -655,39 +647,24 @@ def main():
         print(f"attention baselines: {len(cases)} cases x {len(baselines)} baselines on "
               f"{ctx.world} ranks ({header['device']}), seed {seed}, cuDNN GQA: {gqa_mode}",
               file=sys.stderr, flush=True)
-    for ci, c in enumerate(cases):
-        meta = dict(c, world_size=ctx.world)
-        est = case_seconds(c, ctx.world, baselines, args.target_ms)
-        if C.over_budget(ctx, args, report, est):
-            C.error_rows(report, meta, baselines, "skipped",
-                         f"skipped: --budget-s {args.budget_s:.0f} (case estimated {est:.0f} s)")
-            continue
-        inp, err = None, None
-        try:
-            if c["s"] % (2 * ctx.world):
-                raise ValueError(f"sequence {c['s']} not divisible by 2 x {ctx.world} ranks")
-            inp = Inputs(ctx, c, seed + ci)
-        except Exception as e:  # noqa: BLE001
-            err = C.fmt_err(e)
-        err = ctx.agree(err)
-        if err is not None:
-            C.error_rows(report, meta, baselines, "error", f"inputs: {err}")
-            inp = None
-            ctx.free()
-            continue
+    def make_inputs(c, sd):
+        if c["s"] % (2 * ctx.world):
+            raise ValueError(f"sequence {c['s']} not divisible by 2 x {ctx.world} ranks")
+        return Inputs(ctx, c, sd)
+
+    def run_case(meta, inp):
         t1 = None
         for b in baselines:
-            row = C.drive(ctx, report, meta, b, attempts_for(b, ctx, kern, inp), flops(c), args,
-                          only_rank0=(b == "cudnn_1gpu"))
+            row = C.drive(ctx, report, meta, b, attempts_for(b, ctx, kern, inp), flops(meta),
+                          args, only_rank0=(b == "cudnn_1gpu"))
             if b == "cudnn_1gpu":
                 t1 = row["ms"]
             elif t1 and row["ms"]:
                 row["scaling_eff"] = t1 / (ctx.world * row["ms"])
                 row["note"] = f"eff {100 * row['scaling_eff']:.1f}%" + (
                     f"; {row['note']}" if row["note"] else "")
-        inp.close()
-        inp = None
-        ctx.free()
+
+    C.run_cases(ctx, args, report, cases, baselines, seed, case_seconds, make_inputs, run_case)
     C.finish(ctx, args, report)
 
 

@@ -219,15 +219,8 @@ def case_seconds(c, world, baselines, target_ms):
 
 
 def estimate(args, world):
-    cases = select_cases(args, False)
-    bl = select_baselines(args)
-    tot = 20.0
-    print(f"estimate for {world} ranks, baselines {', '.join(bl)}:")
-    for c in cases:
-        sec = case_seconds(c, world, bl, args.target_ms)
-        tot += sec
-        print(f"  {c['id']:<28} {flops(c) / 1e12:7.2f} TFLOP  ~{sec:5.1f} s")
-    print(f"total ~{tot / 60:.1f} min ({len(cases)} cases, 20 s start-up)")
+    C.estimate(args, world, select_cases(args, False), select_baselines(args), case_seconds,
+               flops, "", id_width=28)
 
 
 def main():
@@ -245,27 +238,10 @@ def main():
     if ctx.rank == 0:
         print(f"mlp baselines: {len(cases)} cases x {len(baselines)} baselines on {ctx.world} "
               f"ranks ({header['device']}), seed {seed}", file=sys.stderr, flush=True)
-    for ci, c in enumerate(cases):
-        meta = dict(c, world_size=ctx.world)
-        est = case_seconds(c, ctx.world, baselines, args.target_ms)
-        if C.over_budget(ctx, args, report, est):
-            C.error_rows(report, meta, baselines, "skipped",
-                         f"skipped: --budget-s {args.budget_s:.0f} (case estimated {est:.0f} s)")
-            continue
-        inp, err = None, None
-        try:
-            inp = Inputs(ctx, c, seed + ci)
-        except Exception as e:  # noqa: BLE001
-            err = C.fmt_err(e)
-        err = ctx.agree(err)
-        if err is not None:
-            C.error_rows(report, meta, baselines, "error", f"inputs: {err}")
-            ctx.free()
-            continue
-        for b in baselines:
-            C.drive(ctx, report, meta, b, attempts_for(b, ctx, inp), flops(c), args)
-        inp.close()
-        ctx.free()
+    C.run_cases(ctx, args, report, cases, baselines, seed, case_seconds,
+                lambda c, sd: Inputs(ctx, c, sd),
+                lambda meta, inp: [C.drive(ctx, report, meta, b, attempts_for(b, ctx, inp),
+                                           flops(meta), args) for b in baselines])
     C.finish(ctx, args, report)
 
 
