@@ -471,6 +471,77 @@ def run_cases(ctx, args, report, cases, baselines, seed, case_seconds, make_inpu
         ctx.free()
 
 
+# -- tensor-parallel GEMM runners (gemm.py, mlp.py) ---------------------------------------------
+def output_stats(out, ref, out_shape):
+    """(sum of squared errors, sum of squared reference values, max |error|) of `out` against
+    the f32 reference `ref`; a wrong shape raises."""
+    if tuple(out.shape) != tuple(out_shape):
+        raise ValueError(f"output shape {tuple(out.shape)}, expected {tuple(out_shape)}")
+    d = out.float() - ref
+    return float((d * d).sum()), float((ref * ref).sum()), float(d.abs().max())
+
+
+class TpRunner:
+    """A baseline over inputs with `c` (the case), `out_shape` and `stats(out)`; bf16 output."""
+    base_note = ""
+
+    def __init__(self, ctx, inp):
+        self.ctx, self.inp, self.c = ctx, inp, inp.c
+        self.out = None
+        self.note = self.base_note
+
+    def out_bytes(self):
+        return math.prod(self.inp.out_shape) * 2
+
+    def poison(self):
+        pass
+
+    def check(self):
+        return self.inp.stats(self.out)
+
+    def close(self):
+        self.out = None
+
+
+class SymmMemRunner(TpRunner):
+    """AsyncTP's fused ops on the world group. mode: "op" (torch.ops.symm_mem.*), "op+enable"
+    (enable_symm_mem_for_group first), "fallback" (--smoke: torch's own non-symmetric fallback
+    of the same ops, CPU/gloo). Sets `ag` (fused_all_gather_matmul), `rs`
+    (fused_matmul_reduce_scatter), `gname` and `note` (`what` plus how the ops were reached)."""
+
+    def __init__(self, ctx, inp, mode, what):
+        super().__init__(ctx, inp)
+        import torch.distributed._symmetric_memory as symm  # registers torch.ops.symm_mem.*
+        self.gname = dist.group.WORLD.group_name
+        if mode == "op+enable":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                symm.enable_symm_mem_for_group(self.gname)
+        if mode == "fallback":
+            self.ag = symm._fused_all_gather_matmul_fallback
+            self.rs = symm._fused_matmul_reduce_scatter_fallback
+            self.note = "smoke: torch's fallback of the symm_mem ops (no symmetric memory)"
+        else:
+            self.ag = torch.ops.symm_mem.fused_all_gather_matmul
+            self.rs = torch.ops.symm_mem.fused_matmul_reduce_scatter
+            self.note = what + (", after enable_symm_mem_for_group" if mode == "op+enable" else "")
+
+
+def tp_attempts(name, ctx, nccl_cublas, asynctp):
+    """The attempts of the two tensor-parallel baselines: `nccl_cublas()` and
+    `asynctp(mode)` (a SymmMemRunner); the symm_mem ops have CUDA kernels only, so under
+    --smoke their CPU failure is expected and torch's fallback runs instead."""
+    if name == "nccl_cublas":
+        return [("", nccl_cublas)]
+    if name == "asynctp":
+        if ctx.smoke:
+            return [("symm_mem op on CPU", lambda: asynctp("op")),
+                    ("", lambda: asynctp("fallback"))]
+        return [("symm_mem op", lambda: asynctp("op")),
+                ("", lambda: asynctp("op+enable"))]
+    raise ValueError(name)
+
+
 def seed_for(ctx, args):
     s = args.seed if args.seed is not None else time.time_ns() % (2 ** 31)
     return int(ctx.allreduce([float(s)], "max")[0]) if args.seed is None else s

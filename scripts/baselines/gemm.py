@@ -47,7 +47,6 @@ import argparse  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
-import warnings  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
@@ -94,11 +93,6 @@ def flops(c):
     return 2.0 * c["m"] * c["n"] * c["k"]
 
 
-def _symm():
-    import torch.distributed._symmetric_memory as symm  # registers torch.ops.symm_mem.*
-    return symm
-
-
 # -- inputs ------------------------------------------------------------------------------------
 class Inputs:
     """Full A [M, K], B [K, Ncols] on every rank (rank 0 draws, broadcast) and this rank's shards."""
@@ -131,38 +125,14 @@ class Inputs:
         del a, b
 
     def stats(self, out):
-        if tuple(out.shape) != self.out_shape:
-            raise ValueError(f"output shape {tuple(out.shape)}, expected {self.out_shape}")
-        d = out.float() - self.ref
-        return float((d * d).sum()), float((self.ref * self.ref).sum()), float(d.abs().max())
+        return C.output_stats(out, self.ref, self.out_shape)
 
     def close(self):
         self.a = self.b = self.ref = None
 
 
 # -- baselines ---------------------------------------------------------------------------------
-class Runner:
-    base_note = ""
-
-    def __init__(self, ctx, inp):
-        self.ctx, self.inp, self.c = ctx, inp, inp.c
-        self.out = None
-        self.note = self.base_note
-
-    def out_bytes(self):
-        return math.prod(self.inp.out_shape) * 2
-
-    def poison(self):
-        pass
-
-    def check(self):
-        return self.inp.stats(self.out)
-
-    def close(self):
-        self.out = None
-
-
-class NcclCublas(Runner):
+class NcclCublas(C.TpRunner):
     def __init__(self, ctx, inp):
         super().__init__(ctx, inp)
         e = dict(dtype=BF16, device=ctx.device)
@@ -188,29 +158,10 @@ class NcclCublas(Runner):
         self.out = self.res
 
 
-class AsyncTP(Runner):
-    """mode: "op" (torch.ops.symm_mem.*), "op+enable" (call enable_symm_mem_for_group first),
-    "fallback" (--smoke: torch's own non-symmetric fallback of the same op, CPU/gloo)."""
-
+class AsyncTP(C.SymmMemRunner):
     def __init__(self, ctx, inp, mode):
-        super().__init__(ctx, inp)
-        symm = _symm()
-        self.gname = dist.group.WORLD.group_name
-        self.mode = mode
-        if mode == "op+enable":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                symm.enable_symm_mem_for_group(self.gname)
-        if mode == "fallback":
-            self.ag = symm._fused_all_gather_matmul_fallback
-            self.rs = symm._fused_matmul_reduce_scatter_fallback
-            self.note = "smoke: torch's fallback of the symm_mem op (no symmetric memory)"
-        else:
-            self.ag = torch.ops.symm_mem.fused_all_gather_matmul
-            self.rs = torch.ops.symm_mem.fused_matmul_reduce_scatter
-            self.note = ("fused_all_gather_matmul" if self.c["op"] == "ag"
-                         else "fused_matmul_reduce_scatter") + (
-                ", after enable_symm_mem_for_group" if mode == "op+enable" else "")
+        super().__init__(ctx, inp, mode, "fused_all_gather_matmul" if inp.c["op"] == "ag"
+                         else "fused_matmul_reduce_scatter")
 
     def run(self):
         if self.c["op"] == "ag":
@@ -221,15 +172,8 @@ class AsyncTP(Runner):
 
 
 def attempts_for(name, ctx, inp):
-    if name == "nccl_cublas":
-        return [("", lambda: NcclCublas(ctx, inp))]
-    if name == "asynctp":
-        if ctx.smoke:  # the op has CUDA kernels only: its CPU failure is expected
-            return [("symm_mem op on CPU", lambda: AsyncTP(ctx, inp, "op")),
-                    ("", lambda: AsyncTP(ctx, inp, "fallback"))]
-        return [("symm_mem op", lambda: AsyncTP(ctx, inp, "op")),
-                ("", lambda: AsyncTP(ctx, inp, "op+enable"))]
-    raise ValueError(name)
+    return C.tp_attempts(name, ctx, lambda: NcclCublas(ctx, inp),
+                         lambda mode: AsyncTP(ctx, inp, mode))
 
 
 # -- estimate and driver -------------------------------------------------------------------------

@@ -38,7 +38,6 @@ import argparse  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
-import warnings  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
@@ -111,37 +110,13 @@ class Inputs:
         del x, w1, w2, h
 
     def stats(self, out):
-        if tuple(out.shape) != self.out_shape:
-            raise ValueError(f"output shape {tuple(out.shape)}, expected {self.out_shape}")
-        dd = out.float() - self.ref
-        return float((dd * dd).sum()), float((self.ref * self.ref).sum()), float(dd.abs().max())
+        return C.output_stats(out, self.ref, self.out_shape)
 
     def close(self):
         self.x = self.w1 = self.w2 = self.ref = None
 
 
-class Runner:
-    base_note = ""
-
-    def __init__(self, ctx, inp):
-        self.ctx, self.inp, self.c = ctx, inp, inp.c
-        self.out = None
-        self.note = self.base_note
-
-    def out_bytes(self):
-        return math.prod(self.inp.out_shape) * 2
-
-    def poison(self):
-        pass
-
-    def check(self):
-        return self.inp.stats(self.out)
-
-    def close(self):
-        self.out = None
-
-
-class NcclCublas(Runner):
+class NcclCublas(C.TpRunner):
     def __init__(self, ctx, inp):
         super().__init__(ctx, inp)
         c, w = self.c, ctx.world
@@ -165,27 +140,10 @@ class NcclCublas(Runner):
         self.out = self.res
 
 
-class AsyncTP(Runner):
-    """mode: "op" (torch.ops.symm_mem.*), "op+enable" (enable_symm_mem_for_group first),
-    "fallback" (--smoke: torch's own non-symmetric fallback of the same ops, CPU/gloo)."""
-
+class AsyncTP(C.SymmMemRunner):
     def __init__(self, ctx, inp, mode):
-        super().__init__(ctx, inp)
-        import torch.distributed._symmetric_memory as symm  # registers torch.ops.symm_mem.*
-        self.gname = dist.group.WORLD.group_name
-        if mode == "op+enable":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                symm.enable_symm_mem_for_group(self.gname)
-        if mode == "fallback":
-            self.ag = symm._fused_all_gather_matmul_fallback
-            self.rs = symm._fused_matmul_reduce_scatter_fallback
-            self.note = "smoke: torch's fallback of the symm_mem ops (no symmetric memory)"
-        else:
-            self.ag = torch.ops.symm_mem.fused_all_gather_matmul
-            self.rs = torch.ops.symm_mem.fused_matmul_reduce_scatter
-            self.note = "fused_all_gather_matmul, gelu_(tanh), fused_matmul_reduce_scatter" + (
-                ", after enable_symm_mem_for_group" if mode == "op+enable" else "")
+        super().__init__(ctx, inp, mode,
+                         "fused_all_gather_matmul, gelu_(tanh), fused_matmul_reduce_scatter")
 
     def run(self):
         _, outs = self.ag(self.inp.x, [self.inp.w1], 0, self.gname)
@@ -194,15 +152,8 @@ class AsyncTP(Runner):
 
 
 def attempts_for(name, ctx, inp):
-    if name == "nccl_cublas":
-        return [("", lambda: NcclCublas(ctx, inp))]
-    if name == "asynctp":
-        if ctx.smoke:
-            return [("symm_mem op on CPU", lambda: AsyncTP(ctx, inp, "op")),
-                    ("", lambda: AsyncTP(ctx, inp, "fallback"))]
-        return [("symm_mem op", lambda: AsyncTP(ctx, inp, "op")),
-                ("", lambda: AsyncTP(ctx, inp, "op+enable"))]
-    raise ValueError(name)
+    return C.tp_attempts(name, ctx, lambda: NcclCublas(ctx, inp),
+                         lambda mode: AsyncTP(ctx, inp, mode))
 
 
 def case_seconds(c, world, baselines, target_ms):
