@@ -2,8 +2,10 @@
 //! its declared placement gives it (all of it when replicated), with the reference's values.
 //! The union of the ranks' pieces being right is not enough: an output delivered in another
 //! placement than declared, or one rank's wrong copy hidden behind another's, fails here.
+//! [`compare`] holds whole outputs (or the elements a mask keeps) to a reference.
 
 use crate::cpu::HeldPiece;
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// An output as declared: its shape and, per rank and dimension, the runs (start, length) of
@@ -155,6 +157,91 @@ fn for_each_position(
     }
 }
 
+/// Outputs read value by value as f64: the CPU executor's `Vec<f64>`, the CUDA executor's
+/// downloads in their own dtype.
+pub trait Values: Sync {
+    /// Number of values.
+    fn count(&self) -> usize;
+    /// Value `i` (< count) as f64.
+    fn value(&self, i: usize) -> f64;
+}
+
+impl Values for Vec<f64> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn value(&self, i: usize) -> f64 {
+        self[i]
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl Values for crate::cuda::HostBuffer {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn value(&self, i: usize) -> f64 {
+        self.at(i)
+    }
+}
+
+/// One output's comparison: ‖got − want‖ / ‖want‖ over the compared elements (infinite when
+/// a got value is not finite or the lengths differ), the non-finite got values and the
+/// number of elements compared.
+pub struct Compared {
+    pub name: String,
+    pub rel_err: f64,
+    pub nonfinite: usize,
+    pub elements: usize,
+}
+
+/// Compares every output of `want` with `got`, in parallel, over the elements `mask` keeps
+/// (per output; all of them without a mask).
+pub fn compare<V: Values>(
+    got: &HashMap<String, V>,
+    want: &HashMap<String, V>,
+    mask: Option<&HashMap<String, Vec<bool>>>,
+) -> Vec<Compared> {
+    let mut out = Vec::new();
+    let mut names: Vec<&String> = want.keys().collect();
+    names.sort();
+    for name in names {
+        let w = &want[name];
+        let keep = mask.and_then(|m| m.get(name));
+        let kept = |i: &usize| keep.is_none_or(|k| k.get(*i).copied().unwrap_or(false));
+        let elements = (0..w.count()).into_par_iter().filter(kept).count();
+        let Some(g) = got.get(name).filter(|g| g.count() == w.count()) else {
+            out.push(Compared {
+                name: name.clone(),
+                rel_err: f64::INFINITY,
+                nonfinite: 0,
+                elements,
+            });
+            continue;
+        };
+        let (nonfinite, num, den) = (0..w.count())
+            .into_par_iter()
+            .filter(kept)
+            .map(|i| {
+                let (a, b) = (g.value(i), w.value(i));
+                (usize::from(!a.is_finite()), (a - b) * (a - b), b * b)
+            })
+            .reduce(|| (0, 0.0, 0.0), |x, y| (x.0 + y.0, x.1 + y.1, x.2 + y.2));
+        let rel_err = if nonfinite > 0 {
+            f64::INFINITY
+        } else {
+            num.sqrt() / den.sqrt().max(1e-300)
+        };
+        out.push(Compared {
+            name: name.clone(),
+            rel_err,
+            nonfinite,
+            elements,
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,5 +356,31 @@ commir.kernel @rs on @m {{
             rows.iter().all(|h| h.ok(1e-9) && h.declared == 16),
             "{rows:?}"
         );
+    }
+
+    #[test]
+    fn compare_finds_errors_nonfinite_values_and_keeps_to_the_mask() {
+        let want = HashMap::from([("O".to_string(), vec![3.0, 4.0, 0.0, 1.0])]);
+        let same = compare(&want, &want, None);
+        assert_eq!(
+            (same[0].rel_err, same[0].nonfinite, same[0].elements),
+            (0.0, 0, 4)
+        );
+        // ‖(0, 0, 0, 2)‖ / ‖(3, 4, 0, 1)‖ = 2 / sqrt(26).
+        let off = HashMap::from([("O".to_string(), vec![3.0, 4.0, 0.0, 3.0])]);
+        let e = compare(&off, &want, None)[0].rel_err;
+        assert!((e - 2.0 / 26f64.sqrt()).abs() < 1e-15);
+        // A masked-out wrong value does not count; a kept NaN does.
+        let mask = HashMap::from([("O".to_string(), vec![true, true, true, false])]);
+        let m = compare(&off, &want, Some(&mask));
+        assert_eq!((m[0].rel_err, m[0].elements), (0.0, 3));
+        let nan = HashMap::from([("O".to_string(), vec![f64::NAN, 4.0, 0.0, 1.0])]);
+        let n = compare(&nan, &want, Some(&mask));
+        assert_eq!((n[0].rel_err, n[0].nonfinite), (f64::INFINITY, 1));
+        // A missing or short output fails.
+        let short = HashMap::from([("O".to_string(), vec![3.0])]);
+        assert_eq!(compare(&short, &want, None)[0].rel_err, f64::INFINITY);
+        let none: HashMap<String, Vec<f64>> = HashMap::new();
+        assert_eq!(compare(&none, &want, None)[0].rel_err, f64::INFINITY);
     }
 }

@@ -553,29 +553,36 @@ pub fn execute_pieces(
 /// drawn in parallel chunks, each seeking to its offset). Processes of one launched run that
 /// pass the same seed hold the same inputs.
 pub fn random_inputs(plan: &Plan, seed: u64) -> HashMap<String, Vec<f64>> {
-    use rand::{RngCore, SeedableRng};
-    use rayon::prelude::*;
-    const CHUNK: usize = 1 << 16;
     plan.buffers
         .iter()
         .filter(|b| b.role == Role::Input)
         .enumerate()
         .map(|(k, b)| {
             let mut v = vec![0f64; b.shape.iter().product::<usize>()];
-            v.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
-                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-                rng.set_stream(k as u64);
-                // One u64 (two 32-bit words) per value.
-                rng.set_word_pos(2 * (c * CHUNK) as u128);
-                for x in out {
-                    // 53 random bits: a multiple of 2^-52 in [-1, 1), exact in f64.
-                    let u = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 52) as f64);
-                    *x = round_to(b.dtype, u - 1.0);
-                }
-            });
+            draw_input(seed, k, &mut v, |x| round_to(b.dtype, x));
             (b.name.clone(), v)
         })
         .collect()
+}
+
+/// Fills `out` with the draws of input stream `k` of `seed`, uniform in [-1, 1) before `f`
+/// maps each (to its dtype: [`round_to`], or the device's bit pattern): [`random_inputs`]'s
+/// values, in parallel chunks that each seek to their offset.
+pub fn draw_input<T: Send>(seed: u64, k: usize, out: &mut [T], f: impl Fn(f64) -> T + Sync) {
+    use rand::{RngCore, SeedableRng};
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(k as u64);
+        // One u64 (two 32-bit words) per value.
+        rng.set_word_pos(2 * (c * CHUNK) as u128);
+        for x in out {
+            // 53 random bits: a multiple of 2^-52 in [-1, 1), exact in f64.
+            let u = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 52) as f64);
+            *x = f(u - 1.0);
+        }
+    });
 }
 
 /// `x` rounded to nearest (ties to even) in `dtype`, as f64.

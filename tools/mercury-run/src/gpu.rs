@@ -25,7 +25,7 @@ use mercury_plan::{ComputeOp, PatchKind, Plan, Role, SlotInit};
 use mercury_runtime::cuda::fault::{self, FaultSpec};
 use mercury_runtime::cuda::{nccl, RuntimeError};
 use mercury_runtime::cuda::{
-    AttnBackend, CudaExecutor, DeviceMap, ExecOptions, Placement, TransportChoice,
+    AttnBackend, CudaExecutor, DeviceMap, ExecOptions, HostBuffer, Placement, TransportChoice,
 };
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -108,7 +108,7 @@ pub(crate) fn rt(e: impl std::fmt::Display) -> Failure {
 }
 
 pub(crate) struct Run {
-    pub(crate) outputs: HashMap<String, Vec<f64>>,
+    pub(crate) outputs: HashMap<String, HostBuffer>,
     pub(crate) median_ms: f64,
     pub(crate) runs: Vec<f64>,
 }
@@ -116,7 +116,7 @@ pub(crate) struct Run {
 pub(crate) fn execute(
     exec: &mut CudaExecutor,
     plan: &Plan,
-    inputs: &HashMap<String, Vec<f64>>,
+    inputs: &HashMap<String, HostBuffer>,
     warmup: usize,
     iters: usize,
 ) -> Result<Run, Failure> {
@@ -126,7 +126,7 @@ pub(crate) fn execute(
         .enumerate()
         .filter(|(_, b)| b.role == Role::Input)
     {
-        exec.upload_input_f64(i, &inputs[&b.name]).map_err(rt)?;
+        exec.upload_input(i, &inputs[&b.name].data).map_err(rt)?;
     }
     let mut runs = Vec::new();
     for it in 0..warmup + iters {
@@ -142,7 +142,7 @@ pub(crate) fn execute(
         .enumerate()
         .filter(|(_, b)| b.role == Role::Output)
     {
-        outputs.insert(b.name.clone(), exec.download_f64(i).map_err(rt)?);
+        outputs.insert(b.name.clone(), exec.download_buffer(i).map_err(rt)?);
     }
     let mut sorted = runs.clone();
     sorted.sort_by(f64::total_cmp);
@@ -205,8 +205,8 @@ fn flops(plan: &Plan) -> f64 {
 /// largest relative row error.
 fn spot_check(
     reference: &Plan,
-    inputs: &HashMap<String, Vec<f64>>,
-    out: &HashMap<String, Vec<f64>>,
+    inputs: &HashMap<String, HostBuffer>,
+    out: &HashMap<String, HostBuffer>,
     seed: u64,
 ) -> Option<f64> {
     let r = reference.ranks.first()?;
@@ -264,9 +264,9 @@ fn spot_check(
                     rng.gen_range(0..sq),
                 );
                 let kh = h / group;
-                let q = &inputs[qn][((bi * hq + h) * sq + row) * d..][..d];
-                let kk = &inputs[kn][((bi * hk + kh) * sk) * d..][..sk * d];
-                let vv = &inputs[vn][((bi * hk + kh) * sk) * d..][..sk * d];
+                let q = inputs[qn].slice_f64(((bi * hq + h) * sq + row) * d, d);
+                let kk = inputs[kn].slice_f64(((bi * hk + kh) * sk) * d, sk * d);
+                let vv = inputs[vn].slice_f64(((bi * hk + kh) * sk) * d, sk * d);
                 let (mut o, mut lse) = (vec![0.0; d], vec![0.0; 1]);
                 let dims = k::AttnDims {
                     b: 1,
@@ -277,9 +277,9 @@ fn spot_check(
                     d,
                 };
                 k::attention(
-                    q,
-                    kk,
-                    vv,
+                    &q,
+                    &kk,
+                    &vv,
                     &mut o,
                     &mut lse,
                     dims,
@@ -290,7 +290,7 @@ fn spot_check(
                         k_offset: 0,
                     },
                 );
-                let g = &got[((bi * hq + h) * sq + row) * d..][..d];
+                let g = got.slice_f64(((bi * hq + h) * sq + row) * d, d);
                 let num: f64 = g
                     .iter()
                     .zip(&o)
@@ -317,10 +317,10 @@ fn spot_check(
             for _ in 0..64 {
                 let (i, j) = (rng.gen_range(0..m), rng.gen_range(0..n));
                 let dot: f64 = (0..kd)
-                    .map(|p| inputs[an][i * kd + p] * inputs[bn][p * n + j])
+                    .map(|p| inputs[an].at(i * kd + p) * inputs[bn].at(p * n + j))
                     .sum();
                 let want = epilogue.map_or(dot, |f| f.apply(dot));
-                num += (got[i * n + j] - want).powi(2);
+                num += (got.at(i * n + j) - want).powi(2);
                 den += want * want;
             }
             worst = (num / den.max(1e-300)).sqrt();
@@ -389,26 +389,6 @@ fn describe(map: &DeviceMap) -> String {
     } else {
         format!("ranks on GPUs {m:?}")
     }
-}
-
-/// Keeps the elements of every output that `mask` (by buffer name) selects.
-pub(crate) fn masked(
-    outs: &HashMap<String, Vec<f64>>,
-    masks: &HashMap<String, Vec<bool>>,
-) -> HashMap<String, Vec<f64>> {
-    outs.iter()
-        .map(|(k, v)| {
-            let m = &masks[k];
-            (
-                k.clone(),
-                v.iter()
-                    .zip(m)
-                    .filter(|(_, keep)| **keep)
-                    .map(|(x, _)| *x)
-                    .collect(),
-            )
-        })
-        .collect()
 }
 
 pub(crate) fn cudarc_device_count() -> Result<usize, Failure> {
@@ -489,7 +469,7 @@ pub fn checked_bench(
     let reference = reference()?;
     let ptx = device_kernels(a, cc, &[&plan, &reference])?;
     let seed = a.seed();
-    let inputs = mercury_runtime::cpu::random_inputs(&plan, seed);
+    let inputs = HostBuffer::random_inputs(&plan, seed);
     let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
     let mut exec = match &layout {
         Layout::Virtual => {
@@ -533,15 +513,20 @@ pub fn checked_bench(
     if a.check {
         let want = want.as_ref().expect("reference ran");
         let tol = a.tolerance.unwrap_or(2e-2);
-        for (name, e, nonfinite) in check::compare(&got.outputs, &want.outputs) {
+        for check::Compared {
+            name,
+            rel_err: e,
+            nonfinite,
+            ..
+        } in check::compare(&got.outputs, &want.outputs, None)
+        {
             let ok = e <= tol;
             say(format!("check @{name} vs single-device (GPU): relative error {e:.3e} (tolerance {tol:.0e}){}{}", if nonfinite > 0 { format!(", {nonfinite} non-finite") } else { String::new() }, if ok { "  ok" } else { "  FAILED" }));
             if !ok {
                 failed.push(name);
             }
         }
-        // random_inputs draws values already rounded to each buffer's dtype: the f64 rows
-        // start from the numbers the device holds.
+        // The f64 rows start from the numbers the device holds (the inputs in their dtype).
         match spot_check(&reference, &inputs, &got.outputs, seed) {
             Some(e) => {
                 let ok = e <= tol;

@@ -23,7 +23,7 @@
 
 use crate::args::Args;
 use crate::gpu::{
-    cudarc_device_count, device_kernels, exec_options, execute, masked, rt, schedule_options,
+    cudarc_device_count, device_kernels, exec_options, execute, rt, schedule_options,
 };
 use crate::{check, Failure};
 use mercury_plan::{Plan, Role};
@@ -212,7 +212,7 @@ impl Session {
         self.world
             .agree(&self.ctxs, digest, "plan, --seed or run count")
             .map_err(rt)?;
-        let inputs = mercury_runtime::cpu::random_inputs(plan, seed);
+        let inputs = mercury_runtime::cuda::HostBuffer::random_inputs(plan, seed);
         let owned = &self.owned;
         let map = DeviceMap::from_ordinals(
             (0..self.n)
@@ -287,12 +287,17 @@ impl Session {
             reference_ms = Some(want.median_ms);
             if a.check {
                 let tol = a.tolerance.unwrap_or(2e-2);
-                let (g, w) = (masked(&got.outputs, &masks), masked(&want.outputs, &masks));
-                for (name, e, nonfinite) in check::compare(&g, &w) {
+                for check::Compared {
+                    name,
+                    rel_err: e,
+                    nonfinite,
+                    elements,
+                } in check::compare(&got.outputs, &want.outputs, Some(&masks))
+                {
                     let ok = e <= tol;
                     say(format!(
                         "{tag} check @{name} (this process's {} elements) vs single-device (GPU): relative error {e:.3e} (tolerance {tol:.0e}){}{}",
-                        w[&name].len(),
+                        elements,
                         if nonfinite > 0 { format!(", {nonfinite} non-finite") } else { String::new() },
                         if ok { "  ok" } else { "  FAILED" }
                     ));

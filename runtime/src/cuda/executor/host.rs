@@ -14,7 +14,13 @@ pub enum HostData {
 }
 
 impl HostData {
-    fn len(&self) -> usize {
+    /// Whether it holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
         match self {
             HostData::F32(v) => v.len(),
             HostData::F64(v) => v.len(),
@@ -61,6 +67,92 @@ impl HostData {
                     .collect(),
             ),
         }
+    }
+}
+
+/// A host buffer with its dtype: what [`CudaExecutor::upload_input`] takes and
+/// [`CudaExecutor::download`] gives, readable value by value as f64 without an f64 copy of
+/// the whole buffer (a 512K-token attention tensor holds 2^31 values: 4 GiB in bf16, 16 GiB
+/// in f64).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostBuffer {
+    pub dtype: DType,
+    pub data: HostData,
+}
+
+impl HostBuffer {
+    /// [`crate::cpu::random_inputs`]'s values for every input buffer of `plan`, drawn
+    /// straight into the device representation (same numbers, no f64 copy).
+    pub fn random_inputs(
+        plan: &mercury_plan::Plan,
+        seed: u64,
+    ) -> std::collections::HashMap<String, HostBuffer> {
+        use crate::cpu::draw_input;
+        plan.buffers
+            .iter()
+            .filter(|b| b.role == Role::Input)
+            .enumerate()
+            .map(|(k, b)| {
+                let n = b.shape.iter().product::<usize>();
+                let data = match b.dtype {
+                    DType::F64 => {
+                        let mut v = vec![0f64; n];
+                        draw_input(seed, k, &mut v, |x| x);
+                        HostData::F64(v)
+                    }
+                    DType::F32 => {
+                        let mut v = vec![0f32; n];
+                        draw_input(seed, k, &mut v, |x| x as f32);
+                        HostData::F32(v)
+                    }
+                    DType::BF16 => {
+                        let mut v = vec![0u16; n];
+                        draw_input(seed, k, &mut v, |x| half::bf16::from_f64(x).to_bits());
+                        HostData::Bits16(v)
+                    }
+                    DType::F16 => {
+                        let mut v = vec![0u16; n];
+                        draw_input(seed, k, &mut v, |x| half::f16::from_f64(x).to_bits());
+                        HostData::Bits16(v)
+                    }
+                };
+                (
+                    b.name.clone(),
+                    HostBuffer {
+                        dtype: b.dtype,
+                        data,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the buffer holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i` as f64 (exact: every device type widens exactly). Panics past the end.
+    #[inline]
+    pub fn at(&self, i: usize) -> f64 {
+        match &self.data {
+            HostData::F32(v) => v[i] as f64,
+            HostData::F64(v) => v[i],
+            HostData::Bits16(v) => match self.dtype {
+                DType::F16 => half::f16::from_bits(v[i]).to_f64(),
+                _ => f32::from_bits((v[i] as u32) << 16) as f64,
+            },
+        }
+    }
+
+    /// Values `start .. start + len` as f64. Panics past the end.
+    pub fn slice_f64(&self, start: usize, len: usize) -> Vec<f64> {
+        (start..start + len).map(|i| self.at(i)).collect()
     }
 }
 
@@ -159,9 +251,53 @@ impl CudaExecutor {
         r.map_err(RuntimeError::driver("download"))
     }
 
-    /// Downloads global buffer `buffer` as f64.
+    /// Downloads global buffer `buffer` with its dtype (see [`CudaExecutor::download`]).
+    pub fn download_buffer(&self, buffer: usize) -> Result<HostBuffer> {
+        Ok(HostBuffer {
+            dtype: self.global(buffer)?.dtype,
+            data: self.download(buffer)?,
+        })
+    }
+
+    /// Downloads global buffer `buffer` as f64 (see [`CudaExecutor::download`]).
     pub fn download_f64(&self, buffer: usize) -> Result<Vec<f64>> {
         let dtype = self.global(buffer)?.dtype;
         Ok(self.download(buffer)?.to_f64(dtype))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mercury_driver::{Compiler, Schedule};
+
+    #[test]
+    fn host_inputs_hold_the_cpu_inputs_in_their_dtype() {
+        let text = "commir.mesh @m shape [1]
+commir.kernel @g on @m {
+  commir.axis @i = 300 spatial
+  commir.axis @j = 700 managed
+  commir.buffer @A : [@i, @j] bf16 in
+  commir.buffer @B : [@j] f16 in
+  commir.buffer @C : [@i] f32 out
+  %a = commir.load @A[@i, @j] : !commir.tile<bf16>
+  %b = commir.load @B[@j] : !commir.tile<f16>
+  %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<bf16>, !commir.tile<f16>) -> !commir.tile<f32>
+  commir.reduce add %c into @C[@i] : !commir.tile<f32>
+}
+";
+        let plan = Compiler::new()
+            .compile("g.mlir", text, &Schedule::default())
+            .unwrap();
+        let want = crate::cpu::random_inputs(&plan, 9);
+        let got = HostBuffer::random_inputs(&plan, 9);
+        assert_eq!(got.len(), 2);
+        for (name, w) in &want {
+            let g = &got[name];
+            assert_eq!(g.len(), w.len());
+            assert_eq!(&g.slice_f64(0, g.len()), w, "{name}");
+            assert_eq!(g.data.to_f64(g.dtype), *w, "{name}");
+            assert_eq!(HostData::from_f64(w, g.dtype), g.data, "{name}");
+        }
     }
 }

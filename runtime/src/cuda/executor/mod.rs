@@ -43,7 +43,7 @@ mod peers;
 mod run;
 mod watch;
 
-pub use host::HostData;
+pub use host::{HostBuffer, HostData};
 pub use peers::enable_peer_access;
 
 use crate::cuda::device_kernels::DeviceKernels;
