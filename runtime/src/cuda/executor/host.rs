@@ -76,7 +76,9 @@ impl HostData {
 /// in f64).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostBuffer {
+    /// The buffer's element type (decodes `data`'s 16-bit patterns).
     pub dtype: DType,
+    /// The values, in the device representation of `dtype`.
     pub data: HostData,
 }
 
