@@ -452,6 +452,14 @@ if (( sngpu < 2 )); then
 else
   sgen=$(mktemp -d)
   : > "$out/suite-ours.tsv"
+  # The cost model prices every case on a topology of as many GPUs as the case runs on
+  # (mercury-run --predict), printed beside the measured time: MERCURY_SUITE_TOPOLOGY, else
+  # topologies/h200-1xN-measured.toml (written by `mercury-mgpu links` on this machine kind);
+  # without such a file the cases run unpriced.
+  suite_topo() {
+    local f="${MERCURY_SUITE_TOPOLOGY:-topologies/h200-1x$1-measured.toml}"
+    [[ -f $f ]] && echo "$f"
+  }
   suite_case() {  # id input schedule-args...
     local id="$1" input="$2"; shift 2
     if [[ -n "${MERCURY_SUITE_CASES:-}" && ! "$id" =~ $MERCURY_SUITE_CASES ]]; then return 0; fi
@@ -459,12 +467,13 @@ else
     local log="$out/suite-$id.log" r=ok
     timeout 300 $C/mercury-run --backend cuda --devices "${DEVS:-$sngpu}" --transport peer --check --bench \
       --iters "${MERCURY_SUITE_ITERS:-5}" --warmup "${MERCURY_SUITE_WARMUP:-2}" --device-kernels "${PTX:-$C/device_kernels.ptx}" \
-      "$input" "$@" > "$log" 2>&1 || r=FAILED
-    local ms
+      $(t=$(suite_topo "${DEVS:-$sngpu}") && echo --predict "$t") "$input" "$@" > "$log" 2>&1 || r=FAILED
+    local ms pred
     ms=$(grep '^| schedule,' "$log" | awk -F'|' '{print $3}' | xargs || true)
+    pred=$(grep -m1 '^model: predicted' "$log" | awk '{print $3}' || true)
     grep -q "FAIL" "$log" && r=FAILED
-    printf '%s\t%s\t%s\t%s\n' "$id" "${ms:-nan}" "$r" "$*" >> "$out/suite-ours.tsv"
-    grep -E "check|schedule,|warning|error" "$log" | sed 's/^/   /' | head -6 || true
+    printf '%s\t%s\t%s\t%s\t%s\n' "$id" "${ms:-nan}" "$r" "$*" "${pred:-nan}" >> "$out/suite-ours.tsv"
+    grep -E "check|schedule,|warning|error|^model" "$log" | sed 's/^/   /' | head -8 || true
   }
   for v in mha gqa; do
     src=examples/attention.mlir; [[ $v == gqa ]] && src=examples/attention_gqa.mlir
@@ -683,6 +692,19 @@ if [[ ",$parts," == *",twotier,"* ]]; then
         tt_pair "perrank-$what" env LOCAL_RANK=0 "${cmd[@]}" && v=PASS || { v=FAIL; status=1; }
         echo "   | one rank per process, $what | $v | $(grep -h -m2 'check @\|model pick\|error' "$tdir/perrank-$what-r0.log" | cut -c1-200 | tr '\n' ' ') |"
       done
+      # A schedule cache entry (tuned in one process) held against a launched run: process 0
+      # compares the slowest process's time with the entry's, process 1 says so.
+      "$C/mercury-tune" "$f2" --topology topologies/h200-1x2-measured.toml --out "$tdir/tune-cache" \
+        --cache "$tdir/cache" --profile-top 1 --virtual --warmup 1 --iters 3 \
+        --device-kernels "$C/device_kernels.ptx" > "$tdir/tune-cache.log" 2>&1 || true
+      entry=$(grep -m1 -o '^cache: *[^ ]*\.json' "$tdir/tune-cache.log" | awk '{print $2}' || true)
+      v=FAIL
+      if [[ -n $entry ]] && tt_pair perrank-cache env LOCAL_RANK=0 "$C/mercury-run" --backend cuda \
+          --launcher env --transport nccl --bench --warmup 1 --iters 3 --device-kernels "$C/device_kernels.ptx" \
+          "$f2" --schedule "$tdir/tune-cache/schedule.transform" --cache-file "$entry" \
+          && grep -q '^cache: \(within\|schedule is SUSPECT\)' "$tdir/perrank-cache-r0.log" \
+          && grep -q 'cache: process 0 holds' "$tdir/perrank-cache-r1.log"; then v=PASS; else status=1; fi
+      echo "   | one rank per process, --cache-file | $v | $(grep -h -m1 '^cache:\|error' "$tdir/perrank-cache-r0.log" 2>/dev/null | cut -c1-200) |"
     fi
     # Candidates every process refuses at the executor build are dropped in all of them, and
     # profiling goes on: the small operator is f32, which the attention patch refuses (it needs

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Joins our side of the side-by-side suite with the PyTorch baselines into one table.
 
-Inputs: `--ours FILE` (lines `id<TAB>ms<TAB>check<TAB>schedule`, written by scripts/gpu.sh's
-`suite` part, one per case run with mercury-run), and any number of `--baselines FILE` (the
+Inputs: `--ours FILE` (lines `id<TAB>ms<TAB>check<TAB>schedule[<TAB>predicted ms]`, written by
+scripts/gpu.sh's `suite` part, one per case run with mercury-run; the predicted time is the
+cost model's on the suite's topology file, `mercury-run --predict`), and any number of `--baselines FILE` (the
 JSON of scripts/baselines/attention.py, gemm.py or mlp.py). Prints one markdown table: per case our time,
 each baseline's time, ours / best baseline as a speed ratio (> 1: we are faster), and the
 scaling efficiency against the single-GPU cuDNN time where the attention baselines measured it
-(t_1gpu / (world x ours)). Rows whose check failed say so. No third-party packages.
+(t_1gpu / (world x ours)), and the model's predicted time with its error (predicted / ours - 1;
+the median of the absolute errors last). Rows whose check failed say so. No third-party packages.
 
     python3 scripts/suite_table.py --ours $OUT/suite-ours.tsv \
         --baselines $OUT/attention-baselines.json --baselines $OUT/gemm-baselines.json \\
@@ -17,6 +19,14 @@ import json
 import math
 
 
+def num(text):
+    """A float, or NaN for anything else ("nan", "-", empty)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def load_ours(path):
     rows = {}
     with open(path) as f:
@@ -25,11 +35,8 @@ def load_ours(path):
             if len(parts) < 4 or parts[0].startswith("#"):
                 continue
             cid, ms, check, sched = parts[:4]
-            try:
-                t = float(ms)
-            except ValueError:
-                t = math.nan
-            rows[cid] = {"ms": t, "check": check, "schedule": sched}
+            rows[cid] = {"ms": num(ms), "check": check, "schedule": sched,
+                         "predicted": num(parts[4]) if len(parts) > 4 else math.nan}
     return rows
 
 
@@ -62,10 +69,10 @@ def main():
     base, worlds = load_baselines(args.baselines)
     names = sorted({b for v in base.values() for b in v if b != "cudnn_1gpu"})
     head = ["case", "schedule", "ours ms"] + [f"{n} ms" for n in names]
-    head += ["ours vs best baseline", "scaling eff."]
+    head += ["ours vs best baseline", "scaling eff.", "predicted ms", "model error"]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
-    ratios = []
+    ratios, errors = [], []
     for cid in sorted(set(ours) | set(base)):
         o = ours.get(cid, {})
         b = base.get(cid, {})
@@ -85,6 +92,12 @@ def main():
             cells.append(f"{100.0 * one / (world * t):.0f}%")
         else:
             cells.append("-")
+        p = o.get("predicted", math.nan)
+        if p == p and t == t and t > 0 and o.get("check") == "ok":
+            errors.append(p / t - 1.0)
+            cells += [f"{p:.3f}", f"{100.0 * (p / t - 1.0):+.1f}%"]
+        else:
+            cells += [f"{p:.3f}" if p == p else "-", "-"]
         if o.get("check", "ok") != "ok":
             cells[0] += f" (check: {o['check']})"
         print("| " + " | ".join(cells) + " |")
@@ -92,6 +105,12 @@ def main():
         g = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"\ngeometric mean of ours vs best baseline over {len(ratios)} cases: {g:.3f}x; "
               f"worst {min(ratios):.3f}x")
+    if errors:
+        a = sorted(abs(e) for e in errors)
+        mid = len(a) // 2
+        med = a[mid] if len(a) % 2 else 0.5 * (a[mid - 1] + a[mid])
+        print(f"model vs ours over {len(a)} checked cases: median |error| {100.0 * med:.1f}%, "
+              f"largest {100.0 * a[-1]:.1f}%, optimistic in {sum(e < 0 for e in errors)}")
 
 
 if __name__ == "__main__":

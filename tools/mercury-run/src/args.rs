@@ -112,12 +112,19 @@ pub struct Args {
     /// run compiles: the run's time (the `--bench` median on the GPU, the executor's time on the
     /// CPU) is compared with the entry's measured time, and a run more than 20% slower marks
     /// the entry suspect (mercury-tune then tunes again; without profiling it uses the model's
-    /// pick). The compiled plan must be the entry's.
+    /// pick). The compiled plan must be the entry's. Under a launcher the slowest process's
+    /// median counts and process 0 alone marks the entry.
     #[arg(long, value_name = "FILE")]
     pub cache_file: Option<PathBuf>,
     /// Write the lowered plan as JSON.
     #[arg(long, value_name = "FILE")]
     pub emit_plan: Option<PathBuf>,
+    /// The cost model's time for the compiled plan on this topology (a preset name or a TOML
+    /// file, e.g. one `mercury-mgpu links` wrote), printed before the run; after a GPU
+    /// `--bench` also the measured median beside it and the error, predicted / measured - 1
+    /// (under a launcher: process 0, against the slowest process's median).
+    #[arg(long, value_name = "TOPOLOGY")]
+    pub predict: Option<String>,
     /// GPU backend: a run in which no stream finishes its work of a stage for this many
     /// seconds ends every process with "error: rank R (pid, GPU g) stage S/N: no progress ..."
     /// and exit status 1 (NCCL communicators aborted first).

@@ -402,8 +402,8 @@ pub(crate) fn cudarc_device_count() -> Result<usize, Failure> {
 }
 
 /// `mercury-run --backend cuda`: the launcher path, or [`checked_bench`] with its lines
-/// printed. Returns the schedule's median time in seconds when `--bench` timed it in this
-/// process (not under a launcher).
+/// printed. Returns the schedule's median time in seconds when `--bench` timed it: this
+/// process's, or under a launcher the slowest process's, in process 0 only (`None` elsewhere).
 pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     let n = plan.num_ranks();
     if let Some(r) = a.ranks {
@@ -416,7 +416,7 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     }
     start_watchdog(a)?;
     if a.launcher.is_some() {
-        return crate::launched::run_launched(a, crate::reference_plan(c)?, plan).map(|_| None);
+        return crate::launched::run_launched(a, crate::reference_plan(c)?, plan);
     }
     let b = checked_bench(a, plan, || crate::reference_plan(c), &mut |l| {
         println!("{l}")

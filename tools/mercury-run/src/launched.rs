@@ -372,7 +372,7 @@ impl Session {
 
 /// `mercury-run --backend cuda --launcher env`: one plan through a [`Session`], lines printed;
 /// a check that failed in any process fails every process.
-pub fn run_launched(a: &Args, reference: Plan, plan: Plan) -> Result<(), Failure> {
+pub fn run_launched(a: &Args, reference: Plan, plan: Plan) -> Result<Option<f64>, Failure> {
     let mut say = |l: String| println!("{l}");
     let session = Session::start(a, plan.num_ranks(), &mut say)?;
     let tag = session.tag.clone();
@@ -389,6 +389,16 @@ pub fn run_launched(a: &Args, reference: Plan, plan: Plan) -> Result<(), Failure
             "mercury-run: {tag} the check failed in process(es) {:?} (their output says which outputs)",
             o.failed_processes
         ))),
-        Verdict::Ran(_) => Ok(()),
+        // The run's time is the slowest process's; process 0 alone holds it against a
+        // schedule cache entry (one writer of a file the processes may share).
+        Verdict::Ran(o) if a.bench && session.process() == 0 => Ok(Some(o.slowest_ms * 1e-3)),
+        Verdict::Ran(_) => {
+            if a.cache_file.is_some() {
+                say(format!(
+                    "{tag} cache: process 0 holds the slowest process's time against the entry"
+                ));
+            }
+            Ok(None)
+        }
     }
 }

@@ -76,12 +76,16 @@ fn run(a: &args::Args) -> Result<(), Failure> {
             .next()
             .unwrap_or("")
     );
+    // --predict: the model's figure first, so that it stands even when the run fails.
+    let predicted = match &a.predict {
+        Some(t) => Some(predict(&plan, t)?),
+        None => None,
+    };
     // --cache-file: the entry must hold this very schedule.
     if let Some(path) = &a.cache_file {
-        if a.backend == args::Backend::Cuda && (!a.bench || a.launcher.is_some()) {
+        if a.backend == args::Backend::Cuda && !a.bench {
             return Err(Failure::Input(
-                "mercury-run: --cache-file compares a timed run: give --bench (one process, no --launcher)"
-                    .into(),
+                "mercury-run: --cache-file compares a timed run: give --bench".into(),
             ));
         }
         let entry = mercury_search::cache::read_entry(path).map_err(|l| {
@@ -116,6 +120,15 @@ fn run(a: &args::Args) -> Result<(), Failure> {
             }
         }
     };
+    if let (Some((p, topo)), Some(now), args::Backend::Cuda) = (&predicted, secs, a.backend) {
+        println!(
+            "model vs measured: predicted {:.3} ms, measured {:.3} ms ({}): error {:+.1}%",
+            p * 1e3,
+            now * 1e3,
+            topo,
+            (p / now - 1.0) * 100.0
+        );
+    }
     if let (Some(path), Some(now)) = (&a.cache_file, secs) {
         match mercury_search::cache::check_run_against(path, now) {
             Ok(Some(why)) => println!(
@@ -134,4 +147,28 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// `--predict`: the cost model's latency of `plan` (seconds) on the topology named by `spec`
+/// (a preset or a TOML file, `mercury_search::Topology::load`), printed as
+/// `model: predicted X ms on topology 'NAME' (N devices)`; also returns the topology's name.
+///
+/// # Errors
+/// An unreadable or invalid topology, or a plan the simulation refuses (more ranks than the
+/// topology has devices, unmatched messages): `Failure::Input` with the reason.
+fn predict(plan: &mercury_plan::Plan, spec: &str) -> Result<(f64, String), Failure> {
+    let topo = mercury_search::Topology::load(spec)
+        .map_err(|e| Failure::Input(format!("mercury-run: --predict {spec}: {e}")))?;
+    let sim = mercury_search::sim::simulate(plan, &topo, Default::default()).map_err(|e| {
+        Failure::Input(format!(
+            "mercury-run: --predict {spec}: the cost model cannot price this plan: {e}"
+        ))
+    })?;
+    println!(
+        "model: predicted {:.3} ms on topology '{}' ({} devices)",
+        sim.latency * 1e3,
+        topo.name,
+        topo.num_devices()
+    );
+    Ok((sim.latency, topo.name.clone()))
 }

@@ -1,0 +1,14 @@
+// mercury-run --predict: the cost model's time for the compiled plan on a topology, printed
+// before the run; a topology the plan does not fit, or one that cannot be read, is refused
+// before anything runs.
+// REQUIRES: mercury-run
+// RUN: %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu --check --predict h100-1x8 2>&1 | FileCheck %s
+// CHECK: model: predicted {{[0-9]+\.[0-9]+}} ms on topology 'h100-1x8' (8 devices)
+// CHECK: check @O: relative error
+// The CPU executor's time is not a GPU time: no comparison is printed for it.
+// CHECK-NOT: model vs measured
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu --predict h100-1x4 2>&1 | FileCheck %s --check-prefix=FEW
+// FEW: mercury-run: --predict h100-1x4: the cost model cannot price this plan: plan 'attention' has 8 ranks but topology 'h100-1x4' has 4 devices
+// FEW-NOT: cpu:
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu --predict %t.missing.toml 2>&1 | FileCheck %s --check-prefix=MISSING
+// MISSING: mercury-run: --predict {{.*}}missing.toml: {{.*}}neither a topology preset nor a readable file
