@@ -6,7 +6,11 @@
 //! is tried. A role is a small schedule for one level, written with the primitives:
 //!
 //! - attention (`Q[b, h, i, d]`, `K/V[b, hk, j, d]`): `heads` (all-to-all to head sharding and
-//!   distribute the key/value heads), `ring` (distribute the queries, shift the keys/values),
+//!   distribute the key/value heads), `groups` (grouped-query attention, `Q[b, hk * g, i, d]`:
+//!   distribute the query heads of each group, `g`, each key/value head replicated over the
+//!   ranks of its group: Ulysses with K/V head replication, for more ranks than key/value
+//!   heads; tried only where the `heads` levels split every key/value head, so that each rank
+//!   holds one), `ring` (distribute the queries, shift the keys/values),
 //!   `gather` (distribute the queries, gather the keys/values), `tree` (distribute the
 //!   keys/values, merge partial softmax results);
 //! - GEMM (`A[m, k] x B[k, n]`): `m`, `n`, `k` (distribute that axis; the lowering gathers or
@@ -128,9 +132,13 @@ impl CommirSource {
         self
     }
 
-    /// The roles tried on each mesh level, in enumeration order.
-    fn roles(op: Op) -> &'static [&'static str] {
+    /// The roles tried on each mesh level, in enumeration order (`groups` only for
+    /// grouped-query attention, `ax[5]` the group axis).
+    fn roles(op: Op, ax: &[String]) -> &'static [&'static str] {
         match op {
+            Op::Attention if ax.get(5).is_some_and(|g| !g.is_empty()) => {
+                &["ring", "heads", "gather", "tree", "tree+shift(i)", "groups"]
+            }
             Op::Attention => &["ring", "heads", "gather", "tree", "tree+shift(i)"],
             Op::Gemm => &[
                 "m",
@@ -186,6 +194,12 @@ impl CommirSource {
                         self.origin
                     )));
                 }
+                // Grouped-query attention binds Q's head dimension to `@hk * @g`: the group
+                // axis, or "" for multi-head attention.
+                let group = match self.kernel.buffer(q).and_then(|b| b.dims.get(1)) {
+                    Some(DimBinding::Axes(a)) if a.len() == 2 => a[1].clone(),
+                    _ => String::new(),
+                };
                 Ok((
                     Op::Attention,
                     vec![
@@ -194,6 +208,7 @@ impl CommirSource {
                         axis_of(k, 2)?,
                         q.clone(),
                         k.clone(),
+                        group,
                     ],
                 ))
             }
@@ -355,57 +370,69 @@ impl CommirSource {
         let k = shape.len();
         match op {
             Op::Attention => {
-                let (h, i, j, q, _kb) = (&ax[0], &ax[1], &ax[2], &ax[3], &ax[4]);
+                let (h, i, j, g) = (&ax[0], &ax[1], &ax[2], &ax[5]);
                 let heads: Vec<usize> = (0..k).filter(|l| roles[*l] == "heads").collect();
-                let seq_dim_levels = |exclude: &[usize]| {
-                    (0..k)
-                        .filter(|l| !exclude.contains(l))
+                let groups: Vec<usize> = (0..k).filter(|l| roles[*l] == "groups").collect();
+                // The levels that split the query heads: key/value heads first (the most
+                // significant part of `@hk * @g`), then the groups.
+                let head_levels: Vec<usize> = heads.iter().chain(&groups).copied().collect();
+                let join = |v: &[usize]| {
+                    v.iter()
                         .map(|l| l.to_string())
                         .collect::<Vec<_>>()
+                        .join("|")
                 };
-                if !heads.is_empty() {
-                    // Move the head levels from the sequence dimension to the head dimension.
-                    let hs = heads
-                        .iter()
-                        .map(|l| l.to_string())
-                        .collect::<Vec<_>>()
-                        .join("|");
-                    let rest = seq_dim_levels(&heads);
+                if !head_levels.is_empty() {
+                    // Move the head levels from the sequence dimension to the head dimension;
+                    // key/value buffers (whose head dimension has no group axis) only to
+                    // the `heads` levels: replicated over the `groups` levels.
+                    let rest: Vec<usize> = (0..k).filter(|l| !head_levels.contains(l)).collect();
                     let seq = if rest.is_empty() {
                         "R".to_string()
                     } else {
-                        format!("S({})", rest.join("|"))
+                        format!("S({})", join(&rest))
                     };
-                    let all = format!(
-                        "S({})",
-                        (0..k).map(|l| l.to_string()).collect::<Vec<_>>().join("|")
-                    );
+                    let all = format!("S({})", join(&(0..k).collect::<Vec<_>>()));
                     for b in self.kernel.buffers.iter().filter(|b| {
                         b.sharding.get(2).is_some_and(|x| !x.is_empty()) && b.dims.len() == 4
                     }) {
+                        let grouped =
+                            matches!(b.dims.get(1), Some(DimBinding::Axes(a)) if a.len() == 2);
+                        let split = join(if grouped { &head_levels } else { &heads });
+                        let hd = if split.is_empty() {
+                            "R".to_string()
+                        } else {
+                            format!("S({split})")
+                        };
                         s.push(format!(
-                            "reshard{{buffer={} sharding=R,S({hs}),{seq},R}}",
+                            "reshard{{buffer={} sharding=R,{hd},{seq},R}}",
                             b.name
                         ));
                     }
-                    let _ = q;
-                    for (n, l) in heads.iter().enumerate() {
-                        let cur = if n == 0 {
-                            h.clone()
-                        } else {
-                            format!("{h}_r{}", n - 1)
-                        };
-                        let inner = if n + 1 == heads.len() {
-                            format!("{h}_t")
-                        } else {
-                            format!("{h}_r{n}")
-                        };
-                        s.push(format!(
-                            "tile{{axis={cur} factor={} outer={h}{l} inner={inner}}}",
-                            shape[*l]
-                        ));
-                        s.push(format!("parallelize{{axis={h}{l} level={l} shard=false}}"));
-                    }
+                    // One parallel loop per level: `axis` tiled level by level.
+                    let mut split_over = |axis: &String, levels: &[usize]| {
+                        for (n, l) in levels.iter().enumerate() {
+                            let cur = if n == 0 {
+                                axis.clone()
+                            } else {
+                                format!("{axis}_r{}", n - 1)
+                            };
+                            let inner = if n + 1 == levels.len() {
+                                format!("{axis}_t")
+                            } else {
+                                format!("{axis}_r{n}")
+                            };
+                            s.push(format!(
+                                "tile{{axis={cur} factor={} outer={axis}{l} inner={inner}}}",
+                                shape[*l]
+                            ));
+                            s.push(format!(
+                                "parallelize{{axis={axis}{l} level={l} shard=false}}"
+                            ));
+                        }
+                    };
+                    split_over(h, &heads);
+                    split_over(g, &groups);
                     for b in self.kernel.buffers.iter().filter(|b| {
                         b.role != mercury_commir::Role::In
                             && b.sharding.get(2).is_some_and(|x| !x.is_empty())
@@ -536,6 +563,18 @@ impl CommirSource {
         s
     }
 
+    /// Whether K/V head replication (`groups` levels) fits `roles` on `shape`: the `heads`
+    /// levels must split every key/value head, one per rank. With fewer, a rank would hold
+    /// several key/value heads and part of the groups of each, not the whole-group blocks
+    /// its placement of `@hk * @g` names. True without `groups` levels.
+    fn replication_fits(&self, ax: &[String], shape: &[usize], roles: &[&str]) -> bool {
+        let split: usize = (0..shape.len())
+            .filter(|l| roles[*l] == "heads")
+            .map(|l| shape[l])
+            .product();
+        !roles.contains(&"groups") || Some(split) == self.kernel.axis(&ax[0]).map(|a| a.extent)
+    }
+
     fn attempt(
         &self,
         shape: &[usize],
@@ -544,6 +583,13 @@ impl CommirSource {
         ax: &[String],
         zigzag: bool,
     ) -> Result<Candidate, String> {
+        if op == Op::Attention && !self.replication_fits(ax, shape, roles) {
+            return Err(format!(
+                "K/V head replication ('groups') needs the 'heads' levels to split all {} key/value heads of '@{}', one per rank",
+                self.kernel.extent(&ax[0]),
+                ax[0]
+            ));
+        }
         // The script applies to the operator as given: a re-factored mesh is its first line.
         let mut m = self.module.clone();
         let mut script = Vec::new();
@@ -724,8 +770,9 @@ impl CandidateSource for CommirSource {
         topo: &'a Topology,
     ) -> Result<Box<dyn Iterator<Item = Result<Candidate, SourceError>> + 'a>, SourceError> {
         let (op, ax) = self.op()?;
-        let roles = Self::roles(op);
+        let roles = Self::roles(op, &ax);
         let max = self.max_levels.unwrap_or(usize::MAX);
+
         // Causal attention around a ring is tried with zigzag placements too.
         let causal = mercury_passes::balance::causal_attention(&self.kernel).is_some();
         let shapes = if self.keep_mesh {
@@ -746,6 +793,9 @@ impl CandidateSource for CommirSource {
         let mut work = Vec::new();
         for shape in shapes.into_iter().filter(|s| s.len() <= max) {
             for r in assignments(roles, shape.len()) {
+                if op == Op::Attention && !self.replication_fits(&ax, &shape, &r) {
+                    continue;
+                }
                 // Causal attention: every schedule is tried with zigzag placements too
                 // (`balance-causal` refuses those it cannot balance: counted as skipped).
                 if causal {
@@ -775,7 +825,7 @@ impl CandidateSource for CommirSource {
         let (op, ax) = self.op()?;
         let n = [topo.num_devices()];
         let mut why = Vec::new();
-        for r in Self::roles(op) {
+        for r in Self::roles(op, &ax) {
             match self.attempt(&n, &[r], op, &ax, false) {
                 Ok(c) => return Ok(c),
                 Err(e) => why.push(format!("{r}: {e}")),

@@ -8,6 +8,10 @@
 //! parallel role (heads, gather, tree, a GEMM's k or n) on adjacent levels counts as one level
 //! of that role: the template "over N mesh levels" (the same pieces on the same ranks; only
 //! how its collective is carried differs, so its cost may differ; not covered by that check).
+//! A `groups` level (the query heads of each key/value group split, the key/value heads
+//! replicated over it) next to the `heads` levels is Ulysses with K/V head replication, the
+//! usual answer when there are more ranks than key/value heads: named as the template with
+//! heads there, "K/V heads replicated".
 //! Anything else is a new schedule: `template_of` returns `None`.
 
 /// The known schedule a candidate named by the generator is, or `None` for a new schedule.
@@ -23,9 +27,19 @@ pub fn template_of(name: &str) -> Option<String> {
     // adjacent levels is the same schedule over the product of the levels: the same pieces end
     // on the same ranks, only how the collective is carried differs. One role. A ring or shift
     // over two levels is not (LoongTrain is two rings).
+    // `groups` directly after the heads levels splits the query heads further (K/V heads
+    // replicated): heads over the product of the levels.
+    let replicated = levels
+        .windows(2)
+        .any(|w| matches!(w[0], "heads" | "groups") && w[1] == "groups");
     let mut roles: Vec<&str> = Vec::with_capacity(levels.len());
     for r in &levels {
-        if roles.last() != Some(r) || !matches!(*r, "heads" | "gather" | "tree" | "k" | "n") {
+        let r = if *r == "groups" && roles.last() == Some(&"heads") {
+            "heads"
+        } else {
+            *r
+        };
+        if roles.last() != Some(&r) || !matches!(r, "heads" | "gather" | "tree" | "k" | "n") {
             roles.push(r);
         }
     }
@@ -45,10 +59,15 @@ pub fn template_of(name: &str) -> Option<String> {
         (["n"], false) => "megatron column-parallel",
         _ => return None,
     };
+    let t = if replicated {
+        format!("{t}, K/V heads replicated")
+    } else {
+        t.to_string()
+    };
     Some(if roles.len() < levels.len() {
         format!("{t}, over {} mesh levels", levels.len())
     } else {
-        t.to_string()
+        t
     })
 }
 
@@ -96,5 +115,16 @@ mod tests {
         assert_eq!(template_of("mesh 2x2x2: L0=ring L1=ring L2=ring"), None);
         assert_eq!(template_of("mesh 8: L0=tree+shift(i)"), None);
         assert_eq!(template_of("plan0"), None);
+        // K/V head replication: groups after the heads levels.
+        assert_eq!(
+            template_of("mesh 2x4: L0=heads L1=groups").unwrap(),
+            "ulysses (ulysses.sched), K/V heads replicated, over 2 mesh levels"
+        );
+        assert!(template_of("mesh 2x2x2: L0=ring L1=heads L2=groups")
+            .unwrap()
+            .starts_with("usp (ring across, ulysses within, usp.sched), K/V heads replicated"));
+        // Groups before the heads, or alone, is not a template.
+        assert_eq!(template_of("mesh 2x4: L0=groups L1=heads"), None);
+        assert_eq!(template_of("mesh 8: L0=groups"), None);
     }
 }

@@ -430,3 +430,57 @@ fn new_role_candidates_compute_the_operator() {
         );
     }
 }
+
+/// Grouped-query attention with fewer key/value heads (2) than ranks (8): the generator tries
+/// K/V head replication (`groups`: the query heads of each group split over a level, each
+/// key/value head replicated over it), and every such candidate computes the single-device
+/// result on the f64 CPU executor. Multi-head attention gets no such candidate.
+#[test]
+fn kv_head_replication_candidates_are_generated_and_check_on_the_cpu() {
+    let text = "commir.mesh @mesh shape [8] names [\"gpu\"]
+commir.kernel @attention_gqa on @mesh {
+  commir.axis @b = 1 spatial
+  commir.axis @hk = 2 spatial
+  commir.axis @g = 4 spatial
+  commir.axis @i = 64 spatial
+  commir.axis @j = 64 managed
+  commir.buffer @Q : [@b, @hk * @g, @i, 8] f32 in sharding [R, R, S(0), R]
+  commir.buffer @K : [@b, @hk, @j, 8] f32 in sharding [R, R, S(0), R]
+  commir.buffer @V : [@b, @hk, @j, 8] f32 in sharding [R, R, S(0), R]
+  commir.buffer @O : [@b, @hk * @g, @i, 8] f32 out sharding [R, R, S(0), R]
+  %q = commir.load @Q[@b, @hk, @g, @i] : !commir.tile<f32>
+  %k = commir.load @K[@b, @hk, @j] : !commir.tile<f32>
+  %v = commir.load @V[@b, @hk, @j] : !commir.tile<f32>
+  %o, %lse = commir.patch \"attention\" (%q, %k, %v) {causal = false} : (!commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>) -> (!commir.tile<f32>, !commir.tile<f32>)
+  commir.reduce lse_merge %o, %lse into @O[@b, @hk, @g, @i] : !commir.tile<f32>, !commir.tile<f32>
+}
+";
+    let mut src = CommirSource::from_text(text, "gqa_kv2.mlir", None).unwrap();
+    let mut m = cpu(&src);
+    let topo = topo();
+    let replicated: Vec<Candidate> = src
+        .candidates(&topo)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|c| c.name.contains("groups"))
+        .collect();
+    let names: Vec<&str> = replicated.iter().map(|c| c.name.as_str()).collect();
+    // Ulysses with K/V heads replicated: the 2 key/value heads over a level of 2, the 4
+    // query heads of each group over a level of 4.
+    assert!(
+        names.contains(&"mesh 2x4: L0=heads L1=groups"),
+        "replication candidates: {names:?}"
+    );
+    // Never more than one key/value head per rank beside a groups level.
+    assert!(!names.iter().any(|n| n.starts_with("mesh 8:")), "{names:?}");
+    for c in &replicated {
+        m.measure(c)
+            .unwrap_or_else(|e| panic!("{}: {e:?}\n{}", c.name, c.transform_script));
+    }
+    let mut mha = small_attention();
+    assert!(!mha
+        .candidates(&topo)
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|c| c.name.contains("groups")));
+}
