@@ -438,11 +438,10 @@ else
 fi
 fi
 # ==== the side-by-side suite (issue 13): ours on every GPU, one rank per GPU ==================
-# Attention (MHA 32 heads and GQA 32/8, D128, B1 at 32K and 128K, B16 at 4K, causal and not)
-# with the schedule --shift-shard picks (causal: inputs and output declared zigzag, the contract
-# of torch's load-balanced context parallelism; the ring is the zigzag one), and the GEMMs (all-gather GEMM, GEMM reduce-scatter,
-# 8192^3) with their known schedules; each checked against the single-device plan. The rows go
-# to $out/suite-ours.tsv; after the baselines part, scripts/suite_table.py joins them.
+# The cases of scripts/suite_cases.sh (attention MHA and GQA at B1 and B16, causal and not; the
+# all-gather GEMM and GEMM reduce-scatter; the Llama-3 MLPs on 2 GPUs), each checked against the
+# single-device plan and priced by the cost model beside its measured time. The rows go to
+# $out/suite-ours.tsv; after the baselines part, scripts/suite_table.py joins them.
 # MERCURY_SUITE_CASES: a regex over the case ids (default: all); MERCURY_SUITE_SEQS: the batch-1
 # sequence lengths (default "32768 131072"; add 524288 for the 512K rows).
 if [[ ",$parts," == *",suite,"* ]]; then
@@ -475,57 +474,12 @@ else
     printf '%s\t%s\t%s\t%s\t%s\n' "$id" "${ms:-nan}" "$r" "$*" "${pred:-nan}" >> "$out/suite-ours.tsv"
     grep -E "check|schedule,|warning|error|^model" "$log" | sed 's/^/   /' | head -8 || true
   }
-  for v in mha gqa; do
-    src=examples/attention.mlir; [[ $v == gqa ]] && src=examples/attention_gqa.mlir
-    for s in ${MERCURY_SUITE_SEQS:-32768 131072}; do
-      for c in noncausal causal; do
-        f="$sgen/$v-$s-$c.mlir"
-        sed -e "s/shape \[8\]/shape [$sngpu]/" -e "s/32768/$s/g" "$src" > "$f"
-        # Causal: declared zigzag, torch CP's load-balanced contract (its buffers are permuted
-        # before the timed call); --shift-shard keeps it and runs the balanced ring.
-        [[ $c == causal ]] && sed -i -e 's/causal = false/causal = true/' -e 's/S(0)/S(zigzag(0))/g' "$f"
-        suite_case "attn.$v.b1.s$((s / 1024))k.$c" "$f" --shift-shard
-      done
-    done
-  done
-  for v in mha gqa; do
-    src=examples/attention.mlir; [[ $v == gqa ]] && src=examples/attention_gqa.mlir
-    for c in noncausal causal; do
-      f="$sgen/$v-b16-$c.mlir"
-      sed -e "s/shape \[8\]/shape [$sngpu]/" -e "s/@b = 1 spatial/@b = 16 spatial/" \
-        -e "s/32768/4096/g" "$src" > "$f"
-      [[ $c == causal ]] && sed -i -e 's/causal = false/causal = true/' -e 's/S(0)/S(zigzag(0))/g' "$f"
-      suite_case "attn.$v.b16.s4k.$c" "$f" --shift-shard
-    done
-  done
-  # GEMMs: N = K = 8192 with M from 1K to 16K, and the Llama-3-70B MLP shapes (all-gather GEMM
-  # K 8192 -> N 28672, GEMM reduce-scatter K 28672 -> N 8192); ids as scripts/baselines/gemm.py.
-  for g in ag_gemm:asynctp_ag_gemm:ag gemm_rs:shift_reduce:rs; do
-    IFS=: read -r ex sc kind <<< "$g"
-    sed "s/factor=8/factor=$sngpu/g" "examples/schedules/$sc.sched" > "$sgen/$sc.sched"
-    gemm_case() {  # id m n k
-      sed -e "s/shape \[8\]/shape [$sngpu]/" -e "s/@m = 8192/@m = $2/" -e "s/@n = 8192/@n = $3/" \
-        -e "s/@k = 8192/@k = $4/" "examples/$ex.mlir" > "$sgen/$1.mlir"
-      suite_case "$1" "$sgen/$1.mlir" --schedule "$sgen/$sc.sched"
-    }
-    for m in ${MERCURY_SUITE_GEMM_M:-1024 2048 4096 8192 16384}; do
-      gemm_case "gemm.$kind.m$m.n8192.k8192" "$m" 8192 8192
-    done
-    for m in ${MERCURY_SUITE_LLAMA_M:-2048 8192 16384}; do
-      if [[ $kind == ag ]]; then gemm_case "gemm.ag.llama70b.m$m" "$m" 28672 8192
-      else gemm_case "gemm.rs.llama70b.m$m" "$m" 8192 28672; fi
-    done
-  done
-  # The tensor-parallel MLP at Llama-3 shapes, M = 8192 tokens, bf16, TP = 2 (issue 14): two
-  # GPUs whatever the machine has (scripts/baselines/mlp.py runs 2 ranks too). The id without a
-  # suffix is mlp_ag_rs (the loop nest distributed into an all-gather GEMM and a GEMM
-  # reduce-scatter, each overlapped); .overlap is the one-nest overlapped schedule; .megatron is
-  # all-gather, GEMMs, reduce-scatter in turn.
-  for m in 8b 70b; do
-    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_ag_rs.sched
-    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192.overlap" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_overlap.sched
-    DEVS=2 PTX=$C/mlp_kernels.ptx suite_case "mlp.llama3-$m.m8192.megatron" "examples/2gpu/mlp_llama3_$m.mlir" --schedule examples/schedules/mlp_megatron.sched
-  done
+  # The cases (scripts/suite_cases.sh): operators written into $sgen, one line each.
+  bash scripts/suite_cases.sh "$sgen" "$sngpu" > "$sgen/cases.tsv"
+  while IFS=$'\t' read -r -a c <&3; do
+    ptx=$C/device_kernels.ptx; [[ ${c[2]} == mlp ]] && ptx=$C/mlp_kernels.ptx
+    DEVS=${c[1]} PTX=$ptx suite_case "${c[0]}" "${c[3]}" "${c[@]:4}"
+  done 3< "$sgen/cases.tsv"
 fi
 fi
 

@@ -12,3 +12,10 @@
 // FEW-NOT: cpu:
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu --predict %t.missing.toml 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: mercury-run: --predict {{.*}}missing.toml: {{.*}}neither a topology preset nor a readable file
+// --no-run compiles, prices and stops: no device and no executor.
+// RUN: %mercury-run %repo/examples/attention.mlir --shift-shard --no-run --predict h200-1x8 2>&1 | FileCheck %s --check-prefix=DRY
+// DRY: comm-plan @attention: mesh [8]
+// DRY: model: predicted {{[0-9]+\.[0-9]+}} ms on topology 'h200-1x8' (8 devices)
+// DRY-NOT: {{cpu:|gpu|no GPU|CUDA}}
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --no-run --check 2>&1 | FileCheck %s --check-prefix=DRYCHECK
+// DRYCHECK: error: --no-run compiles only; --check, --bench and --cache-file need a run

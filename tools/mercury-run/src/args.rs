@@ -125,6 +125,10 @@ pub struct Args {
     /// (under a launcher: process 0, against the slowest process's median).
     #[arg(long, value_name = "TOPOLOGY")]
     pub predict: Option<String>,
+    /// Compile and lower only: print the comm plan and memory (and `--predict`, `--emit-plan`),
+    /// run nothing (no device needed). Not with --check, --bench or --cache-file.
+    #[arg(long)]
+    pub no_run: bool,
     /// GPU backend: a run in which no stream finishes its work of a stage for this many
     /// seconds ends every process with "error: rank R (pid, GPU g) stage S/N: no progress ..."
     /// and exit status 1 (NCCL communicators aborted first).
@@ -176,6 +180,12 @@ where
                 "--launcher env talks between processes through NCCL; it does not take --transport peer\n",
             ));
         }
+    }
+    if a.no_run && (a.check || a.bench || a.cache_file.is_some()) {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--no-run compiles only; --check, --bench and --cache-file need a run\n",
+        ));
     }
     if a.iters == 0 {
         return Err(clap::Error::raw(

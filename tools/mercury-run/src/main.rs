@@ -81,6 +81,9 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         Some(t) => Some(predict(&plan, t)?),
         None => None,
     };
+    if a.no_run {
+        return Ok(());
+    }
     // --cache-file: the entry must hold this very schedule.
     if let Some(path) = &a.cache_file {
         if a.backend == args::Backend::Cuda && !a.bench {
