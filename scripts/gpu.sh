@@ -155,6 +155,7 @@ run_case ring-b16-causal   "$out/attention_b16_causal.mlir" --schedule examples/
 run_case loongtrain-2x4    examples/attention_2x4.mlir    --schedule examples/schedules/loongtrain.sched
 run_case usp-2x4           examples/attention_2x4.mlir    --schedule examples/schedules/usp.sched
 run_case ulysses           examples/attention.mlir        --schedule examples/schedules/ulysses.sched
+run_case ulysses-kv-replicated examples/attention_gqa_kv4.mlir --schedule examples/schedules/ulysses_kv_replicated.sched
 run_case tree-attention    examples/attention.mlir        --schedule examples/schedules/tree_attention.sched
 run_case context-parallel  examples/attention.mlir        --schedule examples/schedules/context_parallel.sched
 run_case asynctp-ag-gemm   examples/ag_gemm.mlir          --schedule examples/schedules/asynctp_ag_gemm.sched
