@@ -1,6 +1,8 @@
 //! The end of the compute: partial results of one output tile held by several ranks are
 //! combined by AllReduce, or ReduceScatter when the output is sharded over those ranks; then
-//! the reshards at the kernel's end move the finished outputs.
+//! the reshards at the kernel's end move the finished outputs (a finished f32 accumulator of a
+//! bf16 output is cast to bf16 first: Ulysses' and USP's output all-to-all carry half the
+//! bytes).
 
 use crate::context::{combine_kind, contains, err, key, relative, shape_of, Lowering, RankBuild};
 use crate::placement::{group_of, shard_box};
@@ -96,6 +98,11 @@ impl Lowering<'_> {
                 self.placement.insert(buffer.clone(), to.clone());
                 continue;
             }
+            // A finished f32 accumulator of a bf16 output travels as bf16: the cast the
+            // delivery would make after the move, made before it (the same values, half the
+            // bytes). f16 stays f32: the executors' copies convert f32 <-> bf16 only.
+            let out_dtype = k.buffer(buffer).map(|b| crate::context::to_dtype(&b.dtype));
+            let narrow = (out_dtype == Some(DType::BF16)).then_some(DType::BF16);
             let mut sliced = false;
             for rb in self.ranks.iter_mut() {
                 let mine = shard_box(&shape, &from, mesh, &rb.coords);
@@ -108,11 +115,12 @@ impl Lowering<'_> {
                 } else {
                     rb.stored.remove(&kk);
                 }
-                if bx == mine {
+                let cast = narrow.filter(|_| is_acc && rb.slots[slot].dtype == DType::F32);
+                if bx == mine && cast.is_none() {
                     rb.shard.insert(buffer.clone(), (slot, bx));
                 } else {
                     sliced = true;
-                    slice_held(rb, buffer, slot, &bx, mine, epi);
+                    slice_held(rb, buffer, slot, &bx, mine, cast, epi);
                 }
             }
             // The slices (if any) run in stage `epi`; the move starts after them.
@@ -159,19 +167,22 @@ fn finished_tiles<'a>(
         )
 }
 
-/// The rank holds more than its shard `mine` of `buffer` (e.g. after an all-reduce): copies the
-/// shard out of `slot` (holding `bx`) in stage `stage`; the copy becomes the rank's shard.
+/// Copies the rank's shard `mine` of `buffer` out of `slot` (holding `bx`) in stage `stage`,
+/// converted to `cast` when given; the copy becomes the rank's shard. For a rank holding more
+/// than its shard (e.g. after an all-reduce), or a finished accumulator narrowed before it
+/// moves.
 fn slice_held(
     rb: &mut RankBuild,
     buffer: &str,
     slot: usize,
     bx: &Region,
     mine: Region,
+    cast: Option<DType>,
     stage: usize,
 ) {
     let dst = rb.slot(
         format!("{buffer}.slice"),
-        rb.slots[slot].dtype,
+        cast.unwrap_or(rb.slots[slot].dtype),
         mine.extent.clone(),
         SlotInit::Uninit,
     );
