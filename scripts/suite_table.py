@@ -19,24 +19,41 @@ import json
 import math
 
 
-def num(text):
-    """A float, or NaN for anything else ("nan", "-", empty)."""
+def num(x):
+    """A positive finite time, or NaN for anything else ("nan", "-", empty, 0, inf, text)."""
     try:
-        return float(text)
-    except ValueError:
+        t = float(x)
+    except (TypeError, ValueError):
         return math.nan
+    return t if math.isfinite(t) and t > 0 else math.nan
+
+
+def whole(x):
+    """A positive whole number (a world size: an int or a string of digits), or None."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int):
+        return x if x > 0 else None
+    if isinstance(x, str) and x.strip().isdigit():
+        return int(x) or None
+    return None
 
 
 def load_ours(path):
+    """Our rows by case id: lines id<TAB>ms<TAB>check<TAB>schedule[<TAB>predicted ms]."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SystemExit(f"suite_table.py: --ours {path}: {e}")
     rows = {}
-    with open(path) as f:
-        for line in f:
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) < 4 or parts[0].startswith("#"):
-                continue
-            cid, ms, check, sched = parts[:4]
-            rows[cid] = {"ms": num(ms), "check": check, "schedule": sched,
-                         "predicted": num(parts[4]) if len(parts) > 4 else math.nan}
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) < 4 or parts[0].startswith("#"):
+            continue
+        cid, ms, check, sched = parts[:4]
+        rows[cid] = {"ms": num(ms), "check": check, "schedule": sched,
+                     "predicted": num(parts[4]) if len(parts) > 4 else math.nan}
     return rows
 
 
@@ -51,12 +68,25 @@ def load_baselines(paths):
         except (OSError, ValueError) as e:
             print(f"<!-- {p}: {e} -->")
             continue
-        world = d.get("world_size")
-        for r in d.get("results", []):
-            if r.get("ms") is None or r.get("check") not in ("ok", None):
+        if not isinstance(d, dict) or not isinstance(d.get("results", []), list):
+            print(f"<!-- {p}: not a baseline file (an object with a list of results) -->")
+            continue
+        world = whole(d.get("world_size"))
+        unusable = 0
+        for r in d.get("results") or []:
+            if not isinstance(r, dict):
+                unusable += 1
                 continue
-            out.setdefault(r["id"], {})[r["baseline"]] = r["ms"]
-            worlds[r["id"]] = r.get("world_size", world)
+            if r.get("ms") is None or r.get("check") not in ("ok", None):
+                continue  # not run, or its check failed: no time to compare with
+            if not (isinstance(r.get("id"), str) and isinstance(r.get("baseline"), str)
+                    and num(r["ms"]) == num(r["ms"])):
+                unusable += 1
+                continue
+            out.setdefault(r["id"], {})[r["baseline"]] = num(r["ms"])
+            worlds[r["id"]] = whole(r.get("world_size", world))
+        if unusable:
+            print(f"<!-- {p}: {unusable} result(s) without a usable id, baseline or time -->")
     return out, worlds
 
 

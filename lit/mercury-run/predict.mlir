@@ -8,7 +8,7 @@
 // The CPU executor's time is not a GPU time: no comparison is printed for it.
 // CHECK-NOT: model vs measured
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu --predict h100-1x4 2>&1 | FileCheck %s --check-prefix=FEW
-// FEW: mercury-run: --predict h100-1x4: the cost model cannot price this plan: plan 'attention' has 8 ranks but topology 'h100-1x4' has 4 devices
+// FEW: mercury-run: --predict h100-1x4: the topology does not fit the plan: plan 'attention' has 8 ranks but topology 'h100-1x4' has 4 devices
 // FEW-NOT: cpu:
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu --predict %t.missing.toml 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: mercury-run: --predict {{.*}}missing.toml: {{.*}}neither a topology preset nor a readable file
@@ -18,4 +18,4 @@
 // DRY: model: predicted {{[0-9]+\.[0-9]+}} ms on topology 'h200-1x8' (8 devices)
 // DRY-NOT: {{cpu:|gpu|no GPU|CUDA}}
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --no-run --check 2>&1 | FileCheck %s --check-prefix=DRYCHECK
-// DRYCHECK: error: --no-run compiles only; --check, --bench and --cache-file need a run
+// DRYCHECK: error: --no-run compiles only; --check, --bench, --cache-file, --launcher and --inject-fault need a run

@@ -119,16 +119,13 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 accumulate,
                 epilogue,
             } => {
+                let (m, n, kd) = mercury_plan::patch::gemm_dims(
+                    &inputs[0].region.extent,
+                    &inputs[1].region.extent,
+                    &outputs[0].region.extent,
+                )?;
                 let a = mem.read(plan, r, &inputs[0]);
                 let b = mem.read(plan, r, &inputs[1]);
-                let kd = *inputs[0].region.extent.last().ok_or("empty gemm operand")?;
-                let (m, n) = (a.len() / kd, b.len() / kd);
-                if outputs[0].region.numel() != m * n || a.len() != m * kd || b.len() != kd * n {
-                    return Err(format!(
-                        "gemm shapes do not agree: a {:?}, b {:?}, out {:?}",
-                        inputs[0].region.extent, inputs[1].region.extent, outputs[0].region.extent
-                    ));
-                }
                 let mut c = if *accumulate {
                     mem.read(plan, r, &outputs[0])
                 } else {
@@ -149,11 +146,7 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
             } => {
                 // [b, h, s, d], or [h, s, d] with a batch of one.
                 let four = |e: &Vec<usize>| {
-                    if e.len() == 3 {
-                        vec![1, e[0], e[1], e[2]]
-                    } else {
-                        e.clone()
-                    }
+                    mercury_plan::patch::attention_bhsd(e).map_or_else(|| e.clone(), |x| x.to_vec())
                 };
                 let (qs, ks, vs) = (
                     four(&inputs[0].region.extent),

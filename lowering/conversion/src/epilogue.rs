@@ -1,8 +1,7 @@
 //! The end of the compute: partial results of one output tile held by several ranks are
 //! combined by AllReduce, or ReduceScatter when the output is sharded over those ranks; then
-//! the reshards at the kernel's end move the finished outputs (a finished f32 accumulator of a
-//! bf16 output is cast to bf16 first: Ulysses' and USP's output all-to-all carry half the
-//! bytes).
+//! the reshards at the kernel's end move the finished outputs (a finished f32 tile of a bf16
+//! output is cast to bf16 first: Ulysses' and USP's output all-to-all carry half the bytes).
 
 use crate::context::{combine_kind, contains, err, key, relative, shape_of, Lowering, RankBuild};
 use crate::placement::{group_of, shard_box};
@@ -98,9 +97,10 @@ impl Lowering<'_> {
                 self.placement.insert(buffer.clone(), to.clone());
                 continue;
             }
-            // A finished f32 accumulator of a bf16 output travels as bf16: the cast the
-            // delivery would make after the move, made before it (the same values, half the
-            // bytes). f16 stays f32: the executors' copies convert f32 <-> bf16 only.
+            // A finished f32 tile of a bf16 output (an accumulator, or a reduce-scatter's
+            // result) travels as bf16: the cast the delivery would make after the move, made
+            // before it (the same values, half the bytes). f16 stays f32: the executors'
+            // copies convert f32 <-> bf16 only.
             let out_dtype = k.buffer(buffer).map(|b| crate::context::to_dtype(&b.dtype));
             let narrow = (out_dtype == Some(DType::BF16)).then_some(DType::BF16);
             let mut sliced = false;
@@ -115,7 +115,7 @@ impl Lowering<'_> {
                 } else {
                     rb.stored.remove(&kk);
                 }
-                let cast = narrow.filter(|_| is_acc && rb.slots[slot].dtype == DType::F32);
+                let cast = narrow.filter(|_| rb.slots[slot].dtype == DType::F32);
                 if bx == mine && cast.is_none() {
                     rb.shard.insert(buffer.clone(), (slot, bx));
                 } else {

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum PatchKind {
-    /// `out[m, n] (=|+=) a[m, k] * b[k, n]`; views are 2-D after dropping leading unit dims.
+    /// `out[m, n] (=|+=) a[m, k] * b[k, n]`; `(m, n, k)` from the views as [`gemm_dims`] reads
+    /// them (`k` is `a`'s last dimension); the GPU backend also needs every view to be a
+    /// matrix once its leading unit dimensions are dropped.
     /// With `accumulate`, the product is added to `out`. With `epilogue = f`, `out = f(a * b)`
     /// in the output's type: an elementwise activation the lowering folded into the GEMM
     /// (`lowering/conversion/src/activation.rs`; on the GPU cuBLASLt's epilogue, which has
@@ -147,14 +149,35 @@ impl PatchKind {
     }
 }
 
-/// Extents without leading unit dimensions, at least 2-D (a GEMM operand as a matrix).
-pub fn squeeze(e: &[usize]) -> Vec<usize> {
-    let first = e
-        .iter()
-        .position(|&x| x != 1)
-        .unwrap_or(e.len().saturating_sub(2));
-    let first = first.min(e.len().saturating_sub(2));
-    e[first..].to_vec()
+/// A GEMM patch's `(m, n, k)` from its views' extents, the one reading of them every backend
+/// and the cost model share: `k` is `a`'s last dimension, `m` the product of `a`'s others,
+/// `n = |b| / k`; `out` holds `m x n` elements.
+///
+/// # Errors
+/// A zero `k`, or element counts that do not agree, with the three extents.
+pub fn gemm_dims(a: &[usize], b: &[usize], out: &[usize]) -> Result<(usize, usize, usize), String> {
+    let numel = |e: &[usize]| e.iter().product::<usize>();
+    let k = *a.last().unwrap_or(&0);
+    let agree = k > 0 && numel(b) % k == 0 && {
+        let (m, n) = (numel(a) / k, numel(b) / k);
+        numel(out) == m * n
+    };
+    if !agree {
+        return Err(format!(
+            "gemm shapes do not agree: a {a:?}, b {b:?}, out {out:?} (k is a's last dimension)"
+        ));
+    }
+    Ok((numel(a) / k, numel(b) / k, k))
+}
+
+/// An attention tile's extent as `[b, h, s, d]`: `[h, s, d]` has a batch of one. `None` for
+/// any other rank.
+pub fn attention_bhsd(e: &[usize]) -> Option<[usize; 4]> {
+    match *e {
+        [h, s, d] => Some([1, h, s, d]),
+        [b, h, s, d] => Some([b, h, s, d]),
+        _ => None,
+    }
 }
 
 /// `out[m, n] = a[m, k] * b[k, n]`.
@@ -221,17 +244,9 @@ pub static ATTENTION: PatchSpec = PatchSpec {
         ))
     },
     flops: |p, s| {
-        let four = |e: &Vec<usize>| {
-            if e.len() == 3 {
-                vec![1, e[0], e[1], e[2]]
-            } else {
-                e.clone()
-            }
-        };
-        let (q, k) = (four(&s[0]), four(&s[1]));
-        if q.len() != 4 || k.len() != 4 {
+        let (Some(q), Some(k)) = (attention_bhsd(&s[0]), attention_bhsd(&s[1])) else {
             return 0.0;
-        }
+        };
         let pairs = match p {
             PatchKind::Attention {
                 causal: true,
@@ -276,6 +291,21 @@ pub fn visible_pairs(sq: usize, sk: usize, q_off: usize, k_off: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gemm_and_attention_dims() {
+        // k is a's last dimension; b and out only need the element counts.
+        assert_eq!(
+            gemm_dims(&[1, 64, 32], &[32, 16], &[64, 16]),
+            Ok((64, 16, 32))
+        );
+        assert_eq!(gemm_dims(&[64, 64], &[64], &[64]), Ok((64, 1, 64)));
+        assert!(gemm_dims(&[64, 32], &[16, 16], &[64, 16]).is_err());
+        assert!(gemm_dims(&[64, 0], &[0, 16], &[64, 16]).is_err());
+        assert_eq!(attention_bhsd(&[4, 128, 32]), Some([1, 4, 128, 32]));
+        assert_eq!(attention_bhsd(&[2, 4, 128, 32]), Some([2, 4, 128, 32]));
+        assert_eq!(attention_bhsd(&[128, 32]), None);
+    }
 
     #[test]
     fn every_kind_has_its_spec() {

@@ -235,6 +235,21 @@ impl CommirSource {
         m
     }
 
+    /// The kernel with its mesh re-shaped to `shape` as the `reshape-mesh` pass does (its
+    /// buffers' declared placements re-expressed on the new levels); `None` if it cannot be
+    /// read back.
+    fn declared_on(&self, shape: &[usize]) -> Option<Kernel> {
+        let m = if shape == self.kernel.mesh.shape.as_slice() {
+            self.module.clone()
+        } else {
+            self.reshaped(shape)
+        };
+        mercury_commir::kernels(&m)
+            .ok()?
+            .into_iter()
+            .find(|k| k.name == self.kernel.name)
+    }
+
     /// The kernel's mesh shape as written in the source text.
     pub fn mesh_shape(&self) -> Vec<usize> {
         self.kernel.mesh.shape.clone()
@@ -433,14 +448,19 @@ impl CommirSource {
                     };
                     split_over(h, &heads);
                     split_over(g, &groups);
+                    // Outputs end in their declared placement (contiguous, zigzag or
+                    // striped), as re-expressed on this mesh.
+                    let declared = self.declared_on(shape);
                     for b in self.kernel.buffers.iter().filter(|b| {
                         b.role != mercury_commir::Role::In
                             && b.sharding.get(2).is_some_and(|x| !x.is_empty())
                     }) {
-                        s.push(format!(
-                            "reshard{{buffer={} sharding=R,R,{all},R at=end}}",
-                            b.name
-                        ));
+                        let to = declared
+                            .as_ref()
+                            .and_then(|k| k.buffer(&b.name))
+                            .map(|d| sharding_option(&d.placement()))
+                            .unwrap_or_else(|| format!("R,R,{all},R"));
+                        s.push(format!("reshard{{buffer={} sharding={to} at=end}}", b.name));
                     }
                 }
                 let seq_levels: Vec<usize> = (0..k)
@@ -647,6 +667,30 @@ impl CommirSource {
             plan,
         })
     }
+}
+
+/// A placement in the `sharding=` option syntax of `reshard` (`R,R,S(zigzag(0)|zigzag(1)),R`:
+/// levels of a dimension joined by `|`, a striped block after `;`).
+fn sharding_option(p: &mercury_commir::Placement) -> String {
+    use mercury_commir::Split;
+    (0..p.levels.len())
+        .map(|d| {
+            let ls = p.dim(d);
+            if ls.is_empty() {
+                return "R".to_string();
+            }
+            let items: Vec<String> = ls
+                .iter()
+                .map(|(l, s)| match s {
+                    Split::Block => l.to_string(),
+                    Split::Zigzag => format!("zigzag({l})"),
+                    Split::Striped(b) => format!("striped({l};{b})"),
+                })
+                .collect();
+            format!("S({})", items.join("|"))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Whether every rank of `plan` writes exactly its part of output `b` under `b`'s zigzag or

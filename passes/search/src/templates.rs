@@ -59,10 +59,12 @@ pub fn template_of(name: &str) -> Option<String> {
         (["n"], false) => "megatron column-parallel",
         _ => return None,
     };
-    let t = if replicated {
-        format!("{t}, K/V heads replicated")
-    } else {
-        t.to_string()
+    let t = match (replicated, roles.as_slice()) {
+        (true, ["heads"]) => {
+            "ulysses with K/V heads replicated (ulysses_kv_replicated.sched)".to_string()
+        }
+        (true, _) => format!("{t}, K/V heads replicated"),
+        (false, _) => t.to_string(),
     };
     Some(if roles.len() < levels.len() {
         format!("{t}, over {} mesh levels", levels.len())
@@ -118,7 +120,7 @@ mod tests {
         // K/V head replication: groups after the heads levels.
         assert_eq!(
             template_of("mesh 2x4: L0=heads L1=groups").unwrap(),
-            "ulysses (ulysses.sched), K/V heads replicated, over 2 mesh levels"
+            "ulysses with K/V heads replicated (ulysses_kv_replicated.sched), over 2 mesh levels"
         );
         assert!(template_of("mesh 2x2x2: L0=ring L1=heads L2=groups")
             .unwrap()

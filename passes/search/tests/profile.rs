@@ -484,3 +484,39 @@ commir.kernel @attention_gqa on @mesh {
         .filter_map(Result::ok)
         .any(|c| c.name.contains("groups")));
 }
+
+/// Causal attention whose inputs and output are declared zigzag (torch context parallelism's
+/// load-balanced contract): the head-parallel candidates end in the declared zigzag placement
+/// (they were refused when they ended contiguous), and compute the single-device result.
+#[test]
+fn head_parallel_candidates_keep_a_zigzag_output() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/small/attention.mlir"
+    ))
+    .unwrap()
+    .replace("causal = false", "causal = true")
+    .replace("S(0)", "S(zigzag(0))")
+    .replace("@h = 4", "@h = 8");
+    let mut src = CommirSource::from_text(&text, "zigzag.mlir", None)
+        .unwrap()
+        .keep_declared_mesh();
+    let mut m = cpu(&src);
+    let heads: Vec<Candidate> = src
+        .candidates(&topo())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|c| c.name.starts_with("mesh 8: L0=heads"))
+        .collect();
+    assert!(!heads.is_empty(), "no head-parallel candidate");
+    for c in &heads {
+        assert!(
+            c.transform_script
+                .contains("reshard{buffer=O sharding=R,R,S(zigzag(0)),R at=end}"),
+            "{}",
+            c.transform_script
+        );
+        m.measure(c)
+            .unwrap_or_else(|e| panic!("{}: {e:?}\n{}", c.name, c.transform_script));
+    }
+}

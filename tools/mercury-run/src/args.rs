@@ -126,7 +126,8 @@ pub struct Args {
     #[arg(long, value_name = "TOPOLOGY")]
     pub predict: Option<String>,
     /// Compile and lower only: print the comm plan and memory (and `--predict`, `--emit-plan`),
-    /// run nothing (no device needed). Not with --check, --bench or --cache-file.
+    /// run nothing (no device needed). Not with --check, --bench, --cache-file, --launcher or
+    /// --inject-fault.
     #[arg(long)]
     pub no_run: bool,
     /// GPU backend: a run in which no stream finishes its work of a stage for this many
@@ -181,10 +182,16 @@ where
             ));
         }
     }
-    if a.no_run && (a.check || a.bench || a.cache_file.is_some()) {
+    if a.no_run
+        && (a.check
+            || a.bench
+            || a.cache_file.is_some()
+            || a.launcher.is_some()
+            || a.inject_fault.is_some())
+    {
         return Err(clap::Error::raw(
             clap::error::ErrorKind::ArgumentConflict,
-            "--no-run compiles only; --check, --bench and --cache-file need a run\n",
+            "--no-run compiles only; --check, --bench, --cache-file, --launcher and --inject-fault need a run\n",
         ));
     }
     if a.iters == 0 {

@@ -30,7 +30,8 @@ pub struct Compiled {
     pub reference: Operation,
     pub kernel: String,
     /// The kernel as the input declares it (before scheduling): its outputs' placements are
-    /// what `--check` holds each rank to.
+    /// what `--check` holds each rank to. When the schedule re-shapes the mesh to another
+    /// device count, the declared kernel re-shaped the same way (`reshape-mesh`).
     pub declared: mercury_commir::Kernel,
 }
 
@@ -92,10 +93,31 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
     })?;
     let mut scheduled = module.clone();
     pm.run(&mut scheduled, &compiler.registry).map_err(diag)?;
-    let declared = kernels
+    let mut declared = kernels
         .into_iter()
         .find(|k| k.name == kernel)
         .expect("the kernel was chosen from this list");
+    // A schedule that re-shapes the mesh to another device count (`reshape-mesh`, as
+    // mercury-tune --refactor-mesh writes for a topology of another size) holds every rank to
+    // the declared placements re-expressed on the new mesh, as `reshape-mesh` re-expresses
+    // them (the contract the search checked the schedule against).
+    let now: Vec<usize> = mercury_commir::kernels(&scheduled)
+        .map_err(diag)?
+        .into_iter()
+        .find(|k| k.name == kernel)
+        .map(|k| k.mesh.shape)
+        .unwrap_or_else(|| declared.mesh.shape.clone());
+    if now.iter().product::<usize>() != declared.mesh.shape.iter().product::<usize>() {
+        let mut m = module.clone();
+        mercury_passes::mesh::reshape_mesh(&mut m, &now);
+        if let Some(k) = mercury_commir::kernels(&m)
+            .map_err(diag)?
+            .into_iter()
+            .find(|k| k.name == kernel)
+        {
+            declared = k;
+        }
+    }
     Ok(Compiled {
         scheduled,
         reference: single_device(&module),

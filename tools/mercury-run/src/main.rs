@@ -76,12 +76,27 @@ fn run(a: &args::Args) -> Result<(), Failure> {
             .next()
             .unwrap_or("")
     );
-    // --predict: the model's figure first, so that it stands even when the run fails.
+    // --predict: the model's figure first, so that it stands even when the run fails. A plan
+    // the model cannot price is an error only when the prediction is all that was asked for.
     let predicted = match &a.predict {
-        Some(t) => Some(predict(&plan, t)?),
+        Some(t) => match predict(&plan, t)? {
+            Ok(p) => Some(p),
+            Err(m) if !a.no_run => {
+                println!("model: {m}; running without a prediction");
+                None
+            }
+            Err(m) => return Err(Failure::Input(format!("mercury-run: --predict {t}: {m}"))),
+        },
         None => None,
     };
     if a.no_run {
+        if let Some(r) = a.ranks.filter(|r| *r != plan.num_ranks()) {
+            return Err(Failure::Input(format!(
+                "mercury-run: --ranks {r} but the mesh {:?} has {} ranks",
+                plan.mesh,
+                plan.num_ranks()
+            )));
+        }
         return Ok(());
     }
     // --cache-file: the entry must hold this very schedule.
@@ -154,24 +169,36 @@ fn run(a: &args::Args) -> Result<(), Failure> {
 
 /// `--predict`: the cost model's latency of `plan` (seconds) on the topology named by `spec`
 /// (a preset or a TOML file, `mercury_search::Topology::load`), printed as
-/// `model: predicted X ms on topology 'NAME' (N devices)`; also returns the topology's name.
+/// `model: predicted X ms on topology 'NAME' (N devices)`, with the number used when the plan
+/// has fewer ranks (rank r on device r); also returns the topology's name.
 ///
 /// # Errors
-/// An unreadable or invalid topology, or a plan the simulation refuses (more ranks than the
-/// topology has devices, unmatched messages): `Failure::Input` with the reason.
-fn predict(plan: &mercury_plan::Plan, spec: &str) -> Result<(f64, String), Failure> {
-    let topo = mercury_search::Topology::load(spec)
-        .map_err(|e| Failure::Input(format!("mercury-run: --predict {spec}: {e}")))?;
-    let sim = mercury_search::sim::simulate(plan, &topo, Default::default()).map_err(|e| {
-        Failure::Input(format!(
-            "mercury-run: --predict {spec}: the cost model cannot price this plan: {e}"
-        ))
-    })?;
+/// `Err`: an unreadable or invalid topology, or one with fewer devices than the plan has ranks
+/// (bad input). `Ok(Err(reason))`: a plan the model does not price (views of shapes its
+/// compute model does not know, say): "the cost model cannot price this plan: ...".
+fn predict(
+    plan: &mercury_plan::Plan,
+    spec: &str,
+) -> Result<Result<(f64, String), String>, Failure> {
+    let bad = |m: String| Failure::Input(format!("mercury-run: --predict {spec}: {m}"));
+    let topo = mercury_search::Topology::load(spec).map_err(|e| bad(e.to_string()))?;
+    let sim = match mercury_search::sim::simulate(plan, &topo, Default::default()) {
+        Ok(s) => s,
+        Err(e @ mercury_search::sim::SimError::TooManyRanks { .. }) => {
+            return Err(bad(format!("the topology does not fit the plan: {e}")))
+        }
+        Err(e) => return Ok(Err(format!("the cost model cannot price this plan: {e}"))),
+    };
+    let used = if plan.num_ranks() < topo.num_devices() {
+        format!(", the plan uses {}", plan.num_ranks())
+    } else {
+        String::new()
+    };
     println!(
-        "model: predicted {:.3} ms on topology '{}' ({} devices)",
+        "model: predicted {:.3} ms on topology '{}' ({} devices{used})",
         sim.latency * 1e3,
         topo.name,
         topo.num_devices()
     );
-    Ok((sim.latency, topo.name.clone()))
+    Ok(Ok((sim.latency, topo.name.clone())))
 }

@@ -37,12 +37,6 @@ pub(crate) fn view_bytes(r: &RankProgram, v: &View) -> Result<f64, String> {
     Ok(view_elems(v) * slot.dtype.size_bytes() as f64)
 }
 
-/// Extents without leading unit dimensions, at least 2-D (the patch spec's view of a GEMM
-/// operand as a matrix).
-fn squeeze(v: &View) -> Vec<usize> {
-    mercury_plan::patch::squeeze(&v.region.extent)
-}
-
 pub use mercury_plan::patch::visible_pairs;
 
 fn waves_efficiency(blocks: f64, sms: usize) -> f64 {
@@ -70,26 +64,12 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 else {
                     return Err(err("gemm needs inputs [a, b] and output [out]".into()));
                 };
-                let (sa, sb, so) = (squeeze(a), squeeze(b), squeeze(o));
-                let dims = |s: &[usize]| -> Option<(usize, usize)> {
-                    match s {
-                        [x] => Some((1, *x)),
-                        [x, y] => Some((*x, *y)),
-                        _ => None,
-                    }
-                };
-                let (Some((m, k)), Some((k2, n)), Some((m2, n2))) =
-                    (dims(&sa), dims(&sb), dims(&so))
-                else {
-                    return Err(err(format!(
-                        "gemm views must be 2-D after dropping unit dims: {sa:?} x {sb:?} -> {so:?}"
-                    )));
-                };
-                if k != k2 || m != m2 || n != n2 {
-                    return Err(err(format!(
-                        "gemm shapes do not agree: [{m},{k}] x [{k2},{n}] -> [{m2},{n2}]"
-                    )));
-                }
+                let (m, n, k) = mercury_plan::patch::gemm_dims(
+                    &a.region.extent,
+                    &b.region.extent,
+                    &o.region.extent,
+                )
+                .map_err(err)?;
                 let shapes: Vec<Vec<usize>> =
                     inputs.iter().map(|v| v.region.extent.clone()).collect();
                 let flops = (patch.spec().flops)(patch, &shapes);
@@ -124,20 +104,21 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                     return Err(err("attention needs inputs [q, k, v]".into()));
                 };
                 let (qe, ke) = (&q.region.extent, &k.region.extent);
-                let ([b, hq, sq, d], [b2, hk, sk, d2]) = (qe.as_slice(), ke.as_slice()) else {
+                let bhsd = mercury_plan::patch::attention_bhsd;
+                let (Some([b, hq, sq, d]), Some([b2, hk, sk, d2])) = (bhsd(qe), bhsd(ke)) else {
                     return Err(err(format!(
-                        "attention views must be 4-D [b, h, s, d]: q {qe:?}, k {ke:?}"
+                        "attention views must be [b, h, s, d] or [h, s, d]: q {qe:?}, k {ke:?}"
                     )));
                 };
-                if b != b2 || d != d2 || *hk == 0 || hq % hk != 0 {
+                if b != b2 || d != d2 || hk == 0 || hq % hk != 0 {
                     return Err(err(format!(
                         "attention shapes do not agree: q {qe:?}, k {ke:?}"
                     )));
                 }
                 let pairs = if *causal {
-                    visible_pairs(*sq, *sk, *q_offset, *k_offset)
+                    visible_pairs(sq, sk, *q_offset, *k_offset)
                 } else {
-                    *sq as f64 * *sk as f64
+                    sq as f64 * sk as f64
                 };
                 let shapes: Vec<Vec<usize>> =
                     inputs.iter().map(|v| v.region.extent.clone()).collect();
@@ -156,7 +137,7 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                         label: format!("attention {sq}x{sk} (masked out)"),
                     });
                 }
-                let blocks = *b as f64 * *hq as f64 * (*sq as f64 / 128.0).ceil();
+                let blocks = b as f64 * hq as f64 * (sq as f64 / 128.0).ceil();
                 let eff = waves_efficiency(blocks, topo.device.sm_count);
                 let t = (flops / (topo.attention_rate(*causal) * eff)).max(bytes / hbm);
                 // The vendor (cuDNN) patch writes a bf16 part that the MLIR merge kernels then
