@@ -20,7 +20,7 @@
 // Causal attention: shift-shard places the query and key positions zigzag (head-tail) so that
 // every GPU does the same work at every step; the operator declares them contiguous, so they
 // are permuted point to point at the start and the output back at the end.
-// CAUSAL: // comm-plan @attention: mesh [8], 8 ranks, 11 stages
+// CAUSAL: // comm-plan @attention: mesh [8], 8 ranks, 12 stages
 // CAUSAL: //   @K: permute p2p (reshard), 14 ops in 1 stages, 224.0 MiB sent in total, levels [0]
 // CAUSAL: //   @K: ring p2p, 56 ops in 7 stages, 1.8 GiB sent in total, levels [0]
 // CAUSAL: //   @Q: permute p2p (reshard), 14 ops in 1 stages

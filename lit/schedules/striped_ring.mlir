@@ -3,7 +3,7 @@
 
 // Blocks of 128 positions round robin over 8 GPUs: 32 blocks per GPU; the causal work is the
 // same on every GPU up to one block per step.
-// CHECK: // comm-plan @attention: mesh [8], 8 ranks, 11 stages
+// CHECK: // comm-plan @attention: mesh [8], 8 ranks, 12 stages
 // CHECK: //   @K: permute p2p (reshard), 224 ops in 1 stages, 224.0 MiB sent in total, levels [0]
 // CHECK: //   @K: ring p2p, 56 ops in 7 stages, 1.8 GiB sent in total, levels [0]
 // CHECK: //   @Q: placed [R, R, S(striped(0, 128)), R], declared [R, R, S(0), R] (moved at the start)

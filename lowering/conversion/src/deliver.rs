@@ -1,7 +1,8 @@
 //! Output delivery: outputs end in their declared placement. Every rank holds its shard of
 //! each output (all of it when replicated): its own finished tiles serve in place (as views);
-//! the rest is received from ranks holding it, in one final stage. Then unused slots are
-//! pruned and the plan is assembled and verified.
+//! the rest is received from ranks holding it, in one final stage (a bf16 output's f32 pieces
+//! are cast on their holders one stage before). Then unused slots are pruned and the plan is
+//! assembled and verified.
 
 use crate::context::{err, intersect, link_cost, relative, Lowering, RankBuild};
 use crate::placement::shard_box;
@@ -101,7 +102,10 @@ impl Lowering<'_> {
         if got.iter().map(Region::numel).sum::<usize>() == want.numel() {
             return Ok(());
         }
-        // Then from the other ranks, fastest link first.
+        // Then from the other ranks, fastest link first. A bf16 output travels as bf16: a
+        // piece held in f32 is cast on its holder in the delivery stage and sent in the next
+        // (the cast the final copy into the output would make, made before the move).
+        let narrow = crate::context::to_dtype(&b.dtype) == DType::BF16;
         let mut others: Vec<usize> = (0..self.n).filter(|q| *q != r).collect();
         others.sort_by_key(|q| link_cost(&self.ranks[r].coords, &self.ranks[*q].coords));
         let mut dst_slot = None;
@@ -116,20 +120,36 @@ impl Lowering<'_> {
                 let dst = *dst_slot.get_or_insert_with(|| {
                     self.ranks[r].slot(
                         format!("{}.delivered", b.name),
-                        DType::F32,
+                        if narrow { DType::BF16 } else { DType::F32 },
                         want.extent.clone(),
                         SlotInit::Uninit,
                     )
                 });
-                let src = View {
+                let mut src = View {
                     slot,
                     region: relative(&bx, &part),
                 };
+                let mut stage = deliver;
+                if narrow && self.ranks[q].slots[slot].dtype == DType::F32 {
+                    let holder = &mut self.ranks[q];
+                    let cast = holder.slot(
+                        format!("{}.narrow", b.name),
+                        DType::BF16,
+                        part.extent.clone(),
+                        SlotInit::Uninit,
+                    );
+                    let to = holder.whole(cast);
+                    holder.stage(deliver).compute.push(ComputeOp::Copy {
+                        src,
+                        dst: to.clone(),
+                    });
+                    (src, stage) = (to, deliver + 1);
+                }
                 let dst_view = View {
                     slot: dst,
                     region: relative(&want, &part),
                 };
-                self.send_recv(deliver, q, r, src, dst_view.clone());
+                self.send_recv(stage, q, r, src, dst_view.clone());
                 pieces.extend(self.real_pieces(r, &b.name, gi, &part, &dst_view));
             }
         }
