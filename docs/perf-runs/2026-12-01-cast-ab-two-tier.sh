@@ -11,7 +11,10 @@
 # machine of docs/perf.md): flat Ulysses (its output all-to-all crosses the slow tier) and USP,
 # the output cast to bf16 before the end all-to-all (after) against the f32 move (before).
 # REPS (2), OPS, SCHEDS select; the USP re-run: REPS=4 OPS=attention_2x4:examples/attention_2x4.mlir
-# SCHEDS=mesh_2x4__L0_ring_L1_heads.
+# SCHEDS=mesh_2x4__L0_ring_L1_heads. BEFORE: the binary of the 'before' column. The delivery A/B:
+# BEFORE=.carry/mercury-run-before-delivery (4fae440) OPS=attention_2x4_causal:.carry/attention_2x4_causal.mlir
+# SCHEDS=mesh_8__L0_ring_zigzag REPS=3, after .carry/attention_2x4_causal.mlir (examples/attention_2x4.mlir
+# with causal = true) and its transforms in .carry/tt-attention_2x4_causal.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 d=$(python3 -c 'import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
 [[ -e $d/libcudnn.so.9 ]] && export MERCURY_CUDNN_LIB=$d/libcudnn.so.9
@@ -37,7 +40,7 @@ for rep in $(seq "${REPS:-2}"); do
     IFS=: read -r n f <<< "$op"
     for s in ${SCHEDS:-mesh_8__L0_heads mesh_2x4__L0_ring_L1_heads}; do
       for who in before after; do
-        b=.carry/mercury-run; [[ $who == before ]] && b=.carry/mercury-run-before-cast
+        b=.carry/mercury-run; [[ $who == before ]] && b=${BEFORE:-.carry/mercury-run-before-cast}
         pair "$rep.$n.$s.$who" $b $f .carry/tt-$n/templates/$s.transform
       done
     done
