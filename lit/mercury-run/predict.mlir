@@ -17,5 +17,14 @@
 // DRY: comm-plan @attention: mesh [8]
 // DRY: model: predicted {{[0-9]+\.[0-9]+}} ms on topology 'h200-1x8' (8 devices)
 // DRY-NOT: {{cpu:|gpu|no GPU|CUDA}}
+// --predict-trace writes the model's timeline (Chrome / Perfetto JSON): every op with its stage.
+// RUN: %mercury-run %repo/examples/small/attention.mlir --shift-shard --no-run --predict h100-1x8 --predict-trace %t.trace.json 2>&1 | FileCheck %s --check-prefix=TRACE
+// TRACE: model: timeline written to {{.*}}trace.json
+// RUN: FileCheck %s --check-prefix=TRACEJSON < %t.trace.json
+// TRACEJSON: "plan":"attention on h100-1x8","predicted_latency_s"
+// TRACEJSON-SAME: "traceEvents"
+// TRACEJSON-SAME: "name":"attention {{.*}}","ph":"X"
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --shift-shard --no-run --predict-trace %t.alone.json 2>&1 | FileCheck %s --check-prefix=TRACEALONE
+// TRACEALONE: --predict <TOPOLOGY>
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --no-run --check 2>&1 | FileCheck %s --check-prefix=DRYCHECK
 // DRYCHECK: error: --no-run compiles only; --check, --bench, --cache-file, --launcher and --inject-fault need a run

@@ -42,7 +42,8 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * b.abs().max(1e-12)
 }
 
-/// The ring's latency by hand: per stage max(compute, transfer) + sync.
+/// The ring's latency by hand: per stage max(compute, transfer), plus one NVLink latency after
+/// a stage with a transfer (the last step moves nothing and waits for no peer).
 #[test]
 fn ring_matches_hand_computation_on_one_node() {
     let t = topo("h100-1x8");
@@ -65,7 +66,7 @@ fn ring_matches_hand_computation_on_one_node() {
     let mut want = 0.0;
     for step in 0..8 {
         let compute = if step == 0 { attn } else { attn + merge };
-        let comm = if step < 7 { xfer } else { 0.0 };
+        let (comm, sync) = if step < 7 { (xfer, sync) } else { (0.0, 0.0) };
         want += compute.max(comm) + sync;
     }
     assert!(close(sim.latency, want), "{} vs {want}", sim.latency);

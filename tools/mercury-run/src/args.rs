@@ -125,6 +125,12 @@ pub struct Args {
     /// (under a launcher: process 0, against the slowest process's median).
     #[arg(long, value_name = "TOPOLOGY")]
     pub predict: Option<String>,
+    /// With `--predict`: write the model's timeline of the plan as a Chrome / Perfetto trace
+    /// (JSON, microseconds; a process per rank, a thread for the compute stream and one per
+    /// transfer of a stage, every op's FLOPs and bytes in its args): where the predicted time
+    /// goes.
+    #[arg(long, value_name = "FILE", requires = "predict")]
+    pub predict_trace: Option<PathBuf>,
     /// Compile and lower only: print the comm plan and memory (and `--predict`, `--emit-plan`),
     /// run nothing (no device needed). Not with --check, --bench, --cache-file, --launcher or
     /// --inject-fault.

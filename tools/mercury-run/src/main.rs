@@ -79,7 +79,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
     // --predict: the model's figure first, so that it stands even when the run fails. A plan
     // the model cannot price is an error only when the prediction is all that was asked for.
     let predicted = match &a.predict {
-        Some(t) => match predict(&plan, t)? {
+        Some(t) => match predict(&plan, t, a.predict_trace.as_deref())? {
             Ok(p) => Some(p),
             Err(m) if !a.no_run => {
                 println!("model: {m}; running without a prediction");
@@ -176,13 +176,19 @@ fn run(a: &args::Args) -> Result<(), Failure> {
 /// `Err`: an unreadable or invalid topology, or one with fewer devices than the plan has ranks
 /// (bad input). `Ok(Err(reason))`: a plan the model does not price (views of shapes its
 /// compute model does not know, say): "the cost model cannot price this plan: ...".
+/// With `trace`, the model's timeline is written there (`Simulation::chrome_trace`); a file
+/// that cannot be written is an error.
 fn predict(
     plan: &mercury_plan::Plan,
     spec: &str,
+    trace: Option<&std::path::Path>,
 ) -> Result<Result<(f64, String), String>, Failure> {
     let bad = |m: String| Failure::Input(format!("mercury-run: --predict {spec}: {m}"));
     let topo = mercury_search::Topology::load(spec).map_err(|e| bad(e.to_string()))?;
-    let sim = match mercury_search::sim::simulate(plan, &topo, Default::default()) {
+    let opts = mercury_search::sim::SimOptions {
+        trace: trace.is_some(),
+    };
+    let sim = match mercury_search::sim::simulate(plan, &topo, opts) {
         Ok(s) => s,
         Err(e @ mercury_search::sim::SimError::TooManyRanks { .. }) => {
             return Err(bad(format!("the topology does not fit the plan: {e}")))
@@ -200,5 +206,16 @@ fn predict(
         topo.name,
         topo.num_devices()
     );
+    if let Some(path) = trace {
+        let title = format!("{} on {}", plan.name, topo.name);
+        let json = sim.chrome_trace(&title, plan.num_ranks());
+        std::fs::write(path, json.to_string()).map_err(|e| {
+            Failure::Input(format!(
+                "mercury-run: --predict-trace {}: {e}",
+                path.display()
+            ))
+        })?;
+        println!("model: timeline written to {}", path.display());
+    }
     Ok(Ok((sim.latency, topo.name.clone())))
 }
