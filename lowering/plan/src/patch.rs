@@ -150,24 +150,37 @@ impl PatchKind {
 }
 
 /// A GEMM patch's `(m, n, k)` from its views' extents, the one reading of them every backend
-/// and the cost model share: `k` is `a`'s last dimension, `m` the product of `a`'s others,
-/// `n = |b| / k`; `out` holds `m x n` elements.
+/// and the cost model share: `k` is `a`'s last dimension and `m` the product of `a`'s others;
+/// `b` is laid out `[k, n..]`, so some leading dimensions of `b` hold exactly `k` elements (the
+/// tile contract's rule, `dialects/commir/src/tiles.rs`) and `n` is the product of the rest;
+/// `out` is `[m.., n..]`: some leading dimensions of it hold `m` elements and the rest `n`.
 ///
 /// # Errors
-/// A zero `k`, or element counts that do not agree, with the three extents.
+/// A zero or missing `k`, a `b` whose leading dimensions do not multiply to `k`, or an `out`
+/// that is not `m x n`, with the three extents.
 pub fn gemm_dims(a: &[usize], b: &[usize], out: &[usize]) -> Result<(usize, usize, usize), String> {
-    let numel = |e: &[usize]| e.iter().product::<usize>();
-    let k = *a.last().unwrap_or(&0);
-    let agree = k > 0 && numel(b) % k == 0 && {
-        let (m, n) = (numel(a) / k, numel(b) / k);
-        numel(out) == m * n
+    let numel = |e: &[usize]| e.iter().fold(1usize, |p, d| p.saturating_mul(*d));
+    // Whether some leading dimensions of `e` multiply to exactly `want`.
+    let leading = |e: &[usize], want: usize| (0..=e.len()).any(|i| numel(&e[..i]) == want);
+    let bad = |why: String| {
+        Err(format!(
+            "gemm shapes do not agree: a {a:?}, b {b:?}, out {out:?} ({why})"
+        ))
     };
-    if !agree {
-        return Err(format!(
-            "gemm shapes do not agree: a {a:?}, b {b:?}, out {out:?} (k is a's last dimension)"
+    let k = *a.last().unwrap_or(&0);
+    if k == 0 {
+        return bad("k, a's last dimension, is zero or missing".into());
+    }
+    if !leading(b, k) {
+        return bad(format!(
+            "b's leading dimensions do not hold k = {k} elements: b must be laid out [k, n]"
         ));
     }
-    Ok((numel(a) / k, numel(b) / k, k))
+    let (m, n) = (numel(a) / k, numel(b) / k);
+    if numel(out) != m.saturating_mul(n) || !leading(out, m) {
+        return bad(format!("out must be m x n = {m} x {n}"));
+    }
+    Ok((m, n, k))
 }
 
 /// An attention tile's extent as `[b, h, s, d]`: `[h, s, d]` has a batch of one. `None` for
@@ -294,14 +307,30 @@ mod tests {
 
     #[test]
     fn gemm_and_attention_dims() {
-        // k is a's last dimension; b and out only need the element counts.
+        // k is a's last dimension, b's leading dimensions hold k, out's leading ones m.
         assert_eq!(
             gemm_dims(&[1, 64, 32], &[32, 16], &[64, 16]),
             Ok((64, 16, 32))
         );
+        assert_eq!(
+            gemm_dims(&[2, 32, 32], &[4, 8, 2, 8], &[2, 32, 16]),
+            Ok((64, 16, 32))
+        );
         assert_eq!(gemm_dims(&[64, 64], &[64], &[64]), Ok((64, 1, 64)));
+        assert_eq!(gemm_dims(&[64], &[64, 8], &[8]), Ok((1, 8, 64)));
+        assert_eq!(gemm_dims(&[64, 1], &[1, 8], &[64, 8]), Ok((64, 8, 1)));
         assert!(gemm_dims(&[64, 32], &[16, 16], &[64, 16]).is_err());
         assert!(gemm_dims(&[64, 0], &[0, 16], &[64, 16]).is_err());
+        assert!(gemm_dims(&[], &[1], &[1]).is_err());
+        // As many elements as [32, 32], but b is not laid out [k, n] with k = 32.
+        let e = gemm_dims(&[64, 32], &[16, 64], &[64, 32]).unwrap_err();
+        assert!(
+            e.contains("b's leading dimensions do not hold k = 32"),
+            "{e}"
+        );
+        // As many elements as [64, 16], but out is not [m, n] with m = 64.
+        let e = gemm_dims(&[64, 32], &[32, 16], &[16, 64]).unwrap_err();
+        assert!(e.contains("out must be m x n = 64 x 16"), "{e}");
         assert_eq!(attention_bhsd(&[4, 128, 32]), Some([1, 4, 128, 32]));
         assert_eq!(attention_bhsd(&[2, 4, 128, 32]), Some([2, 4, 128, 32]));
         assert_eq!(attention_bhsd(&[128, 32]), None);

@@ -1,6 +1,6 @@
-//! Structural checks of a plan: bounds, transfer matching and stage hazards.
+//! Structural checks of a plan: bounds, patch operands, transfer matching and stage hazards.
 
-use crate::{Collective, CommOp, ComputeOp, Plan, RankProgram, Region, SlotInit, View};
+use crate::{Collective, CommOp, ComputeOp, PatchKind, Plan, RankProgram, Region, SlotInit, View};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -75,6 +75,39 @@ pub fn comm_access(op: &CommOp) -> (Vec<&View>, Vec<&View>) {
 
 fn conflict(a: &View, b: &View) -> bool {
     a.slot == b.slot && a.region.overlaps(&b.region)
+}
+
+/// A patch's operands: as many as its spec says, and for a GEMM views that agree
+/// ([`crate::patch::gemm_dims`]) and no epilogue on an accumulating instance.
+fn check_patch(patch: &PatchKind, inputs: &[View], outputs: &[View]) -> Result<(), String> {
+    let spec = patch.spec();
+    if inputs.len() != spec.inputs || outputs.len() != spec.outputs {
+        return Err(format!(
+            "a {} patch takes {} inputs and {} outputs, not {} and {}",
+            spec.name,
+            spec.inputs,
+            spec.outputs,
+            inputs.len(),
+            outputs.len()
+        ));
+    }
+    if let PatchKind::Gemm {
+        accumulate,
+        epilogue,
+    } = patch
+    {
+        if let (true, Some(f)) = (accumulate, epilogue) {
+            return Err(format!(
+                "a gemm cannot both accumulate and apply the epilogue {f:?}"
+            ));
+        }
+        crate::patch::gemm_dims(
+            &inputs[0].region.extent,
+            &inputs[1].region.extent,
+            &outputs[0].region.extent,
+        )?;
+    }
+    Ok(())
 }
 
 /// Checks the plan; returns the first problem found.
@@ -167,17 +200,12 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                     check_view(r, v).map_err(err)?;
                 }
                 if let ComputeOp::Patch {
-                    patch:
-                        crate::PatchKind::Gemm {
-                            accumulate: true,
-                            epilogue: Some(f),
-                        },
-                    ..
+                    patch,
+                    inputs,
+                    outputs,
                 } = op
                 {
-                    return Err(err(format!(
-                        "a gemm cannot both accumulate and apply the epilogue {f:?}"
-                    )));
+                    check_patch(patch, inputs, outputs).map_err(err)?;
                 }
                 if let ComputeOp::Tile {
                     tile: op,
@@ -288,4 +316,84 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DType, RankProgram, Slot, Stage};
+
+    /// One rank computing `out = a b` on slots of these shapes, the views whole.
+    fn gemm_plan(a: &[usize], b: &[usize], out: &[usize], accumulate: bool) -> crate::Plan {
+        let slot = |name: &str, shape: &[usize]| Slot {
+            name: name.into(),
+            dtype: DType::F32,
+            shape: shape.to_vec(),
+            init: SlotInit::Zero,
+        };
+        let whole = |slot: usize, shape: &[usize]| View {
+            slot,
+            region: Region::full(shape),
+        };
+        crate::Plan {
+            name: "g".into(),
+            mesh: vec![1],
+            buffers: vec![],
+            ranks: vec![RankProgram {
+                rank: 0,
+                coords: vec![0],
+                slots: vec![slot("a", a), slot("b", b), slot("out", out)],
+                stages: vec![Stage {
+                    compute: vec![ComputeOp::Patch {
+                        patch: PatchKind::Gemm {
+                            accumulate,
+                            epilogue: None,
+                        },
+                        inputs: vec![whole(0, a), whole(1, b)],
+                        outputs: vec![whole(2, out)],
+                    }],
+                    comm: vec![],
+                }],
+                outputs: vec![],
+            }],
+        }
+    }
+
+    /// A GEMM whose views hold the right element counts but not a `[k, n]` b (or not an
+    /// `m x n` out) is refused, naming the stage and rank; so is a patch with missing operands.
+    #[test]
+    fn gemm_views_must_agree() {
+        assert_eq!(
+            verify(&gemm_plan(&[64, 32], &[32, 16], &[64, 16], true)),
+            Ok(())
+        );
+        let e = verify(&gemm_plan(&[64, 32], &[16, 64], &[64, 32], false)).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("stage 0: rank 0: gemm shapes do not agree")
+                && e.to_string().contains("b must be laid out [k, n]"),
+            "{e}"
+        );
+        let e = verify(&gemm_plan(&[64, 32], &[32, 16], &[16, 64], false)).unwrap_err();
+        assert!(e.to_string().contains("out must be m x n"), "{e}");
+        let mut missing = gemm_plan(&[64, 32], &[32, 16], &[64, 16], false);
+        if let ComputeOp::Patch { inputs, .. } = &mut missing.ranks[0].stages[0].compute[0] {
+            inputs.pop();
+        }
+        let e = verify(&missing).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a gemm patch takes 2 inputs and 1 outputs, not 1 and 1"),
+            "{e}"
+        );
+        let mut both = gemm_plan(&[64, 32], &[32, 16], &[64, 16], true);
+        if let ComputeOp::Patch { patch, .. } = &mut both.ranks[0].stages[0].compute[0] {
+            *patch = PatchKind::Gemm {
+                accumulate: true,
+                epilogue: Some(crate::tile::UnaryFn::Gelu),
+            };
+        }
+        let e = verify(&both).unwrap_err();
+        assert!(e.to_string().contains("cannot both accumulate"), "{e}");
+    }
 }
