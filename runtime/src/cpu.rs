@@ -1,6 +1,10 @@
 //! The CPU reference executor: runs a plan for every rank with f64 arithmetic, moving exactly
 //! the data the plan's transfers and collectives move. Uninitialised slots are poisoned with
 //! NaN, so a tile that no transfer delivered shows up in the result.
+//!
+//! [`Storage`] says what a slot holds: f64 whatever its dtype ([`execute`], the exact data
+//! flow), or each value rounded to the slot's dtype where it is stored ([`execute_with`]
+//! `Storage::Dtype`, the numbers a device holds), which shows where a plan rounds.
 
 use mercury_kernels::cpu as k;
 use mercury_plan::*;
@@ -55,9 +59,33 @@ fn scatter(data: &mut [f64], shape: &[usize], region: &Region, vals: &[f64]) {
     for_region(shape, region, |flat, pos| data[flat] = vals[pos]);
 }
 
+/// What the executor's slots hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Storage {
+    /// Every slot holds f64, whatever its dtype: the exact data flow of the plan, the
+    /// higher-precision reference a device's result (or a `Dtype` run) is compared with.
+    #[default]
+    F64,
+    /// Every value is rounded to nearest (ties to even) in its slot's dtype wherever it is
+    /// stored: a slot's initial load, every compute write (a patch, a combine, a copy, a tile
+    /// op), every received message and every collective's landing; an output piece is rounded
+    /// to its buffer's dtype as the device's final copy converts it. Arithmetic inside one op
+    /// stays f64 (a device sums in f32 or better), so the run holds the numbers a device
+    /// stores, and rounding a tile before a later op sums it shows in the result.
+    Dtype,
+}
+
+/// Rounds every value to `dtype` under [`Storage::Dtype`].
+fn store(storage: Storage, dtype: DType, vals: &mut [f64]) {
+    if storage == Storage::Dtype && dtype != DType::F64 {
+        vals.iter_mut().for_each(|x| *x = round_to(dtype, *x));
+    }
+}
+
 /// Memory of every rank: one vector per slot.
 struct Mem {
     slots: Vec<Vec<Vec<f64>>>,
+    storage: Storage,
 }
 
 impl Mem {
@@ -68,9 +96,16 @@ impl Mem {
             &v.region,
         )
     }
+    /// Stores `vals` into `v`, rounded to the slot's dtype under [`Storage::Dtype`].
     fn write(&mut self, plan: &Plan, r: usize, v: &View, vals: &[f64]) {
-        let shape = plan.ranks[r].slots[v.slot].shape.clone();
-        scatter(&mut self.slots[r][v.slot], &shape, &v.region, vals);
+        let slot = &plan.ranks[r].slots[v.slot];
+        if self.storage == Storage::Dtype && slot.dtype != DType::F64 {
+            let mut rounded = vals.to_vec();
+            store(self.storage, slot.dtype, &mut rounded);
+            scatter(&mut self.slots[r][v.slot], &slot.shape, &v.region, &rounded);
+        } else {
+            scatter(&mut self.slots[r][v.slot], &slot.shape, &v.region, vals);
+        }
     }
 }
 
@@ -166,6 +201,7 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                     || qs[1] % ks[1] != 0
                     || qs[0] != ks[0]
                     || qs[3] != ks[3]
+                    || os.len() != 4
                     || vs[..3] != ks[..3]
                     || os[..3] != qs[..3]
                     || os.get(3) != vs.get(3)
@@ -245,7 +281,13 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
         } => {
             let vals: Vec<Vec<f64>> = inputs.iter().map(|v| mem.read(plan, r, v)).collect();
             let shapes: Vec<Vec<usize>> = inputs.iter().map(|v| v.region.extent.clone()).collect();
-            let out = crate::tile_ref::run_tile(op, &vals, &shapes, &output.region.extent)?;
+            let out = crate::tile_ref::run_tile_with(
+                op,
+                &vals,
+                &shapes,
+                &output.region.extent,
+                mem.storage,
+            )?;
             mem.write(plan, r, output, &out);
         }
     }
@@ -370,13 +412,23 @@ fn run_collective(
     Ok(())
 }
 
-/// Runs `plan` on `inputs` (full tensors by buffer name, row-major) and returns the assembled
-/// outputs by name. Elements of an output that no piece provides are NaN.
+/// Runs `plan` on `inputs` (full tensors by buffer name, row-major) in f64
+/// ([`Storage::F64`]) and returns the assembled outputs by name. Elements of an output that no
+/// piece provides are NaN.
 pub fn execute(
     plan: &Plan,
     inputs: &HashMap<String, Vec<f64>>,
 ) -> Result<HashMap<String, Vec<f64>>, ExecError> {
-    Ok(assemble(plan, &execute_pieces(plan, inputs)?))
+    execute_with(plan, inputs, Storage::F64)
+}
+
+/// [`execute`] with the slots holding what `storage` says.
+pub fn execute_with(
+    plan: &Plan,
+    inputs: &HashMap<String, Vec<f64>>,
+    storage: Storage,
+) -> Result<HashMap<String, Vec<f64>>, ExecError> {
+    Ok(assemble(plan, &execute_pieces_with(plan, inputs, storage)?))
 }
 
 /// The outputs by name, assembled from the pieces the ranks hold (a later rank's piece over
@@ -407,11 +459,22 @@ pub struct HeldPiece {
     pub values: Vec<f64>,
 }
 
-/// Runs `plan` on `inputs` (full tensors by buffer name, row-major) and returns every output
-/// piece each rank holds, rank by rank (what `--check` compares with the declared placement).
+/// Runs `plan` on `inputs` (full tensors by buffer name, row-major) in f64
+/// ([`Storage::F64`]) and returns every output piece each rank holds, rank by rank (what
+/// `--check` compares with the declared placement).
 pub fn execute_pieces(
     plan: &Plan,
     inputs: &HashMap<String, Vec<f64>>,
+) -> Result<Vec<HeldPiece>, ExecError> {
+    execute_pieces_with(plan, inputs, Storage::F64)
+}
+
+/// [`execute_pieces`] with the slots holding what `storage` says (under [`Storage::Dtype`],
+/// each piece rounded to its buffer's dtype).
+pub fn execute_pieces_with(
+    plan: &Plan,
+    inputs: &HashMap<String, Vec<f64>>,
+    storage: Storage,
 ) -> Result<Vec<HeldPiece>, ExecError> {
     verify(plan)?;
     for b in plan.buffers.iter().filter(|b| b.role == Role::Input) {
@@ -420,12 +483,15 @@ pub fn execute_pieces(
             _ => return Err(ExecError::Input(b.name.clone())),
         }
     }
-    let mut mem = Mem { slots: Vec::new() };
+    let mut mem = Mem {
+        slots: Vec::new(),
+        storage,
+    };
     for r in &plan.ranks {
         let mut slots = Vec::new();
         for s in &r.slots {
             let n: usize = s.shape.iter().product();
-            slots.push(match &s.init {
+            let mut vals = match &s.init {
                 SlotInit::Uninit => vec![f64::NAN; n],
                 SlotInit::Zero => vec![0.0; n],
                 SlotInit::NegInf => vec![f64::NEG_INFINITY; n],
@@ -442,7 +508,9 @@ pub fn execute_pieces(
                     }
                     v
                 }
-            });
+            };
+            store(storage, s.dtype, &mut vals);
+            slots.push(vals);
         }
         mem.slots.push(slots);
     }
@@ -525,11 +593,14 @@ pub fn execute_pieces(
     let mut held = Vec::new();
     for r in &plan.ranks {
         for p in &r.outputs {
+            let b = &plan.buffers[p.buffer];
+            let mut values = mem.read(plan, r.rank, &p.src);
+            store(storage, b.dtype, &mut values);
             held.push(HeldPiece {
                 rank: r.rank,
-                buffer: plan.buffers[p.buffer].name.clone(),
+                buffer: b.name.clone(),
                 region: p.region.clone(),
-                values: mem.read(plan, r.rank, &p.src),
+                values,
             });
         }
     }
@@ -610,6 +681,32 @@ pub fn relative_error(a: &HashMap<String, Vec<f64>>, b: &HashMap<String, Vec<f64
     worst
 }
 
+/// How many elements of the outputs `a` holds differ from `b`'s by more than summing f32 values
+/// in another order can explain: by more than 2^-16 of the root mean square of `b`'s output
+/// (an f32 sum in another order moves an element by about 2^-24 of its addends; a bf16 or f16
+/// element rounded the other way moves by at least 2^-11 of itself). Two [`Storage::Dtype`]
+/// runs of plans that round at the same places differ in a handful of elements (the f32 values
+/// that lay next to a rounding boundary); a plan that rounds somewhere else (a partial sum, a
+/// softmax tile) in a large part of them. An output `b` lacks, or of another length, counts
+/// whole; a non-finite value counts.
+pub fn rounded_otherwise(a: &HashMap<String, Vec<f64>>, b: &HashMap<String, Vec<f64>>) -> usize {
+    let mut count = 0;
+    for (name, x) in a {
+        let Some(y) = b.get(name).filter(|y| y.len() == x.len()) else {
+            count += x.len();
+            continue;
+        };
+        let rms = (y.iter().map(|q| q * q).sum::<f64>() / y.len().max(1) as f64).sqrt();
+        let apart = rms * 2f64.powi(-16);
+        count += x
+            .iter()
+            .zip(y)
+            .filter(|(p, q)| !p.is_finite() || !q.is_finite() || (*p - *q).abs() > apart)
+            .count();
+    }
+    count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -665,5 +762,186 @@ commir.kernel @g on @m {
         let b = random_inputs(&plan, 4);
         assert_ne!(b["A"], a["A"]);
         assert_ne!(a["A"][..50], a["B"][..50]);
+    }
+
+    fn whole(slot: usize, n: usize) -> View {
+        View {
+            slot,
+            region: Region::full(&[n]),
+        }
+    }
+
+    fn slot(name: &str, dtype: DType, n: usize, init: SlotInit) -> Slot {
+        Slot {
+            name: name.into(),
+            dtype,
+            shape: vec![n],
+            init,
+        }
+    }
+
+    /// Two ranks: rank 0 loads X into an f32 slot and copies it into a bf16 one, rank 1
+    /// receives rank 0's f32 slot into a bf16 one; Y gathers both bf16 slots, Z (bf16) is read
+    /// straight from rank 0's f32 slot.
+    fn rounding_plan() -> Plan {
+        let x = SlotInit::FromGlobal {
+            buffer: 0,
+            region: Region::full(&[4]),
+        };
+        let buffer = |name: &str, n: usize, dtype: DType, role: Role| GlobalBuffer {
+            name: name.into(),
+            shape: vec![n],
+            dtype,
+            role,
+        };
+        let piece = |buffer: usize, offset: usize, src: View| OutputPiece {
+            buffer,
+            region: Region {
+                offset: vec![offset],
+                extent: vec![4],
+            },
+            src,
+        };
+        Plan {
+            name: "rounding".into(),
+            mesh: vec![2],
+            buffers: vec![
+                buffer("X", 4, DType::F32, Role::Input),
+                buffer("Y", 8, DType::F32, Role::Output),
+                buffer("Z", 4, DType::BF16, Role::Output),
+            ],
+            ranks: vec![
+                RankProgram {
+                    rank: 0,
+                    coords: vec![0],
+                    slots: vec![
+                        slot("x", DType::F32, 4, x.clone()),
+                        slot("x.narrow", DType::BF16, 4, SlotInit::Uninit),
+                    ],
+                    stages: vec![Stage {
+                        compute: vec![ComputeOp::Copy {
+                            src: whole(0, 4),
+                            dst: whole(1, 4),
+                        }],
+                        comm: vec![CommOp::Send {
+                            peer: 1,
+                            src: whole(0, 4),
+                            tag: 0,
+                        }],
+                    }],
+                    outputs: vec![piece(1, 0, whole(1, 4)), piece(2, 0, whole(0, 4))],
+                },
+                RankProgram {
+                    rank: 1,
+                    coords: vec![1],
+                    slots: vec![slot("x.received", DType::BF16, 4, SlotInit::Uninit)],
+                    stages: vec![Stage {
+                        compute: vec![],
+                        comm: vec![CommOp::Recv {
+                            peer: 0,
+                            dst: whole(0, 4),
+                            tag: 0,
+                        }],
+                    }],
+                    outputs: vec![piece(1, 4, whole(0, 4))],
+                },
+            ],
+        }
+    }
+
+    /// Under `Storage::Dtype` every store rounds to its slot's dtype (the initial load to f32,
+    /// the copy and the received message to bf16) and an output piece to its buffer's dtype;
+    /// under `Storage::F64` nothing is rounded.
+    #[test]
+    fn dtype_storage_rounds_every_store() {
+        let plan = rounding_plan();
+        // 1 + 2^-30 is not an f32; 1 + 2^-10 and 3 + 2^-20 are f32s but not bf16s.
+        let x = vec![
+            1.0 + 2f64.powi(-30),
+            1.0 + 2f64.powi(-10),
+            3.0 + 2f64.powi(-20),
+            0.5,
+        ];
+        let inputs = HashMap::from([("X".to_string(), x.clone())]);
+        let exact = execute(&plan, &inputs).unwrap();
+        assert_eq!(exact["Y"], [x.clone(), x.clone()].concat());
+        assert_eq!(exact["Z"], x);
+        let stored = execute_with(&plan, &inputs, Storage::Dtype).unwrap();
+        let bf16: Vec<f64> = x.iter().map(|v| round_to(DType::BF16, *v)).collect();
+        assert_eq!(bf16, [1.0, 1.0, 3.0, 0.5]);
+        assert_eq!(stored["Y"], [bf16.clone(), bf16.clone()].concat());
+        assert_eq!(stored["Z"], bf16);
+        // The f32 load alone: the rank-0 slot read as an f64 output.
+        let mut f32_out = plan.clone();
+        f32_out.buffers[2].dtype = DType::F64;
+        let got = execute_with(&f32_out, &inputs, Storage::Dtype).unwrap();
+        assert_eq!(got["Z"], [1.0, x[1], x[2], 0.5]);
+    }
+
+    /// An attention patch whose output view has the wrong rank is refused with an error (it
+    /// used to panic slicing the output's extent).
+    #[test]
+    fn attention_with_a_malformed_output_view_is_an_error() {
+        let four = |name: &str, init: SlotInit| Slot {
+            name: name.into(),
+            dtype: DType::F32,
+            shape: vec![1, 1, 2, 4],
+            init,
+        };
+        let view4 = |slot: usize| View {
+            slot,
+            region: Region::full(&[1, 1, 2, 4]),
+        };
+        let plan = Plan {
+            name: "attn".into(),
+            mesh: vec![1],
+            buffers: vec![],
+            ranks: vec![RankProgram {
+                rank: 0,
+                coords: vec![0],
+                slots: vec![
+                    four("q", SlotInit::Zero),
+                    four("k", SlotInit::Zero),
+                    four("v", SlotInit::Zero),
+                    slot("o", DType::F32, 8, SlotInit::Zero),
+                    slot("lse", DType::F32, 2, SlotInit::Zero),
+                ],
+                stages: vec![Stage {
+                    compute: vec![ComputeOp::Patch {
+                        patch: PatchKind::Attention {
+                            causal: false,
+                            scale: 0.5,
+                            q_offset: 0,
+                            k_offset: 0,
+                            accumulate: false,
+                        },
+                        inputs: vec![view4(0), view4(1), view4(2)],
+                        outputs: vec![whole(3, 8), whole(4, 2)],
+                    }],
+                    comm: vec![],
+                }],
+                outputs: vec![],
+            }],
+        };
+        let e = execute(&plan, &HashMap::new()).unwrap_err();
+        assert!(
+            e.to_string().contains("attention shapes do not agree"),
+            "{e}"
+        );
+    }
+
+    /// Elements apart by more than 2^-16 of the reference's root mean square count; f32-level
+    /// differences, a missing output and non-finite values as the doc says.
+    #[test]
+    fn rounded_otherwise_counts_elements_rounded_apart() {
+        let out = |v: Vec<f64>| HashMap::from([("C".to_string(), v)]);
+        let want = out(vec![1.0; 8]);
+        let mut got = want["C"].clone();
+        got[0] += 2f64.powi(-20);
+        assert_eq!(rounded_otherwise(&out(got.clone()), &want), 0);
+        got[1] += 2f64.powi(-8);
+        got[2] = f64::NAN;
+        assert_eq!(rounded_otherwise(&out(got), &want), 2);
+        assert_eq!(rounded_otherwise(&out(vec![1.0; 8]), &HashMap::new()), 8);
     }
 }

@@ -1,18 +1,34 @@
 //! The f64 reference of the plan's tile compute ops ([`mercury_plan::TileOp`]): batched matmul
 //! with transposes and grouped batch broadcasting, row reductions, and fused elementwise
 //! programs with row operands (shapes in `mercury_plan::tile`). The CPU executor runs every
-//! `ComputeOp::Tile` through [`run_tile`]; the CUDA backend's `--check` recomputes with it.
+//! `ComputeOp::Tile` through [`run_tile_with`]; the CUDA backend's `--check` recomputes with
+//! [`run_tile`].
 
+use crate::cpu::{round_to, Storage};
 use mercury_plan::tile::{matmul_shape, Instr, RowReduceKind};
 use mercury_plan::TileOp;
 
 /// Runs `op` on row-major `inputs` of shapes `shapes`, giving the output of shape `out`
-/// (row-major). `Err` when the shapes do not fit the op ([`TileOp::check`]).
+/// (row-major), in f64 throughout (a cast keeps its value). `Err` when the shapes do not fit
+/// the op ([`TileOp::check`]).
 pub fn run_tile(
     op: &TileOp,
     inputs: &[Vec<f64>],
     shapes: &[Vec<usize>],
     out: &[usize],
+) -> Result<Vec<f64>, String> {
+    run_tile_with(op, inputs, shapes, out, Storage::F64)
+}
+
+/// [`run_tile`]; under [`Storage::Dtype`] a cast inside an elementwise program rounds to its
+/// type, as the device's generated kernel does (the executor rounds the output to its slot's
+/// type where it stores it).
+pub fn run_tile_with(
+    op: &TileOp,
+    inputs: &[Vec<f64>],
+    shapes: &[Vec<usize>],
+    out: &[usize],
+    storage: Storage,
 ) -> Result<Vec<f64>, String> {
     op.check(shapes, out)?;
     let n: usize = out.iter().product();
@@ -52,7 +68,10 @@ pub fn run_tile(
                         Instr::Unary { f, x } => f.apply(vals[x]),
                         Instr::Binary { f, a, b } => f.apply(vals[a], vals[b]),
                         Instr::Scale { by, x } => vals[x] * by,
-                        Instr::Cast { x, .. } => vals[x],
+                        Instr::Cast { x, to } => match storage {
+                            Storage::F64 => vals[x],
+                            Storage::Dtype => round_to(to, vals[x]),
+                        },
                         Instr::CausalMask {
                             x,
                             row_offset,
@@ -174,5 +193,25 @@ mod tests {
         assert_eq!(p[1], f64::NEG_INFINITY);
         assert_eq!(p[4], 1.0);
         assert_eq!(p[5], f64::NEG_INFINITY);
+    }
+
+    /// A cast inside a program rounds under `Storage::Dtype` only: 1 + 2^-10 is not a bf16,
+    /// and the scale after the cast shows which value it kept.
+    #[test]
+    fn a_cast_rounds_when_stored_in_dtypes() {
+        let prog = TileOp::Elementwise {
+            program: vec![
+                Instr::Cast {
+                    to: mercury_plan::DType::BF16,
+                    x: 0,
+                },
+                Instr::Scale { by: 2.0, x: 1 },
+            ],
+        };
+        let x = vec![1.0 + 2f64.powi(-10)];
+        let run =
+            |storage| run_tile_with(&prog, std::slice::from_ref(&x), &[vec![1]], &[1], storage);
+        assert_eq!(run(Storage::F64), Ok(vec![2.0 + 2f64.powi(-9)]));
+        assert_eq!(run(Storage::Dtype), Ok(vec![2.0]));
     }
 }

@@ -14,7 +14,8 @@ use mercury_plan::{
 };
 
 impl Lowering<'_> {
-    /// Every rank's output pieces, receiving in one last stage what it does not hold.
+    /// Every rank's output pieces, receiving what it does not hold in the delivery stage (a
+    /// bf16 piece its holder keeps in f32 in the stage after: it is cast there first).
     pub(crate) fn deliver_outputs(&mut self) -> Result<Vec<(usize, OutputPiece)>, Diagnostic> {
         let k = self.k;
         let mut pieces: Vec<(usize, OutputPiece)> = Vec::new();
@@ -66,7 +67,9 @@ impl Lowering<'_> {
 
     /// Delivers `want` (a box of output `b` in the lowering's orders) to rank `r`: its own
     /// finished tiles serve in place, the rest is received from other ranks (fastest link
-    /// first) in the delivery stage. Pieces are recorded at their real positions.
+    /// first) in the delivery stage, or in the stage after for a bf16 piece its holder keeps
+    /// in f32 (cast on the holder in the delivery stage). Pieces are recorded at their real
+    /// positions.
     fn deliver_part(
         &mut self,
         pieces: &mut Vec<(usize, OutputPiece)>,

@@ -63,8 +63,9 @@ impl Lowering<'_> {
     }
 
     /// The reshards at the kernel's end, from stage `epi` on: every rank must hold exactly its
-    /// shard of the current placement (slicing what it holds beyond it first). Returns the
-    /// first stage after them.
+    /// shard of the current placement (slicing what it holds beyond it first, and casting a
+    /// finished f32 tile of a bf16 output to bf16, in one copy a stage before the move).
+    /// Returns the first stage after them.
     pub(crate) fn end_reshards(
         &mut self,
         end: &[ReshardAt],
@@ -169,8 +170,9 @@ fn finished_tiles<'a>(
 
 /// Copies the rank's shard `mine` of `buffer` out of `slot` (holding `bx`) in stage `stage`,
 /// converted to `cast` when given; the copy becomes the rank's shard. For a rank holding more
-/// than its shard (e.g. after an all-reduce), or a finished accumulator narrowed before it
-/// moves.
+/// than its shard (e.g. after an all-reduce; the copy is `{buffer}.slice`), or a finished f32
+/// tile of a bf16 output (an accumulator, a reduce-scatter's result, a stored tile) narrowed
+/// before it moves (`{buffer}.narrow` when the copy only converts).
 fn slice_held(
     rb: &mut RankBuild,
     buffer: &str,
@@ -180,8 +182,14 @@ fn slice_held(
     cast: Option<DType>,
     stage: usize,
 ) {
+    // A copy that only converts is a narrowing (as the delivery names its casts).
+    let what = if cast.is_some() && *bx == mine {
+        "narrow"
+    } else {
+        "slice"
+    };
     let dst = rb.slot(
-        format!("{buffer}.slice"),
+        format!("{buffer}.{what}"),
         cast.unwrap_or(rb.slots[slot].dtype),
         mine.extent.clone(),
         SlotInit::Uninit,

@@ -21,7 +21,9 @@ impl Lowering<'_> {
             return Ok(());
         };
         // A temp buffer keeps its element type (the tile a later load reads, e.g. a bf16 GEMM
-        // operand); outputs are stored in f32 and converted when they are delivered.
+        // operand); outputs are stored in f32 and converted later: a bf16 output on its holder
+        // before an end reshard or a delivery send moves it (`epilogue.rs`, `deliver.rs`),
+        // otherwise by the final copy into the output.
         let dtype = match self.k.buffer(buffer) {
             Some(b) if b.role == Role::Temp => to_dtype(&b.dtype),
             _ => DType::F32,

@@ -24,7 +24,8 @@ pub use tile::TileOp;
 pub use verify::{verify, PlanError};
 
 /// Element type of a buffer or slot. Backends may store with more precision (the CPU executor
-/// uses f64 for everything); the type says what the device representation is.
+/// holds f64 unless told to round every stored value to its slot's type); the type says what
+/// the device representation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {

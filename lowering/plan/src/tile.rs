@@ -161,8 +161,8 @@ pub enum Instr {
         by: f64,
         x: usize,
     },
-    /// Rounds to `to` on a device (the f64 reference keeps full precision; a backend stores
-    /// the output in its slot's type either way).
+    /// Rounds to `to` on a device (the CPU executor's f64 run keeps full precision, its run in
+    /// the plan's dtypes rounds; a backend stores the output in its slot's type either way).
     Cast {
         to: DType,
         x: usize,

@@ -1,9 +1,17 @@
 //! The CPU backend: the f64 reference executor on the scheduled plan and on the single-device
-//! plan, with the same fresh random inputs.
+//! plan, with the same fresh random inputs. `--check` holds the plan to the single-device
+//! plan in f64 (the data flow, `--tolerance`), then both stored in their dtypes
+//! (`Storage::Dtype`: every value rounded where the plans store it, what a device holds)
+//! within the GPU check's tolerance, saying how many elements the plan rounds otherwise.
 
 use crate::{args::Args, check, Compiled, Failure};
 use mercury_plan::Plan;
-use mercury_runtime::cpu::{execute, execute_pieces, random_inputs};
+use mercury_runtime::cpu::{
+    execute, execute_pieces, execute_with, random_inputs, rounded_otherwise, Storage,
+};
+
+/// The largest relative error of the check in the plans' dtypes: the GPU check's default.
+const STORED_TOLERANCE: f64 = 2e-2;
 
 /// Elements the CPU executor accepts per run (all ranks' slots together).
 const LIMIT: usize = 1 << 26;
@@ -98,6 +106,34 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
             );
             if !ok {
                 bad.push(name);
+            }
+        }
+        // Both plans with every value stored in its dtype, as a device stores it: what the
+        // GPU check compares (the f64 run cannot see where a plan rounds).
+        let stored = execute_with(plan, &inputs, Storage::Dtype)
+            .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+        let stored_want = execute_with(&reference, &inputs, Storage::Dtype)
+            .map_err(|e| Failure::Input(format!("mercury-run: reference: {e}")))?;
+        for check::Compared {
+            name,
+            rel_err: e,
+            elements,
+            ..
+        } in check::compare(&stored, &stored_want, None)
+        {
+            let ok = e <= STORED_TOLERANCE;
+            let one = |m: &std::collections::HashMap<String, Vec<f64>>| {
+                m.get(&name)
+                    .map(|v| std::collections::HashMap::from([(name.clone(), v.clone())]))
+                    .unwrap_or_default()
+            };
+            let apart = rounded_otherwise(&one(&stored), &one(&stored_want));
+            println!(
+                "check @{name} in its dtypes: relative error {e:.3e} (tolerance {STORED_TOLERANCE:.0e}), {apart} of {elements} elements rounded otherwise than the single-device plan{}",
+                if ok { "  ok" } else { "  FAILED" }
+            );
+            if !ok {
+                bad.push(format!("{name} (in its dtypes)"));
             }
         }
         if !bad.is_empty() {

@@ -100,7 +100,7 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
     // A schedule that re-shapes the mesh to another device count (`reshape-mesh`, as
     // mercury-tune --refactor-mesh writes for a topology of another size) holds every rank to
     // the declared placements re-expressed on the new mesh, as `reshape-mesh` re-expresses
-    // them (the contract the search checked the schedule against).
+    // them (the contract the search checked the schedule against), and says so.
     let now: Vec<usize> = mercury_commir::kernels(&scheduled)
         .map_err(diag)?
         .into_iter()
@@ -115,6 +115,7 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
             .into_iter()
             .find(|k| k.name == kernel)
         {
+            println!("{}", reexpressed(&declared, &k));
             declared = k;
         }
     }
@@ -124,6 +125,37 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
         kernel,
         declared,
     })
+}
+
+/// The line telling that `--check` holds the ranks to `now`'s output placements (the declared
+/// kernel re-shaped to the schedule's mesh) instead of `declared`'s: "declared placement
+/// re-expressed on mesh [16]: @O 'sharding [..]' (declared 'sharding [..]' on mesh [2, 8])",
+/// one entry per output.
+fn reexpressed(declared: &mercury_commir::Kernel, now: &mercury_commir::Kernel) -> String {
+    use mercury_commir::Role;
+    use mercury_passes::util::describe;
+    let outputs: Vec<String> = now
+        .buffers
+        .iter()
+        .filter(|b| matches!(b.role, Role::Out | Role::InOut))
+        .map(|b| {
+            let was = declared
+                .buffer(&b.name)
+                .map(|d| describe(&d.placement()))
+                .unwrap_or_else(|| "nothing".into());
+            format!(
+                "@{} {} (declared {was} on mesh {:?})",
+                b.name,
+                describe(&b.placement()),
+                declared.mesh.shape
+            )
+        })
+        .collect();
+    format!(
+        "declared placement re-expressed on mesh {:?}: {}",
+        now.mesh.shape,
+        outputs.join("; ")
+    )
 }
 
 /// The operator on one device (the `single-device` pass): its plan is the single-device patch

@@ -1,8 +1,9 @@
 //! `mercury-run`: compiles a CommIR operator with a schedule (a `.sched` script, a pass
 //! pipeline, or `--shift-shard`), lowers it to per-rank plans and runs them: on the CPU
-//! reference executor (`--backend cpu`, f64, small shapes) or on the GPU (`--backend cuda`,
-//! `--virtual` runs every rank on one GPU). `--check` compares the outputs with the operator's
-//! single-device reference on fresh random inputs; `--bench` times both side by side.
+//! reference executor (`--backend cpu`, small shapes: f64, and for `--check` also with every
+//! value stored in its dtype) or on the GPU (`--backend cuda`, `--virtual` runs every rank on
+//! one GPU). `--check` compares the outputs with the operator's single-device reference on
+//! fresh random inputs; `--bench` times both side by side.
 
 use mercury_driver::Compiler;
 use mercury_run::{args, compile, cpu, diag, Failure};
