@@ -13,6 +13,7 @@
 #   MERCURY_GPU_PARTS=suite,baselines MERCURY_SUITE_CASES='^mlp' MERCURY_BASELINE_SCRIPTS=mlp ...
 #                                          # only the MLP rows (issue 14: Llama-3 8B / 70B, TP = 2)
 #   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling on 2 GPUs (not default)
+#   MERCURY_GPU_PARTS=rates bash scripts/gpu.sh --remote        # the patches' rate tables (one GPU)
 #   MERCURY_GPU_PARTS=suite,baselines ...  # issue 13's side-by-side suite: ours on every GPU, the
 #                                          # PyTorch baselines, one joined table (>= 2 GPUs);
 #                                          # MERCURY_SUITE_SEQS, _CASES, _ITERS (5), _WARMUP (2)
@@ -340,6 +341,19 @@ else
 fi
 fi
 
+# ==== the patches' rate tables (only with MERCURY_GPU_PARTS=rates; any number of GPUs) =======
+# mercury-mgpu links --measure-rates on GPU 0: the GEMM and attention patches timed at the grid
+# of bench::RateGrid, written with the local copy into $out/topology-rates.toml (the mgpu part
+# does the same with the links between GPUs). The tables go into topologies/*.toml by hand.
+if [[ ",$parts," == *",rates,"* ]]; then
+  echo "== mercury-mgpu links --measure-rates --max-devices 1"
+  if $C/mercury-mgpu links --measure-rates --max-devices 1 --out "$out/topology-rates.toml" > "$out/rates.log" 2>&1; then
+    grep -E '^  R\.|^gemm_tflops|^attention' "$out/rates.log" || true
+  else
+    status=1; tail -20 "$out/rates.log"
+  fi
+fi
+
 # ==== multi-GPU section (docs/multi-gpu.md) =================================================
 # Only with two or more GPUs: records the topology, measures the links, runs the placed
 # executor's self-checks and the ring attention and AG-GEMM schedules with real ranks under
@@ -364,8 +378,8 @@ else
     fi
   fi
   $C/mercury-mgpu info 2>&1 | tee "$out/mgpu-info.txt" || status=1
-  echo "== mercury-mgpu links (256 MiB peer copies between every pair)"
-  $C/mercury-mgpu links --out "$out/topology-measured.toml" > "$out/links.log" 2>&1 || status=1
+  echo "== mercury-mgpu links --measure-rates (copies between every pair; the patches' rate tables on GPU 0)"
+  $C/mercury-mgpu links --measure-rates --out "$out/topology-measured.toml" > "$out/links.log" 2>&1 || status=1
   grep -E '^#   GPU|^bandwidth_gbs|^latency_us|^hbm_bandwidth' "$out/links.log" || tail -5 "$out/links.log"
   echo "== mercury-mgpu selfcheck (P0 cases on rank r -> GPU r % $ngpu, peer and nccl)"
   if $C/mercury-mgpu selfcheck --transport both --device-kernels-ptx $C/device_kernels.ptx \

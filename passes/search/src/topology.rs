@@ -45,6 +45,49 @@ pub struct Rates {
     /// Same for causal tiles (per *visible* FLOP); defaults to `attention_tflops`.
     #[serde(default)]
     pub attention_causal_tflops: Option<f64>,
+    /// Measured GEMM rates by shape (`mercury-mgpu links --measure-rates`): a GEMM is priced
+    /// at the rate of the nearest point ([`Topology::gemm_rate_for`]); without points, at
+    /// `gemm_tflops`. TOML: `[[device.rates.gemm_points]]` tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gemm_points: Vec<GemmPoint>,
+    /// Measured attention rates by shape, the same way ([`Topology::attention_rate_for`]);
+    /// TOML: `[[device.rates.attention_points]]` tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attention_points: Vec<AttentionPoint>,
+}
+
+/// One measured GEMM: `out[m, n] (+)= a[m, k] b[k, n]`, bf16 operands, f32 accumulator (the
+/// form the executor runs for tiles that accumulate), TFLOP/s counting `2 m n k`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmPoint {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub tflops: f64,
+}
+
+/// One measured attention forward call: q `[1, heads, sq, d]`, k/v `[1, heads, sk, d]`, bf16,
+/// the causal mask on the diagonal (`causal`, query i sees keys `<= i`) or none; TFLOP/s per
+/// visible FLOP (`4 heads d visible`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionPoint {
+    /// Batch x query heads of the measured call.
+    pub heads: usize,
+    pub sq: usize,
+    pub sk: usize,
+    pub d: usize,
+    pub causal: bool,
+    pub tflops: f64,
+}
+
+/// Distance of two shapes in octaves: the sum over dimensions of `|log2(a / b)|`.
+fn octaves(a: &[usize], b: &[usize]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| ((x.max(1) as f64) / (y.max(1) as f64)).log2().abs())
+        .sum()
 }
 
 /// One GPU.
@@ -241,6 +284,20 @@ impl Topology {
         if let Some(c) = d.rates.attention_causal_tflops {
             positive("device.rates.attention_causal_tflops", c)?;
         }
+        for (i, p) in d.rates.gemm_points.iter().enumerate() {
+            let f = |x: &str| format!("device.rates.gemm_points[{i}].{x}");
+            for (name, v) in [("m", p.m), ("n", p.n), ("k", p.k)] {
+                positive(&f(name), v as f64)?;
+            }
+            positive(&f("tflops"), p.tflops)?;
+        }
+        for (i, p) in d.rates.attention_points.iter().enumerate() {
+            let f = |x: &str| format!("device.rates.attention_points[{i}].{x}");
+            for (name, v) in [("heads", p.heads), ("sq", p.sq), ("sk", p.sk), ("d", p.d)] {
+                positive(&f(name), v as f64)?;
+            }
+            positive(&f("tflops"), p.tflops)?;
+        }
         if !(d.hbm_reserved_gb.is_finite() && d.hbm_reserved_gb >= 0.0) {
             return Err(format!(
                 "`device.hbm_reserved_gb` must be >= 0, got {}",
@@ -393,6 +450,51 @@ impl Topology {
         self.device.rates.gemm_tflops * 1e12
     }
 
+    /// The GEMM rate for `m x n x k`, FLOP/s: the measured point nearest in octaves
+    /// (`gemm_points`; ties: the first listed) and that point, else [`Topology::gemm_rate`]
+    /// and `None`. The caller corrects for the difference in tile quantisation between the
+    /// shape and the point; the nearest point, not an interpolation, so a table measured at
+    /// the shapes a plan runs prices them exactly.
+    pub fn gemm_rate_for(&self, m: usize, n: usize, k: usize) -> (f64, Option<&GemmPoint>) {
+        let best = self.device.rates.gemm_points.iter().min_by(|a, b| {
+            let da = octaves(&[m, n, k], &[a.m, a.n, a.k]);
+            let db = octaves(&[m, n, k], &[b.m, b.n, b.k]);
+            da.total_cmp(&db)
+        });
+        match best {
+            Some(p) => (p.tflops * 1e12, Some(p)),
+            None => (self.gemm_rate(), None),
+        }
+    }
+
+    /// The attention rate for a call of `sq x sk` blocks at head dim `d`, FLOP/s per visible
+    /// FLOP: the measured point of the same `d` and mask nearest in octaves over (`sq`,
+    /// `sk`) (`attention_points`), and that point; else [`Topology::attention_rate`] and
+    /// `None` (also for a head dim no point was measured at).
+    pub fn attention_rate_for(
+        &self,
+        sq: usize,
+        sk: usize,
+        d: usize,
+        causal: bool,
+    ) -> (f64, Option<&AttentionPoint>) {
+        let best = self
+            .device
+            .rates
+            .attention_points
+            .iter()
+            .filter(|p| p.d == d && p.causal == causal)
+            .min_by(|a, b| {
+                let da = octaves(&[sq, sk], &[a.sq, a.sk]);
+                let db = octaves(&[sq, sk], &[b.sq, b.sk]);
+                da.total_cmp(&db)
+            });
+        match best {
+            Some(p) => (p.tflops * 1e12, Some(p)),
+            None => (self.attention_rate(causal), None),
+        }
+    }
+
     pub fn attention_rate(&self, causal: bool) -> f64 {
         let r = &self.device.rates;
         let t = if causal {
@@ -435,7 +537,7 @@ impl Topology {
             })
             .collect();
         let d = &self.device;
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "device": {
                 "hbm_bytes": self.hbm_bytes(),
                 "usable_hbm_bytes": self.usable_hbm_bytes(),
@@ -448,7 +550,25 @@ impl Topology {
                 "attention_causal_rate": canon(self.attention_rate(true)),
             },
             "levels": levels,
-        })
+        });
+        // Measured rate tables enter the hash only when present, so files without them keep
+        // the hashes (and schedule cache entries) they had.
+        let r = &d.rates;
+        if !r.gemm_points.is_empty() {
+            v["device"]["gemm_points"] = r
+                .gemm_points
+                .iter()
+                .map(|p| serde_json::json!([p.m, p.n, p.k, canon(p.tflops)]))
+                .collect();
+        }
+        if !r.attention_points.is_empty() {
+            v["device"]["attention_points"] = r
+                .attention_points
+                .iter()
+                .map(|p| serde_json::json!([p.heads, p.sq, p.sk, p.d, p.causal, canon(p.tflops)]))
+                .collect();
+        }
+        v
     }
 
     /// Stable 64-bit FNV-1a hash (hex) of [`Topology::normalized`].
@@ -607,5 +727,65 @@ mod tests {
         let mut c = a.clone();
         c.levels[0].ports = Some(4);
         assert_ne!(a.normalized_hash(), c.normalized_hash());
+    }
+
+    fn with_points() -> Topology {
+        let base = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../topologies/h200-1x2-measured.toml"
+        ))
+        .unwrap();
+        let text = base.replace(
+            "[environment]",
+            "[[device.rates.gemm_points]]\nm = 512\nn = 4096\nk = 8192\ntflops = 700.0\n\n\
+             [[device.rates.gemm_points]]\nm = 8192\nn = 8192\nk = 8192\ntflops = 760.0\n\n\
+             [[device.rates.attention_points]]\nheads = 32\nsq = 16384\nsk = 16384\nd = 128\n\
+             causal = false\ntflops = 668.0\n\n\
+             [[device.rates.attention_points]]\nheads = 32\nsq = 65536\nsk = 65536\nd = 128\n\
+             causal = false\ntflops = 614.0\n\n[environment]",
+        );
+        Topology::from_toml_str(&text, "test").unwrap()
+    }
+
+    #[test]
+    fn rate_points_price_the_nearest_measured_shape() {
+        let t = with_points();
+        // Exact shapes get their own point; others the nearest in octaves.
+        assert_eq!(t.gemm_rate_for(512, 4096, 8192).0, 700e12);
+        assert_eq!(t.gemm_rate_for(1024, 4096, 8192).0, 700e12);
+        assert_eq!(t.gemm_rate_for(16384, 8192, 8192).0, 760e12);
+        assert_eq!(t.attention_rate_for(16384, 16384, 128, false).0, 668e12);
+        assert_eq!(t.attention_rate_for(131072, 131072, 128, false).0, 614e12);
+        // No point of that head dim or mask: the single figures.
+        let (r, p) = t.attention_rate_for(16384, 16384, 64, false);
+        assert!(p.is_none());
+        assert_eq!(r, t.attention_rate(false));
+        assert!(t.attention_rate_for(16384, 16384, 128, true).1.is_none());
+        // Without points: the single figures, and the hash of the file without them.
+        let plain = Topology::from_file(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../topologies/h200-1x2-measured.toml"
+        )))
+        .unwrap();
+        assert_eq!(plain.gemm_rate_for(512, 4096, 8192).0, plain.gemm_rate());
+        assert_ne!(plain.normalized_hash(), t.normalized_hash());
+        let mut u = t.clone();
+        u.device.rates.attention_points[0].tflops = 600.0;
+        assert_ne!(u.normalized_hash(), t.normalized_hash());
+        u.device.rates.gemm_points.clear();
+        u.device.rates.attention_points.clear();
+        assert_eq!(u.normalized_hash(), plain.normalized_hash());
+    }
+
+    #[test]
+    fn rate_points_are_validated() {
+        let mut t = with_points();
+        t.device.rates.gemm_points[1].tflops = -1.0;
+        let e = t.validate().unwrap_err();
+        assert!(e.contains("device.rates.gemm_points[1].tflops"), "{e}");
+        let mut t = with_points();
+        t.device.rates.attention_points[0].sq = 0;
+        let e = t.validate().unwrap_err();
+        assert!(e.contains("device.rates.attention_points[0].sq"), "{e}");
     }
 }

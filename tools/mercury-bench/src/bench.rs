@@ -15,6 +15,8 @@
 //! Timing: CUDA events, warm-up, median of the repetitions.
 
 mod cudnn;
+mod rates;
+pub use rates::RateGrid;
 
 use crate::ring::{ring_attention_plan, RingSpec, BUF_K, BUF_LSE, BUF_O, BUF_Q, BUF_V};
 use cudarc::driver::sys::CUevent_flags;

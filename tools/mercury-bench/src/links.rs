@@ -279,7 +279,8 @@ impl LinkReport {
     }
 }
 
-/// Rates the topology needs but this tool does not measure.
+/// The patches' rates written into the topology: given (anchors, flags), or measured by
+/// `--measure-rates` (`Bench::measure_rates`), which also fills the tables.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rates {
     pub gemm_tflops: f64,
@@ -287,6 +288,56 @@ pub struct Rates {
     pub attention_causal_tflops: f64,
     /// Where the numbers come from (written as a comment).
     pub origin: String,
+    /// Measured GEMM rates by shape (`[[device.rates.gemm_points]]`); empty when not measured.
+    pub gemm_points: Vec<mercury_search::topology::GemmPoint>,
+    /// Measured attention rates by shape (`[[device.rates.attention_points]]`).
+    pub attention_points: Vec<mercury_search::topology::AttentionPoint>,
+}
+
+impl Rates {
+    /// Rates from measured tables: the single figures are the tables' points at the anchors
+    /// (GEMM 8192^3; attention at s = 32768, no mask and causal), else their medians.
+    pub fn measured(
+        gemm: Vec<mercury_search::topology::GemmPoint>,
+        attention: Vec<mercury_search::topology::AttentionPoint>,
+        origin: String,
+    ) -> Rates {
+        let median = |mut v: Vec<f64>| -> Option<f64> {
+            v.sort_by(f64::total_cmp);
+            (!v.is_empty()).then(|| v[v.len() / 2])
+        };
+        let d = Rates::default();
+        let gemm_tflops = gemm
+            .iter()
+            .find(|p| (p.m, p.n, p.k) == (8192, 8192, 8192))
+            .map(|p| p.tflops)
+            .or_else(|| median(gemm.iter().map(|p| p.tflops).collect()))
+            .unwrap_or(d.gemm_tflops);
+        let attn = |causal: bool, fallback: f64| {
+            attention
+                .iter()
+                .find(|p| p.causal == causal && p.sq == 32768 && p.sk == 32768)
+                .map(|p| p.tflops)
+                .or_else(|| {
+                    median(
+                        attention
+                            .iter()
+                            .filter(|p| p.causal == causal)
+                            .map(|p| p.tflops)
+                            .collect(),
+                    )
+                })
+                .unwrap_or(fallback)
+        };
+        Rates {
+            gemm_tflops,
+            attention_tflops: attn(false, d.attention_tflops),
+            attention_causal_tflops: attn(true, d.attention_causal_tflops),
+            origin,
+            gemm_points: gemm,
+            attention_points: attention,
+        }
+    }
 }
 
 impl Default for Rates {
@@ -296,6 +347,8 @@ impl Default for Rates {
             attention_tflops: 612.0,
             attention_causal_tflops: 580.0,
             origin: "H200 anchors of docs/toolchain-and-anchors.md (cuBLAS 8192^3 bf16; cuDNN attention B1 H32 S32K D128), NOT measured by this tool".into(),
+            gemm_points: Vec::new(),
+            attention_points: Vec::new(),
         }
     }
 }
@@ -884,6 +937,26 @@ fn toml_str(s: &str) -> String {
 /// The topology file of `report` (see the module docs); `name` is the topology's name, `source`
 /// the method its link level describes (falls back to pulled copies when NCCL was not
 /// measured).
+/// The measured rate tables as `[[device.rates.*_points]]` tables (nothing without them).
+pub fn write_rate_points(o: &mut String, rates: &Rates) {
+    for p in &rates.gemm_points {
+        let _ = writeln!(o, "[[device.rates.gemm_points]]");
+        let _ = writeln!(
+            o,
+            "m = {}\nn = {}\nk = {}\ntflops = {:.1}\n",
+            p.m, p.n, p.k, p.tflops
+        );
+    }
+    for p in &rates.attention_points {
+        let _ = writeln!(o, "[[device.rates.attention_points]]");
+        let _ = writeln!(
+            o,
+            "heads = {}\nsq = {}\nsk = {}\nd = {}\ncausal = {}\ntflops = {:.1}\n",
+            p.heads, p.sq, p.sk, p.d, p.causal, p.tflops
+        );
+    }
+}
+
 pub fn topology_toml(report: &LinkReport, name: &str, rates: &Rates, source: LinkSource) -> String {
     let n = report.devices.len();
     let d0 = &report.devices[0];
@@ -996,6 +1069,7 @@ pub fn topology_toml(report: &LinkReport, name: &str, rates: &Rates, source: Lin
         rates.attention_causal_tflops
     );
     let _ = writeln!(o);
+    write_rate_points(&mut o, rates);
     let _ = writeln!(o, "[environment]");
     if let Some(d) = &report.driver {
         let _ = writeln!(o, "driver = {}", toml_str(d));
@@ -1246,6 +1320,62 @@ mod tests {
         let text = topology_toml(&r, "uneven", &Rates::default(), LinkSource::Copy);
         assert!(text.contains("WARNING") && text.contains("without peer access"));
         assert!(mercury_search::topology::Topology::from_toml_str(&text, "u").is_ok());
+    }
+
+    #[test]
+    fn measured_rate_tables_round_trip() {
+        use mercury_search::topology::{AttentionPoint, GemmPoint};
+        let gemm = vec![
+            GemmPoint {
+                m: 512,
+                n: 4096,
+                k: 8192,
+                tflops: 690.5,
+            },
+            GemmPoint {
+                m: 8192,
+                n: 8192,
+                k: 8192,
+                tflops: 790.0,
+            },
+        ];
+        let att = |sq: usize, causal: bool, tflops: f64| AttentionPoint {
+            heads: 32,
+            sq,
+            sk: sq,
+            d: 128,
+            causal,
+            tflops,
+        };
+        let attention = vec![
+            att(16384, false, 668.0),
+            att(32768, false, 640.0),
+            att(32768, true, 600.0),
+        ];
+        let rates = Rates::measured(gemm.clone(), attention.clone(), "measured here".into());
+        // The single figures are the points at the anchor shapes.
+        assert_eq!(
+            (
+                rates.gemm_tflops,
+                rates.attention_tflops,
+                rates.attention_causal_tflops
+            ),
+            (790.0, 640.0, 600.0)
+        );
+        let text = topology_toml(&report(2, true), "rates", &rates, LinkSource::Copy);
+        let t = mercury_search::topology::Topology::from_toml_str(&text, "rates")
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(t.device.rates.gemm_points, gemm);
+        assert_eq!(t.device.rates.attention_points, attention);
+        assert_eq!(t.device.rates.gemm_tflops, 790.0);
+        assert!(text.contains("# measured here"));
+        // Without the anchor shapes: the medians.
+        let r = Rates::measured(gemm[..1].to_vec(), attention[..1].to_vec(), String::new());
+        assert_eq!((r.gemm_tflops, r.attention_tflops), (690.5, 668.0));
+        assert_eq!(
+            r.attention_causal_tflops,
+            Rates::default().attention_causal_tflops
+        );
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Durations of compute-stream operations: a roofline per kernel with a launch cost and,
 //! for attention, wave quantisation of the thread blocks over the SMs.
 //!
+//! Rates come from the topology: the measured point nearest the op's shape where the file has
+//! rate tables (`Topology::gemm_rate_for`, `attention_rate_for`), else its single figures.
+//!
 //! - GEMM `out[m,n] (+)= a[m,k] b[k,n]`: `2mnk` FLOPs at the GEMM rate; bytes = operands +
 //!   result (+ result again when accumulating). cuBLAS uses stream-K on Hopper, so only GEMMs
 //!   with fewer 128x128 tiles than SMs lose efficiency.
@@ -48,6 +51,16 @@ fn waves_efficiency(blocks: f64, sms: usize) -> f64 {
     blocks / (waves * sms)
 }
 
+/// Fraction of the SMs busy for a GEMM of `m x n` outputs in 128 x 128 tiles: cuBLAS uses
+/// stream-K on Hopper, so only GEMMs with fewer tiles than SMs lose (1 with `sms` = 0).
+fn gemm_tiles_efficiency(m: usize, n: usize, sms: usize) -> f64 {
+    if sms == 0 {
+        return 1.0;
+    }
+    let tiles = (m as f64 / 128.0).ceil() * (n as f64 / 128.0).ceil();
+    (tiles / sms as f64).min(1.0)
+}
+
 pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCost, SimError> {
     let err = |what: String| SimError::Op { rank: r.rank, what };
     let launch = topo.launch_overhead();
@@ -77,14 +90,13 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 if *accumulate {
                     bytes += bytes_of(o)?;
                 }
-                let tiles = (m as f64 / 128.0).ceil() * (n as f64 / 128.0).ceil();
-                let sms = topo.device.sm_count as f64;
-                let eff = if sms > 0.0 {
-                    (tiles / sms).min(1.0)
-                } else {
-                    1.0
-                };
-                let t = (flops / (topo.gemm_rate() * eff)).max(bytes / hbm);
+                let sms = topo.device.sm_count;
+                let (rate, point) = topo.gemm_rate_for(m, n, k);
+                // A measured point already holds its own tile quantisation: only the
+                // difference between the shape and the point is applied.
+                let eff = gemm_tiles_efficiency(m, n, sms)
+                    / point.map_or(1.0, |p| gemm_tiles_efficiency(p.m, p.n, sms));
+                let t = (flops / (rate * eff)).max(bytes / hbm);
                 Ok(OpCost {
                     seconds: launch + t,
                     flops,
@@ -137,9 +149,13 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                         label: format!("attention {sq}x{sk} (masked out)"),
                     });
                 }
-                let blocks = b as f64 * hq as f64 * (sq as f64 / 128.0).ceil();
-                let eff = waves_efficiency(blocks, topo.device.sm_count);
-                let t = (flops / (topo.attention_rate(*causal) * eff)).max(bytes / hbm);
+                let sms = topo.device.sm_count;
+                let blocks = |heads: usize, sq: usize| heads as f64 * (sq as f64 / 128.0).ceil();
+                let (rate, point) = topo.attention_rate_for(sq, sk, d, *causal);
+                // As for GEMMs: a measured point holds its own wave quantisation.
+                let eff = waves_efficiency(blocks(b * hq, sq), sms)
+                    / point.map_or(1.0, |p| waves_efficiency(blocks(p.heads, p.sq), sms));
+                let t = (flops / (rate * eff)).max(bytes / hbm);
                 // The vendor (cuDNN) patch writes a bf16 part that the MLIR merge kernels then
                 // fold into the f32 accumulator (or widen into the output): one more pass over
                 // the output, 2 + 8 (or 2 + 4) bytes per element. The executor merges

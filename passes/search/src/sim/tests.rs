@@ -5,6 +5,24 @@ fn topo(name: &str) -> Topology {
     Topology::preset(name).unwrap().unwrap()
 }
 
+/// A zero-filled bf16 slot.
+fn slot(name: &str, shape: Vec<usize>) -> Slot {
+    Slot {
+        name: name.into(),
+        dtype: mercury_plan::DType::BF16,
+        shape,
+        init: SlotInit::Zero,
+    }
+}
+
+/// The whole of slot `s` of `shape`.
+fn full(s: usize, shape: &[usize]) -> View {
+    View {
+        slot: s,
+        region: Region::full(shape),
+    }
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * b.abs().max(1e-12)
 }
@@ -13,16 +31,6 @@ fn close(a: f64, b: f64) -> bool {
 fn overlap_takes_the_max_and_the_barrier_the_slowest_rank() {
     let t = topo("h100-1x8");
     // Rank 0 computes a big GEMM while rank 1 sends it a buffer; rank 1 computes nothing.
-    let slot = |name: &str, shape: Vec<usize>| Slot {
-        name: name.into(),
-        dtype: mercury_plan::DType::BF16,
-        shape,
-        init: SlotInit::Zero,
-    };
-    let full = |s: usize, shape: &[usize]| View {
-        slot: s,
-        region: Region::full(shape),
-    };
     let (m, k, n) = (8192, 8192, 8192);
     let r0 = RankProgram {
         rank: 0,
@@ -97,4 +105,86 @@ fn overlap_takes_the_max_and_the_barrier_the_slowest_rank() {
     assert!(evs
         .iter()
         .any(|e| e["ph"] == "M" && e["args"]["name"] == "compute"));
+}
+
+/// A stage without transfers adds no synchronisation (the executor's streams continue in
+/// order), an empty stage costs nothing, and a GEMM at a measured point of the topology's
+/// rate table is priced at that point's rate.
+#[test]
+fn local_stages_pay_no_sync_and_rate_points_price_exact_shapes() {
+    let mut t = topo("h100-1x8");
+    let (m, n, k) = (512, 4096, 8192);
+    t.device.rates.gemm_points = vec![crate::topology::GemmPoint {
+        m,
+        n,
+        k,
+        tflops: 500.0,
+    }];
+    let gemm_op = || ComputeOp::Patch {
+        patch: PatchKind::Gemm {
+            accumulate: false,
+            epilogue: None,
+        },
+        inputs: vec![full(0, &[m, k]), full(1, &[k, n])],
+        outputs: vec![full(2, &[m, n])],
+    };
+    let empty = || Stage {
+        compute: vec![],
+        comm: vec![],
+    };
+    let program = |rank: usize, comm: Vec<CommOp>| RankProgram {
+        rank,
+        coords: vec![rank],
+        slots: vec![
+            slot("a", vec![m, k]),
+            slot("b", vec![k, n]),
+            slot("c", vec![m, n]),
+            slot("x", vec![1 << 10]),
+        ],
+        stages: vec![
+            empty(),
+            Stage {
+                compute: vec![gemm_op()],
+                comm,
+            },
+            Stage {
+                compute: vec![gemm_op()],
+                comm: vec![],
+            },
+            empty(),
+        ],
+        outputs: vec![],
+    };
+    let x = full(3, &[1 << 10]);
+    let plan = Plan {
+        name: "local".into(),
+        mesh: vec![2],
+        buffers: vec![],
+        ranks: vec![
+            program(
+                0,
+                vec![CommOp::Send {
+                    peer: 1,
+                    src: x.clone(),
+                    tag: 0,
+                }],
+            ),
+            program(
+                1,
+                vec![CommOp::Recv {
+                    peer: 0,
+                    dst: x,
+                    tag: 0,
+                }],
+            ),
+        ],
+    };
+    let sim = simulate(&plan, &t, SimOptions::default()).unwrap();
+    let gemm = t.launch_overhead() + 2.0 * (m * n * k) as f64 / 500e12;
+    assert!(gemm > t.launch_overhead() + t.latency(1) + 2048.0 / t.bandwidth(1));
+    // Stage 1: the GEMM (longer than the 2 KiB message) and one NVLink latency; stage 2: the
+    // GEMM alone; stages 0 and 3: nothing.
+    let want = gemm + t.latency(1) + gemm;
+    assert!(close(sim.latency, want), "{} vs {want}", sim.latency);
+    assert_eq!(sim.stages[0].end, 0.0);
 }

@@ -36,7 +36,7 @@ pub(super) struct Case {
     pub timed: bool,
 }
 
-const fn case(
+pub(super) const fn case(
     id: &'static str,
     (b, hq, hk, sq, sk): (usize, usize, usize, usize, usize),
     (dqk, dv): (usize, usize),
@@ -228,13 +228,13 @@ pub(super) fn odd_cases() -> Vec<Case> {
 }
 
 /// Device buffers of one case.
-struct Bufs {
-    q: DevBuf,
-    k: DevBuf,
-    v: DevBuf,
-    o: DevBuf,
-    stats: DevBuf,
-    call: SdpaCall,
+pub(super) struct Bufs {
+    pub(super) q: DevBuf,
+    pub(super) k: DevBuf,
+    pub(super) v: DevBuf,
+    pub(super) o: DevBuf,
+    pub(super) stats: DevBuf,
+    pub(super) call: SdpaCall,
 }
 
 /// Element strides of `[b, h, s, d]` in the case's memory order, for slots of `s_total` rows.
@@ -248,7 +248,7 @@ fn strides(c: &Case, h: usize, s_total: usize, d: usize) -> [i64; 4] {
 }
 
 impl Bench {
-    fn cudnn_bufs(&mut self, c: &Case) -> Result<Bufs> {
+    pub(super) fn cudnn_bufs(&mut self, c: &Case) -> Result<Bufs> {
         let s = self.stream.clone();
         let st = c.sq + 2 * c.pad;
         let esz = 2;

@@ -6,7 +6,7 @@
 //!                        [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
 //! mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N]
 //!                    [--max-devices N] [--link copy|nccl] [--no-nccl]
-//!                    [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X]
+//!                    [--measure-rates | --gemm-tflops X --attention-tflops X --attention-causal-tflops X]
 //!                    [--launcher env [--ranks-per-process K] [--ranks-per-gpu N]]
 //! ```
 //!
@@ -15,7 +15,9 @@
 //! `--alias K` rank r runs on device id r % K and every id on GPU 0 (the peer-copy paths on
 //! one GPU). `links` measures, per GPU and per pair of GPUs, what the transports reach (local
 //! copies, peer copies pulled and pushed, NCCL send/recv; 64 KiB to 1 GiB, fitted as latency +
-//! bytes / bandwidth), prints a table and writes a topology file (docs/topology.md). With
+//! bytes / bandwidth), prints a table and writes a topology file (docs/topology.md); with
+//! `--measure-rates` also the GEMM and attention patches' rates at a grid of shapes on GPU 0
+//! (`bench::RateGrid`, about a minute on an H200), written as the file's rate tables. With
 //! `--launcher env` every process of a launcher runs it: the processes are "nodes" of K virtual
 //! ranks on one GPU each (default 4), process 0 measures NCCL send/recv to process 1 over the
 //! bridge and a device copy, and writes a two-level topology whose rates are one rank's share of
@@ -29,7 +31,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: mercury-mgpu info
        mercury-mgpu selfcheck [--devices N] [--alias K] [--transport peer|nccl|both] [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
-       mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N] [--max-devices N] [--link copy|nccl] [--no-nccl] [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X] [--launcher env [--ranks-per-process K] [--ranks-per-gpu N]]";
+       mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N] [--max-devices N] [--link copy|nccl] [--no-nccl] [--measure-rates [--rates-gap-ms X [--rates-burst-ms X]] [--rates-warm-s X]] [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X] [--launcher env [--ranks-per-process K] [--ranks-per-gpu N]]";
 
 fn value<T: std::str::FromStr>(
     it: &mut impl Iterator<Item = String>,
@@ -169,6 +171,10 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     let mut source = LinkSource::Copy;
     let mut rates = Rates::default();
     let mut rates_given = false;
+    let mut measure_rates = false;
+    let mut rates_gap_ms: Option<f64> = None;
+    let mut rates_warm_s: Option<f64> = None;
+    let mut rates_burst_ms: Option<f64> = None;
     let mut launcher = false;
     let mut per_process: Option<usize> = None;
     let mut per_gpu: Option<usize> = None;
@@ -210,6 +216,22 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
                     _ => return Err(format!("--link {v}: copy or nccl")),
                 }
             }
+            "--measure-rates" => {
+                measure_rates = true;
+                single_only.push(f.clone());
+            }
+            "--rates-gap-ms" => {
+                rates_gap_ms = Some(value(&mut it, &f)?);
+                single_only.push(f.clone());
+            }
+            "--rates-burst-ms" => {
+                rates_burst_ms = Some(value(&mut it, &f)?);
+                single_only.push(f.clone());
+            }
+            "--rates-warm-s" => {
+                rates_warm_s = Some(value(&mut it, &f)?);
+                single_only.push(f.clone());
+            }
             "--gemm-tflops" => {
                 rates.gemm_tflops = value(&mut it, &f)?;
                 rates_given = true;
@@ -224,6 +246,16 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
             }
             _ => return Err(format!("unknown argument {f}\n{USAGE}")),
         }
+    }
+    if (rates_gap_ms.is_some() || rates_warm_s.is_some() || rates_burst_ms.is_some())
+        && !measure_rates
+    {
+        return Err(
+            "--rates-gap-ms, --rates-burst-ms and --rates-warm-s adjust --measure-rates".into(),
+        );
+    }
+    if rates_given && measure_rates {
+        return Err("--measure-rates measures the rates that --gemm-tflops, --attention-tflops and --attention-causal-tflops give: one or the other".into());
     }
     if rates_given {
         rates.origin = "given on the command line (mercury-mgpu links --gemm-tflops ...), not measured by this tool".into();
@@ -278,6 +310,22 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
                 .replace(' ', "-")
         )
     });
+    let mut rates_ok = true;
+    if measure_rates {
+        let mut grid = mercury_bench::bench::RateGrid::default();
+        if let Some(g) = rates_gap_ms {
+            grid.gap_ms = g.max(0.0);
+        }
+        if let Some(w) = rates_warm_s {
+            grid.warm_s = w.max(0.0);
+        }
+        if let Some(b) = rates_burst_ms {
+            grid.burst_ms = b.max(0.0);
+        }
+        let (measured, ok) = measure_patch_rates(opts.reps, &grid)?;
+        rates = measured;
+        rates_ok = ok;
+    }
     let text = links::topology_toml(&r, &name, &rates, source);
     if n == 1 {
         println!(
@@ -288,10 +336,61 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     println!();
     print!("{text}");
     if let Some(p) = out {
+        if !rates_ok {
+            return Err(format!(
+                "not writing {p}: a rate measurement failed (see the R. rows above)"
+            ));
+        }
         std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
         println!("# written to {p}");
     }
-    Ok(true)
+    Ok(rates_ok)
+}
+
+/// `links --measure-rates`: the GEMM and attention patches timed on GPU 0 at the default
+/// grid (`mercury_bench::bench::RateGrid`), `reps` timed calls per shape; prints one row per
+/// shape and returns the rates with their tables, and whether every shape passed.
+fn measure_patch_rates(
+    reps: usize,
+    grid: &mercury_bench::bench::RateGrid,
+) -> Result<(Rates, bool), String> {
+    use mercury_bench::bench::{Bench, BenchOptions};
+    let ctx = mercury_kernels::cuda::open_context(0).map_err(|e| e.to_string())?;
+    let gpu = ctx.name().unwrap_or_default();
+    let opts = BenchOptions {
+        reps: reps.clamp(3, 20),
+        ..BenchOptions::default()
+    };
+    let mut bench = Bench::new(ctx, opts, None).map_err(|e| format!("rates: {e}"))?;
+    let (gemm, attention) = bench
+        .measure_rates(grid)
+        .map_err(|e| format!("rates: {e}"))?;
+    // The rows were printed as they were measured.
+    let failed: Vec<&str> = bench
+        .rows()
+        .iter()
+        .filter(|r| !r.pass)
+        .map(|r| r.id.as_str())
+        .collect();
+    println!(
+        "rates on GPU 0 ({gpu}): {} shapes, {} failed{}",
+        bench.rows().len(),
+        failed.len(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", failed.join(", "))
+        }
+    );
+    let ok = failed.is_empty();
+    let origin = format!(
+        "Measured by mercury-mgpu links --measure-rates on GPU 0 ({gpu}): the GEMM patch (cuBLASLt, bf16 x bf16 += f32) at {} shapes and the cuDNN attention patch (bf16, {} heads of {}) at {} shapes; the single figures are the points at 8192^3 and S32K",
+        gemm.len(),
+        grid.heads,
+        grid.d,
+        attention.len()
+    );
+    Ok((Rates::measured(gemm, attention, origin), ok))
 }
 
 /// `links --launcher env`: this process's part of the two-tier measurement; process 0 prints
