@@ -467,12 +467,14 @@ impl Topology {
         }
     }
 
-    /// The attention rate for a call of `sq x sk` blocks at head dim `d`, FLOP/s per visible
-    /// FLOP: the measured point of the same `d` and mask nearest in octaves over (`sq`,
-    /// `sk`) (`attention_points`), and that point; else [`Topology::attention_rate`] and
-    /// `None` (also for a head dim no point was measured at).
+    /// The attention rate for a call of `heads` (batch x query heads) `sq x sk` blocks at head
+    /// dim `d`, FLOP/s per visible FLOP: the measured point of the same `d` and mask nearest
+    /// in octaves over (`heads`, `sq`, `sk`) (`attention_points`), and that point; else
+    /// [`Topology::attention_rate`] and `None` (also for a head dim no point was measured
+    /// at).
     pub fn attention_rate_for(
         &self,
+        heads: usize,
         sq: usize,
         sk: usize,
         d: usize,
@@ -485,8 +487,8 @@ impl Topology {
             .iter()
             .filter(|p| p.d == d && p.causal == causal)
             .min_by(|a, b| {
-                let da = octaves(&[sq, sk], &[a.sq, a.sk]);
-                let db = octaves(&[sq, sk], &[b.sq, b.sk]);
+                let da = octaves(&[heads, sq, sk], &[a.heads, a.sq, a.sk]);
+                let db = octaves(&[heads, sq, sk], &[b.heads, b.sq, b.sk]);
                 da.total_cmp(&db)
             });
         match best {
@@ -729,12 +731,20 @@ mod tests {
         assert_ne!(a.normalized_hash(), c.normalized_hash());
     }
 
-    fn with_points() -> Topology {
-        let base = std::fs::read_to_string(concat!(
+    /// `h200-1x2-measured.toml` without its rate tables.
+    fn plain_measured() -> Topology {
+        let mut t = Topology::from_file(Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../topologies/h200-1x2-measured.toml"
-        ))
+        )))
         .unwrap();
+        t.device.rates.gemm_points.clear();
+        t.device.rates.attention_points.clear();
+        t
+    }
+
+    fn with_points() -> Topology {
+        let base = toml::to_string(&plain_measured()).unwrap();
         let text = base.replace(
             "[environment]",
             "[[device.rates.gemm_points]]\nm = 512\nn = 4096\nk = 8192\ntflops = 700.0\n\n\
@@ -754,19 +764,21 @@ mod tests {
         assert_eq!(t.gemm_rate_for(512, 4096, 8192).0, 700e12);
         assert_eq!(t.gemm_rate_for(1024, 4096, 8192).0, 700e12);
         assert_eq!(t.gemm_rate_for(16384, 8192, 8192).0, 760e12);
-        assert_eq!(t.attention_rate_for(16384, 16384, 128, false).0, 668e12);
-        assert_eq!(t.attention_rate_for(131072, 131072, 128, false).0, 614e12);
+        assert_eq!(t.attention_rate_for(32, 16384, 16384, 128, false).0, 668e12);
+        assert_eq!(
+            t.attention_rate_for(32, 131072, 131072, 128, false).0,
+            614e12
+        );
         // No point of that head dim or mask: the single figures.
-        let (r, p) = t.attention_rate_for(16384, 16384, 64, false);
+        let (r, p) = t.attention_rate_for(32, 16384, 16384, 64, false);
         assert!(p.is_none());
         assert_eq!(r, t.attention_rate(false));
-        assert!(t.attention_rate_for(16384, 16384, 128, true).1.is_none());
+        assert!(t
+            .attention_rate_for(32, 16384, 16384, 128, true)
+            .1
+            .is_none());
         // Without points: the single figures, and the hash of the file without them.
-        let plain = Topology::from_file(Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../topologies/h200-1x2-measured.toml"
-        )))
-        .unwrap();
+        let plain = plain_measured();
         assert_eq!(plain.gemm_rate_for(512, 4096, 8192).0, plain.gemm_rate());
         assert_ne!(plain.normalized_hash(), t.normalized_hash());
         let mut u = t.clone();

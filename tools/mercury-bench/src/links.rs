@@ -316,7 +316,7 @@ impl Rates {
         let attn = |causal: bool, fallback: f64| {
             attention
                 .iter()
-                .find(|p| p.causal == causal && p.sq == 32768 && p.sk == 32768)
+                .find(|p| p.causal == causal && (p.heads, p.sq, p.sk) == (32, 32768, 32768))
                 .map(|p| p.tflops)
                 .or_else(|| {
                     median(

@@ -151,7 +151,7 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 }
                 let sms = topo.device.sm_count;
                 let blocks = |heads: usize, sq: usize| heads as f64 * (sq as f64 / 128.0).ceil();
-                let (rate, point) = topo.attention_rate_for(sq, sk, d, *causal);
+                let (rate, point) = topo.attention_rate_for(b * hq, sq, sk, d, *causal);
                 // As for GEMMs: a measured point holds its own wave quantisation.
                 let eff = waves_efficiency(blocks(b * hq, sq), sms)
                     / point.map_or(1.0, |p| waves_efficiency(blocks(p.heads, p.sq), sms));

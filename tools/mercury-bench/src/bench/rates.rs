@@ -15,11 +15,12 @@
 //! How a point is timed matters as much as the shape (docs/perf.md, "Rate tables by shape"):
 //! on an H200 the 8192^3 GEMM runs at 658 TFLOP/s timed back to back (power-limited clocks),
 //! 749 with 2 ms of idle before each call, 781 inside a plan run; a 0.05 ms GEMM falls from
-//! 646 to 397 with the idle gap. By default every point is the median of at least
-//! `BenchOptions::reps` calls back to back, as many as fill [`RateGrid::min_ms_per_point`],
-//! after the warm-up calls; [`RateGrid::warm_s`] seconds of 8192^3 GEMMs can precede the grid,
-//! and with [`RateGrid::gap_ms`] each timed burst of [`RateGrid::burst_ms`] follows an idle
-//! gap (a kernel as one run of a plan sees it). Inputs are fresh random values. Outputs are
+//! 646 to 397 with the idle gap. By default a point is timed as one run of a plan sees the
+//! kernel: bursts of back-to-back calls filling [`RateGrid::burst_ms`] (5 ms), each after
+//! [`RateGrid::gap_ms`] (20 ms) idle, the median per call over the bursts that fill
+//! [`RateGrid::min_ms_per_point`] of calls (at least `BenchOptions::reps` bursts); that
+//! regime priced the 2-GPU suite best (median error 3.3%). `gap_ms = 0` times the calls back
+//! to back instead, and [`RateGrid::warm_s`] seconds of 8192^3 GEMMs can precede the grid. Inputs are fresh random values. Outputs are
 //! checked finite (the attention output poisoned before the call; the accumulator filled with
 //! random values, which a NaN or an overflow would spoil); the values of both patches are
 //! checked against references by P1 and P2c.
@@ -41,8 +42,9 @@ pub struct RateGrid {
     pub gemm_nk: Vec<usize>,
     /// Attention block lengths (`sq = sk`).
     pub attention_seq: Vec<usize>,
-    /// Batch x heads of the attention calls.
-    pub heads: usize,
+    /// Batch x heads of the attention calls, each with the block lengths of `attention_seq` up
+    /// to its limit (a call of many heads runs longer per launch, and faster per FLOP).
+    pub heads: Vec<(usize, usize)>,
     /// Head dim of the attention calls.
     pub d: usize,
     /// Seconds of 8192^3 GEMMs before the first point (default 0).
@@ -62,17 +64,17 @@ pub struct RateGrid {
 impl Default for RateGrid {
     /// Covers the tiles of the side-by-side suite on 2 to 8 GPUs: GEMM rows 512..16K, hidden
     /// sizes 4K..28K (Llama-3 8B and 70B: 4096, 8192, 14336, 28672), attention blocks 1K..64K
-    /// at 32 heads of 128 (longer blocks take the 64K rate).
+    /// at 32 heads of 128 (longer blocks take the 64K rate) and 1K..16K at 256 heads (B16 x 16).
     fn default() -> Self {
         RateGrid {
             gemm_m: vec![512, 1024, 2048, 4096, 8192, 16384],
             gemm_nk: vec![4096, 8192, 14336, 28672],
             attention_seq: vec![1024, 2048, 4096, 8192, 16384, 32768, 65536],
-            heads: 32,
+            heads: vec![(32, 65536), (256, 16384)],
             d: 128,
             warm_s: 0.0,
             min_ms_per_point: 200.0,
-            gap_ms: 0.0,
+            gap_ms: 20.0,
             burst_ms: 5.0,
         }
     }
@@ -234,11 +236,16 @@ impl Bench {
         let cudnn = mercury_kernels::cuda::CudnnAttention::new(&self.ctx)?;
         let s = self.stream.clone();
         let mut out = Vec::new();
-        for &seq in &grid.attention_seq {
+        for (heads, seq) in grid.heads.iter().flat_map(|&(h, max)| {
+            grid.attention_seq
+                .iter()
+                .filter(move |&&s| s <= max)
+                .map(move |&s| (h, s))
+        }) {
             for causal in [false, true] {
                 let c = case(
                     "",
-                    (1, grid.heads, grid.heads, seq, seq),
+                    (1, heads, heads, seq, seq),
                     (grid.d, grid.d),
                     causal.then_some(0),
                     true,
@@ -248,7 +255,10 @@ impl Bench {
                 self.poison(&bufs.o, DType::BF16)?;
                 // SAFETY: the buffers are sized for the call (`cudnn_bufs`).
                 unsafe { cudnn.forward(&s, &call)? };
-                let id = format!("R.attention.s{seq}{}", if causal { ".causal" } else { "" });
+                let id = format!(
+                    "R.attention.h{heads}.s{seq}{}",
+                    if causal { ".causal" } else { "" }
+                );
                 let bad = self.nonfinite(bufs.o.ptr, bufs.o.bytes / 2, ElemType::BF16)?;
                 if bad != 0 {
                     self.push(&id, None, 0.0, (format!("{bad} non-finite outputs"), false));
@@ -262,7 +272,7 @@ impl Bench {
                 let flops = call.flops();
                 self.push(&id, Some(t), flops, ("finite".into(), true));
                 out.push(AttentionPoint {
-                    heads: grid.heads,
+                    heads,
                     sq: seq,
                     sk: seq,
                     d: grid.d,

@@ -384,11 +384,13 @@ fn measure_patch_rates(
     );
     let ok = failed.is_empty();
     let origin = format!(
-        "Measured by mercury-mgpu links --measure-rates on GPU 0 ({gpu}): the GEMM patch (cuBLASLt, bf16 x bf16 += f32) at {} shapes and the cuDNN attention patch (bf16, {} heads of {}) at {} shapes; the single figures are the points at 8192^3 and S32K",
+        "Measured by mercury-mgpu links --measure-rates on GPU 0 ({gpu}): the GEMM patch (cuBLASLt, bf16 x bf16 += f32) at {} shapes and the cuDNN attention patch (bf16, {} heads of {}) at {} shapes, each point the median of bursts of {} ms after {} ms idle; the single figures are the points at 8192^3 and 32 heads at S32K",
         gemm.len(),
-        grid.heads,
+        grid.heads.iter().map(|(h, _)| h.to_string()).collect::<Vec<_>>().join(" or "),
         grid.d,
-        attention.len()
+        attention.len(),
+        grid.burst_ms,
+        grid.gap_ms
     );
     Ok((Rates::measured(gemm, attention, origin), ok))
 }
