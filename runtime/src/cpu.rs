@@ -690,21 +690,23 @@ pub fn relative_error(a: &HashMap<String, Vec<f64>>, b: &HashMap<String, Vec<f64
 /// softmax tile) in a large part of them. An output `b` lacks, or of another length, counts
 /// whole; a non-finite value counts.
 pub fn rounded_otherwise(a: &HashMap<String, Vec<f64>>, b: &HashMap<String, Vec<f64>>) -> usize {
-    let mut count = 0;
-    for (name, x) in a {
-        let Some(y) = b.get(name).filter(|y| y.len() == x.len()) else {
-            count += x.len();
-            continue;
-        };
-        let rms = (y.iter().map(|q| q * q).sum::<f64>() / y.len().max(1) as f64).sqrt();
-        let apart = rms * 2f64.powi(-16);
-        count += x
-            .iter()
-            .zip(y)
-            .filter(|(p, q)| !p.is_finite() || !q.is_finite() || (*p - *q).abs() > apart)
-            .count();
-    }
-    count
+    a.iter()
+        .map(|(name, x)| rounded_otherwise_in(x, b.get(name).map(Vec::as_slice)))
+        .sum()
+}
+
+/// [`rounded_otherwise`] for one output: `x` against `y` (all of `x` when `y` is missing or of
+/// another length).
+pub fn rounded_otherwise_in(x: &[f64], y: Option<&[f64]>) -> usize {
+    let Some(y) = y.filter(|y| y.len() == x.len()) else {
+        return x.len();
+    };
+    let rms = (y.iter().map(|q| q * q).sum::<f64>() / y.len().max(1) as f64).sqrt();
+    let apart = rms * 2f64.powi(-16);
+    x.iter()
+        .zip(y)
+        .filter(|(p, q)| !p.is_finite() || !q.is_finite() || (*p - *q).abs() > apart)
+        .count()
 }
 
 #[cfg(test)]

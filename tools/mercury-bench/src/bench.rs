@@ -366,15 +366,20 @@ impl Bench {
     }
 
     /// Median/min milliseconds of `f` on the bench stream (CUDA events, after warm-up).
-    fn time(&self, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
+    fn time(&self, f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
+        self.time_n(self.opts.reps, f)
+    }
+
+    /// [`Bench::time`] with `reps` timed calls instead of the options' count.
+    fn time_n(&self, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
         for _ in 0..self.opts.warmup {
             f()?;
         }
         self.stream
             .synchronize()
             .map_err(RuntimeError::driver("synchronize"))?;
-        let mut evs = Vec::with_capacity(self.opts.reps);
-        for _ in 0..self.opts.reps.max(1) {
+        let mut evs = Vec::with_capacity(reps);
+        for _ in 0..reps.max(1) {
             let e0 = self
                 .ctx
                 .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))

@@ -7,7 +7,7 @@
 use crate::{args::Args, check, Compiled, Failure};
 use mercury_plan::Plan;
 use mercury_runtime::cpu::{
-    execute, execute_pieces, execute_with, random_inputs, rounded_otherwise, Storage,
+    execute, execute_pieces, execute_with, random_inputs, rounded_otherwise_in, Storage,
 };
 
 /// The largest relative error of the check in the plans' dtypes: the GPU check's default.
@@ -122,12 +122,10 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
         } in check::compare(&stored, &stored_want, None)
         {
             let ok = e <= STORED_TOLERANCE;
-            let one = |m: &std::collections::HashMap<String, Vec<f64>>| {
-                m.get(&name)
-                    .map(|v| std::collections::HashMap::from([(name.clone(), v.clone())]))
-                    .unwrap_or_default()
+            let apart = match stored.get(&name) {
+                Some(x) => rounded_otherwise_in(x, stored_want.get(&name).map(Vec::as_slice)),
+                None => 0,
             };
-            let apart = rounded_otherwise(&one(&stored), &one(&stored_want));
             println!(
                 "check @{name} in its dtypes: relative error {e:.3e} (tolerance {STORED_TOLERANCE:.0e}), {apart} of {elements} elements rounded otherwise than the single-device plan{}",
                 if ok { "  ok" } else { "  FAILED" }

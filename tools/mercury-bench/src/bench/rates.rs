@@ -133,10 +133,10 @@ impl Bench {
         burst_ms: f64,
         mut f: impl FnMut() -> Result<()>,
     ) -> Result<(f64, f64)> {
-        let (once, _) = self.time_reps(1, &mut f)?;
+        let (once, _) = self.time_n(1, &mut f)?;
         let reps = ((min_ms / once.max(1e-3)).ceil() as usize).clamp(self.opts.reps.max(1), 2000);
         if gap_ms <= 0.0 {
-            return self.time_reps(reps, f);
+            return self.time_n(reps, f);
         }
         let burst = ((burst_ms / once.max(1e-3)).ceil() as usize).clamp(1, 1000);
         let reps = reps.div_ceil(burst).max(self.opts.reps.max(1));
@@ -167,14 +167,6 @@ impl Bench {
             t.push(ms / burst as f64);
         }
         Ok(super::median_min(t))
-    }
-
-    fn time_reps(&mut self, reps: usize, f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
-        let keep = self.opts.reps;
-        self.opts.reps = reps;
-        let t = self.time(f);
-        self.opts.reps = keep;
-        t
     }
 
     fn measure_gemm_rates(&mut self, grid: &RateGrid) -> Result<Vec<GemmPoint>> {
