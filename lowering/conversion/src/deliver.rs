@@ -8,6 +8,8 @@ use crate::context::{err, intersect, link_cost, relative, Lowering, RankBuild};
 use crate::placement::shard_box;
 use mercury_commir::Role;
 use mercury_ir::Diagnostic;
+use std::collections::BTreeMap;
+
 use mercury_plan::{
     verify, Collective, CommOp, ComputeOp, DType, OutputPiece, Plan, RankProgram, Region, SlotInit,
     Stage, View,
@@ -20,6 +22,7 @@ impl Lowering<'_> {
         let k = self.k;
         let mut pieces: Vec<(usize, OutputPiece)> = Vec::new();
         let deliver = self.last_plan_stage() + 1;
+        let mut casts: Vec<PendingCast> = Vec::new();
         for b in k
             .buffers
             .iter()
@@ -58,11 +61,78 @@ impl Lowering<'_> {
                     pieces.into_iter().map(|p| p.logical).collect()
                 };
                 for want in wants {
-                    self.deliver_part(&mut pieces, (b, gi), &tiles, (r, deliver), &want)?;
+                    self.deliver_part(
+                        &mut pieces,
+                        &mut casts,
+                        (b, gi),
+                        &tiles,
+                        (r, deliver),
+                        &want,
+                    )?;
                 }
             }
         }
+        self.cast_and_send(casts, deliver);
         Ok(pieces)
+    }
+
+    /// The bf16 pieces held in f32, sent in the stage after `deliver`: each holder casts, in
+    /// the delivery stage, once per held tile the bounding box of the parts it sends (when
+    /// that box is at most twice their elements), else once per distinct part; every part is
+    /// then sent from its cast. One cast per tile instead of one per part and receiver: a
+    /// striped output's 28 stripes of a rank are one copy, not 28 launches.
+    fn cast_and_send(&mut self, casts: Vec<PendingCast>, deliver: usize) {
+        let mut by_tile: BTreeMap<(usize, usize), Vec<PendingCast>> = BTreeMap::new();
+        for c in casts {
+            by_tile.entry((c.holder, c.slot)).or_default().push(c);
+        }
+        for ((q, slot), sends) in by_tile {
+            let tile = sends[0].tile.clone();
+            // Distinct parts (a part several receivers want is cast once), in tile coordinates.
+            let mut parts: Vec<Region> = Vec::new();
+            for c in &sends {
+                if !parts.contains(&c.part) {
+                    parts.push(c.part.clone());
+                }
+            }
+            let bbox = bounding_box(&parts);
+            let elements: usize = parts.iter().map(Region::numel).sum();
+            let boxes = if bbox.numel() <= 2 * elements {
+                vec![bbox]
+            } else {
+                parts
+            };
+            let holder = &mut self.ranks[q];
+            let mut cast_of: Vec<(Region, usize)> = Vec::new();
+            for bx in boxes {
+                let cast = holder.slot(
+                    format!("{}.narrow", sends[0].buffer),
+                    DType::BF16,
+                    bx.extent.clone(),
+                    SlotInit::Uninit,
+                );
+                let to = holder.whole(cast);
+                holder.stage(deliver).compute.push(ComputeOp::Copy {
+                    src: View {
+                        slot,
+                        region: relative(&tile, &bx),
+                    },
+                    dst: to,
+                });
+                cast_of.push((bx, cast));
+            }
+            for c in sends {
+                let (bx, cast) = cast_of
+                    .iter()
+                    .find(|(bx, _)| crate::context::contains(bx, &c.part))
+                    .expect("every sent part lies in one of its tile's casts");
+                let src = View {
+                    slot: *cast,
+                    region: relative(bx, &c.part),
+                };
+                self.send_recv(deliver + 1, q, c.receiver, src, c.dst);
+            }
+        }
     }
 
     /// Delivers `want` (a box of output `b` in the lowering's orders) to rank `r`: its own
@@ -73,6 +143,7 @@ impl Lowering<'_> {
     fn deliver_part(
         &mut self,
         pieces: &mut Vec<(usize, OutputPiece)>,
+        casts: &mut Vec<PendingCast>,
         (b, gi): (&mercury_commir::Buffer, usize),
         tiles: &[Vec<(Region, usize)>],
         (r, deliver): (usize, usize),
@@ -128,31 +199,27 @@ impl Lowering<'_> {
                         SlotInit::Uninit,
                     )
                 });
-                let mut src = View {
-                    slot,
-                    region: relative(&bx, &part),
-                };
-                let mut stage = deliver;
-                if narrow && self.ranks[q].slots[slot].dtype == DType::F32 {
-                    let holder = &mut self.ranks[q];
-                    let cast = holder.slot(
-                        format!("{}.narrow", b.name),
-                        DType::BF16,
-                        part.extent.clone(),
-                        SlotInit::Uninit,
-                    );
-                    let to = holder.whole(cast);
-                    holder.stage(deliver).compute.push(ComputeOp::Copy {
-                        src,
-                        dst: to.clone(),
-                    });
-                    (src, stage) = (to, deliver + 1);
-                }
                 let dst_view = View {
                     slot: dst,
                     region: relative(&want, &part),
                 };
-                self.send_recv(stage, q, r, src, dst_view.clone());
+                if narrow && self.ranks[q].slots[slot].dtype == DType::F32 {
+                    casts.push(PendingCast {
+                        buffer: b.name.clone(),
+                        holder: q,
+                        slot,
+                        tile: bx.clone(),
+                        part: part.clone(),
+                        receiver: r,
+                        dst: dst_view.clone(),
+                    });
+                } else {
+                    let src = View {
+                        slot,
+                        region: relative(&bx, &part),
+                    };
+                    self.send_recv(deliver, q, r, src, dst_view.clone());
+                }
                 pieces.extend(self.real_pieces(r, &b.name, gi, &part, &dst_view));
             }
         }
@@ -253,6 +320,41 @@ impl Lowering<'_> {
             )
         })?;
         Ok(plan)
+    }
+}
+
+/// A part of a bf16 output that its holder keeps in f32 and sends to `receiver`: cast on the
+/// holder first ([`Lowering::cast_and_send`]).
+struct PendingCast {
+    buffer: String,
+    holder: usize,
+    /// The holder's f32 slot and the tile of the buffer it holds (global box).
+    slot: usize,
+    tile: Region,
+    /// The part sent (global box, inside `tile`) and where it lands on the receiver.
+    part: Region,
+    receiver: usize,
+    dst: View,
+}
+
+/// The smallest box holding every one of `parts` (at least one).
+fn bounding_box(parts: &[Region]) -> Region {
+    let dims = parts[0].offset.len();
+    let lo: Vec<usize> = (0..dims)
+        .map(|d| parts.iter().map(|p| p.offset[d]).min().expect("a part"))
+        .collect();
+    let hi: Vec<usize> = (0..dims)
+        .map(|d| {
+            parts
+                .iter()
+                .map(|p| p.offset[d] + p.extent[d])
+                .max()
+                .expect("a part")
+        })
+        .collect();
+    Region {
+        extent: lo.iter().zip(&hi).map(|(l, h)| h - l).collect(),
+        offset: lo,
     }
 }
 

@@ -6,7 +6,7 @@
 use crate::context::{combine_kind, contains, err, key, relative, shape_of, Lowering, RankBuild};
 use crate::placement::{group_of, shard_box};
 use crate::prologue::ReshardAt;
-use crate::reshard::{reshard, reshard_stages};
+use crate::reshard::{reshard, reshard_moves_data, reshard_stages};
 use mercury_commir::{Kernel, ReduceKind, Stmt};
 use mercury_ir::Diagnostic;
 use mercury_plan::{
@@ -100,10 +100,13 @@ impl Lowering<'_> {
             }
             // A finished f32 tile of a bf16 output (an accumulator, or a reduce-scatter's
             // result) travels as bf16: the cast the delivery would make after the move, made
-            // before it (the same values, half the bytes). f16 stays f32: the executors'
-            // copies convert f32 <-> bf16 only.
+            // before it (the same values, half the bytes). A reshard that sends nothing (the
+            // same placement, or a local slice) keeps the tile as it is: the cast would only
+            // add a copy and a stage. f16 stays f32: the executors' copies convert
+            // f32 <-> bf16 only.
             let out_dtype = k.buffer(buffer).map(|b| crate::context::to_dtype(&b.dtype));
-            let narrow = (out_dtype == Some(DType::BF16)).then_some(DType::BF16);
+            let narrow = (out_dtype == Some(DType::BF16) && reshard_moves_data(&from, to))
+                .then_some(DType::BF16);
             let mut sliced = false;
             for rb in self.ranks.iter_mut() {
                 let mine = shard_box(&shape, &from, mesh, &rb.coords);

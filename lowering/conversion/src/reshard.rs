@@ -24,14 +24,12 @@ pub(crate) fn reshard(
 ) -> Result<(), Diagnostic> {
     let b = k.buffer(buffer).expect("buffer");
     let shape = k.shape(b);
-    let changed: Vec<usize> = (0..from.len()).filter(|d| from[*d] != to[*d]).collect();
-    let is_prefix = |a: &[usize], b: &[usize]| b.len() > a.len() && b.starts_with(a);
-    match changed.as_slice() {
-        [] => Ok(()),
-        [d] if is_prefix(&to[*d], &from[*d]) => {
+    match pattern(from, to) {
+        Pattern::Unchanged => Ok(()),
+        Pattern::Coarser(d) => {
             // Coarser along d: AllGather over the dropped (trailing) levels.
-            let levels = from[*d][to[*d].len()..].to_vec();
-            let axis = *d;
+            let levels = from[d][to[d].len()..].to_vec();
+            let axis = d;
             move_by_collective(
                 ranks,
                 buffer,
@@ -45,21 +43,21 @@ pub(crate) fn reshard(
             );
             Ok(())
         }
-        [d] if is_prefix(&from[*d], &to[*d]) => {
-            // Finer along d: a local slice.
+        Pattern::Finer => {
+            // Finer along one dimension: a local slice.
             slice_to(ranks, buffer, &shape, to, mesh, stage);
             Ok(())
         }
-        [d1, d2] => {
+        Pattern::TwoDims(d1, d2) => {
             // Trailing levels move from one dimension to the end of another: AllToAll.
             let moved_from = |s: usize, t: usize| -> Option<Vec<usize>> {
                 let moved = from[s].strip_prefix(to[s].as_slice())?.to_vec();
                 (!moved.is_empty() && to[t].strip_prefix(from[t].as_slice())? == moved.as_slice())
                     .then_some(moved)
             };
-            let (src_dim, dst_dim, levels) = match (moved_from(*d1, *d2), moved_from(*d2, *d1)) {
-                (Some(m), _) => (*d1, *d2, m),
-                (_, Some(m)) => (*d2, *d1, m),
+            let (src_dim, dst_dim, levels) = match (moved_from(d1, d2), moved_from(d2, d1)) {
+                (Some(m), _) => (d1, d2, m),
+                (_, Some(m)) => (d2, d1, m),
                 _ => return p2p_reshard(ranks, mesh, buffer, &shape, to, stage, loc, tag),
             };
             move_by_collective(
@@ -80,8 +78,42 @@ pub(crate) fn reshard(
             );
             Ok(())
         }
-        _ => p2p_reshard(ranks, mesh, buffer, &shape, to, stage, loc, tag),
+        Pattern::Other => p2p_reshard(ranks, mesh, buffer, &shape, to, stage, loc, tag),
     }
+}
+
+/// How a placement changes, per dimension (`from[d]`, `to[d]`: the mesh levels sharding
+/// dimension d): the one classification [`reshard`] and [`reshard_moves_data`] share.
+enum Pattern {
+    /// Every dimension keeps its levels.
+    Unchanged,
+    /// One dimension drops trailing levels (an AllGather over them).
+    Coarser(usize),
+    /// One dimension adds trailing levels (a local slice).
+    Finer,
+    /// Two dimensions change (an AllToAll when trailing levels move from one to the other,
+    /// else point to point).
+    TwoDims(usize, usize),
+    /// Anything else (point to point).
+    Other,
+}
+
+fn pattern(from: &[Vec<usize>], to: &[Vec<usize>]) -> Pattern {
+    let changed: Vec<usize> = (0..from.len()).filter(|d| from[*d] != to[*d]).collect();
+    let is_prefix = |a: &[usize], b: &[usize]| b.len() > a.len() && b.starts_with(a);
+    match changed.as_slice() {
+        [] => Pattern::Unchanged,
+        [d] if is_prefix(&to[*d], &from[*d]) => Pattern::Coarser(*d),
+        [d] if is_prefix(&from[*d], &to[*d]) => Pattern::Finer,
+        [d1, d2] => Pattern::TwoDims(*d1, *d2),
+        _ => Pattern::Other,
+    }
+}
+
+/// Whether a reshard from `from` to `to` sends anything between ranks: false when nothing
+/// changes or every rank only slices what it holds.
+pub(crate) fn reshard_moves_data(from: &[Vec<usize>], to: &[Vec<usize>]) -> bool {
+    !matches!(pattern(from, to), Pattern::Unchanged | Pattern::Finer)
 }
 
 /// Any other change of placement, in one stage: every rank receives from the ranks holding
