@@ -189,6 +189,36 @@ where
             ));
         }
     }
+    if a.backend == Backend::Cpu {
+        // Flags only the GPU backend reads: under the CPU executor they would be ignored
+        // silently.
+        let gpu_only = [
+            "virtual_ranks",
+            "devices",
+            "transport",
+            "attention",
+            "device_kernels",
+            "stage_timeout",
+            "setup_timeout",
+            "inject_fault",
+        ];
+        let given: Vec<String> = gpu_only
+            .iter()
+            .filter(|id| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+            .map(|id| format!("--{}", flag_name(id)))
+            .collect();
+        if !given.is_empty() {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "--backend cpu does not read {} (GPU backend {}): the CPU executor runs every rank in one process; drop {}, or run with --backend cuda\n",
+                    given.join(", "),
+                    if given.len() == 1 { "flag" } else { "flags" },
+                    if given.len() == 1 { "it" } else { "them" }
+                ),
+            ));
+        }
+    }
     if a.no_run
         && (a.check
             || a.bench
@@ -239,6 +269,17 @@ where
         }
     }
     Ok(a)
+}
+
+/// The command-line spelling of the argument with clap id `id` (`virtual_ranks` is
+/// `--virtual`, the others their id with dashes).
+fn flag_name(id: &str) -> String {
+    use clap::CommandFactory;
+    Args::command()
+        .get_arguments()
+        .find(|arg| arg.get_id() == id)
+        .and_then(|arg| arg.get_long())
+        .map_or_else(|| id.replace('_', "-"), str::to_string)
 }
 
 impl Args {
