@@ -10,6 +10,8 @@
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(shard{buffer=W axis=i level=1})' %s 2>&1 | FileCheck %s --check-prefix=SHARD
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(replicate{buffer=W})' %s 2>&1 | FileCheck %s --check-prefix=REPL
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(reshard{buffer=W sharding=S(1) at=end})' %s 2>&1 | FileCheck %s --check-prefix=END
+// RUN: not %mercury-opt --reshape-mesh=shape=8 %s 2>&1 | FileCheck %s --check-prefix=RESHAPE
+// RUN: not %mercury-opt --reshape-mesh=shape=4x2 %s 2>&1 | FileCheck %s --check-prefix=RESHAPE
 // RUN: %mercury-opt --pass-pipeline='builtin.module(reshard{buffer=W sharding=S(0,1)}, tile{axis=i factor=2 outer=i0 inner=i_t}, parallelize{axis=i0 level=node}, tile{axis=i_t factor=4 outer=i1 inner=i2}, parallelize{axis=i1 level=gpu}, commir-print-comm-plan)' %s | FileCheck %s --check-prefix=BEGIN
 
 commir.mesh @m shape [2, 4] names ["node", "gpu"]
@@ -44,6 +46,9 @@ commir.kernel @colsum on @m {
 
 // SHARD: error: shard: '@W' is an output declared as 'sharding [S(0)]'; this would deliver it as 'sharding [S(0, 1)]' instead
 // REPL: error: replicate: '@W' is an output declared as 'sharding [S(0)]'; this would deliver it as replicated (no sharding) instead
+// reshape-mesh would turn the output replicated over the nodes into one sharded over every
+// device: refused at the declaration.
+// RESHAPE: output-contract.mlir:23:3: error: reshape-mesh cannot re-express '@W' 'sharding [S(0)]' on mesh [{{[0-9, ]+}}]: it is replicated over level(s) [1] of mesh [2, 4] and would become sharded over every device
 // END: error: reshard: '@W' is an output declared as 'sharding [S(0)]'; this would deliver it as 'sharding [S(1)]' instead
 
 // Computed in another placement (reshard at the start only): still delivered as declared.

@@ -26,7 +26,7 @@ use crate::search::{Candidate, CandidateSource, SourceError};
 use crate::topology::Topology;
 use mercury_commir::{DimBinding, Kernel, Stmt};
 use mercury_driver::{Compiler, Schedule};
-use mercury_ir::{print_op, Operation, PrintOptions};
+use mercury_ir::{print_op, Diagnostic, Operation, PrintOptions};
 
 /// Generates candidates for one kernel of a CommIR module.
 pub struct CommirSource {
@@ -229,10 +229,10 @@ impl CommirSource {
 
     /// The module with its mesh re-shaped to `shape` (the `reshape-mesh` pass); every sharded
     /// dimension is sharded over all levels.
-    fn reshaped(&self, shape: &[usize]) -> Operation {
+    fn reshaped(&self, shape: &[usize]) -> Result<Operation, Diagnostic> {
         let mut m = self.module.clone();
-        mercury_passes::mesh::reshape_mesh(&mut m, shape);
-        m
+        mercury_passes::mesh::reshape_mesh(&mut m, shape)?;
+        Ok(m)
     }
 
     /// The kernel with its mesh re-shaped to `shape` as the `reshape-mesh` pass does (its
@@ -242,7 +242,7 @@ impl CommirSource {
         let m = if shape == self.kernel.mesh.shape.as_slice() {
             self.module.clone()
         } else {
-            self.reshaped(shape)
+            self.reshaped(shape).ok()?
         };
         mercury_commir::kernels(&m)
             .ok()?
@@ -265,7 +265,9 @@ impl CommirSource {
         mesh: Option<&[usize]>,
     ) -> Result<Candidate, SourceError> {
         let mut m = match mesh {
-            Some(shape) if shape != self.kernel.mesh.shape.as_slice() => self.reshaped(shape),
+            Some(shape) if shape != self.kernel.mesh.shape.as_slice() => self
+                .reshaped(shape)
+                .map_err(|d| err(format!("{name}: {}", d.message)))?,
             _ => self.module.clone(),
         };
         let mut pm = self

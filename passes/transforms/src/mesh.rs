@@ -36,7 +36,18 @@ pub fn single_device(module: &mut Operation) {
 /// `module` with every mesh re-shaped to `shape` (slowest level first; names and bandwidths
 /// dropped) and every sharded buffer dimension sharded over all of its levels (a dimension
 /// zigzag or striped on every old level keeps that split over the flattened new levels).
-pub fn reshape_mesh(module: &mut Operation, shape: &[usize]) {
+///
+/// # Errors
+/// A buffer whose placement that rewrite would change rather than re-express, at its
+/// declaration: one sharded over some mesh levels and replicated over others (it would become
+/// fully sharded), or one sharding two dimensions (both would use every new level). The
+/// module is left unchanged then.
+pub fn reshape_mesh(module: &mut Operation, shape: &[usize]) -> Result<(), Diagnostic> {
+    if let Ok(kernels) = mercury_commir::kernels(module) {
+        for k in &kernels {
+            check_reexpressible(k, shape)?;
+        }
+    }
     let levels: Vec<usize> = (0..shape.len()).collect();
     module.walk_mut(&mut |op| {
         if let Some(mut mesh) = MeshOp::cast(&mut *op) {
@@ -71,6 +82,45 @@ pub fn reshape_mesh(module: &mut Operation, shape: &[usize]) {
             }
         }
     });
+    Ok(())
+}
+
+/// Whether `reshape_mesh` can re-express every placement of `k` on a mesh of `shape`: each
+/// sharded buffer shards one dimension, over every level of its mesh larger than 1.
+fn check_reexpressible(k: &mercury_commir::Kernel, shape: &[usize]) -> Result<(), Diagnostic> {
+    let mesh = &k.mesh.shape;
+    for b in &k.buffers {
+        let sharded: Vec<usize> = (0..b.sharding.len())
+            .filter(|d| !b.sharding[*d].is_empty())
+            .collect();
+        let placement = crate::util::describe(&b.placement());
+        if sharded.len() > 1 {
+            return Err(Diagnostic::error(
+                b.loc.clone(),
+                format!(
+                    "reshape-mesh cannot re-express '@{}' {placement} on mesh {shape:?}: it shards {} dimensions, and every sharded dimension would be sharded over all the new levels; keep the mesh {mesh:?}",
+                    b.name,
+                    sharded.len()
+                ),
+            ));
+        }
+        let Some(d) = sharded.first() else {
+            continue;
+        };
+        let replicated: Vec<usize> = (0..mesh.len())
+            .filter(|l| mesh[*l] > 1 && !b.sharding[*d].contains(l))
+            .collect();
+        if !replicated.is_empty() {
+            return Err(Diagnostic::error(
+                b.loc.clone(),
+                format!(
+                    "reshape-mesh cannot re-express '@{}' {placement} on mesh {shape:?}: it is replicated over level(s) {replicated:?} of mesh {mesh:?} and would become sharded over every device; declare it sharded over every level, or keep the mesh",
+                    b.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub static SINGLE_DEVICE: PassInfo = PassInfo {
@@ -119,7 +169,6 @@ pub struct ReshapeMesh {
 
 impl Pass for ReshapeMesh {
     fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
-        reshape_mesh(module, &self.shape);
-        Ok(())
+        reshape_mesh(module, &self.shape)
     }
 }
