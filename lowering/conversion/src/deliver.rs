@@ -82,11 +82,19 @@ impl Lowering<'_> {
     /// then sent from its cast. One cast per tile instead of one per part and receiver: a
     /// striped output's 28 stripes of a rank are one copy, not 28 launches.
     fn cast_and_send(&mut self, casts: Vec<PendingCast>, deliver: usize) {
-        let mut by_tile: BTreeMap<(usize, usize), Vec<PendingCast>> = BTreeMap::new();
+        // Keyed by the tile too: every part of a group is relative to that one tile.
+        let mut by_tile: BTreeMap<(usize, usize, Vec<usize>, Vec<usize>), Vec<PendingCast>> =
+            BTreeMap::new();
         for c in casts {
-            by_tile.entry((c.holder, c.slot)).or_default().push(c);
+            let key = (
+                c.holder,
+                c.slot,
+                c.tile.offset.clone(),
+                c.tile.extent.clone(),
+            );
+            by_tile.entry(key).or_default().push(c);
         }
-        for ((q, slot), sends) in by_tile {
+        for ((q, slot, _, _), sends) in by_tile {
             let tile = sends[0].tile.clone();
             // Distinct parts (a part several receivers want is cast once), in tile coordinates.
             let mut parts: Vec<Region> = Vec::new();
