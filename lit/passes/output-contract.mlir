@@ -48,7 +48,7 @@ commir.kernel @colsum on @m {
 // REPL: error: replicate: '@W' is an output declared as 'sharding [S(0)]'; this would deliver it as replicated (no sharding) instead
 // reshape-mesh would turn the output replicated over the nodes into one sharded over every
 // device: refused at the declaration.
-// RESHAPE: output-contract.mlir:23:3: error: reshape-mesh cannot re-express '@W' 'sharding [S(0)]' on mesh [{{[0-9, ]+}}]: it is replicated over level(s) [1] of mesh [2, 4] and would become sharded over every device
+// RESHAPE: output-contract.mlir:23:3: error: reshape-mesh cannot re-express '@W' 'sharding [S(0)]' on mesh [{{[0-9, ]+}}]: it is replicated over level(s) [1] and would become sharded over every device; keep the mesh [2, 4]
 // END: error: reshard: '@W' is an output declared as 'sharding [S(0)]'; this would deliver it as 'sharding [S(1)]' instead
 
 // Computed in another placement (reshard at the start only): still delivered as declared.

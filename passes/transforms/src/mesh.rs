@@ -6,7 +6,7 @@
 //!   every factorisation of a topology's devices.
 
 use crate::util::is_reshard;
-use mercury_commir::ops::{BufferOp, MeshOp};
+use mercury_commir::ops::{BufferOp, KernelOp, MeshOp, ReshardOp};
 use mercury_commir::placement::flatten_splits;
 use mercury_commir::{Placement, Split};
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
@@ -34,93 +34,148 @@ pub fn single_device(module: &mut Operation) {
 }
 
 /// `module` with every mesh re-shaped to `shape` (slowest level first; names and bandwidths
-/// dropped) and every sharded buffer dimension sharded over all of its levels (a dimension
-/// zigzag or striped on every old level keeps that split over the flattened new levels).
+/// dropped) and every placement (declared on a buffer, or the target of a `commir.reshard`)
+/// re-expressed on it: the one sharded dimension sharded over all the new levels, with the
+/// same flat split (contiguous, zigzag, or striped with the same flat block).
 ///
 /// # Errors
-/// A buffer whose placement that rewrite would change rather than re-express, at its
-/// declaration: one sharded over some mesh levels and replicated over others (it would become
-/// fully sharded), or one sharding two dimensions (both would use every new level). The
-/// module is left unchanged then.
+/// A placement that this would change rather than re-express, at its op: see
+/// [`reexpress`]. The module is left unchanged then.
 pub fn reshape_mesh(module: &mut Operation, shape: &[usize]) -> Result<(), Diagnostic> {
-    if let Ok(kernels) = mercury_commir::kernels(module) {
-        for k in &kernels {
-            check_reexpressible(k, shape)?;
-        }
-    }
-    let levels: Vec<usize> = (0..shape.len()).collect();
-    module.walk_mut(&mut |op| {
+    let meshes: BTreeMap<String, Vec<usize>> = module
+        .body(0)
+        .iter()
+        .filter_map(MeshOp::cast)
+        .filter_map(|m| {
+            let shape = m.shape()?.iter().map(|s| *s as usize).collect();
+            Some((m.sym_name()?, shape))
+        })
+        .collect();
+    let mut out = module.clone();
+    let mut failure: Option<Diagnostic> = None;
+    for op in out.body_mut(0).iter_mut() {
         if let Some(mut mesh) = MeshOp::cast(&mut *op) {
             mesh.set_shape(shape.iter().map(|s| *s as i64).collect::<Vec<_>>());
             mesh.remove_names();
             mesh.remove_bandwidth();
-        } else if let Some(mut buffer) = BufferOp::cast(&mut *op) {
-            if let Some(p) = buffer.sharding() {
-                let mut splits = BTreeMap::new();
-                let mut new = Vec::new();
-                for d in 0..p.levels.len() {
-                    if p.levels[d].is_empty() {
-                        new.push(vec![]);
-                        continue;
-                    }
-                    // A dimension zigzag or striped on every level keeps the same flat split
-                    // over the new levels.
-                    let kinds: Vec<Split> = p.dim(d).into_iter().map(|(_, s)| s).collect();
-                    let flat = match kinds.as_slice() {
-                        [.., Split::Striped(b)]
-                            if kinds.iter().all(|s| matches!(s, Split::Striped(_))) =>
-                        {
-                            Split::Striped(*b)
-                        }
-                        _ if kinds.iter().all(|s| *s == Split::Zigzag) => Split::Zigzag,
-                        _ => Split::Block,
-                    };
-                    splits.extend(flatten_splits(flat, &levels, shape));
-                    new.push(levels.clone());
-                }
-                buffer.set_sharding(Placement::new(new, splits));
-            }
+            continue;
         }
-    });
+        let Some(old) = KernelOp::cast(&*op)
+            .and_then(|k| k.mesh())
+            .and_then(|m| meshes.get(&m).cloned())
+        else {
+            continue;
+        };
+        op.walk_mut(&mut |inner| {
+            if failure.is_some() {
+                return;
+            }
+            let loc = inner.loc.clone();
+            let rewritten = if let Some(mut b) = BufferOp::cast(&mut *inner) {
+                let name = b.sym_name().unwrap_or_default();
+                b.sharding().map(|p| {
+                    reexpress(&p, &old, shape)
+                        .map(|n| b.set_sharding(n))
+                        .map_err(|why| (name, p, why))
+                })
+            } else if let Some(mut r) = ReshardOp::cast(&mut *inner) {
+                let name = r.buffer().unwrap_or_default();
+                r.sharding().map(|p| {
+                    reexpress(&p, &old, shape)
+                        .map(|n| r.set_sharding(n))
+                        .map_err(|why| (name, p, why))
+                })
+            } else {
+                None
+            };
+            if let Some(Err((name, p, why))) = rewritten {
+                failure = Some(Diagnostic::error(
+                    loc,
+                    format!(
+                        "reshape-mesh cannot re-express '@{name}' {} on mesh {shape:?}: {why}; keep the mesh {old:?}",
+                        crate::util::describe(&p)
+                    ),
+                ));
+            }
+        });
+    }
+    if let Some(d) = failure {
+        return Err(d);
+    }
+    *module = out;
     Ok(())
 }
 
-/// Whether `reshape_mesh` can re-express every placement of `k` on a mesh of `shape`: each
-/// sharded buffer shards one dimension, over every level of its mesh larger than 1.
-fn check_reexpressible(k: &mercury_commir::Kernel, shape: &[usize]) -> Result<(), Diagnostic> {
-    let mesh = &k.mesh.shape;
-    for b in &k.buffers {
-        let sharded: Vec<usize> = (0..b.sharding.len())
-            .filter(|d| !b.sharding[*d].is_empty())
-            .collect();
-        let placement = crate::util::describe(&b.placement());
-        if sharded.len() > 1 {
-            return Err(Diagnostic::error(
-                b.loc.clone(),
-                format!(
-                    "reshape-mesh cannot re-express '@{}' {placement} on mesh {shape:?}: it shards {} dimensions, and every sharded dimension would be sharded over all the new levels; keep the mesh {mesh:?}",
-                    b.name,
-                    sharded.len()
-                ),
-            ));
-        }
-        let Some(d) = sharded.first() else {
-            continue;
-        };
-        let replicated: Vec<usize> = (0..mesh.len())
-            .filter(|l| mesh[*l] > 1 && !b.sharding[*d].contains(l))
-            .collect();
-        if !replicated.is_empty() {
-            return Err(Diagnostic::error(
-                b.loc.clone(),
-                format!(
-                    "reshape-mesh cannot re-express '@{}' {placement} on mesh {shape:?}: it is replicated over level(s) {replicated:?} of mesh {mesh:?} and would become sharded over every device; declare it sharded over every level, or keep the mesh",
-                    b.name
-                ),
-            ));
-        }
+/// `p` (a placement on a mesh of shape `old`) re-expressed on a mesh of shape `new`, as the
+/// same flat placement: levels of size 1 shard nothing, at most one dimension is sharded and
+/// it is sharded over every level larger than 1, slowest first (so flat rank = row-major
+/// rank), with one flat split (every level block, every level zigzag, or the striping
+/// [`flatten_splits`] writes for one flat block). The result shards that dimension over all
+/// the new levels with the same flat split.
+///
+/// # Errors
+/// Why `p` is not such a flat placement (partly replicated, two dimensions, levels out of
+/// order, splits that do not flatten into one).
+pub fn reexpress(p: &Placement, old: &[usize], new: &[usize]) -> Result<Placement, String> {
+    let big: Vec<usize> = (0..old.len()).filter(|l| old[*l] > 1).collect();
+    let effective: Vec<Vec<usize>> = p
+        .levels
+        .iter()
+        .map(|ls| ls.iter().copied().filter(|l| old[*l] > 1).collect())
+        .collect();
+    let sharded: Vec<usize> = (0..effective.len())
+        .filter(|d| !effective[*d].is_empty())
+        .collect();
+    let Some(&d) = sharded.first() else {
+        // Replicated (or sharded over levels of size 1 only).
+        return Ok(Placement::new(
+            vec![vec![]; p.levels.len()],
+            BTreeMap::new(),
+        ));
+    };
+    if sharded.len() > 1 {
+        return Err(format!(
+            "it shards {} dimensions, and re-shaped each would be sharded over all the new levels",
+            sharded.len()
+        ));
     }
-    Ok(())
+    let levels = &effective[d];
+    if *levels != big {
+        let missing: Vec<usize> = big
+            .iter()
+            .copied()
+            .filter(|l| !levels.contains(l))
+            .collect();
+        return Err(if missing.is_empty() {
+            format!(
+                "its levels {levels:?} are not in mesh order, so its blocks are not in rank order"
+            )
+        } else {
+            format!("it is replicated over level(s) {missing:?} and would become sharded over every device")
+        });
+    }
+    let kinds: Vec<Split> = levels.iter().map(|l| p.split(*l)).collect();
+    let flat = match kinds.last() {
+        Some(Split::Striped(b)) => Split::Striped(*b),
+        Some(s) => *s,
+        None => Split::Block,
+    };
+    let expected: Vec<Split> = flatten_splits(flat, levels, old)
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
+    if kinds != expected {
+        return Err(format!(
+            "its splits {kinds:?} over levels {levels:?} are not one split of the flattened levels"
+        ));
+    }
+    let all: Vec<usize> = (0..new.len()).collect();
+    let mut out = vec![vec![]; p.levels.len()];
+    out[d] = all.clone();
+    Ok(Placement::new(
+        out,
+        flatten_splits(flat, &all, new).into_iter().collect(),
+    ))
 }
 
 pub static SINGLE_DEVICE: PassInfo = PassInfo {
