@@ -4,16 +4,15 @@
 //! are cast on their holders one stage before). Then unused slots are pruned and the plan is
 //! assembled and verified.
 
-use crate::context::{err, intersect, link_cost, relative, Lowering, RankBuild};
+use crate::context::{err, intersect, key, link_cost, relative, Lowering, RankBuild};
 use crate::placement::shard_box;
 use mercury_commir::Role;
 use mercury_ir::Diagnostic;
-use std::collections::BTreeMap;
-
 use mercury_plan::{
     verify, Collective, CommOp, ComputeOp, DType, OutputPiece, Plan, RankProgram, Region, SlotInit,
     Stage, View,
 };
+use std::collections::BTreeMap;
 
 impl Lowering<'_> {
     /// Every rank's output pieces, receiving what it does not hold in the delivery stage (a
@@ -83,18 +82,14 @@ impl Lowering<'_> {
     /// striped output's 28 stripes of a rank are one copy, not 28 launches.
     fn cast_and_send(&mut self, casts: Vec<PendingCast>, deliver: usize) {
         // Keyed by the tile too: every part of a group is relative to that one tile.
-        let mut by_tile: BTreeMap<(usize, usize, Vec<usize>, Vec<usize>), Vec<PendingCast>> =
-            BTreeMap::new();
+        let mut by_tile: BTreeMap<(usize, usize, Vec<usize>), Vec<PendingCast>> = BTreeMap::new();
         for c in casts {
-            let key = (
-                c.holder,
-                c.slot,
-                c.tile.offset.clone(),
-                c.tile.extent.clone(),
-            );
-            by_tile.entry(key).or_default().push(c);
+            by_tile
+                .entry((c.holder, c.slot, key(&c.tile)))
+                .or_default()
+                .push(c);
         }
-        for ((q, slot, _, _), sends) in by_tile {
+        for ((q, slot, _), sends) in by_tile {
             let tile = sends[0].tile.clone();
             // Distinct parts (a part several receivers want is cast once), in tile coordinates.
             let mut parts: Vec<Region> = Vec::new();

@@ -228,7 +228,7 @@ impl CommirSource {
     }
 
     /// The module with its mesh re-shaped to `shape` (the `reshape-mesh` pass); every sharded
-    /// dimension is sharded over all levels.
+    /// dimension is sharded over all levels. `Err`: a placement the pass cannot re-express.
     fn reshaped(&self, shape: &[usize]) -> Result<Operation, Diagnostic> {
         let mut m = self.module.clone();
         mercury_passes::mesh::reshape_mesh(&mut m, shape)?;
