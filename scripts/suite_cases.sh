@@ -14,7 +14,8 @@
 #     load-balanced context parallelism; the ring is the zigzag one);
 #   GEMM: all-gather GEMM and GEMM reduce-scatter, N = K = 8192 with M in MERCURY_SUITE_GEMM_M
 #     (default 1K to 16K) and the Llama-3-70B MLP shapes at MERCURY_SUITE_LLAMA_M (K 8192 ->
-#     N 28672 and back), with their known schedules;
+#     N 28672 and back), with their known schedules (reduce-scatter: shift-reduce, no suffix,
+#     and .megatron);
 #   MLP: Llama-3 8B and 70B, M = 8192, TP = 2 (always 2 GPUs): mlp_ag_rs (no suffix),
 #     .overlap, .megatron.
 set -euo pipefail
@@ -43,13 +44,19 @@ for v in mha gqa; do
     case_line "attn.$v.b16.s4k.$c" "$n" device "$f" --shift-shard
   done
 done
+for s in asynctp_ag_gemm shift_reduce megatron_rs; do
+  sed "s/factor=8/factor=$n/g" "$root/examples/schedules/$s.sched" > "$dir/$s.sched"
+done
 for g in ag_gemm:asynctp_ag_gemm:ag gemm_rs:shift_reduce:rs; do
   IFS=: read -r ex sc kind <<< "$g"
-  sed "s/factor=8/factor=$n/g" "$root/examples/schedules/$sc.sched" > "$dir/$sc.sched"
   gemm_case() {  # id m n k
     sed -e "s/shape \[8\]/shape [$n]/" -e "s/@m = 8192/@m = $2/" -e "s/@n = 8192/@n = $3/" \
       -e "s/@k = 8192/@k = $4/" "$root/examples/$ex.mlir" > "$dir/$1.mlir"
     case_line "$1" "$n" device "$dir/$1.mlir" --schedule "$dir/$sc.sched"
+    # The reduce-scatter's other schedule: Megatron (one GEMM per GPU, then a reduce-scatter
+    # of bf16 partial sums), the same operator file.
+    [[ $kind == rs ]] && case_line "$1.megatron" "$n" device "$dir/$1.mlir" --schedule "$dir/megatron_rs.sched"
+    return 0
   }
   for m in ${MERCURY_SUITE_GEMM_M:-1024 2048 4096 8192 16384}; do
     gemm_case "gemm.$kind.m$m.n8192.k8192" "$m" 8192 8192

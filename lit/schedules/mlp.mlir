@@ -1,5 +1,5 @@
 // The tensor-parallel MLP (examples/mlp.mlir) under its schedules: Megatron (an all-gather of X
-// before the GEMMs, a reduce-scatter of Y after them) and the overlapped one (X blocks around
+// before the GEMMs, a reduce-scatter of Y's bf16 partial sums after them) and the overlapped one (X blocks around
 // the ring, partial Y blocks shifted to their owners), with GeLU and the cast to bf16 fused
 // into the first gemm patch's epilogue, which writes the temp buffer @H directly.
 // RUN: %mercury-opt --schedule=%repo/examples/schedules/mlp_megatron.sched --commir-print-comm-plan %repo/examples/mlp.mlir | FileCheck %s --check-prefix=TP
@@ -9,7 +9,7 @@
 
 // TP: // comm-plan @mlp: mesh [2], 2 ranks, 4 stages
 // TP-NEXT: //   @X: all_gather, 2 ops in 1 stages, 64.0 MiB sent in total
-// TP-NEXT: //   @Y: reduce_scatter(add), 2 ops in 1 stages, 128.0 MiB sent in total
+// TP-NEXT: //   @Y: reduce_scatter(add), 2 ops in 1 stages, 64.0 MiB sent in total
 
 // OVERLAP: // comm-plan @mlp: mesh [2], 2 ranks, 7 stages
 // OVERLAP-NEXT: //   @X: ring p2p, 4 ops in 2 stages, 64.0 MiB sent in total, levels [0]

@@ -4,7 +4,6 @@
 
 use crate::context::{Event, Lowering};
 use crate::order::Seg;
-use mercury_commir::ReduceKind;
 use mercury_ir::{Diagnostic, ValueId};
 use mercury_plan::{DType, View};
 use std::collections::HashMap;
@@ -53,12 +52,7 @@ impl Lowering<'_> {
                     ..
                 } = e
                 {
-                    let bf16_sum = *kind == ReduceKind::Add
-                        && self
-                            .k
-                            .buffer(buffer)
-                            .is_some_and(|b| b.dtype == mercury_ir::Type::BF16);
-                    let wire = if bf16_sum { DType::BF16 } else { DType::F32 };
+                    let wire = crate::context::partial_sum_dtype(self.k, buffer, *kind);
                     for v in values {
                         let d = self.sent_values.entry(*v).or_insert(wire);
                         if *d != wire {

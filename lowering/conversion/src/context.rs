@@ -228,6 +228,25 @@ pub(crate) fn to_dtype(t: &mercury_ir::Type) -> DType {
     }
 }
 
+/// The element type partial sums of `buffer` travel in between ranks: bf16 for a sum into a
+/// bf16 output (half the bytes; what NCCL + cuBLAS and PyTorch's tensor parallelism send),
+/// else f32. The receiving side accumulates in f32 either way (the copy transport; NCCL's own
+/// bf16 reduce-scatter rounds once per ring step). This is the one place the choice is made:
+/// shift-reduce's sent partials (`compute.rs`) and the reduce-scatter's sources
+/// (`epilogue.rs`) both ask here. Rounding each rank's partial sum to bf16 costs about one
+/// bf16 rounding more than an f32 reduction (relative error ~3e-3 instead of ~2e-4 against
+/// the single-device GEMM, on `examples/gemm_rs.mlir`).
+pub(crate) fn partial_sum_dtype(k: &Kernel, buffer: &str, kind: ReduceKind) -> DType {
+    let bf16_out = k
+        .buffer(buffer)
+        .is_some_and(|b| to_dtype(&b.dtype) == DType::BF16);
+    if kind == ReduceKind::Add && bf16_out {
+        DType::BF16
+    } else {
+        DType::F32
+    }
+}
+
 /// A box as a map key.
 pub(crate) fn key(bx: &Region) -> Vec<usize> {
     bx.offset.iter().chain(&bx.extent).copied().collect()

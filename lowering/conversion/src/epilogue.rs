@@ -10,7 +10,7 @@ use crate::reshard::{reshard, reshard_moves_data, reshard_stages};
 use mercury_commir::{Kernel, ReduceKind, Stmt};
 use mercury_ir::Diagnostic;
 use mercury_plan::{
-    coords_of, Collective, CombineKind, CommOp, ComputeOp, DType, Region, SlotInit, View,
+    coords_of, Collective, CombineKind, CommOp, ComputeOp, DType, PatchKind, Region, SlotInit, View,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -58,7 +58,9 @@ impl Lowering<'_> {
         if any_collective {
             epi += 1;
         }
-        reduce_scatter_where_sharded(k, &mut self.ranks, &self.placement, &self.mesh);
+        let scatters =
+            reduce_scatter_where_sharded(k, &mut self.ranks, &self.placement, &self.mesh);
+        bf16_partial_sums(k, &mut self.ranks, &scatters);
         epi
     }
 
@@ -234,14 +236,30 @@ fn reduction_levels(k: &Kernel) -> HashMap<String, Vec<usize>> {
     red_levels
 }
 
+/// One reduce-scatter made by [`reduce_scatter_where_sharded`]: rank `r`'s collective `ci` of
+/// stage `si`, over `group`, of tile `tile` of `buffer`, from accumulator slot `src` into the
+/// shard slot `dst`.
+struct Scatter {
+    r: usize,
+    si: usize,
+    ci: usize,
+    group: Vec<usize>,
+    buffer: String,
+    tile: Vec<usize>,
+    src: usize,
+    dst: usize,
+}
+
 /// Replaces AllReduce(add) of a tile by ReduceScatter when the output buffer is sharded (along
 /// one dimension) over exactly the ranks of the group: each rank then keeps only its shard.
+/// Returns the reduce-scatters made.
 fn reduce_scatter_where_sharded(
     k: &Kernel,
     ranks: &mut [RankBuild],
     placement: &HashMap<String, Vec<Vec<usize>>>,
     mesh: &[usize],
-) {
+) -> Vec<Scatter> {
+    let mut made = Vec::new();
     for r in 0..ranks.len() {
         let accs: Vec<((String, Vec<usize>), (Region, Vec<usize>, ReduceKind))> = ranks[r]
             .acc
@@ -315,6 +333,16 @@ fn reduce_scatter_where_sharded(
                 SlotInit::Uninit,
             );
             let dst_view = ranks[r].whole(dst);
+            made.push(Scatter {
+                r,
+                si,
+                ci,
+                group: ordered.clone(),
+                buffer: buffer.clone(),
+                tile: kk.clone(),
+                src: slots[0],
+                dst,
+            });
             ranks[r].stages.get_mut(&si).expect("stage").comm[ci] = CommOp::Collective {
                 group: ordered,
                 collective: Collective::ReduceScatter {
@@ -338,6 +366,93 @@ fn reduce_scatter_where_sharded(
             ranks[r]
                 .stored
                 .insert((buffer.clone(), key(&mine_tile)), (mine_tile, dst));
+        }
+    }
+    made
+}
+
+/// Partial sums travel in [`crate::context::partial_sum_dtype`] (bf16 for a bf16 output):
+/// a reduce-scatter's source accumulator becomes a bf16
+/// slot that its GEMM writes directly (f32 accumulation inside the GEMM, one rounding at its
+/// end, no cast kernel), and the scatter's result is bf16. The combine itself accumulates in
+/// f32 on the copy transport; NCCL sums bf16 in its own reduction (one rounding per step of
+/// its ring, as in the baseline).
+///
+/// Only where that is the same computation up to the rounding of each rank's partial sum:
+/// on every member of the collective the accumulator is written by exactly one op, a GEMM
+/// without an epilogue over the whole accumulator, into its zero initial value, and read by
+/// nothing but that GEMM and the scatter. Otherwise (several GEMMs summing into it, a combine,
+/// an attention merge) every member keeps f32, as the members of one collective must agree.
+fn bf16_partial_sums(k: &Kernel, ranks: &mut [RankBuild], scatters: &[Scatter]) {
+    let eligible = |s: &Scatter| -> Option<(usize, usize)> {
+        if crate::context::partial_sum_dtype(k, &s.buffer, ReduceKind::Add) != DType::BF16 {
+            return None;
+        }
+        let rb = &ranks[s.r];
+        let slot = &rb.slots[s.src];
+        if slot.dtype != DType::F32 || slot.init != SlotInit::Zero {
+            return None;
+        }
+        let whole = rb.whole(s.src);
+        let mut writer = None;
+        for (si, st) in &rb.stages {
+            for (ci, op) in st.compute.iter().enumerate() {
+                let (reads, writes) = mercury_plan::verify::compute_access(op);
+                let w = writes.iter().any(|v| v.slot == s.src);
+                let rd = reads.iter().any(|v| v.slot == s.src);
+                if !w && !rd {
+                    continue;
+                }
+                let gemm = matches!(op, ComputeOp::Patch { patch: PatchKind::Gemm { epilogue: None, .. }, outputs, .. } if outputs.len() == 1 && outputs[0] == whole);
+                if !gemm || writer.is_some() {
+                    return None;
+                }
+                writer = Some((*si, ci));
+            }
+            for (ci, op) in st.comm.iter().enumerate() {
+                let (reads, writes) = mercury_plan::verify::comm_access(op);
+                let touches = reads.iter().chain(&writes).any(|v| v.slot == s.src);
+                if touches && (*si, ci) != (s.si, s.ci) {
+                    return None;
+                }
+            }
+        }
+        writer.filter(|(wsi, _)| *wsi < s.si)
+    };
+    let mut groups: BTreeMap<
+        (usize, Vec<usize>, String, Vec<usize>),
+        Vec<(usize, (usize, usize))>,
+    > = BTreeMap::new();
+    let mut refused = std::collections::BTreeSet::new();
+    for (i, s) in scatters.iter().enumerate() {
+        let g = (s.si, s.group.clone(), s.buffer.clone(), s.tile.clone());
+        match eligible(s) {
+            Some(w) => groups.entry(g).or_default().push((i, w)),
+            None => {
+                refused.insert(g);
+            }
+        }
+    }
+    for (g, members) in groups {
+        if refused.contains(&g) || members.len() != g.1.len() {
+            continue;
+        }
+        for (i, (wsi, wci)) in members {
+            let s = &scatters[i];
+            let rb = &mut ranks[s.r];
+            rb.slots[s.src].name = format!("{}.partial", s.buffer);
+            rb.slots[s.src].dtype = DType::BF16;
+            rb.slots[s.src].init = SlotInit::Uninit;
+            rb.slots[s.dst].dtype = DType::BF16;
+            let st = rb.stages.get_mut(&wsi).expect("stage");
+            if let ComputeOp::Patch {
+                patch: PatchKind::Gemm { accumulate, .. },
+                ..
+            } = &mut st.compute[wci]
+            {
+                // The accumulator was zero: 0 + a b is a b.
+                *accumulate = false;
+            }
         }
     }
 }

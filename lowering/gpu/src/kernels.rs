@@ -83,6 +83,10 @@ pub enum DeviceKernel {
     /// `mercury_add_bf16_f32`: `acc += f32(part)` with a bf16 part (a partial sum that
     /// travelled in the output's precision).
     AddBf16F32,
+    /// `mercury_sum_bf16`: `dst = bf16(p0 + p1 + ...)` over `nparts` (1 to 8) bf16 parts,
+    /// summed in f32 in part order and rounded once: a reduce-scatter's chunk in one pass
+    /// (reads each part once, writes the result once).
+    SumBf16,
     /// `mercury_cast_f32_to_bf16`: round to nearest even.
     CastF32ToBf16,
     /// `mercury_cast_bf16_to_f32`: exact widening.
@@ -106,7 +110,7 @@ pub enum DeviceKernel {
 
 impl DeviceKernel {
     /// Every kernel, in a fixed order.
-    pub const ALL: [DeviceKernel; 11] = [
+    pub const ALL: [DeviceKernel; 12] = [
         DeviceKernel::LseMergeO,
         DeviceKernel::LseMergeLse,
         DeviceKernel::AddF32,
@@ -118,6 +122,7 @@ impl DeviceKernel {
         DeviceKernel::FillF32,
         DeviceKernel::AttnMergeOBf16,
         DeviceKernel::AttnMergeLse,
+        DeviceKernel::SumBf16,
     ];
 
     /// The symbol (PTX `.entry` name) the runtime launches.
@@ -127,6 +132,7 @@ impl DeviceKernel {
             DeviceKernel::LseMergeLse => "mercury_lse_merge_lse_f32",
             DeviceKernel::AddF32 => "mercury_add_f32",
             DeviceKernel::AddBf16F32 => "mercury_add_bf16_f32",
+            DeviceKernel::SumBf16 => "mercury_sum_bf16",
             DeviceKernel::CastF32ToBf16 => "mercury_cast_f32_to_bf16",
             DeviceKernel::CastBf16ToF32 => "mercury_cast_bf16_to_f32",
             DeviceKernel::Copy2dB16 => "mercury_copy_2d_b16",
@@ -156,6 +162,19 @@ impl DeviceKernel {
             &[p("lse_acc", PtrF32), p("lse_part", PtrF32), p("rows", I64)];
         const ADD: &[KernelParam] = &[p("acc", PtrF32), p("part", PtrF32), p("n", I64)];
         const ADD_BF16: &[KernelParam] = &[p("acc", PtrF32), p("part", PtrBf16), p("n", I64)];
+        const SUM_BF16: &[KernelParam] = &[
+            p("dst", PtrBf16),
+            p("p0", PtrBf16),
+            p("p1", PtrBf16),
+            p("p2", PtrBf16),
+            p("p3", PtrBf16),
+            p("p4", PtrBf16),
+            p("p5", PtrBf16),
+            p("p6", PtrBf16),
+            p("p7", PtrBf16),
+            p("n", I64),
+            p("nparts", I64),
+        ];
         const TO_BF16: &[KernelParam] = &[p("dst", PtrBf16), p("src", PtrF32), p("n", I64)];
         const FROM_BF16: &[KernelParam] = &[p("dst", PtrF32), p("src", PtrBf16), p("n", I64)];
         const COPY_B16: &[KernelParam] = &[
@@ -214,6 +233,7 @@ impl DeviceKernel {
             DeviceKernel::LseMergeLse => LSE_LSE,
             DeviceKernel::AddF32 => ADD,
             DeviceKernel::AddBf16F32 => ADD_BF16,
+            DeviceKernel::SumBf16 => SUM_BF16,
             DeviceKernel::CastF32ToBf16 => TO_BF16,
             DeviceKernel::CastBf16ToF32 => FROM_BF16,
             DeviceKernel::Copy2dB16 => COPY_B16,
@@ -253,6 +273,7 @@ impl DeviceKernel {
             DeviceKernel::LseMergeLse => LSE_MERGE_LSE_BODY,
             DeviceKernel::AddF32 => ADD_F32_BODY,
             DeviceKernel::AddBf16F32 => ADD_BF16_F32_BODY,
+            DeviceKernel::SumBf16 => SUM_BF16_BODY.as_str(),
             DeviceKernel::CastF32ToBf16 => CAST_F32_TO_BF16_BODY,
             DeviceKernel::CastBf16ToF32 => CAST_BF16_TO_F32_BODY,
             DeviceKernel::Copy2dB16 | DeviceKernel::Copy2dB32 => COPY_2D_BODY,
@@ -586,16 +607,20 @@ scf.for %e = %gid to %n step %stride : i64 {
 // Round to nearest even on the bit pattern: bits + 0x7FFF + ((bits >> 16) & 1),
 // then keep the high half. NaN becomes a quiet NaN with the same sign and top
 // mantissa bits (rounding could otherwise turn a NaN into an infinity).
-// Overflow rounds to +-inf as IEEE requires.
-const CAST_F32_TO_BF16_BODY: &str = r#"
-%c1 = arith.constant 1 : i32
+// Overflow rounds to +-inf as IEEE requires. `bf16_constants!` go before the loop; inside
+// it `store_bf16!` rounds the f32 `%x` and stores it at `%dst[%e]`.
+macro_rules! bf16_constants {
+    () => {
+        "%c1 = arith.constant 1 : i32
 %c16 = arith.constant 16 : i32
 %c7fff = arith.constant 32767 : i32
 %cquiet = arith.constant 64 : i32
-scf.for %e = %gid to %n step %stride : i64 {
-  %ps = llvm.getelementptr inbounds %src[%e] : (!P, i64) -> !P, f32
-  %x = llvm.load %ps : !P -> f32
-  %bits = arith.bitcast %x : f32 to i32
+"
+    };
+}
+macro_rules! store_bf16 {
+    () => {
+        "  %bits = arith.bitcast %x : f32 to i32
   %hi = arith.shrui %bits, %c16 : i32
   %lsb = arith.andi %hi, %c1 : i32
   %bias = arith.addi %lsb, %c7fff : i32
@@ -607,8 +632,64 @@ scf.for %e = %gid to %n step %stride : i64 {
   %res = arith.trunci %res32 : i32 to i16
   %pd = llvm.getelementptr inbounds %dst[%e] : (!P, i64) -> !P, i16
   llvm.store %res, %pd : i16, !P
+"
+    };
 }
-"#;
+
+const CAST_F32_TO_BF16_BODY: &str = concat!(
+    bf16_constants!(),
+    "scf.for %e = %gid to %n step %stride : i64 {
+  %ps = llvm.getelementptr inbounds %src[%e] : (!P, i64) -> !P, f32
+  %x = llvm.load %ps : !P -> f32
+",
+    store_bf16!(),
+    "}
+"
+);
+
+/// The body of `mercury_sum_bf16`: `dst = bf16(sum of the first nparts parts)`. The parts
+/// are widened to f32 and added in order (p0 + p1 + ...), then rounded to nearest even once,
+/// NaN kept quiet as in [`CAST_F32_TO_BF16_BODY`]; a part past `nparts` is never read (each
+/// of p1..p7 is loaded under an `scf.if` on `nparts`, uniform across threads).
+static SUM_BF16_BODY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let mut b = String::from(bf16_constants!());
+    for j in 1..8 {
+        let _ = writeln!(b, "%j{j} = arith.constant {j} : i64");
+        let _ = writeln!(b, "%k{j} = arith.cmpi sgt, %nparts, %j{j} : i64");
+    }
+    // Loads part j at %e widened to f32 as %x{j}.
+    let load = |b: &mut String, j: usize, ind: &str| {
+        let _ = write!(
+            b,
+            "{ind}%q{j} = llvm.getelementptr inbounds %p{j}[%e] : (!P, i64) -> !P, i16\n\
+             {ind}%h{j} = llvm.load %q{j} : !P -> i16\n\
+             {ind}%w{j} = arith.extui %h{j} : i16 to i32\n\
+             {ind}%b{j} = arith.shli %w{j}, %c16 : i32\n\
+             {ind}%x{j} = arith.bitcast %b{j} : i32 to f32\n"
+        );
+    };
+    b.push_str("scf.for %e = %gid to %n step %stride : i64 {\n");
+    load(&mut b, 0, "  ");
+    let mut prev = "%x0".to_string();
+    for j in 1..8 {
+        // The last sum is `%x`, what `store_bf16!` rounds.
+        let out = if j == 7 {
+            "%x".to_string()
+        } else {
+            format!("%s{j}")
+        };
+        let _ = writeln!(b, "  {out} = scf.if %k{j} -> (f32) {{");
+        load(&mut b, j, "    ");
+        let _ = write!(
+            b,
+            "    %t{j} = arith.addf {prev}, %x{j} : f32\n    scf.yield %t{j} : f32\n  }} else {{\n    scf.yield {prev} : f32\n  }}\n"
+        );
+        prev = out;
+    }
+    b.push_str(store_bf16!());
+    b.push_str("}\n");
+    b
+});
 
 const CAST_BF16_TO_F32_BODY: &str = r#"
 %c16 = arith.constant 16 : i32

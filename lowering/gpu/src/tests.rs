@@ -800,3 +800,46 @@ fn host_add_bf16_part_into_f32() {
         assert_eq!(acc[n], 123.0);
     }
 }
+
+#[test]
+fn host_sum_bf16_parts_in_order_rounded_once() {
+    let mut rng = rng();
+    let n = 37usize;
+    for nparts in 1..=8usize {
+        for threads in [1u32, 7, 64] {
+            let mut parts: Vec<Vec<u16>> = (0..nparts)
+                .map(|_| {
+                    (0..n)
+                        .map(|_| bf16_bits(rng.gen_range(-3.0..3.0)))
+                        .collect()
+                })
+                .collect();
+            // f32 sums in part order, one rounding: what the f32 accumulator path gives.
+            let want: Vec<u16> = (0..n)
+                .map(|i| {
+                    let mut s = 0f32;
+                    for (j, p) in parts.iter().enumerate() {
+                        let x = bf16::from_bits(p[i]).to_f32();
+                        s = if j == 0 { x } else { s + x };
+                    }
+                    bf16_bits(s)
+                })
+                .collect();
+            // One element past the end must stay untouched (the kernel's bound).
+            let mut dst = vec![0x7fc1u16; n + 1];
+            let mut args = vec![ptr(&mut dst)];
+            for j in 0..8 {
+                args.push(match parts.get_mut(j) {
+                    Some(p) => ptr(p),
+                    // Parts past nparts are never read.
+                    None => Arg::Ptr(std::ptr::null_mut()),
+                });
+            }
+            args.push(Arg::I64(n as i64));
+            args.push(Arg::I64(nparts as i64));
+            with_host_kernels(threads, |jit| jit.call(DeviceKernel::SumBf16, &args));
+            assert_eq!(&dst[..n], &want[..], "nparts {nparts}, threads {threads}");
+            assert_eq!(dst[n], 0x7fc1);
+        }
+    }
+}

@@ -9,6 +9,7 @@
 //! | `mercury_lse_merge_lse_f32` | lse_acc, lse_part, rows (launched after the `_o` kernel) |
 //! | `mercury_add_f32` | acc, part, n |
 //! | `mercury_add_bf16_f32` | acc (f32), part (bf16), n |
+//! | `mercury_sum_bf16` | dst (bf16), p0..p7 (bf16, those past nparts unread), n, nparts |
 //! | `mercury_cast_f32_to_bf16` / `mercury_cast_bf16_to_f32` | dst, src, n |
 //! | `mercury_copy_2d_b16` / `mercury_copy_2d_b32` | dst, src, rows, cols, dst_stride, src_stride |
 //! | `mercury_fill_f32` | dst, value (f32), n |
@@ -27,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Entry points the runtime needs, in a fixed order.
-pub const ENTRY_POINTS: [&str; 11] = [
+pub const ENTRY_POINTS: [&str; 12] = [
     "mercury_lse_merge_o_f32",
     "mercury_lse_merge_lse_f32",
     "mercury_add_f32",
@@ -39,7 +40,11 @@ pub const ENTRY_POINTS: [&str; 11] = [
     "mercury_attn_merge_o_bf16",
     "mercury_attn_merge_lse",
     "mercury_add_bf16_f32",
+    "mercury_sum_bf16",
 ];
+
+/// Most parts [`DeviceKernels::sum_bf16`] adds in one launch (`mercury_sum_bf16`'s pointers).
+pub const SUM_PARTS: usize = 8;
 
 /// A strided f32 attention accumulator `[b, hq, sq, d]` (element strides of batch, head and
 /// row; rows contiguous) with its log-sum-exps `[b, hq, sq]` (strides of batch and head; unit
@@ -381,6 +386,45 @@ impl DeviceKernels {
         unsafe { b.launch(self.cfg(n)) }
             .map(|_| ())
             .map_err(RuntimeError::driver("add_f32"))
+    }
+
+    /// `dst = bf16(parts[0] + parts[1] + ...)` over `n` elements: bf16 parts widened and
+    /// summed in f32 in order, rounded to nearest even once (the bits of an f32 accumulator
+    /// that starts at `parts[0]`, adds the others and is cast). Errors on 0 or more than
+    /// [`SUM_PARTS`] parts.
+    ///
+    /// # Safety
+    /// `dst` and every part must be device bf16 arrays of `n` elements of this context.
+    pub unsafe fn sum_bf16(
+        &self,
+        stream: &CudaStream,
+        dst: u64,
+        parts: &[u64],
+        n: usize,
+    ) -> Result<()> {
+        if parts.is_empty() || parts.len() > SUM_PARTS {
+            return Err(RuntimeError::Unsupported(format!(
+                "mercury_sum_bf16 of {} parts (1 to {SUM_PARTS})",
+                parts.len()
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let mut ptrs = [0u64; SUM_PARTS];
+        ptrs[..parts.len()].copy_from_slice(parts);
+        let (nn, np) = (n as i64, parts.len() as i64);
+        let mut b = stream.launch_builder(&self.f[11]);
+        b.arg(&dst);
+        for p in &ptrs {
+            b.arg(p);
+        }
+        b.arg(&nn).arg(&np);
+        // SAFETY: arguments match `mercury_sum_bf16` (null pointers past `nparts` are not
+        // read); memory per the caller.
+        unsafe { b.launch(self.cfg(n)) }
+            .map(|_| ())
+            .map_err(RuntimeError::driver("sum_bf16"))
     }
 
     /// `dst[i] = bf16(src[i])` (to_bf16) or `dst[i] = f32(src[i])` over `n` elements.

@@ -10,15 +10,16 @@
 //!   members in group order so every member ends with identical bits;
 //! * ranks on several GPUs (peer mode): the same operations, with copies between devices as
 //!   copy-engine peer copies (`cuMemcpyPeerAsync`, see `mem`). A message is pulled by the
-//!   receiver; a reduction is pulled into the leader's scratch, combined there, and pushed back;
-//!   an all-gather, all-to-all or broadcast whose group spans devices is pulled by every member
-//!   on its own transfer stream (kernels never touch peer memory).
+//!   receiver; an all-reduce is pulled into the leader's scratch, combined there, and pushed
+//!   back; a reduce-scatter, all-gather, all-to-all or broadcast whose group spans devices is
+//!   pulled by every member on its own transfer stream (a reduce-scatter member pulls and
+//!   combines its own chunk; kernels never touch peer memory).
 //!
 //! `nccl::NcclTransport` is the other implementation (NCCL kernels on every rank's stream).
 
-use super::device_kernels::DeviceKernels;
+use super::device_kernels::{DeviceKernels, SUM_PARTS};
 use super::error::{Result, RuntimeError};
-use super::mem::{copy, CopyCx, Loc, MemTable, Peers, Scratch};
+use super::mem::{copy, operand, write_back, CopyCx, Loc, MemTable, Peers, Scratch};
 use super::ops::{check_copy, check_f32, enqueue_add, enqueue_lse_merge, lse_shape};
 use super::placement::DeviceMap;
 use super::schedule::{chunk_region, CollectiveCall, Message, StageTransfers};
@@ -223,7 +224,9 @@ fn reduce_dtype(dtype: DType, what: &str) -> Result<()> {
 
 impl VirtualTransport {
     /// acc (dense f32 scratch) = sum over members of `parts` in order; then every `outs[i]`
-    /// receives it (converted back to its dtype).
+    /// receives it (converted back to its dtype). One bf16 result of at most [`SUM_PARTS`]
+    /// bf16 parts is summed by one `mercury_sum_bf16` instead (the same bits, without the
+    /// f32 accumulator's round trips through memory).
     ///
     /// # Safety
     /// Every location in `parts` and `outs` is live device memory of the executor, and the
@@ -238,18 +241,50 @@ impl VirtualTransport {
         let n = parts[0].reg.numel();
         let mut c = cx.copy_cx(leader)?;
         let here = c.here();
+        // bf16 parts into one bf16 result (a reduce-scatter's chunk of bf16 partial sums): one
+        // kernel reads every part once and writes the result once, the same bits as the f32
+        // accumulator below.
+        if let [out] = outs {
+            if out.dtype == DType::BF16
+                && parts.len() <= SUM_PARTS
+                && parts.iter().all(|p| p.dtype == DType::BF16)
+            {
+                // SAFETY: parts/out are live executor memory per the caller; packed and
+                // pulled copies are scratch of this stream.
+                unsafe {
+                    let mut ptrs = Vec::with_capacity(parts.len());
+                    for p in parts {
+                        if p.is_on(here) {
+                            ptrs.push(operand(&mut c, p, true)?.ptr);
+                        } else {
+                            // A peer's part comes over in bf16 (copy engine), then is read.
+                            let t = c.scratch.take(n * 2)?;
+                            copy(&mut c, p, &Loc::dense(t, DType::BF16, n))?;
+                            ptrs.push(t);
+                        }
+                    }
+                    let o = operand(&mut c, out, false)?;
+                    c.dk.sum_bf16(c.stream, o.ptr, &ptrs, n)?;
+                    write_back(&mut c, &o, out)?;
+                }
+                return Ok(());
+            }
+        }
         let acc = c.scratch.take(n * 4)?;
         let tmp = c.scratch.take(n * 4)?;
         let acc_l = Loc::dense(acc, DType::F32, n);
-        let tmp_l = Loc::dense(tmp, DType::F32, n);
         // SAFETY: parts/outs are live executor memory per the caller; acc/tmp
         // are scratch of the leader's stream.
         unsafe {
             copy(&mut c, &parts[0], &acc_l)?;
             for p in &parts[1..] {
-                if p.dtype == DType::F32 && p.is_on(here) {
+                if p.is_on(here) {
+                    // An f32 or bf16 part is added where it is (bf16 widened in the kernel).
                     enqueue_add(&mut c, &acc_l, p)?;
                 } else {
+                    // A peer's part is copied over in its own element type (a bf16 part moves
+                    // half the bytes), then added.
+                    let tmp_l = Loc::dense(tmp, p.dtype, n);
                     copy(&mut c, p, &tmp_l)?;
                     enqueue_add(&mut c, &acc_l, &tmp_l)?;
                 }
@@ -290,10 +325,14 @@ impl Transport for CopyTransport {
                     .map(|q| (*q, vec![r, *q]))
                     .collect()
             }
+            // Every member pulls its own chunk of every source and combines it.
+            Collective::ReduceScatter { .. } => call
+                .group
+                .iter()
+                .map(|q| (*q, call.group.clone()))
+                .collect(),
             // Pulled into the leader's scratch, combined there, pushed back.
-            Collective::AllReduce { .. } | Collective::ReduceScatter { .. } => {
-                vec![(call.leader(), call.group.clone())]
-            }
+            Collective::AllReduce { .. } => vec![(call.leader(), call.group.clone())],
         }
     }
 
@@ -578,8 +617,11 @@ impl Transport for CopyTransport {
                         ));
                     };
                     let out = mem.loc(call.group[p], dst)?;
+                    // Member p combines its chunk on its own stream when the group spans
+                    // devices (each link carries one chunk per direction), else the leader.
+                    let by = if spans { call.group[p] } else { leader };
                     // SAFETY: per the caller.
-                    unsafe { Self::reduce_add(cx, leader, &parts, std::slice::from_ref(&out))? };
+                    unsafe { Self::reduce_add(cx, by, &parts, std::slice::from_ref(&out))? };
                 }
                 Ok(())
             }

@@ -78,6 +78,18 @@ extern "C" __global__ void mercury_add_f32(float* acc, float* part, i64 n) {
 extern "C" __global__ void mercury_add_bf16_f32(float* acc, u16* part, i64 n) {
   GRID_STRIDE(n) { acc[e] += __uint_as_float(((u32)part[e]) << 16); }
 }
+extern "C" __global__ void mercury_sum_bf16(u16* dst, u16* p0, u16* p1, u16* p2, u16* p3,
+    u16* p4, u16* p5, u16* p6, u16* p7, i64 n, i64 nparts) {
+  u16* p[8] = {p0, p1, p2, p3, p4, p5, p6, p7};
+  GRID_STRIDE(n) {
+    float s = __uint_as_float(((u32)p0[e]) << 16);
+    for (i64 j = 1; j < nparts; ++j) s += __uint_as_float(((u32)p[j][e]) << 16);
+    u32 b = __float_as_uint(s);
+    if (s != s) { dst[e] = (u16)((b >> 16) | 64u); continue; }
+    b += 0x7fffu + ((b >> 16) & 1u);
+    dst[e] = (u16)(b >> 16);
+  }
+}
 extern "C" __global__ void mercury_cast_f32_to_bf16(u16* dst, float* src, i64 n) {
   GRID_STRIDE(n) {
     const float x = src[e];

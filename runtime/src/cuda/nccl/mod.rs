@@ -86,10 +86,11 @@ enum Call {
         comm: ns::ncclComm_t,
         stream: ns::cudaStream_t,
     },
-    ReduceScatterF32 {
+    ReduceScatter {
         send: u64,
         recv: u64,
         count: usize,
+        dtype: DType,
         comm: ns::ncclComm_t,
         stream: ns::cudaStream_t,
     },
@@ -362,7 +363,8 @@ fn landing(
     Ok(t)
 }
 
-/// Element type a reduction runs in: f32 (bf16 is widened, as the copy transport accumulates).
+/// Element type a reduction of `d` runs in: f32 (bf16 is widened, as the copy transport
+/// accumulates; a reduce-scatter of bf16 into bf16 runs in bf16, see `plan_collective`).
 fn reduce_type(d: DType) -> Result<DType> {
     match d {
         DType::F32 | DType::BF16 => Ok(DType::F32),
@@ -539,34 +541,63 @@ impl NcclTransport {
                     }
                     let d = mem.loc(r, dst)?;
                     let c_el = d.reg.numel();
-                    let mut c = cx.copy_cx(r)?;
-                    let send = c.scratch.take(n * c_el * 4)?;
-                    for q in 0..n {
-                        let ch = chunk_region(&src.region, *axis, n, q)
-                            .map_err(RuntimeError::Schedule)?;
-                        let sq = mem.loc(
-                            r,
-                            &View {
-                                slot: src.slot,
-                                region: ch,
-                            },
-                        )?;
-                        reduce_type(sq.dtype)?;
-                        // SAFETY: chunk q of the source, widened into the send buffer.
-                        unsafe {
-                            copy(
-                                &mut c,
-                                &sq,
-                                &Loc::dense(send + (q * c_el * 4) as u64, DType::F32, c_el),
-                            )?
-                        };
+                    let chunks = (0..n)
+                        .map(|q| {
+                            let ch = chunk_region(&src.region, *axis, n, q)
+                                .map_err(RuntimeError::Schedule)?;
+                            mem.loc(
+                                r,
+                                &View {
+                                    slot: src.slot,
+                                    region: ch,
+                                },
+                            )
+                        })
+                        .collect::<Result<Vec<Loc>>>()?;
+                    for ch in &chunks {
+                        reduce_type(ch.dtype)?;
                     }
                     reduce_type(d.dtype)?;
-                    let recv = landing(cx, r, &d, DType::F32, posts)?;
-                    calls.push(Call::ReduceScatterF32 {
+                    // bf16 partial sums go over the wire as bf16 and NCCL sums them in bf16
+                    // (as NCCL + cuBLAS does); anything else is widened to f32.
+                    let dtype = if d.dtype == DType::BF16
+                        && chunks.iter().all(|c| c.dtype == DType::BF16)
+                    {
+                        DType::BF16
+                    } else {
+                        DType::F32
+                    };
+                    let es = dtype.size_bytes();
+                    let s = mem.loc(r, src)?;
+                    // The source is the send buffer when its chunks are its memory in order.
+                    let in_order = s.dtype == dtype
+                        && s.is_on(cx.here(r))
+                        && src.region.extent[..*axis].iter().all(|e| *e == 1);
+                    let send = match s.contiguous_ptr().filter(|_| in_order) {
+                        Some(p) => p,
+                        None => {
+                            let mut c = cx.copy_cx(r)?;
+                            let send = c.scratch.take(n * c_el * es)?;
+                            for (q, sq) in chunks.iter().enumerate() {
+                                // SAFETY: chunk q of the source, into its place in the send
+                                // buffer (converted to the reduction's type).
+                                unsafe {
+                                    copy(
+                                        &mut c,
+                                        sq,
+                                        &Loc::dense(send + (q * c_el * es) as u64, dtype, c_el),
+                                    )?
+                                };
+                            }
+                            send
+                        }
+                    };
+                    let recv = landing(cx, r, &d, dtype, posts)?;
+                    calls.push(Call::ReduceScatter {
                         send,
                         recv,
                         count: c_el,
+                        dtype,
                         comm,
                         stream,
                     });
@@ -895,10 +926,11 @@ unsafe fn issue(calls: &[Call]) -> Result<()> {
                     ),
                     "ncclAllGather",
                 ),
-                Call::ReduceScatterF32 {
+                Call::ReduceScatter {
                     send,
                     recv,
                     count,
+                    dtype,
                     comm,
                     stream,
                 } => check(
@@ -906,7 +938,7 @@ unsafe fn issue(calls: &[Call]) -> Result<()> {
                         send as *const _,
                         recv as *mut _,
                         count,
-                        nccl_type(DType::F32),
+                        nccl_type(dtype),
                         ns::ncclRedOp_t::ncclSum,
                         comm,
                         stream,
