@@ -29,6 +29,7 @@ impl Lowering<'_> {
             }
         }
         let mut any_collective = false;
+        let mut all_reduces = Vec::new();
         for ((buffer, kk), all) in &holders {
             let levels = red_levels.get(buffer).cloned().unwrap_or_default();
             if levels.is_empty() {
@@ -46,6 +47,18 @@ impl Lowering<'_> {
                 any_collective = true;
                 let (_, slots, kind) = self.ranks[r].acc[&(buffer.clone(), kk.clone())].clone();
                 let bufs: Vec<View> = slots.iter().map(|s| self.ranks[r].whole(*s)).collect();
+                if kind == ReduceKind::Add {
+                    all_reduces.push(Reduction {
+                        r,
+                        si: epi,
+                        ci: self.ranks[r].stage(epi).comm.len(),
+                        group: group.clone(),
+                        buffer: buffer.clone(),
+                        tile: kk.clone(),
+                        src: slots[0],
+                        dst: None,
+                    });
+                }
                 self.ranks[r].stage(epi).comm.push(CommOp::Collective {
                     group,
                     collective: Collective::AllReduce {
@@ -58,9 +71,16 @@ impl Lowering<'_> {
         if any_collective {
             epi += 1;
         }
-        let scatters =
+        let mut reductions =
             reduce_scatter_where_sharded(k, &mut self.ranks, &self.placement, &self.mesh);
-        bf16_partial_sums(k, &mut self.ranks, &scatters);
+        // The all-reduces left (not made reduce-scatters).
+        all_reduces.retain(|a| {
+            !reductions
+                .iter()
+                .any(|s| (s.r, s.si, s.ci) == (a.r, a.si, a.ci))
+        });
+        reductions.extend(all_reduces);
+        bf16_partial_sums(k, &mut self.ranks, &reductions);
         epi
     }
 
@@ -236,10 +256,11 @@ fn reduction_levels(k: &Kernel) -> HashMap<String, Vec<usize>> {
     red_levels
 }
 
-/// One reduce-scatter made by [`reduce_scatter_where_sharded`]: rank `r`'s collective `ci` of
-/// stage `si`, over `group`, of tile `tile` of `buffer`, from accumulator slot `src` into the
-/// shard slot `dst`.
-struct Scatter {
+/// One sum of partial results over ranks: rank `r`'s collective `ci` of stage `si`, over
+/// `group`, of tile `tile` of `buffer`, from accumulator slot `src`; a reduce-scatter (made by
+/// [`reduce_scatter_where_sharded`]) into the shard slot `dst`, or an all-reduce in place
+/// (`dst` is `None`).
+struct Reduction {
     r: usize,
     si: usize,
     ci: usize,
@@ -247,7 +268,7 @@ struct Scatter {
     buffer: String,
     tile: Vec<usize>,
     src: usize,
-    dst: usize,
+    dst: Option<usize>,
 }
 
 /// Replaces AllReduce(add) of a tile by ReduceScatter when the output buffer is sharded (along
@@ -258,7 +279,7 @@ fn reduce_scatter_where_sharded(
     ranks: &mut [RankBuild],
     placement: &HashMap<String, Vec<Vec<usize>>>,
     mesh: &[usize],
-) -> Vec<Scatter> {
+) -> Vec<Reduction> {
     let mut made = Vec::new();
     for r in 0..ranks.len() {
         let accs: Vec<((String, Vec<usize>), (Region, Vec<usize>, ReduceKind))> = ranks[r]
@@ -333,7 +354,7 @@ fn reduce_scatter_where_sharded(
                 SlotInit::Uninit,
             );
             let dst_view = ranks[r].whole(dst);
-            made.push(Scatter {
+            made.push(Reduction {
                 r,
                 si,
                 ci,
@@ -341,7 +362,7 @@ fn reduce_scatter_where_sharded(
                 buffer: buffer.clone(),
                 tile: kk.clone(),
                 src: slots[0],
-                dst,
+                dst: Some(dst),
             });
             ranks[r].stages.get_mut(&si).expect("stage").comm[ci] = CommOp::Collective {
                 group: ordered,
@@ -372,19 +393,22 @@ fn reduce_scatter_where_sharded(
 }
 
 /// Partial sums travel in [`crate::context::partial_sum_dtype`] (bf16 for a bf16 output):
-/// a reduce-scatter's source accumulator becomes a bf16
-/// slot that its GEMM writes directly (f32 accumulation inside the GEMM, one rounding at its
-/// end, no cast kernel), and the scatter's result is bf16. The combine itself accumulates in
-/// f32 on the copy transport; NCCL sums bf16 in its own reduction (one rounding per step of
-/// its ring, as in the baseline).
+/// a reduce-scatter's or all-reduce's accumulator becomes a bf16 slot that its GEMM writes
+/// directly (f32 accumulation inside the GEMM, one rounding at its end, no cast kernel), and a
+/// reduce-scatter's result is bf16. The combine itself accumulates in f32 on the copy
+/// transport; NCCL reduce-scatters bf16 in its own reduction (one rounding per step of its
+/// ring, as in the baseline) and widens an all-reduce to f32.
 ///
 /// Only where that is the same computation up to the rounding of each rank's partial sum:
 /// on every member of the collective the accumulator is written by exactly one op, a GEMM
-/// without an epilogue over the whole accumulator, into its zero initial value, and read by
-/// nothing but that GEMM and the scatter. Otherwise (several GEMMs summing into it, a combine,
-/// an attention merge) every member keeps f32, as the members of one collective must agree.
-fn bf16_partial_sums(k: &Kernel, ranks: &mut [RankBuild], scatters: &[Scatter]) {
-    let eligible = |s: &Scatter| -> Option<(usize, usize)> {
+/// without an epilogue over the whole accumulator with bf16 operands
+/// ([`mercury_plan::patch::gemm_writes`]), into its zero initial value, before the
+/// collective; before it nothing else reads it, and after it nothing writes it (an
+/// all-reduce's result is then read where it lies). Otherwise (several GEMMs summing into it,
+/// a combine, an attention merge) every member keeps f32, as the members of one collective
+/// must agree.
+fn bf16_partial_sums(k: &Kernel, ranks: &mut [RankBuild], reductions: &[Reduction]) {
+    let eligible = |s: &Reduction| -> Option<(usize, usize)> {
         if crate::context::partial_sum_dtype(k, &s.buffer, ReduceKind::Add) != DType::BF16 {
             return None;
         }
@@ -400,31 +424,38 @@ fn bf16_partial_sums(k: &Kernel, ranks: &mut [RankBuild], scatters: &[Scatter]) 
                 let (reads, writes) = mercury_plan::verify::compute_access(op);
                 let w = writes.iter().any(|v| v.slot == s.src);
                 let rd = reads.iter().any(|v| v.slot == s.src);
-                if !w && !rd {
+                if !w && (!rd || *si > s.si) {
                     continue;
                 }
-                let gemm = matches!(op, ComputeOp::Patch { patch: PatchKind::Gemm { epilogue: None, .. }, outputs, .. } if outputs.len() == 1 && outputs[0] == whole);
-                if !gemm || writer.is_some() {
+                // A GEMM without an epilogue over the whole accumulator that can write bf16
+                // from its operands (not from f32 ones).
+                let gemm = matches!(op, ComputeOp::Patch { patch: PatchKind::Gemm { epilogue: None, .. }, inputs, outputs } if outputs.len() == 1 && outputs[0] == whole
+                    && inputs.iter().all(|a| mercury_plan::patch::gemm_writes(rb.slots[a.slot].dtype, DType::BF16)));
+                if !gemm || writer.is_some() || *si >= s.si {
                     return None;
                 }
                 writer = Some((*si, ci));
             }
             for (ci, op) in st.comm.iter().enumerate() {
+                if (*si, ci) == (s.si, s.ci) {
+                    continue;
+                }
                 let (reads, writes) = mercury_plan::verify::comm_access(op);
-                let touches = reads.iter().chain(&writes).any(|v| v.slot == s.src);
-                if touches && (*si, ci) != (s.si, s.ci) {
+                let w = writes.iter().any(|v| v.slot == s.src);
+                let rd = reads.iter().any(|v| v.slot == s.src);
+                if w || (rd && *si <= s.si) {
                     return None;
                 }
             }
         }
-        writer.filter(|(wsi, _)| *wsi < s.si)
+        writer
     };
     let mut groups: BTreeMap<
         (usize, Vec<usize>, String, Vec<usize>),
         Vec<(usize, (usize, usize))>,
     > = BTreeMap::new();
     let mut refused = std::collections::BTreeSet::new();
-    for (i, s) in scatters.iter().enumerate() {
+    for (i, s) in reductions.iter().enumerate() {
         let g = (s.si, s.group.clone(), s.buffer.clone(), s.tile.clone());
         match eligible(s) {
             Some(w) => groups.entry(g).or_default().push((i, w)),
@@ -438,12 +469,14 @@ fn bf16_partial_sums(k: &Kernel, ranks: &mut [RankBuild], scatters: &[Scatter]) 
             continue;
         }
         for (i, (wsi, wci)) in members {
-            let s = &scatters[i];
+            let s = &reductions[i];
             let rb = &mut ranks[s.r];
-            rb.slots[s.src].name = format!("{}.partial", s.buffer);
             rb.slots[s.src].dtype = DType::BF16;
             rb.slots[s.src].init = SlotInit::Uninit;
-            rb.slots[s.dst].dtype = DType::BF16;
+            if let Some(dst) = s.dst {
+                rb.slots[s.src].name = format!("{}.partial", s.buffer);
+                rb.slots[dst].dtype = DType::BF16;
+            }
             let st = rb.stages.get_mut(&wsi).expect("stage");
             if let ComputeOp::Patch {
                 patch: PatchKind::Gemm { accumulate, .. },

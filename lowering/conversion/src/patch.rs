@@ -87,10 +87,20 @@ impl Lowering<'_> {
     ) -> Result<(), Diagnostic> {
         let (r, ps) = (cx.r, cx.ps);
         let parity = ps % 2;
+        // A GEMM writes a sent partial in the wire's type only where it can
+        // (`mercury_plan::patch::gemm_writes`: not from f32 operands); else f32.
+        let gemm_input = match (&patch, views.first()) {
+            (PatchKind::Gemm { .. }, Some(a)) => Some(self.ranks[r].slots[a.slot].dtype),
+            _ => None,
+        };
+        let writable = |d: DType| match gemm_input {
+            Some(input) if !mercury_plan::patch::gemm_writes(input, d) => DType::F32,
+            _ => d,
+        };
         let mut outs = Vec::new();
         for (o, sh) in outputs.iter().zip(out_shapes) {
             let (parity, dtype) = match self.sent_values.get(o) {
-                Some(d) => (parity, *d),
+                Some(d) => (parity, writable(*d)),
                 None => (0, DType::F32),
             };
             let s = match self.ranks[r].temps.get(&(*o, parity)) {

@@ -7,7 +7,7 @@
 //! (`docs/extending.md`).
 
 use crate::tile::UnaryFn;
-use crate::CombineKind;
+use crate::{CombineKind, DType};
 use serde::{Deserialize, Serialize};
 
 /// Local library kernels (the paper's patches).
@@ -147,6 +147,16 @@ impl PatchKind {
     pub fn is_empty(&self, q_rows: usize) -> bool {
         matches!(self, PatchKind::Attention { causal: true, q_offset, k_offset, .. } if *k_offset >= q_offset + q_rows)
     }
+}
+
+/// Whether a `gemm` patch with operands of element type `input` may write `output`: its
+/// operands' type or f32, what the executors' GEMMs write (cuBLASLt with f32 compute,
+/// `kernels/src/cuda/gemm.rs`: bf16 or f16 operands write their type or f32, f32 operands
+/// f32; the CPU executor computes in f64 and rounds the same way; the CUDA backend has no f64
+/// GEMM and says so when it resolves one). The plan verifier refuses any other pair, and the
+/// lowering asks here before it lets a GEMM write a narrower partial sum.
+pub fn gemm_writes(input: DType, output: DType) -> bool {
+    output == input || output == DType::F32
 }
 
 /// A GEMM patch's `(m, n, k)` from its views' extents, the one reading of them every backend

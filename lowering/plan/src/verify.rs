@@ -78,8 +78,14 @@ fn conflict(a: &View, b: &View) -> bool {
 }
 
 /// A patch's operands: as many as its spec says, and for a GEMM views that agree
-/// ([`crate::patch::gemm_dims`]) and no epilogue on an accumulating instance.
-fn check_patch(patch: &PatchKind, inputs: &[View], outputs: &[View]) -> Result<(), String> {
+/// ([`crate::patch::gemm_dims`]), an output type the GEMM can write from its operands
+/// ([`crate::patch::gemm_writes`]), and no epilogue on an accumulating instance.
+fn check_patch(
+    r: &RankProgram,
+    patch: &PatchKind,
+    inputs: &[View],
+    outputs: &[View],
+) -> Result<(), String> {
     let spec = patch.spec();
     if inputs.len() != spec.inputs || outputs.len() != spec.outputs {
         return Err(format!(
@@ -106,6 +112,20 @@ fn check_patch(patch: &PatchKind, inputs: &[View], outputs: &[View]) -> Result<(
             &inputs[1].region.extent,
             &outputs[0].region.extent,
         )?;
+        let dtype = |v: &View| r.slots.get(v.slot).map(|s| s.dtype);
+        if let (Some(a), Some(b), Some(c)) =
+            (dtype(&inputs[0]), dtype(&inputs[1]), dtype(&outputs[0]))
+        {
+            // Mixed operand types are the backends' to refuse (the CPU executor runs them).
+            if !crate::patch::gemm_writes(a, c) || !crate::patch::gemm_writes(b, c) {
+                return Err(format!(
+                    "a gemm of {} x {} operands cannot write {} (it writes its operands' type or f32)",
+                    a.name(),
+                    b.name(),
+                    c.name()
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -205,7 +225,7 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                     outputs,
                 } = op
                 {
-                    check_patch(patch, inputs, outputs).map_err(err)?;
+                    check_patch(r, patch, inputs, outputs).map_err(err)?;
                 }
                 if let ComputeOp::Tile {
                     tile: op,
@@ -395,5 +415,35 @@ mod tests {
         }
         let e = verify(&both).unwrap_err();
         assert!(e.to_string().contains("cannot both accumulate"), "{e}");
+    }
+
+    /// Operand and output types the GEMM cannot run (`patch::gemm_writes`) are refused.
+    #[test]
+    fn gemm_types_must_be_runnable() {
+        let typed = |a: DType, b: DType, out: DType| {
+            let mut p = gemm_plan(&[64, 32], &[32, 16], &[64, 16], false);
+            for (s, d) in p.ranks[0].slots.iter_mut().zip([a, b, out]) {
+                s.dtype = d;
+            }
+            verify(&p)
+        };
+        for (a, out) in [
+            (DType::BF16, DType::BF16),
+            (DType::BF16, DType::F32),
+            (DType::F16, DType::F16),
+            (DType::F16, DType::F32),
+            (DType::F32, DType::F32),
+            (DType::F64, DType::F32),
+        ] {
+            assert_eq!(typed(a, a, out), Ok(()), "{a:?} -> {out:?}");
+        }
+        let e = typed(DType::F32, DType::F32, DType::BF16).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a gemm of f32 x f32 operands cannot write bf16"),
+            "{e}"
+        );
+        assert!(typed(DType::F16, DType::F16, DType::BF16).is_err());
+        assert!(typed(DType::BF16, DType::F16, DType::BF16).is_err());
     }
 }

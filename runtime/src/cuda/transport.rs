@@ -224,9 +224,9 @@ fn reduce_dtype(dtype: DType, what: &str) -> Result<()> {
 
 impl VirtualTransport {
     /// acc (dense f32 scratch) = sum over members of `parts` in order; then every `outs[i]`
-    /// receives it (converted back to its dtype). One bf16 result of at most [`SUM_PARTS`]
-    /// bf16 parts is summed by one `mercury_sum_bf16` instead (the same bits, without the
-    /// f32 accumulator's round trips through memory).
+    /// receives it (converted back to its dtype). bf16 results of at most [`SUM_PARTS`] bf16
+    /// parts are summed by one `mercury_sum_bf16` instead (the same bits, without the f32
+    /// accumulator's round trips through memory).
     ///
     /// # Safety
     /// Every location in `parts` and `outs` is live device memory of the executor, and the
@@ -241,34 +241,43 @@ impl VirtualTransport {
         let n = parts[0].reg.numel();
         let mut c = cx.copy_cx(leader)?;
         let here = c.here();
-        // bf16 parts into one bf16 result (a reduce-scatter's chunk of bf16 partial sums): one
-        // kernel reads every part once and writes the result once, the same bits as the f32
-        // accumulator below.
-        if let [out] = outs {
-            if out.dtype == DType::BF16
-                && parts.len() <= SUM_PARTS
-                && parts.iter().all(|p| p.dtype == DType::BF16)
-            {
-                // SAFETY: parts/out are live executor memory per the caller; packed and
-                // pulled copies are scratch of this stream.
-                unsafe {
-                    let mut ptrs = Vec::with_capacity(parts.len());
-                    for p in parts {
-                        if p.is_on(here) {
-                            ptrs.push(operand(&mut c, p, true)?.ptr);
-                        } else {
-                            // A peer's part comes over in bf16 (copy engine), then is read.
-                            let t = c.scratch.take(n * 2)?;
-                            copy(&mut c, p, &Loc::dense(t, DType::BF16, n))?;
-                            ptrs.push(t);
+        // bf16 parts into bf16 results (bf16 partial sums: a reduce-scatter's chunk, an
+        // all-reduce): one kernel reads every part once and writes the sum once, the same bits
+        // as the f32 accumulator below.
+        if parts.len() <= SUM_PARTS && parts.iter().chain(outs).all(|p| p.dtype == DType::BF16) {
+            // SAFETY: parts/outs are live executor memory per the caller; packed and pulled
+            // copies and the sum are scratch of this stream.
+            unsafe {
+                let mut ptrs = Vec::with_capacity(parts.len());
+                for p in parts {
+                    if p.is_on(here) {
+                        ptrs.push(operand(&mut c, p, true)?.ptr);
+                    } else {
+                        // A peer's part comes over in bf16 (copy engine), then is read.
+                        let t = c.scratch.take(n * 2)?;
+                        copy(&mut c, p, &Loc::dense(t, DType::BF16, n))?;
+                        ptrs.push(t);
+                    }
+                }
+                match outs {
+                    // One result in memory no part uses (a reduce-scatter's shard): written
+                    // directly.
+                    [out] if !parts.iter().any(|p| p.base == out.base) => {
+                        let o = operand(&mut c, out, false)?;
+                        c.dk.sum_bf16(c.stream, o.ptr, &ptrs, n)?;
+                        write_back(&mut c, &o, out)?;
+                    }
+                    // In place (an all-reduce): the sum in scratch, then copied to every result.
+                    _ => {
+                        let t = c.scratch.take(n * 2)?;
+                        c.dk.sum_bf16(c.stream, t, &ptrs, n)?;
+                        for o in outs {
+                            copy(&mut c, &Loc::dense(t, DType::BF16, n), o)?;
                         }
                     }
-                    let o = operand(&mut c, out, false)?;
-                    c.dk.sum_bf16(c.stream, o.ptr, &ptrs, n)?;
-                    write_back(&mut c, &o, out)?;
                 }
-                return Ok(());
             }
+            return Ok(());
         }
         let acc = c.scratch.take(n * 4)?;
         let tmp = c.scratch.take(n * 4)?;
