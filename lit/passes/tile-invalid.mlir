@@ -32,3 +32,30 @@ commir.kernel @k on @m {
     }
   }
 }
+
+// -----
+
+// A loop around the whole body would repeat a reduction whose value does not use the axis
+// (found by a new-user pass: @D came out doubled, exit 0 without --check).
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 64 managed
+  commir.axis @q = 8 managed
+  commir.axis @m = 8 spatial
+  commir.axis @n = 8 spatial
+  commir.buffer @A : [@m, @i] f32 in
+  commir.buffer @B : [@i, @n] f32 in
+  commir.buffer @A2 : [@m, @q] f32 in
+  commir.buffer @B2 : [@q, @n] f32 in
+  commir.buffer @C : [@m, @n] f32 out
+  commir.buffer @D : [@m, @n] f32 out
+  %a = commir.load @A[@m, @i] : !commir.tile<f32>
+  %b = commir.load @B[@i, @n] : !commir.tile<f32>
+  %c = commir.patch "gemm" (%a, %b) : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  commir.reduce add %c into @C[@m, @n] : !commir.tile<f32>
+  %a2 = commir.load @A2[@m, @q] : !commir.tile<f32>
+  %b2 = commir.load @B2[@q, @n] : !commir.tile<f32>
+  %d = commir.patch "gemm" (%a2, %b2) : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  // expected-error@+1 {{tile: the loop over the 4 blocks of '@i' would enclose this reduction, whose value does not depend on '@i': it would be added 4 times}}
+  commir.reduce add %d into @D[@m, @n] : !commir.tile<f32>
+}

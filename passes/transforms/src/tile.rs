@@ -47,7 +47,7 @@ impl KernelPass for Tile {
 }
 
 fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Result<(), Diagnostic> {
-    sole_loop(m, &t.axis, "tile")?;
+    let existing = sole_loop(m, &t.axis, "tile")?;
     let (outer, inner) = t.names(m);
     let loc = k.loc.clone();
     let axis = m.axis(&t.axis).ok_or_else(|| {
@@ -155,6 +155,19 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
             ),
         ));
     }
+    // Without a loop over the axis, the new loop wraps the whole body: a reduction whose value
+    // does not depend on the axis would be added once per iteration.
+    if existing.is_none() {
+        if let Some(l) = repeated_reduction(m, &t.axis) {
+            return Err(Diagnostic::error(
+                l,
+                format!(
+                    "tile: the loop over the {} blocks of '@{}' would enclose this reduction, whose value does not depend on '@{}': it would be added {} times (tile an axis every reduction's value uses, or write the independent part as its own kernel)",
+                    t.factor, t.axis, t.axis, t.factor
+                ),
+            ));
+        }
+    }
     let kind = axis.kind;
     let body = k.body_mut(0);
     let pos = axis_position(body, &t.axis).expect("axis op");
@@ -233,4 +246,63 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
         target.insert(from_at, new_for(&outer, stmts, &loc));
     }
     Ok(())
+}
+
+/// The first reduction (its access's location) whose values do not depend on `axis`: none of
+/// the loads they are computed from (through patches, compute ops, and buffers the body
+/// stores or reduces dependent values into) index `axis` or read such a buffer.
+fn repeated_reduction(m: &Kernel, axis: &str) -> Option<mercury_ir::Location> {
+    use mercury_commir::Stmt;
+    let mut dependent = std::collections::HashSet::new();
+    let mut buffers = std::collections::HashSet::new();
+    // To a fixed point: a buffer written late in the body may feed a load before it.
+    loop {
+        let before = (dependent.len(), buffers.len());
+        m.walk(&mut |s, _| match s {
+            Stmt::Load { result, access } => {
+                if access.indices.iter().any(|e| e.axes().contains(&axis))
+                    || buffers.contains(&access.buffer)
+                {
+                    dependent.insert(*result);
+                }
+            }
+            Stmt::Patch {
+                inputs, outputs, ..
+            } => {
+                if inputs.iter().any(|v| dependent.contains(v)) {
+                    dependent.extend(outputs.iter().copied());
+                }
+            }
+            Stmt::Compute { inputs, output, .. } => {
+                if inputs.iter().any(|v| dependent.contains(v)) {
+                    dependent.insert(*output);
+                }
+            }
+            Stmt::Store { value, access } => {
+                if dependent.contains(value) {
+                    buffers.insert(access.buffer.clone());
+                }
+            }
+            Stmt::Reduce { values, access, .. } => {
+                if values.iter().any(|v| dependent.contains(v)) {
+                    buffers.insert(access.buffer.clone());
+                }
+            }
+            _ => {}
+        });
+        if (dependent.len(), buffers.len()) == before {
+            break;
+        }
+    }
+    let mut found = None;
+    m.walk(&mut |s, _| {
+        if let Stmt::Reduce { values, access, .. } = s {
+            let uses = access.indices.iter().any(|e| e.axes().contains(&axis))
+                || values.iter().any(|v| dependent.contains(v));
+            if !uses && found.is_none() {
+                found = Some(access.loc.clone());
+            }
+        }
+    });
+    found
 }
