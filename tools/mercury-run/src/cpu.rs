@@ -45,7 +45,7 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
         execute_pieces(plan, &inputs).map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
     let secs = t.elapsed().as_secs_f64();
     let ms = secs * 1e3;
-    println!(
+    outln!(
         "cpu: {} ranks, {} stages, {ms:.1} ms (seed {seed})",
         plan.num_ranks(),
         plan.num_stages()
@@ -75,11 +75,11 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
                 .map(|b| mercury_passes::util::describe(&b.placement()))
                 .unwrap_or_default();
             if failed.is_empty() {
-                println!("check @{name}: every rank holds its shard as declared ({placement})  ok");
+                outln!("check @{name}: every rank holds its shard as declared ({placement})  ok");
                 continue;
             }
             for h in &failed {
-                println!(
+                outln!(
                     "check @{name}: rank {} holds {} of the {} elements its declared placement ({placement}) gives it and {} outside it, relative error {:.3e}  FAILED",
                     h.rank, h.held, h.declared, h.outside, h.error
                 );
@@ -95,7 +95,7 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
         } in check::compare(&got, &want, None)
         {
             let ok = e <= tol;
-            println!(
+            outln!(
                 "check @{name}: relative error {e:.3e} (tolerance {tol:.0e}){}{}",
                 if nonfinite > 0 {
                     format!(", {nonfinite} non-finite values")
@@ -126,7 +126,7 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
                 Some(x) => rounded_otherwise_in(x, stored_want.get(&name).map(Vec::as_slice)),
                 None => 0,
             };
-            println!(
+            outln!(
                 "check @{name} in its dtypes: relative error {e:.3e} (tolerance {STORED_TOLERANCE:.0e}), {apart} of {elements} elements rounded otherwise than the single-device plan{}",
                 if ok { "  ok" } else { "  FAILED" }
             );

@@ -51,7 +51,7 @@ pub(crate) fn schedule_options(a: &Args, plan: &Plan) -> Result<ExecOptions, Fai
         let f = FaultSpec::parse(&text)
             .and_then(|f| f.validate(plan.num_ranks(), plan.num_stages()).map(|_| f))
             .map_err(|e| Failure::Input(format!("mercury-run: --inject-fault: {e}")))?;
-        println!("fault injection: {f} (runs of the schedule's executor count from 1)");
+        outln!("fault injection: {f} (runs of the schedule's executor count from 1)");
         o.fault = Some(f);
     }
     Ok(o)
@@ -418,9 +418,7 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     if a.launcher.is_some() {
         return crate::launched::run_launched(a, crate::reference_plan(c)?, plan);
     }
-    let b = checked_bench(a, plan, || crate::reference_plan(c), &mut |l| {
-        println!("{l}")
-    })?;
+    let b = checked_bench(a, plan, || crate::reference_plan(c), &mut |l| outln!("{l}"))?;
     Ok(a.bench.then_some(b.median_ms * 1e-3))
 }
 

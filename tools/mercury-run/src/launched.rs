@@ -373,7 +373,7 @@ impl Session {
 /// `mercury-run --backend cuda --launcher env`: one plan through a [`Session`], lines printed;
 /// a check that failed in any process fails every process.
 pub fn run_launched(a: &Args, reference: Plan, plan: Plan) -> Result<Option<f64>, Failure> {
-    let mut say = |l: String| println!("{l}");
+    let mut say = |l: String| outln!("{l}");
     let session = Session::start(a, plan.num_ranks(), &mut say)?;
     let tag = session.tag.clone();
     match session.run_plan(a, &plan, &reference, &mut say)? {

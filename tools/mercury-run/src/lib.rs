@@ -3,6 +3,16 @@
 //! `mercury-tune --profile-top` measures candidates with (the same code as `mercury-run
 //! --backend cuda --check --bench`).
 
+/// `println!` that drops the line when stdout is closed (`mercury-run ... | head -1`) instead
+/// of panicking: the run goes on, and its exit status still reports the checks.
+#[macro_export]
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 pub mod args;
 pub mod check;
 pub mod cpu;
@@ -115,7 +125,7 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
             .into_iter()
             .find(|k| k.name == kernel)
         {
-            println!("{}", reexpressed(&declared, &k));
+            outln!("{}", reexpressed(&declared, &k));
             declared = k;
         }
     }

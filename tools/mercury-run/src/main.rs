@@ -6,7 +6,7 @@
 //! fresh random inputs; `--bench` times both side by side.
 
 use mercury_driver::Compiler;
-use mercury_run::{args, compile, cpu, diag, Failure};
+use mercury_run::{args, compile, cpu, diag, outln, Failure};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -63,14 +63,14 @@ fn run(a: &args::Args) -> Result<(), Failure> {
             ))
         })?;
     }
-    println!(
+    outln!(
         "{}",
         mercury_conversion::report::comm_plan(&plan, false).trim_end()
     );
     if let Some(balance) = mercury_conversion::report::causal_balance(&plan) {
-        println!("{}", balance.trim_end());
+        outln!("{}", balance.trim_end());
     }
-    println!(
+    outln!(
         "{}",
         mercury_conversion::report::memory(&plan)
             .lines()
@@ -83,7 +83,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         Some(t) => match predict(&plan, t, a.predict_trace.as_deref())? {
             Ok(p) => Some(p),
             Err(m) if !a.no_run => {
-                println!("model: {m}; running without a prediction");
+                outln!("model: {m}; running without a prediction");
                 None
             }
             Err(m) => return Err(Failure::Input(format!("mercury-run: --predict {t}: {m}"))),
@@ -121,7 +121,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
             )));
         }
         if let Some(why) = &entry.suspect {
-            println!("cache: the entry is already suspect: {why}");
+            outln!("cache: the entry is already suspect: {why}");
         }
     }
     let secs = match a.backend {
@@ -140,7 +140,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         }
     };
     if let (Some((p, topo)), Some(now), args::Backend::Cuda) = (&predicted, secs, a.backend) {
-        println!(
+        outln!(
             "model vs measured: predicted {:.3} ms, measured {:.3} ms ({}): error {:+.1}%",
             p * 1e3,
             now * 1e3,
@@ -150,11 +150,11 @@ fn run(a: &args::Args) -> Result<(), Failure> {
     }
     if let (Some(path), Some(now)) = (&a.cache_file, secs) {
         match mercury_search::cache::check_run_against(path, now) {
-            Ok(Some(why)) => println!(
+            Ok(Some(why)) => outln!(
                 "cache: schedule is SUSPECT ({why}); marked in {}: re-tune (mercury-tune --profile-top), or fall back to the model's pick",
                 path.display()
             ),
-            Ok(None) => println!(
+            Ok(None) => outln!(
                 "cache: within 20% of the cached measured time (or none cached) in {}",
                 path.display()
             ),
@@ -201,7 +201,7 @@ fn predict(
     } else {
         String::new()
     };
-    println!(
+    outln!(
         "model: predicted {:.3} ms on topology '{}' ({} devices{used})",
         sim.latency * 1e3,
         topo.name,
@@ -216,7 +216,7 @@ fn predict(
                 path.display()
             ))
         })?;
-        println!("model: timeline written to {}", path.display());
+        outln!("model: timeline written to {}", path.display());
     }
     Ok(Ok((sim.latency, topo.name.clone())))
 }
