@@ -259,34 +259,27 @@ fn repeated_reduction(m: &Kernel, axis: &str) -> Option<mercury_ir::Location> {
     loop {
         let before = (dependent.len(), buffers.len());
         m.walk(&mut |s, _| match s {
-            Stmt::Load { result, access } => {
+            Stmt::Load { result, access }
                 if access.indices.iter().any(|e| e.axes().contains(&axis))
-                    || buffers.contains(&access.buffer)
-                {
-                    dependent.insert(*result);
-                }
+                    || buffers.contains(&access.buffer) =>
+            {
+                dependent.insert(*result);
             }
             Stmt::Patch {
                 inputs, outputs, ..
-            } => {
-                if inputs.iter().any(|v| dependent.contains(v)) {
-                    dependent.extend(outputs.iter().copied());
-                }
+            } if inputs.iter().any(|v| dependent.contains(v)) => {
+                dependent.extend(outputs.iter().copied());
             }
-            Stmt::Compute { inputs, output, .. } => {
-                if inputs.iter().any(|v| dependent.contains(v)) {
-                    dependent.insert(*output);
-                }
+            Stmt::Compute { inputs, output, .. }
+                if inputs.iter().any(|v| dependent.contains(v)) =>
+            {
+                dependent.insert(*output);
             }
-            Stmt::Store { value, access } => {
-                if dependent.contains(value) {
-                    buffers.insert(access.buffer.clone());
-                }
+            Stmt::Store { value, access } if dependent.contains(value) => {
+                buffers.insert(access.buffer.clone());
             }
-            Stmt::Reduce { values, access, .. } => {
-                if values.iter().any(|v| dependent.contains(v)) {
-                    buffers.insert(access.buffer.clone());
-                }
+            Stmt::Reduce { values, access, .. } if values.iter().any(|v| dependent.contains(v)) => {
+                buffers.insert(access.buffer.clone());
             }
             _ => {}
         });
