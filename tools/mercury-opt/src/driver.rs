@@ -168,8 +168,13 @@ fn device_kernels(plan: &mercury_plan::Plan) -> Vec<mercury_lowering::DeviceKern
             out.push(k);
         }
     };
+    // An add combines f32 or bf16 parts (the copy transport's one-pass bf16 sum included).
     let combine = |c: CombineKind, add: &mut dyn FnMut(K)| match c {
-        CombineKind::Add => add(K::AddF32),
+        CombineKind::Add => {
+            add(K::AddF32);
+            add(K::AddBf16F32);
+            add(K::SumBf16);
+        }
         CombineKind::LseMerge => {
             add(K::LseMergeO);
             add(K::LseMergeLse);

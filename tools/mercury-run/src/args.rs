@@ -106,7 +106,10 @@ pub struct Args {
     /// CPU's second check, with every value stored in its dtype, holds the GPU's 2e-2.
     #[arg(long)]
     pub tolerance: Option<f64>,
-    /// The device kernels' PTX (from `mercury-opt --emit=ptx`) instead of compiling it here.
+    /// The device kernels' PTX (from `mercury-opt --emit=ptx --all-device-kernels`) instead of
+    /// compiling it here. The runtime needs every one of its kernels: a PTX without some is
+    /// refused, naming them (the plan-specific `--emit=ptx` leaves out the ones its plan does
+    /// not use).
     #[arg(long, value_name = "FILE")]
     pub device_kernels: Option<PathBuf>,
     /// A schedule cache entry (a file in `mercury-tune --cache DIR`) whose chosen schedule this
