@@ -93,6 +93,11 @@ def load_baselines(paths):
     return out, worlds
 
 
+def geomean(xs):
+    """The geometric mean of positive numbers."""
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def case_of(cid, base):
     """The case whose baselines row `cid` is compared with, and whether the row is a variant:
     its own id, or for another of our schedules on the same case (an id with a suffix such as
@@ -153,13 +158,13 @@ def main():
             cells[0] += f" (check: {o['check']})"
         print("| " + " | ".join(cells) + " |")
     if ratios:
-        g = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        g = geomean(ratios)
         print(f"\ngeometric mean of ours vs best baseline over {len(ratios)} cases: {g:.3f}x; "
               f"worst {min(ratios):.3f}x" + (f" ({variants} rows of another schedule of a case "
               "not counted)" if variants else ""))
     if variants and best_of_ours:
         v = list(best_of_ours.values())
-        g = math.exp(sum(math.log(r) for r in v) / len(v))
+        g = geomean(v)
         print(f"with each case's faster checked schedule of ours: {g:.3f}x over {len(v)} cases; "
               f"worst {min(v):.3f}x")
     if errors:

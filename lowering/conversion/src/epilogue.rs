@@ -450,24 +450,23 @@ fn bf16_partial_sums(k: &Kernel, ranks: &mut [RankBuild], reductions: &[Reductio
         }
         writer
     };
-    let mut groups: BTreeMap<
-        (usize, Vec<usize>, String, Vec<usize>),
-        Vec<(usize, (usize, usize))>,
-    > = BTreeMap::new();
-    let mut refused = std::collections::BTreeSet::new();
+    // Members of one collective (stage, group, buffer, tile) decide together.
+    type Member = (usize, Option<(usize, usize)>);
+    let mut groups: BTreeMap<(usize, &[usize], &str, &[usize]), Vec<Member>> = BTreeMap::new();
     for (i, s) in reductions.iter().enumerate() {
-        let g = (s.si, s.group.clone(), s.buffer.clone(), s.tile.clone());
-        match eligible(s) {
-            Some(w) => groups.entry(g).or_default().push((i, w)),
-            None => {
-                refused.insert(g);
-            }
-        }
+        groups
+            .entry((s.si, &s.group, &s.buffer, &s.tile))
+            .or_default()
+            .push((i, eligible(s)));
     }
-    for (g, members) in groups {
-        if refused.contains(&g) || members.len() != g.1.len() {
+    for ((_, group, _, _), members) in groups {
+        let writers: Option<Vec<(usize, (usize, usize))>> = members
+            .into_iter()
+            .map(|(i, w)| w.map(|w| (i, w)))
+            .collect();
+        let Some(members) = writers.filter(|m| m.len() == group.len()) else {
             continue;
-        }
+        };
         for (i, (wsi, wci)) in members {
             let s = &reductions[i];
             let rb = &mut ranks[s.r];

@@ -248,16 +248,10 @@ impl VirtualTransport {
             // SAFETY: parts/outs are live executor memory per the caller; packed and pulled
             // copies and the sum are scratch of this stream.
             unsafe {
+                // Each part where it lies, or packed (a peer's: copied over in bf16) in scratch.
                 let mut ptrs = Vec::with_capacity(parts.len());
                 for p in parts {
-                    if p.is_on(here) {
-                        ptrs.push(operand(&mut c, p, true)?.ptr);
-                    } else {
-                        // A peer's part comes over in bf16 (copy engine), then is read.
-                        let t = c.scratch.take(n * 2)?;
-                        copy(&mut c, p, &Loc::dense(t, DType::BF16, n))?;
-                        ptrs.push(t);
-                    }
+                    ptrs.push(operand(&mut c, p, true)?.ptr);
                 }
                 match outs {
                     // One result in memory no part uses (a reduce-scatter's shard): written
@@ -320,8 +314,11 @@ impl Transport for CopyTransport {
             return vec![(call.leader(), call.group.clone())];
         }
         match &call.members[0] {
-            // Every member pulls into its own memory.
-            Collective::AllGather { .. } | Collective::AllToAll { .. } => call
+            // Every member pulls into its own memory (a reduce-scatter member its own chunk of
+            // every source, which it combines).
+            Collective::AllGather { .. }
+            | Collective::AllToAll { .. }
+            | Collective::ReduceScatter { .. } => call
                 .group
                 .iter()
                 .map(|q| (*q, call.group.clone()))
@@ -334,12 +331,6 @@ impl Transport for CopyTransport {
                     .map(|q| (*q, vec![r, *q]))
                     .collect()
             }
-            // Every member pulls its own chunk of every source and combines it.
-            Collective::ReduceScatter { .. } => call
-                .group
-                .iter()
-                .map(|q| (*q, call.group.clone()))
-                .collect(),
             // Pulled into the leader's scratch, combined there, pushed back.
             Collective::AllReduce { .. } => vec![(call.leader(), call.group.clone())],
         }

@@ -541,34 +541,17 @@ impl NcclTransport {
                     }
                     let d = mem.loc(r, dst)?;
                     let c_el = d.reg.numel();
-                    let chunks = (0..n)
-                        .map(|q| {
-                            let ch = chunk_region(&src.region, *axis, n, q)
-                                .map_err(RuntimeError::Schedule)?;
-                            mem.loc(
-                                r,
-                                &View {
-                                    slot: src.slot,
-                                    region: ch,
-                                },
-                            )
-                        })
-                        .collect::<Result<Vec<Loc>>>()?;
-                    for ch in &chunks {
-                        reduce_type(ch.dtype)?;
-                    }
+                    let s = mem.loc(r, src)?;
+                    reduce_type(s.dtype)?;
                     reduce_type(d.dtype)?;
                     // bf16 partial sums go over the wire as bf16 and NCCL sums them in bf16
                     // (as NCCL + cuBLAS does); anything else is widened to f32.
-                    let dtype = if d.dtype == DType::BF16
-                        && chunks.iter().all(|c| c.dtype == DType::BF16)
-                    {
+                    let dtype = if (s.dtype, d.dtype) == (DType::BF16, DType::BF16) {
                         DType::BF16
                     } else {
                         DType::F32
                     };
                     let es = dtype.size_bytes();
-                    let s = mem.loc(r, src)?;
                     // The source is the send buffer when its chunks are its memory in order.
                     let in_order = s.dtype == dtype
                         && s.is_on(cx.here(r))
@@ -578,13 +561,22 @@ impl NcclTransport {
                         None => {
                             let mut c = cx.copy_cx(r)?;
                             let send = c.scratch.take(n * c_el * es)?;
-                            for (q, sq) in chunks.iter().enumerate() {
+                            for q in 0..n {
+                                let ch = chunk_region(&src.region, *axis, n, q)
+                                    .map_err(RuntimeError::Schedule)?;
+                                let sq = mem.loc(
+                                    r,
+                                    &View {
+                                        slot: src.slot,
+                                        region: ch,
+                                    },
+                                )?;
                                 // SAFETY: chunk q of the source, into its place in the send
                                 // buffer (converted to the reduction's type).
                                 unsafe {
                                     copy(
                                         &mut c,
-                                        sq,
+                                        &sq,
                                         &Loc::dense(send + (q * c_el * es) as u64, dtype, c_el),
                                     )?
                                 };
