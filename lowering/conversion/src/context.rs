@@ -149,6 +149,9 @@ pub(crate) struct Lowering<'k> {
     /// element type they travel in: bf16 when every such reduction is a sum into a bf16 output
     /// (half the bytes on the wire; the owner accumulates in f32), else f32.
     pub sent_values: HashMap<ValueId, DType>,
+    /// Per output buffer, the mesh levels its partial results are combined over
+    /// (`epilogue::reduction_levels`, the same for every reduction into it).
+    pub red_levels: HashMap<String, Vec<usize>>,
 }
 
 impl Lowering<'_> {

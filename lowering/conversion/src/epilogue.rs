@@ -21,7 +21,6 @@ impl Lowering<'_> {
     pub(crate) fn combine_partials(&mut self) -> usize {
         let k = self.k;
         let mut epi = self.last_plan_stage() + 1;
-        let red_levels = reduction_levels(k);
         let mut holders: BTreeMap<(String, Vec<usize>), Vec<usize>> = BTreeMap::new();
         for (r, rb) in self.ranks.iter().enumerate() {
             for key in rb.acc.keys() {
@@ -31,7 +30,7 @@ impl Lowering<'_> {
         let mut any_collective = false;
         let mut all_reduces = Vec::new();
         for ((buffer, kk), all) in &holders {
-            let levels = red_levels.get(buffer).cloned().unwrap_or_default();
+            let levels = self.red_levels.get(buffer).cloned().unwrap_or_default();
             if levels.is_empty() {
                 continue;
             }
@@ -236,24 +235,61 @@ fn slice_held(
 /// Reduction levels per output buffer: parallel loops around its reductions whose axis the
 /// output does not use. Ranks that differ only there hold different partial results; ranks
 /// that differ elsewhere hold copies of the same result.
-fn reduction_levels(k: &Kernel) -> HashMap<String, Vec<usize>> {
-    let mut red_levels: HashMap<String, Vec<usize>> = HashMap::new();
+///
+/// All reductions into one buffer share one accumulator per tile, combined over one set of
+/// levels, so they must all be reduced over the same levels. Two that are not (a product
+/// split over level 0 and another over level 1, or one inside a parallel loop and one outside
+/// it) would have each partial added once per replica on the other levels: refused, at the
+/// second reduction, naming the first.
+pub(crate) fn reduction_levels(k: &Kernel) -> Result<HashMap<String, Vec<usize>>, Diagnostic> {
+    let mut red_levels: HashMap<String, (Vec<usize>, mercury_ir::Location)> = HashMap::new();
+    let mut refused = None;
     k.walk(&mut |s, stack| {
-        if let Stmt::Reduce { access, .. } = s {
-            let b = k.buffer(&access.buffer).expect("buffer");
-            let e = red_levels.entry(access.buffer.clone()).or_default();
-            for l in stack
-                .iter()
-                .filter(|l| l.parallel.is_some() && !b.uses_axis(&l.axis))
-            {
-                let lv = l.parallel.expect("parallel");
-                if !e.contains(&lv) {
-                    e.push(lv);
-                }
+        let Stmt::Reduce { access, .. } = s else {
+            return;
+        };
+        if refused.is_some() {
+            return;
+        }
+        let b = k.buffer(&access.buffer).expect("buffer");
+        let mut here: Vec<usize> = stack
+            .iter()
+            .filter(|l| !b.uses_axis(&l.axis))
+            .filter_map(|l| l.parallel)
+            .collect();
+        here.sort_unstable();
+        here.dedup();
+        match red_levels.get(&access.buffer) {
+            None => {
+                red_levels.insert(access.buffer.clone(), (here, access.loc.clone()));
             }
+            Some((first, at)) if *first != here => {
+                refused = Some(err(
+                    &access.loc,
+                    format!(
+                        "this reduction into '@{}' is combined over mesh levels {} but the one at {} over {}: \
+                         one accumulator cannot combine both (each partial would be added once per replica \
+                         on the other levels); reduce into separate outputs, or parallelize both over the same levels",
+                        access.buffer,
+                        show_levels(&here),
+                        at,
+                        show_levels(first),
+                    ),
+                ));
+            }
+            Some(_) => {}
         }
     });
-    red_levels
+    match refused {
+        Some(e) => Err(e),
+        None => Ok(red_levels.into_iter().map(|(b, (l, _))| (b, l)).collect()),
+    }
+}
+
+/// `{0, 1}`, or `{}` (not split: every rank computes the whole sum).
+fn show_levels(levels: &[usize]) -> String {
+    let l: Vec<String> = levels.iter().map(|l| l.to_string()).collect();
+    format!("{{{}}}", l.join(", "))
 }
 
 /// One sum of partial results over ranks: rank `r`'s collective `ci` of stage `si`, over

@@ -22,6 +22,7 @@ impl<'k> Lowering<'k> {
         let mesh = k.mesh.shape.clone();
         let n = mesh.iter().product::<usize>();
         check_runs(k)?;
+        let red_levels = crate::epilogue::reduction_levels(k)?;
         // A plan buffer is an input or an output: an `inout` buffer would be delivered as an
         // output whose initial values nothing uploads (the executors poison outputs first).
         if let Some(b) = k.buffers.iter().find(|b| b.role == Role::InOut) {
@@ -80,6 +81,7 @@ impl<'k> Lowering<'k> {
             ranks,
             tag: 0,
             sent_values: HashMap::new(),
+            red_levels,
         })
     }
 
