@@ -432,8 +432,8 @@ fn reduce_scatter_where_sharded(
 /// a reduce-scatter's or all-reduce's accumulator becomes a bf16 slot that its GEMM writes
 /// directly (f32 accumulation inside the GEMM, one rounding at its end, no cast kernel), and a
 /// reduce-scatter's result is bf16. The combine itself accumulates in f32 on the copy
-/// transport; NCCL reduce-scatters bf16 in its own reduction (one rounding per step of its
-/// ring, as in the baseline) and widens an all-reduce to f32.
+/// transport; NCCL reduce-scatters and all-reduces bf16 in its own reduction (one rounding
+/// per step of its ring, as in the baseline).
 ///
 /// Only where that is the same computation up to the rounding of each rank's partial sum:
 /// on every member of the collective the accumulator is written by exactly one op, a GEMM

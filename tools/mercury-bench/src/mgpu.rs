@@ -225,7 +225,7 @@ pub struct SingleRankCase {
 }
 
 /// One rank, every collective over the group `[0]` (identities with one member), with
-/// strided sources and destinations, a bf16 all-reduce (widened to f32) and the lse all-reduce:
+/// strided sources and destinations, a bf16 all-reduce (in bf16) and the lse all-reduce:
 /// exercises the NCCL transport's packing, group calls and unpacking on one GPU. Every
 /// expected output is exact.
 pub fn nccl_single_rank_plan() -> SingleRankCase {

@@ -26,7 +26,7 @@
 //! shares) and refused when it reduces.
 //!
 //! A stage runs in three phases: operands are packed into contiguous scratch where needed
-//! (and bf16 reductions widened to f32) on each rank's transfer stream; all NCCL calls of the
+//! (and reductions with an f32 side widened to f32) on each rank's transfer stream; all NCCL calls of the
 //! stage are issued between one `ncclGroupStart`/`ncclGroupEnd`; results are unpacked (and
 //! the log-sum-exp all-reduce merged in group order) afterwards. NCCL launches a group's
 //! kernels at `ncclGroupEnd`, so nothing that consumes a result may be enqueued before it.
@@ -73,9 +73,10 @@ enum Call {
         comm: ns::ncclComm_t,
         stream: ns::cudaStream_t,
     },
-    AllReduceF32 {
+    AllReduce {
         buf: u64,
         count: usize,
+        dtype: DType,
         comm: ns::ncclComm_t,
         stream: ns::cudaStream_t,
     },
@@ -363,16 +364,27 @@ fn landing(
     Ok(t)
 }
 
-/// Element type a reduction of `d` runs in: f32 (bf16 is widened, as the copy transport
-/// accumulates; a reduce-scatter of bf16 into bf16 runs in bf16, see `plan_collective`).
-fn reduce_type(d: DType) -> Result<DType> {
-    match d {
-        DType::F32 | DType::BF16 => Ok(DType::F32),
-        d => Err(RuntimeError::Unsupported(format!(
-            "NCCL reduction of {} buffers (f32 and bf16 only)",
-            d.name()
-        ))),
+/// Element type a sum from `src` into `dst` runs in: bf16 when both are bf16 (partial sums go
+/// over the wire as bf16 and NCCL sums them in bf16, as NCCL + cuBLAS does: with two members
+/// one addition rounded once, the copy transport's bits; with more, NCCL rounds at each step
+/// of its ring), else f32 (a bf16 side is widened).
+///
+/// # Errors
+/// [`RuntimeError::Unsupported`] for other element types.
+fn reduce_type(src: DType, dst: DType) -> Result<DType> {
+    for d in [src, dst] {
+        if !matches!(d, DType::F32 | DType::BF16) {
+            return Err(RuntimeError::Unsupported(format!(
+                "NCCL reduction of {} buffers (f32 and bf16 only)",
+                d.name()
+            )));
+        }
     }
+    Ok(if (src, dst) == (DType::BF16, DType::BF16) {
+        DType::BF16
+    } else {
+        DType::F32
+    })
 }
 
 impl NcclTransport {
@@ -445,7 +457,7 @@ impl NcclTransport {
                 } => {
                     for b in bufs {
                         let l = mem.loc(r, b)?;
-                        let t = reduce_type(l.dtype)?;
+                        let t = reduce_type(l.dtype, l.dtype)?;
                         // SAFETY: live memory of rank r.
                         let buf = unsafe { packed(cx, r, &l, t)? };
                         if l.contiguous_ptr() != Some(buf) {
@@ -455,9 +467,10 @@ impl NcclTransport {
                                 dst: l.clone(),
                             });
                         }
-                        calls.push(Call::AllReduceF32 {
+                        calls.push(Call::AllReduce {
                             buf,
                             count: l.reg.numel(),
+                            dtype: t,
                             comm,
                             stream,
                         });
@@ -542,15 +555,7 @@ impl NcclTransport {
                     let d = mem.loc(r, dst)?;
                     let c_el = d.reg.numel();
                     let s = mem.loc(r, src)?;
-                    reduce_type(s.dtype)?;
-                    reduce_type(d.dtype)?;
-                    // bf16 partial sums go over the wire as bf16 and NCCL sums them in bf16
-                    // (as NCCL + cuBLAS does); anything else is widened to f32.
-                    let dtype = if (s.dtype, d.dtype) == (DType::BF16, DType::BF16) {
-                        DType::BF16
-                    } else {
-                        DType::F32
-                    };
+                    let dtype = reduce_type(s.dtype, d.dtype)?;
                     let es = dtype.size_bytes();
                     // The source is the send buffer when its chunks are its memory in order.
                     let in_order = s.dtype == dtype
@@ -884,9 +889,10 @@ unsafe fn issue(calls: &[Call]) -> Result<()> {
                     ),
                     "ncclRecv",
                 ),
-                Call::AllReduceF32 {
+                Call::AllReduce {
                     buf,
                     count,
+                    dtype,
                     comm,
                     stream,
                 } => check(
@@ -894,7 +900,7 @@ unsafe fn issue(calls: &[Call]) -> Result<()> {
                         buf as *const _,
                         buf as *mut _,
                         count,
-                        nccl_type(DType::F32),
+                        nccl_type(dtype),
                         ns::ncclRedOp_t::ncclSum,
                         comm,
                         stream,
@@ -1346,5 +1352,18 @@ mod tests {
         };
         let e = decompose(&call, 2).unwrap_err().to_string();
         assert!(e.contains("[0, 1, 4]") && e.contains("reduces"), "{e}");
+    }
+
+    /// bf16 into bf16 sums in bf16 (half the bytes on the wire); an f32 side widens; other
+    /// types are refused.
+    #[test]
+    fn reduce_type_keeps_bf16_and_widens_mixed() {
+        use DType::*;
+        assert_eq!(reduce_type(BF16, BF16).unwrap(), BF16);
+        assert_eq!(reduce_type(F32, F32).unwrap(), F32);
+        assert_eq!(reduce_type(BF16, F32).unwrap(), F32);
+        assert_eq!(reduce_type(F32, BF16).unwrap(), F32);
+        let e = reduce_type(F16, F16).unwrap_err().to_string();
+        assert!(e.contains("f16"), "{e}");
     }
 }
