@@ -59,3 +59,22 @@ commir.kernel @k on @m {
     }
   }
 }
+
+// -----
+
+// Every iteration of @j stores into the same tile of @Y (the last one wins): on different
+// devices each rank would keep its own (ranks 0-2 wrong under --check, the plan said "no
+// communication").
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 4 spatial
+  commir.buffer @X : [@i, @j] f32 in
+  commir.buffer @Y : [@j] f32 out
+  commir.for @i {
+    %x = commir.load @X[@i, @j] : !commir.tile<f32>
+    %r = commir.unary exp %x : !commir.tile<f32>
+    // expected-error@+1 {{parallelize: this store into '@Y' touches the same tile in different iterations of '@i' (its indices do not determine '@i'): run on different devices, those iterations would race (index the buffer by '@i', or keep the loop sequential)}}
+    commir.store %r into @Y[@j] : !commir.tile<f32>
+  }
+}

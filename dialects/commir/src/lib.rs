@@ -3,6 +3,7 @@
 //! local library kernels (patches). See `docs/dialect.md`.
 
 pub mod attrs;
+pub mod deps;
 pub mod expr;
 pub mod model;
 pub mod ops;

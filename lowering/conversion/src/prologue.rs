@@ -22,6 +22,7 @@ impl<'k> Lowering<'k> {
         let mesh = k.mesh.shape.clone();
         let n = mesh.iter().product::<usize>();
         check_runs(k)?;
+        check_parallel_loops(k)?;
         let red_levels = crate::epilogue::reduction_levels(k)?;
         // A plan buffer is an input or an output: an `inout` buffer would be delivered as an
         // output whose initial values nothing uploads (the executors poison outputs first).
@@ -294,4 +295,24 @@ impl<'k> Lowering<'k> {
         }
         gather
     }
+}
+
+/// Every parallel loop's iterations run on different devices at once, so none may carry a
+/// dependence (`mercury_commir::deps`): hand-written `parallel(L)` loops are held to what
+/// `parallelize` checks. A store every iteration makes to one tile (the last iteration wins
+/// in the loop's order) would otherwise lower to a plan in which each rank keeps its own.
+fn check_parallel_loops(k: &Kernel) -> Result<(), Diagnostic> {
+    let mut g = None;
+    for l in k.loops() {
+        let Some(level) = l.parallel else { continue };
+        let g = g.get_or_insert_with(|| mercury_commir::deps::build(k));
+        if let Some(dep) = mercury_commir::deps::carried_by(g, &l.axis) {
+            let lead = format!(
+                "the loop over '@{}' is parallel over mesh level {level}, but ",
+                l.axis
+            );
+            return Err(mercury_commir::deps::race_error(&lead, &l.axis, dep));
+        }
+    }
+    Ok(())
 }

@@ -26,6 +26,7 @@
 //! them (the reductions commute), so they are not checked.
 
 use crate::util::*;
+use mercury_commir::deps;
 use mercury_commir::kernel_pass;
 use mercury_commir::ops::{AccessOp, ForOp};
 use mercury_commir::pass::{kernel_mut, KernelPass};
@@ -145,41 +146,17 @@ fn parent_of<'a>(
     None
 }
 
-/// The terms of a sum, flattened.
-fn terms(e: &IndexExpr) -> Vec<&IndexExpr> {
-    match e {
-        IndexExpr::Add(a, b) => {
-            let mut t = terms(a);
-            t.extend(terms(b));
-            t
-        }
-        other => vec![other],
-    }
-}
-
 /// Whether index `e` takes distinct values for distinct values of the nest's loop it names,
 /// whatever the loops outside the nest are: it names no loop of the nest, or it is a loop's
-/// axis `@x`, or `(@x + c) mod E` with E the extent of x and c a sum of constants and axes of
-/// loops outside the nest (what `shift` writes).
+/// axis `@x`, or `(@x + c) mod E` with E at least the extent of x and c a sum of constants and
+/// axes of loops outside the nest (what `shift` writes): [`deps::determines`] with the axes
+/// outside the nest fixed.
 fn one_to_one(e: &IndexExpr, nest: &[String], m: &Kernel) -> bool {
     let in_nest = |a: &str| nest.iter().any(|n| n == a);
-    if !e.axes().into_iter().any(in_nest) {
-        return true;
-    }
-    match e {
-        IndexExpr::Axis(_) => true,
-        IndexExpr::Mod(sum, modulus) => {
-            let t = terms(sum);
-            let looped: Vec<&str> = t
-                .iter()
-                .filter_map(|x| x.as_axis())
-                .filter(|a| in_nest(a))
-                .collect();
-            let plain = t
-                .iter()
-                .all(|x| matches!(x, IndexExpr::Axis(_) | IndexExpr::Const(_)));
-            matches!(looped.as_slice(), [x] if plain && m.extent(x) as i64 == *modulus)
-        }
+    let (looped, fixed): (Vec<&str>, Vec<&str>) = e.axes().into_iter().partition(|a| in_nest(a));
+    match looped.as_slice() {
+        [] => true,
+        [x] => deps::determines(e, x, &fixed, m),
         _ => false,
     }
 }

@@ -1,11 +1,10 @@
-//! CommIR schedule primitives (one pass per file), the dependence analysis they share, and the
-//! headline `shift-shard` pipeline.
+//! CommIR schedule primitives (one pass per file) and the headline `shift-shard` pipeline; the
+//! dependence analysis they share is `mercury_commir::deps`.
 
 // Bookkeeping maps keyed by (buffer, tile) read clearer spelled out than behind aliases.
 #![allow(clippy::type_complexity)]
 
 pub mod balance;
-pub mod deps;
 pub mod distribute;
 pub mod join;
 pub mod mesh;

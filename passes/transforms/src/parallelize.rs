@@ -9,6 +9,7 @@
 //! chunks for load-balanced causal attention).
 
 use crate::util::*;
+use mercury_commir::deps;
 use mercury_commir::kernel_pass;
 use mercury_commir::ops::ForOp;
 use mercury_commir::pass::{kernel_mut, KernelPass};
@@ -95,6 +96,11 @@ impl KernelPass for Parallelize {
                 f.op().loc.clone(),
                 format!("parallelize: the loop over '@{}' is shifted", self.axis),
             ));
+        }
+        // Iterations on different devices run concurrently: a dependence between two of them
+        // (a store every iteration makes to one tile: the last would win) cannot be kept.
+        if let Some(dep) = deps::carried_by(&deps::build(m), &self.axis) {
+            return Err(deps::race_error("parallelize: ", &self.axis, dep));
         }
         f.set_parallel(level as i64);
         if self.shard {

@@ -1,8 +1,8 @@
 //! `reorder{outer=a inner=b}`: interchanges two perfectly nested loops. Refused when a
 //! dependence may be carried by both loops (interchange could reverse it).
 
-use crate::deps;
 use crate::util::*;
+use mercury_commir::deps;
 use mercury_commir::kernel_pass;
 use mercury_commir::pass::{kernel_mut, KernelPass};
 use mercury_commir::Kernel;
@@ -45,6 +45,9 @@ impl KernelPass for Reorder {
         }
         let g = deps::build(m);
         if let Some((a, b)) = deps::blocks_interchange(&g, &self.outer, &self.inner) {
+            if a.loc == b.loc && a.kind == b.kind {
+                return Err(Diagnostic::error(a.loc.clone(), format!("reorder: this {} '@{}' touches the same tile in iterations that differ on both '@{}' and '@{}'; interchange could reverse their order", a.verb(), a.buffer, self.outer, self.inner)));
+            }
             return Err(Diagnostic::error(a.loc.clone(), format!("reorder: this access to '@{}' depends on another (carried by both '@{}' and '@{}'); interchange could reverse it", a.buffer, self.outer, self.inner))
                 .with_note(b.loc.clone(), "the other access is here"));
         }

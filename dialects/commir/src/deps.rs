@@ -1,0 +1,222 @@
+//! Dependence analysis over a kernel's accesses, as a petgraph graph. An edge joins two
+//! accesses to the same buffer that may touch the same element and whose order matters (a
+//! store with anything, a reduction with a read, reductions of different kinds); reductions of
+//! one kind commute. Each edge records the enclosing loop axes along which the two accesses
+//! can meet in different iterations (`carried`): every common loop except those on which two
+//! iterations touching the same tile must agree ([`agreeing`]).
+//!
+//! Used by the schedule passes (`reorder` refuses to swap two loops that both carry a
+//! dependence, `parallelize` a loop that carries one) and by the lowering (a hand-written
+//! parallel loop that carries one is refused). Kennedy & Allen, *Optimizing Compilers for
+//! Modern Architectures* (2001), ch. 2-3, with a conservative test: an index that is not
+//! provably one to one counts as meeting.
+
+use crate::{IndexExpr, Kernel, ReduceKind, Stmt};
+use mercury_ir::{Diagnostic, Location};
+use petgraph::graph::DiGraph;
+
+/// How an access uses its buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AccessKind {
+    Read,
+    Write,
+    Reduce(ReduceKind),
+}
+
+/// One load, store or reduction of the kernel.
+#[derive(Debug, Clone)]
+pub struct AccessNode {
+    pub buffer: String,
+    pub kind: AccessKind,
+    pub indices: Vec<IndexExpr>,
+    /// Axes of the enclosing loops, outermost first.
+    pub loops: Vec<String>,
+    pub loc: Location,
+}
+
+/// A dependence between two accesses.
+#[derive(Debug, Clone)]
+pub struct DepEdge {
+    /// Loop axes along which the dependence may be carried.
+    pub carried: Vec<String>,
+}
+
+/// The accesses of a kernel and the dependences between them.
+pub type DepGraph = DiGraph<AccessNode, DepEdge>;
+
+fn conflicts(a: &AccessKind, b: &AccessKind) -> bool {
+    match (a, b) {
+        (AccessKind::Read, AccessKind::Read) => false,
+        (AccessKind::Reduce(x), AccessKind::Reduce(y)) => x != y,
+        _ => true,
+    }
+}
+
+/// The terms of a sum, flattened.
+fn terms(e: &IndexExpr) -> Vec<&IndexExpr> {
+    match e {
+        IndexExpr::Add(a, b) => {
+            let mut t = terms(a);
+            t.extend(terms(b));
+            t
+        }
+        other => vec![other],
+    }
+}
+
+/// Whether index `e` takes distinct values for distinct values of loop `axis` when every
+/// other axis it names is in `fixed` (the same in both iterations): `e` is `@axis` plus a sum
+/// of constants and fixed axes (products of them too), optionally `mod M` with `M` at least
+/// the extent of `axis`. `(@a + @b) mod 2` determines `@a` only once `@b` is fixed: two
+/// iterations (0, 1) and (1, 0) touch the same tile.
+pub fn determines(e: &IndexExpr, axis: &str, fixed: &[&str], k: &Kernel) -> bool {
+    let (sum, modulus) = match e {
+        IndexExpr::Mod(sum, m) => (&**sum, Some(*m)),
+        other => (other, None),
+    };
+    if let Some(m) = modulus {
+        if (k.extent(axis) as i64) > m {
+            return false;
+        }
+    }
+    let t = terms(sum);
+    let own = t.iter().filter(|x| x.as_axis() == Some(axis)).count();
+    let rest_fixed = t
+        .iter()
+        .filter(|x| x.as_axis() != Some(axis))
+        .all(|x| x.axes().iter().all(|a| *a != axis && fixed.contains(a)));
+    own == 1 && rest_fixed
+}
+
+/// Loop axes (of `loops`) on which two iterations must agree when access `a` (indices `ia`)
+/// and access `b` (indices `ib`) touch the same tile: found position by position where both
+/// use the same index, to a fixed point (an axis once agreed helps determine the next, as in
+/// `shift`'s `(@m0 + @k0) mod 4` once `@k0` is pinned by another index).
+pub fn agreeing<'l>(
+    ia: &[IndexExpr],
+    ib: &[IndexExpr],
+    loops: &'l [String],
+    k: &Kernel,
+) -> Vec<&'l str> {
+    let mut same: Vec<&str> = Vec::new();
+    loop {
+        let before = same.len();
+        for (ea, eb) in ia.iter().zip(ib) {
+            if ea != eb {
+                continue;
+            }
+            for x in loops {
+                if !same.contains(&x.as_str()) && determines(ea, x, &same, k) {
+                    same.push(x);
+                }
+            }
+        }
+        if same.len() == before {
+            return same;
+        }
+    }
+}
+
+/// The dependence graph of `k`'s accesses (module docs).
+pub fn build(k: &Kernel) -> DepGraph {
+    let mut g = DepGraph::new();
+    let mut nodes = Vec::new();
+    k.walk(&mut |s, stack| {
+        let (acc, kind) = match s {
+            Stmt::Load { access, .. } => (access, AccessKind::Read),
+            Stmt::Store { access, .. } => (access, AccessKind::Write),
+            Stmt::Reduce { access, kind, .. } => (access, AccessKind::Reduce(*kind)),
+            _ => return,
+        };
+        let n = g.add_node(AccessNode {
+            buffer: acc.buffer.clone(),
+            kind,
+            indices: acc.indices.clone(),
+            loops: stack.iter().map(|l| l.axis.clone()).collect(),
+            loc: acc.loc.clone(),
+        });
+        nodes.push(n);
+    });
+    for (i, &a) in nodes.iter().enumerate() {
+        for &b in &nodes[i..] {
+            let (na, nb) = (&g[a], &g[b]);
+            if na.buffer != nb.buffer || !conflicts(&na.kind, &nb.kind) {
+                continue;
+            }
+            let common: Vec<String> = na
+                .loops
+                .iter()
+                .filter(|x| nb.loops.contains(x))
+                .cloned()
+                .collect();
+            let agree = agreeing(&na.indices, &nb.indices, &common, k);
+            let carried: Vec<String> = common
+                .iter()
+                .filter(|x| !agree.contains(&x.as_str()))
+                .cloned()
+                .collect();
+            g.add_edge(a, b, DepEdge { carried });
+        }
+    }
+    g
+}
+
+/// The first dependence carried by both loops `a` and `b` (swapping them could reverse it).
+pub fn blocks_interchange<'g>(
+    g: &'g DepGraph,
+    a: &str,
+    b: &str,
+) -> Option<(&'g AccessNode, &'g AccessNode)> {
+    g.edge_indices().find_map(|e| {
+        let w = &g[e];
+        let (x, y) = g.edge_endpoints(e)?;
+        (w.carried.iter().any(|c| c == a) && w.carried.iter().any(|c| c == b))
+            .then(|| (&g[x], &g[y]))
+    })
+}
+
+/// The first dependence carried by loop `a` (running its iterations concurrently would race).
+pub fn carried_by<'g>(g: &'g DepGraph, a: &str) -> Option<(&'g AccessNode, &'g AccessNode)> {
+    g.edge_indices().find_map(|e| {
+        let (x, y) = g.edge_endpoints(e)?;
+        g[e].carried.iter().any(|c| c == a).then(|| (&g[x], &g[y]))
+    })
+}
+
+impl AccessNode {
+    /// "store into", "load of" or "reduction into" (for messages).
+    pub fn verb(&self) -> &'static str {
+        match self.kind {
+            AccessKind::Read => "load of",
+            AccessKind::Write => "store into",
+            AccessKind::Reduce(_) => "reduction into",
+        }
+    }
+}
+
+/// The refusal of running the iterations of loop `axis` on different devices when the
+/// dependence `(a, b)` ([`carried_by`]) crosses them, located at `a` (with a note at `b` when
+/// it is another access). `lead` starts the message (`"parallelize: "`, or the lowering's
+/// description of the loop).
+pub fn race_error(lead: &str, axis: &str, (a, b): (&AccessNode, &AccessNode)) -> Diagnostic {
+    let same = a.loc == b.loc && a.kind == b.kind;
+    let what = if same {
+        format!("this {} '@{}' touches the same tile in different iterations of '@{axis}' (its indices do not determine '@{axis}')", a.verb(), a.buffer)
+    } else {
+        format!(
+            "this {} '@{}' and the {} it at the note touch the same tile in different iterations of '@{axis}'",
+            a.verb(),
+            a.buffer,
+            b.verb()
+        )
+    };
+    let d = Diagnostic::error(
+        a.loc.clone(),
+        format!("{lead}{what}: run on different devices, those iterations would race (index the buffer by '@{axis}', or keep the loop sequential)"),
+    );
+    if same {
+        d
+    } else {
+        d.with_note(b.loc.clone(), "the other access is here")
+    }
+}
