@@ -27,6 +27,47 @@ commir.kernel @k on @m {
 
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
+  // expected-error@+1 {{axis '@i' has 9223372036854775807 positions, more than an axis may have (2^40 = 1099511627776)}}
+  commir.axis @i = 9223372036854775807 spatial
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  // expected-error@+1 {{attribute 'extent': '18446744073709551615' is too large for a 64-bit integer (at most 9223372036854775807)}}
+  commir.axis @i = 18446744073709551615 spatial
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  // expected-error@+1 {{attribute 'extent': '-9223372036854775809' is too small for a 64-bit integer (at least -9223372036854775808)}}
+  commir.axis @i = -9223372036854775809 spatial
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  // expected-error@+1 {{attribute 'extent': '1.5' is not an integer}}
+  commir.axis @i = 1.5 spatial
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 16 spatial
+  // expected-error@+1 {{attribute 'dims': '18446744073709551616' is too large for a dimension size (at most 18446744073709551615)}}
+  commir.buffer @A : [@i, 18446744073709551616] f32 in
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
   // expected-error@+1 {{min block 64 must be between 1 and the extent 32}}
   commir.axis @i = 32 spatial min 64
 }
@@ -265,4 +306,14 @@ commir.mesh @m shape [4]
 commir.kernel @k on @m {
   // expected-error@+1 {{attribute 'kind': expected one of spatial, reduction, managed, found 'parallel'}}
   commir.axis @i = 32 parallel
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 16 spatial
+  commir.buffer @A : [@i] f32 in
+  // expected-error@+1 {{attribute 'indices': '99999999999999999999' is too large for a 64-bit integer (at most 9223372036854775807)}}
+  %a = commir.load @A[(@i + 99999999999999999999) mod 16] : !commir.tile<f32>
 }

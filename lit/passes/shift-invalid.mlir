@@ -76,3 +76,40 @@ commir.kernel @k on @m {
     }
   }
 }
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 4 spatial
+  commir.buffer @B : [@j] f32 in
+  commir.buffer @C : [@i] f32 out
+  // expected-error@+1 {{shift: the parallel loop over '@i' is inside the loop over '@j', not around it: a shifted loop runs inside the loop it is shifted by (interchange them first: reorder{outer=j inner=i})}}
+  commir.for @j {
+    commir.for @i parallel(0) {
+      %b = commir.load @B[@j] : !commir.tile<f32>
+      commir.reduce add %b into @C[@i] : !commir.tile<f32>
+    }
+  }
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 4 spatial
+  commir.buffer @B : [@j] f32 in
+  commir.buffer @C : [@i] f32 out
+  commir.buffer @D : [@j] f32 out
+  commir.for @i parallel(0) {
+    %b = commir.load @B[@i] : !commir.tile<f32>
+    commir.store %b into @C[@i] : !commir.tile<f32>
+  }
+  // expected-error@+1 {{shift: the parallel loop over '@i' does not enclose the loop over '@j': a shifted loop runs inside the loop it is shifted by}}
+  commir.for @j {
+    %b = commir.load @B[@j] : !commir.tile<f32>
+    commir.store %b into @D[@j] : !commir.tile<f32>
+  }
+}

@@ -11,7 +11,7 @@
 use crate::expr::IndexExpr;
 use crate::model::{AxisKind, MaskKind, ReduceKind, Role};
 use crate::placement::{Placement, Split};
-use mercury_ir::syntax::format::{comma_items, comma_runs};
+use mercury_ir::syntax::format::{comma_items, comma_runs, is_whole_number};
 use mercury_ir::syntax::tokens::{Tok, TokKind};
 use mercury_ir::{AttrKind, Attribute, CustomAttrSyntax, Type};
 use std::collections::BTreeMap;
@@ -76,9 +76,16 @@ fn parse_dims(tok: &Tok) -> Result<Attribute, String> {
                 kind: TokKind::Number(n),
                 ..
             }] => {
-                let v: u64 = n
-                    .parse()
-                    .map_err(|_| format!("'{n}' is not a dimension size"))?;
+                let v: u64 = n.parse().map_err(|_| {
+                    if is_whole_number(n) && !n.starts_with('-') {
+                        format!(
+                            "'{n}' is too large for a dimension size (at most {})",
+                            u64::MAX
+                        )
+                    } else {
+                        format!("'{n}' is not a dimension size")
+                    }
+                })?;
                 if v == 0 {
                     return Err("a fixed dimension size must be positive".into());
                 }

@@ -4,6 +4,7 @@
 //! Custom syntax writes axes as symbols (`@j`); the generic form stores the same expression as
 //! a string with bare names (`"(j + i) mod 8"`).
 
+use mercury_ir::syntax::format::parse_i64;
 use mercury_ir::syntax::tokens::{Tok, TokKind};
 use std::collections::HashMap;
 use std::fmt;
@@ -285,9 +286,7 @@ fn flatten(run: &[Tok], out: &mut Vec<ETok>) -> Result<(), String> {
     for t in run {
         match &t.kind {
             TokKind::Symbol(p) if p.len() == 1 => out.push(ETok::Ident(p[0].clone())),
-            TokKind::Number(n) => out.push(ETok::Num(
-                n.parse().map_err(|_| format!("'{n}' is not an integer"))?,
-            )),
+            TokKind::Number(n) => out.push(ETok::Num(parse_i64(n)?)),
             TokKind::Punct(p) if p == "+" => out.push(ETok::Plus),
             TokKind::Punct(p) if p == "*" => out.push(ETok::Star),
             TokKind::Keyword(k) if k == "mod" => out.push(ETok::Mod),

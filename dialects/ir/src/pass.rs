@@ -25,7 +25,7 @@ pub struct PassOptions {
 impl PassOptions {
     pub fn from_pairs(info: &PassInfo, pairs: &[(String, String)]) -> Result<PassOptions, String> {
         let mut values = IndexMap::new();
-        for (k, v) in pairs {
+        for (j, (k, v)) in pairs.iter().enumerate() {
             if !info.options.iter().any(|o| o.name == k) {
                 let known: Vec<&str> = info.options.iter().map(|o| o.name).collect();
                 let hint = did_you_mean(k, known.iter().copied())
@@ -40,6 +40,10 @@ impl PassOptions {
                         format!(" (options: {})", known.join(", "))
                     }
                 ));
+            }
+            if values.contains_key(k) {
+                let first = pairs.iter().position(|(q, _)| q == k).unwrap_or(j);
+                return Err(repeated_option_message(info.name, pairs, first, j));
             }
             values.insert(k.clone(), v.clone());
         }
@@ -89,6 +93,32 @@ impl PassOptions {
             .collect();
         format!("{{{}}}", items.join(" "))
     }
+}
+
+/// The first option given twice: the indices in `pairs` of its first and second `key=value`.
+fn repeated_option(pairs: &[(String, String)]) -> Option<(usize, usize)> {
+    pairs
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find_map(|(j, (k, _))| pairs[..j].iter().position(|(q, _)| q == k).map(|i| (i, j)))
+}
+
+/// Option `pairs[second]` repeats `pairs[first]`: which one would win is not for the reader of
+/// a schedule to guess.
+fn repeated_option_message(
+    pass: &str,
+    pairs: &[(String, String)],
+    first: usize,
+    second: usize,
+) -> String {
+    let item = |(k, v): &(String, String)| format!("{k}={v}");
+    format!(
+        "pass '{pass}': option '{}' given twice ('{}', then '{}'); give each option once",
+        pairs[second].0,
+        item(&pairs[first]),
+        item(&pairs[second])
+    )
 }
 
 /// The Rust type of a pass option: how its `key=value` text is read.
@@ -534,15 +564,25 @@ impl PassManager {
         entries: &[PipelineEntry],
     ) -> Result<(), Diagnostic> {
         for e in entries {
+            let at = |i: usize| e.option_locs.get(i).unwrap_or(&e.loc).clone();
             let located = |m: String| {
+                // An option given twice: at the repetition, with the first one in a note.
+                if let Some((first, second)) = repeated_option(&e.options) {
+                    if m == repeated_option_message(&e.name, &e.options, first, second) {
+                        return Diagnostic::error(at(second), m).with_note(
+                            at(first),
+                            format!("'{}' is first given here", e.options[first].0),
+                        );
+                    }
+                }
                 // An error about one option points at it.
-                let at = e
+                let loc = e
                     .options
                     .iter()
                     .zip(&e.option_locs)
                     .find(|((k, _), _)| m.contains(&format!("option '{k}'")))
                     .map_or(&e.loc, |(_, l)| l);
-                Diagnostic::error(at.clone(), m)
+                Diagnostic::error(loc.clone(), m)
             };
             self.add(registry, &e.name, &e.options).map_err(located)?;
             if let Some(last) = self.passes.last_mut() {
@@ -625,5 +665,41 @@ mod tests {
         assert_eq!(p[2].name, "symbol-dce");
         assert!(parse_pipeline("builtin.module(tile{axis=i").is_err());
         assert!(parse_pipeline("a b").is_err());
+    }
+
+    #[test]
+    fn an_option_given_twice_is_refused() {
+        let info = PassInfo {
+            name: "tile",
+            summary: "",
+            options: &[
+                PassOptionDef {
+                    name: "axis",
+                    help: "",
+                    default: None,
+                },
+                PassOptionDef {
+                    name: "factor",
+                    help: "",
+                    default: Some("4"),
+                },
+            ],
+            create: |_| Err("not run here".into()),
+        };
+        let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+            p.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let twice = pairs(&[("axis", "m"), ("factor", "4"), ("axis", "n")]);
+        assert_eq!(
+            PassOptions::from_pairs(&info, &twice).unwrap_err(),
+            "pass 'tile': option 'axis' given twice ('axis=m', then 'axis=n'); give each option once"
+        );
+        let once = pairs(&[("axis", "m"), ("factor", "2")]);
+        assert_eq!(
+            PassOptions::from_pairs(&info, &once).unwrap().get("factor"),
+            "2"
+        );
     }
 }

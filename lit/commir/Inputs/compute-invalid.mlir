@@ -76,8 +76,52 @@ commir.kernel @k on @m {
     %b = commir.load @B[@d, @n] : !commir.tile<f32>
     %c = commir.matmul %a, %b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
     %d = commir.matmul %a, %b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
-    // expected-error@+1 {{commir.binary: 'mul' of a partial sum (split by loop '@d') and a partial sum over other loops is not a partial result: reduce it first}}
+    // expected-error@+1 {{commir.binary: 'mul' of two partial sums, both split by loop '@d', is not a partial result: reduce them first}}
     %e = commir.binary mul %c, %d : !commir.tile<f32>
+    commir.reduce add %e into @C[@i, @n] : !commir.tile<f32>
+  }
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @d = 4 managed
+  commir.axis @n = 8 spatial
+  commir.buffer @A : [@i, @d] f32 in
+  commir.buffer @B : [@d, @n] f32 in
+  commir.buffer @D : [@i, @n] f32 in
+  commir.buffer @C : [@i, @n] f32 out
+  commir.for @d {
+    %a = commir.load @A[@i, @d] : !commir.tile<f32>
+    %b = commir.load @B[@d, @n] : !commir.tile<f32>
+    %x = commir.load @D[@i, @n] : !commir.tile<f32>
+    %c = commir.matmul %a, %b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+    // expected-error@+1 {{commir.binary: 'div' by a partial sum (split by loop '@d') is not a partial result: reduce it first}}
+    %e = commir.binary div %x, %c : !commir.tile<f32>
+    commir.reduce add %e into @C[@i, @n] : !commir.tile<f32>
+  }
+}
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @d = 4 managed
+  commir.axis @n = 8 spatial
+  commir.buffer @A : [@i, @d] f32 in
+  commir.buffer @B : [@d, @n] f32 in
+  commir.buffer @D : [@i, @n] f32 in
+  commir.buffer @C : [@i, @n] f32 out
+  commir.for @d {
+    %a = commir.load @A[@i, @d] : !commir.tile<f32>
+    %b = commir.load @B[@d, @n] : !commir.tile<f32>
+    %x = commir.load @D[@i, @n] : !commir.tile<f32>
+    %c = commir.matmul %a, %b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+    // expected-error@+1 {{commir.binary: 'add' of a partial sum (split by loop '@d') and a complete tile is not a partial result: reduce it first}}
+    %e = commir.binary add %c, %x : !commir.tile<f32>
     commir.reduce add %e into @C[@i, @n] : !commir.tile<f32>
   }
 }

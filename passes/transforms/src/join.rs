@@ -35,6 +35,15 @@ impl KernelPass for Join {
             m.axis(&self.inner)
                 .ok_or_else(|| err(format!("'@{}' is not an axis", self.inner)))?,
         );
+        if a.name == b.name {
+            return Err(Diagnostic::error(
+                a.loc.clone(),
+                format!(
+                    "join: cannot join '@{}' with itself (outer and inner must be two different axes)",
+                    a.name
+                ),
+            ));
+        }
         if a.kind != b.kind {
             return Err(err(format!(
                 "'@{}' is {} but '@{}' is {}",

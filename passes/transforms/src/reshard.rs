@@ -61,8 +61,10 @@ impl KernelPass for Reshard {
 pub struct ShardingOption(pub Placement);
 
 impl OptionValue for ShardingOption {
-    fn parse_option(_: &str, v: &str) -> Result<ShardingOption, String> {
-        parse_sharding_option(v).map(ShardingOption)
+    fn parse_option(k: &str, v: &str) -> Result<ShardingOption, String> {
+        parse_sharding_option(v)
+            .map(ShardingOption)
+            .map_err(|e| format!("option '{k}': {e}"))
     }
 }
 
@@ -123,33 +125,36 @@ pub fn parse_sharding_option(s: &str) -> Result<Placement, String> {
         for lv in split_top(inner, &[',', '|', ';']) {
             let lv = lv.trim();
             let num = |x: &str| {
-                x.trim()
-                    .parse::<usize>()
-                    .map_err(|_| format!("bad mesh level '{x}' in '{it}'"))
+                x.trim().parse::<usize>().map_err(|_| {
+                    format!(
+                        "'{x}' in '{it}' is not a mesh level (a level is a mesh dimension's number, from 0)"
+                    )
+                })
             };
-            let (l, split) =
-                if let Some(a) = lv.strip_prefix("zigzag(").and_then(|r| r.strip_suffix(')')) {
-                    (num(a)?, Split::Zigzag)
-                } else if let Some(a) = lv
-                    .strip_prefix("striped(")
-                    .and_then(|r| r.strip_suffix(')'))
-                {
-                    let parts: Vec<&str> = a
-                        .split([',', ';', '|', ' '])
-                        .filter(|x| !x.is_empty())
-                        .collect();
-                    let [l, b] = parts.as_slice() else {
-                        return Err(format!(
-                            "striped takes a level and a block, striped(L;B), got '{lv}'"
-                        ));
-                    };
-                    match num(b)? {
-                        0 => return Err(format!("the striped block of '{lv}' must be positive")),
-                        b => (num(l)?, Split::Striped(b)),
-                    }
-                } else {
-                    (num(lv)?, Split::Block)
+            let (l, split) = if let Some(a) =
+                lv.strip_prefix("zigzag(").and_then(|r| r.strip_suffix(')'))
+            {
+                (num(a)?, Split::Zigzag)
+            } else if let Some(a) = lv
+                .strip_prefix("striped(")
+                .and_then(|r| r.strip_suffix(')'))
+            {
+                let parts: Vec<&str> = a
+                    .split([',', ';', '|', ' '])
+                    .filter(|x| !x.is_empty())
+                    .collect();
+                let [l, b] = parts.as_slice() else {
+                    return Err(format!(
+                        "striped takes a level and a block, striped(L;B), got '{lv}'"
+                    ));
                 };
+                let block = b.parse::<usize>().ok().filter(|b| *b > 0).ok_or_else(|| {
+                        format!("the striped block '{b}' of '{lv}' must be a positive integer (striped(L;B): mesh level L, blocks of B positions)")
+                    })?;
+                (num(l)?, Split::Striped(block))
+            } else {
+                (num(lv)?, Split::Block)
+            };
             // A level named twice is the verifier's to report (one placement per level).
             splits.entry(l).or_insert(split);
             ls.push(l);

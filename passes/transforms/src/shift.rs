@@ -12,7 +12,7 @@ use mercury_commir::kernel_pass;
 use mercury_commir::ops::ForOp;
 use mercury_commir::pass::{kernel_mut, KernelPass};
 use mercury_commir::Kernel;
-use mercury_commir::{IndexExpr, Stmt};
+use mercury_commir::{ForLoop, IndexExpr, Stmt};
 use mercury_ir::{Diagnostic, Operation};
 
 kernel_pass! {
@@ -22,6 +22,41 @@ kernel_pass! {
         by: String => "the enclosing parallel loop's axis",
         offset: usize = "0" => "rank p starts at piece (p + offset) mod n; 1 puts a shift-reduce's own piece last, so that every partial's transfer overlaps a computation",
         nth: Option<usize> = "" => "which loop over the axis, from 0 in program order, when distribute left several (required then)",
+    }
+}
+
+impl Shift {
+    /// The loop shifted, `lp`, must run inside the parallel loop over `by`: the rank's
+    /// position there is what staggers it.
+    fn check_enclosed(&self, m: &Kernel, lp: &ForLoop) -> Result<(), Diagnostic> {
+        let refuse = |msg: String| Err(err_at(&lp.loc, format!("shift: {msg}")));
+        let not_parallel = || refuse(format!("'@{}' is not a parallel loop", self.by));
+        let mut enclosing = None;
+        let mut inside = false;
+        m.walk(&mut |s, stack| {
+            if let Stmt::For(l) = s {
+                if std::ptr::eq(l, lp) {
+                    enclosing = stack.iter().find(|e| e.axis == self.by).copied();
+                } else if l.axis == self.by && stack.iter().any(|e| std::ptr::eq(*e, lp)) {
+                    inside = true;
+                }
+            }
+        });
+        let around = "a shifted loop runs inside the loop it is shifted by";
+        match (enclosing, m.find_loop(&self.by)) {
+            (Some(e), _) if e.parallel.is_some() => Ok(()),
+            (Some(_), _) | (None, None) => not_parallel(),
+            (None, Some(l)) if l.parallel.is_none() => not_parallel(),
+            (None, Some(_)) if inside => refuse(format!(
+                "the parallel loop over '@{by}' is inside the loop over '@{axis}', not around it: {around} (interchange them first: reorder{{outer={axis} inner={by}}})",
+                by = self.by,
+                axis = self.axis
+            )),
+            (None, Some(_)) => refuse(format!(
+                "the parallel loop over '@{}' does not enclose the loop over '@{}': {around}",
+                self.by, self.axis
+            )),
+        }
     }
 }
 
@@ -71,14 +106,7 @@ impl KernelPass for Shift {
                 format!("shift: the loop over '@{}' is already shifted", self.axis),
             ));
         }
-        m.find_loop(&self.by)
-            .filter(|l| l.parallel.is_some())
-            .ok_or_else(|| {
-                err_at(
-                    &lp.loc,
-                    format!("shift: '@{}' is not a parallel loop", self.by),
-                )
-            })?;
+        self.check_enclosed(m, lp)?;
         let (steps, ranks) = (m.extent(&self.axis), m.extent(&self.by));
         if steps != ranks {
             return Err(Diagnostic::error(lp.loc.clone(), format!("shift: '@{}' has {steps} steps but '@{}' spreads over {ranks} ranks; tile it to {ranks} first", self.axis, self.by)));

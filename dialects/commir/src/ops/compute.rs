@@ -340,25 +340,49 @@ fn binary(f: BinaryFn, a: &Tile, b: &Tile) -> Result<Tile, String> {
         BinaryFn::Max => sa.is_empty() && sb.is_empty(),
     };
     if !ok {
-        let l = sa
-            .iter()
-            .chain(&sb)
-            .next()
-            .map_or(String::new(), |l| axis_ref(l));
-        return Err(format!(
-            "'{}' of a partial sum (split by loop '{l}') and {} is not a partial result: reduce it first",
-            f.keyword(),
-            if sa.is_empty() || sb.is_empty() {
-                "a complete tile"
-            } else {
-                "a partial sum over other loops"
-            }
-        ));
+        return Err(not_partial(f, &sa, &sb));
     }
     Ok(Tile {
         dims: out.dims.clone(),
         partial: union(&a.partial, &b.partial),
     })
+}
+
+/// Why `f` of operands that are partial sums over loops `sa` and `sb` (empty: a complete
+/// tile) is no partial result of anything, naming each operand's loops.
+fn not_partial(f: BinaryFn, sa: &[&String], sb: &[&String]) -> String {
+    let loops = |s: &[&String]| {
+        let names: Vec<String> = s.iter().map(|l| format!("'{}'", axis_ref(l))).collect();
+        format!(
+            "loop{} {}",
+            if s.len() == 1 { "" } else { "s" },
+            names.join(", ")
+        )
+    };
+    let operand = |s: &[&String]| {
+        if s.is_empty() {
+            "a complete tile".to_string()
+        } else {
+            format!("a partial sum (split by {})", loops(s))
+        }
+    };
+    let what = match (f, sa.is_empty(), sb.is_empty()) {
+        (BinaryFn::Div, _, false) => format!("'div' by {}", operand(sb)),
+        (_, false, false) if sa == sb => {
+            format!(
+                "'{}' of two partial sums, both split by {},",
+                f.keyword(),
+                loops(sa)
+            )
+        }
+        _ => format!("'{}' of {} and {}", f.keyword(), operand(sa), operand(sb)),
+    };
+    let them = if sa.is_empty() || sb.is_empty() || f == BinaryFn::Div {
+        "it"
+    } else {
+        "them"
+    };
+    format!("{what} is not a partial result: reduce {them} first")
 }
 
 fn row_reduce(k: RowReduceKind, t: &Tile) -> Result<Tile, String> {

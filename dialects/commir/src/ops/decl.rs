@@ -85,17 +85,26 @@ impl<O: Deref<Target = Operation>> MeshOp<O> {
     }
 }
 
+/// The most positions an axis may have (2^40).
+const MAX_EXTENT: i64 = 1 << 40;
+
 impl<O: Deref<Target = Operation>> AxisOp<O> {
-    /// Checks the axis (positive extent, known kind, minimum block within the extent) and
-    /// returns its model.
+    /// Checks the axis (a positive extent of at most 2^40, a known kind, a minimum block within
+    /// the extent) and returns its model.
     pub fn verify(&self) -> Result<Axis, Diagnostic> {
         let op = self.op();
         let name = op.symbol_name().unwrap_or_default().to_string();
         let extent = self.extent().unwrap_or(0);
-        if extent <= 0 || extent > 1 << 40 {
+        if extent <= 0 {
             return Err(err(
                 &op.loc,
                 format!("axis '@{name}' must have a positive extent, got {extent}"),
+            ));
+        }
+        if extent > MAX_EXTENT {
+            return Err(err(
+                &op.loc,
+                format!("axis '@{name}' has {extent} positions, more than an axis may have (2^40 = {MAX_EXTENT})"),
             ));
         }
         let kind = self

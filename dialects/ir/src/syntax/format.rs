@@ -514,11 +514,35 @@ fn parse_type_list(cur: &mut Cursor, n: usize) -> Result<Vec<Type>, Diagnostic> 
 
 fn parse_int(tok: &Tok) -> Result<i64, String> {
     match &tok.kind {
-        TokKind::Number(n) => n
-            .parse::<i64>()
-            .map_err(|_| format!("'{n}' is not an integer")),
+        TokKind::Number(n) => parse_i64(n),
         _ => Err(format!("expected an integer, found {}", tok.describe())),
     }
+}
+
+/// Number `n` as a 64-bit integer. A whole number out of range is too large (or too small),
+/// not "not an integer".
+pub fn parse_i64(n: &str) -> Result<i64, String> {
+    n.parse::<i64>().map_err(|_| {
+        if !is_whole_number(n) {
+            format!("'{n}' is not an integer")
+        } else if n.starts_with('-') {
+            format!(
+                "'{n}' is too small for a 64-bit integer (at least {})",
+                i64::MIN
+            )
+        } else {
+            format!(
+                "'{n}' is too large for a 64-bit integer (at most {})",
+                i64::MAX
+            )
+        }
+    })
+}
+
+/// Whether `n` is written as a whole number: digits, after an optional '-'.
+pub fn is_whole_number(n: &str) -> bool {
+    let digits = n.strip_prefix('-').unwrap_or(n);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Interprets one token as an attribute of the given kind.
