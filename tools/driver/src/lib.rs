@@ -2,7 +2,10 @@
 //! pass (the schedule primitives and the conversion's print passes), parsing and verifying a
 //! module, applying a schedule (`--shift-shard`, a `.sched` script, a pass pipeline) and
 //! lowering a kernel to its per-rank plan. `mercury-opt`, `mercury-run`, `mercury-tune` (through
-//! the search) and the tests all compile through a [`Compiler`].
+//! the search) and the tests all compile through a [`Compiler`]. [`cli`] holds the
+//! command-line conventions the tools share (exit statuses of usage errors).
+
+pub mod cli;
 
 pub use mercury_passes::schedule_pipeline;
 

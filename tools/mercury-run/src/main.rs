@@ -13,12 +13,8 @@ fn main() -> ExitCode {
     init_logging();
     let args = match args::parse() {
         Ok(a) => a,
-        Err(e) => {
-            // clap prints help and version itself and exits 0 for them.
-            let code = if e.use_stderr() { 1 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        // Help and version exit 0, usage errors 1.
+        Err(e) => return mercury_driver::cli::clap_failure(&e),
     };
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

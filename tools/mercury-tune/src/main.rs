@@ -19,7 +19,6 @@
 //! (`mercury_search::commir_source`). Or plans as JSON (`.json`: one plan, a list of plans or
 //! a list of candidates); see [`source_for_file`].
 
-use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mercury_search::operator::OperatorSpec;
 use mercury_search::profile::{CpuMeasure, Measure};
@@ -54,7 +53,7 @@ enum LauncherArg {
     Env,
 }
 
-#[derive(Parser, Debug)]
+#[derive(clap::Parser, Debug)]
 #[command(
     name = "mercury-tune",
     version,
@@ -469,7 +468,10 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = match mercury_driver::cli::parse() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err((code, msg)) => {
