@@ -107,9 +107,9 @@ struct Args {
     /// Untimed warm-up runs per profiled candidate.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
-    /// Largest relative error a profiled candidate's check accepts (default: mercury-run's,
-    /// 2e-2 on the GPU; 1e-9 on the CPU).
-    #[arg(long)]
+    /// Largest relative error a profiled candidate's check accepts, a positive finite number
+    /// (default: mercury-run's, 2e-2 on the GPU; 1e-9 on the CPU).
+    #[arg(long, value_parser = mercury_search::profile::parse_tolerance, allow_hyphen_values = true)]
     tolerance: Option<f64>,
     /// Re-factor a `.mlir` operator's mesh: every factorisation of the topology's devices into
     /// levels (the transform then starts with `reshape-mesh`). Default: the declared mesh.
