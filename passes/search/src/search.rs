@@ -204,6 +204,17 @@ pub enum Status {
     OverMemory(String),
 }
 
+impl std::fmt::Display for Status {
+    /// `ranked`, `invalid: why` or `over memory: why` (for messages; the JSON is serde's).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Ranked => f.write_str("ranked"),
+            Status::Invalid(why) => write!(f, "invalid: {why}"),
+            Status::OverMemory(why) => write!(f, "over memory: {why}"),
+        }
+    }
+}
+
 /// A judged candidate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evaluated {
@@ -541,7 +552,7 @@ pub fn tune(
                     report.suspect = Some(why);
                 } else {
                     let msg = format!(
-                        "cached schedule '{}' no longer usable ({:?}); searching again",
+                        "cached schedule '{}' no longer usable ({}); searching again",
                         entry.chosen.name, e.status
                     );
                     report.cache = format!("stale: {msg}");
@@ -659,7 +670,7 @@ pub fn tune(
                 crate::memory::gb(topo.usable_hbm_bytes())
             ),
             None => format!(
-                "all {} candidate(s) are invalid; first: {:?}",
+                "all {} candidate(s) are invalid; first: {}",
                 evals.len(),
                 evals[0].status
             ),

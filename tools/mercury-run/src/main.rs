@@ -105,7 +105,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         }
         let entry = mercury_search::cache::read_entry(path).map_err(|l| {
             Failure::Input(format!(
-                "mercury-run: --cache-file {}: not a usable schedule cache entry: {l:?}",
+                "mercury-run: --cache-file {}: not a usable schedule cache entry: {l}",
                 path.display()
             ))
         })?;
