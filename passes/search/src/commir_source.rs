@@ -50,7 +50,7 @@ enum Op {
 }
 
 fn err(msg: impl Into<String>) -> SourceError {
-    SourceError(msg.into())
+    SourceError::new(msg)
 }
 
 impl CommirSource {
@@ -60,8 +60,10 @@ impl CommirSource {
         kernel: Option<&str>,
     ) -> Result<CommirSource, SourceError> {
         let compiler = Compiler::new();
-        let module = compiler.parse(origin, text).map_err(|d| err(d.render()))?;
-        let kernels = mercury_commir::kernels(&module).map_err(|d| err(d.render()))?;
+        let module = compiler
+            .parse(origin, text)
+            .map_err(|d| SourceError::located(&d))?;
+        let kernels = mercury_commir::kernels(&module).map_err(|d| SourceError::located(&d))?;
         let kernel = match kernel {
             Some(k) => kernels
                 .into_iter()

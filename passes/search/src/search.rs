@@ -23,13 +23,34 @@ pub struct Candidate {
     pub plan: Plan,
 }
 
+/// Why a candidate source could not give a candidate: a message that names the input, or a
+/// located diagnostic of it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct SourceError(pub String);
+#[error("{}", .message.trim_end())]
+pub struct SourceError {
+    /// What went wrong; when `located`, a rendered diagnostic (`file:line:col: error: ...`,
+    /// the source line and a caret).
+    pub message: String,
+    /// Whether `message` is a located diagnostic, complete as it stands: a tool prints it
+    /// without a prefix of its own (as mercury-opt prints diagnostics).
+    pub located: bool,
+}
 
 impl SourceError {
+    /// An error without a place in the input (the message names the input).
     pub fn new(msg: impl Into<String>) -> Self {
-        SourceError(msg.into())
+        SourceError {
+            message: msg.into(),
+            located: false,
+        }
+    }
+
+    /// An error at a place in the input: the diagnostic, rendered.
+    pub fn located(d: &mercury_ir::Diagnostic) -> Self {
+        SourceError {
+            message: d.render(),
+            located: true,
+        }
     }
 }
 
@@ -617,7 +638,7 @@ pub fn tune(
         for item in it {
             match item {
                 Err(e) => {
-                    report.source_errors.push(e.0);
+                    report.source_errors.push(e.message);
                     continue;
                 }
                 Ok(c) => {
