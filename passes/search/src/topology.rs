@@ -155,6 +155,10 @@ pub enum TopologyError {
     },
     #[error("{origin}: not a valid topology file: {message}")]
     Parse { origin: String, message: String },
+    /// A TOML error at a place in the file: `file:line:col: error: not a valid topology file:
+    /// ...` with the source line and a caret (tools print it as it stands).
+    #[error("{}", .0.render().trim_end())]
+    Located(mercury_ir::Diagnostic),
     #[error("{origin}: {message}")]
     Invalid { origin: String, message: String },
     #[error("'{name}' is neither a topology preset nor a readable file; presets: {list}")]
@@ -218,9 +222,14 @@ pub struct Port {
 impl Topology {
     /// Parses and validates TOML text; `origin` names the source in error messages.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Topology, TopologyError> {
-        let topo: Topology = toml::from_str(text).map_err(|e| TopologyError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
+        let topo: Topology = toml::from_str(text).map_err(|e| {
+            match crate::toml_diagnostic(&e, origin, text, "topology file") {
+                Ok(d) => TopologyError::Located(d),
+                Err(_) => TopologyError::Parse {
+                    origin: origin.to_string(),
+                    message: e.message().trim_end().to_string(),
+                },
+            }
         })?;
         topo.validate().map_err(|message| TopologyError::Invalid {
             origin: origin.to_string(),

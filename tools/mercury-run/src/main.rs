@@ -181,7 +181,11 @@ fn predict(
     trace: Option<&std::path::Path>,
 ) -> Result<Result<(f64, String), String>, Failure> {
     let bad = |m: String| Failure::Input(format!("mercury-run: --predict {spec}: {m}"));
-    let topo = mercury_search::Topology::load(spec).map_err(|e| bad(e.to_string()))?;
+    let topo = mercury_search::Topology::load(spec).map_err(|e| match e {
+        // A located error in the file, as it stands.
+        mercury_search::topology::TopologyError::Located(d) => Failure::Input(d.render()),
+        e => bad(e.to_string()),
+    })?;
     let opts = mercury_search::sim::SimOptions {
         trace: trace.is_some(),
     };

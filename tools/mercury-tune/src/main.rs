@@ -27,7 +27,7 @@ use mercury_search::search::{
     tune, CandidateSource, PlanListSource, Progress, SourceError, TuneError, TuneOptions,
 };
 use mercury_search::templates::template_of;
-use mercury_search::topology::Topology;
+use mercury_search::topology::{Topology, TopologyError};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -346,7 +346,14 @@ fn check_launcher(args: &Args) -> Result<usize, String> {
 fn run(args: &Args) -> Result<(), Failure> {
     let bad = |e: String| Failure::new(1, e);
     let process = check_launcher(args).map_err(bad)?;
-    let topo = Topology::load(&args.topology).map_err(|e| bad(e.to_string()))?;
+    let topo = Topology::load(&args.topology).map_err(|e| match e {
+        // A located error in the file, as it stands.
+        TopologyError::Located(d) => Failure {
+            code: ExitCode::from(1),
+            text: d.render(),
+        },
+        e => bad(e.to_string()),
+    })?;
     let mut op = source_for_file(&args.file, args.refactor_mesh).map_err(Failure::source)?;
     // The device first: without one, say so before searching (exit 2).
     let mut measure = if args.profile_top > 0 {
