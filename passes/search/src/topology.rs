@@ -161,8 +161,14 @@ pub enum TopologyError {
     Located(mercury_ir::Diagnostic),
     #[error("{origin}: {message}")]
     Invalid { origin: String, message: String },
-    #[error("'{name}' is neither a topology preset nor a readable file; presets: {list}")]
-    Unknown { name: String, list: String },
+    /// `hint` is empty or ` (did you mean '...'?)` (a preset of a similar name, or the file
+    /// `topologies/<name>.toml` under the working directory).
+    #[error("'{name}' is neither a topology preset nor a readable file{hint}; presets: {list}")]
+    Unknown {
+        name: String,
+        hint: String,
+        list: String,
+    },
 }
 
 /// Presets embedded in the binary (also in `topologies/*.toml`).
@@ -258,7 +264,10 @@ impl Topology {
         PRESETS.iter().map(|(n, _)| *n).collect()
     }
 
-    /// A preset name, or else a path to a TOML file.
+    /// A preset name, or else a path to a TOML file. Nothing else is looked up: a bare name
+    /// that is neither (`h200-1x2-measured`, the stem of a file in `topologies/` that is not
+    /// embedded) is refused with the path to give when `topologies/<name>.toml` exists under
+    /// the working directory, or with the preset it is a typo of.
     pub fn load(spec: &str) -> Result<Topology, TopologyError> {
         if let Some(t) = Topology::preset(spec) {
             return t;
@@ -267,9 +276,24 @@ impl Topology {
         if path.is_file() {
             return Topology::from_file(path);
         }
+        let file = if spec.ends_with(".toml") {
+            spec.to_string()
+        } else {
+            format!("{spec}.toml")
+        };
+        let in_dir = Path::new("topologies").join(&file);
+        let names = Topology::preset_names();
+        let hint = if !spec.contains('/') && in_dir.is_file() {
+            format!(" (did you mean '{}'?)", in_dir.display())
+        } else {
+            mercury_ir::pass::did_you_mean(spec, names.iter().copied())
+                .map(|p| format!(" (did you mean '{p}'?)"))
+                .unwrap_or_default()
+        };
         Err(TopologyError::Unknown {
             name: spec.to_string(),
-            list: Topology::preset_names().join(", "),
+            hint,
+            list: names.join(", "),
         })
     }
 
