@@ -25,6 +25,9 @@ pub struct Schedule {
     pub script_name: Option<String>,
     /// A textual pass pipeline (`--pass-pipeline`).
     pub pipeline: Option<String>,
+    /// The kernel the pieces transform (`--kernel`): every pass that can be limited to one
+    /// kernel and does not name one itself transforms this one. `None`: every kernel.
+    pub kernel: Option<String>,
 }
 
 impl Schedule {
@@ -123,6 +126,7 @@ impl Compiler {
     /// A pass manager running `schedule` (verifying after each pass).
     pub fn pass_manager(&self, schedule: &Schedule) -> Result<PassManager, ScheduleError> {
         let mut pm = PassManager::new();
+        pm.default_target = schedule.kernel.clone();
         if schedule.shift_shard {
             pm.add_pipeline(&self.passes, "builtin.module(shift-shard)")
                 .map_err(ScheduleError::ShiftShard)?;

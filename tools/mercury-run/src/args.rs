@@ -58,7 +58,8 @@ pub struct Args {
     /// Apply the shift-shard schedule first.
     #[arg(long)]
     pub shift_shard: bool,
-    /// The kernel to run when the input has several.
+    /// The kernel to schedule and run when the input has several: the schedule's passes
+    /// transform it alone (those that do not name a kernel with their own option).
     #[arg(long)]
     pub kernel: Option<String>,
     /// Where to run.
