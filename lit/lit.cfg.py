@@ -6,11 +6,14 @@
 #   %mercury-opt   the mercury-opt binary in $MERCURY_BIN_DIR (default: <repo>/target/debug)
 #   %mercury-run   the mercury-run binary, when built (tests that need it: REQUIRES: mercury-run)
 #   %mercury-tune  the mercury-tune binary, when built (REQUIRES: mercury-tune)
+#   %mercury-mgpu, %mercury-gpu-bench, %mercury-study, %mercury-fuzz  the other binaries, when
+#                  built (REQUIRES: the binary's name)
+#   %exit-status   runs a command and prints `exit status N` after its output (exact statuses)
 #   %mlir-opt      upstream mlir-opt 22
 #   %repo          the repository root
 #   %python        the Python that runs lit
 #   FileCheck, not, count, split-file: the LLVM 22 tools
-# Features: mercury-run, mercury-tune (the binaries exist), gpu (nvidia-smi lists a GPU).
+# Features: mercury-run, mercury-tune, ... (the binaries exist), gpu (nvidia-smi lists a GPU).
 
 import os
 import shutil
@@ -85,6 +88,14 @@ def tool_pattern(name):
 config.substitutions.append(("%mercury-opt", mercury_opt))
 config.substitutions.append(("%mercury-run", mercury_run))
 config.substitutions.append(("%mercury-tune", mercury_tune))
+for other in ("mercury-mgpu", "mercury-gpu-bench", "mercury-study", "mercury-fuzz"):
+    path = os.path.join(bin_dir, other)
+    config.substitutions.append(("%" + other, path))
+    if os.path.isfile(path):
+        config.available_features.add(other)
+config.substitutions.append(
+    ("%exit-status", "%s %s" % (sys.executable, os.path.join(config.test_source_root, "Inputs", "exit_status.py")))
+)
 config.substitutions.append(("%mlir-opt", tools["mlir-opt"]))
 config.substitutions.append(("%repo", repo))
 config.substitutions.append(("%python", sys.executable))

@@ -1,5 +1,5 @@
-// Command-line mistakes exit non-zero with a clear message (clap usage errors exit 2,
-// everything else 1; tools/mercury-opt/tests/cli.rs checks the exact codes).
+// Command-line mistakes exit 1 with a clear message (usage errors too, as in mlir-opt;
+// tools/mercury-opt/tests/cli.rs and lit/tools/usage-exit.mlir check the exact codes).
 // RUN: not %mercury-opt --no-such-flag %s 2>&1 | FileCheck %s --check-prefix=UNKNOWN-FLAG
 // UNKNOWN-FLAG: error: unexpected argument '--no-such-flag' found
 // Pipeline errors are located in the pipeline text (<pass-pipeline>:line:col, with a caret).

@@ -139,6 +139,7 @@ macro_rules! kernel_pass {
             name: $pass,
             summary: $summary,
             options: $name::OPTIONS,
+            target: Some("kernel"),
             create: |o: &mercury_ir::pass::PassOptions| {
                 Ok(Box::new($crate::pass::OnKernels::new($name::from_options(o)?, o)))
             },

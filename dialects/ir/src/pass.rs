@@ -182,6 +182,7 @@ impl OptionValue for String {
 ///     name: "split",
 ///     summary: "an example",
 ///     options: Split::OPTIONS,
+///     target: None,
 ///     create: |_| Err("not run here".into()),
 /// };
 /// let pairs = [("axis".to_string(), "@i".to_string()), ("factor".into(), "4".into())];
@@ -240,6 +241,10 @@ pub struct PassInfo {
     pub name: &'static str,
     pub summary: &'static str,
     pub options: &'static [PassOptionDef],
+    /// The option naming the one op (a CommIR kernel) the pass transforms, for a pass that
+    /// can be limited to one: a pass manager with a [`PassManager::default_target`] gives it
+    /// that value when the pass is added without it. `None`: the pass takes the whole module.
+    pub target: Option<&'static str>,
     pub create: fn(&PassOptions) -> Result<Box<dyn Pass>, String>,
 }
 
@@ -513,6 +518,9 @@ pub struct PassManager {
     pub verify_each: bool,
     /// Called with (pass display name, module) after each pass (`--mlir-print-ir-after-all`).
     pub after_pass: Option<AfterPassHook>,
+    /// The op the passes added from now on transform when they do not name one (a tool's
+    /// `--kernel`): given to every pass with a [`PassInfo::target`] option not written.
+    pub default_target: Option<String>,
 }
 
 impl Default for PassManager {
@@ -521,6 +529,7 @@ impl Default for PassManager {
             passes: vec![],
             verify_each: true,
             after_pass: None,
+            default_target: None,
         }
     }
 }
@@ -591,6 +600,8 @@ impl PassManager {
         }
         Ok(())
     }
+    /// Adds the registered pass `name` with `options` (the [`PassManager::default_target`]
+    /// added for its [`PassInfo::target`] option when that is not among them).
     pub fn add(
         &mut self,
         registry: &PassRegistry,
@@ -603,7 +614,13 @@ impl PassManager {
                 .unwrap_or_default();
             format!("'{name}' does not refer to a registered pass{hint} (see --list-passes)")
         })?;
-        let opts = PassOptions::from_pairs(info, options)?;
+        let mut options = options.to_vec();
+        if let (Some(opt), Some(target)) = (info.target, &self.default_target) {
+            if !options.iter().any(|(k, _)| k == opt) {
+                options.push((opt.to_string(), target.clone()));
+            }
+        }
+        let opts = PassOptions::from_pairs(info, &options)?;
         let pass = (info.create)(&opts).map_err(|e| format!("pass '{name}': {e}"))?;
         let display = format!(
             "{}{}",

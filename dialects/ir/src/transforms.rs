@@ -12,6 +12,7 @@ pub static SYMBOL_DCE: PassInfo = PassInfo {
     name: "symbol-dce",
     summary: "Remove private symbols that are never referenced",
     options: &[],
+    target: None,
     create: |_: &PassOptions| Ok(Box::new(SymbolDce)),
 };
 
@@ -65,6 +66,7 @@ pub static CANONICALIZE: PassInfo = PassInfo {
     name: "canonicalize",
     summary: "Remove unused side-effect-free operations",
     options: &[],
+    target: None,
     create: |_: &PassOptions| Ok(Box::new(Canonicalize)),
 };
 

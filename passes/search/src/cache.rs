@@ -130,6 +130,19 @@ pub enum CacheLookup {
     Corrupt(String),
 }
 
+impl std::fmt::Display for CacheLookup {
+    /// What the lookup found, for messages: `a usable entry ('NAME')`, `no entry (no such
+    /// file)`, `stale: why`, `corrupt: why` (the reasons name the file where they have one).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CacheLookup::Hit(e) => write!(f, "a usable entry ('{}')", e.chosen.name),
+            CacheLookup::Miss => f.write_str("no entry (no such file)"),
+            CacheLookup::Stale(why) => write!(f, "stale: {why}"),
+            CacheLookup::Corrupt(why) => write!(f, "corrupt: {why}"),
+        }
+    }
+}
+
 pub struct ScheduleCache {
     dir: PathBuf,
 }
@@ -188,7 +201,7 @@ impl ScheduleCache {
                 self.write(key, &entry)
             }
             other => Err(std::io::Error::other(format!(
-                "no usable cache entry to mark suspect: {other:?}"
+                "no usable cache entry to mark suspect: {other}"
             ))),
         }
     }
@@ -281,7 +294,7 @@ pub fn write_entry(path: &Path, entry: &CacheEntry) -> std::io::Result<()> {
 /// over the entry's measured time, marks the entry suspect (rewrites the file) and returns why.
 /// `Err` when the file is not a usable entry or cannot be written.
 pub fn check_run_against(path: &Path, now_s: f64) -> Result<Option<String>, String> {
-    let mut entry = read_entry(path).map_err(|l| format!("{l:?}"))?;
+    let mut entry = read_entry(path).map_err(|l| l.to_string())?;
     let Some(cached) = entry.chosen.measured_s else {
         return Ok(None);
     };

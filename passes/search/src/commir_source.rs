@@ -16,6 +16,10 @@
 //! - GEMM (`A[m, k] x B[k, n]`): `m`, `n`, `k` (distribute that axis; the lowering gathers or
 //!   reduces what it must), `n+ring(m)` (AsyncTP-like), `k+shift(m)` (shift-reduce).
 //!
+//! The operator is the kernel's one attention or GEMM patch; a kernel that computes it with
+//! tile ops instead is patched first (the `patch` pass, the first line of every candidate's
+//! transform, which applies to the input as given).
+//!
 //! Placements of the inputs are the problem's and are never changed (`shard=false`): what a
 //! schedule needs elsewhere, the lowering moves. Causal attention candidates with a ring level
 //! are also tried with zigzag placements (`balance-causal`: the contiguous inputs permuted at
@@ -41,6 +45,11 @@ pub struct CommirSource {
     keep_mesh: bool,
     /// Candidates the primitives or the lowering refused in the last enumeration.
     pub pruned: Vec<String>,
+    /// The passes that made `module` from the input as given, the first lines of every
+    /// candidate's `transform_script` (`patch`, when the input computes its attention or GEMM
+    /// with tile ops instead of naming the patch: the search needs the patch to know the
+    /// operator, and the transform must apply to the input as given).
+    prelude: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +59,7 @@ enum Op {
 }
 
 fn err(msg: impl Into<String>) -> SourceError {
-    SourceError(msg.into())
+    SourceError::new(msg)
 }
 
 impl CommirSource {
@@ -60,8 +69,10 @@ impl CommirSource {
         kernel: Option<&str>,
     ) -> Result<CommirSource, SourceError> {
         let compiler = Compiler::new();
-        let module = compiler.parse(origin, text).map_err(|d| err(d.render()))?;
-        let kernels = mercury_commir::kernels(&module).map_err(|d| err(d.render()))?;
+        let module = compiler
+            .parse(origin, text)
+            .map_err(|d| SourceError::located(&d))?;
+        let kernels = mercury_commir::kernels(&module).map_err(|d| SourceError::located(&d))?;
         let kernel = match kernel {
             Some(k) => kernels
                 .into_iter()
@@ -83,7 +94,27 @@ impl CommirSource {
                 "{origin}: the kernel is already scheduled; give the local operator"
             )));
         }
-        Ok(CommirSource {
+        // Compute written with tile ops (naive attention, a plain matmul): recognised as the
+        // library patch first, as `mercury-opt --patch` does.
+        let (module, kernel, prelude) = if patches(&kernel).is_empty() {
+            let pass = if mercury_commir::kernels(&module).map_or(1, |k| k.len()) > 1 {
+                format!("patch{{on={}}}", kernel.name)
+            } else {
+                "patch".to_string()
+            };
+            let mut patched = module.clone();
+            let mut pm = compiler
+                .pass_manager(&Schedule::pipeline(&format!("builtin.module({pass})")))
+                .map_err(|e| err(format!("{origin}: {e}")))?;
+            pm.run(&mut patched, &compiler.registry)
+                .map_err(|d| SourceError::located(&d))?;
+            let k = mercury_commir::pass::model(&patched, &kernel.name)
+                .map_err(|d| SourceError::located(&d))?;
+            (patched, k, vec![pass])
+        } else {
+            (module, kernel, vec![])
+        };
+        let src = CommirSource {
             origin: origin.to_string(),
             module,
             kernel,
@@ -91,7 +122,11 @@ impl CommirSource {
             max_levels: None,
             keep_mesh: false,
             pruned: vec![],
-        })
+            prelude,
+        };
+        // The operator must be one the generator knows, before anything is searched.
+        src.op()?;
+        Ok(src)
     }
 
     /// Enumerates only the operator's declared mesh (its shape as written; the search then
@@ -155,14 +190,38 @@ impl CommirSource {
     }
 
     fn op(&self) -> Result<(Op, Vec<String>), SourceError> {
-        let mut patch = None;
-        self.kernel.walk(&mut |s, _| {
-            if let Stmt::Patch { kernel, inputs, .. } = s {
-                patch = Some((kernel.clone(), inputs.clone()));
+        let found = patches(&self.kernel);
+        let (name, inputs) = match found.as_slice() {
+            [one] => one.clone(),
+            _ => {
+                let what = if found.is_empty() {
+                    "it computes neither (the `patch` pass recognises no attention or GEMM in its tile ops)".to_string()
+                } else {
+                    format!(
+                        "it has {} ({}{}; examples/schedules/mlp_*.sched are the schedules of two GEMMs in examples/mlp.mlir)",
+                        found.len(),
+                        found
+                            .iter()
+                            .map(|(k, _)| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        if self.prelude.is_empty() {
+                            ""
+                        } else {
+                            ", after the `patch` pass"
+                        }
+                    )
+                };
+                let d = Diagnostic::error(
+                    self.kernel.loc.clone(),
+                    format!(
+                        "mercury-tune generates the schedules of a kernel computing one attention or one GEMM; '@{}': {what}. Write its schedule by hand, a schedule script for mercury-run --schedule",
+                        self.kernel.name
+                    ),
+                );
+                return Err(SourceError::located(&d));
             }
-        });
-        let (name, inputs) =
-            patch.ok_or_else(|| err(format!("{}: the kernel has no patch", self.origin)))?;
+        };
         // The buffers the patch reads, in operand order.
         let mut loads = Vec::new();
         self.kernel.walk(&mut |s, _| {
@@ -250,6 +309,17 @@ impl CommirSource {
             .find(|k| k.name == self.kernel.name)
     }
 
+    /// `script` (schedule-script lines) after the [`CommirSource::prelude`]: what applies to
+    /// the input as given.
+    fn with_prelude(&self, script: &str) -> String {
+        let mut out = String::new();
+        for p in &self.prelude {
+            out += p;
+            out += "\n";
+        }
+        out + script
+    }
+
     /// The kernel's mesh shape as written in the source text.
     pub fn mesh_shape(&self) -> Vec<usize> {
         self.kernel.mesh.shape.clone()
@@ -280,7 +350,7 @@ impl CommirSource {
             .map_err(|d| err(format!("{name}: {}", d.message)))?;
         Ok(Candidate {
             name: name.to_string(),
-            transform_script: script.to_string(),
+            transform_script: self.with_prelude(script),
             annotated_ir: print_op(&self.compiler.registry, &m, PrintOptions::default()),
             plan,
         })
@@ -664,11 +734,22 @@ impl CommirSource {
         );
         Ok(Candidate {
             name,
-            transform_script: header + &script.join("\n") + "\n",
+            transform_script: header + &self.with_prelude(&(script.join("\n") + "\n")),
             annotated_ir: print_op(&self.compiler.registry, &m, PrintOptions::default()),
             plan,
         })
     }
+}
+
+/// The `commir.patch` statements of a kernel: library kernel and operands, in order.
+fn patches(k: &Kernel) -> Vec<(String, Vec<mercury_ir::ValueId>)> {
+    let mut out = Vec::new();
+    k.walk(&mut |s, _| {
+        if let Stmt::Patch { kernel, inputs, .. } = s {
+            out.push((kernel.clone(), inputs.clone()));
+        }
+    });
+    out
 }
 
 /// A placement in the `sharding=` option syntax of `reshard` (`R,R,S(zigzag(0)|zigzag(1)),R`:
@@ -796,6 +877,11 @@ impl CandidateSource for CommirSource {
                 b.role,
                 b.sharding.iter().map(|x| !x.is_empty()).collect::<Vec<_>>()
             );
+        }
+        // An input patched here takes transforms that start with `patch`: not the entries of
+        // the hand-patched operator (whose transforms would not patch this input).
+        for p in &self.prelude {
+            s += &format!(";prelude:{p}");
         }
         self.kernel.walk(&mut |st, _| {
             if let Stmt::Patch { kernel, attrs, .. } = st {
@@ -926,6 +1012,32 @@ mod tests {
             mercury_plan::verify(&c.plan).unwrap();
             assert_eq!(c.plan.num_ranks(), 8);
         }
+    }
+
+    /// The naive attention (tile ops) is patched first: the same candidates and plans as the
+    /// hand-patched example, transforms that start with `patch`, another cache signature.
+    #[test]
+    fn naive_attention_is_patched_first() {
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("{}/../../examples/{f}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap()
+        };
+        let mut naive =
+            CommirSource::from_text(&read("attention_naive.mlir"), "naive.mlir", None).unwrap();
+        let mut patched =
+            CommirSource::from_text(&read("attention.mlir"), "attention.mlir", None).unwrap();
+        let topo = Topology::preset("h100-1x8").unwrap().unwrap();
+        let a = naive.default_candidate(&topo).unwrap();
+        let b = patched.default_candidate(&topo).unwrap();
+        assert_eq!(a.name, b.name);
+        assert_eq!(a.plan, b.plan);
+        let lines: Vec<&str> = a.transform_script.lines().collect();
+        assert_eq!(lines[2], "patch", "{}", a.transform_script);
+        assert_eq!(
+            lines[3..],
+            b.transform_script.lines().collect::<Vec<_>>()[2..]
+        );
+        assert_ne!(naive.signature(), patched.signature());
     }
 
     /// Causal attention: the search tries the ring with zigzag placements too, and the cost

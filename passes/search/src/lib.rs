@@ -35,6 +35,28 @@ pub mod topology;
 pub use search::{Candidate, CandidateSource, SourceError};
 pub use topology::Topology;
 
+/// A TOML error in file `origin` (whose text is `text`) as a located diagnostic, `origin:line:col:
+/// error: not a valid WHAT: MESSAGE` with the source line and a caret; `Err` with the same
+/// words after `origin: ` when the error has no place in the text.
+pub(crate) fn toml_diagnostic(
+    e: &toml::de::Error,
+    origin: &str,
+    text: &str,
+    what: &str,
+) -> Result<mercury_ir::Diagnostic, String> {
+    let message = format!("not a valid {what}: {}", e.message().trim_end());
+    match e.span() {
+        Some(span) => {
+            let file = mercury_ir::SourceFile::new(origin, text);
+            Ok(mercury_ir::Diagnostic::error(
+                file.location(span.start),
+                message,
+            ))
+        }
+        None => Err(format!("{origin}: {message}")),
+    }
+}
+
 /// 64-bit FNV-1a: stable across Rust versions and platforms (used for cache keys and
 /// checksums; not a cryptographic hash).
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -52,5 +74,18 @@ mod tests {
     fn fnv_known_values() {
         assert_eq!(super::fnv1a64(b""), 0xcbf29ce484222325);
         assert_eq!(super::fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+    }
+
+    #[test]
+    fn toml_errors_are_located() {
+        let text = "name = \"x\"\nsize = [\n";
+        let e = toml::from_str::<toml::Value>(text).unwrap_err();
+        let d = super::toml_diagnostic(&e, "t.toml", text, "topology file").unwrap();
+        let r = d.render();
+        assert!(
+            r.starts_with("t.toml:3:1: error: not a valid topology file: "),
+            "{r}"
+        );
+        assert!(!r.contains("TOML parse error"), "{r}");
     }
 }

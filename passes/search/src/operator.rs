@@ -113,8 +113,13 @@ pub struct OperatorSpec {
 impl OperatorSpec {
     /// Parses a description; exactly one of `[attention]` and `[gemm]`.
     pub fn parse(text: &str, origin: &str) -> Result<OperatorSpec, SourceError> {
-        let spec: OperatorSpec = toml::from_str(text)
-            .map_err(|e| SourceError::new(format!("{origin}: not a valid operator file: {e}")))?;
+        let spec: OperatorSpec =
+            toml::from_str(text).map_err(|e| {
+                match crate::toml_diagnostic(&e, origin, text, "operator file") {
+                    Ok(d) => SourceError::located(&d),
+                    Err(m) => SourceError::new(m),
+                }
+            })?;
         match (&spec.attention, &spec.gemm) {
             (Some(_), None) | (None, Some(_)) => Ok(spec),
             _ => Err(SourceError::new(format!(
@@ -293,10 +298,13 @@ mod tests {
 
     #[test]
     fn operator_spec_errors() {
-        assert!(OperatorSpec::parse("[attention]\nbatch = 1", "x.toml")
-            .unwrap_err()
-            .to_string()
-            .contains("x.toml: not a valid operator file"));
+        let e = OperatorSpec::parse("[attention]\nbatch = 1", "x.toml").unwrap_err();
+        assert!(e.located, "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("x.toml:1:1: error: not a valid operator file: missing field"),
+            "{e}"
+        );
         let e = OperatorSpec::parse("", "y.toml").unwrap_err().to_string();
         assert!(e.contains("exactly one"), "{e}");
         let ok = OperatorSpec::parse("[gemm]\nm = 4096\nn = 4096\nk = 4096\n", "z.toml").unwrap();

@@ -213,12 +213,29 @@ pub fn suspect(cached_s: f64, now_s: f64) -> Option<String> {
     })
 }
 
+/// The rule for the largest relative error a check accepts, written once for every tool that
+/// takes one (`--tolerance` of mercury-run and mercury-tune; a clap value parser): a finite
+/// number above 0. `nan` or `inf` would pass every check (no error compares above them), and
+/// 0 or less would fail every one.
+///
+/// # Errors
+/// A value that is not such a number; the message is the rule.
+pub fn parse_tolerance(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
+        _ => Err(
+            "the tolerance must be a positive finite number (a relative error, e.g. 1e-3)".into(),
+        ),
+    }
+}
+
 /// The CPU backend: the runtime's f64 reference executor runs the candidate and the
 /// single-device `reference` on the same fresh random inputs; outputs must agree within
 /// `tolerance` (relative, whole outputs). The latency is the median of `iters` runs.
 pub struct CpuMeasure {
     pub reference: Plan,
     pub iters: usize,
+    /// The largest relative error accepted: a positive finite number ([`parse_tolerance`]).
     pub tolerance: f64,
     /// Seed of the next candidate's inputs (advanced per candidate: every candidate gets fresh
     /// inputs).

@@ -23,13 +23,34 @@ pub struct Candidate {
     pub plan: Plan,
 }
 
+/// Why a candidate source could not give a candidate: a message that names the input, or a
+/// located diagnostic of it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct SourceError(pub String);
+#[error("{}", .message.trim_end())]
+pub struct SourceError {
+    /// What went wrong; when `located`, a rendered diagnostic (`file:line:col: error: ...`,
+    /// the source line and a caret).
+    pub message: String,
+    /// Whether `message` is a located diagnostic, complete as it stands: a tool prints it
+    /// without a prefix of its own (as mercury-opt prints diagnostics).
+    pub located: bool,
+}
 
 impl SourceError {
+    /// An error without a place in the input (the message names the input).
     pub fn new(msg: impl Into<String>) -> Self {
-        SourceError(msg.into())
+        SourceError {
+            message: msg.into(),
+            located: false,
+        }
+    }
+
+    /// An error at a place in the input: the diagnostic, rendered.
+    pub fn located(d: &mercury_ir::Diagnostic) -> Self {
+        SourceError {
+            message: d.render(),
+            located: true,
+        }
     }
 }
 
@@ -202,6 +223,17 @@ pub enum Status {
     Invalid(String),
     /// Needs more HBM than the device has.
     OverMemory(String),
+}
+
+impl std::fmt::Display for Status {
+    /// `ranked`, `invalid: why` or `over memory: why` (for messages; the JSON is serde's).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Ranked => f.write_str("ranked"),
+            Status::Invalid(why) => write!(f, "invalid: {why}"),
+            Status::OverMemory(why) => write!(f, "over memory: {why}"),
+        }
+    }
 }
 
 /// A judged candidate.
@@ -541,7 +573,7 @@ pub fn tune(
                     report.suspect = Some(why);
                 } else {
                     let msg = format!(
-                        "cached schedule '{}' no longer usable ({:?}); searching again",
+                        "cached schedule '{}' no longer usable ({}); searching again",
                         entry.chosen.name, e.status
                     );
                     report.cache = format!("stale: {msg}");
@@ -606,7 +638,7 @@ pub fn tune(
         for item in it {
             match item {
                 Err(e) => {
-                    report.source_errors.push(e.0);
+                    report.source_errors.push(e.message);
                     continue;
                 }
                 Ok(c) => {
@@ -659,7 +691,7 @@ pub fn tune(
                 crate::memory::gb(topo.usable_hbm_bytes())
             ),
             None => format!(
-                "all {} candidate(s) are invalid; first: {:?}",
+                "all {} candidate(s) are invalid; first: {}",
                 evals.len(),
                 evals[0].status
             ),

@@ -155,10 +155,20 @@ pub enum TopologyError {
     },
     #[error("{origin}: not a valid topology file: {message}")]
     Parse { origin: String, message: String },
+    /// A TOML error at a place in the file: `file:line:col: error: not a valid topology file:
+    /// ...` with the source line and a caret (tools print it as it stands).
+    #[error("{}", .0.render().trim_end())]
+    Located(mercury_ir::Diagnostic),
     #[error("{origin}: {message}")]
     Invalid { origin: String, message: String },
-    #[error("'{name}' is neither a topology preset nor a readable file; presets: {list}")]
-    Unknown { name: String, list: String },
+    /// `hint` is empty or ` (did you mean '...'?)` (a preset of a similar name, or the file
+    /// `topologies/<name>.toml` under the working directory).
+    #[error("'{name}' is neither a topology preset nor a readable file{hint}; presets: {list}")]
+    Unknown {
+        name: String,
+        hint: String,
+        list: String,
+    },
 }
 
 /// Presets embedded in the binary (also in `topologies/*.toml`).
@@ -218,9 +228,14 @@ pub struct Port {
 impl Topology {
     /// Parses and validates TOML text; `origin` names the source in error messages.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Topology, TopologyError> {
-        let topo: Topology = toml::from_str(text).map_err(|e| TopologyError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
+        let topo: Topology = toml::from_str(text).map_err(|e| {
+            match crate::toml_diagnostic(&e, origin, text, "topology file") {
+                Ok(d) => TopologyError::Located(d),
+                Err(_) => TopologyError::Parse {
+                    origin: origin.to_string(),
+                    message: e.message().trim_end().to_string(),
+                },
+            }
         })?;
         topo.validate().map_err(|message| TopologyError::Invalid {
             origin: origin.to_string(),
@@ -249,7 +264,10 @@ impl Topology {
         PRESETS.iter().map(|(n, _)| *n).collect()
     }
 
-    /// A preset name, or else a path to a TOML file.
+    /// A preset name, or else a path to a TOML file. Nothing else is looked up: a bare name
+    /// that is neither (`h200-1x2-measured`, the stem of a file in `topologies/` that is not
+    /// embedded) is refused with the path to give when `topologies/<name>.toml` exists under
+    /// the working directory, or with the preset it is a typo of.
     pub fn load(spec: &str) -> Result<Topology, TopologyError> {
         if let Some(t) = Topology::preset(spec) {
             return t;
@@ -258,9 +276,24 @@ impl Topology {
         if path.is_file() {
             return Topology::from_file(path);
         }
+        let file = if spec.ends_with(".toml") {
+            spec.to_string()
+        } else {
+            format!("{spec}.toml")
+        };
+        let in_dir = Path::new("topologies").join(&file);
+        let names = Topology::preset_names();
+        let hint = if !spec.contains('/') && in_dir.is_file() {
+            format!(" (did you mean '{}'?)", in_dir.display())
+        } else {
+            mercury_ir::pass::did_you_mean(spec, names.iter().copied())
+                .map(|p| format!(" (did you mean '{p}'?)"))
+                .unwrap_or_default()
+        };
         Err(TopologyError::Unknown {
             name: spec.to_string(),
-            list: Topology::preset_names().join(", "),
+            hint,
+            list: names.join(", "),
         })
     }
 

@@ -316,8 +316,13 @@ fn cached_plan_that_no_longer_verifies_is_corrupt() {
     };
     sc.store(&key, cached, vec![]).unwrap();
     match sc.lookup(&key) {
-        mercury_search::cache::CacheLookup::Corrupt(w) => {
-            assert!(w.contains("does not verify"), "{w}")
+        l @ mercury_search::cache::CacheLookup::Corrupt(_) => {
+            // Messages carry the reason in words, not Rust's Debug form.
+            let w = l.to_string();
+            assert!(
+                w.starts_with("corrupt: ") && w.contains("does not verify"),
+                "{w}"
+            )
         }
         other => panic!("{other:?}"),
     }

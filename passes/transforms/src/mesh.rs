@@ -182,6 +182,7 @@ pub static SINGLE_DEVICE: PassInfo = PassInfo {
     name: "single-device",
     summary: "Place the operator on one device (mesh of ones, replicated buffers, no reshards)",
     options: &[],
+    target: None,
     create: |_: &PassOptions| Ok(Box::new(SingleDevice)),
 };
 
@@ -202,6 +203,7 @@ pub static RESHAPE_MESH: PassInfo = PassInfo {
         help: "devices per level, slowest first, e.g. 2x4",
         default: None,
     }],
+    target: None,
     create: |o: &PassOptions| {
         let shape = o
             .get("shape")

@@ -49,6 +49,7 @@ pub static INFO: PassInfo = PassInfo {
     name: "patch",
     summary: "Replace loop-body computations that match a library kernel (attention, gemm) by that kernel",
     options: Patch::OPTIONS,
+    target: Some("on"),
     create: |o| {
         let p = Patch::from_options(o)?;
         if !["", "attention", "gemm"].contains(&p.kernel.as_str()) {

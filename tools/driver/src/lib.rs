@@ -2,7 +2,10 @@
 //! pass (the schedule primitives and the conversion's print passes), parsing and verifying a
 //! module, applying a schedule (`--shift-shard`, a `.sched` script, a pass pipeline) and
 //! lowering a kernel to its per-rank plan. `mercury-opt`, `mercury-run`, `mercury-tune` (through
-//! the search) and the tests all compile through a [`Compiler`].
+//! the search) and the tests all compile through a [`Compiler`]. [`cli`] holds the
+//! command-line conventions the tools share (exit statuses of usage errors).
+
+pub mod cli;
 
 pub use mercury_passes::schedule_pipeline;
 
@@ -22,6 +25,9 @@ pub struct Schedule {
     pub script_name: Option<String>,
     /// A textual pass pipeline (`--pass-pipeline`).
     pub pipeline: Option<String>,
+    /// The kernel the pieces transform (`--kernel`): every pass that can be limited to one
+    /// kernel and does not name one itself transforms this one. `None`: every kernel.
+    pub kernel: Option<String>,
 }
 
 impl Schedule {
@@ -120,6 +126,7 @@ impl Compiler {
     /// A pass manager running `schedule` (verifying after each pass).
     pub fn pass_manager(&self, schedule: &Schedule) -> Result<PassManager, ScheduleError> {
         let mut pm = PassManager::new();
+        pm.default_target = schedule.kernel.clone();
         if schedule.shift_shard {
             pm.add_pipeline(&self.passes, "builtin.module(shift-shard)")
                 .map_err(ScheduleError::ShiftShard)?;

@@ -243,17 +243,17 @@ impl Case {
 /// Builds and judges the known schedules and every search candidate of `op` on `topo`.
 pub fn run_case(op: Operator, schedules: Vec<Schedule>, topo: &Topology) -> Result<Case, String> {
     let t0 = Instant::now();
-    let mut src = CommirSource::from_text(&op.text, &op.origin, None).map_err(|e| e.0)?;
+    let mut src = CommirSource::from_text(&op.text, &op.origin, None).map_err(|e| e.message)?;
     let mut named_c = Vec::new();
     for s in schedules {
         let c = src.scheduled(s.label, &s.script, Some(&s.mesh));
-        named_c.push((s, c.map_err(|e| e.0)));
+        named_c.push((s, c.map_err(|e| e.message)));
     }
     let (mut cands, mut refused) = (Vec::new(), Vec::new());
-    for c in src.candidates(topo).map_err(|e| e.0)? {
+    for c in src.candidates(topo).map_err(|e| e.message)? {
         match c {
             Ok(c) => cands.push(c),
-            Err(e) => refused.push(e.0),
+            Err(e) => refused.push(e.message),
         }
     }
     let mut moved_output = std::collections::BTreeMap::new();

@@ -83,7 +83,9 @@ pub struct Options {
     #[arg(long, value_name = "FILE")]
     pub schedule: Option<PathBuf>,
 
-    /// The kernel to emit a plan or device code for, when the module has several.
+    /// The kernel to transform and to emit a plan or device code for, when the module has
+    /// several: the passes that can be limited to one kernel, and name none with their own
+    /// option, transform this one alone.
     #[arg(long, value_name = "NAME")]
     pub kernel: Option<String>,
 
@@ -290,6 +292,7 @@ mod tests {
                 default: Some("4"),
             },
         ],
+        target: None,
         create: |_: &PassOptions| Ok(Box::new(Nop)),
     };
     /// A pass whose name collides with a fixed option.
@@ -297,6 +300,7 @@ mod tests {
         name: "emit",
         summary: "collides",
         options: &[],
+        target: None,
         create: |_: &PassOptions| Ok(Box::new(Nop)),
     };
 

@@ -32,6 +32,8 @@ fn pass_manager(
     let o = &inv.options;
     let mut pm = PassManager::new();
     pm.verify_each = o.verify_each;
+    // --kernel limits every pass that can be limited to one kernel, and names none itself.
+    pm.default_target = o.kernel.clone();
     if let Some(path) = &o.schedule {
         let script = std::fs::read_to_string(path)
             .map_err(|e| plain(format!("cannot read schedule '{}': {e}", path.display())))?;

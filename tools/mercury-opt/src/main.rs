@@ -6,8 +6,9 @@
 //! `--verify-diagnostics` they are instead matched against `// expected-error {{...}}`
 //! annotations in the input.
 //!
-//! Exit status: 0 on success, 1 when the input or pipeline produced an error (or a diagnostic
-//! expectation failed), 2 for a command-line usage error.
+//! Exit status: 0 on success (and for `--help`, `--version`, `--list-passes`), 1 when the
+//! input, the pipeline or the command line is bad (a usage error too, as in mlir-opt), or a
+//! diagnostic expectation failed.
 
 mod cli;
 mod driver;
@@ -34,13 +35,11 @@ fn real_main() -> ExitCode {
     let passes = driver::pass_registry();
     let invocation = match cli::parse(std::env::args_os(), &passes) {
         Ok(inv) => inv,
-        Err(cli::CliError::Clap(e)) => {
-            // Prints usage or help; exits 0 for --help/--version and 2 for usage errors.
-            e.exit();
-        }
+        // Prints usage or help; exits 0 for --help/--version and 1 for usage errors.
+        Err(cli::CliError::Clap(e)) => return mercury_driver::cli::clap_failure(&e),
         Err(cli::CliError::Message(m)) => {
             out::error(&m);
-            return ExitCode::from(2);
+            return ExitCode::from(mercury_driver::cli::BAD_INPUT);
         }
     };
     if invocation.options.list_passes {

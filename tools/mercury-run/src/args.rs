@@ -58,7 +58,8 @@ pub struct Args {
     /// Apply the shift-shard schedule first.
     #[arg(long)]
     pub shift_shard: bool,
-    /// The kernel to run when the input has several.
+    /// The kernel to schedule and run when the input has several: the schedule's passes
+    /// transform it alone (those that do not name a kernel with their own option).
     #[arg(long)]
     pub kernel: Option<String>,
     /// Where to run.
@@ -102,9 +103,10 @@ pub struct Args {
     /// Seed of the random inputs (default: a fresh one every run).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Largest relative error `--check` accepts (default: 1e-9 on the CPU, 2e-2 on the GPU). The
-    /// CPU's second check, with every value stored in its dtype, holds the GPU's 2e-2.
-    #[arg(long)]
+    /// Largest relative error `--check` accepts, a positive finite number (default: 1e-9 on
+    /// the CPU, 2e-2 on the GPU). The CPU's second check, with every value stored in its dtype,
+    /// holds the GPU's 2e-2.
+    #[arg(long, value_parser = mercury_search::profile::parse_tolerance, allow_hyphen_values = true)]
     pub tolerance: Option<f64>,
     /// The device kernels' PTX (from `mercury-opt --emit=ptx --all-device-kernels`) instead of
     /// compiling it here. The runtime needs every one of its kernels: a PTX without some is
@@ -260,14 +262,6 @@ where
             return Err(clap::Error::raw(
                 clap::error::ErrorKind::ValueValidation,
                 format!("{flag} must be a positive number of seconds\n"),
-            ));
-        }
-    }
-    if let Some(t) = a.tolerance {
-        if !(t.is_finite() && t > 0.0) {
-            return Err(clap::Error::raw(
-                clap::error::ErrorKind::ValueValidation,
-                "--tolerance must be a positive number\n",
             ));
         }
     }

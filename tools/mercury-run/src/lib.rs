@@ -96,6 +96,9 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
         script,
         script_name: a.schedule.as_ref().map(|s| s.display().to_string()),
         pipeline: a.pass_pipeline.clone(),
+        // --kernel limits the schedule to that kernel (passes that name none), as it limits
+        // the run.
+        kernel: a.kernel.as_ref().map(|_| kernel.clone()),
     };
     let mut pm = compiler.pass_manager(&schedule).map_err(|e| match e {
         ScheduleError::ShiftShard(m) => Failure::Input(format!("mercury-run: {m}")),

@@ -13,12 +13,8 @@ fn main() -> ExitCode {
     init_logging();
     let args = match args::parse() {
         Ok(a) => a,
-        Err(e) => {
-            // clap prints help and version itself and exits 0 for them.
-            let code = if e.use_stderr() { 1 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        // Help and version exit 0, usage errors 1.
+        Err(e) => return mercury_driver::cli::clap_failure(&e),
     };
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -109,7 +105,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         }
         let entry = mercury_search::cache::read_entry(path).map_err(|l| {
             Failure::Input(format!(
-                "mercury-run: --cache-file {}: not a usable schedule cache entry: {l:?}",
+                "mercury-run: --cache-file {}: not a usable schedule cache entry: {l}",
                 path.display()
             ))
         })?;
@@ -185,7 +181,11 @@ fn predict(
     trace: Option<&std::path::Path>,
 ) -> Result<Result<(f64, String), String>, Failure> {
     let bad = |m: String| Failure::Input(format!("mercury-run: --predict {spec}: {m}"));
-    let topo = mercury_search::Topology::load(spec).map_err(|e| bad(e.to_string()))?;
+    let topo = mercury_search::Topology::load(spec).map_err(|e| match e {
+        // A located error in the file, as it stands.
+        mercury_search::topology::TopologyError::Located(d) => Failure::Input(d.render()),
+        e => bad(e.to_string()),
+    })?;
     let opts = mercury_search::sim::SimOptions {
         trace: trace.is_some(),
     };

@@ -58,8 +58,14 @@ pub(crate) fn check_run_flags(run_flags: &[String]) -> Result<RunArgs, String> {
     .map(String::from)
     .to_vec();
     argv.extend(run_flags.iter().cloned());
-    mercury_run::args::parse_from(&argv)
-        .map_err(|e| format!("GPU flags {run_flags:?}: {}", e.to_string().trim_end()))
+    mercury_run::args::parse_from(&argv).map_err(|e| {
+        let why = e.to_string();
+        format!(
+            "the GPU flags ({}): {}",
+            run_flags.join(" "),
+            why.trim_start_matches("error: ").trim_end()
+        )
+    })
 }
 
 /// The GPU count (`Err`: none usable, the caller exits 2) and [`check_run_flags`]'s

@@ -19,7 +19,6 @@
 //! (`mercury_search::commir_source`). Or plans as JSON (`.json`: one plan, a list of plans or
 //! a list of candidates); see [`source_for_file`].
 
-use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mercury_search::operator::OperatorSpec;
 use mercury_search::profile::{CpuMeasure, Measure};
@@ -28,7 +27,7 @@ use mercury_search::search::{
     tune, CandidateSource, PlanListSource, Progress, SourceError, TuneError, TuneOptions,
 };
 use mercury_search::templates::template_of;
-use mercury_search::topology::Topology;
+use mercury_search::topology::{Topology, TopologyError};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -54,7 +53,7 @@ enum LauncherArg {
     Env,
 }
 
-#[derive(Parser, Debug)]
+#[derive(clap::Parser, Debug)]
 #[command(
     name = "mercury-tune",
     version,
@@ -108,9 +107,9 @@ struct Args {
     /// Untimed warm-up runs per profiled candidate.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
-    /// Largest relative error a profiled candidate's check accepts (default: mercury-run's,
-    /// 2e-2 on the GPU; 1e-9 on the CPU).
-    #[arg(long)]
+    /// Largest relative error a profiled candidate's check accepts, a positive finite number
+    /// (default: mercury-run's, 2e-2 on the GPU; 1e-9 on the CPU).
+    #[arg(long, value_parser = mercury_search::profile::parse_tolerance, allow_hyphen_values = true)]
     tolerance: Option<f64>,
     /// Re-factor a `.mlir` operator's mesh: every factorisation of the topology's devices into
     /// levels (the transform then starts with `reshape-mesh`). Default: the declared mesh.
@@ -170,6 +169,36 @@ fn source_for_file(path: &Path, refactor_mesh: bool) -> Result<Operator, SourceE
     }
 }
 
+/// Why a run failed: its exit status and the complete message, either `mercury-tune: error:
+/// ...` or a located diagnostic as it stands (`file:line:col: error: ...`, the source line and
+/// a caret, as mercury-opt prints it).
+struct Failure {
+    code: ExitCode,
+    text: String,
+}
+
+impl Failure {
+    /// `mercury-tune: error: <msg>`, exit `code`.
+    fn new(code: u8, msg: impl std::fmt::Display) -> Failure {
+        Failure {
+            code: ExitCode::from(code),
+            text: format!("mercury-tune: error: {msg}"),
+        }
+    }
+
+    /// Bad input (exit 1) from the candidate source: a located diagnostic as it stands.
+    fn source(e: SourceError) -> Failure {
+        if e.located {
+            Failure {
+                code: ExitCode::from(1),
+                text: e.message,
+            }
+        } else {
+            Failure::new(1, e)
+        }
+    }
+}
+
 /// mercury-run's flags for the GPU backend, from ours.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 fn run_flags(args: &Args) -> Vec<String> {
@@ -206,19 +235,19 @@ fn run_flags(args: &Args) -> Vec<String> {
     f
 }
 
-/// The measuring backend of `--profile-top`; `Err((2, ..))` when the GPU backend has no GPU
-/// (never a silent fallback), `Err((1, ..))` for unusable input.
+/// The measuring backend of `--profile-top`; a failure of exit status 2 when the GPU backend
+/// has no GPU (never a silent fallback), 1 for unusable input.
 fn measure_backend(
     args: &Args,
     op: &mut Operator,
     topo: &Topology,
-) -> Result<Box<dyn Measure>, (ExitCode, String)> {
+) -> Result<Box<dyn Measure>, Failure> {
     let reference = match op.reference.take() {
         Some(Ok(p)) => p,
-        Some(Err(e)) => return Err((ExitCode::from(1), e.to_string())),
+        Some(Err(e)) => return Err(Failure::source(e)),
         None => {
-            return Err((
-                ExitCode::from(1),
+            return Err(Failure::new(
+                1,
                 format!(
                     "--profile-top needs a CommIR or .toml operator (its single-device reference checks every measured candidate); '{}' gives plans only",
                     args.file.display()
@@ -239,7 +268,7 @@ fn measure_backend(
             #[cfg(feature = "cuda")]
             {
                 // Bad or conflicting flags are bad input (exit 1), found before the GPU probe.
-                cuda::check_run_flags(&run_flags(args)).map_err(|e| (ExitCode::from(1), e))?;
+                cuda::check_run_flags(&run_flags(args)).map_err(|e| Failure::new(1, e))?;
                 let m = if args.launcher.is_some() {
                     launched::LaunchedMeasure::new(&run_flags(args), reference, topo)
                         .map(|m| Box::new(m) as Box<dyn Measure>)
@@ -248,8 +277,8 @@ fn measure_backend(
                         .map(|m| Box::new(m) as Box<dyn Measure>)
                 };
                 m.map_err(|e| {
-                        (
-                            ExitCode::from(2),
+                        Failure::new(
+                            2,
                             format!("--profile-top {} --backend cuda: {e}; nothing was profiled (no fallback to the model)", args.profile_top),
                         )
                     })
@@ -257,10 +286,9 @@ fn measure_backend(
             #[cfg(not(feature = "cuda"))]
             {
                 let _ = topo;
-                Err((
-                    ExitCode::from(2),
-                    "--backend cuda: this build has no CUDA backend (rebuild with --features cuda)"
-                        .into(),
+                Err(Failure::new(
+                    2,
+                    "--backend cuda: this build has no CUDA backend (rebuild with --features cuda)",
                 ))
             }
         }
@@ -315,11 +343,18 @@ fn check_launcher(args: &Args) -> Result<usize, String> {
     Ok(0)
 }
 
-fn run(args: &Args) -> Result<(), (ExitCode, String)> {
-    let bad = |e: String| (ExitCode::from(1), e);
+fn run(args: &Args) -> Result<(), Failure> {
+    let bad = |e: String| Failure::new(1, e);
     let process = check_launcher(args).map_err(bad)?;
-    let topo = Topology::load(&args.topology).map_err(|e| bad(e.to_string()))?;
-    let mut op = source_for_file(&args.file, args.refactor_mesh).map_err(|e| bad(e.to_string()))?;
+    let topo = Topology::load(&args.topology).map_err(|e| match e {
+        // A located error in the file, as it stands.
+        TopologyError::Located(d) => Failure {
+            code: ExitCode::from(1),
+            text: d.render(),
+        },
+        e => bad(e.to_string()),
+    })?;
+    let mut op = source_for_file(&args.file, args.refactor_mesh).map_err(Failure::source)?;
     // The device first: without one, say so before searching (exit 2).
     let mut measure = if args.profile_top > 0 {
         Some(measure_backend(args, &mut op, &topo)?)
@@ -350,7 +385,8 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
         &mut progress,
     )
     .map_err(|e| match e {
-        TuneError::NoFeasible { .. } | TuneError::NoDevice(_) => (ExitCode::from(2), e.to_string()),
+        TuneError::NoFeasible { .. } | TuneError::NoDevice(_) => Failure::new(2, e),
+        TuneError::Source(e) if e.located => Failure::source(e),
         other => bad(other.to_string()),
     })?;
     for w in &res.report.warnings {
@@ -469,12 +505,15 @@ fn run(args: &Args) -> Result<(), (ExitCode, String)> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = match mercury_driver::cli::parse() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
-        Err((code, msg)) => {
-            eprintln!("mercury-tune: error: {msg}");
-            code
+        Err(f) => {
+            eprintln!("{}", f.text.trim_end());
+            f.code
         }
     }
 }

@@ -284,6 +284,11 @@ fn launcher_refuses_what_the_processes_cannot_share() {
         .expect("binary runs");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
+        stderr(&o).contains("the GPU flags (--iters 10 --warmup 3 --transport peer --launcher env): --launcher env talks"),
+        "flags as written, not Rust's Debug form of a list; one 'error:': {}",
+        stderr(&o)
+    );
+    assert!(
         stderr(&o).contains("does not take --transport peer"),
         "{}",
         stderr(&o)

@@ -3,7 +3,8 @@
 //! ranks). Prints one summary table at the end; with `--sdpa-json` (the output of
 //! `scripts/sdpa_baseline.py`) the attention rows get ratios against torch SDPA.
 //!
-//! Exit status: 0 when every check passed, 1 when a check failed, 2 when no GPU was usable.
+//! Exit status: 0 when every check passed (and for `--help`), 1 when a check failed or the
+//! arguments are bad, 2 when no GPU was usable.
 
 use mercury_bench::bench::{Bench, BenchOptions, BenchRow};
 use std::collections::BTreeMap;
@@ -24,7 +25,8 @@ struct Args {
     ring_ranks: usize,
 }
 
-fn parse() -> Result<Args, String> {
+/// The arguments; `Ok(None)` for `--help`. `Err`: a usage error, with the usage.
+fn parse() -> Result<Option<Args>, String> {
     let mut a = Args {
         opts: BenchOptions::default(),
         only: vec![
@@ -47,7 +49,7 @@ fn parse() -> Result<Args, String> {
             it.next()
                 .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
         };
-        let num = |v: String| v.parse::<usize>().map_err(|e| format!("{v}: {e}"));
+        let num = |v: String| v.parse::<usize>().map_err(|e| format!("{flag} {v}: {e}"));
         match flag.as_str() {
             "--no-check" => a.opts.check = false,
             "--check" => a.opts.check = true,
@@ -61,11 +63,11 @@ fn parse() -> Result<Args, String> {
             "--gemm-size" => a.gemm_size = num(val()?)?,
             "--ring-seq" => a.ring_seq = num(val()?)?,
             "--ring-ranks" => a.ring_ranks = num(val()?)?.max(1),
-            "-h" | "--help" => return Err(USAGE.into()),
+            "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
     }
-    Ok(a)
+    Ok(Some(a))
 }
 
 /// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON.
@@ -90,11 +92,12 @@ fn find<'a>(rows: &'a [BenchRow], id: &str) -> Option<&'a BenchRow> {
 fn main() -> ExitCode {
     mercury_bench::init_logging();
     let args = match parse() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
         }
+        Err(e) => return mercury_driver::cli::usage_error("mercury-gpu-bench", &e),
     };
     let ctx = match mercury_kernels::cuda::open_context(0) {
         Ok(c) => c,
@@ -113,8 +116,10 @@ fn main() -> ExitCode {
         Some(p) => match std::fs::read_to_string(p) {
             Ok(t) => Some(t),
             Err(e) => {
-                eprintln!("{p}: {e}");
-                return ExitCode::from(2);
+                return mercury_driver::cli::usage_error(
+                    "mercury-gpu-bench",
+                    &format!("cannot read --device-kernels-ptx '{p}': {e}"),
+                )
             }
         },
         None => None,

@@ -33,17 +33,37 @@ const USAGE: &str = "usage: mercury-mgpu info
        mercury-mgpu selfcheck [--devices N] [--alias K] [--transport peer|nccl|both] [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
        mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N] [--max-devices N] [--link copy|nccl] [--no-nccl] [--measure-rates [--rates-gap-ms X [--rates-burst-ms X]] [--rates-warm-s X]] [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X] [--launcher env [--ranks-per-process K] [--ranks-per-gpu N]]";
 
+/// Why a command failed: its arguments (a usage error, exit 1) or the run (exit 2 when no GPU
+/// or driver is usable, else 1).
+enum Failure {
+    Usage(String),
+    Run(String),
+}
+
+impl From<String> for Failure {
+    fn from(m: String) -> Failure {
+        Failure::Run(m)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(m: &str) -> Failure {
+        Failure::Run(m.to_string())
+    }
+}
+
 fn value<T: std::str::FromStr>(
     it: &mut impl Iterator<Item = String>,
     flag: &str,
-) -> Result<T, String>
+) -> Result<T, Failure>
 where
     T::Err: std::fmt::Display,
 {
     let v = it
         .next()
-        .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-    v.parse::<T>().map_err(|e| format!("{flag} {v}: {e}"))
+        .ok_or_else(|| Failure::Usage(format!("{flag} needs a value\n{USAGE}")))?;
+    v.parse::<T>()
+        .map_err(|e| Failure::Usage(format!("{flag} {v}: {e}")))
 }
 
 fn visible() -> Result<usize, String> {
@@ -100,7 +120,7 @@ fn info() -> Result<bool, String> {
     Ok(true)
 }
 
-fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
+fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     let mut devices: Option<usize> = None;
     let mut alias: Option<usize> = None;
     let mut modes = vec![Mode::Peer, Mode::Nccl];
@@ -119,13 +139,21 @@ fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
                     "peer" => vec![Mode::Peer],
                     "nccl" => vec![Mode::Nccl],
                     "both" => vec![Mode::Peer, Mode::Nccl],
-                    _ => return Err(format!("--transport {v}: peer, nccl or both")),
+                    _ => {
+                        return Err(Failure::Usage(format!(
+                            "--transport {v}: peer, nccl or both"
+                        )))
+                    }
                 }
             }
             "--device-kernels-ptx" => ptx = Some(value(&mut it, &f)?),
             "--seed" => seed = value(&mut it, &f)?,
             "--no-nccl-single" => single = false,
-            _ => return Err(format!("unknown argument {f}\n{USAGE}")),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(true);
+            }
+            _ => return Err(Failure::Usage(format!("unknown argument {f}\n{USAGE}"))),
         }
     }
     // NVLink multicast off before anything can start NCCL.
@@ -162,7 +190,7 @@ fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     Ok(mgpu::print_rows(&rows))
 }
 
-fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
+fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     let mut out: Option<String> = None;
     let mut name: Option<String> = None;
     let mut min_kib: usize = 64;
@@ -185,9 +213,9 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
             "--launcher" => {
                 let v: String = value(&mut it, &f)?;
                 if v != "env" {
-                    return Err(format!(
+                    return Err(Failure::Usage(format!(
                         "--launcher {v}: only 'env' (RANK, WORLD_SIZE, ...)"
-                    ));
+                    )));
                 }
                 launcher = true;
             }
@@ -213,7 +241,7 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
                 source = match v.as_str() {
                     "copy" => LinkSource::Copy,
                     "nccl" => LinkSource::Nccl,
-                    _ => return Err(format!("--link {v}: copy or nccl")),
+                    _ => return Err(Failure::Usage(format!("--link {v}: copy or nccl"))),
                 }
             }
             "--measure-rates" => {
@@ -244,42 +272,46 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
                 rates.attention_causal_tflops = value(&mut it, &f)?;
                 rates_given = true;
             }
-            _ => return Err(format!("unknown argument {f}\n{USAGE}")),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(true);
+            }
+            _ => return Err(Failure::Usage(format!("unknown argument {f}\n{USAGE}"))),
         }
     }
     if (rates_gap_ms.is_some() || rates_warm_s.is_some() || rates_burst_ms.is_some())
         && !measure_rates
     {
-        return Err(
+        return Err(Failure::Usage(
             "--rates-gap-ms, --rates-burst-ms and --rates-warm-s adjust --measure-rates".into(),
-        );
+        ));
     }
     if rates_given && measure_rates {
-        return Err("--measure-rates measures the rates that --gemm-tflops, --attention-tflops and --attention-causal-tflops give: one or the other".into());
+        return Err(Failure::Usage("--measure-rates measures the rates that --gemm-tflops, --attention-tflops and --attention-causal-tflops give: one or the other".into()));
     }
     if rates_given {
         rates.origin = "given on the command line (mercury-mgpu links --gemm-tflops ...), not measured by this tool".into();
     }
     let (lo, hi) = (min_kib.max(1) << 10, max_mib.max(1) << 20);
     if lo > hi {
-        return Err(format!(
+        return Err(Failure::Usage(format!(
             "--min-kib {min_kib} is above --max-mib {max_mib}\n{USAGE}"
-        ));
+        )));
     }
     opts.sizes = links::sizes(lo, hi);
     // Arguments first, the GPU after: a wrong flag is reported as such on any machine.
     let two_tier = if launcher {
         if let Some(f) = single_only.first() {
-            return Err(format!(
+            return Err(Failure::Usage(format!(
                 "{f} is for the one-process measurement; with --launcher env the tiers are NCCL between processes and device copies"
-            ));
+            )));
         }
         let k = per_process.unwrap_or(4);
         if k < 2 || per_gpu.is_some_and(|n| n < k) {
-            return Err(format!(
+            return Err(Failure::Usage(format!(
                 "--ranks-per-process {k}{}: at least 2 ranks per process, and at least as many per GPU",
                 per_gpu.map(|n| format!(" --ranks-per-gpu {n}")).unwrap_or_default()
-            ));
+            )));
         }
         let env = mercury_runtime::cuda::launcher::LaunchEnv::from_env()
             .map_err(|e| format!("--launcher env: {e}"))?
@@ -287,15 +319,15 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
         Some((env, k))
     } else {
         if per_process.is_some() || per_gpu.is_some() {
-            return Err(
+            return Err(Failure::Usage(
                 "--ranks-per-process and --ranks-per-gpu describe --launcher env runs".into(),
-            );
+            ));
         }
         None
     };
     nccl::prepare_env();
     if let Some((env, k)) = two_tier {
-        return two_tier_cmd(&env, out, name, &rates, &opts, k, per_gpu);
+        return Ok(two_tier_cmd(&env, out, name, &rates, &opts, k, per_gpu)?);
     }
     visible()?;
     let r = links::measure(&opts).map_err(|e| e.to_string())?;
@@ -337,9 +369,9 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, String> {
     print!("{text}");
     if let Some(p) = out {
         if !rates_ok {
-            return Err(format!(
+            return Err(Failure::Run(format!(
                 "not writing {p}: a rate measurement failed (see the R. rows above)"
-            ));
+            )));
         }
         std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
         println!("# written to {p}");
@@ -431,19 +463,24 @@ fn main() -> ExitCode {
     mercury_bench::init_logging();
     let mut it = std::env::args().skip(1);
     let r = match it.next().as_deref() {
-        Some("info") => info(),
+        Some("info") => info().map_err(Failure::Run),
         Some("selfcheck") => selfcheck(it),
         Some("links") => links_cmd(it),
-        _ => {
-            eprintln!("{USAGE}");
-            return ExitCode::from(1);
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
         }
+        Some(other) => Err(Failure::Usage(format!(
+            "unknown command '{other}'\n{USAGE}"
+        ))),
+        None => Err(Failure::Usage(format!("no command given\n{USAGE}"))),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("mercury-mgpu: {e}");
+        Err(Failure::Usage(m)) => mercury_driver::cli::usage_error("mercury-mgpu", &m),
+        Err(Failure::Run(e)) => {
+            eprintln!("mercury-mgpu: error: {e}");
             if e.contains("driver") || e.contains("GPU") || e.contains("libcuda") {
                 ExitCode::from(2)
             } else {

@@ -1,8 +1,30 @@
 //! `mercury-study`: prints the predicted-latency tables of `docs/simulation.md` (every plan
 //! CommIR-generated, except the cross-check against the FIXTURE plans, which says so):
 //! `cargo run --release -p mercury-bench --bin mercury-study`. `--no-timing` leaves out the
-//! last section (wall times, which vary from run to run). Needs no GPU.
-fn main() {
-    let timing = !std::env::args().any(|a| a == "--no-timing");
+//! last section (wall times, which vary from run to run). Needs no GPU. Another argument is
+//! a usage error (exit 1).
+
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: mercury-study [--no-timing]";
+
+fn main() -> ExitCode {
+    let mut timing = true;
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--no-timing" => timing = false,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => {
+                return mercury_driver::cli::usage_error(
+                    "mercury-study",
+                    &format!("unknown argument {other}\n{USAGE}"),
+                )
+            }
+        }
+    }
     print!("{}", mercury_bench::study::full_study(timing));
+    ExitCode::SUCCESS
 }

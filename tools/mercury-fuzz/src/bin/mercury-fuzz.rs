@@ -11,15 +11,15 @@
 //! failed. `--parser-seed S` / `--schedule-seed S` rerun one input and print it in full;
 //! `--save DIR` writes every failing input there (for `corpus/`).
 
-use clap::Parser;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use mercury_fuzz::{
     on_main_sized_stack, parser, run_parser, run_schedules, schedule, Found, Stats,
 };
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-#[derive(Parser, Debug)]
+#[derive(clap::Parser, Debug)]
 #[command(
     name = "mercury-fuzz",
     about = "Fuzz the CommIR parser/verifier/printer and random schedules through the lowering and the CPU executor"
@@ -140,10 +140,14 @@ fn report(target: &str, stats: &Stats, found: &[Found], secs: f64, save: Option<
         println!("  seed {}: {}", f.seed, first_line(&f.failure.to_string()));
     }
     if let Some(dir) = save {
-        std::fs::create_dir_all(dir).expect("create the --save directory");
         for f in found {
             let path = dir.join(format!("{target}-{}.mlir", f.seed));
-            std::fs::write(&path, &f.input).expect("write a failing input");
+            if let Err(e) = std::fs::write(&path, &f.input) {
+                eprintln!(
+                    "mercury-fuzz: error: cannot write '{}': {e}",
+                    path.display()
+                );
+            }
         }
     }
 }
@@ -152,8 +156,23 @@ fn first_line(s: &str) -> String {
     s.lines().take(3).collect::<Vec<_>>().join(" | ")
 }
 
-fn main() {
-    let args = Args::parse();
+fn main() -> ExitCode {
+    let args: Args = match mercury_driver::cli::parse() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    // The --save directory before anything runs: a bad one is a usage error, not a panic.
+    if let Some(dir) = &args.save {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return mercury_driver::cli::usage_error(
+                "mercury-fuzz",
+                &format!(
+                    "cannot create the --save directory '{}': {e}",
+                    dir.display()
+                ),
+            );
+        }
+    }
     mercury_fuzz::install_panic_hook();
     if let Some(seed) = args.parser_seed {
         let corpus = parser::seeds();
@@ -162,7 +181,7 @@ fn main() {
         let reg = mercury_driver::registry(allow);
         let r = on_main_sized_stack(move || parser::check(&reg, &text));
         println!("// result: {r:?}");
-        std::process::exit(i32::from(r.is_err()));
+        return ExitCode::from(u8::from(r.is_err()));
     }
     if let Some(seed) = args.schedule_seed {
         let (rep, r) = on_main_sized_stack(move || {
@@ -177,7 +196,7 @@ fn main() {
             "// lowering refused: {:?}; relative error: {:?}\n// result: {r:?}",
             rep.lowering_refused, rep.error
         );
-        std::process::exit(i32::from(r.is_err()));
+        return ExitCode::from(u8::from(r.is_err()));
     }
     let base = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -236,5 +255,5 @@ fn main() {
         args.save.as_deref(),
     );
     failed |= !found.is_empty();
-    std::process::exit(i32::from(failed));
+    ExitCode::from(u8::from(failed))
 }

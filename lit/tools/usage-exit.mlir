@@ -1,0 +1,56 @@
+// Every tool exits 1 on a usage error (an unknown flag, a bad value, a missing argument: bad
+// input, as in mlir-opt; clap's own status would be 2) and 0 for --help and --version
+// (mercury_driver::cli). Found by a new-user pass: `mercury-opt --emit=bogus` exited 2.
+// REQUIRES: mercury-run, mercury-tune, mercury-mgpu, mercury-gpu-bench, mercury-study, mercury-fuzz
+// RUN: %exit-status %mercury-opt --emit=bogus %s 2>&1 | FileCheck %s --check-prefix=OPT-VALUE
+// OPT-VALUE: error: invalid value 'bogus' for '--emit <KIND>'
+// OPT-VALUE: exit status 1
+// RUN: %exit-status %mercury-opt --no-such-flag %s 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-opt --canonicalize=x=1 %s 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-opt --help | FileCheck %s --check-prefix=OK
+// RUN: %exit-status %mercury-opt --version | FileCheck %s --check-prefix=OK
+// BAD: error:
+// BAD: exit status 1
+// OK: exit status 0
+
+// RUN: %exit-status %mercury-run --no-such-flag %s 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-run 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-run %s --iters x 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-run --help | FileCheck %s --check-prefix=OK
+// RUN: %exit-status %mercury-tune --no-such-flag %s 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-tune %s 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-tune %s --topology h100-1x4 --out %t --backend gpu 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-tune --help | FileCheck %s --check-prefix=OK
+// RUN: %exit-status %mercury-tune --version | FileCheck %s --check-prefix=OK
+// RUN: %exit-status %mercury-fuzz --no-such-flag 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-fuzz --help | FileCheck %s --check-prefix=OK
+
+// The tools that read their arguments by hand: `<tool>: error: ...`, exit 1.
+// RUN: %exit-status %mercury-mgpu bogus 2>&1 | FileCheck %s --check-prefix=MGPU
+// MGPU: mercury-mgpu: error: unknown command 'bogus'
+// MGPU: exit status 1
+// RUN: %exit-status %mercury-mgpu 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-mgpu links --reps x 2>&1 | FileCheck %s --check-prefix=BAD
+// A bad argument whose message mentions a GPU is still a usage error (it exited 2).
+// RUN: %exit-status %mercury-mgpu links --launcher env --ranks-per-process 1 2>&1 | FileCheck %s --check-prefix=MGPU-RANKS
+// MGPU-RANKS: mercury-mgpu: error: --ranks-per-process 1: at least 2 ranks per process, and at least as many per GPU
+// MGPU-RANKS: exit status 1
+// RUN: %exit-status %mercury-mgpu --help | FileCheck %s --check-prefix=OK
+// RUN: %exit-status %mercury-mgpu links --help | FileCheck %s --check-prefix=OK
+// RUN: %exit-status %mercury-gpu-bench --no-such-flag 2>&1 | FileCheck %s --check-prefix=GPU-BENCH
+// GPU-BENCH: mercury-gpu-bench: error: unknown argument --no-such-flag
+// GPU-BENCH: exit status 1
+// RUN: %exit-status %mercury-gpu-bench --reps 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: %exit-status %mercury-gpu-bench --help | FileCheck %s --check-prefix=OK
+// RUN: %exit-status %mercury-study --no-timng 2>&1 | FileCheck %s --check-prefix=STUDY
+// STUDY: mercury-study: error: unknown argument --no-timng
+// STUDY: exit status 1
+// RUN: %exit-status %mercury-study --help | FileCheck %s --check-prefix=OK
+
+// mercury-fuzz --save into a directory it cannot create: a usage error before any run, not
+// a panic (it was an `expect`).
+// RUN: rm -rf %t.file && touch %t.file
+// RUN: %exit-status %mercury-fuzz --parser 1 --schedules 1 --save %t.file/sub 2>&1 | FileCheck %s --check-prefix=FUZZ-SAVE
+// FUZZ-SAVE: mercury-fuzz: error: cannot create the --save directory '{{.*}}sub':
+// FUZZ-SAVE-NOT: panicked
+// FUZZ-SAVE: exit status 1
