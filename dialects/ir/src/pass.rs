@@ -701,6 +701,7 @@ mod tests {
                     default: Some("4"),
                 },
             ],
+            target: None,
             create: |_| Err("not run here".into()),
         };
         let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
