@@ -87,25 +87,21 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
             bad.push(format!("{name} (rank placement)"));
         }
         let got = mercury_runtime::cpu::assemble(plan, &held);
-        for check::Compared {
-            name,
-            rel_err: e,
-            nonfinite,
-            ..
-        } in check::compare(&got, &want, None)
-        {
-            let ok = e <= tol;
+        for c in check::compare(&got, &want, None) {
+            let ok = c.within(tol);
             outln!(
-                "check @{name}: relative error {e:.3e} (tolerance {tol:.0e}){}{}",
-                if nonfinite > 0 {
-                    format!(", {nonfinite} non-finite values")
+                "check @{}: {}{}{}",
+                c.name,
+                c.describe(tol),
+                if c.nonfinite > 0 {
+                    format!(", {} non-finite values", c.nonfinite)
                 } else {
                     String::new()
                 },
                 if ok { "  ok" } else { "  FAILED" }
             );
             if !ok {
-                bad.push(name);
+                bad.push(c.name);
             }
         }
         // Both plans with every value stored in its dtype, as a device stores it: what the
@@ -114,24 +110,21 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
             .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
         let stored_want = execute_with(&reference, &inputs, Storage::Dtype)
             .map_err(|e| Failure::Input(format!("mercury-run: reference: {e}")))?;
-        for check::Compared {
-            name,
-            rel_err: e,
-            elements,
-            ..
-        } in check::compare(&stored, &stored_want, None)
-        {
-            let ok = e <= STORED_TOLERANCE;
-            let apart = match stored.get(&name) {
-                Some(x) => rounded_otherwise_in(x, stored_want.get(&name).map(Vec::as_slice)),
+        for c in check::compare(&stored, &stored_want, None) {
+            let ok = c.within(STORED_TOLERANCE);
+            let apart = match stored.get(&c.name) {
+                Some(x) => rounded_otherwise_in(x, stored_want.get(&c.name).map(Vec::as_slice)),
                 None => 0,
             };
             outln!(
-                "check @{name} in its dtypes: relative error {e:.3e} (tolerance {STORED_TOLERANCE:.0e}), {apart} of {elements} elements rounded otherwise than the single-device plan{}",
+                "check @{} in its dtypes: {}, {apart} of {} elements rounded otherwise than the single-device plan{}",
+                c.name,
+                c.describe(STORED_TOLERANCE),
+                c.elements,
                 if ok { "  ok" } else { "  FAILED" }
             );
             if !ok {
-                bad.push(format!("{name} (in its dtypes)"));
+                bad.push(format!("{} (in its dtypes)", c.name));
             }
         }
         if !bad.is_empty() {

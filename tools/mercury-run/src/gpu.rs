@@ -511,17 +511,21 @@ pub fn checked_bench(
     if a.check {
         let want = want.as_ref().expect("reference ran");
         let tol = a.tolerance.unwrap_or(2e-2);
-        for check::Compared {
-            name,
-            rel_err: e,
-            nonfinite,
-            ..
-        } in check::compare(&got.outputs, &want.outputs, None)
-        {
-            let ok = e <= tol;
-            say(format!("check @{name} vs single-device (GPU): relative error {e:.3e} (tolerance {tol:.0e}){}{}", if nonfinite > 0 { format!(", {nonfinite} non-finite") } else { String::new() }, if ok { "  ok" } else { "  FAILED" }));
+        for c in check::compare(&got.outputs, &want.outputs, None) {
+            let ok = c.within(tol);
+            say(format!(
+                "check @{} vs single-device (GPU): {}{}{}",
+                c.name,
+                c.describe(tol),
+                if c.nonfinite > 0 {
+                    format!(", {} non-finite", c.nonfinite)
+                } else {
+                    String::new()
+                },
+                if ok { "  ok" } else { "  FAILED" }
+            ));
             if !ok {
-                failed.push(name);
+                failed.push(c.name);
             }
         }
         // The f64 rows start from the numbers the device holds (the inputs in their dtype).

@@ -287,22 +287,18 @@ impl Session {
             reference_ms = Some(want.median_ms);
             if a.check {
                 let tol = a.tolerance.unwrap_or(2e-2);
-                for check::Compared {
-                    name,
-                    rel_err: e,
-                    nonfinite,
-                    elements,
-                } in check::compare(&got.outputs, &want.outputs, Some(&masks))
-                {
-                    let ok = e <= tol;
+                for c in check::compare(&got.outputs, &want.outputs, Some(&masks)) {
+                    let ok = c.within(tol);
                     say(format!(
-                        "{tag} check @{name} (this process's {} elements) vs single-device (GPU): relative error {e:.3e} (tolerance {tol:.0e}){}{}",
-                        elements,
-                        if nonfinite > 0 { format!(", {nonfinite} non-finite") } else { String::new() },
+                        "{tag} check @{} (this process's {} elements) vs single-device (GPU): {}{}{}",
+                        c.name,
+                        c.elements,
+                        c.describe(tol),
+                        if c.nonfinite > 0 { format!(", {} non-finite", c.nonfinite) } else { String::new() },
                         if ok { "  ok" } else { "  FAILED" }
                     ));
                     if !ok {
-                        failed_here.push(name);
+                        failed_here.push(c.name);
                     }
                 }
             }
