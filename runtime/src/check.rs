@@ -185,38 +185,42 @@ impl Values for crate::cuda::HostBuffer {
     }
 }
 
-/// How far one element may be from the reference, as a multiple of the norm-wise tolerance,
-/// in units of the output's root mean square: a norm-wise check alone lets a few wrong
-/// elements through in a large output (one wrong row of 8192 in a 8192 x 4096 output moves
-/// ‖got − want‖ / ‖want‖ by only about 1.6e-2, inside the GPU's 2e-2). With the GPU's
-/// tolerance an element may be off by 0.2 of the RMS: rounding bf16 operands and outputs and
-/// summing in another order move the largest elements (about 5 RMS) by a few hundredths of it.
+/// How far one element may be from the reference, as a multiple of the norm-wise tolerance:
+/// |got − want| ≤ `ELEMENT_FACTOR` × tol × (rms + |want|), with rms the reference output's
+/// root mean square (numpy's `allclose` with rtol = `ELEMENT_FACTOR` × tol and atol = rtol ×
+/// rms). A norm-wise check alone lets a few wrong elements through in a large output: one row
+/// of 4096 left at zero in a 4096 x 4096 output moves ‖got − want‖ / ‖want‖ by 1/64, inside
+/// the GPU's 2e-2. With the GPU's tolerance the bound is 0.2 × (rms + |want|); rounding bf16
+/// operands and outputs and summing in another order reach 3.2e-2 at most in the 21 compiled
+/// schedules on one H200 (the striped causal ring; most about 1.4e-2; docs/perf.md). The
+/// |want| term keeps elements far above the rms (the first rows of causal attention, each the
+/// value of a few keys) to their own scale: measured against the rms alone the striped ring
+/// reached 8.8e-2.
 pub const ELEMENT_FACTOR: f64 = 10.0;
 
 /// One output's comparison over the compared elements: ‖got − want‖ / ‖want‖ (infinite when
-/// a got value is not finite or the lengths differ), the largest |got − want| in units of the
-/// reference's root mean square, the non-finite got values and the number of elements
-/// compared.
+/// a got value is not finite or the lengths differ), the largest |got − want| / (rms + |want|)
+/// ([`ELEMENT_FACTOR`]), the non-finite got values and the number of elements compared.
 pub struct Compared {
     pub name: String,
     pub rel_err: f64,
-    /// max |got − want| / rms(want) (0 when both are all zeros, infinite when only the
-    /// reference is).
+    /// max |got − want| / (rms(want) + |want|) (0 when equal, infinite when the reference is
+    /// all zeros and got is not).
     pub worst: f64,
     pub nonfinite: usize,
     pub elements: usize,
 }
 
 impl Compared {
-    /// Whether the output passes at norm-wise tolerance `tol`: `rel_err <= tol` and no element
-    /// off by more than [`ELEMENT_FACTOR`] `* tol` of the RMS.
+    /// Whether the output passes at norm-wise tolerance `tol`: `rel_err <= tol` and every
+    /// element within [`ELEMENT_FACTOR`] `* tol * (rms + |want|)`.
     pub fn within(&self, tol: f64) -> bool {
         self.rel_err <= tol && self.worst <= ELEMENT_FACTOR * tol
     }
-    /// `relative error E (tolerance T), largest element error W of the RMS (at most B)`.
+    /// `relative error E (tolerance T), largest element error W of (rms + |want|) (at most B)`.
     pub fn describe(&self, tol: f64) -> String {
         format!(
-            "relative error {:.3e} (tolerance {tol:.0e}), largest element error {:.1e} of the RMS (at most {:.0e})",
+            "relative error {:.3e} (tolerance {tol:.0e}), largest element error {:.1e} of (rms + |want|) (at most {:.0e})",
             self.rel_err,
             self.worst,
             ELEMENT_FACTOR * tol
@@ -249,33 +253,31 @@ pub fn compare<V: Values>(
             });
             continue;
         };
-        let (nonfinite, num, den, max) = (0..w.count())
+        let (nonfinite, num, den) = (0..w.count())
             .into_par_iter()
             .filter(kept)
             .map(|i| {
                 let (a, b) = (g.value(i), w.value(i));
-                (
-                    usize::from(!a.is_finite()),
-                    (a - b) * (a - b),
-                    b * b,
-                    (a - b).abs(),
-                )
+                (usize::from(!a.is_finite()), (a - b) * (a - b), b * b)
             })
-            .reduce(
-                || (0, 0.0, 0.0, 0.0),
-                |x, y| (x.0 + y.0, x.1 + y.1, x.2 + y.2, x.3.max(y.3)),
-            );
+            .reduce(|| (0, 0.0, 0.0), |x, y| (x.0 + y.0, x.1 + y.1, x.2 + y.2));
         let (rel_err, worst) = if nonfinite > 0 {
             (f64::INFINITY, f64::INFINITY)
         } else {
             let rms = (den / elements.max(1) as f64).sqrt();
-            let worst = if max == 0.0 {
-                0.0
-            } else if rms == 0.0 {
-                f64::INFINITY
-            } else {
-                max / rms
-            };
+            let worst = (0..w.count())
+                .into_par_iter()
+                .filter(kept)
+                .map(|i| {
+                    let (a, b) = (g.value(i), w.value(i));
+                    let d = (a - b).abs();
+                    if d == 0.0 {
+                        0.0
+                    } else {
+                        d / (rms + b.abs())
+                    }
+                })
+                .reduce(|| 0.0, f64::max);
             (num.sqrt() / den.sqrt().max(1e-300), worst)
         };
         out.push(Compared {
@@ -441,7 +443,8 @@ commir.kernel @rs on @m {{
             .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
             .collect();
         let mut got = want.clone();
-        // Row 7 left at zero (a tile nothing wrote, say): each element off by the RMS.
+        // Row 7 left at zero (a tile nothing wrote, say): each element off by |want| = rms,
+        // half of rms + |want|.
         for v in &mut got[7 * cols..8 * cols] {
             *v = 0.0;
         }
@@ -451,7 +454,7 @@ commir.kernel @rs on @m {{
         );
         let c = &compare(&g, &w, None)[0];
         assert!((c.rel_err - 1.0 / 64.0).abs() < 1e-12, "{}", c.rel_err);
-        assert!(c.rel_err <= 2e-2 && (c.worst - 1.0).abs() < 1e-12);
+        assert!(c.rel_err <= 2e-2 && (c.worst - 0.5).abs() < 1e-12);
         assert!(!c.within(2e-2), "{}", c.describe(2e-2));
         let noisy = HashMap::from([(
             "C".to_string(),

@@ -89,9 +89,9 @@ pub struct Args {
     #[arg(long)]
     pub ranks: Option<usize>,
     /// Compare with the single-device reference on fresh random inputs: per output,
-    /// ‖got − want‖ / ‖want‖ within the tolerance and no element off by more than 10 times
-    /// the tolerance of the output's root mean square (a few wrong elements of a large output
-    /// hide in the norm).
+    /// ‖got − want‖ / ‖want‖ within the tolerance, and every element within 10 times the
+    /// tolerance of (rms + |want|), rms the output's root mean square (a few wrong elements of
+    /// a large output hide in the norm).
     #[arg(long)]
     pub check: bool,
     /// Time the schedule and the single-device reference side by side.
