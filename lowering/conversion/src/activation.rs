@@ -74,12 +74,12 @@ impl Lowering<'_> {
     /// Fuses every eligible gemm + elementwise pair of every rank (see the module docs);
     /// `pieces` are the output pieces, `(rank, piece)`.
     pub(crate) fn fuse_gemm_epilogues(&mut self, pieces: &[(usize, OutputPiece)]) {
-        for (r, rb) in self.ranks.iter_mut().enumerate() {
-            let outputs: Vec<&OutputPiece> = pieces
-                .iter()
-                .filter(|(pr, _)| *pr == r)
-                .map(|(_, p)| p)
-                .collect();
+        let n = self.ranks.len();
+        for (rb, outputs) in self
+            .ranks
+            .iter_mut()
+            .zip(crate::deliver::per_rank(pieces, n))
+        {
             fuse_rank(rb, &outputs);
         }
     }

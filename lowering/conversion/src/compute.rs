@@ -4,9 +4,22 @@
 
 use crate::context::{Event, Lowering};
 use crate::order::Seg;
+use crate::placement::BoxIndex;
 use mercury_ir::{Diagnostic, ValueId};
 use mercury_plan::{DType, View};
 use std::collections::HashMap;
+
+/// Where tiles lie while the compute stages are lowered, so that finding the rank that sends a
+/// shifted tile (`load.rs`) looks at the ranks holding it, not at every rank.
+#[derive(Default)]
+pub(crate) struct Holders {
+    /// (buffer, box key) -> the ranks whose shard contains that box, in rank order (the shards
+    /// do not change during the compute stages).
+    pub shards: HashMap<(String, Vec<usize>), Vec<usize>>,
+    /// (stage, buffer) -> the tiles ranks received for that stage; an entry's position is its
+    /// index in that rank's `received` list of the stage and buffer.
+    pub received: HashMap<(usize, String), BoxIndex>,
+}
 
 /// One rank's view of one compute stage while its events are lowered.
 pub(crate) struct StageCx {
@@ -62,11 +75,12 @@ impl Lowering<'_> {
                 }
             }
         }
+        self.holders = Holders::default();
         for s in 1..=self.last_stage {
             for r in 0..self.n {
-                let events: Vec<Event> = self.traces[r]
+                let events: Vec<Event> = self
+                    .stage_events(r, s)
                     .iter()
-                    .filter(|(st, _)| *st == s)
                     .map(|(_, e)| e.clone())
                     .collect();
                 let mut cx = StageCx {
@@ -92,6 +106,7 @@ impl Lowering<'_> {
                 }
             }
         }
+        self.holders = Holders::default();
         Ok(())
     }
 }

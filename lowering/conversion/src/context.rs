@@ -132,6 +132,9 @@ pub(crate) struct Lowering<'k> {
     pub traces: Vec<Vec<(usize, Event)>>,
     /// The last trace stage of any rank.
     pub last_stage: usize,
+    /// Per rank, where each trace stage's events start in its trace (`trace::stage_starts`;
+    /// read through [`Lowering::stage_events`]).
+    pub stage_starts: Vec<Vec<usize>>,
     /// Current placement of every buffer, in the lowering's orders (`order.rs`): a placement
     /// aligned with them is the contiguous one over the same levels.
     pub placement: HashMap<String, Sharding>,
@@ -152,6 +155,8 @@ pub(crate) struct Lowering<'k> {
     /// Per output buffer, the mesh levels its partial results are combined over
     /// (`epilogue::reduction_levels`, the same for every reduction into it).
     pub red_levels: HashMap<String, Vec<usize>>,
+    /// Where tiles lie during the compute stages (`compute.rs`).
+    pub holders: crate::compute::Holders,
 }
 
 impl Lowering<'_> {
@@ -173,6 +178,14 @@ impl Lowering<'_> {
             dst,
             tag,
         });
+    }
+    /// The events of rank `r` in trace stage `s` (none for a stage past the last).
+    pub fn stage_events(&self, r: usize, s: usize) -> &[(usize, Event)] {
+        let starts = &self.stage_starts[r];
+        match (starts.get(s), starts.get(s + 1)) {
+            (Some(lo), Some(hi)) => &self.traces[r][*lo..*hi],
+            _ => &[],
+        }
     }
     /// Index of global buffer `name`.
     pub fn global(&self, name: &str) -> usize {

@@ -9,10 +9,10 @@ use crate::placement::shard_box;
 use mercury_commir::Role;
 use mercury_ir::Diagnostic;
 use mercury_plan::{
-    verify, Collective, CommOp, ComputeOp, DType, OutputPiece, Plan, RankProgram, Region, SlotInit,
-    Stage, View,
+    verify, Collective, CommOp, ComputeOp, DType, OutputPiece, Plan, RankProgram, Region,
+    RegionSet, SlotInit, Stage, View,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 impl Lowering<'_> {
     /// Every rank's output pieces, receiving what it does not hold in the delivery stage (a
@@ -93,8 +93,9 @@ impl Lowering<'_> {
             let tile = sends[0].tile.clone();
             // Distinct parts (a part several receivers want is cast once), in tile coordinates.
             let mut parts: Vec<Region> = Vec::new();
+            let mut seen: HashSet<&Region> = HashSet::new();
             for c in &sends {
-                if !parts.contains(&c.part) {
+                if seen.insert(&c.part) {
                     parts.push(c.part.clone());
                 }
             }
@@ -107,6 +108,7 @@ impl Lowering<'_> {
             };
             let holder = &mut self.ranks[q];
             let mut cast_of: Vec<(Region, usize)> = Vec::new();
+            let mut cast_set = RegionSet::new();
             for bx in boxes {
                 let cast = holder.slot(
                     format!("{}.narrow", sends[0].buffer),
@@ -122,11 +124,14 @@ impl Lowering<'_> {
                     },
                     dst: to,
                 });
+                cast_set.insert(&bx);
                 cast_of.push((bx, cast));
             }
             for c in sends {
-                let (bx, cast) = cast_of
-                    .iter()
+                let (bx, cast) = cast_set
+                    .overlapping(&c.part)
+                    .into_iter()
+                    .map(|i| &cast_of[i])
                     .find(|(bx, _)| crate::context::contains(bx, &c.part))
                     .expect("every sent part lies in one of its tile's casts");
                 let src = View {
@@ -153,15 +158,24 @@ impl Lowering<'_> {
         want: &Region,
     ) -> Result<(), Diagnostic> {
         let want = want.clone();
-        let mut got: Vec<Region> = Vec::new();
-        let add = |got: &mut Vec<Region>, part: &Region| -> Result<bool, Diagnostic> {
-            if got.iter().any(|g| crate::context::contains(g, part)) {
+        // The parts taken so far, and their boxes indexed (a replicated output has a part per
+        // rank on every rank).
+        let mut got: (Vec<Region>, RegionSet) = (Vec::new(), RegionSet::new());
+        let add = |(got, set): &mut (Vec<Region>, RegionSet),
+                   part: &Region|
+         -> Result<bool, Diagnostic> {
+            let near = set.overlapping(part);
+            if near
+                .iter()
+                .any(|g| crate::context::contains(&got[*g], part))
+            {
                 return Ok(false);
             }
-            if got.iter().any(|g| g.overlaps(part)) {
+            if !near.is_empty() {
                 return Err(err(&b.loc, format!("'@{}' is held in overlapping, different tiles around {part}; the schedule writes it ambiguously", b.name)));
             }
             got.push(part.clone());
+            set.insert(part);
             Ok(true)
         };
         // Own tiles first.
@@ -176,7 +190,7 @@ impl Lowering<'_> {
                 }
             }
         }
-        if got.iter().map(Region::numel).sum::<usize>() == want.numel() {
+        if got.0.iter().map(Region::numel).sum::<usize>() == want.numel() {
             return Ok(());
         }
         // Then from the other ranks, fastest link first. A bf16 output travels as bf16: a
@@ -226,7 +240,7 @@ impl Lowering<'_> {
                 pieces.extend(self.real_pieces(r, &b.name, gi, &part, &dst_view));
             }
         }
-        let have: usize = got.iter().map(Region::numel).sum();
+        let have: usize = got.0.iter().map(Region::numel).sum();
         if have != want.numel() {
             return Err(err(&b.loc, format!("the schedule produces {have} of the {} elements of rank {:?}'s part {want} of '@{}'", want.numel(), self.ranks[r].coords, b.name)));
         }
@@ -277,12 +291,8 @@ impl Lowering<'_> {
         mut self,
         mut pieces: Vec<(usize, OutputPiece)>,
     ) -> Result<Plan, Diagnostic> {
-        for (r, rb) in self.ranks.iter_mut().enumerate() {
-            let mine: Vec<&mut OutputPiece> = pieces
-                .iter_mut()
-                .filter(|(pr, _)| *pr == r)
-                .map(|(_, p)| p)
-                .collect();
+        let n = self.ranks.len();
+        for (rb, mine) in self.ranks.iter_mut().zip(per_rank_mut(&mut pieces, n)) {
             prune_slots(rb, mine);
         }
         let num_stages = self
@@ -291,8 +301,14 @@ impl Lowering<'_> {
             .flat_map(|r| r.stages.keys().copied())
             .max()
             .map_or(0, |m| m + 1);
+        let mut outputs: Vec<Vec<OutputPiece>> = vec![Vec::new(); n];
+        for (r, p) in pieces {
+            if let Some(o) = outputs.get_mut(r) {
+                o.push(p);
+            }
+        }
         let mut plan_ranks = Vec::new();
-        for (r, rb) in self.ranks.into_iter().enumerate() {
+        for ((r, rb), outputs) in self.ranks.into_iter().enumerate().zip(outputs) {
             let mut stages = vec![Stage::default(); num_stages];
             for (s, st) in rb.stages {
                 stages[s] = st;
@@ -302,11 +318,7 @@ impl Lowering<'_> {
                 coords: rb.coords,
                 slots: rb.slots,
                 stages,
-                outputs: pieces
-                    .iter()
-                    .filter(|(pr, _)| *pr == r)
-                    .map(|(_, p)| p.clone())
-                    .collect(),
+                outputs,
             });
         }
         let k = self.k;
@@ -324,6 +336,33 @@ impl Lowering<'_> {
         })?;
         Ok(plan)
     }
+}
+
+/// The output pieces of each of `n` ranks (`pieces` are `(rank, piece)`), each rank's in their
+/// order: one pass over the pieces rather than one per rank (a replicated output has a piece
+/// per rank on every rank).
+pub(crate) fn per_rank(pieces: &[(usize, OutputPiece)], n: usize) -> Vec<Vec<&OutputPiece>> {
+    let mut out: Vec<Vec<&OutputPiece>> = (0..n).map(|_| Vec::new()).collect();
+    for (r, p) in pieces {
+        if let Some(o) = out.get_mut(*r) {
+            o.push(p);
+        }
+    }
+    out
+}
+
+/// [`per_rank`], the pieces to modify.
+pub(crate) fn per_rank_mut(
+    pieces: &mut [(usize, OutputPiece)],
+    n: usize,
+) -> Vec<Vec<&mut OutputPiece>> {
+    let mut out: Vec<Vec<&mut OutputPiece>> = (0..n).map(|_| Vec::new()).collect();
+    for (r, p) in pieces.iter_mut() {
+        if let Some(o) = out.get_mut(*r) {
+            o.push(p);
+        }
+    }
+    out
 }
 
 /// A part of a bf16 output that its holder keeps in f32 and sends to `receiver`: cast on the

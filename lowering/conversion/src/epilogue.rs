@@ -21,6 +21,7 @@ impl Lowering<'_> {
     pub(crate) fn combine_partials(&mut self) -> usize {
         let k = self.k;
         let mut epi = self.last_plan_stage() + 1;
+        // Tile -> the ranks holding an accumulator of it, in increasing order.
         let mut holders: BTreeMap<(String, Vec<usize>), Vec<usize>> = BTreeMap::new();
         for (r, rb) in self.ranks.iter().enumerate() {
             for key in rb.acc.keys() {
@@ -38,7 +39,7 @@ impl Lowering<'_> {
                 let me = coords_of(&self.mesh, r);
                 let group: Vec<usize> = group_of(&self.mesh, &me, &levels)
                     .into_iter()
-                    .filter(|q| all.contains(q))
+                    .filter(|q| all.binary_search(q).is_ok())
                     .collect();
                 if group.len() < 2 {
                     continue;

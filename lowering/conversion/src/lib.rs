@@ -35,7 +35,7 @@
 //! | compute stages, one file per event kind | `compute.rs`: `load.rs`, `patch.rs`, `tile.rs`, `reduce.rs`, `store.rs` |
 //! | combining partial results, reshards at the end | `epilogue.rs` |
 //! | reshard patterns (all-gather, slice, all-to-all, general) | `reshard.rs` |
-//! | where buffers live (shards, owners, groups) | `placement.rs` |
+//! | where buffers live (shards, owners, the ranks holding a tile, groups) | `placement.rs` |
 //! | the order each dimension is laid out in (zigzag, striped placements) | `order.rs` |
 //! | moves between placements no collective expresses (point to point) | `permute.rs` |
 //! | causal attention tiles cut into full / diagonal / empty blocks | `causal.rs` |

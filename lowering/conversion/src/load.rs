@@ -4,10 +4,12 @@
 //! double-buffered), else its owner.
 
 use crate::compute::StageCx;
-use crate::context::{contains, err, link_cost, relative, Event, Lowering};
+use crate::context::{contains, err, key, link_cost, relative, Event, Lowering};
+use crate::placement::shard_holders;
 use mercury_commir::Role;
 use mercury_ir::{Diagnostic, Location, ValueId};
 use mercury_plan::{CommOp, Region, SlotInit, View};
+use std::collections::BTreeMap;
 
 impl Lowering<'_> {
     /// Lowers one load event of `cx`'s rank and stage.
@@ -108,11 +110,17 @@ impl Lowering<'_> {
             dst: dst.clone(),
             tag,
         });
-        self.ranks[r]
+        let list = self.ranks[r]
+            .received
+            .entry((ps, buffer.clone()))
+            .or_default();
+        list.push((bx.clone(), rs));
+        let pos = list.len() - 1;
+        self.holders
             .received
             .entry((ps, buffer.clone()))
             .or_default()
-            .push((bx.clone(), rs));
+            .insert(bx, r, pos);
         cx.values.insert(*value, dst);
         Ok(())
     }
@@ -152,46 +160,65 @@ impl Lowering<'_> {
     /// The rank (and its view) that sends tile `bx` of `buffer` to `cx`'s rank during the
     /// stage before: among the ranks holding it then (as their shard or as a tile received for
     /// that stage), the one on the fastest link, then one that used the tile in that stage,
-    /// then a receiver over the owner, then the nearest along the ring.
-    fn ring_source(&self, cx: &StageCx, buffer: &str, bx: &Region) -> Option<(usize, View)> {
+    /// then a receiver over the owner, then the nearest along the ring. The holders come from
+    /// the compute stages' index (`Holders`), so the cost follows the number of holders, not
+    /// the number of ranks.
+    fn ring_source(&mut self, cx: &StageCx, buffer: &str, bx: &Region) -> Option<(usize, View)> {
         let (r, n) = (cx.r, self.n);
         let prev = cx.ps - 1;
-        let mut best: Option<((usize, usize, usize, usize), usize, View)> = None;
-        for q in (0..n).filter(|q| *q != r) {
-            let (qs, qb) = &self.ranks[q].shard[buffer];
-            let mut cands = Vec::new();
-            if contains(qb, bx) {
+        let ranks = &self.ranks;
+        // Candidates (rank, 1 for its shard or 0 for a tile it received, view); every
+        // candidate's preference below is distinct, so their order does not matter.
+        let mut cands: Vec<(usize, usize, View)> = Vec::new();
+        let owners = self
+            .holders
+            .shards
+            .entry((buffer.to_string(), key(bx)))
+            .or_insert_with(|| shard_holders(ranks, buffer, bx));
+        for &q in owners.iter().filter(|q| **q != r) {
+            let (qs, qb) = &ranks[q].shard[buffer];
+            cands.push((
+                q,
+                1,
+                View {
+                    slot: *qs,
+                    region: relative(qb, bx),
+                },
+            ));
+        }
+        let at = (prev, buffer.to_string());
+        if let Some(index) = self.holders.received.get(&at) {
+            // Per rank, the first of its tiles received for that stage that contains `bx`.
+            let mut first: BTreeMap<usize, usize> = BTreeMap::new();
+            for (q, pos) in index.containing(bx).into_iter().filter(|(q, _)| *q != r) {
+                let p = first.entry(q).or_insert(pos);
+                *p = (*p).min(pos);
+            }
+            for (q, pos) in first {
+                let (rb, rs) = &ranks[q].received[&at][pos];
                 cands.push((
-                    1usize,
+                    q,
+                    0,
                     View {
-                        slot: *qs,
-                        region: relative(qb, bx),
+                        slot: *rs,
+                        region: relative(rb, bx),
                     },
                 ));
             }
-            if let Some(v) = self.ranks[q].received.get(&(prev, buffer.to_string())) {
-                if let Some((rb, rs)) = v.iter().find(|(b, _)| contains(b, bx)) {
-                    cands.push((
-                        0usize,
-                        View {
-                            slot: *rs,
-                            region: relative(rb, bx),
-                        },
-                    ));
-                }
-            }
-            let used_prev = self.traces[q].iter().any(|(st, ev)| cx.base + *st == prev && matches!(ev, Event::Load { buffer: b2, bx: x2, .. } if b2 == buffer && contains(x2, bx)));
-            for (owner_rank, view) in cands {
-                let (fast, ndiff) = link_cost(&self.ranks[r].coords, &self.ranks[q].coords);
-                let pref = (
-                    fast,
-                    ndiff,
-                    usize::from(!used_prev) * 2 + owner_rank,
-                    (q + n - r) % n,
-                );
-                if best.as_ref().is_none_or(|(p, _, _)| pref < *p) {
-                    best = Some((pref, q, view));
-                }
+        }
+        let mut best: Option<((usize, usize, usize, usize), usize, View)> = None;
+        for (q, owner_rank, view) in cands {
+            // Trace stage `prev - base` (none: the prologue) of rank q.
+            let used_prev = self.stage_events(q, prev - cx.base).iter().any(|(_, ev)| matches!(ev, Event::Load { buffer: b2, bx: x2, .. } if b2 == buffer && contains(x2, bx)));
+            let (fast, ndiff) = link_cost(&ranks[r].coords, &ranks[q].coords);
+            let pref = (
+                fast,
+                ndiff,
+                usize::from(!used_prev) * 2 + owner_rank,
+                (q + n - r) % n,
+            );
+            if best.as_ref().is_none_or(|(p, _, _)| pref < *p) {
+                best = Some((pref, q, view));
             }
         }
         best.map(|(_, q, v)| (q, v))

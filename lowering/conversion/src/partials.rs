@@ -38,12 +38,12 @@ impl Lowering<'_> {
     /// are the output pieces, `(rank, piece)`.
     pub(crate) fn fold_received_partials(&mut self, pieces: &mut [(usize, OutputPiece)]) {
         let out_dtype: Vec<DType> = self.buffers.iter().map(|b| b.dtype).collect();
-        for (r, rb) in self.ranks.iter_mut().enumerate() {
-            let mut mine: Vec<&mut OutputPiece> = pieces
-                .iter_mut()
-                .filter(|(pr, _)| *pr == r)
-                .map(|(_, p)| p)
-                .collect();
+        let n = self.ranks.len();
+        for (rb, mut mine) in self
+            .ranks
+            .iter_mut()
+            .zip(crate::deliver::per_rank_mut(pieces, n))
+        {
             fold_rank(rb, &mut mine, &out_dtype);
         }
     }

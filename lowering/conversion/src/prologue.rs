@@ -2,11 +2,11 @@
 //! then the prologue stages: reshards at the kernel's start, and gathers of buffers read
 //! remotely without a shift (AllGather, one dimension per stage).
 
-use crate::context::{contains, err, to_dtype, Event, Lowering, RankBuild, Sharding};
+use crate::context::{contains, err, key, to_dtype, Event, Lowering, RankBuild, Sharding};
 use crate::order::{begin_placements, check_runs, Orders};
-use crate::placement::shard_box;
+use crate::placement::{shard_box, shard_holders};
 use crate::reshard::{reshard, reshard_stages};
-use crate::trace::trace;
+use crate::trace::{stage_starts, trace};
 use mercury_commir::{Kernel, Placement, Role, Stmt};
 use mercury_ir::{Diagnostic, Location};
 use mercury_plan::{coords_of, GlobalBuffer, InputPiece, SlotInit, View};
@@ -54,6 +54,7 @@ impl<'k> Lowering<'k> {
             last_stage = last_stage.max(last);
             traces.push(t);
         }
+        let stage_starts = traces.iter().map(|t| stage_starts(t, last_stage)).collect();
         let placement: HashMap<String, Sharding> = k
             .buffers
             .iter()
@@ -75,6 +76,7 @@ impl<'k> Lowering<'k> {
             buffers,
             traces,
             last_stage,
+            stage_starts,
             placement,
             orders,
             real_placement,
@@ -83,6 +85,7 @@ impl<'k> Lowering<'k> {
             tag: 0,
             sent_values: HashMap::new(),
             red_levels,
+            holders: Default::default(),
         })
     }
 
@@ -269,6 +272,8 @@ impl<'k> Lowering<'k> {
     /// single rank holds (or any unshifted remote read) needs the buffer gathered first.
     fn gathered(&self) -> Vec<String> {
         let mut gather: Vec<String> = Vec::new();
+        // (buffer, box key) -> whether some rank's shard contains that box.
+        let mut held: HashMap<(String, Vec<usize>), bool> = HashMap::new();
         for (r, t) in self.traces.iter().enumerate() {
             for (_, e) in t {
                 if let Event::Load {
@@ -282,12 +287,14 @@ impl<'k> Lowering<'k> {
                     let Some((_, sb)) = self.ranks[r].shard.get(buffer) else {
                         continue;
                     };
+                    if contains(sb, bx) || gather.contains(buffer) {
+                        continue;
+                    }
                     let servable = *shifted
-                        && self
-                            .ranks
-                            .iter()
-                            .any(|q| q.shard.get(buffer).is_some_and(|(_, b)| contains(b, bx)));
-                    if !contains(sb, bx) && !servable && !gather.contains(buffer) {
+                        && *held
+                            .entry((buffer.clone(), key(bx)))
+                            .or_insert_with(|| !shard_holders(&self.ranks, buffer, bx).is_empty());
+                    if !servable {
                         gather.push(buffer.clone());
                     }
                 }

@@ -5,7 +5,7 @@ use mercury_plan::{
     collective_send_bytes, Collective, CombineKind, CommOp, ComputeOp, PatchKind, Plan,
     RankProgram, View,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 
 /// Formats a byte count with a binary unit.
@@ -24,24 +24,12 @@ pub fn bytes(n: usize) -> String {
     }
 }
 
-fn buffer_of(r: &RankProgram, v: &View) -> String {
-    r.slots[v.slot]
-        .name
-        .split('.')
-        .next()
-        .unwrap_or("?")
-        .to_string()
+fn buffer_of<'p>(r: &'p RankProgram, v: &View) -> &'p str {
+    r.slots[v.slot].name.split('.').next().unwrap_or("?")
 }
 
 fn view_bytes(r: &RankProgram, v: &View) -> usize {
     v.region.numel() * r.slots[v.slot].dtype.size_bytes()
-}
-
-fn kind_name(k: CombineKind) -> &'static str {
-    match k {
-        CombineKind::Add => "add",
-        CombineKind::LseMerge => "lse_merge",
-    }
 }
 
 /// The mesh level over which two ranks communicate (the slowest level where they differ).
@@ -62,8 +50,22 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
         plan.num_stages()
     );
     // buffer -> kind -> (ops, bytes, stages, levels)
-    let mut summary: BTreeMap<(String, String), (usize, usize, Vec<usize>, Vec<usize>)> =
+    let mut summary: BTreeMap<(&str, &str), (usize, usize, BTreeSet<usize>, Vec<usize>)> =
         BTreeMap::new();
+    // The slot each receive lands in: (stage, receiver, sender, tag) -> the first such
+    // receive's slot name (looked up once per send, not by a scan of the receiver's stage).
+    let mut landing: HashMap<(usize, usize, usize, u64), &str> = HashMap::new();
+    for r in &plan.ranks {
+        for (si, st) in r.stages.iter().enumerate() {
+            for c in &st.comm {
+                if let CommOp::Recv { peer, dst, tag } = c {
+                    landing
+                        .entry((si, r.rank, *peer, *tag))
+                        .or_insert(&r.slots[dst.slot].name);
+                }
+            }
+        }
+    }
     let mut lines = Vec::new();
     for r in &plan.ranks {
         for (si, st) in r.stages.iter().enumerate() {
@@ -72,23 +74,11 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
                     CommOp::Send { peer, src, tag } => {
                         // Named after where it lands: the receiver's slot says which buffer
                         // (and whether it is a partial result).
-                        let dst_name = plan.ranks[*peer]
-                            .stages
-                            .get(si)
-                            .and_then(|st| {
-                                st.comm.iter().find_map(|c| match c {
-                                    CommOp::Recv {
-                                        peer: from,
-                                        dst,
-                                        tag: t,
-                                    } if *from == r.rank && t == tag => {
-                                        Some(plan.ranks[*peer].slots[dst.slot].name.clone())
-                                    }
-                                    _ => None,
-                                })
-                            })
-                            .unwrap_or_else(|| r.slots[src.slot].name.clone());
-                        let b = dst_name.split('.').next().unwrap_or("?").to_string();
+                        let dst_name = landing
+                            .get(&(si, *peer, r.rank, *tag))
+                            .copied()
+                            .unwrap_or(&r.slots[src.slot].name);
+                        let b = dst_name.split('.').next().unwrap_or("?");
                         let kind = if dst_name.contains(".partial") {
                             "partial p2p (shift-reduce)"
                         } else if dst_name.contains(".permuted") {
@@ -100,12 +90,10 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
                         } else {
                             "ring p2p"
                         };
-                        let e = summary.entry((b.clone(), kind.to_string())).or_default();
+                        let e = summary.entry((b, kind)).or_default();
                         e.0 += 1;
                         e.1 += view_bytes(r, src);
-                        if !e.2.contains(&si) {
-                            e.2.push(si);
-                        }
+                        e.2.insert(si);
                         let lv = level(plan, r.rank, *peer);
                         if !e.3.contains(&lv) {
                             e.3.push(lv);
@@ -122,30 +110,28 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
                     CommOp::Recv { .. } => {}
                     CommOp::Collective { group, collective } => {
                         let (b, name) = match collective {
-                            Collective::AllGather { src, .. } => {
-                                (buffer_of(r, src), "all_gather".to_string())
-                            }
+                            Collective::AllGather { src, .. } => (buffer_of(r, src), "all_gather"),
                             Collective::AllReduce { bufs, kind } => (
                                 buffer_of(r, &bufs[0]),
-                                format!("all_reduce({})", kind_name(*kind)),
+                                match kind {
+                                    CombineKind::Add => "all_reduce(add)",
+                                    CombineKind::LseMerge => "all_reduce(lse_merge)",
+                                },
                             ),
                             Collective::ReduceScatter { src, kind, .. } => (
                                 buffer_of(r, src),
-                                format!("reduce_scatter({})", kind_name(*kind)),
+                                match kind {
+                                    CombineKind::Add => "reduce_scatter(add)",
+                                    CombineKind::LseMerge => "reduce_scatter(lse_merge)",
+                                },
                             ),
-                            Collective::AllToAll { src, .. } => {
-                                (buffer_of(r, src), "all_to_all".to_string())
-                            }
-                            Collective::Broadcast { buf, .. } => {
-                                (buffer_of(r, buf), "broadcast".to_string())
-                            }
+                            Collective::AllToAll { src, .. } => (buffer_of(r, src), "all_to_all"),
+                            Collective::Broadcast { buf, .. } => (buffer_of(r, buf), "broadcast"),
                         };
-                        let e = summary.entry((b.clone(), name.clone())).or_default();
+                        let e = summary.entry((b, name)).or_default();
                         e.0 += 1;
                         e.1 += collective_send_bytes(r, group.len(), collective);
-                        if !e.2.contains(&si) {
-                            e.2.push(si);
-                        }
+                        e.2.insert(si);
                         if detail && group.first() == Some(&r.rank) {
                             lines
                                 .push(format!("//   stage {si}: {name} @{b} over ranks {group:?}"));

@@ -70,7 +70,8 @@ pub(crate) fn access_box(
 }
 
 /// Executes the loop nest symbolically for one rank; events are tagged with their stage
-/// (1-based; stage 0 is the prologue).
+/// (1-based; stage 0 is the prologue), in program order, so their stages never decrease
+/// ([`stage_starts`] relies on it).
 pub(crate) fn trace(
     k: &Kernel,
     coords: &[usize],
@@ -212,6 +213,22 @@ pub(crate) fn trace(
         &mut stage,
         &mut out,
     )?;
+    debug_assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
     let last = out.iter().map(|(s, _)| *s).max().unwrap_or(1);
     Ok((out, last))
+}
+
+/// Where each stage's events start in a rank's trace (as [`trace`] makes it: in stage order):
+/// entry `s` is the index of the first event of stage `s` or later, for `s` in
+/// `0..=last + 1`, so stage `s`'s events are `starts[s]..starts[s + 1]`.
+pub(crate) fn stage_starts(trace: &[(usize, Event)], last: usize) -> Vec<usize> {
+    let mut starts = Vec::with_capacity(last + 2);
+    let mut i = 0;
+    for s in 0..=last + 1 {
+        while i < trace.len() && trace[i].0 < s {
+            i += 1;
+        }
+        starts.push(i);
+    }
+    starts
 }

@@ -16,10 +16,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub mod patch;
+pub mod region_set;
 pub mod tile;
 pub mod tile_kernel;
 pub mod verify;
 pub use patch::{PatchArgs, PatchAttr, PatchKind, PatchSpec, PATCHES};
+pub use region_set::RegionSet;
 pub use tile::TileOp;
 pub use verify::{verify, PlanError};
 

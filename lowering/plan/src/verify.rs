@@ -1,7 +1,9 @@
 //! Structural checks of a plan: bounds, patch operands, transfer matching and stage hazards.
 
-use crate::{Collective, CommOp, ComputeOp, PatchKind, Plan, RankProgram, Region, SlotInit, View};
-use std::collections::BTreeMap;
+use crate::{
+    Collective, CommOp, ComputeOp, PatchKind, Plan, RankProgram, Region, RegionSet, SlotInit, View,
+};
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
@@ -75,6 +77,50 @@ pub fn comm_access(op: &CommOp) -> (Vec<&View>, Vec<&View>) {
 
 fn conflict(a: &View, b: &View) -> bool {
     a.slot == b.slot && a.region.overlaps(&b.region)
+}
+
+/// The views the transfers of one stage have written so far, in order. A few are scanned; from
+/// [`Written::INDEX_FROM`] on they are also indexed per slot ([`RegionSet`]), so that a stage
+/// with a transfer per rank (a replicated output delivered to every rank) is not checked pair
+/// by pair.
+#[derive(Default)]
+struct Written<'a> {
+    views: Vec<&'a View>,
+    /// slot -> (positions in `views`, their boxes), once there are enough views.
+    index: Option<HashMap<usize, (Vec<usize>, RegionSet)>>,
+}
+
+impl<'a> Written<'a> {
+    const INDEX_FROM: usize = 32;
+
+    /// The first view written so far that `v` conflicts with.
+    fn first_conflict(&self, v: &View) -> Option<&'a View> {
+        match &self.index {
+            None => self.views.iter().copied().find(|c| conflict(v, c)),
+            Some(index) => {
+                let (positions, set) = index.get(&v.slot)?;
+                let first = *set.overlapping(&v.region).first()?;
+                Some(self.views[positions[first]])
+            }
+        }
+    }
+
+    fn push(&mut self, v: &'a View) {
+        self.views.push(v);
+        if self.index.is_none() && self.views.len() >= Self::INDEX_FROM {
+            let mut index: HashMap<usize, (Vec<usize>, RegionSet)> = HashMap::new();
+            for (i, w) in self.views.iter().enumerate() {
+                let (positions, set) = index.entry(w.slot).or_default();
+                positions.push(i);
+                set.insert(&w.region);
+            }
+            self.index = Some(index);
+        } else if let Some(index) = &mut self.index {
+            let (positions, set) = index.entry(v.slot).or_default();
+            positions.push(self.views.len() - 1);
+            set.insert(&v.region);
+        }
+    }
 }
 
 /// A patch's operands: as many as its spec says, and for a GEMM views that agree
@@ -240,7 +286,7 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                 compute_reads.extend(rd);
                 compute_writes.extend(wr);
             }
-            let mut comm_writes: Vec<&View> = Vec::new();
+            let mut comm_writes = Written::default();
             for op in &st.comm {
                 let (rd, wr) = comm_access(op);
                 for v in rd.iter().chain(wr.iter()) {
@@ -267,14 +313,16 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                             r.slots[v.slot].name, v.region, c.region
                         )));
                     }
-                    if let Some(c) = comm_writes.iter().find(|c| conflict(v, c)) {
+                    if let Some(c) = comm_writes.first_conflict(v) {
                         return Err(err(format!(
                             "two transfers write slot '{}' {}",
                             r.slots[v.slot].name, c.region
                         )));
                     }
                 }
-                comm_writes.extend(wr);
+                for v in wr {
+                    comm_writes.push(v);
+                }
                 match op {
                     CommOp::Send { peer, src, tag } => {
                         if *peer >= n || *peer == r.rank {
@@ -415,6 +463,84 @@ mod tests {
         }
         let e = verify(&both).unwrap_err();
         assert!(e.to_string().contains("cannot both accumulate"), "{e}");
+    }
+
+    /// Rank 0 receives `rows` one-row pieces of slot 'x' from rank 1 in one stage, then
+    /// `extra` (if any); rank 1 sends them all from its slot 'y'.
+    fn receives(rows: usize, extra: Option<Region>) -> crate::Plan {
+        let slot = |name: &str, shape: &[usize]| Slot {
+            name: name.into(),
+            dtype: DType::F32,
+            shape: shape.to_vec(),
+            init: SlotInit::Zero,
+        };
+        let mut dsts: Vec<Region> = (0..rows)
+            .map(|i| Region {
+                offset: vec![i, 0],
+                extent: vec![1, 2],
+            })
+            .collect();
+        dsts.extend(extra);
+        let recv = dsts
+            .iter()
+            .enumerate()
+            .map(|(t, region)| CommOp::Recv {
+                peer: 1,
+                dst: View {
+                    slot: 0,
+                    region: region.clone(),
+                },
+                tag: t as u64,
+            })
+            .collect();
+        let send = (0..dsts.len())
+            .map(|t| CommOp::Send {
+                peer: 0,
+                src: View {
+                    slot: 0,
+                    region: Region::full(&[1, 2]),
+                },
+                tag: t as u64,
+            })
+            .collect();
+        let rank = |r: usize, slots, comm| RankProgram {
+            rank: r,
+            coords: vec![r],
+            slots,
+            stages: vec![Stage {
+                compute: vec![],
+                comm,
+            }],
+            outputs: vec![],
+        };
+        crate::Plan {
+            name: "p".into(),
+            mesh: vec![2],
+            buffers: vec![],
+            ranks: vec![
+                rank(0, vec![slot("x", &[rows, 2])], recv),
+                rank(1, vec![slot("y", &[1, 2])], send),
+            ],
+        }
+    }
+
+    /// Two transfers of a stage writing one element are refused, naming the first of them,
+    /// whether the stage has a few transfers (scanned) or many (indexed).
+    #[test]
+    fn transfers_may_not_write_the_same_element() {
+        for rows in [4, 100] {
+            assert_eq!(verify(&receives(rows, None)), Ok(()));
+            let overlapping = Region {
+                offset: vec![2, 1],
+                extent: vec![2, 1],
+            };
+            let e = verify(&receives(rows, Some(overlapping))).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "stage 0: rank 0: two transfers write slot 'x' [2:3, 0:2]",
+                "{rows} rows"
+            );
+        }
     }
 
     /// Operand and output types the GEMM cannot run (`patch::gemm_writes`) are refused.
