@@ -371,6 +371,23 @@ pub fn chunk_region(
     region.chunk(axis, parts, chunk)
 }
 
+/// View `chunk` of `parts` equal chunks of `view` along `axis`, in the same slot.
+///
+/// # Errors
+/// [`super::error::RuntimeError::Schedule`] when the parts do not divide the region.
+pub fn chunk_view(
+    view: &View,
+    axis: usize,
+    parts: usize,
+    chunk: usize,
+) -> Result<View, super::error::RuntimeError> {
+    Ok(View {
+        slot: view.slot,
+        region: chunk_region(&view.region, axis, parts, chunk)
+            .map_err(super::error::RuntimeError::Schedule)?,
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

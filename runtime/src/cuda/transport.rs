@@ -22,7 +22,7 @@ use super::error::{Result, RuntimeError};
 use super::mem::{copy, operand, write_back, CopyCx, Loc, MemTable, Peers, Scratch};
 use super::ops::{check_copy, check_f32, enqueue_add, enqueue_lse_merge, lse_shape};
 use super::placement::DeviceMap;
-use super::schedule::{chunk_region, CollectiveCall, Message, StageTransfers};
+use super::schedule::{chunk_view, CollectiveCall, Message, StageTransfers};
 use cudarc::driver::CudaStream;
 use mercury_plan::{Collective, CombineKind, DType, View};
 use std::sync::Arc;
@@ -351,15 +351,7 @@ impl Transport for CopyTransport {
                 let s = metas(mem, &call.group, &srcs)?;
                 for (q, dv) in dsts.iter().enumerate() {
                     for (p, sp) in s.iter().enumerate() {
-                        let ch = chunk_region(&dv.region, *axis, n, p)
-                            .map_err(RuntimeError::Schedule)?;
-                        let d = mem.meta(
-                            call.group[q],
-                            &View {
-                                slot: dv.slot,
-                                region: ch,
-                            },
-                        )?;
+                        let d = mem.meta(call.group[q], &chunk_view(dv, *axis, n, p)?)?;
                         check_copy(sp, &d)?;
                     }
                 }
@@ -412,15 +404,7 @@ impl Transport for CopyTransport {
             Collective::ReduceScatter { axis, .. } => {
                 for (r, m) in call.members.iter().enumerate() {
                     if let Collective::ReduceScatter { src, dst, .. } = m {
-                        let ch = chunk_region(&src.region, *axis, n, r)
-                            .map_err(RuntimeError::Schedule)?;
-                        let s = mem.meta(
-                            call.group[r],
-                            &View {
-                                slot: src.slot,
-                                region: ch,
-                            },
-                        )?;
+                        let s = mem.meta(call.group[r], &chunk_view(src, *axis, n, r)?)?;
                         let d = mem.meta(call.group[r], dst)?;
                         reduce_dtype(s.dtype, "reduce-scatter")?;
                         reduce_dtype(d.dtype, "reduce-scatter")?;
@@ -445,24 +429,10 @@ impl Transport for CopyTransport {
                             Collective::AllToAll { dst, .. },
                         ) = (mp, mq)
                         {
-                            let sc = chunk_region(&src.region, *split_axis, n, q)
-                                .map_err(RuntimeError::Schedule)?;
-                            let dc = chunk_region(&dst.region, *concat_axis, n, p)
-                                .map_err(RuntimeError::Schedule)?;
-                            let s = mem.meta(
-                                call.group[p],
-                                &View {
-                                    slot: src.slot,
-                                    region: sc,
-                                },
-                            )?;
-                            let d = mem.meta(
-                                call.group[q],
-                                &View {
-                                    slot: dst.slot,
-                                    region: dc,
-                                },
-                            )?;
+                            let s =
+                                mem.meta(call.group[p], &chunk_view(src, *split_axis, n, q)?)?;
+                            let d =
+                                mem.meta(call.group[q], &chunk_view(dst, *concat_axis, n, p)?)?;
                             check_copy(&s, &d)?;
                         }
                     }
@@ -522,16 +492,8 @@ impl Transport for CopyTransport {
                         let Collective::AllGather { src, .. } = mp else {
                             continue;
                         };
-                        let ch = chunk_region(&dst.region, *axis, n, p)
-                            .map_err(RuntimeError::Schedule)?;
                         let s = mem.loc(call.group[p], src)?;
-                        let d = mem.loc(
-                            call.group[q],
-                            &View {
-                                slot: dst.slot,
-                                region: ch,
-                            },
-                        )?;
+                        let d = mem.loc(call.group[q], &chunk_view(dst, *axis, n, p)?)?;
                         // SAFETY: per the caller.
                         unsafe { copy(&mut c, &s, &d)? };
                     }
@@ -601,15 +563,7 @@ impl Transport for CopyTransport {
                                 "reduce-scatter members disagree".into(),
                             ));
                         };
-                        let ch = chunk_region(&src.region, *axis, n, p)
-                            .map_err(RuntimeError::Schedule)?;
-                        parts.push(mem.loc(
-                            call.group[r],
-                            &View {
-                                slot: src.slot,
-                                region: ch,
-                            },
-                        )?);
+                        parts.push(mem.loc(call.group[r], &chunk_view(src, *axis, n, p)?)?);
                     }
                     let Collective::ReduceScatter { dst, .. } = &call.members[p] else {
                         return Err(RuntimeError::Schedule(
@@ -642,24 +596,8 @@ impl Transport for CopyTransport {
                                 "all-to-all members disagree".into(),
                             ));
                         };
-                        let sc = chunk_region(&src.region, *split_axis, n, q)
-                            .map_err(RuntimeError::Schedule)?;
-                        let dc = chunk_region(&dst.region, *concat_axis, n, p)
-                            .map_err(RuntimeError::Schedule)?;
-                        let s = mem.loc(
-                            call.group[p],
-                            &View {
-                                slot: src.slot,
-                                region: sc,
-                            },
-                        )?;
-                        let d = mem.loc(
-                            call.group[q],
-                            &View {
-                                slot: dst.slot,
-                                region: dc,
-                            },
-                        )?;
+                        let s = mem.loc(call.group[p], &chunk_view(src, *split_axis, n, q)?)?;
+                        let d = mem.loc(call.group[q], &chunk_view(dst, *concat_axis, n, p)?)?;
                         // SAFETY: per the caller.
                         unsafe { copy(&mut c, &s, &d)? };
                     }

@@ -36,7 +36,7 @@ use super::launcher::{World, WorldParts};
 use super::mem::{copy, Loc, MemTable};
 use super::ops::{enqueue_lse_merge, lse_shape};
 use super::placement::{group_span, process_of, DeviceMap, GroupSpan};
-use super::schedule::{chunk_region, CollectiveCall, Message, StageTransfers};
+use super::schedule::{chunk_view, CollectiveCall, Message, StageTransfers};
 use super::transport::{CopyTransport, TransferCx, Transport, Work};
 use cudarc::nccl::sys as ns;
 use mercury_plan::{Collective, CombineKind, DType, View};
@@ -519,18 +519,10 @@ impl NcclTransport {
                     let chunk = s.bytes();
                     let recv = cx.scratch[r].take(n * chunk)?;
                     for q in 0..n {
-                        let ch = chunk_region(&dst.region, *axis, n, q)
-                            .map_err(RuntimeError::Schedule)?;
                         posts.push(Post::Copy {
                             rank: r,
                             src: Loc::dense(recv + (q * chunk) as u64, s.dtype, s.reg.numel()),
-                            dst: mem.loc(
-                                r,
-                                &View {
-                                    slot: dst.slot,
-                                    region: ch,
-                                },
-                            )?,
+                            dst: mem.loc(r, &chunk_view(dst, *axis, n, q)?)?,
                         });
                     }
                     calls.push(Call::AllGather {
@@ -567,15 +559,7 @@ impl NcclTransport {
                             let mut c = cx.copy_cx(r)?;
                             let send = c.scratch.take(n * c_el * es)?;
                             for q in 0..n {
-                                let ch = chunk_region(&src.region, *axis, n, q)
-                                    .map_err(RuntimeError::Schedule)?;
-                                let sq = mem.loc(
-                                    r,
-                                    &View {
-                                        slot: src.slot,
-                                        region: ch,
-                                    },
-                                )?;
+                                let sq = mem.loc(r, &chunk_view(src, *axis, n, q)?)?;
                                 // SAFETY: chunk q of the source, into its place in the send
                                 // buffer (converted to the reduction's type).
                                 unsafe {
@@ -607,15 +591,7 @@ impl NcclTransport {
                 } => {
                     // Grouped point-to-point: chunk q of src to member q, chunk p of dst from p.
                     for q in 0..n {
-                        let sc = chunk_region(&src.region, *split_axis, n, q)
-                            .map_err(RuntimeError::Schedule)?;
-                        let s = mem.loc(
-                            r,
-                            &View {
-                                slot: src.slot,
-                                region: sc,
-                            },
-                        )?;
+                        let s = mem.loc(r, &chunk_view(src, *split_axis, n, q)?)?;
                         // SAFETY: chunk q of this member's source.
                         let buf = unsafe { packed(cx, r, &s, s.dtype)? };
                         calls.push(Call::Send {
@@ -627,15 +603,7 @@ impl NcclTransport {
                         });
                     }
                     for q in 0..n {
-                        let dc = chunk_region(&dst.region, *concat_axis, n, q)
-                            .map_err(RuntimeError::Schedule)?;
-                        let d = mem.loc(
-                            r,
-                            &View {
-                                slot: dst.slot,
-                                region: dc,
-                            },
-                        )?;
+                        let d = mem.loc(r, &chunk_view(dst, *concat_axis, n, q)?)?;
                         // The sender's chunk type: member q's source type.
                         let Collective::AllToAll { src: qs, .. } = &call.members[q] else {
                             return Err(RuntimeError::Schedule(
@@ -704,12 +672,7 @@ pub struct Decomposed {
 pub fn decompose(call: &CollectiveCall, per_process: usize) -> Result<Decomposed> {
     let n = call.group.len();
     let proc_of = |p: usize| process_of(call.group[p], per_process);
-    let chunk = |v: &View, axis: usize, q: usize| -> Result<View> {
-        Ok(View {
-            slot: v.slot,
-            region: chunk_region(&v.region, axis, n, q).map_err(RuntimeError::Schedule)?,
-        })
-    };
+    let chunk = |v: &View, axis: usize, q: usize| chunk_view(v, axis, n, q);
     let disagree = || RuntimeError::Schedule(format!("members of group {:?} disagree", call.group));
     let mut out = Decomposed {
         messages: Vec::new(),
