@@ -5,6 +5,9 @@
 #   bash scripts/gpu.sh --remote   # on the GPU machine: run every check and benchmark
 #   MERCURY_GPU_PARTS=schedules bash scripts/gpu.sh --remote   # only the compiled schedules
 #   MERCURY_GPU_CASES='causal|tree' ...                         # only cases matching a regex
+#   MERCURY_GPU_PARTS=aliased ...     # the same schedules on 2 and 8 device ids aliasing GPU 0
+#                                     # (mercury-run --alias K): the multi-GPU peer-copy and
+#                                     # spanning-group paths, checked, on one GPU (not default)
 #   MERCURY_GPU_PARTS=mgpu bash scripts/gpu.sh --remote         # only the multi-GPU section
 #   MERCURY_GPU_PARTS=baselines ...   # PyTorch baselines on every GPU (scripts/baselines, >= 2 GPUs)
 #   MERCURY_BENCH_ONLY=P2c,P3 ...     # bench sections; MERCURY_SDPA_CASES=regex: SDPA baseline ids
@@ -118,28 +121,32 @@ tail -60 "$out/bench.log" || true
 fi
 
 # Compiled schedules: CommIR -> passes -> per-rank plan -> CUDA executor, 8 virtual ranks on one
-# GPU, checked against the single-device patch and timed side by side.
+# GPU, checked against the single-device patch and timed side by side. PLACE (default
+# --virtual) says where the ranks go; the aliased part sets it to `--alias K` (K device ids on
+# GPU 0, peer-copy paths between them: the multi-GPU copy code on one GPU).
 run_case() {
   local name="$1"; shift
   # MERCURY_GPU_CASES: a regular expression selecting cases by name (default: all).
   if [[ -n "${MERCURY_GPU_CASES:-}" && ! "$name" =~ $MERCURY_GPU_CASES ]]; then return 0; fi
-  echo "== mercury-run: $name"
-  if $C/mercury-run --backend cuda --virtual --check --bench --iters 5 --warmup 2 \
-      --device-kernels "${PTX:-$C/device_kernels.ptx}" "$@" > "$out/run-$name.log" 2>&1; then
+  local tag="${TAG:-}" log
+  log="$out/run-$name${tag:+-$tag}.log"
+  echo "== mercury-run: $name${tag:+ ($PLACE)}"
+  # shellcheck disable=SC2086 # PLACE is a list of flags
+  if $C/mercury-run --backend cuda ${PLACE:---virtual} --check --bench --iters 5 --warmup 2 \
+      --device-kernels "${PTX:-$C/device_kernels.ptx}" "$@" > "$log" 2>&1; then
     r="ok"
   else
     r="FAILED"; status=1
   fi
-  grep -E "check|schedule|single|gpu:|error" "$out/run-$name.log" | sed 's/^/   /' || true
+  grep -E "check|schedule|single|gpu:|error" "$log" | sed 's/^/   /' || true
   local sched single ratio
-  sched=$(grep '^| schedule,' "$out/run-$name.log" | awk -F'|' '{print $3}' | xargs || true)
-  single=$(grep '^| single-device' "$out/run-$name.log" | awk -F'|' '{print $3}' | xargs || true)
-  ratio=$(grep '^| schedule / single' "$out/run-$name.log" | awk -F'|' '{print $3}' | xargs || true)
-  err=$(grep -m1 'check @' "$out/run-$name.log" | sed 's/.*relative error \([^ ]*\).*/\1/' || true)
-  printf '| %s | %s | %s | %s | %s | %s |\n' "$name" "${sched:--}" "${single:--}" "${ratio:--}" "${err:--}" "$r" >> "$out/table.md"
+  sched=$(grep '^| schedule,' "$log" | awk -F'|' '{print $3}' | xargs || true)
+  single=$(grep '^| single-device' "$log" | awk -F'|' '{print $3}' | xargs || true)
+  ratio=$(grep '^| schedule / single' "$log" | awk -F'|' '{print $3}' | xargs || true)
+  err=$(grep -m1 'check @' "$log" | sed 's/.*relative error \([^ ]*\).*/\1/' || true)
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$name${tag:+ ($tag)}" "${sched:--}" "${single:--}" "${ratio:--}" "${err:--}" "$r" >> "$out/table.md"
 }
-: > "$out/table.md"
-if [[ ",$parts," == *",schedules,"* ]]; then
+schedule_cases() {
 sed 's/causal = false/causal = true/' examples/attention_gqa.mlir > "$out/attention_gqa_causal.mlir"
 sed 's/causal = false/causal = true/' examples/attention_b16.mlir > "$out/attention_b16_causal.mlir"
 run_case ring-mha          examples/attention.mlir        --schedule examples/schedules/ring_attention.sched
@@ -166,10 +173,21 @@ run_case megatron-rs       examples/gemm_rs.mlir          --schedule examples/sc
 PTX=$C/mlp_kernels.ptx run_case mlp-megatron examples/mlp.mlir --schedule examples/schedules/mlp_megatron.sched
 PTX=$C/mlp_kernels.ptx run_case mlp-overlap  examples/mlp.mlir --schedule examples/schedules/mlp_overlap.sched
 PTX=$C/mlp_kernels.ptx run_case mlp-ag-rs    examples/mlp.mlir --schedule examples/schedules/mlp_ag_rs.sched
+}
+: > "$out/table.md"
+summary_title="8 virtual ranks on one GPU"
+if [[ ",$parts," == *",schedules,"* ]]; then
+  schedule_cases
 fi
-
+# The same schedules with their ranks on 2 and on 8 device ids aliasing GPU 0 (--alias): every
+# transfer between ids takes the placed executor's peer-copy paths, and collectives whose group
+# spans ids take the spanning (pull) paths, as on 2 or 8 GPUs; times are still one GPU's.
+if [[ ",$parts," == *",aliased,"* ]]; then
+  for k in 2 8; do PLACE="--alias $k" TAG="alias$k" schedule_cases; done
+  summary_title="ranks on device ids aliasing one GPU"
+fi
 echo
-echo "== summary (8 virtual ranks on one GPU; times are the whole schedule vs the single-device patch)"
+echo "== summary ($summary_title; times are the whole schedule vs the single-device patch)"
 echo "| case | schedule ms | single-device ms | schedule/single | rel. error vs single | check |"
 echo "| --- | ---: | ---: | ---: | ---: | --- |"
 cat "$out/table.md"

@@ -73,6 +73,13 @@ pub struct Args {
     /// Without --virtual rank r runs on GPU r, and a plan with more ranks than GPUs is refused.
     #[arg(long, value_name = "N")]
     pub devices: Option<usize>,
+    /// Test the multi-GPU paths on one GPU: K device ids, all on GPU 0, rank r on id r % K.
+    /// Each id gets its own context resources, and copies between ids take the peer-copy
+    /// paths (`cuMemcpyPeerAsync`, groups spanning devices pull their chunks) exactly as
+    /// between K GPUs. Times are one GPU's, not K GPUs'. Needs --transport peer; does not take
+    /// --devices, --virtual or --launcher.
+    #[arg(long, value_name = "K")]
+    pub alias: Option<usize>,
     /// How ranks on different GPUs exchange data.
     #[arg(long, value_enum, default_value_t = TransportArg::Peer)]
     pub transport: TransportArg,
@@ -203,6 +210,7 @@ where
         let gpu_only = [
             "virtual_ranks",
             "devices",
+            "alias",
             "transport",
             "attention",
             "device_kernels",
@@ -250,6 +258,33 @@ where
             clap::error::ErrorKind::ValueValidation,
             "--devices must be at least 1\n",
         ));
+    }
+    if let Some(k) = a.alias {
+        if k < 2 {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                "--alias must be at least 2 (one device id is the virtual mode: --virtual)\n",
+            ));
+        }
+        let given: Vec<&str> = [
+            (a.devices.is_some(), "--devices"),
+            (a.virtual_ranks, "--virtual"),
+            (a.launcher.is_some(), "--launcher"),
+            (a.transport != TransportArg::Peer, "--transport nccl"),
+        ]
+        .iter()
+        .filter(|(g, _)| *g)
+        .map(|(_, f)| *f)
+        .collect();
+        if !given.is_empty() {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "--alias places rank r on device id r % K, every id on GPU 0, with peer copies between ids; it does not take {}\n",
+                    given.join(", ")
+                ),
+            ));
+        }
     }
     if a.launcher.is_some() && a.virtual_ranks && a.devices.is_some() {
         return Err(clap::Error::raw(

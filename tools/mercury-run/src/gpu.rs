@@ -7,6 +7,8 @@
 //! * `--virtual --devices N`: rank r on GPU r % N, several ranks per GPU;
 //! * otherwise rank r on GPU r (of `--devices N`, default every visible GPU); a plan with
 //!   more ranks than GPUs is refused; transfers between GPUs by `--transport peer|nccl`;
+//! * `--alias K`: rank r on device id r % K, every id on GPU 0: the peer-copy paths of K GPUs
+//!   (each id its own resources, copies between ids through `cuMemcpyPeerAsync`) on one GPU;
 //! * `--launcher env`: one process per GPU or node (NCCL world from the launcher's
 //!   environment); each process checks the output pieces its ranks write.
 //!
@@ -335,6 +337,8 @@ enum Layout {
     Virtual,
     /// Ranks placed on GPUs by the map, with a transport.
     Placed(DeviceMap, TransportArg),
+    /// `--alias K`: rank r on device id r % K, every id on GPU 0 (peer copies between ids).
+    Aliased(DeviceMap),
 }
 
 fn choose_layout(n: usize, visible: usize, a: &Args) -> Result<Layout, Failure> {
@@ -344,6 +348,11 @@ fn choose_layout(n: usize, visible: usize, a: &Args) -> Result<Layout, Failure> 
                 "mercury-run: --devices {d} but only {visible} GPU(s) are visible"
             )));
         }
+    }
+    if let Some(k) = a.alias {
+        return Ok(Layout::Aliased(
+            DeviceMap::round_robin(n, k).map_err(Failure::Input)?,
+        ));
     }
     if a.virtual_ranks {
         return Ok(match a.devices {
@@ -497,6 +506,26 @@ pub fn checked_bench(
             say(format!("transport: {}", e.transport_name()));
             e
         }
+        Layout::Aliased(map) => {
+            let ids = map.ordinals().len();
+            let e = CudaExecutor::new_placed(
+                plan.clone(),
+                &ptx,
+                sched_opts,
+                Placement {
+                    devices: map.clone(),
+                    transport: TransportChoice::Copy,
+                    physical: Some(vec![0; ids]),
+                },
+            )
+            .map_err(rt)?;
+            say(format!(
+                "gpu: {name} (sm_{}{}), {n} ranks on {ids} device ids aliasing GPU 0 (rank r on id r % {ids}; peer-copy paths, one GPU's times), seed {seed}",
+                cc.0, cc.1
+            ));
+            say(format!("transport: {}", e.transport_name()));
+            e
+        }
     };
     let got = execute(&mut exec, &plan, &inputs, warmup, iters)?;
     drop(exec);
@@ -577,6 +606,7 @@ pub fn checked_bench(
         gpus: match &layout {
             Layout::Virtual => 1,
             Layout::Placed(map, _) => map.ordinals().len(),
+            Layout::Aliased(_) => 1,
         },
         wall_s: t_all.elapsed().as_secs_f64(),
     })
