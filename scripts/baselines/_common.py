@@ -216,24 +216,53 @@ def bench(ctx, fn, target_ms, collective=True, min_samples=2, max_samples=30):
 
 
 # -- rows, table, JSON -------------------------------------------------------------------------
-def check_stats(sq_err, sq_ref, max_abs, tol):
+# Every element must also lie within ELEMENT_FACTOR x tol x (rms + |want|), rms the reference's
+# root mean square over the compared elements: mercury-run's `--check` rule
+# (mercury_driver::check::ELEMENT_FACTOR), so a few wrong elements cannot hide in the norm.
+ELEMENT_FACTOR = 10.0
+
+
+def element_weight(tol):
+    """The c of the element bound |got - want| <= c (rms + |want|)."""
+    return ELEMENT_FACTOR * tol
+
+
+def element_excess(dlt, ref, c):
+    """max over elements of |got - want| - c |want| (+inf if any is NaN, so it fails): the
+    element bound holds iff this is <= c rms. It reduces over ranks by max (rms needs every
+    rank's sum of squares first)."""
+    if dlt.numel() == 0:
+        return -math.inf
+    e = dlt.abs() - c * ref.abs()
+    if bool(torch.isnan(e).any()):
+        return math.inf
+    return float(e.max())
+
+
+def check_stats(sq_err, sq_ref, max_abs, excess, count, tol):
+    """(relative error, max |error|, elements ok, ok): ok when the norm-wise relative error is
+    within `tol` and every element within the element bound."""
     rel = math.sqrt(sq_err / sq_ref) if sq_ref > 0 else float("nan")
-    ok = rel == rel and rel <= tol  # NaN fails
-    return rel, max_abs, ok
+    rms = math.sqrt(sq_ref / count) if count > 0 else 0.0
+    c = element_weight(tol)
+    elem_ok = excess <= c * rms
+    ok = rel == rel and rel <= tol and elem_ok
+    return rel, max_abs, elem_ok, ok
 
 
 def drive(ctx, report, meta, baseline, attempts, flops, args, only_rank0=False):
     """Runs one baseline of one case on every rank and adds its row on rank 0.
 
     attempts: list of (label, factory). factory() builds a runner (prepare: shard inputs,
-    allocate) with .run(), .poison(), .out_bytes(), .check() -> (sq_err, sq_ref, max_abs),
+    allocate) with .run(), .poison(), .out_bytes(), .check(c) -> (sq_err, sq_ref, max_abs,
+    excess, count) (see element_excess; c = element_weight(args.tol)),
     .note, .close(). The next attempt is tried only when the previous one failed on some rank.
     Every phase ends with an agreement between ranks, so a failure is a row, not a hang.
     """
     notes, row = [], None
     participate = (not only_rank0) or ctx.rank == 0
     for label, factory in attempts:
-        runner, err, stats, timing = None, None, (0.0, 0.0, 0.0), None
+        runner, err, stats, timing = None, None, (0.0, 0.0, 0.0, -math.inf, 0), None
         if participate:
             try:
                 runner = factory()
@@ -249,15 +278,15 @@ def drive(ctx, report, meta, baseline, attempts, flops, args, only_rank0=False):
                     ctx.poison_cache(runner.out_bytes())
                     runner.run()
                     ctx.sync()
-                    stats = runner.check()
+                    stats = runner.check(element_weight(args.tol))
                 except Exception as e:  # noqa: BLE001
                     err = fmt_err(e)
                     if args.verbose:
                         traceback.print_exc()
             err = ctx.agree(err)
         if err is None:
-            sq_err, sq_ref = ctx.allreduce([stats[0], stats[1]], "sum")
-            max_abs = ctx.allreduce([stats[2]], "max")[0]
+            sq_err, sq_ref, count = ctx.allreduce([stats[0], stats[1], float(stats[4])], "sum")
+            max_abs, excess = ctx.allreduce([stats[2], stats[3]], "max")
             if participate:
                 try:
                     timing = bench(ctx, runner.run, args.target_ms, collective=not only_rank0)
@@ -273,7 +302,11 @@ def drive(ctx, report, meta, baseline, attempts, flops, args, only_rank0=False):
         runner = None
         ctx.free()
         if err is None:
-            rel, max_abs, ok = check_stats(sq_err, sq_ref, max_abs, args.tol)
+            rel, max_abs, elem_ok, ok = check_stats(sq_err, sq_ref, max_abs, excess, count,
+                                                    args.tol)
+            if not elem_ok:
+                notes.append(f"an element is off by more than {ELEMENT_FACTOR:g} x tol x "
+                             "(rms + |want|)")
             ms, nsamp, inner = timing if timing else (None, 0, 0)
             row = dict(meta, baseline=baseline, ms=ms,
                        tflops=(flops / (ms * 1e-3) / 1e12) if ms else None,
@@ -472,13 +505,15 @@ def run_cases(ctx, args, report, cases, baselines, seed, case_seconds, make_inpu
 
 
 # -- tensor-parallel GEMM runners (gemm.py, mlp.py) ---------------------------------------------
-def output_stats(out, ref, out_shape):
-    """(sum of squared errors, sum of squared reference values, max |error|) of `out` against
-    the f32 reference `ref`; a wrong shape raises."""
+def output_stats(out, ref, out_shape, c):
+    """(sum of squared errors, sum of squared reference values, max |error|, element excess,
+    count) of `out` against the f32 reference `ref` (element_excess with weight c); a wrong
+    shape raises."""
     if tuple(out.shape) != tuple(out_shape):
         raise ValueError(f"output shape {tuple(out.shape)}, expected {tuple(out_shape)}")
     d = out.float() - ref
-    return float((d * d).sum()), float((ref * ref).sum()), float(d.abs().max())
+    return (float((d * d).sum()), float((ref * ref).sum()), float(d.abs().max()),
+            element_excess(d, ref, c), ref.numel())
 
 
 class TpRunner:
@@ -496,8 +531,8 @@ class TpRunner:
     def poison(self):
         pass
 
-    def check(self):
-        return self.inp.stats(self.out)
+    def check(self, c):
+        return self.inp.stats(self.out, c)
 
     def close(self):
         self.out = None

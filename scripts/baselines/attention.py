@@ -46,7 +46,8 @@ Checks: fresh random inputs per case (seed from the clock, printed; --seed fixes
 poisoned (NaN) first, every rank compares its rows at sampled positions (shard boundaries, first
 and last rows, 48 random; first and last batch; first and last head, one head of each
 rank's head group, two at random) against an f64 reference computed on one device
-from the full inputs; rel. error = ||out - ref|| / ||ref|| over those rows, FAIL above --tol.
+from the full inputs; rel. error = ||out - ref|| / ||ref|| over those rows, FAIL above --tol or when an
+element is off by more than 10 x tol x (rms + |ref|) (mercury-run's --check rule).
 Timing: the checked run is the warm-up, then samples of >= 2 ms each, ranks aligned by a
 device-side all-reduce before each sample, CUDA events; a sample is the slowest rank's time; the
 row is the median (2..30 samples, about --target-ms per baseline).
@@ -287,8 +288,9 @@ class Inputs:
                 self.ref[(bi, h)] = torch.softmax(sc, -1) @ vv
         del kk, vv, sc
 
-    def stats(self, out_bhsd, pos_local):
-        """(sum sq err, sum sq ref, max abs err) over the sampled rows this rank holds."""
+    def stats(self, out_bhsd, pos_local, c):
+        """(sum sq err, sum sq ref, max abs err, element excess, count) over the sampled rows
+        this rank holds (C.element_excess with weight c)."""
         s = self.case["s"]
         inv = torch.full((s,), -1, dtype=torch.long, device=self.ctx.device)
         inv[pos_local] = torch.arange(pos_local.numel(), device=self.ctx.device)
@@ -297,8 +299,9 @@ class Inputs:
         sel = li[m]
         se = sr = 0.0
         mx = 0.0
+        ex, cnt = -math.inf, 0
         if sel.numel() == 0:
-            return se, sr, mx
+            return se, sr, mx, ex, cnt
         for (bi, h), ref in self.ref.items():
             got = out_bhsd[bi, h].index_select(0, sel).double()
             r = ref[m]
@@ -307,7 +310,10 @@ class Inputs:
             sr += float((r * r).sum())
             a = float(dlt.abs().max())
             mx = a if (a != a or a > mx) else mx
-        return se, sr, mx
+            e = C.element_excess(dlt, r, c)
+            ex = e if (e != e or e > ex) else ex
+            cnt += r.numel()
+        return se, sr, mx, ex, cnt
 
     def close(self):
         self.q = self.k = self.v = None
@@ -355,8 +361,8 @@ class Single(Runner):
     def run(self):
         self.out = self.kern.sdpa(self.inp.q, self.inp.k, self.inp.v, self.c["causal"])
 
-    def check(self):
-        return self.inp.stats(self.out, torch.arange(self.c["s"], device=self.ctx.device))
+    def check(self, c):
+        return self.inp.stats(self.out, torch.arange(self.c["s"], device=self.ctx.device), c)
 
     def close(self):
         self.out = None
@@ -445,8 +451,8 @@ class TorchCP(Runner):
                                                       is_causal=self.c["causal"],
                                                       enable_gqa=self.gqa)
 
-    def check(self):
-        return self.inp.stats(self.out, self.pos)
+    def check(self, c):
+        return self.inp.stats(self.out, self.pos, c)
 
     def close(self):
         self.out = None
@@ -514,8 +520,8 @@ class AllGatherKV(Runner):
                 merge_into(dst, o1, l1, o2, l2)
         self.o = bhsd(self.out)
 
-    def check(self):
-        return self.inp.stats(self.o, self.pos)
+    def check(self, c):
+        return self.inp.stats(self.o, self.pos, c)
 
     def close(self):
         self.o = None
@@ -584,8 +590,8 @@ class Ulysses(Runner):
         dist.all_to_all_single(self.ro, send)
         self.out.view(sl, b, n, hl, d).copy_(self.ro.permute(1, 2, 0, 3, 4))
 
-    def check(self):
-        return self.inp.stats(bhsd(self.out), self.pos)
+    def check(self, c):
+        return self.inp.stats(bhsd(self.out), self.pos, c)
 
 
 # -- driver ----------------------------------------------------------------------------------------
