@@ -45,6 +45,9 @@ pub struct CommirSource {
     keep_mesh: bool,
     /// Candidates the primitives or the lowering refused in the last enumeration.
     pub pruned: Vec<String>,
+    /// The kernel's name when the module holds other kernels too: every schedule's passes
+    /// then transform this kernel alone (as `mercury-run --kernel` applies them).
+    target: Option<String>,
     /// The passes that made `module` from the input as given, the first lines of every
     /// candidate's `transform_script` (`patch`, when the input computes its attention or GEMM
     /// with tile ops instead of naming the patch: the search needs the patch to know the
@@ -73,20 +76,35 @@ impl CommirSource {
             .parse(origin, text)
             .map_err(|d| SourceError::located(&d))?;
         let kernels = mercury_commir::kernels(&module).map_err(|d| SourceError::located(&d))?;
+        let names = || {
+            kernels
+                .iter()
+                .map(|k| format!("@{}", k.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let several = kernels.len() > 1;
         let kernel = match kernel {
-            Some(k) => kernels
-                .into_iter()
-                .find(|x| x.name == k.trim_start_matches('@'))
-                .ok_or_else(|| err(format!("{origin}: no kernel '@{k}'")))?,
-            None => {
-                let mut ks = kernels;
-                if ks.len() != 1 {
+            Some(k) => match kernels.iter().position(|x| x.name == k.trim_start_matches('@')) {
+                Some(i) => kernels[i].clone(),
+                None => {
                     return Err(err(format!(
-                        "{origin}: expected one kernel, found {}",
-                        ks.len()
-                    )));
+                        "{origin}: no kernel '@{}' (the file has {})",
+                        k.trim_start_matches('@'),
+                        if kernels.is_empty() { "none".to_string() } else { names() }
+                    )))
                 }
-                ks.remove(0)
+            },
+            None if kernels.len() == 1 => kernels[0].clone(),
+            None if kernels.is_empty() => {
+                return Err(err(format!("{origin}: expected one kernel, found 0")))
+            }
+            None => {
+                return Err(err(format!(
+                    "{origin}: expected one kernel, found {} ({}); name the one to tune (mercury-tune --kernel NAME)",
+                    kernels.len(),
+                    names()
+                )))
             }
         };
         if !kernel.loops().is_empty() {
@@ -97,7 +115,7 @@ impl CommirSource {
         // Compute written with tile ops (naive attention, a plain matmul): recognised as the
         // library patch first, as `mercury-opt --patch` does.
         let (module, kernel, prelude) = if patches(&kernel).is_empty() {
-            let pass = if mercury_commir::kernels(&module).map_or(1, |k| k.len()) > 1 {
+            let pass = if several {
                 format!("patch{{on={}}}", kernel.name)
             } else {
                 "patch".to_string()
@@ -114,6 +132,7 @@ impl CommirSource {
         } else {
             (module, kernel, vec![])
         };
+        let target = several.then(|| kernel.name.clone());
         let src = CommirSource {
             origin: origin.to_string(),
             module,
@@ -122,6 +141,7 @@ impl CommirSource {
             max_levels: None,
             keep_mesh: false,
             pruned: vec![],
+            target,
             prelude,
         };
         // The operator must be one the generator knows, before anything is searched.
@@ -311,6 +331,20 @@ impl CommirSource {
 
     /// `script` (schedule-script lines) after the [`CommirSource::prelude`]: what applies to
     /// the input as given.
+    /// `s` limited to this source's kernel when the module has several.
+    fn schedule(&self, s: Schedule) -> Schedule {
+        Schedule {
+            kernel: self.target.clone(),
+            ..s
+        }
+    }
+
+    /// The kernel's name when the module holds other kernels too (the schedules' passes
+    /// transform it alone: apply a transform with `mercury-run --kernel NAME`).
+    pub fn target_kernel(&self) -> Option<&str> {
+        self.target.as_deref()
+    }
+
     fn with_prelude(&self, script: &str) -> String {
         let mut out = String::new();
         for p in &self.prelude {
@@ -342,7 +376,7 @@ impl CommirSource {
         };
         let mut pm = self
             .compiler
-            .pass_manager(&Schedule::script(script))
+            .pass_manager(&self.schedule(Schedule::script(script)))
             .map_err(|e| err(format!("{name}: {e}")))?;
         pm.run(&mut m, &self.compiler.registry)
             .map_err(|d| err(format!("{name}: {}", d.message)))?;
@@ -701,10 +735,10 @@ impl CommirSource {
         }
         let mut pm = self
             .compiler
-            .pass_manager(&Schedule::pipeline(&format!(
+            .pass_manager(&self.schedule(Schedule::pipeline(&format!(
                 "builtin.module({})",
                 script.join(",")
-            )))
+            ))))
             .map_err(|e| e.to_string())?;
         pm.run(&mut m, &self.compiler.registry)
             .map_err(|d| d.message)?;

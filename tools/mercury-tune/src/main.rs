@@ -4,8 +4,10 @@
 //! ```text
 //! mercury-tune FILE --topology PRESET|FILE --out DIR [--profile-top K [--backend cuda|cpu]
 //!     [--virtual] [--devices N] [--transport peer|nccl] [--launcher env] ...] [--refactor-mesh]
-//!     [--no-search] [--cache DIR]
+//!     [--no-search] [--cache DIR] [--kernel NAME]
 //! ```
+//! `--kernel NAME` picks the kernel of a `.mlir` file holding several; its schedule then
+//! applies with `mercury-run FILE --kernel NAME --schedule DIR/schedule.transform`.
 //! `--profile-top K` compiles the model's K best candidates and runs each checked
 //! (`cuda`: mercury-run's `--check --bench` code on the GPUs, exit 2 without one; `cpu`: the
 //! f64 reference executor, for small shapes and tests), picks the measured best and stores it
@@ -67,6 +69,10 @@ struct Args {
     /// Topology preset name or TOML file.
     #[arg(long)]
     topology: String,
+    /// The kernel to tune when a `.mlir` file holds several: the schedule's passes transform
+    /// it alone, and `schedule.transform` applies to the file with `mercury-run --kernel NAME`.
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
     /// Output directory (created if missing).
     #[arg(long)]
     out: PathBuf,
@@ -132,11 +138,21 @@ struct Operator {
     generated_text: Option<String>,
 }
 
-fn source_for_file(path: &Path, refactor_mesh: bool) -> Result<Operator, SourceError> {
+fn source_for_file(
+    path: &Path,
+    refactor_mesh: bool,
+    kernel: Option<&str>,
+) -> Result<Operator, SourceError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| SourceError::new(format!("cannot read '{}': {e}", path.display())))?;
     let origin = path.display().to_string();
-    match path.extension().and_then(|e| e.to_str()) {
+    let ext = path.extension().and_then(|e| e.to_str());
+    if let (Some(k), false) = (kernel, ext == Some("mlir")) {
+        return Err(SourceError::new(format!(
+            "--kernel {k}: only a CommIR operator (.mlir) names its kernels; '{origin}' is not one"
+        )));
+    }
+    match ext {
         // A shape description declares no mesh: the topology's devices are factored.
         Some("toml") => {
             let src = OperatorSpec::parse(&text, &origin)?.source()?;
@@ -153,7 +169,13 @@ fn source_for_file(path: &Path, refactor_mesh: bool) -> Result<Operator, SourceE
         }),
         Some("mlir") => {
             let mut src =
-                mercury_search::commir_source::CommirSource::from_text(&text, &origin, None)?;
+                mercury_search::commir_source::CommirSource::from_text(&text, &origin, kernel)?;
+            if refactor_mesh && src.target_kernel().is_some() {
+                return Err(SourceError::new(format!(
+                    "{origin}: --refactor-mesh re-shapes a mesh, and this file holds other kernels besides @{}: tune it on its declared mesh, or move it to a file of its own",
+                    src.target_kernel().unwrap_or_default()
+                )));
+            }
             if !refactor_mesh {
                 src = src.keep_declared_mesh();
             }
@@ -354,7 +376,8 @@ fn run(args: &Args) -> Result<(), Failure> {
         },
         e => bad(e.to_string()),
     })?;
-    let mut op = source_for_file(&args.file, args.refactor_mesh).map_err(Failure::source)?;
+    let mut op = source_for_file(&args.file, args.refactor_mesh, args.kernel.as_deref())
+        .map_err(Failure::source)?;
     // The device first: without one, say so before searching (exit 2).
     let mut measure = if args.profile_top > 0 {
         Some(measure_backend(args, &mut op, &topo)?)
@@ -495,6 +518,14 @@ fn run(args: &Args) -> Result<(), Failure> {
     );
     if let Some(f) = &r.cache_file {
         println!("cache:     {f} (mercury-run --cache-file checks a later run against its measured time)");
+    }
+    if let Some(k) = &args.kernel {
+        println!(
+            "apply:     mercury-run {} --kernel {} --schedule {} (the other kernels of the file stay as they are)",
+            args.file.display(),
+            k.trim_start_matches('@'),
+            args.out.join("schedule.transform").display()
+        );
     }
     if process == 0 {
         println!("wrote {} files to {}", written.len(), args.out.display());
