@@ -27,5 +27,5 @@
 // TUNE-NAN: exit status 1
 // RUN: %exit-status %mercury-run %repo/examples/small/attention.mlir --shift-shard --no-run --predict %t/nan.toml \
 // RUN:   2>&1 | FileCheck %s --check-prefix=RUN-NAN
-// RUN-NAN: mercury-run: --predict {{.*}}nan.toml: {{.*}}nan.toml: `levels[1] ('gpu').bandwidth_gbs` must be a positive number, got NaN
+// RUN-NAN: mercury-run: error: --predict {{.*}}nan.toml: {{.*}}nan.toml: `levels[1] ('gpu').bandwidth_gbs` must be a positive number, got NaN
 // RUN-NAN: exit status 1
