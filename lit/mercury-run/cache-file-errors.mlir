@@ -5,7 +5,7 @@
 // RUN: printf 'garbage\n' > %t.json
 // RUN: %exit-status %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu \
 // RUN:   --cache-file %t.json 2>&1 | FileCheck %s --check-prefix=CORRUPT
-// CORRUPT: mercury-run: --cache-file {{.*}}.json: not a usable schedule cache entry: corrupt: {{.*}}.json: not JSON: expected value at line 1 column 1
+// CORRUPT: mercury-run: error: --cache-file {{.*}}.json: not a usable schedule cache entry: corrupt: {{.*}}.json: not JSON: expected value at line 1 column 1
 // CORRUPT-NOT: Corrupt(
 // CORRUPT: exit status 1
 // RUN: printf '{"format": 999}\n' > %t.stale.json
@@ -17,5 +17,5 @@
 // RUN: rm -f %t.missing.json
 // RUN: %exit-status %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu \
 // RUN:   --cache-file %t.missing.json 2>&1 | FileCheck %s --check-prefix=MISSING
-// MISSING: mercury-run: --cache-file {{.*}}missing.json: not a usable schedule cache entry: no entry (no such file)
+// MISSING: mercury-run: error: --cache-file {{.*}}missing.json: not a usable schedule cache entry: no entry (no such file)
 // MISSING: exit status 1

@@ -9,6 +9,6 @@
 // DEVICES: error: --launcher with --virtual runs each process's ranks on one GPU
 // The launcher's environment is read before any GPU is opened.
 // RUN: env -u RANK -u WORLD_SIZE not %mercury-run %repo/examples/small/attention.mlir --launcher env --virtual 2>&1 | FileCheck %s --check-prefix=NOENV
-// NOENV: mercury-run: --launcher env: RANK and WORLD_SIZE are not set
+// NOENV: mercury-run: error: --launcher env: RANK and WORLD_SIZE are not set
 // RUN: env RANK=3 WORLD_SIZE=2 not %mercury-run %repo/examples/small/attention.mlir --launcher env --virtual 2>&1 | FileCheck %s --check-prefix=OUTSIDE
-// OUTSIDE: mercury-run: --launcher env: RANK 3 outside WORLD_SIZE 2
+// OUTSIDE: mercury-run: error: --launcher env: RANK 3 outside WORLD_SIZE 2

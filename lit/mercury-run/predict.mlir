@@ -8,10 +8,10 @@
 // The CPU executor's time is not a GPU time: no comparison is printed for it.
 // CHECK-NOT: model vs measured
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu --predict h100-1x4 2>&1 | FileCheck %s --check-prefix=FEW
-// FEW: mercury-run: --predict h100-1x4: the topology does not fit the plan: plan 'attention' has 8 ranks but topology 'h100-1x4' has 4 devices
+// FEW: mercury-run: error: --predict h100-1x4: the topology does not fit the plan: plan 'attention' has 8 ranks but topology 'h100-1x4' has 4 devices
 // FEW-NOT: cpu:
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu --predict %t.missing.toml 2>&1 | FileCheck %s --check-prefix=MISSING
-// MISSING: mercury-run: --predict {{.*}}missing.toml: {{.*}}neither a topology preset nor a readable file
+// MISSING: mercury-run: error: --predict {{.*}}missing.toml: {{.*}}neither a topology preset nor a readable file
 // --no-run compiles, prices and stops: no device and no executor.
 // RUN: %mercury-run %repo/examples/attention.mlir --shift-shard --no-run --predict h200-1x8 2>&1 | FileCheck %s --check-prefix=DRY
 // DRY: comm-plan @attention: mesh [8]

@@ -6,7 +6,7 @@
 // REQUIRES: mercury-run, mercury-tune
 // RUN: cd %repo && %exit-status %mercury-run examples/2gpu/attention_causal_s32k.mlir --shift-shard --no-run \
 // RUN:   --predict h200-1x2-measured 2>&1 | FileCheck %s --check-prefix=BARE
-// BARE: mercury-run: --predict h200-1x2-measured: 'h200-1x2-measured' is neither a topology preset nor a readable file (did you mean 'topologies/h200-1x2-measured.toml'?); presets: h100-1x4,
+// BARE: mercury-run: error: --predict h200-1x2-measured: 'h200-1x2-measured' is neither a topology preset nor a readable file (did you mean 'topologies/h200-1x2-measured.toml'?); presets: h100-1x4,
 // BARE: exit status 1
 // RUN: cd %repo && %exit-status %mercury-tune examples/small/attention.mlir --topology h200-1x2-measured.toml \
 // RUN:   --out %t 2>&1 | FileCheck %s --check-prefix=TUNE-BARE

@@ -41,6 +41,14 @@
 // GPU-BENCH: mercury-gpu-bench: error: unknown argument --no-such-flag
 // GPU-BENCH: exit status 1
 // RUN: %exit-status %mercury-gpu-bench --reps 2>&1 | FileCheck %s --check-prefix=BAD
+// A count of 0 is refused before any GPU is looked for (it was raised to 1 silently).
+// RUN: %exit-status %mercury-gpu-bench --reps 0 2>&1 | FileCheck %s --check-prefix=GPU-BENCH-REPS
+// GPU-BENCH-REPS: mercury-gpu-bench: error: --reps must be at least 1 (timed repetitions, the median reported)
+// GPU-BENCH-REPS-NOT: GPU
+// GPU-BENCH-REPS: exit status 1
+// RUN: %exit-status %mercury-gpu-bench --ring-ranks 0 2>&1 | FileCheck %s --check-prefix=GPU-BENCH-RANKS
+// GPU-BENCH-RANKS: mercury-gpu-bench: error: --ring-ranks must be at least 1 (virtual ranks of the ring)
+// GPU-BENCH-RANKS: exit status 1
 // RUN: %exit-status %mercury-gpu-bench --help | FileCheck %s --check-prefix=OK
 // RUN: %exit-status %mercury-study --no-timng 2>&1 | FileCheck %s --check-prefix=STUDY
 // STUDY: mercury-study: error: unknown argument --no-timng

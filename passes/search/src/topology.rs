@@ -155,12 +155,12 @@ pub enum TopologyError {
     },
     #[error("{origin}: not a valid topology file: {message}")]
     Parse { origin: String, message: String },
-    /// A TOML error at a place in the file: `file:line:col: error: not a valid topology file:
-    /// ...` with the source line and a caret (tools print it as it stands).
+    /// An error at a place in the file, with the source line and a caret (tools print it as
+    /// it stands): a TOML error (`file:line:col: error: not a valid topology file: ...`) or a
+    /// value the checks refuse, at that value (`file:line:col: error: levels[1] ('gpu'):
+    /// ...`).
     #[error("{}", .0.render().trim_end())]
     Located(mercury_ir::Diagnostic),
-    #[error("{origin}: {message}")]
-    Invalid { origin: String, message: String },
     /// `hint` is empty or ` (did you mean '...'?)` (a preset of a similar name, or the file
     /// `topologies/<name>.toml` under the working directory).
     #[error("'{name}' is neither a topology preset nor a readable file{hint}; presets: {list}")]
@@ -169,6 +169,72 @@ pub enum TopologyError {
         hint: String,
         list: String,
     },
+}
+
+/// One step of the path to a value in a topology file: a key, or an index into an array (of
+/// tables): `levels[1].size` is `[Key("levels"), Index(1), Key("size")]`.
+#[derive(Debug, Clone, Copy)]
+enum Seg {
+    Key(&'static str),
+    Index(usize),
+}
+
+/// A value [`Topology::validate`] refuses: the message, the path to the value, and a second
+/// place for a note (the other level of a pair).
+#[derive(Debug)]
+struct Invalid {
+    message: String,
+    at: Vec<Seg>,
+    note: Option<(Vec<Seg>, String)>,
+}
+
+impl Invalid {
+    fn new(at: Vec<Seg>, message: String) -> Invalid {
+        Invalid {
+            message,
+            at,
+            note: None,
+        }
+    }
+
+    fn with_note(mut self, at: Vec<Seg>, message: String) -> Invalid {
+        self.note = Some((at, message));
+        self
+    }
+
+    /// The error located in `text` (the file the topology was read from, named `origin`): at
+    /// the value its path names, or the nearest enclosing table the file spells out when the
+    /// value is not written in it (a default); at the start of the file when nothing is.
+    fn diagnostic(&self, origin: &str, text: &str) -> mercury_ir::Diagnostic {
+        let file = mercury_ir::SourceFile::new(origin, text);
+        let doc = toml_edit::ImDocument::parse(text).ok();
+        let at =
+            |path: &[Seg]| file.location(doc.as_ref().map_or(0, |d| offset(d.as_item(), path)));
+        let d = mercury_ir::Diagnostic::error(at(&self.at), self.message.clone());
+        match &self.note {
+            Some((path, m)) => d.with_note(at(path), m.clone()),
+            None => d,
+        }
+    }
+}
+
+/// The byte offset in the parsed file of the deepest item along `path` that has a place (a
+/// value, a table's header); 0 when none does.
+fn offset(root: &toml_edit::Item, path: &[Seg]) -> usize {
+    let mut item = root;
+    let mut best = 0;
+    for s in path {
+        let next = match *s {
+            Seg::Key(k) => item.get(k),
+            Seg::Index(i) => item.get(i),
+        };
+        let Some(next) = next else { break };
+        if let Some(span) = next.span() {
+            best = span.start;
+        }
+        item = next;
+    }
+    best
 }
 
 /// Presets embedded in the binary (also in `topologies/*.toml`).
@@ -237,10 +303,8 @@ impl Topology {
                 },
             }
         })?;
-        topo.validate().map_err(|message| TopologyError::Invalid {
-            origin: origin.to_string(),
-            message,
-        })?;
+        topo.check()
+            .map_err(|e| TopologyError::Located(e.diagnostic(origin, text)))?;
         Ok(topo)
     }
 
@@ -299,117 +363,185 @@ impl Topology {
 
     /// Checks the description; returns a message naming the offending field.
     pub fn validate(&self) -> Result<(), String> {
+        self.check().map_err(|e| e.message)
+    }
+
+    /// [`Topology::validate`], with the place in the file of what is wrong.
+    fn check(&self) -> Result<(), Invalid> {
+        use Seg::{Index as I, Key as K};
+        let bad = |at: Vec<Seg>, message: String| Err(Invalid::new(at, message));
         if self.name.trim().is_empty() {
-            return Err("`name` is empty".into());
+            return bad(vec![K("name")], "`name` is empty".into());
         }
         let d = &self.device;
-        let positive = |field: &str, v: f64| -> Result<(), String> {
+        let positive = |at: Vec<Seg>, field: &str, v: f64| -> Result<(), Invalid> {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(format!("`{field}` must be a positive number, got {v}"))
+                bad(at, format!("`{field}` must be a positive number, got {v}"))
             }
         };
-        positive("device.hbm_gb", d.hbm_gb)?;
-        positive("device.hbm_bandwidth_gbs", d.hbm_bandwidth_gbs)?;
-        positive("device.rates.gemm_tflops", d.rates.gemm_tflops)?;
-        positive("device.rates.attention_tflops", d.rates.attention_tflops)?;
+        let dev = |k: &'static str| vec![K("device"), K(k)];
+        let rate = |k: &'static str| vec![K("device"), K("rates"), K(k)];
+        positive(dev("hbm_gb"), "device.hbm_gb", d.hbm_gb)?;
+        positive(
+            dev("hbm_bandwidth_gbs"),
+            "device.hbm_bandwidth_gbs",
+            d.hbm_bandwidth_gbs,
+        )?;
+        positive(
+            rate("gemm_tflops"),
+            "device.rates.gemm_tflops",
+            d.rates.gemm_tflops,
+        )?;
+        positive(
+            rate("attention_tflops"),
+            "device.rates.attention_tflops",
+            d.rates.attention_tflops,
+        )?;
         if let Some(c) = d.rates.attention_causal_tflops {
-            positive("device.rates.attention_causal_tflops", c)?;
+            positive(
+                rate("attention_causal_tflops"),
+                "device.rates.attention_causal_tflops",
+                c,
+            )?;
         }
+        let point = |table: &'static str, i: usize, k: &'static str| {
+            vec![K("device"), K("rates"), K(table), I(i), K(k)]
+        };
         for (i, p) in d.rates.gemm_points.iter().enumerate() {
             let f = |x: &str| format!("device.rates.gemm_points[{i}].{x}");
             for (name, v) in [("m", p.m), ("n", p.n), ("k", p.k)] {
-                positive(&f(name), v as f64)?;
+                positive(point("gemm_points", i, name), &f(name), v as f64)?;
             }
-            positive(&f("tflops"), p.tflops)?;
+            positive(point("gemm_points", i, "tflops"), &f("tflops"), p.tflops)?;
         }
         for (i, p) in d.rates.attention_points.iter().enumerate() {
             let f = |x: &str| format!("device.rates.attention_points[{i}].{x}");
             for (name, v) in [("heads", p.heads), ("sq", p.sq), ("sk", p.sk), ("d", p.d)] {
-                positive(&f(name), v as f64)?;
+                positive(point("attention_points", i, name), &f(name), v as f64)?;
             }
-            positive(&f("tflops"), p.tflops)?;
+            positive(
+                point("attention_points", i, "tflops"),
+                &f("tflops"),
+                p.tflops,
+            )?;
         }
         if !(d.hbm_reserved_gb.is_finite() && d.hbm_reserved_gb >= 0.0) {
-            return Err(format!(
-                "`device.hbm_reserved_gb` must be >= 0, got {}",
-                d.hbm_reserved_gb
-            ));
+            return bad(
+                dev("hbm_reserved_gb"),
+                format!(
+                    "`device.hbm_reserved_gb` must be >= 0, got {}",
+                    d.hbm_reserved_gb
+                ),
+            );
         }
         if d.hbm_reserved_gb >= d.hbm_gb {
-            return Err(format!(
-                "`device.hbm_reserved_gb` ({}) leaves nothing of `device.hbm_gb` ({})",
-                d.hbm_reserved_gb, d.hbm_gb
-            ));
+            return bad(
+                dev("hbm_reserved_gb"),
+                format!(
+                    "`device.hbm_reserved_gb` ({}) leaves nothing of `device.hbm_gb` ({})",
+                    d.hbm_reserved_gb, d.hbm_gb
+                ),
+            );
         }
         if !(d.launch_overhead_us.is_finite() && d.launch_overhead_us >= 0.0) {
-            return Err(format!(
-                "`device.launch_overhead_us` must be >= 0, got {}",
-                d.launch_overhead_us
-            ));
+            return bad(
+                dev("launch_overhead_us"),
+                format!(
+                    "`device.launch_overhead_us` must be >= 0, got {}",
+                    d.launch_overhead_us
+                ),
+            );
         }
         if d.copy_engines == 0 {
-            return Err("`device.copy_engines` must be at least 1".into());
+            return bad(
+                dev("copy_engines"),
+                "`device.copy_engines` must be at least 1".into(),
+            );
         }
         if self.levels.is_empty() {
-            return Err("no `[[levels]]`: a topology needs at least one mesh level".into());
+            return bad(
+                vec![K("levels")],
+                "no `[[levels]]`: a topology needs at least one mesh level".into(),
+            );
         }
+        let level = |i: usize, k: &'static str| vec![K("levels"), I(i), K(k)];
         for (i, l) in self.levels.iter().enumerate() {
             if l.size == 0 {
-                return Err(format!(
-                    "levels[{i}] ('{}'): `size` must be at least 1",
-                    l.name
-                ));
+                return bad(
+                    level(i, "size"),
+                    format!("levels[{i}] ('{}'): `size` must be at least 1", l.name),
+                );
             }
         }
-        let mut names = std::collections::BTreeSet::new();
+        let mut names = std::collections::BTreeMap::new();
         for (i, l) in self.levels.iter().enumerate() {
             let at = format!("levels[{i}] ('{}')", l.name);
             if l.name.trim().is_empty() {
-                return Err(format!("levels[{i}]: `name` is empty"));
+                return bad(level(i, "name"), format!("levels[{i}]: `name` is empty"));
             }
-            if !names.insert(l.name.as_str()) {
-                return Err(format!("{at}: duplicate level name"));
+            if let Some(first) = names.insert(l.name.as_str(), i) {
+                return Err(
+                    Invalid::new(level(i, "name"), format!("{at}: duplicate level name"))
+                        .with_note(
+                            level(first, "name"),
+                            format!("levels[{first}] has the name '{}'", l.name),
+                        ),
+                );
             }
-            if l.size == 0 {
-                return Err(format!("{at}: `size` must be at least 1"));
-            }
-            positive(&format!("{at}.bandwidth_gbs"), l.bandwidth_gbs)?;
+            positive(
+                level(i, "bandwidth_gbs"),
+                &format!("{at}.bandwidth_gbs"),
+                l.bandwidth_gbs,
+            )?;
             if !(l.efficiency.is_finite() && l.efficiency > 0.0 && l.efficiency <= 1.0) {
-                return Err(format!(
-                    "{at}: `efficiency` must be in (0, 1], got {}",
-                    l.efficiency
-                ));
+                return bad(
+                    level(i, "efficiency"),
+                    format!("{at}: `efficiency` must be in (0, 1], got {}", l.efficiency),
+                );
             }
             if !(l.latency_us.is_finite() && l.latency_us >= 0.0) {
-                return Err(format!(
-                    "{at}: `latency_us` must be >= 0, got {}",
-                    l.latency_us
-                ));
+                return bad(
+                    level(i, "latency_us"),
+                    format!("{at}: `latency_us` must be >= 0, got {}", l.latency_us),
+                );
             }
             let per_unit = self.devices_per_unit(i);
             if let Some(p) = l.ports {
                 if p == 0 || p > per_unit || !per_unit.is_multiple_of(p) {
-                    return Err(format!(
-                        "{at}: `ports` = {p} must divide the {per_unit} device(s) of one unit"
-                    ));
+                    return bad(
+                        level(i, "ports"),
+                        format!(
+                            "{at}: `ports` = {p} must divide the {per_unit} device(s) of one unit"
+                        ),
+                    );
                 }
             }
         }
-        for w in self.levels.windows(2) {
+        for (i, w) in self.levels.windows(2).enumerate() {
             if w[0].bandwidth_gbs * w[0].efficiency > w[1].bandwidth_gbs * w[1].efficiency {
-                return Err(format!(
-                    "levels must be ordered slowest first, but '{}' ({} GB/s) is faster than '{}' ({} GB/s)",
-                    w[0].name,
-                    w[0].bandwidth_gbs * w[0].efficiency,
-                    w[1].name,
-                    w[1].bandwidth_gbs * w[1].efficiency
+                return Err(Invalid::new(
+                    level(i, "bandwidth_gbs"),
+                    format!(
+                        "levels must be ordered slowest first, but '{}' ({} GB/s) is faster than '{}' ({} GB/s)",
+                        w[0].name,
+                        w[0].bandwidth_gbs * w[0].efficiency,
+                        w[1].name,
+                        w[1].bandwidth_gbs * w[1].efficiency
+                    ),
+                )
+                .with_note(
+                    level(i + 1, "bandwidth_gbs"),
+                    format!("the next level, '{}'", w[1].name),
                 ));
             }
         }
         if self.num_devices() > 1 << 20 {
-            return Err(format!("{} devices is too many", self.num_devices()));
+            return bad(
+                vec![K("levels")],
+                format!("{} devices is too many", self.num_devices()),
+            );
         }
         Ok(())
     }
@@ -747,6 +879,170 @@ mod tests {
         }
         let e = Topology::load("/nonexistent/topo.toml").unwrap_err();
         assert!(e.to_string().contains("h100-2x4"), "{e}");
+    }
+
+    /// `line:col` of the value on the first line of `text` that starts with `line_start`.
+    fn value_at(text: &str, line_start: &str) -> String {
+        let (i, l) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.starts_with(line_start))
+            .unwrap_or_else(|| panic!("no line '{line_start}'"));
+        let col = l.find('=').expect("a key = value line") + 3;
+        format!("{}:{col}", i + 1)
+    }
+
+    #[test]
+    fn value_errors_are_located_at_the_value() {
+        // (text, the line whose value is wrong, the message).
+        let cases: Vec<(String, &str, &str)> = vec![
+            (
+                base().replace("size = 4", "size = 0"),
+                "size = 0",
+                "levels[1] ('gpu'): `size` must be at least 1",
+            ),
+            (
+                base().replace("bandwidth_gbs = 450.0", "bandwidth_gbs = nan"),
+                "bandwidth_gbs = nan",
+                "`levels[1] ('gpu').bandwidth_gbs` must be a positive number, got NaN",
+            ),
+            (
+                base().replace("ports = 1", "ports = 3"),
+                "ports = 3",
+                "levels[0] ('node'): `ports` = 3 must divide the 4 device(s) of one unit",
+            ),
+            (
+                base().replace("efficiency = 0.82", "efficiency = 1.5"),
+                "efficiency = 1.5",
+                "`efficiency` must be in (0, 1], got 1.5",
+            ),
+            (
+                base().replace("copy_engines = 3", "copy_engines = 0"),
+                "copy_engines = 0",
+                "`device.copy_engines` must be at least 1",
+            ),
+            (
+                base().replace("hbm_reserved_gb = 4.0", "hbm_reserved_gb = 90.0"),
+                "hbm_reserved_gb = 90.0",
+                "leaves nothing",
+            ),
+            (
+                base().replace("gemm_tflops = 780.0", "gemm_tflops = -1.0"),
+                "gemm_tflops = -1.0",
+                "`device.rates.gemm_tflops` must be a positive number, got -1",
+            ),
+            (
+                base().replace("name = \"h100-2x4\"", "name = \"\""),
+                "name = \"\"",
+                "`name` is empty",
+            ),
+        ];
+        for (text, line, want) in cases {
+            let e = Topology::from_toml_str(&text, "t.toml").unwrap_err();
+            let TopologyError::Located(d) = &e else {
+                panic!("not located: {e}")
+            };
+            let r = d.render();
+            let head = format!("t.toml:{}: error: ", value_at(&text, line));
+            assert!(r.starts_with(&head), "expected '{head}...' in:\n{r}");
+            assert!(r.lines().next().unwrap().contains(want), "{r}");
+            // The source line and a caret under the value.
+            assert!(r.lines().nth(1) == Some(line), "{r}");
+        }
+    }
+
+    #[test]
+    fn value_errors_name_the_other_place_in_a_note() {
+        // Two levels of one name: the second, with a note at the first.
+        let text = base().replace("name = \"gpu\"", "name = \"node\"");
+        let r = Topology::from_toml_str(&text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        let node: Vec<usize> = (0..lines.len())
+            .filter(|i| lines[*i] == "name = \"node\"")
+            .collect();
+        assert!(
+            r.starts_with(&format!(
+                "t.toml:{}:8: error: levels[1] ('node'): duplicate level name",
+                node[1] + 1
+            )),
+            "{r}"
+        );
+        assert!(
+            r.contains(&format!(
+                "t.toml:{}:8: note: levels[0] has the name 'node'",
+                node[0] + 1
+            )),
+            "{r}"
+        );
+        // Levels out of order: at the faster one's bandwidth, the next one in a note.
+        let text = base().replace("bandwidth_gbs = 12.5", "bandwidth_gbs = 4500.0");
+        let r = Topology::from_toml_str(&text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            r.starts_with(&format!(
+                "t.toml:{}: error: levels must be ordered slowest first",
+                value_at(&text, "bandwidth_gbs = 4500.0")
+            )),
+            "{r}"
+        );
+        assert!(
+            r.contains(&format!(
+                "t.toml:{}: note: the next level, 'gpu'",
+                value_at(&text, "bandwidth_gbs = 450.0")
+            )),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn value_errors_in_inline_tables_and_rate_points_are_located() {
+        let text = "name = \"t\"\n\
+                    device = { name = \"d\", hbm_gb = 80.0, hbm_bandwidth_gbs = 1.0, copy_engines = 1, rates = { gemm_tflops = 1.0, attention_tflops = 1.0 } }\n\
+                    levels = [{ name = \"gpu\", size = 0, bandwidth_gbs = 1.0, latency_us = 1.0 }]\n";
+        let r = Topology::from_toml_str(text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            r.starts_with("t.toml:3:34: error: levels[0] ('gpu'): `size` must be at least 1"),
+            "{r}"
+        );
+        let mut t = with_points();
+        t.device.rates.attention_points[1].sq = 0;
+        let text = toml::to_string(&t).unwrap();
+        let r = Topology::from_toml_str(&text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        // The second `sq = ...` line of the file is the second point's.
+        let line = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.starts_with("sq = "))
+            .nth(1)
+            .map(|(i, _)| i + 1)
+            .unwrap();
+        assert!(
+            r.starts_with(&format!(
+                "t.toml:{line}:6: error: `device.rates.attention_points[1].sq` must be a positive number, got 0"
+            )),
+            "{r}"
+        );
+        // No level at all: at the empty array.
+        let mut t = plain_measured();
+        t.levels.clear();
+        let text = toml::to_string(&t).unwrap();
+        let r = Topology::from_toml_str(&text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            r.starts_with(&format!(
+                "t.toml:{}: error: no `[[levels]]`",
+                value_at(&text, "levels = ")
+            )),
+            "{r}"
+        );
     }
 
     #[test]

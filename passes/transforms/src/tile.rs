@@ -205,8 +205,9 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
         ix.splice(p..=p, [IndexExpr::axis(&outer), IndexExpr::axis(&inner)]);
         Some(ix)
     });
-    // Loops: an existing loop over the axis becomes outer{inner{..}}; otherwise a new loop over
-    // the outer axis wraps the innermost loop body.
+    // Loops: an existing loop over the axis becomes outer{inner{..}}, both at the loop's
+    // location; otherwise a new loop over the outer axis wraps the innermost loop body, at the
+    // axis's location.
     if let Some(f) = find_for_mut(body, &t.axis) {
         let inner_body = std::mem::take(f.body_mut(0));
         let floc = f.loc.clone();
@@ -242,8 +243,10 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
                 format!("tile: '@{}' has no loop, and the loop around the body would enclose several loop nests (after distribute); tile before distributing", t.axis),
             ));
         }
+        // The new loop is made from the axis: later errors about it point at the axis's
+        // declaration, not at the kernel.
         let stmts: Vec<Operation> = target.drain(from_at..to_at).collect();
-        target.insert(from_at, new_for(&outer, stmts, &loc));
+        target.insert(from_at, new_for(&outer, stmts, &aloc));
     }
     Ok(())
 }

@@ -26,13 +26,13 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
         .sum();
     if elements > LIMIT {
         return Err(Failure::Input(format!(
-            "mercury-run: the plan holds {elements} elements over its ranks, too many for the CPU executor (limit {LIMIT}); use small shapes or --backend cuda"
+            "the plan holds {elements} elements over its ranks, too many for the CPU executor (limit {LIMIT}); use small shapes or --backend cuda"
         )));
     }
     if let Some(n) = a.ranks {
         if n != plan.num_ranks() {
             return Err(Failure::Input(format!(
-                "mercury-run: --ranks {n} but the mesh {:?} has {} ranks",
+                "--ranks {n} but the mesh {:?} has {} ranks",
                 plan.mesh,
                 plan.num_ranks()
             )));
@@ -41,8 +41,7 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
     let seed = a.seed();
     let inputs = random_inputs(plan, seed);
     let t = std::time::Instant::now();
-    let held =
-        execute_pieces(plan, &inputs).map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+    let held = execute_pieces(plan, &inputs).map_err(|e| Failure::Input(e.to_string()))?;
     let secs = t.elapsed().as_secs_f64();
     let ms = secs * 1e3;
     outln!(
@@ -52,20 +51,20 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
     );
     if a.check {
         let reference = crate::reference_plan(c)?;
-        let want = execute(&reference, &inputs)
-            .map_err(|e| Failure::Input(format!("mercury-run: reference: {e}")))?;
+        let want =
+            execute(&reference, &inputs).map_err(|e| Failure::Input(format!("reference: {e}")))?;
         let tol = a.tolerance.unwrap_or(1e-9);
         let mut bad = Vec::new();
         // Each rank holds exactly its shard of every output as the input declares it.
         let declared = check::declared_outputs(&c.declared, plan.num_ranks())
-            .map_err(|e| Failure::Check(format!("mercury-run: check failed: {e}")))?;
+            .map_err(|e| Failure::Check(format!("check failed: {e}")))?;
         let plan_shapes = plan
             .buffers
             .iter()
             .map(|b| (b.name.clone(), b.shape.clone()))
             .collect();
         let ranks = mercury_runtime::check::per_rank(&declared, &plan_shapes, &held, &want)
-            .map_err(|e| Failure::Check(format!("mercury-run: check failed: {e}")))?;
+            .map_err(|e| Failure::Check(format!("check failed: {e}")))?;
         for (name, rows) in group_by_buffer(&ranks) {
             let failed: Vec<&mercury_runtime::check::RankHolding> =
                 rows.iter().copied().filter(|h| !h.ok(tol)).collect();
@@ -107,9 +106,9 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
         // Both plans with every value stored in its dtype, as a device stores it: what the
         // GPU check compares (the f64 run cannot see where a plan rounds).
         let stored = execute_with(plan, &inputs, Storage::Dtype)
-            .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+            .map_err(|e| Failure::Input(e.to_string()))?;
         let stored_want = execute_with(&reference, &inputs, Storage::Dtype)
-            .map_err(|e| Failure::Input(format!("mercury-run: reference: {e}")))?;
+            .map_err(|e| Failure::Input(format!("reference: {e}")))?;
         for c in check::compare(&stored, &stored_want, None) {
             let ok = c.within(STORED_TOLERANCE);
             let apart = match stored.get(&c.name) {
@@ -129,7 +128,7 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
         }
         if !bad.is_empty() {
             return Err(Failure::Check(format!(
-                "mercury-run: check failed for {}",
+                "check failed for {}",
                 bad.join(", ")
             )));
         }

@@ -52,7 +52,7 @@ pub(crate) fn schedule_options(a: &Args, plan: &Plan) -> Result<ExecOptions, Fai
     if let Some(text) = a.inject_fault() {
         let f = FaultSpec::parse(&text)
             .and_then(|f| f.validate(plan.num_ranks(), plan.num_stages()).map(|_| f))
-            .map_err(|e| Failure::Input(format!("mercury-run: --inject-fault: {e}")))?;
+            .map_err(|e| Failure::Input(format!("--inject-fault: {e}")))?;
         outln!("fault injection: {f} (runs of the schedule's executor count from 1)");
         o.fault = Some(f);
     }
@@ -62,7 +62,7 @@ pub(crate) fn schedule_options(a: &Args, plan: &Plan) -> Result<ExecOptions, Fai
 /// Starts the fault watchdog of this process with `--setup-timeout`.
 pub fn start_watchdog(a: &Args) -> Result<(), Failure> {
     fault::progress().set_setup_timeout(Duration::from_secs_f64(a.setup_timeout));
-    fault::Watchdog::start().map_err(|e| Failure::Input(format!("mercury-run: {e}")))
+    fault::Watchdog::start().map_err(Failure::Input)
 }
 
 /// [`rt`], except that a fault report ends the process at once (status 1): its GPU work may
@@ -83,30 +83,29 @@ pub(crate) fn device_kernels(
     plans: &[&mercury_plan::Plan],
 ) -> Result<String, Failure> {
     if let Some(p) = &a.device_kernels {
-        return std::fs::read_to_string(p).map_err(|e| {
-            Failure::Input(format!("mercury-run: cannot read '{}': {e}", p.display()))
-        });
+        return std::fs::read_to_string(p)
+            .map_err(|e| Failure::Input(format!("cannot read '{}': {e}", p.display())));
     }
     #[cfg(feature = "mlir")]
     {
         let opts = mercury_lowering::TargetOptions::for_chip(&format!("sm_{}{}", cc.0, cc.1))
-            .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+            .map_err(|e| Failure::Input(e.to_string()))?;
         let mut tiles = Vec::new();
         for p in plans {
             tiles.extend(mercury_plan::tile_kernel::plan_tile_kernels(p));
         }
         mercury_lowering::plan_kernels_ptx(&tiles, &opts)
-            .map_err(|e| Failure::Input(format!("mercury-run: compiling the device kernels: {e}")))
+            .map_err(|e| Failure::Input(format!("compiling the device kernels: {e}")))
     }
     #[cfg(not(feature = "mlir"))]
     {
         let _ = (cc, plans);
-        Err(Failure::Input("mercury-run: this build cannot compile device kernels (no `mlir` feature); pass --device-kernels FILE from `mercury-opt --emit=ptx`".into()))
+        Err(Failure::Input("this build cannot compile device kernels (no `mlir` feature); pass --device-kernels FILE from `mercury-opt --emit=ptx`".into()))
     }
 }
 
 pub(crate) fn rt(e: impl std::fmt::Display) -> Failure {
-    Failure::Input(format!("mercury-run: {e}"))
+    Failure::Input(e.to_string())
 }
 
 pub(crate) struct Run {
@@ -345,7 +344,7 @@ fn choose_layout(n: usize, visible: usize, a: &Args) -> Result<Layout, Failure> 
     if let Some(d) = a.devices {
         if d > visible {
             return Err(Failure::Input(format!(
-                "mercury-run: --devices {d} but only {visible} GPU(s) are visible"
+                "--devices {d} but only {visible} GPU(s) are visible"
             )));
         }
     }
@@ -370,7 +369,7 @@ fn choose_layout(n: usize, visible: usize, a: &Args) -> Result<Layout, Failure> 
     }
     if n > d {
         return Err(Failure::Input(format!(
-            "mercury-run: the plan has {n} ranks but only {d} GPU(s) {}; without --virtual every rank needs its own GPU. Pass --virtual to run the ranks as virtual ranks (all on GPU 0, or rank r on GPU r % N with --devices N), or run on a machine with {n} GPUs (or several processes: --launcher env)",
+            "the plan has {n} ranks but only {d} GPU(s) {}; without --virtual every rank needs its own GPU. Pass --virtual to run the ranks as virtual ranks (all on GPU 0, or rank r on GPU r % N with --devices N), or run on a machine with {n} GPUs (or several processes: --launcher env)",
             if a.devices.is_some() { "(--devices)" } else { "are visible" }
         )));
     }
@@ -418,7 +417,7 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     if let Some(r) = a.ranks {
         if r != n {
             return Err(Failure::Input(format!(
-                "mercury-run: --ranks {r} but the mesh {:?} has {n} ranks",
+                "--ranks {r} but the mesh {:?} has {n} ranks",
                 plan.mesh
             )));
         }
@@ -595,7 +594,7 @@ pub fn checked_bench(
     }
     if !failed.is_empty() {
         return Err(Failure::Check(format!(
-            "mercury-run: check failed for {}",
+            "check failed for {}",
             failed.join(", ")
         )));
     }

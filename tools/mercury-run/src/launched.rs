@@ -92,12 +92,11 @@ impl Session {
             say(format!("nccl: {note}"));
         }
         let env = LaunchEnv::from_env()
-            .map_err(|e| Failure::Input(format!("mercury-run: --launcher env: {e}")))?
+            .map_err(|e| Failure::Input(format!("--launcher env: {e}")))?
             .ok_or_else(|| {
-                Failure::Input("mercury-run: --launcher env: RANK and WORLD_SIZE are not set (start it with torchrun, srun or mpirun; docs/multi-gpu.md)".into())
+                Failure::Input("--launcher env: RANK and WORLD_SIZE are not set (start it with torchrun, srun or mpirun; docs/multi-gpu.md)".into())
             })?;
-        let owned = placement::owned_ranks(n, env.world_size, env.rank)
-            .map_err(|e| Failure::Input(format!("mercury-run: {e}")))?;
+        let owned = placement::owned_ranks(n, env.world_size, env.rank).map_err(Failure::Input)?;
         let visible = cudarc_device_count()?;
         // --virtual: every rank of this process on one GPU (the processes meet through a
         // bridge communicator, launcher module docs).
@@ -108,7 +107,7 @@ impl Session {
         };
         if let Some(d) = devs.iter().find(|d| **d >= visible) {
             return Err(Failure::Input(format!(
-                "mercury-run: process {} (LOCAL_RANK {}) would drive GPU {d}, but {visible} are visible",
+                "process {} (LOCAL_RANK {}) would drive GPU {d}, but {visible} are visible",
                 env.rank, env.local_rank
             )));
         }
@@ -272,9 +271,10 @@ impl Session {
             .and_then(|mut rexec| execute(&mut rexec, reference, &inputs, warmup, iters));
             match r {
                 Ok(w) => Some(w),
-                Err(Failure::Input(m) | Failure::Check(m) | Failure::NoDevice(m)) => {
+                Err(f) => {
                     say(format!(
-                        "{tag} error: the single-device reference failed: {m}"
+                        "{tag} error: the single-device reference failed: {}",
+                        f.message()
                     ));
                     failed_here.push("the single-device reference".into());
                     None
@@ -351,7 +351,7 @@ impl Session {
             .all_gather_u64(&self.ctxs, if mine.is_ok() { 0 } else { NOTHING })
             .map_err(rt)?;
         Ok(match mine {
-            Err(Failure::Input(m) | Failure::Check(m) | Failure::NoDevice(m)) => Err(m),
+            Err(f) => Err(f.message().to_string()),
             Ok(_) if all.contains(&NOTHING) => {
                 let p = all
                     .iter()
@@ -373,16 +373,13 @@ pub fn run_launched(a: &Args, reference: Plan, plan: Plan) -> Result<Option<f64>
     let session = Session::start(a, plan.num_ranks(), &mut say)?;
     let tag = session.tag.clone();
     match session.run_plan(a, &plan, &reference, &mut say)? {
-        Verdict::Refused(why) => Err(Failure::Input(format!(
-            "mercury-run: {tag} the plan was not run: {}",
-            why.trim_start_matches("mercury-run: ")
-        ))),
+        Verdict::Refused(why) => Err(Failure::Input(format!("{tag} the plan was not run: {why}"))),
         Verdict::Ran(o) if !o.failed_here.is_empty() => Err(Failure::Check(format!(
-            "mercury-run: {tag} check failed for {}",
+            "{tag} check failed for {}",
             o.failed_here.join(", ")
         ))),
         Verdict::Ran(o) if !o.failed_processes.is_empty() => Err(Failure::Check(format!(
-            "mercury-run: {tag} the check failed in process(es) {:?} (their output says which outputs)",
+            "{tag} the check failed in process(es) {:?} (their output says which outputs)",
             o.failed_processes
         ))),
         // The run's time is the slowest process's; process 0 alone holds it against a

@@ -24,14 +24,52 @@ pub mod launched;
 use mercury_driver::{Compiler, Schedule, ScheduleError};
 use mercury_ir::{Diagnostic, Operation};
 
-/// What went wrong, with the exit status it maps to.
+/// What went wrong, with the exit status it maps to. The messages of `Input`, `Check` and
+/// `NoDevice` have no place in a file and no prefix: [`Failure::render`] prints them as
+/// `mercury-run: error: <message>`, the one place the prefix is added. `Located` holds a
+/// rendered diagnostic (`file:line:col: error: ...`, the source line and a caret), printed as
+/// it stands.
 pub enum Failure {
-    /// Bad input or arguments (exit 1).
+    /// Bad input or arguments (exit 1), without a source location.
     Input(String),
+    /// Bad input at a place in a file (exit 1): a rendered diagnostic ([`diag`]).
+    Located(String),
     /// A numerics check failed (exit 1).
     Check(String),
     /// No usable GPU or library (exit 2).
     NoDevice(String),
+}
+
+/// The prefix of mercury-run's messages that have no place in a file: [`Failure::render`]
+/// puts `mercury-run: error: ` before every unlocated message (the messages themselves never
+/// start with it).
+pub const TOOL: &str = "mercury-run";
+
+impl Failure {
+    /// The message as it stands: a rendered diagnostic, or the words without a prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            Failure::Input(m) | Failure::Located(m) | Failure::Check(m) | Failure::NoDevice(m) => m,
+        }
+    }
+
+    /// The exit status: 2 without a usable GPU, 1 otherwise.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            Failure::NoDevice(_) => 2,
+            _ => mercury_driver::cli::BAD_INPUT,
+        }
+    }
+
+    /// The complete text mercury-run prints to standard error, ending in a newline: a located
+    /// diagnostic as it stands, anything else as `mercury-run: error: <message>`.
+    pub fn render(&self) -> String {
+        let text = match self {
+            Failure::Located(m) => m.trim_end().to_string(),
+            other => format!("{TOOL}: error: {}", other.message().trim_end()),
+        };
+        text + "\n"
+    }
 }
 
 /// The module, scheduled and verified, and the unscheduled reference module.
@@ -45,19 +83,25 @@ pub struct Compiled {
     pub declared: mercury_commir::Kernel,
 }
 
-/// A diagnostic as an input failure.
+/// A diagnostic as an input failure: located when it has a place in a file; without one, its
+/// message (and notes) as an unlocated input failure (`mercury-run: error: ...`, not
+/// `<unknown>: error: ...`).
 pub fn diag(d: Diagnostic) -> Failure {
-    Failure::Input(d.render())
+    if d.loc == mercury_ir::Location::Unknown {
+        let mut m = d.message;
+        for n in &d.notes {
+            m.push('\n');
+            m.push_str(n.render().trim_end());
+        }
+        return Failure::Input(m);
+    }
+    Failure::Located(d.render())
 }
 
 /// Parses, verifies and schedules the input (the compile path, `mercury_driver`).
 pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure> {
-    let text = std::fs::read_to_string(&a.input).map_err(|e| {
-        Failure::Input(format!(
-            "mercury-run: cannot read '{}': {e}",
-            a.input.display()
-        ))
-    })?;
+    let text = std::fs::read_to_string(&a.input)
+        .map_err(|e| Failure::Input(format!("cannot read '{}': {e}", a.input.display())))?;
     let module = compiler
         .parse(&a.input.display().to_string(), &text)
         .map_err(diag)?;
@@ -67,30 +111,24 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
             .iter()
             .find(|x| x.name == k.trim_start_matches('@'))
             .map(|x| x.name.clone())
-            .ok_or_else(|| Failure::Input(format!("mercury-run: no kernel '@{k}' in the input")))?,
+            .ok_or_else(|| Failure::Input(format!("no kernel '@{k}' in the input")))?,
         None => match kernels.as_slice() {
             [k] => k.name.clone(),
-            [] => {
-                return Err(Failure::Input(
-                    "mercury-run: the input has no commir.kernel".into(),
-                ))
-            }
+            [] => return Err(Failure::Input("the input has no commir.kernel".into())),
             _ => {
                 return Err(Failure::Input(
-                    "mercury-run: the input has several kernels; choose one with --kernel".into(),
+                    "the input has several kernels; choose one with --kernel".into(),
                 ))
             }
         },
     };
-    let script = match &a.schedule {
-        Some(s) => Some(std::fs::read_to_string(s).map_err(|e| {
-            Failure::Input(format!(
-                "mercury-run: cannot read schedule '{}': {e}",
-                s.display()
-            ))
-        })?),
-        None => None,
-    };
+    let script =
+        match &a.schedule {
+            Some(s) => Some(std::fs::read_to_string(s).map_err(|e| {
+                Failure::Input(format!("cannot read schedule '{}': {e}", s.display()))
+            })?),
+            None => None,
+        };
     let schedule = Schedule {
         shift_shard: a.shift_shard,
         script,
@@ -101,7 +139,7 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
         kernel: a.kernel.as_ref().map(|_| kernel.clone()),
     };
     let mut pm = compiler.pass_manager(&schedule).map_err(|e| match e {
-        ScheduleError::ShiftShard(m) => Failure::Input(format!("mercury-run: {m}")),
+        ScheduleError::ShiftShard(m) => Failure::Input(m),
         ScheduleError::Script(d) | ScheduleError::Pipeline(d) => diag(d),
     })?;
     let mut scheduled = module.clone();
@@ -181,10 +219,9 @@ pub fn single_device(module: &Operation) -> Operation {
 
 /// The single-device plan of the operator (the reference of `--check` and `--bench`).
 pub fn reference_plan(c: &Compiled) -> Result<mercury_plan::Plan, Failure> {
-    mercury_driver::lower(&c.reference, Some(&c.kernel)).map_err(|d| {
-        Failure::Input(format!(
-            "{}mercury-run: the single-device reference needs the local (unscheduled) operator as input, with the schedule given by --schedule, --shift-shard or --pass-pipeline",
-            d.render()
-        ))
+    const NEEDS: &str = "the single-device reference needs the local (unscheduled) operator as input, with the schedule given by --schedule, --shift-shard or --pass-pipeline";
+    mercury_driver::lower(&c.reference, Some(&c.kernel)).map_err(|d| match diag(d) {
+        Failure::Located(m) => Failure::Located(format!("{m}{TOOL}: note: {NEEDS}")),
+        f => Failure::Input(format!("{}\n{TOOL}: note: {NEEDS}", f.message())),
     })
 }

@@ -18,16 +18,11 @@ fn main() -> ExitCode {
     };
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Input(m)) | Err(Failure::Check(m)) => {
-            eprint!("{m}");
-            if !m.ends_with('\n') {
-                eprintln!();
-            }
-            ExitCode::from(1)
-        }
-        Err(Failure::NoDevice(m)) => {
-            eprintln!("mercury-run: {m}");
-            ExitCode::from(2)
+        // The one place errors are printed: `file:line:col: error: ...` or
+        // `mercury-run: error: ...` (`Failure::render`).
+        Err(f) => {
+            eprint!("{}", f.render());
+            ExitCode::from(f.exit_status())
         }
     }
 }
@@ -52,12 +47,8 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         mercury_run::reference_plan(&c)?;
     }
     if let Some(path) = &a.emit_plan {
-        std::fs::write(path, plan.to_json()).map_err(|e| {
-            Failure::Input(format!(
-                "mercury-run: cannot write '{}': {e}",
-                path.display()
-            ))
-        })?;
+        std::fs::write(path, plan.to_json())
+            .map_err(|e| Failure::Input(format!("cannot write '{}': {e}", path.display())))?;
     }
     outln!(
         "{}",
@@ -82,14 +73,14 @@ fn run(a: &args::Args) -> Result<(), Failure> {
                 outln!("model: {m}; running without a prediction");
                 None
             }
-            Err(m) => return Err(Failure::Input(format!("mercury-run: --predict {t}: {m}"))),
+            Err(m) => return Err(Failure::Input(format!("--predict {t}: {m}"))),
         },
         None => None,
     };
     if a.no_run {
         if let Some(r) = a.ranks.filter(|r| *r != plan.num_ranks()) {
             return Err(Failure::Input(format!(
-                "mercury-run: --ranks {r} but the mesh {:?} has {} ranks",
+                "--ranks {r} but the mesh {:?} has {} ranks",
                 plan.mesh,
                 plan.num_ranks()
             )));
@@ -100,18 +91,18 @@ fn run(a: &args::Args) -> Result<(), Failure> {
     if let Some(path) = &a.cache_file {
         if a.backend == args::Backend::Cuda && !a.bench {
             return Err(Failure::Input(
-                "mercury-run: --cache-file compares a timed run: give --bench".into(),
+                "--cache-file compares a timed run: give --bench".into(),
             ));
         }
         let entry = mercury_search::cache::read_entry(path).map_err(|l| {
             Failure::Input(format!(
-                "mercury-run: --cache-file {}: not a usable schedule cache entry: {l}",
+                "--cache-file {}: not a usable schedule cache entry: {l}",
                 path.display()
             ))
         })?;
         if entry.chosen.plan != plan {
             return Err(Failure::Input(format!(
-                "mercury-run: --cache-file {}: its schedule '{}' is not the one compiled here (give the input and its schedule.transform)",
+                "--cache-file {}: its schedule '{}' is not the one compiled here (give the input and its schedule.transform)",
                 path.display(),
                 entry.chosen.name
             )));
@@ -156,7 +147,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
             ),
             Err(e) => {
                 return Err(Failure::Input(format!(
-                    "mercury-run: --cache-file: {e}"
+                    "--cache-file: {e}"
                 )))
             }
         }
@@ -180,10 +171,10 @@ fn predict(
     spec: &str,
     trace: Option<&std::path::Path>,
 ) -> Result<Result<(f64, String), String>, Failure> {
-    let bad = |m: String| Failure::Input(format!("mercury-run: --predict {spec}: {m}"));
+    let bad = |m: String| Failure::Input(format!("--predict {spec}: {m}"));
     let topo = mercury_search::Topology::load(spec).map_err(|e| match e {
         // A located error in the file, as it stands.
-        mercury_search::topology::TopologyError::Located(d) => Failure::Input(d.render()),
+        mercury_search::topology::TopologyError::Located(d) => Failure::Located(d.render()),
         e => bad(e.to_string()),
     })?;
     let opts = mercury_search::sim::SimOptions {
@@ -210,12 +201,8 @@ fn predict(
     if let Some(path) = trace {
         let title = format!("{} on {}", plan.name, topo.name);
         let json = sim.chrome_trace(&title, plan.num_ranks());
-        std::fs::write(path, json.to_string()).map_err(|e| {
-            Failure::Input(format!(
-                "mercury-run: --predict-trace {}: {e}",
-                path.display()
-            ))
-        })?;
+        std::fs::write(path, json.to_string())
+            .map_err(|e| Failure::Input(format!("--predict-trace {}: {e}", path.display())))?;
         outln!("model: timeline written to {}", path.display());
     }
     Ok(Ok((sim.latency, topo.name.clone())))

@@ -86,9 +86,7 @@ pub(crate) fn mercury_kernels_context() -> Result<String, String> {
 }
 
 pub(crate) fn failure_text(f: Failure) -> String {
-    match f {
-        Failure::Input(m) | Failure::Check(m) | Failure::NoDevice(m) => m,
-    }
+    f.message().to_string()
 }
 
 impl Measure for CudaMeasure {
@@ -126,7 +124,9 @@ impl Measure for CudaMeasure {
             }),
             Err(Failure::Check(m)) => Err(MeasureError::Check(format!("{m} ({})", tail()))),
             Err(Failure::NoDevice(m)) => Err(MeasureError::NoDevice(m)),
-            Err(Failure::Input(m)) => Err(MeasureError::Run(m.trim_end().to_string())),
+            Err(Failure::Input(m) | Failure::Located(m)) => {
+                Err(MeasureError::Run(m.trim_end().to_string()))
+            }
         }
     }
 }

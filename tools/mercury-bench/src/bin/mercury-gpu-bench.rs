@@ -50,10 +50,17 @@ fn parse() -> Result<Option<Args>, String> {
                 .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
         };
         let num = |v: String| v.parse::<usize>().map_err(|e| format!("{flag} {v}: {e}"));
+        // Counts that cannot be 0 are refused, not raised to 1 behind the user's back.
+        let at_least_one = |v: String, what: &str| match num(v)? {
+            0 => Err(format!("{flag} must be at least 1 ({what})")),
+            n => Ok(n),
+        };
         match flag.as_str() {
             "--no-check" => a.opts.check = false,
             "--check" => a.opts.check = true,
-            "--reps" => a.opts.reps = num(val()?)?.max(1),
+            "--reps" => {
+                a.opts.reps = at_least_one(val()?, "timed repetitions, the median reported")?
+            }
             "--warmup" => a.opts.warmup = num(val()?)?,
             "--seed" => a.opts.seed = num(val()?)? as u64,
             "--only" => a.only = val()?.split(',').map(|s| s.trim().to_uppercase()).collect(),
@@ -62,7 +69,7 @@ fn parse() -> Result<Option<Args>, String> {
             "--json-out" => a.json_out = Some(val()?),
             "--gemm-size" => a.gemm_size = num(val()?)?,
             "--ring-seq" => a.ring_seq = num(val()?)?,
-            "--ring-ranks" => a.ring_ranks = num(val()?)?.max(1),
+            "--ring-ranks" => a.ring_ranks = at_least_one(val()?, "virtual ranks of the ring")?,
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
