@@ -49,7 +49,19 @@
 // RUN: %exit-status %mercury-gpu-bench --ring-ranks 0 2>&1 | FileCheck %s --check-prefix=GPU-BENCH-RANKS
 // GPU-BENCH-RANKS: mercury-gpu-bench: error: --ring-ranks must be at least 1 (virtual ranks of the ring)
 // GPU-BENCH-RANKS: exit status 1
+// RUN: %exit-status %mercury-gpu-bench --gemm-size 0 2>&1 | FileCheck %s --check-prefix=GPU-BENCH-GEMM
+// GPU-BENCH-GEMM: mercury-gpu-bench: error: --gemm-size must be at least 1
+// GPU-BENCH-GEMM: exit status 1
 // RUN: %exit-status %mercury-gpu-bench --help | FileCheck %s --check-prefix=OK
+// mercury-mgpu's counts too (they were raised to 1, --devices clamped to the visible GPUs).
+// RUN: %exit-status %mercury-mgpu links --reps 0 2>&1 | FileCheck %s --check-prefix=MGPU-REPS
+// MGPU-REPS: mercury-mgpu: error: --reps must be at least 1
+// MGPU-REPS: exit status 1
+// RUN: %exit-status %mercury-mgpu links --min-kib 0 2>&1 | FileCheck %s --check-prefix=MGPU-KIB
+// MGPU-KIB: mercury-mgpu: error: --min-kib must be at least 1
+// RUN: %exit-status %mercury-mgpu selfcheck --alias 0 2>&1 | FileCheck %s --check-prefix=MGPU-ALIAS
+// MGPU-ALIAS: mercury-mgpu: error: --alias must be at least 1
+// MGPU-ALIAS: exit status 1
 // RUN: %exit-status %mercury-study --no-timng 2>&1 | FileCheck %s --check-prefix=STUDY
 // STUDY: mercury-study: error: unknown argument --no-timng
 // STUDY: exit status 1

@@ -66,6 +66,16 @@ where
         .map_err(|e| Failure::Usage(format!("{flag} {v}: {e}")))
 }
 
+/// A count flag's value, refused when 0 (never raised to 1 behind the user's back).
+fn count(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<usize, Failure> {
+    match value::<usize>(it, flag)? {
+        0 => Err(Failure::Usage(format!(
+            "{flag} must be at least 1\n{USAGE}"
+        ))),
+        n => Ok(n),
+    }
+}
+
 fn visible() -> Result<usize, String> {
     mercury_kernels::cuda::probe(mercury_kernels::cuda::Library::Driver)
         .map_err(|e| e.to_string())?;
@@ -131,8 +141,8 @@ fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     let mut single = true;
     while let Some(f) = it.next() {
         match f.as_str() {
-            "--devices" => devices = Some(value(&mut it, &f)?),
-            "--alias" => alias = Some(value(&mut it, &f)?),
+            "--devices" => devices = Some(count(&mut it, &f)?),
+            "--alias" => alias = Some(count(&mut it, &f)?),
             "--transport" => {
                 let v: String = value(&mut it, &f)?;
                 modes = match v.as_str() {
@@ -167,17 +177,16 @@ fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
         Some(k) => {
             println!("selfcheck: device ids 0..{k} all on GPU 0 (peer-copy paths on one GPU)");
             for m in &modes {
-                rows.extend(mgpu::placed_selfchecks(
-                    &ptx,
-                    k.max(1),
-                    Some(vec![0; k.max(1)]),
-                    *m,
-                    seed,
-                ));
+                rows.extend(mgpu::placed_selfchecks(&ptx, k, Some(vec![0; k]), *m, seed));
             }
         }
         None => {
-            let d = devices.unwrap_or(n).clamp(1, n);
+            let d = devices.unwrap_or(n);
+            if d > n {
+                return Err(Failure::Usage(format!(
+                    "--devices {d} but only {n} GPU(s) are visible (--alias K runs the peer-copy paths of K device ids on one GPU)"
+                )));
+            }
             println!("selfcheck: rank r on GPU r % {d} ({n} visible)");
             for m in &modes {
                 rows.extend(mgpu::placed_selfchecks(&ptx, d, None, *m, seed));
@@ -219,16 +228,16 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
                 }
                 launcher = true;
             }
-            "--ranks-per-process" => per_process = Some(value(&mut it, &f)?),
-            "--ranks-per-gpu" => per_gpu = Some(value(&mut it, &f)?),
+            "--ranks-per-process" => per_process = Some(count(&mut it, &f)?),
+            "--ranks-per-gpu" => per_gpu = Some(count(&mut it, &f)?),
             "--out" => out = Some(value(&mut it, &f)?),
             "--name" => name = Some(value(&mut it, &f)?),
-            "--min-kib" => min_kib = value(&mut it, &f)?,
+            "--min-kib" => min_kib = count(&mut it, &f)?,
             // `--mib` is the older name (one size then; the largest now).
-            "--max-mib" | "--mib" => max_mib = value(&mut it, &f)?,
-            "--reps" => opts.reps = value(&mut it, &f)?,
+            "--max-mib" | "--mib" => max_mib = count(&mut it, &f)?,
+            "--reps" => opts.reps = count(&mut it, &f)?,
             "--max-devices" => {
-                opts.max_devices = Some(value(&mut it, &f)?);
+                opts.max_devices = Some(count(&mut it, &f)?);
                 single_only.push(f.clone());
             }
             "--no-nccl" => {
@@ -292,7 +301,7 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     if rates_given {
         rates.origin = "given on the command line (mercury-mgpu links --gemm-tflops ...), not measured by this tool".into();
     }
-    let (lo, hi) = (min_kib.max(1) << 10, max_mib.max(1) << 20);
+    let (lo, hi) = (min_kib << 10, max_mib << 20);
     if lo > hi {
         return Err(Failure::Usage(format!(
             "--min-kib {min_kib} is above --max-mib {max_mib}\n{USAGE}"
@@ -381,7 +390,8 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
 
 /// `links --measure-rates`: the GEMM and attention patches timed on GPU 0 at the default
 /// grid (`mercury_bench::bench::RateGrid`), `reps` timed calls per shape; prints one row per
-/// shape and returns the rates with their tables, and whether every shape passed.
+/// shape and returns the rates with their tables, and whether every shape passed. `reps` is
+/// kept within 3..=20 per shape (fewer is noise, more only lengthens the grid).
 fn measure_patch_rates(
     reps: usize,
     grid: &mercury_bench::bench::RateGrid,
