@@ -55,9 +55,10 @@ impl KernelPass for Reorder {
         let f = find_for_mut(k.body_mut(0), &self.outer).expect("loop");
         let mut inner = f.body_mut(0).pop().expect("inner loop");
         let inner_body = std::mem::take(inner.body_mut(0));
-        let outer_attrs = f.attrs.clone();
-        f.attrs = inner.attrs.clone();
-        inner.attrs = outer_attrs;
+        // The loops trade places: each keeps its attributes and its location (errors on a loop
+        // after the interchange point at the line that wrote it).
+        std::mem::swap(&mut f.attrs, &mut inner.attrs);
+        std::mem::swap(&mut f.loc, &mut inner.loc);
         inner.body_mut(0).extend(inner_body);
         f.body_mut(0).push(inner);
         Ok(())
