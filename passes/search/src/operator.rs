@@ -120,9 +120,66 @@ impl OperatorSpec {
                     Err(m) => SourceError::new(m),
                 }
             })?;
+        let at = |table: &str, key: Option<&str>, msg: String| -> SourceError {
+            let file = mercury_ir::SourceFile::new(origin, text);
+            let offset = toml_edit::ImDocument::parse(text).ok().map_or(0, |d| {
+                let t = d.as_item().get(table);
+                let v = key.and_then(|k| t.and_then(|t| t.get(k)));
+                v.and_then(|v| v.span())
+                    .or_else(|| t.and_then(|t| t.span()))
+                    .map_or(0, |r| r.start)
+            });
+            SourceError::located(&mercury_ir::Diagnostic::error(file.location(offset), msg))
+        };
+        // Extents the operator can hold: positive, within the dialect's limit.
+        let extent = |table: &str, key: &str, v: usize| -> Result<(), SourceError> {
+            if v == 0 || v as u64 > mercury_commir::MAX_EXTENT as u64 {
+                return Err(at(
+                    table,
+                    Some(key),
+                    format!(
+                        "[{table}] {key} must be between 1 and {} (2^40), got {v}",
+                        mercury_commir::MAX_EXTENT
+                    ),
+                ));
+            }
+            Ok(())
+        };
         match (&spec.attention, &spec.gemm) {
-            (Some(_), None) | (None, Some(_)) => Ok(spec),
-            _ => Err(SourceError::new(format!(
+            (Some(a), None) => {
+                for (k, v) in [
+                    ("batch", a.batch),
+                    ("heads", a.heads),
+                    ("kv_heads", a.kv_heads),
+                    ("seq", a.seq),
+                    ("head_dim", a.head_dim),
+                ] {
+                    extent("attention", k, v)?;
+                }
+                if !a.heads.is_multiple_of(a.kv_heads) {
+                    return Err(at(
+                        "attention",
+                        Some("kv_heads"),
+                        format!(
+                            "[attention] heads ({}) must be a multiple of kv_heads ({})",
+                            a.heads, a.kv_heads
+                        ),
+                    ));
+                }
+                Ok(spec)
+            }
+            (None, Some(g)) => {
+                for (k, v) in [("m", g.m), ("n", g.n), ("k", g.k)] {
+                    extent("gemm", k, v)?;
+                }
+                Ok(spec)
+            }
+            (Some(_), Some(_)) => Err(at(
+                "gemm",
+                None,
+                "give exactly one of [attention] or [gemm]; this file has both".into(),
+            )),
+            (None, None) => Err(SourceError::new(format!(
                 "{origin}: give exactly one of [attention] or [gemm]"
             ))),
         }
@@ -323,5 +380,35 @@ mod tests {
             gemm: None,
         };
         assert!(bad.source().is_err());
+    }
+
+    /// Values the operator cannot hold are refused at the value, not later in the generated
+    /// CommIR text (which the user never wrote).
+    #[test]
+    fn operator_spec_values_are_located() {
+        let e = OperatorSpec::parse("[gemm]\nm = 64\nn = 0\nk = 64\n", "g.toml").unwrap_err();
+        assert!(e.located, "{e}");
+        assert!(
+            e.message
+                .starts_with("g.toml:3:5: error: [gemm] n must be between 1 and"),
+            "{e}"
+        );
+        let big = format!("[gemm]\nm = 64\nn = 64\nk = {}\n", (1u64 << 40) + 1);
+        let e = OperatorSpec::parse(&big, "b.toml").unwrap_err();
+        assert!(
+            e.message.starts_with("b.toml:4:5: error: [gemm] k must be"),
+            "{e}"
+        );
+        let gqa = "[attention]\nbatch = 1\nheads = 6\nkv_heads = 4\nseq = 64\nhead_dim = 128\n";
+        let e = OperatorSpec::parse(gqa, "a.toml").unwrap_err();
+        assert!(
+            e.message.starts_with(
+                "a.toml:4:12: error: [attention] heads (6) must be a multiple of kv_heads (4)"
+            ),
+            "{e}"
+        );
+        let both = format!("[gemm]\nm = 1\nn = 1\nk = 1\n{gqa}");
+        let e = OperatorSpec::parse(&both, "t.toml").unwrap_err();
+        assert!(e.located && e.message.contains("this file has both"), "{e}");
     }
 }

@@ -86,7 +86,7 @@ impl<O: Deref<Target = Operation>> MeshOp<O> {
 }
 
 /// The most positions an axis may have (2^40).
-const MAX_EXTENT: i64 = 1 << 40;
+pub const MAX_EXTENT: i64 = 1 << 40;
 
 impl<O: Deref<Target = Operation>> AxisOp<O> {
     /// Checks the axis (a positive extent of at most 2^40, a known kind, a minimum block within
