@@ -169,6 +169,7 @@ run_case context-parallel  examples/attention.mlir        --schedule examples/sc
 run_case asynctp-ag-gemm   examples/ag_gemm.mlir          --schedule examples/schedules/asynctp_ag_gemm.sched
 run_case shift-reduce-rs   examples/gemm_rs.mlir          --schedule examples/schedules/shift_reduce.sched
 run_case megatron-rs       examples/gemm_rs.mlir          --schedule examples/schedules/megatron_rs.sched
+run_case chunked-rs        examples/gemm_rs.mlir          --schedule examples/schedules/chunked_rs.sched
 # The tensor-parallel MLP (issue 14): gemm patches with the generated GeLU epilogue between them.
 PTX=$C/mlp_kernels.ptx run_case mlp-megatron examples/mlp.mlir --schedule examples/schedules/mlp_megatron.sched
 PTX=$C/mlp_kernels.ptx run_case mlp-overlap  examples/mlp.mlir --schedule examples/schedules/mlp_overlap.sched

@@ -394,6 +394,49 @@ fn run_collective(
                 }
             }
         }
+        Collective::Reduce { root, kind, .. } => {
+            // Every member's source combined in group order, stored in the root's dst.
+            let root_rank = *group.get(*root).ok_or("reduce root outside the group")?;
+            if *kind != CombineKind::Add {
+                return Err("a reduce with lse merge needs [o, lse] pairs".into());
+            }
+            let mut acc: Option<Vec<Vec<f64>>> = None;
+            let mut dst = None;
+            for (r, c) in group.iter().zip(ops) {
+                let Collective::Reduce {
+                    src,
+                    dst: d,
+                    root: rt,
+                    ..
+                } = c
+                else {
+                    return Err("reduce members disagree".into());
+                };
+                if rt != root {
+                    return Err(format!(
+                        "reduce members disagree on the root ({rt} on rank {r}, {root} on rank {})",
+                        group[0]
+                    ));
+                }
+                if *r == root_rank {
+                    dst = d.as_ref();
+                }
+                let vals = vec![mem.read(plan, *r, src)];
+                if vals[0].len() != acc.as_ref().map_or(vals[0].len(), |a| a[0].len()) {
+                    return Err("reduce members' sources differ in size".into());
+                }
+                match acc.as_mut() {
+                    None => acc = Some(vals),
+                    Some(a) => combine(*kind, a, &vals),
+                }
+            }
+            let acc = acc.ok_or("empty reduce")?;
+            let dst = dst.ok_or("reduce root names no destination")?;
+            if dst.region.numel() != acc[0].len() {
+                return Err("reduce destination has the wrong size".into());
+            }
+            mem.write(plan, root_rank, dst, &acc[0]);
+        }
         Collective::Broadcast { root, .. } => {
             let root_rank = *group.get(*root).ok_or("broadcast root outside the group")?;
             let pos = group.iter().position(|x| *x == root_rank).unwrap_or(0);
@@ -849,6 +892,119 @@ commir.kernel @g on @m {
                 },
             ],
         }
+    }
+
+    /// Three ranks over the group [2, 0, 1] each hold X[4r..4r + 4] and reduce (add) it in two
+    /// halves: elements 0..2 to member 1 (rank 0), in place, and elements 2..4 to member 0
+    /// (rank 2) into a bf16 slot; rank 1 only sends. Y[i] is the sum over ranks, each half
+    /// output by its root, the second rounded to bf16 when stored in its dtype.
+    #[test]
+    fn reduce_sums_into_the_root_only() {
+        let group = vec![2, 0, 1];
+        let half = |slot: usize, at: usize| View {
+            slot,
+            region: Region {
+                offset: vec![at],
+                extent: vec![2],
+            },
+        };
+        let ranks = (0..3)
+            .map(|r| {
+                let mut slots = vec![slot(
+                    "x",
+                    DType::F32,
+                    4,
+                    SlotInit::FromGlobal {
+                        buffer: 0,
+                        region: Region {
+                            offset: vec![4 * r],
+                            extent: vec![4],
+                        },
+                    },
+                )];
+                let mut outputs = Vec::new();
+                let first = (r == 0).then(|| half(0, 0));
+                let second = (r == 2).then(|| {
+                    slots.push(slot("y.reduced", DType::BF16, 2, SlotInit::Uninit));
+                    whole(1, 2)
+                });
+                for (at, dst) in [(0, &first), (2, &second)] {
+                    if let Some(d) = dst {
+                        outputs.push(OutputPiece {
+                            buffer: 1,
+                            region: Region {
+                                offset: vec![at],
+                                extent: vec![2],
+                            },
+                            src: d.clone(),
+                        });
+                    }
+                }
+                let reduce = |src: View, dst: Option<View>, root: usize| CommOp::Collective {
+                    group: group.clone(),
+                    collective: Collective::Reduce {
+                        src,
+                        dst,
+                        root,
+                        kind: CombineKind::Add,
+                    },
+                };
+                RankProgram {
+                    rank: r,
+                    coords: vec![r],
+                    slots,
+                    stages: vec![Stage {
+                        compute: vec![],
+                        comm: vec![reduce(half(0, 0), first, 1), reduce(half(0, 2), second, 0)],
+                    }],
+                    outputs,
+                }
+            })
+            .collect();
+        let plan = Plan {
+            name: "reduce".into(),
+            mesh: vec![3],
+            buffers: vec![
+                GlobalBuffer {
+                    name: "X".into(),
+                    shape: vec![12],
+                    dtype: DType::F32,
+                    role: Role::Input,
+                },
+                GlobalBuffer {
+                    name: "Y".into(),
+                    shape: vec![4],
+                    dtype: DType::F32,
+                    role: Role::Output,
+                },
+            ],
+            ranks,
+        };
+        // Rank r holds (r + 1) + i 2^-9: the sums are 6 + 3 i 2^-9, f32 numbers; bf16 (an
+        // ulp of 2^-5 there) rounds the last two to 6 and 6 + 2^-5.
+        let x: Vec<f64> = (0..12)
+            .map(|e| (e / 4 + 1) as f64 + (e % 4) as f64 * 2f64.powi(-9))
+            .collect();
+        let inputs = HashMap::from([("X".to_string(), x)]);
+        let sum = |i: usize| 6.0 + 3.0 * i as f64 * 2f64.powi(-9);
+        let exact: Vec<f64> = (0..4).map(sum).collect();
+        assert_eq!(execute(&plan, &inputs).unwrap()["Y"], exact);
+        let stored = execute_with(&plan, &inputs, Storage::Dtype).unwrap();
+        assert_eq!(stored["Y"], vec![sum(0), sum(1), 6.0, 6.0 + 2f64.powi(-5)]);
+        // A root that names no destination is refused (by the verifier, located).
+        let mut bad = plan.clone();
+        if let CommOp::Collective {
+            collective: Collective::Reduce { dst, .. },
+            ..
+        } = &mut bad.ranks[2].stages[0].comm[1]
+        {
+            *dst = None;
+        }
+        let e = execute(&bad, &inputs).unwrap_err().to_string();
+        assert!(
+            e.contains("rank 2") && e.contains("names no destination"),
+            "{e}"
+        );
     }
 
     /// Under `Storage::Dtype` every store rounds to its slot's dtype (the initial load to f32,

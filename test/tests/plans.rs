@@ -234,11 +234,18 @@ fn narrowing_violations(plan: &Plan) -> (Vec<String>, usize) {
                             src.region
                         ));
                     }
+                    Collective::Reduce { src, .. } if hit(&narrowed[*r], src) => {
+                        bad.push(format!(
+                            "rank {r}: stage {s} reduces narrowed values in '{}' {}",
+                            name(*r, src),
+                            src.region
+                        ));
+                    }
                     Collective::AllGather { src, .. } | Collective::AllToAll { src, .. } => {
                         moves |= hit(&narrowed[*r], src);
                     }
                     Collective::Broadcast { buf, .. } => moves |= hit(&narrowed[*r], buf),
-                    Collective::ReduceScatter { .. } => {}
+                    Collective::ReduceScatter { .. } | Collective::Reduce { .. } => {}
                 }
             }
             if moves {

@@ -488,6 +488,10 @@ fn prune_slots(rb: &mut RankBuild, outputs: Vec<&mut OutputPiece>) {
                     }
                     Collective::AllReduce { bufs, .. } => bufs.iter_mut().for_each(fix),
                     Collective::Broadcast { buf, .. } => fix(buf),
+                    Collective::Reduce { src, dst, .. } => {
+                        fix(src);
+                        dst.iter_mut().for_each(fix);
+                    }
                 },
             }
         }

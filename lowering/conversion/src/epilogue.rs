@@ -1,9 +1,12 @@
 //! The end of the compute: partial results of one output tile held by several ranks are
-//! combined by AllReduce, or ReduceScatter when the output is sharded over those ranks; then
+//! combined by AllReduce, or ReduceScatter when the output is sharded over those ranks, or one
+//! Reduce per owner when only some of them own parts of the tile; then
 //! the reshards at the kernel's end move the finished outputs (a finished f32 tile of a bf16
 //! output is cast to bf16 first: Ulysses' and USP's output all-to-all carry half the bytes).
 
-use crate::context::{combine_kind, contains, err, key, relative, shape_of, Lowering, RankBuild};
+use crate::context::{
+    combine_kind, contains, err, intersect, key, relative, shape_of, Lowering, RankBuild,
+};
 use crate::placement::{group_of, shard_box};
 use crate::prologue::ReshardAt;
 use crate::reshard::{reshard, reshard_moves_data, reshard_stages};
@@ -16,8 +19,9 @@ use std::collections::{BTreeMap, HashMap};
 
 impl Lowering<'_> {
     /// Combines partial results of the same tile held by several ranks (AllReduce, rewritten
-    /// to ReduceScatter where the output is sharded over the group), in the stage after the
-    /// last one used. Returns the first stage after the combines.
+    /// to ReduceScatter where the output is sharded over the group, or to a Reduce per owner
+    /// where the tile's owners are some of the group: [`reduce_where_owned`]), in the stage
+    /// after the last one used. Returns the first stage after the combines.
     pub(crate) fn combine_partials(&mut self) -> usize {
         let k = self.k;
         let mut epi = self.last_plan_stage() + 1;
@@ -51,12 +55,13 @@ impl Lowering<'_> {
                     all_reduces.push(Reduction {
                         r,
                         si: epi,
-                        ci: self.ranks[r].stage(epi).comm.len(),
+                        ops: vec![self.ranks[r].stage(epi).comm.len()],
                         group: group.clone(),
                         buffer: buffer.clone(),
                         tile: kk.clone(),
                         src: slots[0],
                         dst: None,
+                        sum: Sum::AllReduce,
                     });
                 }
                 self.ranks[r].stage(epi).comm.push(CommOp::Collective {
@@ -71,15 +76,8 @@ impl Lowering<'_> {
         if any_collective {
             epi += 1;
         }
-        let mut reductions =
-            reduce_scatter_where_sharded(k, &mut self.ranks, &self.placement, &self.mesh);
-        // The all-reduces left (not made reduce-scatters).
-        all_reduces.retain(|a| {
-            !reductions
-                .iter()
-                .any(|s| (s.r, s.si, s.ci) == (a.r, a.si, a.ci))
-        });
-        reductions.extend(all_reduces);
+        let reductions =
+            reduce_where_owned(k, &mut self.ranks, &self.placement, &self.mesh, all_reduces);
         bf16_partial_sums(k, &mut self.ranks, &reductions);
         epi
     }
@@ -293,95 +291,83 @@ fn show_levels(levels: &[usize]) -> String {
     format!("{{{}}}", l.join(", "))
 }
 
-/// One sum of partial results over ranks: rank `r`'s collective `ci` of stage `si`, over
-/// `group`, of tile `tile` of `buffer`, from accumulator slot `src`; a reduce-scatter (made by
-/// [`reduce_scatter_where_sharded`]) into the shard slot `dst`, or an all-reduce in place
-/// (`dst` is `None`).
+/// What a sum of partial results over ranks became.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sum {
+    /// In place: every member ends with the whole sum.
+    AllReduce,
+    /// Every member keeps its shard of the tile.
+    ReduceScatter,
+    /// One reduce per owner of a part of the tile: each owner receives its part only.
+    Reduce,
+}
+
+/// One sum of partial results over ranks, as rank `r` takes part in it: its collectives `ops`
+/// (positions in stage `si`'s comm list: one all-reduce or reduce-scatter, or one reduce per
+/// owner of the tile) over `group`, of tile `tile` of `buffer`, from accumulator slot `src`;
+/// `dst` is the slot the rank's part of the sum lands in (a reduce-scatter's shard, the part a
+/// reduce's root owns: the accumulator `src` itself when the root owns the whole tile), `None`
+/// for an all-reduce (in place) or a member of reduces that owns no part of the tile.
 struct Reduction {
     r: usize,
     si: usize,
-    ci: usize,
+    ops: Vec<usize>,
     group: Vec<usize>,
     buffer: String,
     tile: Vec<usize>,
     src: usize,
     dst: Option<usize>,
+    sum: Sum,
 }
 
-/// Replaces AllReduce(add) of a tile by ReduceScatter when the output buffer is sharded (along
-/// one dimension) over exactly the ranks of the group: each rank then keeps only its shard.
-/// Returns the reduce-scatters made.
-fn reduce_scatter_where_sharded(
+/// Rewrites the AllReduce(add) of each tile (`all_reduces`, one per member, made by
+/// [`Lowering::combine_partials`]) where the output's placement lets its members keep less
+/// than the whole sum, and returns every sum with its final collectives:
+///
+/// - ReduceScatter when the output is sharded (along one dimension) over exactly the ranks of
+///   the group, each holding one shard of the tile: each rank keeps only its shard;
+/// - else one Reduce per owner when the tile is cut into disjoint parts by the shards of some
+///   members of the group (its owners: a tile of rows over fewer shards than the group has
+///   members, or inside one shard): each owner receives the sum of its part only, the other
+///   members only send (half an all-reduce's bytes: (n - 1) x the tile over the group
+///   instead of 2 (n - 1));
+/// - else (a replicated output, replicas inside the group, or a part no member owns) the
+///   AllReduce stays.
+///
+/// The choice depends only on the group, the tile and the placement, so every member makes
+/// it alike and writes the same collectives in the same order (reduces in group order of
+/// their roots), which is how the executors match them.
+fn reduce_where_owned(
     k: &Kernel,
     ranks: &mut [RankBuild],
     placement: &HashMap<String, Vec<Vec<usize>>>,
     mesh: &[usize],
+    all_reduces: Vec<Reduction>,
 ) -> Vec<Reduction> {
-    let mut made = Vec::new();
-    for r in 0..ranks.len() {
-        let accs: Vec<((String, Vec<usize>), (Region, Vec<usize>, ReduceKind))> = ranks[r]
-            .acc
-            .iter()
-            .map(|(a, b)| (a.clone(), b.clone()))
-            .collect();
-        for ((buffer, kk), (bx, slots, kind)) in accs {
-            if kind != ReduceKind::Add {
-                continue;
-            }
-            let sh = &placement[&buffer];
-            let shape = shape_of(k, &buffer);
+    // (rank, stage, position of the all-reduce) -> the collectives replacing it.
+    let mut replace: HashMap<(usize, usize, usize), Vec<CommOp>> = HashMap::new();
+    let mut made = Vec::with_capacity(all_reduces.len());
+    for mut red in all_reduces {
+        let r = red.r;
+        let acc_key = (red.buffer.clone(), red.tile.clone());
+        let Some((bx, slots, kind)) = ranks[r].acc.get(&acc_key).cloned() else {
+            made.push(red);
+            continue;
+        };
+        if kind != ReduceKind::Add || slots.len() != 1 {
+            made.push(red);
+            continue;
+        }
+        let buffer = red.buffer.clone();
+        let sh = &placement[&buffer];
+        let shape = shape_of(k, &buffer);
+        let acc_view = View {
+            slot: slots[0],
+            region: Region::full(&bx.extent),
+        };
+        let ci = red.ops[0];
+        if let Some((ordered, d)) = scatter_order(&shape, ranks, sh, mesh, &bx, &red.group) {
             let mine = shard_box(&shape, sh, mesh, &ranks[r].coords);
-            // Sharded along exactly one dimension, and the tile spans several shards there.
-            let dims: Vec<usize> = (0..sh.len())
-                .filter(|d| !sh[*d].is_empty() && bx.extent[*d] > mine.extent[*d])
-                .collect();
-            if dims.len() != 1 {
-                continue;
-            }
-            let d = dims[0];
-            let acc_view = View {
-                slot: slots[0],
-                region: Region::full(&bx.extent),
-            };
-            let mut found = None;
-            for (si, st) in ranks[r].stages.iter() {
-                for (ci, c) in st.comm.iter().enumerate() {
-                    if let CommOp::Collective {
-                        group,
-                        collective: Collective::AllReduce { bufs, .. },
-                    } = c
-                    {
-                        if bufs.len() == 1 && bufs[0] == acc_view {
-                            found = Some((*si, ci, group.clone()));
-                        }
-                    }
-                }
-            }
-            let Some((si, ci, group)) = found else {
-                continue;
-            };
-            // Group order must be the shard order along d, and the group must be exactly the
-            // holders of the shards of this tile.
-            let parts = bx.extent[d] / mine.extent[d];
-            if group.len() != parts {
-                continue;
-            }
-            let mut ordered = group.clone();
-            ordered.sort_by_key(|q| shard_box(&shape, sh, mesh, &ranks[*q].coords).offset[d]);
-            // Every member must find its own shard in this tile, the shards side by side along
-            // d covering it: a property of (group, tile), so all members decide alike.
-            let shards: Vec<Region> = ordered
-                .iter()
-                .map(|q| shard_box(&shape, sh, mesh, &ranks[*q].coords))
-                .collect();
-            let tiles_it = shards.iter().all(|m| contains(&bx, m))
-                && shards
-                    .windows(2)
-                    .all(|w| w[0].offset[d] + w[0].extent[d] == w[1].offset[d])
-                && shards.iter().map(|m| m.extent[d]).sum::<usize>() == bx.extent[d];
-            if !tiles_it {
-                continue;
-            }
             let mut dst_shape = bx.extent.clone();
             dst_shape[d] = mine.extent[d];
             let dst = ranks[r].slot(
@@ -391,27 +377,20 @@ fn reduce_scatter_where_sharded(
                 SlotInit::Uninit,
             );
             let dst_view = ranks[r].whole(dst);
-            made.push(Reduction {
-                r,
-                si,
-                ci,
-                group: ordered.clone(),
-                buffer: buffer.clone(),
-                tile: kk.clone(),
-                src: slots[0],
-                dst: Some(dst),
-            });
-            ranks[r].stages.get_mut(&si).expect("stage").comm[ci] = CommOp::Collective {
-                group: ordered,
-                collective: Collective::ReduceScatter {
-                    src: acc_view,
-                    dst: dst_view,
-                    axis: d,
-                    kind: CombineKind::Add,
-                },
-            };
+            replace.insert(
+                (r, red.si, ci),
+                vec![CommOp::Collective {
+                    group: ordered.clone(),
+                    collective: Collective::ReduceScatter {
+                        src: acc_view,
+                        dst: dst_view,
+                        axis: d,
+                        kind: CombineKind::Add,
+                    },
+                }],
+            );
             // The rank's output tile is now its shard in the scatter destination.
-            ranks[r].acc.remove(&(buffer.clone(), kk));
+            ranks[r].acc.remove(&acc_key);
             let mine_tile = Region {
                 offset: bx
                     .offset
@@ -424,17 +403,169 @@ fn reduce_scatter_where_sharded(
             ranks[r]
                 .stored
                 .insert((buffer.clone(), key(&mine_tile)), (mine_tile, dst));
+            red.group = ordered;
+            red.dst = Some(dst);
+            red.sum = Sum::ReduceScatter;
+        } else if let Some(parts) = owned_parts(&shape, ranks, sh, mesh, &bx, &red.group) {
+            let mut ops = Vec::with_capacity(parts.len());
+            let whole_tile = parts.len() == 1;
+            for (root, part) in parts {
+                let dst = (red.group[root] == r).then(|| {
+                    // A tile with one owner is summed in place on it (no second slot of the
+                    // tile's size); several owners each get a slot for their part.
+                    let dst = if whole_tile {
+                        slots[0]
+                    } else {
+                        ranks[r].slot(
+                            format!("{buffer}.reduced"),
+                            DType::F32,
+                            part.extent.clone(),
+                            SlotInit::Uninit,
+                        )
+                    };
+                    // The rank's output tile is now its part, in the reduce's destination.
+                    ranks[r]
+                        .stored
+                        .insert((buffer.clone(), key(&part)), (part.clone(), dst));
+                    red.dst = Some(dst);
+                    dst
+                });
+                ops.push(CommOp::Collective {
+                    group: red.group.clone(),
+                    collective: Collective::Reduce {
+                        src: View {
+                            slot: slots[0],
+                            region: relative(&bx, &part),
+                        },
+                        dst: dst.map(|d| ranks[r].whole(d)),
+                        root,
+                        kind: CombineKind::Add,
+                    },
+                });
+            }
+            // The accumulator holds this rank's partial sum only: no finished tile any more.
+            ranks[r].acc.remove(&acc_key);
+            replace.insert((r, red.si, ci), ops);
+            red.sum = Sum::Reduce;
+        }
+        made.push(red);
+    }
+    // Splice the replacements in; every sum's positions follow its collectives.
+    let mut moved: HashMap<(usize, usize, usize), Vec<usize>> = HashMap::new();
+    let mut touched: Vec<(usize, usize)> = replace.keys().map(|(r, si, _)| (*r, *si)).collect();
+    touched.sort_unstable();
+    touched.dedup();
+    for (r, si) in touched {
+        let st = ranks[r].stages.get_mut(&si).expect("stage of a collective");
+        let old = std::mem::take(&mut st.comm);
+        for (ci, op) in old.into_iter().enumerate() {
+            let at = st.comm.len();
+            match replace.remove(&(r, si, ci)) {
+                Some(ops) => {
+                    moved.insert((r, si, ci), (at..at + ops.len()).collect());
+                    st.comm.extend(ops);
+                }
+                None => {
+                    moved.insert((r, si, ci), vec![at]);
+                    st.comm.push(op);
+                }
+            }
+        }
+    }
+    for red in &mut made {
+        if let Some(ops) = moved.get(&(red.r, red.si, red.ops[0])) {
+            red.ops = ops.clone();
         }
     }
     made
 }
 
+/// The group of a reduce-scatter of tile `bx` of a buffer of `shape` placed `sh`, in shard
+/// order along the one dimension `d` the output is split along inside the tile, with `d`:
+/// when the output is sharded along exactly one dimension where the tile spans several
+/// shards, the group is exactly the holders of the tile's shards, and the members' shards lie
+/// side by side along `d` covering it. `None` otherwise. A property of (group, tile), so every
+/// member decides alike.
+fn scatter_order(
+    shape: &[usize],
+    ranks: &[RankBuild],
+    sh: &[Vec<usize>],
+    mesh: &[usize],
+    bx: &Region,
+    group: &[usize],
+) -> Option<(Vec<usize>, usize)> {
+    // Shards have one size: the first member's stands for all.
+    let one = shard_box(shape, sh, mesh, &ranks[*group.first()?].coords);
+    // Sharded along exactly one dimension, and the tile spans several shards there.
+    let dims: Vec<usize> = (0..sh.len())
+        .filter(|d| !sh[*d].is_empty() && bx.extent[*d] > one.extent[*d])
+        .collect();
+    let [d] = dims[..] else {
+        return None;
+    };
+    // Group order must be the shard order along d, and the group must be exactly the
+    // holders of the shards of this tile.
+    let parts = bx.extent[d] / one.extent[d];
+    if group.len() != parts {
+        return None;
+    }
+    let mut ordered = group.to_vec();
+    ordered.sort_by_key(|q| shard_box(shape, sh, mesh, &ranks[*q].coords).offset[d]);
+    // Every member must find its own shard in this tile, the shards side by side along d
+    // covering it.
+    let shards: Vec<Region> = ordered
+        .iter()
+        .map(|q| shard_box(shape, sh, mesh, &ranks[*q].coords))
+        .collect();
+    let tiles_it = shards.iter().all(|m| contains(bx, m))
+        && shards
+            .windows(2)
+            .all(|w| w[0].offset[d] + w[0].extent[d] == w[1].offset[d])
+        && shards.iter().map(|m| m.extent[d]).sum::<usize>() == bx.extent[d];
+    tiles_it.then_some((ordered, d))
+}
+
+/// The parts of tile `bx` (of a buffer of `shape` placed `sh`) that members of `group` own, as
+/// (position in the group, part in the buffer's coordinates), in group order: each member's
+/// shard cut to the tile, where it meets it. `Some` when these parts are disjoint and cover the
+/// tile (each element has exactly one owner in the group, so one reduce per part leaves every
+/// element of the sum with its owner); `None` when a member's shard repeats another's (a
+/// replicated output, or replicas in the group) or some part has no owner in the group. A
+/// property of (group, tile), so every member decides alike.
+fn owned_parts(
+    shape: &[usize],
+    ranks: &[RankBuild],
+    sh: &[Vec<usize>],
+    mesh: &[usize],
+    bx: &Region,
+    group: &[usize],
+) -> Option<Vec<(usize, Region)>> {
+    let parts: Vec<(usize, Region)> = group
+        .iter()
+        .enumerate()
+        .filter_map(|(p, q)| {
+            let shard = shard_box(shape, sh, mesh, &ranks[*q].coords);
+            intersect(bx, &shard).map(|part| (p, part))
+        })
+        .collect();
+    let disjoint = parts
+        .iter()
+        .enumerate()
+        .all(|(i, (_, a))| parts[..i].iter().all(|(_, b)| !a.overlaps(b)));
+    let covered: usize = parts.iter().map(|(_, part)| part.numel()).sum();
+    (!parts.is_empty() && disjoint && covered == bx.numel()).then_some(parts)
+}
+
 /// Partial sums travel in [`crate::context::partial_sum_dtype`] (bf16 for a bf16 output):
-/// a reduce-scatter's or all-reduce's accumulator becomes a bf16 slot that its GEMM writes
-/// directly (f32 accumulation inside the GEMM, one rounding at its end, no cast kernel), and a
-/// reduce-scatter's result is bf16. The combine itself accumulates in f32 on the copy
-/// transport; NCCL reduce-scatters and all-reduces bf16 in its own reduction (one rounding
-/// per step of its ring, as in the baseline).
+/// a reduce-scatter's, reduce's or all-reduce's accumulator becomes a bf16 slot that its GEMM
+/// writes directly (f32 accumulation inside the GEMM, one rounding at its end, no cast
+/// kernel), and a reduce-scatter's or reduce's result is bf16. The combine itself accumulates
+/// in f32 on the copy transport; NCCL reduce-scatters, reduces and all-reduces bf16 in its own
+/// reduction (one rounding per step of its ring, as in the baseline).
+///
+/// For reduces the members decide per tile: every member's one record covers all the reduces
+/// of the tile (one per owner), so the sources of one reduce, and the root's destination, are
+/// all bf16 or all f32.
 ///
 /// Only where that is the same computation up to the rounding of each rank's partial sum:
 /// on every member of the collective the accumulator is written by exactly one op, a GEMM
@@ -474,7 +605,7 @@ fn bf16_partial_sums(k: &Kernel, ranks: &mut [RankBuild], reductions: &[Reductio
                 writer = Some((*si, ci));
             }
             for (ci, op) in st.comm.iter().enumerate() {
-                if (*si, ci) == (s.si, s.ci) {
+                if *si == s.si && s.ops.contains(&ci) {
                     continue;
                 }
                 let (reads, writes) = mercury_plan::verify::comm_access(op);
@@ -509,8 +640,12 @@ fn bf16_partial_sums(k: &Kernel, ranks: &mut [RankBuild], reductions: &[Reductio
             let rb = &mut ranks[s.r];
             rb.slots[s.src].dtype = DType::BF16;
             rb.slots[s.src].init = SlotInit::Uninit;
-            if let Some(dst) = s.dst {
+            // A slot that only sends its partial sum away is named so (not a reduce's root
+            // summing in place).
+            if s.sum != Sum::AllReduce && s.dst != Some(s.src) {
                 rb.slots[s.src].name = format!("{}.partial", s.buffer);
+            }
+            if let Some(dst) = s.dst {
                 rb.slots[dst].dtype = DType::BF16;
             }
             let st = rb.stages.get_mut(&wsi).expect("stage");

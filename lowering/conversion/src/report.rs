@@ -125,6 +125,13 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
                                     CombineKind::LseMerge => "reduce_scatter(lse_merge)",
                                 },
                             ),
+                            Collective::Reduce { src, kind, .. } => (
+                                buffer_of(r, src),
+                                match kind {
+                                    CombineKind::Add => "reduce(add)",
+                                    CombineKind::LseMerge => "reduce(lse_merge)",
+                                },
+                            ),
                             Collective::AllToAll { src, .. } => (buffer_of(r, src), "all_to_all"),
                             Collective::Broadcast { buf, .. } => (buffer_of(r, buf), "broadcast"),
                         };
@@ -133,8 +140,16 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
                         e.1 += collective_send_bytes(r, group.len(), collective);
                         e.2.insert(si);
                         if detail && group.first() == Some(&r.rank) {
-                            lines
-                                .push(format!("//   stage {si}: {name} @{b} over ranks {group:?}"));
+                            let to = match collective {
+                                Collective::Reduce { root, .. } => group
+                                    .get(*root)
+                                    .map(|q| format!(" to rank {q}"))
+                                    .unwrap_or_default(),
+                                _ => String::new(),
+                            };
+                            lines.push(format!(
+                                "//   stage {si}: {name} @{b} over ranks {group:?}{to}"
+                            ));
                         }
                     }
                 }

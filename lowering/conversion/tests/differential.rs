@@ -462,6 +462,7 @@ fn random_schedules_compute_the_operator() {
     let (mut placed, mut causal_placed) = ([0usize; 3], [0usize; 3]);
     let mut lowering_refused = Vec::new();
     let mut drawn: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut sums: BTreeMap<&str, usize> = BTreeMap::new();
     let start = std::time::Instant::now();
     for case in 0..cases {
         let text = random_operator(&mut rng);
@@ -564,6 +565,32 @@ fn random_schedules_compute_the_operator() {
         ] {
             *drawn.entry(what).or_default() += usize::from(hit);
         }
+        // The sums of partial results: reduced to the owners of a tile's parts (a strict
+        // subset of the group, or parts the reduce-scatter cannot cut), reduce-scattered or
+        // all-reduced.
+        let sums_by = |f: fn(&mercury_plan::Collective) -> bool| {
+            plan.ranks.iter().flat_map(|r| &r.stages).any(|st| {
+                st.comm.iter().any(|c| {
+                    matches!(c, mercury_plan::CommOp::Collective { collective, .. } if f(collective))
+                })
+            })
+        };
+        for (what, hit) in [
+            (
+                "reduce to owners",
+                sums_by(|c| matches!(c, mercury_plan::Collective::Reduce { .. })),
+            ),
+            (
+                "reduce-scatter",
+                sums_by(|c| matches!(c, mercury_plan::Collective::ReduceScatter { .. })),
+            ),
+            (
+                "all-reduce",
+                sums_by(|c| matches!(c, mercury_plan::Collective::AllReduce { .. })),
+            ),
+        ] {
+            *sums.entry(what).or_default() += usize::from(hit);
+        }
         executed += 1;
         if plan.bytes_sent_per_rank().values().any(|b| *b > 0) {
             with_comm += 1;
@@ -594,6 +621,7 @@ fn random_schedules_compute_the_operator() {
     );
     assert_eq!(executed, cases);
     eprintln!("differential: executed cases per axis of variation: {drawn:?}");
+    eprintln!("differential: cases whose plan sums partial results by {sums:?}");
     if cases >= 1000 {
         assert!(
             drawn.values().all(|c| *c >= 10),

@@ -8,7 +8,7 @@ use mercury_driver::{Compiler, Schedule};
 use mercury_runtime::cpu::{
     execute, execute_with, random_inputs, relative_error, round_to, rounded_otherwise, Storage,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -52,6 +52,8 @@ fn rounds_otherwise(example: &str, prefix: &str, schedule: Option<&str>) -> Opti
         ("gemm_rs.mlir", _, "megatron_rs.sched") | ("mlp.mlir", _, "mlp_megatron.sched") => {
             Some("partial sums are reduce-scattered in bf16")
         }
+        // The same for each row tile's reduce to its owner.
+        ("gemm_rs.mlir", _, "chunked_rs.sched") => Some("partial sums are reduced in bf16"),
         // The naive body casts the softmax tile to bf16 before its second matmul: split over
         // key blocks, each block's tile is scaled by its own row maximum before the cast.
         ("attention_naive.mlir", "", "ring_attention.sched" | "tree_attention.sched") => {
@@ -216,6 +218,7 @@ fn known_schedules_compute_the_operator() {
         ("attention_2x4.mlir", "usp.sched", "all_to_all"),
         ("gemm_rs.mlir", "shift_reduce.sched", "partial p2p"),
         ("gemm_rs.mlir", "megatron_rs.sched", "reduce_scatter(add)"),
+        ("gemm_rs.mlir", "chunked_rs.sched", "reduce(add)"),
         ("ag_gemm.mlir", "asynctp_ag_gemm.sched", "ring p2p"),
         ("attention_causal.mlir", "zigzag_ring.sched", "permute p2p"),
         ("attention_causal.mlir", "striped_ring.sched", "permute p2p"),
@@ -449,6 +452,104 @@ tile{axis=k_t factor=2 outer=k1 inner=k_u}
     );
 }
 
+/// The GEMM reduce-scatter's K-split with M tiled into `factor` row tiles on 8 ranks (C rows
+/// sharded, 2 rows per rank at the scaled size): a tile of several row blocks (factor 2: 4
+/// owners), of one (factor 8: summed in place on its owner), or inside one (factor 16: two
+/// tiles per owner) is reduced to its owners, one reduce per owner, never all-reduced; and
+/// computes the operator (f64 exactly; stored, the bf16 partial sums round elsewhere, as
+/// Megatron's). With an extra GEMM per rank summing into each tile the partial sums stay f32.
+/// A replicated C keeps the all-reduce. The bytes: (8 - 1) x C over the ranks, as Megatron's
+/// reduce-scatter.
+#[test]
+fn row_tiles_are_reduced_to_their_owners() {
+    let c = Compiler::new();
+    let example =
+        scaled(&std::fs::read_to_string(format!("{ROOT}/examples/gemm_rs.mlir")).unwrap());
+    let m = c.parse("gemm_rs.mlir", &example).unwrap();
+    let base = mercury_conversion::lower_module(&m, None).unwrap();
+    let split = "tile{axis=k factor=8 outer=k0 inner=k_t}\nparallelize{axis=k0 level=0}\n";
+    let megatron = {
+        let mut m2 = m.clone();
+        c.schedule(&mut m2, &Schedule::script(split)).unwrap();
+        mercury_conversion::lower_module(&m2, None).unwrap()
+    };
+    let sent = |p: &mercury_plan::Plan| p.bytes_sent_per_rank().values().sum::<usize>();
+    for (factor, two_gemms) in [(2, false), (8, false), (16, false), (8, true)] {
+        let mut script = format!("{split}tile{{axis=m factor={factor} outer=m0 inner=m_t}}\n");
+        if two_gemms {
+            script.push_str("tile{axis=k_t factor=2 outer=k1 inner=k_u}\n");
+        }
+        let mut m2 = m.clone();
+        c.schedule(&mut m2, &Schedule::script(&script))
+            .unwrap_or_else(|d| panic!("{}", d.render()));
+        let plan = mercury_conversion::lower_module(&m2, None).unwrap();
+        let report = mercury_conversion::report::comm_plan(&plan, false);
+        let case = format!("factor {factor}, two GEMMs {two_gemms}");
+        // One reduce per (tile, owner part) on each of the 8 ranks.
+        let ops = 8 * factor.max(8);
+        assert!(
+            report.contains(&format!("@C: reduce(add), {ops} ops in 1 stages"))
+                && !report.contains("all_reduce"),
+            "{case}: {report}"
+        );
+        let partial = plan
+            .ranks
+            .iter()
+            .flat_map(|r| &r.slots)
+            .filter(|s| s.name.starts_with("C.") && s.dtype == mercury_plan::DType::BF16)
+            .count();
+        let otherwise = if two_gemms {
+            assert_eq!(partial, 0, "{case}: the partial sums stay f32");
+            None
+        } else {
+            assert!(partial > 0, "{case}: bf16 partial sums");
+            // Megatron's plan sends its bf16 partial sums too: the same bytes.
+            assert_eq!(sent(&plan), sent(&megatron), "{case}");
+            Some("partial sums are reduced in bf16")
+        };
+        for seed in [1, 2] {
+            computes(
+                &format!("{case} (seed {seed})"),
+                &plan,
+                &base,
+                seed,
+                otherwise,
+            )
+            .unwrap_or_else(|m| panic!("{m}"));
+        }
+    }
+    // A replicated C: every rank keeps the whole sum, the all-reduce stays.
+    let replicated = example.replace(
+        "@C : [@m, @n] bf16 out sharding [S(0), R]",
+        "@C : [@m, @n] bf16 out sharding [R, R]",
+    );
+    assert_ne!(replicated, example);
+    let m = c.parse("gemm_rs.mlir", &replicated).unwrap();
+    let base = mercury_conversion::lower_module(&m, None).unwrap();
+    let mut m2 = m.clone();
+    c.schedule(
+        &mut m2,
+        &Schedule::script(&format!(
+            "{split}tile{{axis=m factor=8 outer=m0 inner=m_t}}\n"
+        )),
+    )
+    .unwrap();
+    let plan = mercury_conversion::lower_module(&m2, None).unwrap();
+    let report = mercury_conversion::report::comm_plan(&plan, false);
+    assert!(
+        report.contains("all_reduce(add)") && !report.contains(": reduce(add)"),
+        "{report}"
+    );
+    computes(
+        "replicated C",
+        &plan,
+        &base,
+        1,
+        Some("partial sums are all-reduced in bf16"),
+    )
+    .unwrap_or_else(|m| panic!("{m}"));
+}
+
 /// A finished f32 tile of a bf16 output that is not an accumulator (a reduce-scatter's result)
 /// is cast to bf16 before its end reshard moves it; an f16 output's is not (the executors'
 /// copies convert f32 <-> bf16 only). The GEMM reduce-scatter with C column-sharded while it
@@ -545,4 +646,139 @@ reshard{buffer=C sharding=S(0),R at=end}
             }
         }
     }
+}
+
+/// Random GEMMs with K split over random mesh levels, C placed by rows and columns over random
+/// other (or the same) levels, M and N tiled by random factors, and sometimes M's tiles
+/// parallelized over a level K does not use: every output piece every rank holds is the
+/// operator's (f64, exactly), whichever sum the lowering picked (a reduce per owner, a
+/// reduce-scatter, an all-reduce). Fixed seed; the reduce to owners must be among the picks.
+#[test]
+fn random_row_and_column_tiles_reduce_to_their_owners() {
+    use rand::{Rng, SeedableRng};
+    let c = Compiler::new();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x0052_4455_4345);
+    let meshes: [&[usize]; 6] = [&[2], &[4], &[8], &[2, 2], &[2, 4], &[4, 2]];
+    let levels_text = |ls: &[usize]| {
+        if ls.is_empty() {
+            "R".to_string()
+        } else {
+            let l: Vec<String> = ls.iter().map(|l| l.to_string()).collect();
+            format!("S({})", l.join(", "))
+        }
+    };
+    let mut picked: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut run, mut refused) = (0, 0);
+    for case in 0..160 {
+        let mesh = meshes[rng.gen_range(0..meshes.len())];
+        let n_levels = mesh.len();
+        // K over a nonempty set of levels, in order.
+        let k_levels: Vec<usize> = loop {
+            let l: Vec<usize> = (0..n_levels).filter(|_| rng.gen_bool(0.6)).collect();
+            if !l.is_empty() {
+                break l;
+            }
+        };
+        // C's rows and columns over disjoint sets of levels (possibly none).
+        let (mut rows, mut cols) = (Vec::new(), Vec::new());
+        for l in 0..n_levels {
+            match rng.gen_range(0..3) {
+                0 => rows.push(l),
+                1 => cols.push(l),
+                _ => {}
+            }
+        }
+        let size = 32;
+        let text = format!(
+            "commir.mesh @mesh shape {mesh:?}\n\
+             commir.kernel @g on @mesh {{\n\
+             \x20 commir.axis @m = {size} spatial\n\
+             \x20 commir.axis @k = {size} managed\n\
+             \x20 commir.axis @n = {size} spatial\n\
+             \x20 commir.buffer @A : [@m, @k] bf16 in sharding [R, R]\n\
+             \x20 commir.buffer @B : [@k, @n] bf16 in sharding [R, R]\n\
+             \x20 commir.buffer @C : [@m, @n] bf16 out sharding [{}, {}]\n\
+             \x20 %a = commir.load @A[@m, @k] : !commir.tile<bf16>\n\
+             \x20 %b = commir.load @B[@k, @n] : !commir.tile<bf16>\n\
+             \x20 %c = commir.patch \"gemm\" (%a, %b) : (!commir.tile<bf16>, !commir.tile<bf16>) -> !commir.tile<f32>\n\
+             \x20 commir.reduce add %c into @C[@m, @n] : !commir.tile<f32>\n\
+             }}\n",
+            levels_text(&rows),
+            levels_text(&cols)
+        );
+        let m = c
+            .parse("g.mlir", &text)
+            .unwrap_or_else(|d| panic!("case {case}: {}\n{text}", d.render()));
+        let base = mercury_conversion::lower_module(&m, None).unwrap();
+        let mut script = String::new();
+        let mut k_axis = "k".to_string();
+        for (i, l) in k_levels.iter().enumerate() {
+            script.push_str(&format!(
+                "tile{{axis={k_axis} factor={} outer=k{i} inner=k{i}_t}}\nparallelize{{axis=k{i} level={l}}}\n",
+                mesh[*l]
+            ));
+            k_axis = format!("k{i}_t");
+        }
+        let free: Vec<usize> = (0..n_levels).filter(|l| !k_levels.contains(l)).collect();
+        let m_factor = [1, 2, 4, 8, 16][rng.gen_range(0..5)];
+        if m_factor > 1 {
+            script.push_str(&format!(
+                "tile{{axis=m factor={m_factor} outer=m0 inner=m_t}}\n"
+            ));
+            if let Some(l) = free.iter().find(|l| mesh[**l] == m_factor) {
+                if rng.gen_bool(0.5) {
+                    script.push_str(&format!("parallelize{{axis=m0 level={l}}}\n"));
+                }
+            }
+        }
+        let n_factor = [1, 1, 2, 4][rng.gen_range(0..4)];
+        if n_factor > 1 {
+            script.push_str(&format!(
+                "tile{{axis=n factor={n_factor} outer=n0 inner=n_t}}\n"
+            ));
+        }
+        let mut m2 = m.clone();
+        if let Err(d) = c.schedule(&mut m2, &Schedule::script(&script)) {
+            refused += 1;
+            assert!(!d.message.is_empty(), "case {case}");
+            continue;
+        }
+        let plan = mercury_conversion::lower_module(&m2, None)
+            .unwrap_or_else(|d| panic!("case {case}: {}\n{text}\n{script}", d.render()));
+        let inputs = random_inputs(&base, case);
+        let want = &execute(&base, &inputs).unwrap()["C"];
+        let held = mercury_runtime::cpu::execute_pieces(&plan, &inputs)
+            .unwrap_or_else(|e| panic!("case {case}: {e}\n{text}\n{script}"));
+        for p in &held {
+            let mut i = 0;
+            for r in p.region.offset[0]..p.region.offset[0] + p.region.extent[0] {
+                for col in p.region.offset[1]..p.region.offset[1] + p.region.extent[1] {
+                    let (g, w) = (p.values[i], want[r * size + col]);
+                    assert!(
+                        (g - w).abs() <= 1e-12 * (1.0 + w.abs()),
+                        "case {case}: rank {} holds C[{r}, {col}] = {g}, not {w}\n{text}\n{script}",
+                        p.rank
+                    );
+                    i += 1;
+                }
+            }
+        }
+        let whole = mercury_runtime::cpu::assemble(&plan, &held);
+        assert!(
+            whole["C"].iter().all(|x| !x.is_nan()),
+            "case {case}: C not covered\n{text}\n{script}"
+        );
+        let report = mercury_conversion::report::comm_plan(&plan, false);
+        for (what, name) in [
+            ("reduce", ": reduce(add)"),
+            ("reduce-scatter", "reduce_scatter(add)"),
+            ("all-reduce", "all_reduce(add)"),
+        ] {
+            *picked.entry(what).or_default() += usize::from(report.contains(name));
+        }
+        run += 1;
+    }
+    eprintln!("random GEMM tiles: {run} run, {refused} schedules refused, sums picked {picked:?}");
+    assert!(run >= 100, "{run} of 160 cases ran");
+    assert!(picked["reduce"] >= 20, "{picked:?}");
 }

@@ -254,6 +254,24 @@ pub enum Collective {
         axis: usize,
         kind: CombineKind,
     },
+    /// Reduce to one member: member `root` (a position in the group, as for `Broadcast`)
+    /// receives in `dst` the combination over the group, in group order, of every member's
+    /// `src`. Every member's `src` has the same extents and element type; `dst` has the
+    /// extents of `src` (its element type may differ: a bf16 partial sum reduced into f32).
+    /// `dst` is `Some` on the root and `None` on every other member, which only sends: the
+    /// plan verifier checks both, and that the members agree on `root` and `kind`. The root's
+    /// `dst` may be its `src` (in place: its partial is overwritten by the sum). Only `Add`
+    /// is expressible (one view cannot hold an lse merge's `[o, lse]` pair; refused).
+    ///
+    /// The lowering emits one per owner of a tile whose owners are a strict subset of the
+    /// reducing group: each owner receives only its own part of the sum (half the bytes of
+    /// an all-reduce of the tile).
+    Reduce {
+        src: View,
+        dst: Option<View>,
+        root: usize,
+        kind: CombineKind,
+    },
     /// Member p sends chunk q of `src` (split along `split_axis`) to member q, which stores
     /// it as chunk p of `dst` along `concat_axis`.
     AllToAll {
@@ -368,7 +386,8 @@ impl Plan {
     }
 }
 
-/// Bytes a member sends in a collective under ring algorithms (what NCCL moves).
+/// Bytes a member sends in a collective under ring algorithms (what NCCL moves). A reduce's
+/// root (the member with a `dst`) sends nothing, every other member its whole `src`.
 pub fn collective_send_bytes(r: &RankProgram, n: usize, c: &Collective) -> usize {
     let bytes = |v: &View| v.region.numel() * r.slots[v.slot].dtype.size_bytes();
     if n <= 1 {
@@ -378,6 +397,15 @@ pub fn collective_send_bytes(r: &RankProgram, n: usize, c: &Collective) -> usize
         Collective::AllGather { src, .. } => bytes(src) * (n - 1),
         Collective::AllReduce { bufs, .. } => bufs.iter().map(|b| 2 * bytes(b) * (n - 1) / n).sum(),
         Collective::ReduceScatter { src, .. } => bytes(src) * (n - 1) / n,
+        // A ring (chain) ending at the root: every other member passes the whole buffer on
+        // once, the root only receives ((n - 1) x the buffer over the group).
+        Collective::Reduce { src, dst, .. } => {
+            if dst.is_some() {
+                0
+            } else {
+                bytes(src)
+            }
+        }
         Collective::AllToAll { src, .. } => bytes(src) * (n - 1) / n,
         Collective::Broadcast { buf, .. } => bytes(buf),
     }

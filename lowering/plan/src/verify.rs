@@ -1,7 +1,8 @@
 //! Structural checks of a plan: bounds, patch operands, transfer matching and stage hazards.
 
 use crate::{
-    Collective, CommOp, ComputeOp, PatchKind, Plan, RankProgram, Region, RegionSet, SlotInit, View,
+    Collective, CombineKind, CommOp, ComputeOp, PatchKind, Plan, RankProgram, Region, RegionSet,
+    SlotInit, View,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -71,6 +72,8 @@ pub fn comm_access(op: &CommOp) -> (Vec<&View>, Vec<&View>) {
             | Collective::AllToAll { src, dst, .. } => (vec![src], vec![dst]),
             Collective::AllReduce { bufs, .. } => (bufs.iter().collect(), bufs.iter().collect()),
             Collective::Broadcast { buf, .. } => (vec![buf], vec![buf]),
+            // Every member reads its source; only the root writes.
+            Collective::Reduce { src, dst, .. } => (vec![src], dst.iter().collect()),
         },
     }
 }
@@ -169,6 +172,146 @@ fn check_patch(
                     a.name(),
                     b.name(),
                     c.name()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A reduce as one member (rank `rank`) writes it: its root is a position in `group`, the
+/// root and only the root names a `dst`, of the extents of `src`, and the combine is an add.
+fn check_reduce(
+    rank: usize,
+    group: &[usize],
+    src: &View,
+    dst: Option<&View>,
+    root: usize,
+    kind: CombineKind,
+) -> Result<(), String> {
+    let Some(root_rank) = group.get(root) else {
+        return Err(format!(
+            "reduce root {root} is outside group {group:?} (the root is a position in the group)"
+        ));
+    };
+    match (dst, *root_rank == rank) {
+        (None, true) => {
+            return Err(format!(
+                "reduce over {group:?} into this rank (root {root}) names no destination"
+            ))
+        }
+        (Some(d), false) => {
+            return Err(format!(
+                "reduce over {group:?} into rank {root_rank} names a destination {} here (only the root does)",
+                d.region
+            ))
+        }
+        (Some(d), true) if d.region.extent != src.region.extent => {
+            return Err(format!(
+                "reduce destination {} does not have the extents of its source {}",
+                d.region, src.region
+            ))
+        }
+        _ => {}
+    }
+    if kind != CombineKind::Add {
+        return Err(format!(
+            "reduce over {group:?} with {kind:?}: a reduce combines one view, and an lse merge needs [o, lse]"
+        ));
+    }
+    Ok(())
+}
+
+/// The members of every reduce agree: the k-th collective of a group in a stage is one
+/// instance on every member (as the executors match them); where one member writes a reduce,
+/// every member of the group must, with the same root and kind, and sources of the same
+/// extents and element type. Only plans with a reduce are scanned.
+fn check_reduce_members(plan: &Plan) -> Result<(), PlanError> {
+    let has_reduce = plan.ranks.iter().flat_map(|r| &r.stages).any(|st| {
+        st.comm.iter().any(|c| {
+            matches!(
+                c,
+                CommOp::Collective {
+                    collective: Collective::Reduce { .. },
+                    ..
+                }
+            )
+        })
+    });
+    if !has_reduce {
+        return Ok(());
+    }
+    for si in 0..plan.num_stages() {
+        // (group, occurrence) -> (rank, collective) of every member that wrote it.
+        type Members<'p> = Vec<(usize, &'p Collective)>;
+        let mut instances: BTreeMap<(&[usize], usize), Members<'_>> = BTreeMap::new();
+        for r in &plan.ranks {
+            let Some(st) = r.stages.get(si) else { continue };
+            let mut seen: HashMap<&[usize], usize> = HashMap::new();
+            for c in &st.comm {
+                if let CommOp::Collective { group, collective } = c {
+                    let occ = seen.entry(group).or_default();
+                    instances
+                        .entry((group, *occ))
+                        .or_default()
+                        .push((r.rank, collective));
+                    *occ += 1;
+                }
+            }
+        }
+        for ((group, occ), members) in instances {
+            let Some(&(first_rank, first)) = members
+                .iter()
+                .find(|(_, c)| matches!(c, Collective::Reduce { .. }))
+            else {
+                continue;
+            };
+            let Collective::Reduce {
+                src: src0,
+                root: root0,
+                kind: kind0,
+                ..
+            } = first
+            else {
+                continue;
+            };
+            let err = |rank: usize, what: String| PlanError::Stage {
+                stage: si,
+                rank,
+                what,
+            };
+            let dtype0 = plan.ranks[first_rank].slots[src0.slot].dtype;
+            for &(rank, c) in &members {
+                let Collective::Reduce {
+                    src, root, kind, ..
+                } = c
+                else {
+                    return Err(err(
+                        rank,
+                        format!("collective #{occ} of group {group:?} is a reduce on rank {first_rank} but not here"),
+                    ));
+                };
+                let dtype = plan.ranks[rank].slots[src.slot].dtype;
+                if (root, kind) != (root0, kind0)
+                    || src.region.extent != src0.region.extent
+                    || dtype != dtype0
+                {
+                    return Err(err(
+                        rank,
+                        format!(
+                            "reduce #{occ} of group {group:?}: this member reduces {} {} into root {root} ({kind:?}), rank {first_rank} {} {} into root {root0} ({kind0:?})",
+                            dtype.name(),
+                            src.region,
+                            dtype0.name(),
+                            src0.region
+                        ),
+                    ));
+                }
+            }
+            if let Some(missing) = group.iter().find(|g| !members.iter().any(|(r, _)| r == *g)) {
+                return Err(err(
+                    *missing,
+                    format!("does not join reduce #{occ} of group {group:?}"),
                 ));
             }
         }
@@ -346,11 +489,21 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                             return Err(err(format!("duplicate receive from {peer} tag {tag}")));
                         }
                     }
-                    CommOp::Collective { group, .. } => {
+                    CommOp::Collective { group, collective } => {
                         if !group.contains(&r.rank) || group.iter().any(|g| *g >= n) {
                             return Err(err(format!(
                                 "collective group {group:?} is invalid for this rank"
                             )));
+                        }
+                        if let Collective::Reduce {
+                            src,
+                            dst,
+                            root,
+                            kind,
+                        } = collective
+                        {
+                            check_reduce(r.rank, group, src, dst.as_ref(), *root, *kind)
+                                .map_err(err)?;
                         }
                     }
                 }
@@ -383,7 +536,7 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
             what: format!("receive from {} tag {} has no matching send", key.1, key.3),
         });
     }
-    Ok(())
+    check_reduce_members(plan)
 }
 
 #[cfg(test)]
@@ -541,6 +694,157 @@ mod tests {
                 "{rows} rows"
             );
         }
+    }
+
+    /// Two ranks reduce their [4, 2] slot 'x' over the group [1, 0] to member 0 (rank 1),
+    /// into its [4, 2] slot 'y'; rank 0 only sends.
+    fn reduce_plan() -> crate::Plan {
+        let slot = |name: &str| Slot {
+            name: name.into(),
+            dtype: DType::F32,
+            shape: vec![4, 2],
+            init: SlotInit::Zero,
+        };
+        let whole = |slot: usize| View {
+            slot,
+            region: Region::full(&[4, 2]),
+        };
+        let rank = |r: usize| RankProgram {
+            rank: r,
+            coords: vec![r],
+            slots: vec![slot("x"), slot("y")],
+            stages: vec![Stage {
+                compute: vec![],
+                comm: vec![CommOp::Collective {
+                    group: vec![1, 0],
+                    collective: Collective::Reduce {
+                        src: whole(0),
+                        dst: (r == 1).then(|| whole(1)),
+                        root: 0,
+                        kind: CombineKind::Add,
+                    },
+                }],
+            }],
+            outputs: vec![],
+        };
+        crate::Plan {
+            name: "r".into(),
+            mesh: vec![2],
+            buffers: vec![],
+            ranks: vec![rank(0), rank(1)],
+        }
+    }
+
+    /// The reduce of rank `r` in [`reduce_plan`], to edit.
+    fn reduce_of(p: &mut crate::Plan, r: usize) -> &mut Collective {
+        match &mut p.ranks[r].stages[0].comm[0] {
+            CommOp::Collective { collective, .. } => collective,
+            _ => unreachable!(),
+        }
+    }
+
+    /// A reduce is checked per member (root in the group, a destination on the root only, of
+    /// the source's extents, an add) and across members (all reduce, to one root, sources
+    /// alike), each refusal naming the stage and rank.
+    #[test]
+    fn bad_reduces_are_refused() {
+        assert_eq!(verify(&reduce_plan()), Ok(()));
+        // The root only receives; the other member sends its whole source (8 f32).
+        assert_eq!(
+            reduce_plan().bytes_sent_per_rank(),
+            BTreeMap::from([(0, 32), (1, 0)])
+        );
+        let refused = |edit: &dyn Fn(&mut crate::Plan)| {
+            let mut p = reduce_plan();
+            edit(&mut p);
+            verify(&p).unwrap_err().to_string()
+        };
+        let e = refused(&|p| {
+            if let Collective::Reduce { root, .. } = reduce_of(p, 0) {
+                *root = 2;
+            }
+        });
+        assert_eq!(
+            e,
+            "stage 0: rank 0: reduce root 2 is outside group [1, 0] (the root is a position in the group)"
+        );
+        let e = refused(&|p| {
+            if let Collective::Reduce { dst, .. } = reduce_of(p, 1) {
+                *dst = None;
+            }
+        });
+        assert!(
+            e.starts_with("stage 0: rank 1: ") && e.contains("names no destination"),
+            "{e}"
+        );
+        let e = refused(&|p| {
+            if let Collective::Reduce { dst, .. } = reduce_of(p, 0) {
+                *dst = Some(View {
+                    slot: 1,
+                    region: Region::full(&[4, 2]),
+                });
+            }
+        });
+        assert!(
+            e.starts_with("stage 0: rank 0: ") && e.contains("(only the root does)"),
+            "{e}"
+        );
+        let e = refused(&|p| {
+            if let Collective::Reduce { dst: Some(d), .. } = reduce_of(p, 1) {
+                d.region.extent = vec![2, 2];
+            }
+        });
+        assert!(e.contains("does not have the extents of its source"), "{e}");
+        let e = refused(&|p| {
+            for r in 0..2 {
+                if let Collective::Reduce { kind, .. } = reduce_of(p, r) {
+                    *kind = CombineKind::LseMerge;
+                }
+            }
+        });
+        assert!(e.contains("lse merge needs [o, lse]"), "{e}");
+        // Rank 0 takes itself for the root (member 1): each member alone is consistent.
+        let e = refused(&|p| {
+            if let Collective::Reduce { root, dst, .. } = reduce_of(p, 0) {
+                *root = 1;
+                *dst = Some(View {
+                    slot: 1,
+                    region: Region::full(&[4, 2]),
+                });
+            }
+        });
+        assert!(
+            e.starts_with("stage 0: rank 1: reduce #0 of group [1, 0]")
+                || e.starts_with("stage 0: rank 0: reduce #0 of group [1, 0]"),
+            "{e}"
+        );
+        assert!(e.contains("into root"), "{e}");
+        let e = refused(&|p| p.ranks[0].slots[0].dtype = DType::BF16);
+        assert!(e.contains("bf16") && e.contains("f32"), "{e}");
+        let e = refused(&|p| {
+            if let Collective::Reduce { src, .. } = reduce_of(p, 0) {
+                src.region.extent = vec![2, 2];
+            }
+        });
+        assert!(e.contains("reduce #0 of group [1, 0]"), "{e}");
+        let e = refused(&|p| {
+            *reduce_of(p, 0) = Collective::AllReduce {
+                bufs: vec![View {
+                    slot: 0,
+                    region: Region::full(&[4, 2]),
+                }],
+                kind: CombineKind::Add,
+            };
+        });
+        assert_eq!(
+            e,
+            "stage 0: rank 0: collective #0 of group [1, 0] is a reduce on rank 1 but not here"
+        );
+        let e = refused(&|p| p.ranks[0].stages[0].comm.clear());
+        assert_eq!(
+            e,
+            "stage 0: rank 0: does not join reduce #0 of group [1, 0]"
+        );
     }
 
     /// Operand and output types the GEMM cannot run (`patch::gemm_writes`) are refused.

@@ -82,6 +82,14 @@ fn same_collective_kind(a: &Collective, b: &Collective) -> Result<(), String> {
             },
         ) => s1 == s2 && c1 == c2,
         (Broadcast { root: x, .. }, Broadcast { root: y, .. }) => x == y,
+        (
+            Reduce {
+                root: x, kind: kx, ..
+            },
+            Reduce {
+                root: y, kind: ky, ..
+            },
+        ) => x == y && kx == ky,
         _ => false,
     };
     if ok {
@@ -199,6 +207,28 @@ pub fn build(plan: &Plan) -> Result<Schedule, String> {
                 return Err(format!(
                     "stage {si}: reduce-scatter with lse merge needs [o, lse] pairs; not expressible"
                 ));
+            }
+            if let Collective::Reduce { root, kind, .. } = &ops[0] {
+                if *root >= group.len() {
+                    return Err(format!(
+                        "stage {si}: reduce root {root} outside group {group:?} (root is a position in the group)"
+                    ));
+                }
+                if *kind == CombineKind::LseMerge {
+                    return Err(format!(
+                        "stage {si}: reduce with lse merge needs [o, lse] pairs; not expressible"
+                    ));
+                }
+                // The root, and only the root, names a destination.
+                if let Some(p) = ops.iter().enumerate().position(|(p, m)| {
+                    matches!(m, Collective::Reduce { dst, .. } if dst.is_some() != (p == *root))
+                }) {
+                    return Err(format!(
+                        "stage {si}: reduce over {group:?} into member {root}: member {p} (rank {}) {} a destination",
+                        group[p],
+                        if p == *root { "lacks" } else { "names" }
+                    ));
+                }
             }
             st.collectives.push(CollectiveCall {
                 group,
@@ -538,6 +568,62 @@ pub(crate) mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Three ranks over the group [2, 0, 1] reduce `[0, 4)` of slot 'x' to member `root`,
+    /// which names `[8, 12)` as its destination; `dst_on` says which members name one.
+    fn reduce_plan(roots: [usize; 3], dst_on: [bool; 3]) -> Plan {
+        let group = vec![2, 0, 1];
+        let ranks = (0..3)
+            .map(|r| {
+                let p = group.iter().position(|g| *g == r).unwrap();
+                rank(
+                    r,
+                    vec![Stage {
+                        compute: vec![],
+                        comm: vec![CommOp::Collective {
+                            group: group.clone(),
+                            collective: Collective::Reduce {
+                                src: view(0, 0, 4),
+                                dst: dst_on[p].then(|| view(0, 8, 4)),
+                                root: roots[p],
+                                kind: CombineKind::Add,
+                            },
+                        }],
+                    }],
+                )
+            })
+            .collect();
+        plan(ranks)
+    }
+
+    /// A reduce is one call with every member's operands in group order; members that
+    /// disagree on the root, a root outside the group, or a destination named by a member
+    /// other than the root are refused.
+    #[test]
+    fn reduces_match_and_check_their_root() {
+        let ok = reduce_plan([1, 1, 1], [false, true, false]);
+        mercury_plan::verify(&ok).unwrap();
+        let s = build(&ok).unwrap();
+        let c = &s.stages[0].collectives;
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].group, vec![2, 0, 1]);
+        assert!(matches!(
+            &c[0].members[1],
+            Collective::Reduce {
+                dst: Some(_),
+                root: 1,
+                ..
+            }
+        ));
+        let e = build(&reduce_plan([1, 2, 1], [false, true, false])).unwrap_err();
+        assert!(e.contains("disagree"), "{e}");
+        let e = build(&reduce_plan([3, 3, 3], [false, true, false])).unwrap_err();
+        assert!(e.contains("reduce root 3 outside group"), "{e}");
+        let e = build(&reduce_plan([1, 1, 1], [true, true, false])).unwrap_err();
+        assert!(e.contains("member 0 (rank 2) names a destination"), "{e}");
+        let e = build(&reduce_plan([1, 1, 1], [false, false, false])).unwrap_err();
+        assert!(e.contains("member 1 (rank 0) lacks a destination"), "{e}");
     }
 
     #[test]

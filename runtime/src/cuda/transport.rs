@@ -13,7 +13,8 @@
 //!   receiver; an all-reduce is pulled into the leader's scratch, combined there, and pushed
 //!   back; a reduce-scatter, all-gather, all-to-all or broadcast whose group spans devices is
 //!   pulled by every member on its own transfer stream (a reduce-scatter member pulls and
-//!   combines its own chunk; kernels never touch peer memory).
+//!   combines its own chunk; kernels never touch peer memory); a reduce is pulled by its root,
+//!   which combines every member's source into its destination on its own stream.
 //!
 //! `nccl::NcclTransport` is the other implementation (NCCL kernels on every rank's stream).
 
@@ -211,6 +212,43 @@ fn member_views<'c>(
         .collect()
 }
 
+/// A reduce's operands, resolved by `at` (memory or metadata): every member's source in group
+/// order, and the root's destination.
+///
+/// # Errors
+/// An lse merge, members that are not all reduces, a root outside the group or one that names
+/// no destination.
+pub(super) fn reduce_members(
+    call: &CollectiveCall,
+    at: impl Fn(usize, &View) -> Result<Loc>,
+) -> Result<(Vec<Loc>, Loc)> {
+    let Some(Collective::Reduce { root, kind, .. }) = call.members.first() else {
+        return Err(RuntimeError::Schedule("not a reduce".into()));
+    };
+    if *kind != CombineKind::Add {
+        return Err(RuntimeError::Unsupported("reduce with lse merge".into()));
+    }
+    let srcs = member_views(call, |m| match m {
+        Collective::Reduce { src, .. } => Some(src),
+        _ => None,
+    })?;
+    let parts = call
+        .group
+        .iter()
+        .zip(srcs)
+        .map(|(r, v)| at(*r, v))
+        .collect::<Result<Vec<Loc>>>()?;
+    let (Some(root_rank), Some(Collective::Reduce { dst: Some(dst), .. })) =
+        (call.group.get(*root), call.members.get(*root))
+    else {
+        return Err(RuntimeError::Schedule(format!(
+            "reduce over {:?}: root {root} is outside the group or names no destination",
+            call.group
+        )));
+    };
+    Ok((parts, at(*root_rank, dst)?))
+}
+
 /// Scratch dtype for reductions of `dtype`: f32 accumulates f32 and bf16.
 fn reduce_dtype(dtype: DType, what: &str) -> Result<()> {
     match dtype {
@@ -333,6 +371,12 @@ impl Transport for CopyTransport {
             }
             // Pulled into the leader's scratch, combined there, pushed back.
             Collective::AllReduce { .. } => vec![(call.leader(), call.group.clone())],
+            // The root pulls every member's source and combines into its own destination.
+            Collective::Reduce { root, .. } => match call.group.get(*root) {
+                Some(r) => vec![(*r, call.group.clone())],
+                // Refused by `schedule::build`; the leader stands in.
+                None => vec![(call.leader(), call.group.clone())],
+            },
         }
     }
 
@@ -413,6 +457,19 @@ impl Transport for CopyTransport {
                                 "reduce-scatter chunk and dst differ".into(),
                             ));
                         }
+                    }
+                }
+                Ok(())
+            }
+            Collective::Reduce { .. } => {
+                let (parts, out) = reduce_members(call, |r, v| mem.meta(r, v))?;
+                for x in parts.iter().chain([&out]) {
+                    reduce_dtype(x.dtype, "reduce")?;
+                    if x.reg.numel() != out.reg.numel() {
+                        return Err(RuntimeError::Schedule(
+                            "reduce members' sources and the root's destination differ in size"
+                                .into(),
+                        ));
                     }
                 }
                 Ok(())
@@ -579,6 +636,15 @@ impl Transport for CopyTransport {
                 }
                 Ok(())
             }
+            Collective::Reduce { root, .. } => {
+                let (parts, out) = reduce_members(call, |r, v| mem.loc(r, v))?;
+                // The root combines on its own stream when the group spans devices (pulling
+                // each peer's source over once), else the leader.
+                let by = if spans { call.group[*root] } else { leader };
+                // SAFETY: per the caller.
+                unsafe { Self::reduce_add(cx, by, &parts, std::slice::from_ref(&out))? };
+                Ok(())
+            }
             Collective::AllToAll {
                 split_axis,
                 concat_axis,
@@ -620,5 +686,64 @@ impl Transport for CopyTransport {
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::schedule::tests::view;
+
+    fn reduce_call(group: Vec<usize>, root: usize) -> CollectiveCall {
+        let members = (0..group.len())
+            .map(|p| Collective::Reduce {
+                src: view(0, 0, 4),
+                dst: (p == root).then(|| view(1, 0, 4)),
+                root,
+                kind: CombineKind::Add,
+            })
+            .collect();
+        CollectiveCall { group, members }
+    }
+
+    /// A reduce runs on one stream touching every member: the leader's on one device, the
+    /// root's when the group spans devices (it pulls every source and combines there).
+    #[test]
+    fn reduce_runs_on_the_root_when_the_group_spans_devices() {
+        let call = reduce_call(vec![2, 0, 3, 1], 2);
+        let one = CopyTransport::single_device();
+        assert_eq!(one.collective_work(&call), vec![(2, vec![2, 0, 3, 1])]);
+        let spread = CopyTransport::placed(DeviceMap::round_robin(4, 2).unwrap());
+        // Member 2 is rank 3.
+        assert_eq!(spread.collective_work(&call), vec![(3, vec![2, 0, 3, 1])]);
+        // Ranks 0 and 2 share device 0: no span, the leader (rank 0) runs it.
+        let call = reduce_call(vec![0, 2], 1);
+        assert_eq!(spread.collective_work(&call), vec![(0, vec![0, 2])]);
+    }
+
+    /// The operands of a reduce: every member's source in group order and the root's
+    /// destination; a root that names none, or an lse merge, is refused.
+    #[test]
+    fn reduce_members_resolves_sources_and_the_root_destination() {
+        let call = reduce_call(vec![2, 0, 1], 1);
+        let at =
+            |r: usize, v: &View| Ok(Loc::dense(r as u64 * 1000 + v.slot as u64, DType::F32, 4));
+        let (parts, out) = reduce_members(&call, at).unwrap();
+        let bases: Vec<u64> = parts.iter().map(|p| p.base).collect();
+        assert_eq!(bases, vec![2000, 0, 1000]);
+        assert_eq!(out.base, 1);
+        let mut bad = call.clone();
+        if let Collective::Reduce { dst, .. } = &mut bad.members[1] {
+            *dst = None;
+        }
+        assert!(reduce_members(&bad, at).is_err());
+        let mut lse = call;
+        for m in &mut lse.members {
+            if let Collective::Reduce { kind, .. } = m {
+                *kind = CombineKind::LseMerge;
+            }
+        }
+        let e = reduce_members(&lse, at).unwrap_err().to_string();
+        assert!(e.contains("lse merge"), "{e}");
     }
 }

@@ -428,6 +428,8 @@ impl Bench {
             ("P0.allreduce_add_f32", selfcheck_allreduce(DType::F32)),
             ("P0.allreduce_add_bf16", selfcheck_allreduce(DType::BF16)),
             ("P0.reduce_scatter", selfcheck_reduce_scatter()),
+            ("P0.reduce_f32", selfcheck_reduce(DType::F32)),
+            ("P0.reduce_bf16", selfcheck_reduce(DType::BF16)),
             ("P0.all_to_all", selfcheck_all_to_all()),
             ("P0.broadcast", selfcheck_broadcast()),
             ("P0.allreduce_lse", selfcheck_allreduce_lse()),
@@ -1724,6 +1726,80 @@ pub fn selfcheck_reduce_scatter() -> SelfCheck {
     }
 }
 
+/// The group of [`selfcheck_reduce`], not in rank order (roots are positions in it).
+const REDUCE_GROUP: [usize; 4] = [3, 1, 0, 2];
+
+/// 4 ranks over the group [3, 1, 0, 2] hold x[r] [6, 8] (f32 or bf16 slots) and reduce (add)
+/// its column halves to two owners, as the lowering reduces a tile to the owners of its parts:
+/// columns 0..4 (a strided view) to member 0 (rank 3), columns 4..8 to member 2 (rank 0), each
+/// into its own [6, 4] slot; ranks 1 and 2 only send. y [6, 8] is the sum over ranks, its
+/// halves output by the two roots.
+pub fn selfcheck_reduce(dtype: DType) -> SelfCheck {
+    let n = 4;
+    let group = REDUCE_GROUP.to_vec();
+    // (position in the group of the root, first column) of the two reduces.
+    let reduces = [(0usize, 0usize), (2, 4)];
+    let plan = one_stage_plan(
+        "reduce",
+        vec![
+            buffer("x", dtype, &[4, 6, 8], Role::Input),
+            buffer("y", dtype, &[6, 8], Role::Output),
+        ],
+        n,
+        |r| {
+            let mut slots = vec![slot(
+                "x",
+                dtype,
+                &[6, 8],
+                from_global(0, &[r, 0, 0], &[1, 6, 8]),
+            )];
+            let mut comm = Vec::new();
+            let mut outputs = Vec::new();
+            for (root, col) in reduces {
+                let dst = (group[root] == r).then(|| {
+                    slots.push(slot("y.reduced", dtype, &[6, 4], SlotInit::Uninit));
+                    outputs.push(OutputPiece {
+                        buffer: 1,
+                        region: Region {
+                            offset: vec![0, col],
+                            extent: vec![6, 4],
+                        },
+                        src: fullv(slots.len() - 1, &[6, 4]),
+                    });
+                    fullv(slots.len() - 1, &[6, 4])
+                });
+                comm.push(CommOp::Collective {
+                    group: group.clone(),
+                    collective: Collective::Reduce {
+                        src: view(0, &[0, col], &[6, 4]),
+                        dst,
+                        root,
+                        kind: CombineKind::Add,
+                    },
+                });
+            }
+            (
+                slots,
+                Stage {
+                    compute: vec![],
+                    comm,
+                },
+                outputs,
+            )
+        },
+    );
+    SelfCheck {
+        plan,
+        output: 1,
+        expect: Box::new(|inp| {
+            (0..48)
+                .map(|e| REDUCE_GROUP.iter().map(|r| inp[0][r * 48 + e]).sum())
+                .collect()
+        }),
+        tol: if dtype == DType::BF16 { 2e-2 } else { 1e-6 },
+    }
+}
+
 /// 3 ranks all-to-all: src x[p] [6, 5] split along axis 0, concatenated along axis 1 of
 /// dst [2, 15]: dst_q[:, 5p..5p+5] = src_p[2q..2q+2, :].
 pub fn selfcheck_all_to_all() -> SelfCheck {
@@ -2441,6 +2517,8 @@ mod tests {
             selfcheck_allreduce(DType::F32),
             selfcheck_allreduce(DType::BF16),
             selfcheck_reduce_scatter(),
+            selfcheck_reduce(DType::F32),
+            selfcheck_reduce(DType::BF16),
             selfcheck_all_to_all(),
             selfcheck_broadcast(),
             selfcheck_allreduce_lse(),
@@ -2465,6 +2543,7 @@ mod tests {
             selfcheck_allgather(),
             selfcheck_all_to_all(),
             selfcheck_reduce_scatter(),
+            selfcheck_reduce(DType::F32),
             selfcheck_sendrecv(),
             selfcheck_gemm(),
             selfcheck_allreduce_lse(),
@@ -2488,6 +2567,36 @@ mod tests {
             let want = (c.expect)(&inputs);
             let n: usize = c.plan.buffers[c.output].shape.iter().product();
             assert_eq!(want.len(), n, "{}", c.plan.name);
+        }
+    }
+
+    /// The reduce self-check's expectation is what the CPU executor computes from its plan
+    /// (f64 and stored in its dtype), so a GPU mismatch is the GPU's.
+    #[test]
+    fn selfcheck_reduce_matches_the_cpu_executor() {
+        use mercury_runtime::cpu::{execute_with, Storage};
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for dtype in [DType::F32, DType::BF16] {
+            let c = selfcheck_reduce(dtype);
+            let x: Vec<f64> = (0..4 * 6 * 8)
+                .map(|_| mercury_runtime::cpu::round_to(dtype, rng.gen_range(-1.0..1.0)))
+                .collect();
+            let want = (c.expect)(&[x.clone(), Vec::new()]);
+            let inputs = std::collections::HashMap::from([("x".to_string(), x)]);
+            for storage in [Storage::F64, Storage::Dtype] {
+                let got = execute_with(&c.plan, &inputs, storage).unwrap();
+                let err = got["y"]
+                    .iter()
+                    .zip(&want)
+                    .map(|(g, w)| (g - w).abs())
+                    .fold(0.0, f64::max);
+                let tol = if storage == Storage::F64 {
+                    1e-12
+                } else {
+                    c.tol
+                };
+                assert!(err <= tol, "{dtype:?} {storage:?}: error {err}");
+            }
         }
     }
 

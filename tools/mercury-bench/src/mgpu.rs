@@ -14,8 +14,8 @@
 use crate::bench::{buffer, fullv as full, slot, view};
 use crate::bench::{
     selfcheck_all_to_all, selfcheck_allgather, selfcheck_allreduce, selfcheck_allreduce_lse,
-    selfcheck_broadcast, selfcheck_gemm, selfcheck_gemm_accumulate, selfcheck_reduce_scatter,
-    selfcheck_ring, selfcheck_sendrecv, SelfCheck,
+    selfcheck_broadcast, selfcheck_gemm, selfcheck_gemm_accumulate, selfcheck_reduce,
+    selfcheck_reduce_scatter, selfcheck_ring, selfcheck_sendrecv, SelfCheck,
 };
 use mercury_kernels::cuda::check::compare;
 use mercury_plan::{
@@ -66,6 +66,8 @@ pub fn p0_cases() -> Vec<(&'static str, SelfCheck)> {
         ("allreduce_add_f32", selfcheck_allreduce(DType::F32)),
         ("allreduce_add_bf16", selfcheck_allreduce(DType::BF16)),
         ("reduce_scatter", selfcheck_reduce_scatter()),
+        ("reduce_f32", selfcheck_reduce(DType::F32)),
+        ("reduce_bf16", selfcheck_reduce(DType::BF16)),
         ("all_to_all", selfcheck_all_to_all()),
         ("broadcast", selfcheck_broadcast()),
         ("allreduce_lse", selfcheck_allreduce_lse()),
@@ -225,7 +227,8 @@ pub struct SingleRankCase {
 }
 
 /// One rank, every collective over the group `[0]` (identities with one member), with
-/// strided sources and destinations, a bf16 all-reduce (in bf16) and the lse all-reduce:
+/// strided sources and destinations, a bf16 all-reduce (in bf16), the lse all-reduce and two
+/// reduces (f32 from a strided source, bf16 into bf16):
 /// exercises the NCCL transport's packing, group calls and unpacking on one GPU. Every
 /// expected output is exact.
 pub fn nccl_single_rank_plan() -> SingleRankCase {
@@ -244,6 +247,8 @@ pub fn nccl_single_rank_plan() -> SingleRankCase {
         ("y_bc", DType::F32, vec![8, 6]),
         ("y_o", DType::F32, vec![4, 6]),
         ("y_lse", DType::F32, vec![4]),
+        ("y_red", DType::F32, vec![4, 4]),
+        ("y_redb", DType::BF16, vec![8, 6]),
     ];
     let mut buffers = buffers;
     for (n, d, s) in &outs {
@@ -272,6 +277,10 @@ pub fn nccl_single_rank_plan() -> SingleRankCase {
             },
         ),
         slot("l", DType::F32, &[4], global(2, &[4])),
+        slot("u", DType::F32, &s86, global(0, &s86)),
+        slot("ud", DType::F32, &[4, 4], SlotInit::Uninit),
+        slot("ub", DType::BF16, &s86, global(1, &s86)),
+        slot("ubd", DType::BF16, &s86, SlotInit::Uninit),
     ];
     let g = vec![0usize];
     let coll = |c: Collective| CommOp::Collective {
@@ -312,8 +321,22 @@ pub fn nccl_single_rank_plan() -> SingleRankCase {
             bufs: vec![full(9, &[4, 6]), full(10, &[4])],
             kind: CombineKind::LseMerge,
         }),
+        // A reduce to the one member from a strided source (packed), and one of bf16 into
+        // bf16 (an `ncclBfloat16` reduce straight from the slot).
+        coll(Collective::Reduce {
+            src: view(11, &[2, 1], &[4, 4]),
+            dst: Some(full(12, &[4, 4])),
+            root: 0,
+            kind: CombineKind::Add,
+        }),
+        coll(Collective::Reduce {
+            src: full(13, &s86),
+            dst: Some(full(14, &s86)),
+            root: 0,
+            kind: CombineKind::Add,
+        }),
     ];
-    let src_of = [0usize, 1, 3, 5, 7, 8, 9, 10];
+    let src_of = [0usize, 1, 3, 5, 7, 8, 9, 10, 12, 14];
     let outputs = outs
         .iter()
         .enumerate()
@@ -355,6 +378,10 @@ pub fn nccl_single_rank_plan() -> SingleRankCase {
             .flat_map(|r| (1..5).map(move |c| (r, c)))
             .map(|(r, c)| at(r, c))
             .collect();
+        let red: Vec<f64> = (2..6)
+            .flat_map(|r| (1..5).map(move |c| (r, c)))
+            .map(|(r, c)| at(r, c))
+            .collect();
         vec![
             (3, x.clone()),
             (4, xb.clone()),
@@ -364,6 +391,8 @@ pub fn nccl_single_rank_plan() -> SingleRankCase {
             (8, x.clone()),
             (9, x[..24].to_vec()),
             (10, l.clone()),
+            (11, red),
+            (12, xb.clone()),
         ]
     });
     SingleRankCase { plan, expect }
@@ -371,6 +400,12 @@ pub fn nccl_single_rank_plan() -> SingleRankCase {
 
 fn run_single_rank(id: &str, ptx: &str, placement: Placement, seed: u64) -> CheckRow {
     let case = nccl_single_rank_plan();
+    let outputs = case
+        .plan
+        .buffers
+        .iter()
+        .filter(|b| b.role == Role::Output)
+        .count();
     let r = (|| -> Result<(String, bool, String)> {
         let mut ex =
             CudaExecutor::new_placed(case.plan.clone(), ptx, ExecOptions::default(), placement)?;
@@ -402,7 +437,7 @@ fn run_single_rank(id: &str, ptx: &str, placement: Placement, seed: u64) -> Chec
             id: id.into(),
             pass: ok,
             detail: if ok {
-                format!("8 outputs bit-exact [{t}]")
+                format!("{outputs} outputs bit-exact [{t}]")
             } else {
                 format!("{notes} [{t}]")
             },
@@ -614,7 +649,7 @@ mod tests {
         let c = nccl_single_rank_plan();
         mercury_plan::verify(&c.plan).unwrap_or_else(|e| panic!("{e}"));
         let s = mercury_runtime::cuda::schedule::build(&c.plan).unwrap();
-        assert_eq!(s.stages[0].collectives.len(), 7);
+        assert_eq!(s.stages[0].collectives.len(), 9);
         let inputs = vec![vec![0.5; 48], vec![0.25; 48], vec![1.0; 4]];
         for (b, v) in (c.expect)(&inputs) {
             assert_eq!(v.len(), c.plan.buffers[b].shape.iter().product::<usize>());

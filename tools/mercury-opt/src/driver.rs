@@ -201,6 +201,16 @@ fn device_kernels(plan: &mercury_plan::Plan) -> Vec<mercury_lowering::DeviceKern
                             Collective::AllReduce { kind, .. } | Collective::ReduceScatter { kind, .. },
                         ..
                     } => combine(*kind, &mut add),
+                    // A reduce's source is a part of its tile (a strided view when the tile is
+                    // cut along a later dimension): packed by copies, then summed.
+                    CommOp::Collective {
+                        collective: Collective::Reduce { kind, .. },
+                        ..
+                    } => {
+                        combine(*kind, &mut add);
+                        add(K::Copy2dB16);
+                        add(K::Copy2dB32);
+                    }
                     CommOp::Collective { .. } | CommOp::Send { .. } | CommOp::Recv { .. } => {
                         add(K::Copy2dB16);
                         add(K::Copy2dB32);

@@ -12,6 +12,8 @@
 //!   size fall back to a flat ring.
 //! - All-to-all: one phase, every member sends `1/n` of its buffer to every other member.
 //! - Broadcast: a pipelined chain from the root (each link carries the whole buffer once).
+//! - Reduce: the same chain reversed, ending at the root (NCCL's ring reduce: every other
+//!   member passes the whole buffer on once, the root only receives).
 
 use super::network::{run_jobs, Flow, Job};
 use crate::topology::Topology;
@@ -31,6 +33,9 @@ pub enum CollectiveKind {
     AllToAll { bytes: f64 },
     /// The root's `bytes` reach every member.
     Broadcast { bytes: f64, root: usize },
+    /// Every member's `bytes` are summed into the root's. `root` is the root's device id (a
+    /// member of the group, not a position in it).
+    Reduce { bytes: f64, root: usize },
 }
 
 impl CollectiveKind {
@@ -41,6 +46,7 @@ impl CollectiveKind {
             CollectiveKind::AllReduce { .. } => "all_reduce",
             CollectiveKind::AllToAll { .. } => "all_to_all",
             CollectiveKind::Broadcast { .. } => "broadcast",
+            CollectiveKind::Reduce { .. } => "reduce",
         }
     }
 }
@@ -254,6 +260,33 @@ fn broadcast(topo: &Topology, group: &[usize], bytes: f64, root: usize) -> Phase
     vec![flows]
 }
 
+/// A chain through `group` (sorted device ids) in device order ending at `root` (a device id;
+/// the chain starts after it), each link carrying the whole buffer: a pipelined reduce.
+fn reduce(topo: &Topology, group: &[usize], bytes: f64, root: usize) -> Phases {
+    let n = group.len();
+    if n < 2 {
+        return vec![];
+    }
+    let at = group.iter().position(|&g| g == root).unwrap_or(0);
+    let chain: Vec<usize> = (1..=n).map(|i| group[(at + i) % n]).collect();
+    let lat = chain
+        .windows(2)
+        .filter_map(|w| topo.tier(w[0], w[1]))
+        .map(|l| topo.latency(l))
+        .fold(0.0, f64::max);
+    let flows = chain
+        .windows(2)
+        .map(|w| Flow {
+            src: w[0],
+            dst: w[1],
+            bytes,
+            latency: lat * (n - 1) as f64,
+            copy_engine: false,
+        })
+        .collect();
+    vec![flows]
+}
+
 /// The job a collective over `group` (device ids, any order) becomes. The launch overhead of
 /// the collective call is added to the first phase.
 pub fn collective_job(topo: &Topology, group: &[usize], kind: CollectiveKind) -> Job {
@@ -266,6 +299,7 @@ pub fn collective_job(topo: &Topology, group: &[usize], kind: CollectiveKind) ->
         CollectiveKind::AllReduce { bytes } => all_reduce(topo, &g, bytes),
         CollectiveKind::AllToAll { bytes } => all_to_all(topo, &g, bytes),
         CollectiveKind::Broadcast { bytes, root } => broadcast(topo, &g, bytes, root),
+        CollectiveKind::Reduce { bytes, root } => reduce(topo, &g, bytes, root),
     };
     phases.retain(|p| !p.is_empty());
     if let Some(first) = phases.first_mut() {
@@ -331,6 +365,27 @@ mod tests {
         // Inside a node it is far cheaper.
         let intra = price_collective(&t, &[0, 1, 2, 3], CollectiveKind::AllToAll { bytes: s });
         assert!(intra * 20.0 < got);
+    }
+
+    /// A reduce of S bytes over 8 GPUs of one node: a chain of 7 links, each carrying S
+    /// (pipelined: the time of one link), ending at the root; half an all-reduce's time of
+    /// the same buffer in bytes (2 (n - 1) / n x S per member for the all-reduce).
+    #[test]
+    fn reduce_is_a_chain_into_the_root() {
+        let t = h100("1x8");
+        let g: Vec<usize> = (0..8).collect();
+        let s = 64e6;
+        for root in [0, 5] {
+            let job = collective_job(&t, &g, CollectiveKind::Reduce { bytes: s, root });
+            assert_eq!(job.phases.len(), 1);
+            let flows = &job.phases[0];
+            assert_eq!(flows.len(), 7);
+            assert!(flows.iter().all(|f| f.src != root), "root {root} sends");
+            assert_eq!(flows.last().map(|f| f.dst), Some(root));
+            let got = price_collective(&t, &g, CollectiveKind::Reduce { bytes: s, root });
+            let want = t.launch_overhead() + 7.0 * t.latency(1) + s / t.bandwidth(1);
+            assert!((got - want).abs() / want < 1e-9, "{got} vs {want}");
+        }
     }
 
     #[test]

@@ -95,9 +95,10 @@ struct CommJob {
 
 fn collective_kind(
     r: &mercury_plan::RankProgram,
-    group_len: usize,
+    group: &[usize],
     c: &Collective,
 ) -> Result<(CollectiveKind, &'static str), String> {
+    let group_len = group.len();
     Ok(match c {
         Collective::AllGather { src, .. } => (
             CollectiveKind::AllGather {
@@ -124,6 +125,18 @@ fn collective_kind(
             },
             "all_to_all",
         ),
+        Collective::Reduce { src, root, .. } => {
+            let Some(root) = group.get(*root) else {
+                return Err(format!("reduce root {root} outside a group of {group_len}"));
+            };
+            (
+                CollectiveKind::Reduce {
+                    bytes: view_bytes(r, src)?,
+                    root: *root,
+                },
+                "reduce",
+            )
+        }
         Collective::Broadcast { buf, root } => {
             if *root >= group_len {
                 return Err(format!(
@@ -194,7 +207,7 @@ fn stage_jobs(plan: &Plan, topo: &Topology, si: usize) -> Result<Vec<CommJob>, S
                     let occ = seen.entry(group.clone()).or_insert(0);
                     let key = (group.clone(), *occ);
                     *occ += 1;
-                    let (kind, name) = collective_kind(r, group.len(), collective)
+                    let (kind, name) = collective_kind(r, group, collective)
                         .map_err(|w| err(format!("rank {}: {w}", r.rank)))?;
                     let e = colls.entry(key).or_insert((kind, name, Vec::new()));
                     if e.1 != name {
@@ -273,6 +286,10 @@ fn max_kind(a: CollectiveKind, b: CollectiveKind) -> CollectiveKind {
         (AllReduce { bytes: x }, AllReduce { bytes: y }) => AllReduce { bytes: x.max(y) },
         (AllToAll { bytes: x }, AllToAll { bytes: y }) => AllToAll { bytes: x.max(y) },
         (Broadcast { bytes: x, root }, Broadcast { bytes: y, .. }) => Broadcast {
+            bytes: x.max(y),
+            root,
+        },
+        (Reduce { bytes: x, root }, Reduce { bytes: y, .. }) => Reduce {
             bytes: x.max(y),
             root,
         },

@@ -37,7 +37,7 @@ use super::mem::{copy, Loc, MemTable};
 use super::ops::{enqueue_lse_merge, lse_shape};
 use super::placement::{group_span, process_of, DeviceMap, GroupSpan};
 use super::schedule::{chunk_view, CollectiveCall, Message, StageTransfers};
-use super::transport::{CopyTransport, TransferCx, Transport, Work};
+use super::transport::{reduce_members, CopyTransport, TransferCx, Transport, Work};
 use cudarc::nccl::sys as ns;
 use mercury_plan::{Collective, CombineKind, DType, View};
 use std::collections::HashMap;
@@ -99,6 +99,17 @@ enum Call {
         send: u64,
         recv: u64,
         bytes: usize,
+        root: i32,
+        comm: ns::ncclComm_t,
+        stream: ns::cudaStream_t,
+    },
+    /// `ncclReduce` (sum) into NCCL rank `root`; `recv` is 0 on every other member (NCCL
+    /// reads it on the root only).
+    Reduce {
+        send: u64,
+        recv: u64,
+        count: usize,
+        dtype: DType,
         root: i32,
         comm: ns::ncclComm_t,
         stream: ns::cudaStream_t,
@@ -621,6 +632,35 @@ impl NcclTransport {
                         });
                     }
                 }
+                Collective::Reduce { src, dst, root, .. } => {
+                    // One element type on every member (NCCL needs it): bf16 when every
+                    // source and the root's destination are bf16, else f32 (an lse merge is
+                    // refused here).
+                    let (parts, out) = reduce_members(call, |q, v| mem.meta(q, v))?;
+                    let dtype = parts
+                        .iter()
+                        .try_fold(reduce_type(out.dtype, out.dtype)?, |t, x| {
+                            reduce_type(x.dtype, t)
+                        })?;
+                    let s = mem.loc(r, src)?;
+                    // SAFETY: live memory of rank r.
+                    let send = unsafe { packed(cx, r, &s, dtype)? };
+                    // `reduce_members` found the root's destination; the others name none
+                    // (the plan verifier and `schedule::build` check both).
+                    let recv = match dst {
+                        Some(d) if p == *root => landing(cx, r, &mem.loc(r, d)?, dtype, posts)?,
+                        _ => 0,
+                    };
+                    calls.push(Call::Reduce {
+                        send,
+                        recv,
+                        count: s.reg.numel(),
+                        dtype,
+                        root: *root as i32,
+                        comm,
+                        stream,
+                    });
+                }
                 Collective::Broadcast { buf, root } => {
                     let l = mem.loc(r, buf)?;
                     let rootmeta = mem.meta(call.group[*root], buf)?;
@@ -667,7 +707,8 @@ pub struct Decomposed {
 /// alike (all-gather, broadcast) travels once to the first of them and fans out from there.
 ///
 /// # Errors
-/// Reductions (all-reduce, reduce-scatter): a sum of several members has no message form;
+/// Reductions (all-reduce, reduce-scatter, reduce): a sum of several members has no message
+/// form;
 /// members that disagree on the collective; chunks that do not divide the regions.
 pub fn decompose(call: &CollectiveCall, per_process: usize) -> Result<Decomposed> {
     let n = call.group.len();
@@ -746,7 +787,9 @@ pub fn decompose(call: &CollectiveCall, per_process: usize) -> Result<Decomposed
                 }
                 replicate(&mut out, p, buf, &receivers);
             }
-            Collective::AllReduce { .. } | Collective::ReduceScatter { .. } => {
+            Collective::AllReduce { .. }
+            | Collective::ReduceScatter { .. }
+            | Collective::Reduce { .. } => {
                 return Err(RuntimeError::Unsupported(format!(
                     "group {:?} has several members in one process and members in another, and it reduces: NCCL between processes carries such a group only when it moves data (all-gather, all-to-all, broadcast). Schedule the reduction per mesh level (one group inside each process, one with a member per process)",
                     call.group
@@ -905,6 +948,27 @@ unsafe fn issue(calls: &[Call]) -> Result<()> {
                         stream,
                     ),
                     "ncclReduceScatter",
+                ),
+                Call::Reduce {
+                    send,
+                    recv,
+                    count,
+                    dtype,
+                    root,
+                    comm,
+                    stream,
+                } => check(
+                    ns::ncclReduce(
+                        send as *const _,
+                        recv as *mut _,
+                        count,
+                        nccl_type(dtype),
+                        ns::ncclRedOp_t::ncclSum,
+                        root,
+                        comm,
+                        stream,
+                    ),
+                    "ncclReduce",
                 ),
                 Call::Broadcast {
                     send,
@@ -1309,6 +1373,20 @@ mod tests {
             members: (0..3)
                 .map(|_| Collective::AllReduce {
                     bufs: vec![view(0, 0, 4)],
+                    kind: CombineKind::Add,
+                })
+                .collect(),
+        };
+        let e = decompose(&call, 2).unwrap_err().to_string();
+        assert!(e.contains("[0, 1, 4]") && e.contains("reduces"), "{e}");
+        // A reduce to one member too.
+        let call = CollectiveCall {
+            group: vec![0, 1, 4],
+            members: (0..3)
+                .map(|p| Collective::Reduce {
+                    src: view(0, 0, 4),
+                    dst: (p == 2).then(|| view(0, 4, 4)),
+                    root: 2,
                     kind: CombineKind::Add,
                 })
                 .collect(),
