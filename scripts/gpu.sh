@@ -185,7 +185,11 @@ fi
 # spans ids take the spanning (pull) paths, as on 2 or 8 GPUs; times are still one GPU's.
 if [[ ",$parts," == *",aliased,"* ]]; then
   for k in 2 8; do PLACE="--alias $k" TAG="alias$k" schedule_cases; done
-  summary_title="ranks on device ids aliasing one GPU"
+  if [[ ",$parts," == *",schedules,"* ]]; then
+    summary_title="8 virtual ranks on one GPU, then (aliasK) the ranks on K device ids aliasing it"
+  else
+    summary_title="the ranks on K device ids aliasing one GPU (aliasK)"
+  fi
 fi
 echo
 echo "== summary ($summary_title; times are the whole schedule vs the single-device patch)"
