@@ -242,6 +242,13 @@ fn broadcast(topo: &Topology, group: &[usize], bytes: f64, root: usize) -> Phase
     // Chain starting at the root, following device order.
     let start = group.iter().position(|&g| g == root).unwrap_or(0);
     let chain: Vec<usize> = (0..n).map(|i| group[(start + i) % n]).collect();
+    pipelined_chain(topo, &chain, bytes)
+}
+
+/// One phase: every link of `chain` (devices in order) carries the whole buffer at once, each
+/// waiting the slowest link's latency once per hop (the pipeline fills along the chain).
+fn pipelined_chain(topo: &Topology, chain: &[usize], bytes: f64) -> Phases {
+    let hops = chain.len().saturating_sub(1) as f64;
     let lat = chain
         .windows(2)
         .filter_map(|w| topo.tier(w[0], w[1]))
@@ -253,7 +260,7 @@ fn broadcast(topo: &Topology, group: &[usize], bytes: f64, root: usize) -> Phase
             src: w[0],
             dst: w[1],
             bytes,
-            latency: lat * (n - 1) as f64,
+            latency: lat * hops,
             copy_engine: false,
         })
         .collect();
@@ -269,22 +276,7 @@ fn reduce(topo: &Topology, group: &[usize], bytes: f64, root: usize) -> Phases {
     }
     let at = group.iter().position(|&g| g == root).unwrap_or(0);
     let chain: Vec<usize> = (1..=n).map(|i| group[(at + i) % n]).collect();
-    let lat = chain
-        .windows(2)
-        .filter_map(|w| topo.tier(w[0], w[1]))
-        .map(|l| topo.latency(l))
-        .fold(0.0, f64::max);
-    let flows = chain
-        .windows(2)
-        .map(|w| Flow {
-            src: w[0],
-            dst: w[1],
-            bytes,
-            latency: lat * (n - 1) as f64,
-            copy_engine: false,
-        })
-        .collect();
-    vec![flows]
+    pipelined_chain(topo, &chain, bytes)
 }
 
 /// The job a collective over `group` (device ids, any order) becomes. The launch overhead of
