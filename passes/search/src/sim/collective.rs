@@ -31,7 +31,8 @@ pub enum CollectiveKind {
     AllReduce { bytes: f64 },
     /// Each member sends `bytes / n` to every member.
     AllToAll { bytes: f64 },
-    /// The root's `bytes` reach every member.
+    /// The root's `bytes` reach every member. `root` is the root's device id (a member of the
+    /// group, not a position in it).
     Broadcast { bytes: f64, root: usize },
     /// Every member's `bytes` are summed into the root's. `root` is the root's device id (a
     /// member of the group, not a position in it).

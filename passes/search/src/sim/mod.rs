@@ -138,11 +138,13 @@ fn collective_kind(
             )
         }
         Collective::Broadcast { buf, root } => {
-            if *root >= group_len {
+            // The plan names the root by its position in the group; the cost model by its
+            // device id (it sorts the group).
+            let Some(root) = group.get(*root) else {
                 return Err(format!(
                     "broadcast root {root} outside a group of {group_len}"
                 ));
-            }
+            };
             (
                 CollectiveKind::Broadcast {
                     bytes: view_bytes(r, buf)?,

@@ -188,3 +188,42 @@ fn local_stages_pay_no_sync_and_rate_points_price_exact_shapes() {
     assert!(close(sim.latency, want), "{} vs {want}", sim.latency);
     assert_eq!(sim.stages[0].end, 0.0);
 }
+
+/// A plan names a broadcast's or a reduce's root by its position in the group; the cost model
+/// needs its device id (it prices the group sorted). Position 0 of group [5, 2] is device 5.
+#[test]
+fn roots_are_positions_in_the_plan_and_devices_in_the_model() {
+    let r = RankProgram {
+        rank: 5,
+        coords: vec![5],
+        slots: vec![slot("x", vec![1024])],
+        stages: vec![],
+        outputs: vec![],
+    };
+    let group = [5, 2];
+    let b = Collective::Broadcast {
+        buf: full(0, &[1024]),
+        root: 0,
+    };
+    let (kind, _) = collective_kind(&r, &group, &b).unwrap();
+    assert!(
+        matches!(kind, CollectiveKind::Broadcast { root: 5, .. }),
+        "{kind:?}"
+    );
+    let red = Collective::Reduce {
+        src: full(0, &[1024]),
+        dst: None,
+        root: 1,
+        kind: mercury_plan::CombineKind::Add,
+    };
+    let (kind, _) = collective_kind(&r, &group, &red).unwrap();
+    assert!(
+        matches!(kind, CollectiveKind::Reduce { root: 2, .. }),
+        "{kind:?}"
+    );
+    let out = Collective::Broadcast {
+        buf: full(0, &[1024]),
+        root: 2,
+    };
+    assert!(collective_kind(&r, &group, &out).is_err());
+}
