@@ -487,39 +487,29 @@ pub fn checked_bench(
             ));
             CudaExecutor::new(ctx.clone(), plan.clone(), &ptx, sched_opts).map_err(rt)?
         }
-        Layout::Placed(map, t) => {
-            let e = CudaExecutor::new_placed(
-                plan.clone(),
-                &ptx,
-                sched_opts,
-                Placement::new(map.clone(), choice(*t)),
-            )
-            .map_err(rt)?;
+        Layout::Placed(..) | Layout::Aliased(_) => {
+            let (placement, place) = match &layout {
+                Layout::Aliased(map) => {
+                    let ids = map.ordinals().len();
+                    (
+                        Placement {
+                            devices: map.clone(),
+                            transport: TransportChoice::Copy,
+                            physical: Some(vec![0; ids]),
+                        },
+                        format!(" on {ids} device ids aliasing GPU 0 (rank r on id r % {ids}; peer-copy paths, one GPU's times)"),
+                    )
+                }
+                Layout::Placed(map, t) => (
+                    Placement::new(map.clone(), choice(*t)),
+                    format!(", {} ({} GPU(s) visible)", describe(map), visible),
+                ),
+                Layout::Virtual => unreachable!("matched above"),
+            };
+            let e =
+                CudaExecutor::new_placed(plan.clone(), &ptx, sched_opts, placement).map_err(rt)?;
             say(format!(
-                "gpu: {name} (sm_{}{}), {n} ranks, {} ({} GPU(s) visible), seed {seed}",
-                cc.0,
-                cc.1,
-                describe(map),
-                visible
-            ));
-            say(format!("transport: {}", e.transport_name()));
-            e
-        }
-        Layout::Aliased(map) => {
-            let ids = map.ordinals().len();
-            let e = CudaExecutor::new_placed(
-                plan.clone(),
-                &ptx,
-                sched_opts,
-                Placement {
-                    devices: map.clone(),
-                    transport: TransportChoice::Copy,
-                    physical: Some(vec![0; ids]),
-                },
-            )
-            .map_err(rt)?;
-            say(format!(
-                "gpu: {name} (sm_{}{}), {n} ranks on {ids} device ids aliasing GPU 0 (rank r on id r % {ids}; peer-copy paths, one GPU's times), seed {seed}",
+                "gpu: {name} (sm_{}{}), {n} ranks{place}, seed {seed}",
                 cc.0, cc.1
             ));
             say(format!("transport: {}", e.transport_name()));
