@@ -4,10 +4,12 @@
 // (examples/schedules/chunked_rs.sched): each row tile is one GPU's block of C, so each of the
 // 8 tiles is reduced to its one owner, in place in its bf16 accumulator: 7 x 128 MiB in all,
 // the bytes of Megatron's reduce-scatter (an all-reduce per tile sent 1.8 GiB), and the same
-// memory as the all-reduce plan.
+// memory as the all-reduce plan. Each tile is reduced in the stage after its GEMM, beside the
+// next tile's GEMM: the reduces take 8 stages, and the plan no more stages than before (the
+// GEMMs in stages 1-8, the last tile's reduce in stage 9).
 // RUN: %mercury-opt --schedule=%repo/examples/schedules/chunked_rs.sched --commir-print-comm-plan --commir-print-memory %repo/examples/gemm_rs.mlir | FileCheck %s --check-prefix=CHUNKED
 // CHUNKED:     comm-plan @gemm_rs: mesh [8], 8 ranks, 10 stages
-// CHUNKED-NEXT:  @C: reduce(add), 64 ops in 1 stages, 896.0 MiB sent in total
+// CHUNKED-NEXT:  @C: reduce(add), 64 ops in 8 stages, 896.0 MiB sent in total
 // CHUNKED-NOT:   all_reduce
 // CHUNKED:     memory @gemm_rs: 160.0 MiB per rank at most (8 ranks)
 //
@@ -19,13 +21,15 @@
 // each owner's part into its own slot); M tiled 16 ways: two tiles per block.
 // RUN: sed 's/factor=8 outer=m0/factor=2 outer=m0/' %repo/examples/schedules/chunked_rs.sched > %t.two.sched
 // RUN: %mercury-opt --schedule=%t.two.sched --commir-print-comm-plan=detail %repo/examples/gemm_rs.mlir | FileCheck %s --check-prefix=TWO
-// TWO:         @C: reduce(add), 64 ops in 1 stages, 896.0 MiB sent in total
-// TWO-NEXT:    stage 3: reduce(add) @C over ranks [0, 1, 2, 3, 4, 5, 6, 7] to rank 0
-// TWO-NEXT:    stage 3: reduce(add) @C over ranks [0, 1, 2, 3, 4, 5, 6, 7] to rank 1
+// TWO:         @C: reduce(add), 64 ops in 2 stages, 896.0 MiB sent in total
+// TWO-NEXT:    stage 2: reduce(add) @C over ranks [0, 1, 2, 3, 4, 5, 6, 7] to rank 0
+// TWO-NEXT:    stage 2: reduce(add) @C over ranks [0, 1, 2, 3, 4, 5, 6, 7] to rank 1
+// TWO:         stage 2: reduce(add) @C over ranks [0, 1, 2, 3, 4, 5, 6, 7] to rank 3
+// TWO-NEXT:    stage 3: reduce(add) @C over ranks [0, 1, 2, 3, 4, 5, 6, 7] to rank 4
 // TWO:         stage 3: reduce(add) @C over ranks [0, 1, 2, 3, 4, 5, 6, 7] to rank 7
 // RUN: sed 's/factor=8 outer=m0/factor=16 outer=m0/' %repo/examples/schedules/chunked_rs.sched > %t.sixteen.sched
 // RUN: %mercury-opt --schedule=%t.sixteen.sched --commir-print-comm-plan %repo/examples/gemm_rs.mlir | FileCheck %s --check-prefix=SIXTEEN
-// SIXTEEN:     @C: reduce(add), 128 ops in 1 stages, 896.0 MiB sent in total
+// SIXTEEN:     @C: reduce(add), 128 ops in 16 stages, 896.0 MiB sent in total
 //
 // The plan on 2 GPUs: the root names its destination (its own accumulator, the tile summed in
 // place), the other member none; the partial sums are bf16, written by the GEMM directly.
@@ -55,4 +59,4 @@
 // A replicated C: every rank keeps the sum, the all-reduce stays.
 // RUN: sed 's/out sharding \[S(0), R\]/out sharding [R, R]/' %repo/examples/gemm_rs.mlir > %t.mlir
 // RUN: %mercury-opt --schedule=%repo/examples/schedules/chunked_rs.sched --commir-print-comm-plan %t.mlir | FileCheck %s --check-prefix=REPL
-// REPL:        @C: all_reduce(add), 64 ops in 1 stages, 1.8 GiB sent in total
+// REPL:        @C: all_reduce(add), 64 ops in 8 stages, 1.8 GiB sent in total

@@ -20,8 +20,11 @@ use std::collections::{BTreeMap, HashMap};
 impl Lowering<'_> {
     /// Combines partial results of the same tile held by several ranks (AllReduce, rewritten
     /// to ReduceScatter where the output is sharded over the group, or to a Reduce per owner
-    /// where the tile's owners are some of the group: [`reduce_where_owned`]), in the stage
-    /// after the last one used. Returns the first stage after the combines.
+    /// where the tile's owners are some of the group: [`reduce_where_owned`]), each tile in
+    /// the stage after the last one that touches its accumulator on any holder
+    /// ([`finished_at`]): a tile finished early is combined while later tiles compute (a
+    /// GEMM reduce-scatter tiled along M overlaps each tile's reduce with the next tile's
+    /// GEMM). Returns the first stage after every stage used, combines included.
     pub(crate) fn combine_partials(&mut self) -> usize {
         let k = self.k;
         let mut epi = self.last_plan_stage() + 1;
@@ -32,13 +35,22 @@ impl Lowering<'_> {
                 holders.entry(key.clone()).or_default().push(r);
             }
         }
-        let mut any_collective = false;
+        let mut last_combine = None;
         let mut all_reduces = Vec::new();
         for ((buffer, kk), all) in &holders {
             let levels = self.red_levels.get(buffer).cloned().unwrap_or_default();
             if levels.is_empty() {
                 continue;
             }
+            // Every holder combines the tile in the same stage (the executors match a
+            // stage's collectives in order): the first after its last use on any of them.
+            let tile_key = (buffer.clone(), kk.clone());
+            let epi = all
+                .iter()
+                .map(|&r| finished_at(&self.ranks[r], &self.ranks[r].acc[&tile_key].1))
+                .max()
+                .flatten()
+                .map_or(epi, |s| s + 1);
             for &r in all {
                 let me = coords_of(&self.mesh, r);
                 let group: Vec<usize> = group_of(&self.mesh, &me, &levels)
@@ -48,7 +60,7 @@ impl Lowering<'_> {
                 if group.len() < 2 {
                     continue;
                 }
-                any_collective = true;
+                last_combine = last_combine.max(Some(epi));
                 let (_, slots, kind) = self.ranks[r].acc[&(buffer.clone(), kk.clone())].clone();
                 let bufs: Vec<View> = slots.iter().map(|s| self.ranks[r].whole(*s)).collect();
                 if kind == ReduceKind::Add {
@@ -73,8 +85,8 @@ impl Lowering<'_> {
                 });
             }
         }
-        if any_collective {
-            epi += 1;
+        if let Some(last) = last_combine {
+            epi = epi.max(last + 1);
         }
         let reductions =
             reduce_where_owned(k, &mut self.ranks, &self.placement, &self.mesh, all_reduces);
@@ -175,6 +187,33 @@ impl Lowering<'_> {
 
 /// The finished tiles of `buffer` a rank holds: (key, box, slot, is an accumulator), the
 /// accumulators first.
+/// The last stage of `rb` whose ops (compute or comm) read or write any of `slots`, `None`
+/// when none does: from the stage after it the slots hold their final values and nothing
+/// else on the rank touches them, so a collective over them there runs beside that stage's
+/// other work without a conflict (the plan verifier checks it).
+fn finished_at(rb: &RankBuild, slots: &[usize]) -> Option<usize> {
+    let touches = |views: (Vec<&View>, Vec<&View>)| {
+        views
+            .0
+            .iter()
+            .chain(&views.1)
+            .any(|v| slots.contains(&v.slot))
+    };
+    rb.stages
+        .iter()
+        .rev()
+        .find(|(_, st)| {
+            st.compute
+                .iter()
+                .any(|op| touches(mercury_plan::verify::compute_access(op)))
+                || st
+                    .comm
+                    .iter()
+                    .any(|op| touches(mercury_plan::verify::comm_access(op)))
+        })
+        .map(|(s, _)| *s)
+}
+
 fn finished_tiles<'a>(
     rb: &'a RankBuild,
     buffer: &'a str,

@@ -457,7 +457,8 @@ tile{axis=k_t factor=2 outer=k1 inner=k_u}
 /// owners), of one (factor 8: summed in place on its owner), or inside one (factor 16: two
 /// tiles per owner) is reduced to its owners, one reduce per owner, never all-reduced; and
 /// computes the operator (f64 exactly; stored, the bf16 partial sums round elsewhere, as
-/// Megatron's). With an extra GEMM per rank summing into each tile the partial sums stay f32.
+/// Megatron's). Each tile is reduced in the stage after its GEMM, beside the next tile's. With
+/// an extra GEMM per rank summing into each tile the partial sums stay f32.
 /// A replicated C keeps the all-reduce. The bytes: (8 - 1) x C over the ranks, as Megatron's
 /// reduce-scatter.
 #[test]
@@ -485,13 +486,17 @@ fn row_tiles_are_reduced_to_their_owners() {
         let plan = mercury_conversion::lower_module(&m2, None).unwrap();
         let report = mercury_conversion::report::comm_plan(&plan, false);
         let case = format!("factor {factor}, two GEMMs {two_gemms}");
-        // One reduce per (tile, owner part) on each of the 8 ranks.
+        // One reduce per (tile, owner part) on each of the 8 ranks, each tile's in the stage
+        // after its GEMMs (beside the next tile's): `factor` stages of reduces, and the plan
+        // one stage longer than its GEMMs (stage 0 is the inputs').
         let ops = 8 * factor.max(8);
         assert!(
-            report.contains(&format!("@C: reduce(add), {ops} ops in 1 stages"))
+            report.contains(&format!("@C: reduce(add), {ops} ops in {factor} stages"))
                 && !report.contains("all_reduce"),
             "{case}: {report}"
         );
+        let gemm_stages = factor * if two_gemms { 2 } else { 1 };
+        assert_eq!(plan.num_stages(), gemm_stages + 2, "{case}: {report}");
         let partial = plan
             .ranks
             .iter()
