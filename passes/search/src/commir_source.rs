@@ -310,7 +310,7 @@ impl CommirSource {
     /// dimension is sharded over all levels. `Err`: a placement the pass cannot re-express.
     fn reshaped(&self, shape: &[usize]) -> Result<Operation, Diagnostic> {
         let mut m = self.module.clone();
-        mercury_passes::mesh::reshape_mesh(&mut m, shape)?;
+        mercury_passes::mesh::reshape_mesh(&mut m, shape, &self.kernel.name)?;
         Ok(m)
     }
 

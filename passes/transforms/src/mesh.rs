@@ -1,9 +1,9 @@
 //! Rewrites of the mesh a module is placed on:
 //! - `single-device`: the operator on one device (a mesh of ones, every buffer replicated, no
 //!   reshards): the reference `mercury-run --check` and `--bench` compare a schedule with;
-//! - `reshape-mesh{shape=2x4}`: the mesh re-shaped to other levels (names and bandwidths
-//!   dropped), every sharded dimension sharded over all the new levels: how the search tries
-//!   every factorisation of a topology's devices.
+//! - `reshape-mesh{shape=2x4 on=k}`: a kernel's mesh re-shaped to other levels (names and
+//!   bandwidths dropped), every sharded dimension sharded over all the new levels: how the
+//!   search tries every factorisation of a topology's devices.
 
 use crate::util::is_reshard;
 use mercury_commir::ops::{BufferOp, KernelOp, MeshOp, ReshardOp};
@@ -33,15 +33,25 @@ pub fn single_device(module: &mut Operation) {
     });
 }
 
-/// `module` with every mesh re-shaped to `shape` (slowest level first; names and bandwidths
-/// dropped) and every placement (declared on a buffer, or the target of a `commir.reshard`)
-/// re-expressed on it: the one sharded dimension sharded over all the new levels, with the
-/// same flat split (contiguous, zigzag, or striped with the same flat block).
+/// `module` with the mesh of kernel `on` (every kernel's mesh when `on` is empty and the
+/// kernels share one mesh) re-shaped to `shape` (slowest level first; names and bandwidths
+/// dropped), and every placement of the kernels on it (declared on a buffer, or the target of
+/// a `commir.reshard`) re-expressed on it: the one sharded dimension sharded over all the new
+/// levels, with the same flat split (contiguous, zigzag, or striped with the same flat block).
+/// The device count may change (an 8-rank operator on a 16-device topology). When kernel `on`
+/// shares its mesh with other kernels, it gets a re-shaped copy of the mesh (named
+/// `@<mesh>_<shape>`, e.g. `@mesh_2x4`) and the others keep theirs. Kernels on other meshes are
+/// never touched.
 ///
 /// # Errors
-/// A placement that this would change rather than re-express, at its op: see
-/// [`reexpress`]. The module is left unchanged then.
-pub fn reshape_mesh(module: &mut Operation, shape: &[usize]) -> Result<(), Diagnostic> {
+/// - no kernel named `on`;
+/// - `on` empty while the kernels are on several meshes (which one is meant?), at the first
+///   kernel on a second mesh;
+/// - a placement that this would change rather than re-express, at its op: see
+///   [`reexpress`].
+///
+/// The module is left unchanged then.
+pub fn reshape_mesh(module: &mut Operation, shape: &[usize], on: &str) -> Result<(), Diagnostic> {
     let meshes: BTreeMap<String, Vec<usize>> = module
         .body(0)
         .iter()
@@ -51,18 +61,95 @@ pub fn reshape_mesh(module: &mut Operation, shape: &[usize]) -> Result<(), Diagn
             Some((m.sym_name()?, shape))
         })
         .collect();
+    // (kernel, its mesh, its location), in module order.
+    let kernels: Vec<(String, String, mercury_ir::Location)> = module
+        .body(0)
+        .iter()
+        .filter_map(|op| {
+            let k = KernelOp::cast(op)?;
+            Some((k.sym_name()?, k.mesh()?, op.loc.clone()))
+        })
+        .collect();
+    let shown = shape
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join("x");
+    let on = on.trim_start_matches('@');
+    // The mesh to re-shape, and the kernel that gets a copy of it of its own (if any).
+    let (mesh, copy_for): (Option<String>, Option<String>) = if on.is_empty() {
+        let mut used: Vec<&str> = Vec::new();
+        for (name, m, loc) in &kernels {
+            if !used.contains(&m.as_str()) {
+                used.push(m);
+            }
+            if used.len() > 1 {
+                return Err(Diagnostic::error(
+                    loc.clone(),
+                    format!(
+                        "reshape-mesh{{shape={shown}}}: the module's kernels are on several meshes (@{} and @{m}, of '@{name}'); name the kernel whose mesh to re-shape with 'on=' (mercury-opt --kernel)",
+                        used[0]
+                    ),
+                ));
+            }
+        }
+        (used.first().map(|m| m.to_string()), None)
+    } else {
+        let Some((_, m, _)) = kernels.iter().find(|(k, _, _)| k == on) else {
+            return Err(Diagnostic::error(
+                module.loc.clone(),
+                format!("reshape-mesh{{shape={shown}}}: no commir.kernel named '@{on}'"),
+            ));
+        };
+        let shared = kernels.iter().any(|(k, m2, _)| k != on && m2 == m);
+        (Some(m.clone()), shared.then(|| on.to_string()))
+    };
     let mut out = module.clone();
+    // A kernel sharing its mesh with others gets a re-shaped copy, right after the original.
+    let target = match (&mesh, &copy_for) {
+        (Some(m), Some(k)) => {
+            let mut name = format!("{m}_{shown}");
+            let mut n = 1;
+            while meshes.contains_key(&name) {
+                n += 1;
+                name = format!("{m}_{shown}_{n}");
+            }
+            let body = out.body_mut(0);
+            let at = body
+                .iter()
+                .position(|op| MeshOp::cast(op).and_then(|o| o.sym_name()).as_ref() == Some(m))
+                .expect("the kernel's mesh is declared");
+            let mut copy = body[at].clone();
+            MeshOp::cast(&mut copy)
+                .expect("a mesh")
+                .set_sym_name(name.clone());
+            body.insert(at + 1, copy);
+            for op in body.iter_mut() {
+                if let Some(mut kop) = KernelOp::cast(&mut *op) {
+                    if kop.sym_name().as_deref() == Some(k.as_str()) {
+                        kop.set_mesh(name.clone());
+                    }
+                }
+            }
+            Some(name)
+        }
+        (m, _) => m.clone(),
+    };
+    let old = mesh.as_ref().and_then(|m| meshes.get(m).cloned());
     let mut failure: Option<Diagnostic> = None;
     for op in out.body_mut(0).iter_mut() {
-        if let Some(mut mesh) = MeshOp::cast(&mut *op) {
-            mesh.set_shape(shape.iter().map(|s| *s as i64).collect::<Vec<_>>());
-            mesh.remove_names();
-            mesh.remove_bandwidth();
+        if let Some(mut m) = MeshOp::cast(&mut *op) {
+            if target.is_none() || m.sym_name() == target {
+                m.set_shape(shape.iter().map(|s| *s as i64).collect::<Vec<_>>());
+                m.remove_names();
+                m.remove_bandwidth();
+            }
             continue;
         }
         let Some(old) = KernelOp::cast(&*op)
             .and_then(|k| k.mesh())
-            .and_then(|m| meshes.get(&m).cloned())
+            .filter(|m| Some(m) == target.as_ref())
+            .and(old.clone())
         else {
             continue;
         };
@@ -198,12 +285,19 @@ impl Pass for SingleDevice {
 pub static RESHAPE_MESH: PassInfo = PassInfo {
     name: "reshape-mesh",
     summary: "Re-shape the mesh (sharded dimensions become sharded over every new level)",
-    options: &[PassOptionDef {
-        name: "shape",
-        help: "devices per level, slowest first, e.g. 2x4",
-        default: None,
-    }],
-    target: None,
+    options: &[
+        PassOptionDef {
+            name: "shape",
+            help: "devices per level, slowest first, e.g. 2x4",
+            default: None,
+        },
+        PassOptionDef {
+            name: "on",
+            help: "the commir.kernel whose mesh to re-shape (a kernel sharing its mesh with others gets a copy of its own); default: the one mesh every kernel is on",
+            default: Some(""),
+        },
+    ],
+    target: Some("on"),
     create: |o: &PassOptions| {
         let shape = o
             .get("shape")
@@ -216,16 +310,23 @@ pub static RESHAPE_MESH: PassInfo = PassInfo {
                     o.get("shape")
                 )
             })?;
-        Ok(Box::new(ReshapeMesh { shape }))
+        Ok(Box::new(ReshapeMesh {
+            shape,
+            on: o.get("on").to_string(),
+        }))
     },
 };
 
+/// `reshape-mesh{shape=2x4 on=k}`: [`reshape_mesh`].
 pub struct ReshapeMesh {
+    /// Devices per level, slowest first.
     pub shape: Vec<usize>,
+    /// The kernel whose mesh to re-shape; empty: the one mesh every kernel is on.
+    pub on: String,
 }
 
 impl Pass for ReshapeMesh {
     fn run(&self, module: &mut Operation, _: &Registry) -> Result<(), Diagnostic> {
-        reshape_mesh(module, &self.shape)
+        reshape_mesh(module, &self.shape, &self.on)
     }
 }

@@ -160,7 +160,7 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
         .unwrap_or_else(|| declared.mesh.shape.clone());
     if now.iter().product::<usize>() != declared.mesh.shape.iter().product::<usize>() {
         let mut m = module.clone();
-        mercury_passes::mesh::reshape_mesh(&mut m, &now).map_err(diag)?;
+        mercury_passes::mesh::reshape_mesh(&mut m, &now, &kernel).map_err(diag)?;
         if let Some(k) = mercury_commir::kernels(&m)
             .map_err(diag)?
             .into_iter()

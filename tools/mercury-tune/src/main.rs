@@ -170,12 +170,6 @@ fn source_for_file(
         Some("mlir") => {
             let mut src =
                 mercury_search::commir_source::CommirSource::from_text(&text, &origin, kernel)?;
-            if refactor_mesh && src.target_kernel().is_some() {
-                return Err(SourceError::new(format!(
-                    "{origin}: --refactor-mesh re-shapes a mesh, and this file holds other kernels besides @{}: tune it on its declared mesh, or move it to a file of its own",
-                    src.target_kernel().unwrap_or_default()
-                )));
-            }
             if !refactor_mesh {
                 src = src.keep_declared_mesh();
             }
