@@ -770,16 +770,16 @@ pub fn tune(
     Ok(result)
 }
 
+/// Ranked candidates first, by predicted time in whole nanoseconds (two schedules the model
+/// prices alike, such as a ring and its zigzag form, differ only in the rounding of their
+/// sums; that must not decide), then by peak memory, then by name: a stable order.
 fn sort_ranked(evals: &mut [Evaluated]) {
+    let ns = |e: &Evaluated| e.latency().map_or(f64::INFINITY, |s| (s * 1e9).round());
     evals.sort_by(|a, b| {
         let ka = a.status != Status::Ranked;
         let kb = b.status != Status::Ranked;
         ka.cmp(&kb)
-            .then(
-                a.latency()
-                    .unwrap_or(f64::INFINITY)
-                    .total_cmp(&b.latency().unwrap_or(f64::INFINITY)),
-            )
+            .then(ns(a).total_cmp(&ns(b)))
             .then(a.peak_bytes().cmp(&b.peak_bytes()))
             .then(a.candidate.name.cmp(&b.candidate.name))
     });
@@ -806,4 +806,45 @@ fn finish(
         report,
         chosen_sim,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(name: &str, predicted_s: f64) -> Evaluated {
+        Evaluated {
+            candidate: Candidate {
+                name: name.to_string(),
+                transform_script: String::new(),
+                annotated_ir: String::new(),
+                plan: Plan {
+                    name: "k".into(),
+                    mesh: vec![1],
+                    buffers: vec![],
+                    ranks: vec![],
+                },
+            },
+            status: Status::Ranked,
+            memory: None,
+            predicted_s: Some(predicted_s),
+            measured_s: None,
+            tier_bytes: vec![],
+            exposed_comm: 0.0,
+        }
+    }
+
+    /// Times that differ only in the rounding of their sums rank by name; a nanosecond apart
+    /// they rank by time.
+    #[test]
+    fn equal_predictions_rank_by_name() {
+        let mut v = vec![
+            eval("zigzag ring", 7.52e-3),
+            eval("ring", 7.52e-3 * (1.0 + 1e-12)),
+            eval("tree", 7.52e-3 - 2e-9),
+        ];
+        sort_ranked(&mut v);
+        let names: Vec<&str> = v.iter().map(|e| e.candidate.name.as_str()).collect();
+        assert_eq!(names, ["tree", "ring", "zigzag ring"]);
+    }
 }
