@@ -60,3 +60,11 @@
 // RUN: sed 's/out sharding \[S(0), R\]/out sharding [R, R]/' %repo/examples/gemm_rs.mlir > %t.mlir
 // RUN: %mercury-opt --schedule=%repo/examples/schedules/chunked_rs.sched --commir-print-comm-plan %t.mlir | FileCheck %s --check-prefix=REPL
 // REPL:        @C: all_reduce(add), 64 ops in 8 stages, 1.8 GiB sent in total
+//
+// A column-sharded C: each row tile crosses every GPU's columns and every GPU owns one column
+// part of it, so each tile is one reduce-scatter along the columns (scatter_order), not 8
+// reduces: the same bytes in 8 calls instead of 64.
+// RUN: sed 's/out sharding \[S(0), R\]/out sharding [R, S(0)]/' %repo/examples/gemm_rs.mlir > %t.cols.mlir
+// RUN: %mercury-opt --schedule=%repo/examples/schedules/chunked_rs.sched --commir-print-comm-plan %t.cols.mlir | FileCheck %s --check-prefix=COLS
+// COLS:        @C: reduce_scatter(add), 64 ops in 8 stages, 896.0 MiB sent in total
+// COLS-NOT:    reduce(add)

@@ -363,13 +363,14 @@ struct Reduction {
 /// [`Lowering::combine_partials`]) where the output's placement lets its members keep less
 /// than the whole sum, and returns every sum with its final collectives:
 ///
-/// - ReduceScatter when the output is sharded (along one dimension) over exactly the ranks of
-///   the group, each holding one shard of the tile: each rank keeps only its shard;
-/// - else one Reduce per owner when the tile is cut into disjoint parts by the shards of some
-///   members of the group (its owners: a tile of rows over fewer shards than the group has
-///   members, or inside one shard): each owner receives the sum of its part only, the other
-///   members only send (half an all-reduce's bytes: (n - 1) x the tile over the group
-///   instead of 2 (n - 1));
+/// - the tile is cut into disjoint parts by the shards of members of the group ([`owned_parts`]);
+///   then when every member owns one part and the parts lie side by side along one dimension
+///   ([`scatter_order`]: a tile of whole shards, or a row tile of a column-sharded output),
+///   one ReduceScatter: each rank keeps only its part;
+/// - else one Reduce per owner (some members own no part: a tile of rows over fewer shards
+///   than the group has members, or inside one shard): each owner receives the sum of its
+///   part only, the other members only send (half an all-reduce's bytes: (n - 1) x the tile
+///   over the group instead of 2 (n - 1));
 /// - else (a replicated output, replicas inside the group, or a part no member owns) the
 ///   AllReduce stays.
 ///
@@ -405,14 +406,21 @@ fn reduce_where_owned(
             region: Region::full(&bx.extent),
         };
         let ci = red.ops[0];
-        if let Some((ordered, d)) = scatter_order(&shape, ranks, sh, mesh, &bx, &red.group) {
-            let mine = shard_box(&shape, sh, mesh, &ranks[r].coords);
-            let mut dst_shape = bx.extent.clone();
-            dst_shape[d] = mine.extent[d];
+        let parts = owned_parts(&shape, ranks, sh, mesh, &bx, &red.group);
+        if let Some((ordered, d)) = parts
+            .as_deref()
+            .and_then(|p| scatter_order(p, &red.group, &bx))
+        {
+            // The rank's output tile is its part, in the scatter destination.
+            let (_, mine) = parts
+                .as_deref()
+                .and_then(|p| p.iter().find(|(q, _)| red.group[*q] == r))
+                .cloned()
+                .expect("every member owns a part of a reduce-scatter");
             let dst = ranks[r].slot(
                 format!("{buffer}.rs"),
                 DType::F32,
-                dst_shape,
+                mine.extent.clone(),
                 SlotInit::Uninit,
             );
             let dst_view = ranks[r].whole(dst);
@@ -428,24 +436,14 @@ fn reduce_where_owned(
                     },
                 }],
             );
-            // The rank's output tile is now its shard in the scatter destination.
             ranks[r].acc.remove(&acc_key);
-            let mine_tile = Region {
-                offset: bx
-                    .offset
-                    .iter()
-                    .enumerate()
-                    .map(|(i, o)| if i == d { mine.offset[d] } else { *o })
-                    .collect(),
-                extent: ranks[r].slots[dst].shape.clone(),
-            };
             ranks[r]
                 .stored
-                .insert((buffer.clone(), key(&mine_tile)), (mine_tile, dst));
+                .insert((buffer.clone(), key(&mine)), (mine, dst));
             red.group = ordered;
             red.dst = Some(dst);
             red.sum = Sum::ReduceScatter;
-        } else if let Some(parts) = owned_parts(&shape, ranks, sh, mesh, &bx, &red.group) {
+        } else if let Some(parts) = parts {
             let mut ops = Vec::with_capacity(parts.len());
             let whole_tile = parts.len() == 1;
             for (root, part) in parts {
@@ -519,49 +517,44 @@ fn reduce_where_owned(
     made
 }
 
-/// The group of a reduce-scatter of tile `bx` of a buffer of `shape` placed `sh`, in shard
-/// order along the one dimension `d` the output is split along inside the tile, with `d`:
-/// when the output is sharded along exactly one dimension where the tile spans several
-/// shards, the group is exactly the holders of the tile's shards, and the members' shards lie
-/// side by side along `d` covering it. `None` otherwise. A property of (group, tile), so every
-/// member decides alike.
+/// The group of a reduce-scatter of tile `bx`, in the order of its chunks, and the dimension
+/// `d` it scatters along, from the tile's owned parts (`parts`, [`owned_parts`]: disjoint and
+/// covering the tile): when every member of `group` owns one part, the parts have one extent
+/// along `d` and the tile's whole extent along every other dimension, the sum is one
+/// reduce-scatter of the tile along `d` (chunk i to the owner of the i-th part) instead of a
+/// reduce per owner. This covers a tile of whole shards (Megatron's reduce-scatter of C) and a
+/// tile cut across the shards (a row tile of a column-sharded C). `None` otherwise. A property
+/// of (group, tile), so every member decides alike.
 fn scatter_order(
-    shape: &[usize],
-    ranks: &[RankBuild],
-    sh: &[Vec<usize>],
-    mesh: &[usize],
-    bx: &Region,
+    parts: &[(usize, Region)],
     group: &[usize],
+    bx: &Region,
 ) -> Option<(Vec<usize>, usize)> {
-    // Shards have one size: the first member's stands for all.
-    let one = shard_box(shape, sh, mesh, &ranks[*group.first()?].coords);
-    // Sharded along exactly one dimension, and the tile spans several shards there.
-    let dims: Vec<usize> = (0..sh.len())
-        .filter(|d| !sh[*d].is_empty() && bx.extent[*d] > one.extent[*d])
+    if parts.len() != group.len() || group.len() < 2 {
+        return None;
+    }
+    let first = &parts[0].1;
+    let dims: Vec<usize> = (0..bx.extent.len())
+        .filter(|d| first.extent[*d] < bx.extent[*d])
         .collect();
     let [d] = dims[..] else {
         return None;
     };
-    // Group order must be the shard order along d, and the group must be exactly the
-    // holders of the shards of this tile.
-    let parts = bx.extent[d] / one.extent[d];
-    if group.len() != parts {
+    let alike = parts.iter().all(|(_, part)| {
+        (0..bx.extent.len()).all(|e| {
+            if e == d {
+                part.extent[e] == first.extent[e]
+            } else {
+                part.extent[e] == bx.extent[e]
+            }
+        })
+    });
+    if !alike {
         return None;
     }
-    let mut ordered = group.to_vec();
-    ordered.sort_by_key(|q| shard_box(shape, sh, mesh, &ranks[*q].coords).offset[d]);
-    // Every member must find its own shard in this tile, the shards side by side along d
-    // covering it.
-    let shards: Vec<Region> = ordered
-        .iter()
-        .map(|q| shard_box(shape, sh, mesh, &ranks[*q].coords))
-        .collect();
-    let tiles_it = shards.iter().all(|m| contains(bx, m))
-        && shards
-            .windows(2)
-            .all(|w| w[0].offset[d] + w[0].extent[d] == w[1].offset[d])
-        && shards.iter().map(|m| m.extent[d]).sum::<usize>() == bx.extent[d];
-    tiles_it.then_some((ordered, d))
+    let mut by_offset: Vec<&(usize, Region)> = parts.iter().collect();
+    by_offset.sort_by_key(|(_, part)| part.offset[d]);
+    Some((by_offset.iter().map(|(q, _)| group[*q]).collect(), d))
 }
 
 /// The parts of tile `bx` (of a buffer of `shape` placed `sh`) that members of `group` own, as

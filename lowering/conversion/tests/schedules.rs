@@ -459,8 +459,8 @@ tile{axis=k_t factor=2 outer=k1 inner=k_u}
 /// computes the operator (f64 exactly; stored, the bf16 partial sums round elsewhere, as
 /// Megatron's). Each tile is reduced in the stage after its GEMM, beside the next tile's. With
 /// an extra GEMM per rank summing into each tile the partial sums stay f32.
-/// A replicated C keeps the all-reduce. The bytes: (8 - 1) x C over the ranks, as Megatron's
-/// reduce-scatter.
+/// A replicated C keeps the all-reduce; a column-sharded C is one reduce-scatter per row tile.
+/// The bytes: (8 - 1) x C over the ranks, as Megatron's reduce-scatter.
 #[test]
 fn row_tiles_are_reduced_to_their_owners() {
     let c = Compiler::new();
@@ -553,6 +553,46 @@ fn row_tiles_are_reduced_to_their_owners() {
         Some("partial sums are all-reduced in bf16"),
     )
     .unwrap_or_else(|m| panic!("{m}"));
+    // A column-sharded C: each row tile crosses every rank's columns, every member owns one
+    // column part of it, so each tile is one reduce-scatter along the columns (it was one
+    // reduce per owner: 8 calls per tile for the same bytes).
+    let columns = example.replace(
+        "@C : [@m, @n] bf16 out sharding [S(0), R]",
+        "@C : [@m, @n] bf16 out sharding [R, S(0)]",
+    );
+    assert_ne!(columns, example);
+    let m = c.parse("gemm_rs.mlir", &columns).unwrap();
+    let base = mercury_conversion::lower_module(&m, None).unwrap();
+    let mut m2 = m.clone();
+    c.schedule(
+        &mut m2,
+        &Schedule::script(&format!(
+            "{split}tile{{axis=m factor=8 outer=m0 inner=m_t}}\n"
+        )),
+    )
+    .unwrap();
+    let plan = mercury_conversion::lower_module(&m2, None).unwrap();
+    let report = mercury_conversion::report::comm_plan(&plan, false);
+    assert!(
+        report.contains("@C: reduce_scatter(add), 64 ops in 8 stages")
+            && !report.contains(": reduce(add)"),
+        "{report}"
+    );
+    assert_eq!(
+        sent(&plan),
+        sent(&megatron),
+        "column-sharded C: Megatron's bytes"
+    );
+    for seed in [1, 2] {
+        computes(
+            &format!("column-sharded C (seed {seed})"),
+            &plan,
+            &base,
+            seed,
+            Some("partial sums are reduced in bf16"),
+        )
+        .unwrap_or_else(|m| panic!("{m}"));
+    }
 }
 
 /// A finished f32 tile of a bf16 output that is not an accumulator (a reduce-scatter's result)
