@@ -523,24 +523,25 @@ fn row_tiles_are_reduced_to_their_owners() {
             .unwrap_or_else(|m| panic!("{m}"));
         }
     }
+    // C placed otherwise, the same schedule (M in 8 tiles): (its plan, the single-device
+    // plan, the comm report).
+    let placed = |sharding: &str| {
+        let text = example.replace(
+            "@C : [@m, @n] bf16 out sharding [S(0), R]",
+            &format!("@C : [@m, @n] bf16 out sharding {sharding}"),
+        );
+        assert_ne!(text, example);
+        let m = c.parse("gemm_rs.mlir", &text).unwrap();
+        let base = mercury_conversion::lower_module(&m, None).unwrap();
+        let mut m2 = m.clone();
+        let script = format!("{split}tile{{axis=m factor=8 outer=m0 inner=m_t}}\n");
+        c.schedule(&mut m2, &Schedule::script(&script)).unwrap();
+        let plan = mercury_conversion::lower_module(&m2, None).unwrap();
+        let report = mercury_conversion::report::comm_plan(&plan, false);
+        (plan, base, report)
+    };
     // A replicated C: every rank keeps the whole sum, the all-reduce stays.
-    let replicated = example.replace(
-        "@C : [@m, @n] bf16 out sharding [S(0), R]",
-        "@C : [@m, @n] bf16 out sharding [R, R]",
-    );
-    assert_ne!(replicated, example);
-    let m = c.parse("gemm_rs.mlir", &replicated).unwrap();
-    let base = mercury_conversion::lower_module(&m, None).unwrap();
-    let mut m2 = m.clone();
-    c.schedule(
-        &mut m2,
-        &Schedule::script(&format!(
-            "{split}tile{{axis=m factor=8 outer=m0 inner=m_t}}\n"
-        )),
-    )
-    .unwrap();
-    let plan = mercury_conversion::lower_module(&m2, None).unwrap();
-    let report = mercury_conversion::report::comm_plan(&plan, false);
+    let (plan, base, report) = placed("[R, R]");
     assert!(
         report.contains("all_reduce(add)") && !report.contains(": reduce(add)"),
         "{report}"
@@ -556,23 +557,7 @@ fn row_tiles_are_reduced_to_their_owners() {
     // A column-sharded C: each row tile crosses every rank's columns, every member owns one
     // column part of it, so each tile is one reduce-scatter along the columns (it was one
     // reduce per owner: 8 calls per tile for the same bytes).
-    let columns = example.replace(
-        "@C : [@m, @n] bf16 out sharding [S(0), R]",
-        "@C : [@m, @n] bf16 out sharding [R, S(0)]",
-    );
-    assert_ne!(columns, example);
-    let m = c.parse("gemm_rs.mlir", &columns).unwrap();
-    let base = mercury_conversion::lower_module(&m, None).unwrap();
-    let mut m2 = m.clone();
-    c.schedule(
-        &mut m2,
-        &Schedule::script(&format!(
-            "{split}tile{{axis=m factor=8 outer=m0 inner=m_t}}\n"
-        )),
-    )
-    .unwrap();
-    let plan = mercury_conversion::lower_module(&m2, None).unwrap();
-    let report = mercury_conversion::report::comm_plan(&plan, false);
+    let (plan, base, report) = placed("[R, S(0)]");
     assert!(
         report.contains("@C: reduce_scatter(add), 64 ops in 8 stages")
             && !report.contains(": reduce(add)"),
