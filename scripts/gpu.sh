@@ -170,6 +170,10 @@ run_case asynctp-ag-gemm   examples/ag_gemm.mlir          --schedule examples/sc
 run_case shift-reduce-rs   examples/gemm_rs.mlir          --schedule examples/schedules/shift_reduce.sched
 run_case megatron-rs       examples/gemm_rs.mlir          --schedule examples/schedules/megatron_rs.sched
 run_case chunked-rs        examples/gemm_rs.mlir          --schedule examples/schedules/chunked_rs.sched
+# The same schedule with C column-sharded: each row tile is one reduce-scatter along the columns
+# (strided chunks of the tile).
+sed 's/out sharding \[S(0), R\]/out sharding [R, S(0)]/' examples/gemm_rs.mlir > "$out/gemm_rs_cols.mlir"
+run_case chunked-rs-cols   "$out/gemm_rs_cols.mlir"       --schedule examples/schedules/chunked_rs.sched
 # The tensor-parallel MLP (issue 14): gemm patches with the generated GeLU epilogue between them.
 PTX=$C/mlp_kernels.ptx run_case mlp-megatron examples/mlp.mlir --schedule examples/schedules/mlp_megatron.sched
 PTX=$C/mlp_kernels.ptx run_case mlp-overlap  examples/mlp.mlir --schedule examples/schedules/mlp_overlap.sched
