@@ -360,6 +360,11 @@ pub fn pareto_svg(res: &TuneResult, topo: &Topology) -> String {
         res.report.operator, topo.name
     );
     let mut svg = String::new();
+    // The plotting library's axis ticks do not end on a range that is not finite.
+    if !(points.xmax.is_finite() && points.ymax.is_finite()) {
+        tracing::warn!("no Pareto plot: the figures are not finite");
+        return svg;
+    }
     if let Err(e) = draw_pareto(&mut svg, &title, &points) {
         tracing::warn!("drawing the Pareto plot failed: {e}");
     }

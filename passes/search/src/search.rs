@@ -296,6 +296,14 @@ pub fn evaluate(c: Candidate, topo: &Topology) -> Evaluated {
     }
     e.memory = Some(mem);
     match simulate(&e.candidate.plan, topo, SimOptions::default()) {
+        // A time the model cannot price (not finite) ranks nothing: the topology's values are
+        // checked against physical ranges, so this is a guard, not a path.
+        Ok(sim) if !sim.latency.is_finite() => {
+            e.status = Status::Invalid(format!(
+                "simulation failed: the predicted time is not finite ({}) on topology '{}'",
+                sim.latency, topo.name
+            ));
+        }
         Ok(sim) => {
             e.predicted_s = Some(sim.latency);
             e.exposed_comm = sim.exposed_comm_fraction();

@@ -90,6 +90,21 @@ fn octaves(a: &[usize], b: &[usize]) -> f64 {
         .sum()
 }
 
+/// The physical ranges a topology's values must lie in (`Topology::validate`): wide enough for
+/// any machine (a slow NIC to a future GPU), narrow enough that a typo cannot give the model
+/// infinite or absurd times. Capacity, GB.
+pub const RANGE_GB: (f64, f64, &str) = (1e-3, 1e6, "GB");
+/// Bandwidths (HBM, links), GB/s.
+pub const RANGE_GBS: (f64, f64, &str) = (1e-3, 1e6, "GB/s");
+/// Compute rates, TFLOP/s.
+pub const RANGE_TFLOPS: (f64, f64, &str) = (1e-6, 1e6, "TFLOP/s");
+/// Latencies and launch overheads, at most 10 s (microseconds).
+pub const MAX_LATENCY_US: f64 = 1e7;
+/// A link's efficiency, at least this fraction of its bandwidth.
+pub const MIN_EFFICIENCY: f64 = 1e-3;
+/// SMs and copy engines per device, at most.
+pub const MAX_COUNT: usize = 1 << 20;
+
 /// One GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -381,6 +396,33 @@ impl Topology {
                 bad(at, format!("`{field}` must be a positive number, got {v}"))
             }
         };
+        // A positive value inside the physical range [lo, hi] (`unit` for the message): a
+        // rate or size outside it is a typo, and gives the model infinite or absurd times.
+        let within = |at: Vec<Seg>, field: &str, v: f64, (lo, hi, unit): (f64, f64, &str)| {
+            positive(at.clone(), field, v)?;
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                bad(
+                    at,
+                    format!(
+                        "`{field}` = {v:e} is outside the physical range [{lo:e}, {hi:e}] {unit}"
+                    ),
+                )
+            }
+        };
+        let positive = |at: Vec<Seg>, field: &str, v: f64| {
+            let range = match field.rsplit('.').next().unwrap_or(field) {
+                "hbm_gb" => Some(RANGE_GB),
+                "hbm_bandwidth_gbs" | "bandwidth_gbs" => Some(RANGE_GBS),
+                f if f.ends_with("tflops") => Some(RANGE_TFLOPS),
+                _ => None,
+            };
+            match range {
+                Some(r) => within(at, field, v, r),
+                None => positive(at, field, v),
+            }
+        };
         let dev = |k: &'static str| vec![K("device"), K(k)];
         let rate = |k: &'static str| vec![K("device"), K("rates"), K(k)];
         positive(dev("hbm_gb"), "device.hbm_gb", d.hbm_gb)?;
@@ -454,10 +496,31 @@ impl Topology {
                 ),
             );
         }
-        if d.copy_engines == 0 {
+        if d.launch_overhead_us > MAX_LATENCY_US {
+            return bad(
+                dev("launch_overhead_us"),
+                format!(
+                    "`device.launch_overhead_us` = {:e} is outside the physical range [0, {MAX_LATENCY_US:e}] us",
+                    d.launch_overhead_us
+                ),
+            );
+        }
+        if d.copy_engines == 0 || d.copy_engines > MAX_COUNT {
             return bad(
                 dev("copy_engines"),
-                "`device.copy_engines` must be at least 1".into(),
+                format!(
+                    "`device.copy_engines` must be in [1, {MAX_COUNT}], got {}",
+                    d.copy_engines
+                ),
+            );
+        }
+        if d.sm_count > MAX_COUNT {
+            return bad(
+                dev("sm_count"),
+                format!(
+                    "`device.sm_count` must be in [0, {MAX_COUNT}] (0: no wave quantisation), got {}",
+                    d.sm_count
+                ),
             );
         }
         if self.levels.is_empty() {
@@ -501,10 +564,28 @@ impl Topology {
                     format!("{at}: `efficiency` must be in (0, 1], got {}", l.efficiency),
                 );
             }
+            if l.efficiency < MIN_EFFICIENCY {
+                return bad(
+                    level(i, "efficiency"),
+                    format!(
+                        "{at}: `efficiency` = {:e} is outside the physical range [{MIN_EFFICIENCY:e}, 1]",
+                        l.efficiency
+                    ),
+                );
+            }
             if !(l.latency_us.is_finite() && l.latency_us >= 0.0) {
                 return bad(
                     level(i, "latency_us"),
                     format!("{at}: `latency_us` must be >= 0, got {}", l.latency_us),
+                );
+            }
+            if l.latency_us > MAX_LATENCY_US {
+                return bad(
+                    level(i, "latency_us"),
+                    format!(
+                        "{at}: `latency_us` = {:e} is outside the physical range [0, {MAX_LATENCY_US:e}] us",
+                        l.latency_us
+                    ),
                 );
             }
             let per_unit = self.devices_per_unit(i);
@@ -919,7 +1000,7 @@ mod tests {
             (
                 base().replace("copy_engines = 3", "copy_engines = 0"),
                 "copy_engines = 0",
-                "`device.copy_engines` must be at least 1",
+                "`device.copy_engines` must be in [1, 1048576], got 0",
             ),
             (
                 base().replace("hbm_reserved_gb = 4.0", "hbm_reserved_gb = 90.0"),
@@ -935,6 +1016,33 @@ mod tests {
                 base().replace("name = \"h100-2x4\"", "name = \"\""),
                 "name = \"\"",
                 "`name` is empty",
+            ),
+            // Positive but absurd: the model's times came out infinite or 300 digits long
+            // (a new-user pass; mercury-tune hung drawing its plot).
+            (
+                base().replace("gemm_tflops = 780.0", "gemm_tflops = 1e-320"),
+                "gemm_tflops = 1e-320",
+                "`device.rates.gemm_tflops` = 1e-320 is outside the physical range [1e-6, 1e6] TFLOP/s",
+            ),
+            (
+                base().replace("efficiency = 0.82", "efficiency = 1e-320"),
+                "efficiency = 1e-320",
+                "`efficiency` = 1e-320 is outside the physical range [1e-3, 1]",
+            ),
+            (
+                base().replace("latency_us = 3.0", "latency_us = 1e300"),
+                "latency_us = 1e300",
+                "`latency_us` = 1e300 is outside the physical range [0, 1e7] us",
+            ),
+            (
+                base().replace("bandwidth_gbs = 450.0", "bandwidth_gbs = 1e-300"),
+                "bandwidth_gbs = 1e-300",
+                "bandwidth_gbs` = 1e-300 is outside the physical range [1e-3, 1e6] GB/s",
+            ),
+            (
+                base().replace("sm_count = 132", "sm_count = 99999999999"),
+                "sm_count = 99999999999",
+                "`device.sm_count` must be in [0, 1048576]",
             ),
         ];
         for (text, line, want) in cases {

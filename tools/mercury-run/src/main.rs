@@ -187,6 +187,12 @@ fn predict(
         }
         Err(e) => return Ok(Err(format!("the cost model cannot price this plan: {e}"))),
     };
+    if !sim.latency.is_finite() {
+        return Ok(Err(format!(
+            "the cost model cannot price this plan: its predicted time is not finite ({})",
+            sim.latency
+        )));
+    }
     let used = if plan.num_ranks() < topo.num_devices() {
         format!(", the plan uses {}", plan.num_ranks())
     } else {
