@@ -339,6 +339,28 @@ impl CommirSource {
         }
     }
 
+    /// The mesh shape candidates keep: the declared one (`Some`) unless the search re-factors
+    /// the mesh (`None`: every factorisation of the topology's devices).
+    ///
+    /// # Errors
+    /// A declared mesh of another device count than the topology's.
+    fn declared_shape(&self, topo: &Topology) -> Result<Option<Vec<usize>>, SourceError> {
+        if !self.keep_mesh {
+            return Ok(None);
+        }
+        let declared = self.kernel.mesh.shape.clone();
+        let n: usize = declared.iter().product();
+        if n != topo.num_devices() {
+            return Err(err(format!(
+                "{}: the operator's mesh {declared:?} has {n} devices, topology '{}' has {}; re-factor the mesh to the topology with --refactor-mesh, or give a topology of {n} devices",
+                self.origin,
+                topo.name,
+                topo.num_devices()
+            )));
+        }
+        Ok(Some(declared))
+    }
+
     /// The kernel's name when the module holds other kernels too (the schedules' passes
     /// transform it alone: apply a transform with `mercury-run --kernel NAME`).
     pub fn target_kernel(&self) -> Option<&str> {
@@ -941,20 +963,9 @@ impl CandidateSource for CommirSource {
 
         // Causal attention around a ring is tried with zigzag placements too.
         let causal = mercury_passes::balance::causal_attention(&self.kernel).is_some();
-        let shapes = if self.keep_mesh {
-            let declared = self.kernel.mesh.shape.clone();
-            let n: usize = declared.iter().product();
-            if n != topo.num_devices() {
-                return Err(err(format!(
-                    "{}: the operator's mesh {declared:?} has {n} devices, topology '{}' has {}; re-factor the mesh to the topology with --refactor-mesh, or give a topology of {n} devices",
-                    self.origin,
-                    topo.name,
-                    topo.num_devices()
-                )));
-            }
-            vec![declared]
-        } else {
-            factorisations(topo.num_devices())
+        let shapes = match self.declared_shape(topo)? {
+            Some(declared) => vec![declared],
+            None => factorisations(topo.num_devices()),
         };
         let mut work = Vec::new();
         for shape in shapes.into_iter().filter(|s| s.len() <= max) {
@@ -984,15 +995,19 @@ impl CandidateSource for CommirSource {
         })))
     }
 
-    /// The first role that lowers on the one-level mesh of every device: `mesh 8: L0=ring`
-    /// for attention (the collective-library ring, contiguous: the baseline a tuner improves
-    /// on), `mesh 8: L0=m` for a GEMM.
+    /// The first role that lowers with that role on every level of the mesh the search keeps
+    /// (the declared one, unless re-factoring: then one level of every device):
+    /// `mesh 8: L0=ring` for attention (the collective-library ring, contiguous: the baseline
+    /// a tuner improves on), `mesh 8: L0=m` for a GEMM; on a declared `[2, 4]`,
+    /// `mesh 2x4: L0=ring L1=ring` and `mesh 2x4: L0=m L1=m`.
     fn default_candidate(&mut self, topo: &Topology) -> Result<Candidate, SourceError> {
         let (op, ax) = self.op()?;
-        let n = [topo.num_devices()];
+        let shape = self
+            .declared_shape(topo)?
+            .unwrap_or_else(|| vec![topo.num_devices()]);
         let mut why = Vec::new();
         for r in Self::roles(op, &ax) {
-            match self.attempt(&n, &[r], op, &ax, false) {
+            match self.attempt(&shape, &vec![*r; shape.len()], op, &ax, false) {
                 Ok(c) => return Ok(c),
                 Err(e) => why.push(format!("{r}: {e}")),
             }
@@ -1000,7 +1015,11 @@ impl CandidateSource for CommirSource {
         Err(err(format!(
             "{}: no role lowers on mesh {}: {}",
             self.origin,
-            n[0],
+            shape
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join("x"),
             why.join("; ")
         )))
     }
