@@ -277,7 +277,7 @@ fn measure_backend(
             if let Some(t) = args.tolerance {
                 m.tolerance = t;
             }
-            m.iters = args.iters.max(1);
+            m.iters = args.iters;
             Ok(Box::new(m))
         }
         BackendArg::Cuda => {
@@ -359,8 +359,59 @@ fn check_launcher(args: &Args) -> Result<usize, String> {
     Ok(0)
 }
 
+/// The profiling flags that would be read by nothing: without `--profile-top` nothing is
+/// measured; under `--backend cpu` the GPU backend's flags have no reader (mercury-run refuses
+/// them there the same way); `--iters 0` times nothing.
+fn check_profile_flags(args: &Args) -> Result<(), String> {
+    if args.iters == 0 {
+        return Err("--iters must be at least 1: a profiled candidate's time is the median of its timed runs".into());
+    }
+    let gpu_only: Vec<&str> = [
+        ("--virtual", args.virtual_ranks),
+        ("--devices", args.devices.is_some()),
+        ("--transport", args.transport.is_some()),
+        ("--attention", args.attention.is_some()),
+        ("--device-kernels", args.device_kernels.is_some()),
+        ("--setup-timeout", args.setup_timeout.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(f, given)| given.then_some(f))
+    .collect();
+    if args.profile_top == 0 {
+        let mut given = gpu_only.clone();
+        for (f, g) in [
+            ("--backend cpu", args.backend == BackendArg::Cpu),
+            ("--tolerance", args.tolerance.is_some()),
+            ("--iters", args.iters != 10),
+            ("--warmup", args.warmup != 3),
+        ] {
+            if g {
+                given.push(f);
+            }
+        }
+        if !given.is_empty() {
+            return Err(format!(
+                "{} only {} what --profile-top K measures, and without it nothing is profiled: add --profile-top K, or drop {}",
+                given.join(", "),
+                if given.len() == 1 { "sets" } else { "set" },
+                if given.len() == 1 { "it" } else { "them" }
+            ));
+        }
+    }
+    if args.backend == BackendArg::Cpu && !gpu_only.is_empty() {
+        return Err(format!(
+            "--backend cpu does not read {} (GPU backend {}): the CPU executor runs every rank in one process; drop {}, or profile with --backend cuda",
+            gpu_only.join(", "),
+            if gpu_only.len() == 1 { "flag" } else { "flags" },
+            if gpu_only.len() == 1 { "it" } else { "them" }
+        ));
+    }
+    Ok(())
+}
+
 fn run(args: &Args) -> Result<(), Failure> {
     let bad = |e: String| Failure::new(1, e);
+    check_profile_flags(args).map_err(bad)?;
     let process = check_launcher(args).map_err(bad)?;
     let topo = Topology::load(&args.topology).map_err(|e| match e {
         // A located error in the file, as it stands.
