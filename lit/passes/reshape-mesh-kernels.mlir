@@ -5,7 +5,7 @@
 // Two kernels on meshes of 8 and 2 devices: which mesh is meant? Refused, at the first kernel
 // on a second mesh (before, both became 2x4: the 2-device kernel silently ran on 8).
 // RUN: not %mercury-opt --reshape-mesh=shape=2x4 %s 2>&1 | FileCheck %s --check-prefix=SEVERAL
-// SEVERAL: reshape-mesh-kernels.mlir:63:1: error: reshape-mesh{shape=2x4}: the module's kernels are on several meshes (@m8 and @m2, of '@small'); name the kernel whose mesh to re-shape with 'on=' (mercury-opt --kernel)
+// SEVERAL: reshape-mesh-kernels.mlir:72:1: error: reshape-mesh{shape=2x4}: the module's kernels are on several meshes (@m8 and @m2, of '@small'); name the kernel whose mesh to re-shape with 'on=' (mercury-opt --kernel)
 //
 // on=big: @m8 becomes 2x4, @small keeps its 2 devices and its placements.
 // RUN: %mercury-opt --pass-pipeline='builtin.module(reshape-mesh{shape=2x4 on=big})' %s | FileCheck %s --check-prefix=BIG
@@ -29,6 +29,15 @@
 //
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(reshape-mesh{shape=2x4 on=nope})' %s 2>&1 | FileCheck %s --check-prefix=NOPE
 // NOPE: error: reshape-mesh{shape=2x4}: no commir.kernel named '@nope'
+//
+// A shape the operator's shards do not divide into is refused by the pass, at the buffer (it
+// used to pass, and the verifier refused the result: "IR invalid after pass"); so is one of
+// more devices than a mesh may have.
+// RUN: not %mercury-opt --kernel big --reshape-mesh=shape=3 %s 2>&1 | FileCheck %s --check-prefix=THREE
+// THREE: reshape-mesh-kernels.mlir:64:3: error: reshape-mesh{shape=3} cannot place the operator on mesh [3]: dimension 0 of '@A' (size 1024) does not divide into 3 shards; keep the mesh [8], or give a shape whose devices divide it
+// THREE-NOT: IR invalid after pass
+// RUN: not %mercury-opt --kernel big --reshape-mesh=shape=4294967296x4294967296x2 %s 2>&1 | FileCheck %s --check-prefix=HUGE
+// HUGE: error: pass 'reshape-mesh': option 'shape' = '4294967296x4294967296x2' has more than 1048576 devices
 //
 // Both kernels on @m8: on=big gets a re-shaped copy of the mesh of its own, @small keeps @m8.
 // RUN: sed 's/@small on @m2/@small on @m8/' %s > %t.shared.mlir

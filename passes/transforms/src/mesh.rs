@@ -189,6 +189,18 @@ pub fn reshape_mesh(module: &mut Operation, shape: &[usize], on: &str) -> Result
     if let Some(d) = failure {
         return Err(d);
     }
+    // The re-expressed kernels must hold on the new mesh (every sharded dimension divides into
+    // its shards): refused here, at the op, rather than left for the verifier after the pass.
+    if let Err(d) = mercury_commir::kernels(&out) {
+        return Err(Diagnostic::error(
+            d.loc,
+            format!(
+                "reshape-mesh{{shape={shown}}} cannot place the operator on mesh {shape:?}: {}; keep the mesh{}, or give a shape whose devices divide it",
+                d.message,
+                old.map(|o| format!(" {o:?}")).unwrap_or_default()
+            ),
+        ));
+    }
     *module = out;
     Ok(())
 }
@@ -282,6 +294,9 @@ impl Pass for SingleDevice {
     }
 }
 
+/// The most devices a mesh may have (as the `commir.mesh` verifier says).
+const MAX_DEVICES: usize = 1 << 20;
+
 pub static RESHAPE_MESH: PassInfo = PassInfo {
     name: "reshape-mesh",
     summary: "Re-shape the mesh (sharded dimensions become sharded over every new level)",
@@ -310,6 +325,17 @@ pub static RESHAPE_MESH: PassInfo = PassInfo {
                     o.get("shape")
                 )
             })?;
+        // The verifier's limit on a mesh (`commir.mesh`), said here about the option.
+        if shape
+            .iter()
+            .try_fold(1usize, |acc, x| acc.checked_mul(*x))
+            .is_none_or(|n| n > MAX_DEVICES)
+        {
+            return Err(format!(
+                "option 'shape' = '{}' has more than {MAX_DEVICES} devices",
+                o.get("shape")
+            ));
+        }
         Ok(Box::new(ReshapeMesh {
             shape,
             on: o.get("on").to_string(),
