@@ -168,6 +168,7 @@ run_case tree-attention    examples/attention.mlir        --schedule examples/sc
 run_case context-parallel  examples/attention.mlir        --schedule examples/schedules/context_parallel.sched
 run_case asynctp-ag-gemm   examples/ag_gemm.mlir          --schedule examples/schedules/asynctp_ag_gemm.sched
 run_case shift-reduce-rs   examples/gemm_rs.mlir          --schedule examples/schedules/shift_reduce.sched
+run_case shift-reduce-halves-rs examples/gemm_rs.mlir    --schedule examples/schedules/shift_reduce_halves.sched
 run_case megatron-rs       examples/gemm_rs.mlir          --schedule examples/schedules/megatron_rs.sched
 run_case chunked-rs        examples/gemm_rs.mlir          --schedule examples/schedules/chunked_rs.sched
 # The same schedule with C column-sharded: each row tile is one reduce-scatter along the columns

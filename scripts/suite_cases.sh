@@ -15,7 +15,7 @@
 #   GEMM: all-gather GEMM and GEMM reduce-scatter, N = K = 8192 with M in MERCURY_SUITE_GEMM_M
 #     (default 1K to 16K) and the Llama-3-70B MLP shapes at MERCURY_SUITE_LLAMA_M (K 8192 ->
 #     N 28672 and back), with their known schedules (reduce-scatter: shift-reduce, no suffix,
-#     and .megatron);
+#     .megatron and .halves);
 #   MLP: Llama-3 8B and 70B, M = 8192, TP = 2 (always 2 GPUs): mlp_ag_rs (no suffix),
 #     .overlap, .megatron.
 set -euo pipefail
@@ -44,7 +44,7 @@ for v in mha gqa; do
     case_line "attn.$v.b16.s4k.$c" "$n" device "$f" --shift-shard
   done
 done
-for s in asynctp_ag_gemm shift_reduce megatron_rs; do
+for s in asynctp_ag_gemm shift_reduce shift_reduce_halves megatron_rs; do
   sed "s/factor=8/factor=$n/g" "$root/examples/schedules/$s.sched" > "$dir/$s.sched"
 done
 for g in ag_gemm:asynctp_ag_gemm:ag gemm_rs:shift_reduce:rs; do
@@ -56,6 +56,9 @@ for g in ag_gemm:asynctp_ag_gemm:ag gemm_rs:shift_reduce:rs; do
     # The reduce-scatter's other schedule: Megatron (one GEMM per GPU, then a reduce-scatter
     # of bf16 partial sums), the same operator file.
     [[ $kind == rs ]] && case_line "$1.megatron" "$n" device "$dir/$1.mlir" --schedule "$dir/megatron_rs.sched"
+    # And shift-reduce in half blocks: on 2 GPUs each GPU's own GEMMs accumulate onto the
+    # peer's partial sums, received the stage before (no combine kernel at the end).
+    [[ $kind == rs ]] && case_line "$1.halves" "$n" device "$dir/$1.mlir" --schedule "$dir/shift_reduce_halves.sched"
     return 0
   }
   for m in ${MERCURY_SUITE_GEMM_M:-1024 2048 4096 8192 16384}; do

@@ -43,7 +43,7 @@ fn rounds_otherwise(example: &str, prefix: &str, schedule: Option<&str>) -> Opti
     match (example, prefix, schedule.unwrap_or("")) {
         // A shifted Add reduction sends its partial tiles in the output's dtype (AsyncTP-like,
         // lowering/conversion/src/compute.rs), summed in f32 by their owner.
-        ("gemm_rs.mlir", _, "shift_reduce.sched")
+        ("gemm_rs.mlir", _, "shift_reduce.sched" | "shift_reduce_halves.sched")
         | ("mlp.mlir", _, "mlp_overlap.sched" | "mlp_ag_rs.sched") => {
             Some("partial tiles travel in bf16")
         }
@@ -217,6 +217,7 @@ fn known_schedules_compute_the_operator() {
         ("attention.mlir", "ulysses.sched", "all_to_all"),
         ("attention_2x4.mlir", "usp.sched", "all_to_all"),
         ("gemm_rs.mlir", "shift_reduce.sched", "partial p2p"),
+        ("gemm_rs.mlir", "shift_reduce_halves.sched", "partial p2p"),
         ("gemm_rs.mlir", "megatron_rs.sched", "reduce_scatter(add)"),
         ("gemm_rs.mlir", "chunked_rs.sched", "reduce(add)"),
         ("ag_gemm.mlir", "asynctp_ag_gemm.sched", "ring p2p"),
