@@ -15,7 +15,7 @@
 #   GEMM: all-gather GEMM and GEMM reduce-scatter, N = K = 8192 with M in MERCURY_SUITE_GEMM_M
 #     (default 1K to 16K) and the Llama-3-70B MLP shapes at MERCURY_SUITE_LLAMA_M (K 8192 ->
 #     N 28672 and back), with their known schedules (reduce-scatter: shift-reduce, no suffix,
-#     .megatron and .halves);
+#     .megatron, .halves and .shiftshard);
 #   MLP: Llama-3 8B and 70B, M = 8192, TP = 2 (always 2 GPUs): mlp_ag_rs (no suffix),
 #     .overlap, .megatron.
 set -euo pipefail
@@ -59,6 +59,9 @@ for g in ag_gemm:asynctp_ag_gemm:ag gemm_rs:shift_reduce:rs; do
     # And shift-reduce in half blocks: on 2 GPUs each GPU's own GEMMs accumulate onto the
     # peer's partial sums, received the stage before (no combine kernel at the end).
     [[ $kind == rs ]] && case_line "$1.halves" "$n" device "$dir/$1.mlir" --schedule "$dir/shift_reduce_halves.sched"
+    # And the schedule --shift-shard picks for it (on 2 GPUs: the K blocks of A and B travel
+    # around the ring, the output stays put).
+    [[ $kind == rs ]] && case_line "$1.shiftshard" "$n" device "$dir/$1.mlir" --shift-shard
     return 0
   }
   for m in ${MERCURY_SUITE_GEMM_M:-1024 2048 4096 8192 16384}; do

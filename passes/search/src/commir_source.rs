@@ -14,7 +14,8 @@
 //!   `gather` (distribute the queries, gather the keys/values), `tree` (distribute the
 //!   keys/values, merge partial softmax results);
 //! - GEMM (`A[m, k] x B[k, n]`): `m`, `n`, `k` (distribute that axis; the lowering gathers or
-//!   reduces what it must), `n+ring(m)` (AsyncTP-like), `k+shift(m)` (shift-reduce).
+//!   reduces what it must), `n+ring(m)` (AsyncTP-like), `k+shift(m)` (shift-reduce),
+//!   `k+shift-halves(m)` (shift-reduce in half blocks).
 //!
 //! The operator is the kernel's one attention or GEMM patch; a kernel that computes it with
 //! tile ops instead is patched first (the `patch` pass, the first line of every candidate's
@@ -201,6 +202,7 @@ impl CommirSource {
                 "k",
                 "n+ring(m)",
                 "k+shift(m)",
+                "k+shift-halves(m)",
                 "m+ring(n)",
                 "m+ring(k)",
                 "n+ring(k)",
@@ -658,21 +660,21 @@ impl CommirSource {
             Op::Gemm => {
                 let (m, kk, n) = (&ax[0], &ax[1], &ax[2]);
                 let mut count = std::collections::HashMap::new();
-                let mut tile = |s: &mut Vec<String>, axis: &String, l: usize| -> String {
-                    let c = count.entry(axis.clone()).or_insert(0usize);
-                    let cur = if *c == 0 {
-                        axis.clone()
-                    } else {
-                        format!("{axis}_r{}", *c - 1)
+                // Tiles what is left of `axis` by `factor` into the loop `outer` (returned).
+                let mut tile_by =
+                    |s: &mut Vec<String>, axis: &String, outer: String, factor: usize| -> String {
+                        let c = count.entry(axis.clone()).or_insert(0usize);
+                        let cur = if *c == 0 {
+                            axis.clone()
+                        } else {
+                            format!("{axis}_r{}", *c - 1)
+                        };
+                        s.push(format!(
+                            "tile{{axis={cur} factor={factor} outer={outer} inner={axis}_r{c}}}"
+                        ));
+                        *c += 1;
+                        outer
                     };
-                    let name = format!("{axis}{l}");
-                    s.push(format!(
-                        "tile{{axis={cur} factor={} outer={name} inner={axis}_r{c}}}",
-                        shape[l]
-                    ));
-                    *c += 1;
-                    name
-                };
                 // Parallel loops first (outermost), then the shifted ones inside them.
                 let mut shifts = Vec::new();
                 for (l, role) in roles.iter().enumerate().take(k) {
@@ -684,26 +686,33 @@ impl CommirSource {
                         "n" => n,
                         _ => kk,
                     };
-                    let (par, shifted) = match role.split_once('+') {
-                        None => (axis(role), None),
+                    // `X+shift-halves(Y)`: as `X+shift(Y)`, each piece of Y computed in two
+                    // halves (shift_reduce_halves.sched).
+                    let (par, shifted, halves) = match role.split_once('+') {
+                        None => (axis(role), None, false),
                         Some((p, rest)) => {
+                            let halves = rest.starts_with("shift-halves(");
                             let y = rest
                                 .trim_start_matches("ring(")
+                                .trim_start_matches("shift-halves(")
                                 .trim_start_matches("shift(")
                                 .trim_end_matches(')');
-                            (axis(p), Some(axis(y)))
+                            (axis(p), Some(axis(y)), halves)
                         }
                     };
-                    let p = tile(&mut s, par, l);
+                    let p = tile_by(&mut s, par, format!("{par}{l}"), shape[l]);
                     s.push(format!("parallelize{{axis={p} level={l} shard=false}}"));
                     if let Some(x) = shifted {
                         // Shift-reduce (partials of m travel to their owners): the own piece
                         // last, so that every transfer overlaps a computation.
-                        shifts.push((x, l, p, usize::from(par == kk)));
+                        shifts.push((x, l, p, usize::from(par == kk), halves));
                     }
                 }
-                for (x, l, p, offset) in shifts {
-                    let name = tile(&mut s, x, l);
+                for (x, l, p, offset, halves) in shifts {
+                    let name = tile_by(&mut s, x, format!("{x}{l}"), shape[l]);
+                    if halves {
+                        tile_by(&mut s, x, format!("{x}h{l}"), 2);
+                    }
                     s.push(format!("shift{{axis={name} by={p} offset={offset}}}"));
                 }
             }
@@ -1064,6 +1073,46 @@ mod tests {
         for c in &ok {
             mercury_plan::verify(&c.plan).unwrap();
             assert_eq!(c.plan.num_ranks(), 8);
+        }
+    }
+
+    /// The GEMM candidates `k+shift(m)` and `k+shift-halves(m)` are the plans of
+    /// shift_reduce.sched and shift_reduce_halves.sched (their templates).
+    #[test]
+    fn shift_reduce_candidates_are_their_known_schedules() {
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("{}/../../examples/{f}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap()
+        };
+        let text = read("gemm_rs.mlir");
+        let mut src = CommirSource::from_text(&text, "gemm_rs.mlir", None).unwrap();
+        let topo = Topology::preset("h200-1x8").unwrap().unwrap();
+        let ok: Vec<Candidate> = src.candidates(&topo).unwrap().flatten().collect();
+        let compiler = mercury_driver::Compiler::new();
+        for (name, sched) in [
+            ("mesh 8: L0=k+shift(m)", "shift_reduce.sched"),
+            ("mesh 8: L0=k+shift-halves(m)", "shift_reduce_halves.sched"),
+        ] {
+            let c = ok
+                .iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("{name} missing"));
+            let mut m = compiler.parse("gemm_rs.mlir", &text).unwrap();
+            let script = read(&format!("schedules/{sched}"));
+            compiler
+                .schedule(&mut m, &mercury_driver::Schedule::script(&script))
+                .unwrap();
+            let plan = mercury_conversion::lower_module(&m, None).unwrap();
+            assert_eq!(plan.num_stages(), c.plan.num_stages(), "{name}");
+            assert_eq!(
+                plan.bytes_sent_per_rank(),
+                c.plan.bytes_sent_per_rank(),
+                "{name}"
+            );
+            assert!(
+                crate::templates::template_of(name).is_some_and(|t| t.contains(sched)),
+                "{name}"
+            );
         }
     }
 

@@ -55,6 +55,7 @@ pub fn template_of(name: &str) -> Option<String> {
         // GEMM.
         (["n+ring(m)"], false) => "asynctp all-gather GEMM (asynctp_ag_gemm.sched)",
         (["k+shift(m)"], false) => "shift-reduce GEMM reduce-scatter (shift_reduce.sched)",
+        (["k+shift-halves(m)"], false) => "shift-reduce in half blocks (shift_reduce_halves.sched)",
         (["k"], false) => "megatron row-parallel (megatron_rs.sched)",
         (["n"], false) => "megatron column-parallel",
         _ => return None,
