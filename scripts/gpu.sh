@@ -539,6 +539,7 @@ tngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 tgen="$out/tune-ops"; mkdir -p "$tgen"
 sed 's/shape \[8\]/shape [2]/' examples/attention.mlir > "$tgen/mha_s32k_2.mlir"
 sed 's/shape \[8\]/shape [2]/' examples/ag_gemm.mlir > "$tgen/ag_gemm_2.mlir"
+sed 's/shape \[8\]/shape [2]/' examples/gemm_rs.mlir > "$tgen/gemm_rs_2.mlir"
 : > "$out/tune-table.md"
 tune_case() {  # name operator topology mercury-tune-flags...
   local name="$1" op="$2" topo="$3"; shift 3
@@ -562,12 +563,16 @@ if (( tngpu >= 2 )); then
   tune_case mha-s32k-2gpu        "$tgen/mha_s32k_2.mlir"                 topologies/h200-1x2-measured.toml --devices 2 --transport peer
   tune_case causal-s32k-2gpu     examples/2gpu/attention_causal_s32k.mlir topologies/h200-1x2-measured.toml --devices 2 --transport peer
   tune_case ag-gemm-8192-2gpu    "$tgen/ag_gemm_2.mlir"                  topologies/h200-1x2-measured.toml --devices 2 --transport peer
+  tune_case rs-gemm-8192-2gpu    "$tgen/gemm_rs_2.mlir"                  topologies/h200-1x2-measured.toml --devices 2 --transport peer
 else
   echo "== tune: 2-GPU cases skipped, only ${tngpu} GPU present"
 fi
 tune_case mha-s32k-8virtual      examples/attention.mlir        h200-1x8 --virtual
 tune_case causal-s32k-8virtual   examples/attention_causal.mlir h200-1x8 --virtual
 tune_case ag-gemm-8192-8virtual  examples/ag_gemm.mlir          h200-1x8 --virtual
+tune_case rs-gemm-8192-8virtual  examples/gemm_rs.mlir          h200-1x8 --virtual
+# The 2-rank GEMM reduce-scatter as 2 virtual ranks (the 2-GPU case's candidates on one GPU).
+tune_case rs-gemm-8192-2virtual  "$tgen/gemm_rs_2.mlir"         topologies/h200-1x2-measured.toml --virtual
 echo
 echo "== profile-guided search (mercury-tune --profile-top 4; times in $out/tune-*/tuning-report.md)"
 echo "| case | model pick | measured pick | model pick within 5% | Kendall tau | GPU-seconds | run |"

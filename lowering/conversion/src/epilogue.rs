@@ -185,8 +185,6 @@ impl Lowering<'_> {
     }
 }
 
-/// The finished tiles of `buffer` a rank holds: (key, box, slot, is an accumulator), the
-/// accumulators first.
 /// The last stage of `rb` whose ops (compute or comm) read or write any of `slots`, `None`
 /// when none does: from the stage after it the slots hold their final values and nothing
 /// else on the rank touches them, so a collective over them there runs beside that stage's
@@ -214,6 +212,8 @@ fn finished_at(rb: &RankBuild, slots: &[usize]) -> Option<usize> {
         .map(|(s, _)| *s)
 }
 
+/// The finished tiles of `buffer` a rank holds: (key, box, slot, is an accumulator), the
+/// accumulators first.
 fn finished_tiles<'a>(
     rb: &'a RankBuild,
     buffer: &'a str,
