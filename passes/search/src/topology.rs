@@ -618,10 +618,14 @@ impl Topology {
                 ));
             }
         }
-        if self.num_devices() > 1 << 20 {
+        if self.num_devices() > mercury_commir::MAX_DEVICES {
             return bad(
                 vec![K("levels")],
-                format!("{} devices is too many", self.num_devices()),
+                format!(
+                    "{} devices is too many (at most {})",
+                    self.num_devices(),
+                    mercury_commir::MAX_DEVICES
+                ),
             );
         }
         Ok(())

@@ -8,7 +8,7 @@
 use crate::util::is_reshard;
 use mercury_commir::ops::{BufferOp, KernelOp, MeshOp, ReshardOp};
 use mercury_commir::placement::flatten_splits;
-use mercury_commir::{Placement, Split};
+use mercury_commir::{Placement, Split, MAX_DEVICES};
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
 use mercury_ir::{Diagnostic, Operation, Registry};
 use std::collections::BTreeMap;
@@ -293,9 +293,6 @@ impl Pass for SingleDevice {
         Ok(())
     }
 }
-
-/// The most devices a mesh may have (as the `commir.mesh` verifier says).
-const MAX_DEVICES: usize = 1 << 20;
 
 pub static RESHAPE_MESH: PassInfo = PassInfo {
     name: "reshape-mesh",

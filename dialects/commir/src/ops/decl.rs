@@ -31,7 +31,7 @@ impl<O: Deref<Target = Operation>> MeshOp<O> {
         if shape
             .iter()
             .try_fold(1usize, |acc, x| acc.checked_mul(*x))
-            .is_none_or(|n| n > 1 << 20)
+            .is_none_or(|n| n > MAX_DEVICES)
         {
             return Err(err(&op.loc, "mesh has too many devices"));
         }
@@ -87,6 +87,9 @@ impl<O: Deref<Target = Operation>> MeshOp<O> {
 
 /// The most positions an axis may have (2^40).
 pub const MAX_EXTENT: i64 = 1 << 40;
+
+/// The most devices a mesh may have (2^20).
+pub const MAX_DEVICES: usize = 1 << 20;
 
 impl<O: Deref<Target = Operation>> AxisOp<O> {
     /// Checks the axis (a positive extent of at most 2^40, a known kind, a minimum block within

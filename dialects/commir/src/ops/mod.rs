@@ -10,7 +10,7 @@ mod decl;
 mod loops;
 
 pub use compute::compute_stmt;
-pub use decl::{check_placement, check_sharding, MAX_EXTENT};
+pub use decl::{check_placement, check_sharding, MAX_DEVICES, MAX_EXTENT};
 
 use crate::attrs::{
     AnyAttr, AttrValue, BinaryAttr, Dims, Flag, Float, Indices, Int, IntArray, RowReduceAttr,
