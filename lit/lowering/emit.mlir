@@ -5,7 +5,10 @@
 // RUN: %mercury-opt --schedule=%repo/examples/schedules/tree_attention.sched --emit=ptx %repo/examples/attention.mlir | FileCheck %s --check-prefix=PTX
 // RUN: %mercury-opt --emit=ptx --all-device-kernels --chip=sm_80 %repo/examples/attention.mlir | FileCheck %s --check-prefix=SM80
 // RUN: %mercury-opt --emit=ptx --all-device-kernels %repo/examples/attention.mlir | FileCheck %s --check-prefix=ATTN
-// RUN: not %mercury-opt --emit=ptx --chip=sm_999 %repo/examples/attention.mlir 2>&1 | FileCheck %s --check-prefix=BADCHIP
+// An unknown --chip is a command-line error (not located in the input), said before the input
+// is read.
+// RUN: %exit-status %mercury-opt --emit=ptx --chip=sm_999 %repo/examples/attention.mlir 2>&1 | FileCheck %s --check-prefix=BADCHIP
+// RUN: %exit-status %mercury-opt --emit=ptx --chip=sm_999 %t.does-not-exist.mlir 2>&1 | FileCheck %s --check-prefix=BADCHIP
 
 // PLAN: "name": "attention",
 // PLAN: "op": "send",
@@ -40,4 +43,5 @@
 // ATTN-LABEL: .visible .entry mercury_attn_merge_lse(
 // ATTN: lg2.approx.f32
 
-// BADCHIP: error: --chip: invalid NVPTX target options: unknown NVPTX chip `sm_999`
+// BADCHIP: {{^}}mercury-opt: error: --chip sm_999: invalid NVPTX target options: unknown NVPTX chip `sm_999`
+// BADCHIP-NEXT: {{^}}exit status 1

@@ -16,7 +16,7 @@
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize{x=1,symbol-dce{})' %s 2>&1 | FileCheck %s --check-prefix=SWALLOWED
 // SWALLOWED: <pass-pipeline>:1:28: error: missing '}' to close the options of 'canonicalize' (a '{' follows at column 43)
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize symbol-dce)' %s 2>&1 | FileCheck %s --check-prefix=NO-COMMA
-// NO-COMMA: <pass-pipeline>:1:29: error: expected ',' after pass 'canonicalize', found 's'
+// NO-COMMA: <pass-pipeline>:1:29: error: expected ',' after pass 'canonicalize', found pass 'symbol-dce'
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(canonicalize{x=1})' %s 2>&1 | FileCheck %s --check-prefix=BAD-OPTION
 // BAD-OPTION: <pass-pipeline>:1:29: error: pass 'canonicalize' has no option 'x' (it takes none)
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(tile{axis=i, factor=4})' %s 2>&1 | FileCheck %s --check-prefix=COMMAS

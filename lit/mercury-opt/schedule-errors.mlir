@@ -17,7 +17,7 @@
 // MISSING: missing.sched:1:1: error: pass 'tile' requires option 'factor' (iterations of the outer axis)
 // RUN: not %mercury-opt %t/op.mlir --schedule=%t/level.sched 2>&1 | FileCheck %s --check-prefix=LEVEL
 // LEVEL: op.mlir:3:3: error: parallelize: mesh level 2 does not exist: mesh '@m' has 2 levels (0 to 1)
-// LEVEL: level.sched:2:1: note: in pass 'parallelize{axis=i0 level=2 shard=true placement= kernel=}'
+// LEVEL: level.sched:2:1: note: in pass 'parallelize{axis=i0 level=2 shard=true}'
 // RUN: not %mercury-opt %t/op.mlir --schedule=%t/badname.sched 2>&1 | FileCheck %s --check-prefix=BADNAME
 // BADNAME: op.mlir:3:3: error: parallelize: mesh '@m' has no level named 'gpus'; did you mean 'gpu'? (its levels are node, gpu)
 // RUN: %mercury-opt %t/op.mlir --schedule=%t/byname.sched | FileCheck %s --check-prefix=BYNAME

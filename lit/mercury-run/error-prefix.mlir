@@ -13,11 +13,11 @@
 // READ: {{^}}mercury-run: error: cannot read '{{.*}}missing.mlir':
 // READ: exit status 1
 // RUN: %exit-status %mercury-run %S/../tools/Inputs/two-kernels.mlir --backend cpu 2>&1 | FileCheck %s --check-prefix=SEVERAL
-// SEVERAL: {{^}}mercury-run: error: the input has several kernels; choose one with --kernel
+// SEVERAL: {{^}}mercury-run: error: the input has several kernels (@gemm, @lw); choose one with --kernel NAME
 // SEVERAL: exit status 1
 // RUN: %exit-status %mercury-run %repo/examples/small/attention.mlir --kernel nope --backend cpu 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=KERNEL
-// KERNEL: {{^}}mercury-run: error: no kernel '@nope' in the input
+// KERNEL: {{^}}mercury-run: error: no kernel '@nope' in the input (it has @attention)
 // KERNEL: exit status 1
 // RUN: %exit-status %mercury-run %repo/examples/small/attention.mlir --shift-shard --backend cpu \
 // RUN:   --schedule %t.missing.sched 2>&1 | FileCheck %s --check-prefix=SCHED

@@ -442,6 +442,15 @@ fn stmts(
     Ok(out)
 }
 
+/// `@gemm, @lw`: the kernels' names, for messages that ask for one of them.
+pub fn kernel_names(kernels: &[Kernel]) -> String {
+    kernels
+        .iter()
+        .map(|k| format!("@{}", k.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Models of every kernel in a module.
 pub fn kernels(module: &Operation) -> Result<Vec<Kernel>, Diagnostic> {
     module

@@ -50,6 +50,9 @@ impl PassOptions {
         for o in info.options {
             if !values.contains_key(o.name) {
                 match o.default {
+                    // An empty default is what `get` reads for an option not stored: it stays
+                    // out of `render`, so messages name the options given and real defaults.
+                    Some("") => {}
                     Some(d) => {
                         values.insert(o.name.to_string(), d.to_string());
                     }
@@ -81,7 +84,8 @@ impl PassOptions {
             .map(String::from)
             .collect()
     }
-    /// `{k=v k2=v2}` as MLIR prints pass options (empty string when there are none).
+    /// `{k=v k2=v2}` as MLIR prints pass options (empty string when there are none): the
+    /// options given and the defaults that are not empty.
     pub fn render(&self) -> String {
         if self.values.is_empty() {
             return String::new();
@@ -314,22 +318,113 @@ pub fn parse_pipeline_source(file: &Arc<SourceFile>) -> Result<Vec<PipelineEntry
         None => (lead, lead + t.len()),
     };
     let mut out = Vec::new();
-    read_entries(file, start, end, &mut out)?;
+    read_entries(file, start, end, Layout::Pipeline, &mut out)?;
     Ok(out)
 }
 
-/// Parses a schedule script: one pass (or a comma-separated list of passes) per line, `#`
-/// comments. Each line is read on its own, so an unclosed `{` is reported on its line.
+/// How a text lays out its passes: what an error after a pass asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// A pipeline: passes separated by commas.
+    Pipeline,
+    /// A line of a schedule script: one primitive (or passes separated by commas).
+    ScheduleLine,
+}
+
+/// Parses a schedule script: one primitive per line (passes on one line are separated by
+/// commas), `#` comments (a `#` inside a quoted value is part of it). A leading UTF-8
+/// byte-order mark is skipped. Each line is read on its own, so an unclosed `{` is reported
+/// on its line.
 pub fn parse_schedule(file: &Arc<SourceFile>) -> Result<Vec<PipelineEntry>, Diagnostic> {
+    // Some editors start a UTF-8 file with a byte-order mark: it is not part of the script.
+    let unmarked;
+    let file = match file.text.strip_prefix('\u{feff}') {
+        Some(rest) => {
+            unmarked = SourceFile::with_first_line(file.name.as_str(), rest, file.first_line);
+            &unmarked
+        }
+        None => file,
+    };
     let mut out = Vec::new();
     let mut at = 0;
     for line in file.text.split_inclusive('\n') {
-        let body = line.split('#').next().unwrap_or("");
-        let body = body.trim_end_matches(['\n', '\r']);
-        read_entries(file, at, at + body.len(), &mut out)?;
+        let body = line.trim_end_matches(['\n', '\r']);
+        let end = match schedule_comment_start(body) {
+            Some(hash) => {
+                comment_outside_options(file, at, body, hash)?;
+                hash
+            }
+            None => body.len(),
+        };
+        read_entries(file, at, at + end, Layout::ScheduleLine, &mut out)?;
         at += line.len();
     }
     Ok(out)
+}
+
+/// Where the `#` comment of a schedule line starts: its first `#` outside a quoted value.
+pub fn schedule_comment_start(line: &str) -> Option<usize> {
+    unquoted(line).find(|(_, c)| *c == '#').map(|(i, _)| i)
+}
+
+/// A `#` comment that starts inside a pass's `{...}` and hides its `}` (`tile{axis=i # why}`):
+/// an error at the `#`. A `{` left open with no `}` after the `#` is reported as unclosed.
+fn comment_outside_options(
+    file: &Arc<SourceFile>,
+    line_at: usize,
+    line: &str,
+    hash: usize,
+) -> Result<(), Diagnostic> {
+    let before = &line[..hash];
+    let mut open = None;
+    for (i, c) in unquoted(before) {
+        match c {
+            '{' if open.is_none() => open = Some(i),
+            '}' => open = None,
+            _ => {}
+        }
+    }
+    let Some(open) = open.filter(|_| line[hash..].contains('}')) else {
+        return Ok(());
+    };
+    let name = before[..open]
+        .trim_end()
+        .rsplit(|c: char| !(c.is_alphanumeric() || "-_.".contains(c)))
+        .next()
+        .unwrap_or("");
+    Err(Diagnostic::error(
+        file.location(line_at + hash),
+        format!(
+            "a '#' comment cannot go inside the options of '{name}' (between '{{' and '}}'); \
+             put it after the '}}'"
+        ),
+    ))
+}
+
+/// The characters of `text` outside `"..."` quoted values, with their byte offsets (the
+/// quotes themselves left out).
+fn unquoted(text: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let mut quoted = false;
+    text.char_indices().filter(move |&(_, c)| {
+        if c == '"' {
+            quoted = !quoted;
+            return false;
+        }
+        !quoted
+    })
+}
+
+/// `';'`, or the code point of a character that does not show (a control, space or format
+/// character): `U+FEFF (a byte-order mark)`.
+fn describe_char(c: char) -> String {
+    let invisible = c.is_control()
+        || c.is_whitespace()
+        || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}');
+    match c {
+        '\u{feff}' => "U+FEFF (a byte-order mark)".to_string(),
+        c if invisible => format!("U+{:04X}", u32::from(c)),
+        c => format!("'{c}'"),
+    }
 }
 
 /// Reads the passes of `file.text[start..end]` (a comma-separated list) into `out`.
@@ -337,6 +432,7 @@ fn read_entries(
     file: &Arc<SourceFile>,
     start: usize,
     end: usize,
+    layout: Layout,
     out: &mut Vec<PipelineEntry>,
 ) -> Result<(), Diagnostic> {
     use crate::syntax::parser::{MlirGrammar, Rule};
@@ -356,31 +452,42 @@ fn read_entries(
         .flatten();
     // The pass before, while no comma has followed it yet.
     let mut open: Option<String> = None;
-    let first_char = |s: &str| s.chars().next().unwrap_or(' ');
+    let first_char = |s: &str| describe_char(s.chars().next().unwrap_or(' '));
+    // What follows pass `prev` without a comma between them.
+    let after = |prev: &str, found: String| match layout {
+        Layout::Pipeline => format!("expected ',' after pass '{prev}', found {found}"),
+        Layout::ScheduleLine => format!(
+            "expected the end of the line after pass '{prev}', found {found}: a schedule takes \
+             one primitive per line (passes on one line are separated by ',')"
+        ),
+    };
     for tok in tokens {
         let tok_at = tok.as_span().start();
         match tok.as_rule() {
             Rule::pipeline_sep => open = None,
             Rule::pipeline_entry => {
-                if let Some(prev) = &open {
-                    return Err(Diagnostic::error(
-                        at(tok_at),
-                        format!(
-                            "expected ',' after pass '{prev}', found '{}'",
-                            first_char(tok.as_str())
-                        ),
-                    ));
-                }
                 let mut entry = PipelineEntry {
                     name: String::new(),
                     options: vec![],
                     loc: at(tok_at),
                     option_locs: vec![],
                 };
-                for part in tok.into_inner() {
+                let parts: Vec<_> = tok.into_inner().collect();
+                for part in &parts {
+                    if part.as_rule() == Rule::pipeline_name {
+                        entry.name = part.as_str().to_string();
+                    }
+                }
+                if let Some(prev) = &open {
+                    return Err(Diagnostic::error(
+                        at(tok_at),
+                        after(prev, format!("pass '{}'", entry.name)),
+                    ));
+                }
+                for part in parts {
                     let part_at = part.as_span().start();
                     match part.as_rule() {
-                        Rule::pipeline_name => entry.name = part.as_str().to_string(),
+                        Rule::pipeline_name => {}
                         Rule::pipeline_unclosed => {
                             return Err(Diagnostic::error(
                                 at(part_at),
@@ -397,13 +504,8 @@ fn read_entries(
                 return Err(Diagnostic::error(
                     at(tok_at),
                     match &open {
-                        Some(prev) => format!(
-                            "expected ',' after pass '{prev}', found '{}'",
-                            first_char(tok.as_str())
-                        ),
-                        None => {
-                            format!("expected a pass name, found '{}'", first_char(tok.as_str()))
-                        }
+                        Some(prev) => after(prev, first_char(tok.as_str())),
+                        None => format!("expected a pass name, found {}", first_char(tok.as_str())),
                     },
                 ));
             }
@@ -413,7 +515,25 @@ fn read_entries(
     Ok(())
 }
 
-/// Reads `{k=v k2=w}` (the text of `body`, starting at `body_at`) into `entry`.
+/// The space-separated items of an options text, with their byte offsets: spaces inside a
+/// quoted value do not separate.
+fn option_items(text: &str) -> Vec<(usize, &str)> {
+    let mut items = Vec::new();
+    let mut start = 0;
+    for (i, c) in unquoted(text).filter(|(_, c)| c.is_whitespace()) {
+        if i > start {
+            items.push((start, &text[start..i]));
+        }
+        start = i + c.len_utf8();
+    }
+    if start < text.len() {
+        items.push((start, &text[start..]));
+    }
+    items
+}
+
+/// Reads `{k=v k2="w x"}` (the text of `body`, starting at `body_at`) into `entry`. A value is
+/// written bare or quoted whole (`"..."`, which may hold spaces); a bare `k` is `k=true`.
 fn read_options(
     body: &str,
     body_at: usize,
@@ -421,7 +541,8 @@ fn read_options(
     entry: &mut PipelineEntry,
 ) -> Result<(), Diagnostic> {
     let text = &body[1..body.len() - 1];
-    if let Some(brace) = text.find('{') {
+    let fail = |offset: usize, m: String| Err(Diagnostic::error(at(body_at + 1 + offset), m));
+    if let Some((brace, _)) = unquoted(text).find(|(_, c)| *c == '{') {
         // `a{x=1, b{y=2}`: the first '}' closed the options of `b`, not of `a`.
         return Err(Diagnostic::error(
             at(body_at),
@@ -435,40 +556,102 @@ fn read_options(
             ),
         ));
     }
-    let mut pos = 0;
-    for item in text.split_inclusive(char::is_whitespace) {
-        let item_at = body_at + 1 + pos;
-        pos += item.len();
-        let item = item.trim_end();
-        if item.is_empty() {
-            continue;
-        }
+    let items = option_items(text);
+    for (n, &(off, item)) in items.iter().enumerate() {
+        let next = items.get(n + 1).map(|&(_, t)| t);
         // `{axis=i, factor=4}`: a comma ending an item, or one before another `key=`.
-        let bad_comma = item
-            .char_indices()
+        let bad_comma = unquoted(item)
             .filter(|(_, c)| *c == ',')
             .map(|(i, _)| i)
             .find(|i| *i + 1 == item.len() || item[i + 1..].contains('='));
         if let Some(comma) = bad_comma {
-            return Err(Diagnostic::error(
-                at(item_at + comma),
+            return fail(
+                off + comma,
                 format!(
                     "options of '{}' are separated by spaces, not commas: {{k1=v1 k2=v2}}",
                     entry.name
                 ),
-            ));
+            );
         }
         let (k, v) = item.split_once('=').unwrap_or((item, "true"));
         if k.is_empty() {
-            return Err(Diagnostic::error(
-                at(item_at),
-                format!("empty option name in '{}'", entry.name),
-            ));
+            // `factor =8`, `factor = 8`: the key is the item before.
+            let key = n
+                .checked_sub(1)
+                .map(|p| items[p].1)
+                .filter(|p| !p.contains('='));
+            return fail(
+                off,
+                match key {
+                    Some(key) => format!(
+                        "spaces around '=' are not allowed in the options of '{}': write '{key}={}'",
+                        entry.name,
+                        if v.is_empty() { next.unwrap_or("") } else { v }
+                    ),
+                    None => format!("empty option name in '{}'", entry.name),
+                },
+            );
         }
-        entry
-            .options
-            .push((k.to_string(), v.trim_matches('"').to_string()));
-        entry.option_locs.push(at(item_at));
+        if let Some(q) = k.find('"') {
+            return fail(
+                off + q,
+                format!(
+                    "a quote can only enclose the value of an option (key=\"value\"), in the \
+                     options of '{}'",
+                    entry.name
+                ),
+            );
+        }
+        // A symbol may be quoted as in the IR: `axis=@"a b"`.
+        let (sigil, v) = match v.strip_prefix('@') {
+            Some(rest) if rest.starts_with('"') => ("@", rest),
+            _ => ("", v),
+        };
+        let v_off = off + k.len() + 1 + sigil.len();
+        let value = match v.find('"') {
+            // `factor= 8`: the value is the next item.
+            None if v.is_empty() && next.is_some_and(|t| !t.contains('=')) => {
+                return fail(
+                    off,
+                    format!(
+                        "option '{k}' has an empty value: spaces around '=' are not allowed \
+                         (write '{k}={}')",
+                        next.unwrap_or("")
+                    ),
+                )
+            }
+            None => v,
+            Some(0) => match v[1..].find('"') {
+                Some(close) if close + 2 == v.len() => &v[1..=close],
+                Some(close) => {
+                    return fail(
+                        v_off + close + 2,
+                        format!(
+                            "the value of option '{k}' goes on after its closing quote; quote \
+                             the whole value ({k}=\"...\")"
+                        ),
+                    )
+                }
+                None => {
+                    return fail(
+                        v_off,
+                        format!("missing '\"' to close the value of option '{k}'"),
+                    )
+                }
+            },
+            Some(q) => {
+                return fail(
+                    v_off + q,
+                    format!(
+                        "a quote inside the value of option '{k}'; quote the whole value \
+                         ({k}=\"...\")"
+                    ),
+                )
+            }
+        };
+        let value = format!("{sigil}{value}");
+        entry.options.push((k.to_string(), value));
+        entry.option_locs.push(at(body_at + 1 + off));
     }
     Ok(())
 }
@@ -685,25 +868,60 @@ mod tests {
     }
 
     #[test]
-    fn an_option_given_twice_is_refused() {
-        let info = PassInfo {
+    fn schedule_lines_quotes_and_byte_order_mark() {
+        let file = SourceFile::new(
+            "s.sched",
+            "\u{feff}tile{axis=i outer=\"a b\" inner=@\"c#d\"}  # note\nx, y{f}\n",
+        );
+        let e = parse_schedule(&file).unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(
+            e[0].options,
+            vec![
+                ("axis".into(), "i".into()),
+                ("outer".into(), "a b".into()),
+                ("inner".into(), "@c#d".into())
+            ]
+        );
+        assert_eq!(e[0].loc.to_string(), "s.sched:1:1");
+        assert_eq!(e[2].options, vec![("f".into(), "true".into())]);
+        let err = |text: &str| parse_schedule(&SourceFile::new("s", text)).unwrap_err();
+        assert!(err("a{k=\"v}").message.contains("missing '\"'"));
+        assert!(err("a{k= v}").message.contains("empty value"));
+        assert!(err("a b").message.contains("one primitive per line"));
+        assert!(parse_pipeline("a b").unwrap_err().contains("expected ','"));
+    }
+
+    /// A `tile` pass with options (name, default), for the option checks.
+    fn tile_info(options: &[(&'static str, Option<&'static str>)]) -> PassInfo {
+        let defs: Vec<PassOptionDef> = options
+            .iter()
+            .map(|&(name, default)| PassOptionDef {
+                name,
+                help: "",
+                default,
+            })
+            .collect();
+        PassInfo {
             name: "tile",
             summary: "",
-            options: &[
-                PassOptionDef {
-                    name: "axis",
-                    help: "",
-                    default: None,
-                },
-                PassOptionDef {
-                    name: "factor",
-                    help: "",
-                    default: Some("4"),
-                },
-            ],
+            options: Vec::leak(defs),
             target: None,
             create: |_| Err("not run here".into()),
-        };
+        }
+    }
+
+    #[test]
+    fn empty_defaults_stay_out_of_the_display() {
+        let info = tile_info(&[("axis", None), ("outer", Some("")), ("shard", Some("true"))]);
+        let o = PassOptions::from_pairs(&info, &[("axis".into(), "i".into())]).unwrap();
+        assert_eq!(o.render(), "{axis=i shard=true}");
+        assert_eq!(o.get("outer"), "");
+    }
+
+    #[test]
+    fn an_option_given_twice_is_refused() {
+        let info = tile_info(&[("axis", None), ("factor", Some("4"))]);
         let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
             p.iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -95,11 +95,31 @@ pub fn lower_module(module: &Operation, name: Option<&str>) -> Result<Plan, Diag
         Some(n) => kernels
             .iter()
             .find(|k| k.name == n.trim_start_matches('@'))
-            .ok_or_else(|| err(&module.loc, format!("no kernel '@{n}'")))?,
+            .ok_or_else(|| {
+                err(
+                    &module.loc,
+                    format!(
+                        "no kernel '@{}' (the module has {})",
+                        n.trim_start_matches('@'),
+                        match kernels.as_slice() {
+                            [] => "none".to_string(),
+                            ks => mercury_commir::kernel_names(ks),
+                        }
+                    ),
+                )
+            })?,
         None => match kernels.as_slice() {
             [k] => k,
             [] => return Err(err(&module.loc, "the module has no commir.kernel")),
-            _ => return Err(err(&module.loc, "the module has several kernels; name one")),
+            ks => {
+                return Err(err(
+                    &module.loc,
+                    format!(
+                        "the module has several kernels ({}); choose one with --kernel NAME",
+                        mercury_commir::kernel_names(ks)
+                    ),
+                ))
+            }
         },
     };
     lower_kernel(k)

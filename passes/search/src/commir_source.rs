@@ -77,13 +77,7 @@ impl CommirSource {
             .parse(origin, text)
             .map_err(|d| SourceError::located(&d))?;
         let kernels = mercury_commir::kernels(&module).map_err(|d| SourceError::located(&d))?;
-        let names = || {
-            kernels
-                .iter()
-                .map(|k| format!("@{}", k.name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let names = || mercury_commir::kernel_names(&kernels);
         let several = kernels.len() > 1;
         let kernel = match kernel {
             Some(k) => match kernels.iter().position(|x| x.name == k.trim_start_matches('@')) {

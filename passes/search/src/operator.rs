@@ -111,7 +111,9 @@ pub struct OperatorSpec {
 }
 
 impl OperatorSpec {
-    /// Parses a description; exactly one of `[attention]` and `[gemm]`.
+    /// Parses a description; exactly one of `[attention]` and `[gemm]`. Values the example
+    /// operator cannot take (an extent its placements do not divide, one below an axis'
+    /// minimum block) are refused at the value.
     pub fn parse(text: &str, origin: &str) -> Result<OperatorSpec, SourceError> {
         let spec: OperatorSpec =
             toml::from_str(text).map_err(|e| {
@@ -147,13 +149,14 @@ impl OperatorSpec {
         };
         match (&spec.attention, &spec.gemm) {
             (Some(a), None) => {
-                for (k, v) in [
+                let values = [
                     ("batch", a.batch),
                     ("heads", a.heads),
                     ("kv_heads", a.kv_heads),
                     ("seq", a.seq),
                     ("head_dim", a.head_dim),
-                ] {
+                ];
+                for (k, v) in values {
                     extent("attention", k, v)?;
                 }
                 if !a.heads.is_multiple_of(a.kv_heads) {
@@ -166,11 +169,22 @@ impl OperatorSpec {
                         ),
                     ));
                 }
+                if let Some((k, m)) = attention_example(a)
+                    .ok()
+                    .and_then(|ex| example_refusal(&ex, "attention", &values))
+                {
+                    return Err(at("attention", Some(k), m));
+                }
                 Ok(spec)
             }
             (None, Some(g)) => {
-                for (k, v) in [("m", g.m), ("n", g.n), ("k", g.k)] {
+                let values = [("m", g.m), ("n", g.n), ("k", g.k)];
+                for (k, v) in values {
                     extent("gemm", k, v)?;
+                }
+                let ex = gemm_example(g.reduce_scatter, g.m, g.n, g.k);
+                if let Some((k, m)) = example_refusal(&ex, "gemm", &values) {
+                    return Err(at("gemm", Some(k), m));
                 }
                 Ok(spec)
             }
@@ -259,40 +273,75 @@ pub fn with_extents(text: &str, set: &[(&str, usize)]) -> Result<String, String>
     Ok(t)
 }
 
+/// The example operator a description is written into: its file (in `examples/`), its text,
+/// the axis the key/value heads iterate, and each axis extent the description sets with the
+/// `.toml` key that gives it.
+struct Example {
+    file: &'static str,
+    text: &'static str,
+    head_axis: &'static str,
+    set: Vec<(&'static str, &'static str, usize)>,
+}
+
+impl Example {
+    /// The `(axis, extent)` pairs to write into the text.
+    fn extents(&self) -> Vec<(&'static str, usize)> {
+        self.set.iter().map(|&(a, _, e)| (a, e)).collect()
+    }
+}
+
+/// The example of an attention shape: MHA (`h` heads) or GQA (`hk` key/value heads of `g`
+/// query heads each).
+fn attention_example(shape: &AttentionShape) -> Result<Example, String> {
+    if shape.batch == 0 || shape.heads == 0 || shape.seq == 0 || shape.head_dim == 0 {
+        return Err("attention dimensions must be positive".into());
+    }
+    let (file, text, head_axis, heads) = if shape.kv_heads == shape.heads {
+        let heads = vec![("h", "heads", shape.heads)];
+        ("attention.mlir", sources::ATTENTION, "h", heads)
+    } else {
+        if shape.kv_heads == 0 || !shape.heads.is_multiple_of(shape.kv_heads) {
+            return Err("query heads must be a multiple of the key/value heads".into());
+        }
+        let heads = vec![
+            ("hk", "kv_heads", shape.kv_heads),
+            ("g", "heads", shape.heads / shape.kv_heads),
+        ];
+        ("attention_gqa.mlir", sources::ATTENTION_GQA, "hk", heads)
+    };
+    let mut set = vec![("b", "batch", shape.batch)];
+    set.extend(heads);
+    set.extend([("i", "seq", shape.seq), ("j", "seq", shape.seq)]);
+    Ok(Example {
+        file,
+        text,
+        head_axis,
+        set,
+    })
+}
+
+/// The example of a GEMM shape.
+fn gemm_example(reduce_scatter: bool, m: usize, n: usize, k: usize) -> Example {
+    let (file, text) = if reduce_scatter {
+        ("gemm_rs.mlir", sources::GEMM_RS)
+    } else {
+        ("ag_gemm.mlir", sources::AG_GEMM)
+    };
+    Example {
+        file,
+        text,
+        head_axis: "",
+        set: vec![("m", "m", m), ("n", "n", n), ("k", "k", k)],
+    }
+}
+
 /// The attention example for `shape`: `examples/attention.mlir` (MHA) or
 /// `examples/attention_gqa.mlir` (GQA) with the batch, head and sequence extents (and the head
 /// dimension, 128 in the examples) rewritten.
 pub fn attention_operator(shape: &AttentionShape) -> Result<Operator, String> {
-    if shape.batch == 0 || shape.heads == 0 || shape.seq == 0 || shape.head_dim == 0 {
-        return Err("attention dimensions must be positive".into());
-    }
-    let (b, s) = (shape.batch, shape.seq);
-    let (file, text, head_axis, set): (&str, &str, &'static str, Vec<(&str, usize)>) =
-        if shape.kv_heads == shape.heads {
-            (
-                "attention.mlir",
-                sources::ATTENTION,
-                "h",
-                vec![("b", b), ("h", shape.heads), ("i", s), ("j", s)],
-            )
-        } else {
-            if shape.kv_heads == 0 || !shape.heads.is_multiple_of(shape.kv_heads) {
-                return Err("query heads must be a multiple of the key/value heads".into());
-            }
-            (
-                "attention_gqa.mlir",
-                sources::ATTENTION_GQA,
-                "hk",
-                vec![
-                    ("b", b),
-                    ("hk", shape.kv_heads),
-                    ("g", shape.heads / shape.kv_heads),
-                    ("i", s),
-                    ("j", s),
-                ],
-            )
-        };
-    let mut text = with_extents(text, &set)?;
+    let ex = attention_example(shape)?;
+    let set = ex.extents();
+    let mut text = with_extents(ex.text, &set)?;
     let mut extents: Vec<String> = set.iter().map(|(a, e)| format!("{a}={e}")).collect();
     if shape.head_dim != 128 {
         text = text.replace(", 128]", &format!(", {}]", shape.head_dim));
@@ -304,25 +353,106 @@ pub fn attention_operator(shape: &AttentionShape) -> Result<Operator, String> {
     }
     Ok(Operator {
         text,
-        origin: format!("examples/{file} [{}]", extents.join(" ")),
-        head_axis,
+        origin: format!("examples/{} [{}]", ex.file, extents.join(" ")),
+        head_axis: ex.head_axis,
     })
 }
 
 /// A GEMM example (`examples/ag_gemm.mlir` or `examples/gemm_rs.mlir`) with its extents
 /// rewritten.
 pub fn gemm_operator(reduce_scatter: bool, m: usize, n: usize, k: usize) -> Operator {
-    let (file, text) = if reduce_scatter {
-        ("gemm_rs.mlir", sources::GEMM_RS)
-    } else {
-        ("ag_gemm.mlir", sources::AG_GEMM)
-    };
-    let text = with_extents(text, &[("m", m), ("n", n), ("k", k)]).expect("the GEMM examples");
+    let ex = gemm_example(reduce_scatter, m, n, k);
+    let text = with_extents(ex.text, &ex.extents()).expect("the GEMM examples");
     Operator {
         text,
-        origin: format!("examples/{file} [m={m} n={n} k={k}]"),
-        head_axis: "",
+        origin: format!("examples/{} [m={m} n={n} k={k}]", ex.file),
+        head_axis: ex.head_axis,
     }
+}
+
+/// Why the example `ex` cannot take the extents it is given, as (the `.toml` key at fault,
+/// the message): a dimension its placements shard that does not divide into its shards, or an
+/// axis shorter than its minimum block. `None` when it can (or when the example itself does
+/// not read: the generated operator's errors then say why).
+fn example_refusal(
+    ex: &Example,
+    table: &str,
+    values: &[(&str, usize)],
+) -> Option<(&'static str, String)> {
+    let module = mercury_driver::Compiler::new()
+        .parse(ex.file, ex.text)
+        .ok()?;
+    let kernel = mercury_commir::kernels(&module).ok()?.into_iter().next()?;
+    let given = |axis: &str| ex.set.iter().find(|s| s.0 == axis);
+    let extent = |axis: &str| {
+        given(axis)
+            .map(|s| s.2)
+            .or_else(|| kernel.axis(axis).map(|a| a.extent))
+            .unwrap_or(1)
+    };
+    // The key and value of the description an axis comes from.
+    let key = |axis: &str| -> Option<(&'static str, usize)> {
+        let k = given(axis)?.1;
+        Some((k, values.iter().find(|v| v.0 == k)?.1))
+    };
+    for b in &kernel.buffers {
+        let placement = b.placement();
+        for (d, levels) in b.sharding.iter().enumerate() {
+            let mercury_commir::DimBinding::Axes(axes) = &b.dims[d] else {
+                continue;
+            };
+            if levels.is_empty() || !placement.dim_is_contiguous(d) {
+                continue;
+            }
+            let parts: usize = levels.iter().map(|l| kernel.mesh.shape[*l]).product();
+            let size: usize = axes.iter().map(|a| extent(a)).product();
+            let Some((k, v)) = axes.iter().find_map(|a| key(a)) else {
+                continue;
+            };
+            if !size.is_multiple_of(parts) {
+                let over = if parts == kernel.mesh.num_devices() {
+                    format!("one per device of its mesh '@{}'", kernel.mesh.name)
+                } else {
+                    format!("over levels {levels:?} of its mesh '@{}'", kernel.mesh.name)
+                };
+                let dim = axes
+                    .iter()
+                    .map(|a| format!("@{a}"))
+                    .collect::<Vec<_>>()
+                    .join(" * ");
+                let must = if axes.len() == 1 && size == v {
+                    format!("[{table}] {k} ({v}) must be a multiple of {parts}")
+                } else {
+                    format!(
+                        "[{table}] {k} ({v}) makes dimension {d} of '@{}' {size} long, which \
+                         must be a multiple of {parts}",
+                        b.name
+                    )
+                };
+                return Some((
+                    k,
+                    format!(
+                        "{must}: examples/{}, which the description is written into, splits \
+                         dimension {d} of '@{}' ({dim}) into {parts} shards, {over}",
+                        ex.file, b.name
+                    ),
+                ));
+            }
+        }
+    }
+    kernel.axes.iter().find_map(|a| {
+        let (k, v) = key(&a.name)?;
+        (a.min_block > extent(&a.name)).then(|| {
+            (
+                k,
+                format!(
+                    "[{table}] {k} ({v}) must be at least {}: examples/{}, which the description \
+                     is written into, declares axis @{} with min {} (no block of it may be smaller)",
+                    a.min_block, ex.file, a.name, a.min_block
+                ),
+            )
+        })
+    })
 }
 
 #[cfg(test)]
@@ -386,27 +516,40 @@ mod tests {
     /// CommIR text (which the user never wrote).
     #[test]
     fn operator_spec_values_are_located() {
-        let e = OperatorSpec::parse("[gemm]\nm = 64\nn = 0\nk = 64\n", "g.toml").unwrap_err();
-        assert!(e.located, "{e}");
-        assert!(
-            e.message
-                .starts_with("g.toml:3:5: error: [gemm] n must be between 1 and"),
-            "{e}"
-        );
         let big = format!("[gemm]\nm = 64\nn = 64\nk = {}\n", (1u64 << 40) + 1);
-        let e = OperatorSpec::parse(&big, "b.toml").unwrap_err();
-        assert!(
-            e.message.starts_with("b.toml:4:5: error: [gemm] k must be"),
-            "{e}"
-        );
         let gqa = "[attention]\nbatch = 1\nheads = 6\nkv_heads = 4\nseq = 64\nhead_dim = 128\n";
-        let e = OperatorSpec::parse(gqa, "a.toml").unwrap_err();
-        assert!(
-            e.message.starts_with(
-                "a.toml:4:12: error: [attention] heads (6) must be a multiple of kv_heads (4)"
+        let short = "[attention]\nbatch = 1\nheads = 4\nkv_heads = 4\nseq = 64\nhead_dim = 64\n";
+        for (text, start) in [
+            (
+                "[gemm]\nm = 64\nn = 0\nk = 64\n",
+                "x.toml:3:5: error: [gemm] n must be between 1 and",
             ),
-            "{e}"
-        );
+            (big.as_str(), "x.toml:4:5: error: [gemm] k must be"),
+            (
+                gqa,
+                "x.toml:4:12: error: [attention] heads (6) must be a multiple of kv_heads (4)",
+            ),
+            // Extents the example's placements or blocks cannot take, saying what must divide
+            // what (they were located in the generated example text).
+            (
+                "[gemm]\nm = 63\nn = 32\nk = 64\n",
+                "x.toml:2:5: error: [gemm] m (63) must be a multiple of 8: examples/ag_gemm.mlir, \
+                 which the description is written into, splits dimension 0 of '@A' (@m) into 8 \
+                 shards, one per device of its mesh '@mesh'",
+            ),
+            (
+                "[gemm]\nm = 64\nn = 32\nk = 12\nreduce_scatter = true\n",
+                "x.toml:4:5: error: [gemm] k (12)",
+            ),
+            (
+                short,
+                "x.toml:5:7: error: [attention] seq (64) must be at least 128",
+            ),
+        ] {
+            let e = OperatorSpec::parse(text, "x.toml").unwrap_err();
+            assert!(e.located && e.message.starts_with(start), "{e}");
+        }
+        assert!(OperatorSpec::parse(&short.replace("64\nhead", "1024\nhead"), "q.toml").is_ok());
         let both = format!("[gemm]\nm = 1\nn = 1\nk = 1\n{gqa}");
         let e = OperatorSpec::parse(&both, "t.toml").unwrap_err();
         assert!(e.located && e.message.contains("this file has both"), "{e}");

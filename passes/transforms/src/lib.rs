@@ -46,11 +46,13 @@ pub fn register_all(registry: &mut PassRegistry) {
     }
 }
 
-/// Turns a schedule script (one pass per line, `#` comments) into a pass pipeline string.
+/// Turns a schedule script (one pass per line, `#` comments: see
+/// [`mercury_ir::pass::parse_schedule`]) into a pass pipeline string.
 pub fn schedule_pipeline(script: &str) -> String {
+    let script = script.strip_prefix('\u{feff}').unwrap_or(script);
     let passes: Vec<&str> = script
         .lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .map(|l| l[..mercury_ir::pass::schedule_comment_start(l).unwrap_or(l.len())].trim())
         .filter(|l| !l.is_empty())
         .collect();
     format!("builtin.module({})", passes.join(","))

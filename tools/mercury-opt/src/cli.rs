@@ -209,6 +209,10 @@ pub fn parse(
     let args = normalize_single_dash(args.into_iter().collect(), &longs);
     let matches = cmd.try_get_matches_from(args).map_err(CliError::Clap)?;
     let options = Options::from_arg_matches(&matches).map_err(CliError::Clap)?;
+    // A chip the NVPTX back end does not know is a command-line error, said before the input
+    // is read (not located in it).
+    mercury_lowering::TargetOptions::for_chip(&options.chip)
+        .map_err(|e| CliError::Message(format!("--chip {}: {e}", options.chip)))?;
 
     let mut flags: Vec<(usize, PassFlag)> = Vec::new();
     for name in pass_names {
@@ -380,6 +384,14 @@ mod tests {
             parse_args(&["--emit=llvm"]),
             Err(CliError::Clap(_))
         ));
+        match parse_args(&["--chip", "foo"]) {
+            Err(CliError::Message(m)) => {
+                assert!(m.starts_with("--chip foo: "), "{m}");
+                assert!(m.contains("unknown NVPTX chip `foo`"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse_args(&["--chip", "sm_80"]).is_ok());
         assert!(matches!(
             parse_args(&["--tile=axis=i}x{"]),
             Err(CliError::Message(_))

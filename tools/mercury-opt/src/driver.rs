@@ -145,6 +145,7 @@ fn emit(
         )),
         Emit::Ptx => {
             let loc = module.loc.clone();
+            // Checked on the command line already (`cli::parse`).
             let opts = mercury_lowering::TargetOptions::for_chip(chip)
                 .map_err(|e| Diagnostic::error(loc.clone(), format!("--chip: {e}")))?;
             let text = mercury_lowering::gpu_module_mlir_with(&kernels(module)?, &tiles(module)?);

@@ -111,14 +111,21 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
             .iter()
             .find(|x| x.name == k.trim_start_matches('@'))
             .map(|x| x.name.clone())
-            .ok_or_else(|| Failure::Input(format!("no kernel '@{k}' in the input")))?,
+            .ok_or_else(|| {
+                Failure::Input(format!(
+                    "no kernel '@{}' in the input (it has {})",
+                    k.trim_start_matches('@'),
+                    mercury_commir::kernel_names(&kernels)
+                ))
+            })?,
         None => match kernels.as_slice() {
             [k] => k.name.clone(),
             [] => return Err(Failure::Input("the input has no commir.kernel".into())),
-            _ => {
-                return Err(Failure::Input(
-                    "the input has several kernels; choose one with --kernel".into(),
-                ))
+            ks => {
+                return Err(Failure::Input(format!(
+                    "the input has several kernels ({}); choose one with --kernel NAME",
+                    mercury_commir::kernel_names(ks)
+                )))
             }
         },
     };
