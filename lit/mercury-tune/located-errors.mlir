@@ -17,10 +17,22 @@
 // RUN: printf '[gemm]\nm = 63\nn = 32\nk = 64\n' > %t.gemm.toml
 // RUN: %exit-status %mercury-tune %t.gemm.toml --topology h100-1x8 --out %t 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=TOML --match-full-lines --strict-whitespace
-// TOML:{{[^ ]*}}.gemm.toml:2:5: error: [gemm] m (63) must be a multiple of 8: examples/ag_gemm.mlir, which the description is written into, splits dimension 0 of '@A' (@m) into 8 shards, one per device of its mesh '@mesh'
+// TOML:{{[^ ]*}}.gemm.toml:2:5: error: [gemm] m (63) must be a multiple of 8: examples/ag_gemm.mlir, which the description is written into, splits dimension 0 of '@A' (@m) into 8 shards, one per device of the topology
 // TOML-NEXT:m = 63
 // TOML-NEXT:    ^
 // TOML-NEXT:exit status 1
+// A description declares no mesh: it is written for the topology's devices. m = 12 on 4
+// devices is taken (it was refused as "a multiple of 8", the example's own mesh), and m = 8 on
+// 16 is refused at the value (it passed, and every candidate then failed in one long message).
+// RUN: printf '[gemm]\nm = 12\nn = 32\nk = 64\n' > %t.m12.toml
+// RUN: rm -rf %t.four && %mercury-tune %t.m12.toml --topology h100-1x4 --out %t.four 2>&1 | FileCheck %s --check-prefix=FOUR
+// FOUR: chosen:
+// RUN: FileCheck %s --check-prefix=FOUR-OP < %t.four/operator.mlir
+// FOUR-OP: commir.mesh @mesh shape [4]
+// RUN: printf '[gemm]\nm = 8\nn = 32\nk = 64\n' > %t.m8.toml
+// RUN: %exit-status %mercury-tune %t.m8.toml --topology h100-2x8 --out %t 2>&1 | FileCheck %s --check-prefix=SIXTEEN
+// SIXTEEN: {{[^ ]*}}.m8.toml:2:5: error: [gemm] m (8) must be a multiple of 16: {{.*}} into 16 shards, one per device of the topology
+// SIXTEEN: exit status 1
 // RUN: printf 'commir.kernel\n' > %t.mlir
 // RUN: %exit-status %mercury-tune %t.mlir --topology h100-1x4 --out %t 2>&1 | FileCheck %s --check-prefix=PARSE
 // PARSE: {{^}}{{[^ ]*}}.mlir:1:14: error: expected attribute 'sym_name'

@@ -108,20 +108,48 @@ pub struct OperatorSpec {
     pub attention: Option<AttentionShape>,
     #[serde(default)]
     pub gemm: Option<GemmShape>,
+    /// The devices the operator is written for (the example's one-level mesh set to them,
+    /// [`OperatorSpec::parse_on`]); `None`: the example's own mesh (8 devices).
+    #[serde(skip)]
+    pub devices: Option<usize>,
 }
 
 impl OperatorSpec {
     /// Parses a description; exactly one of `[attention]` and `[gemm]`. Values the example
     /// operator cannot take (an extent its placements do not divide, one below an axis'
-    /// minimum block) are refused at the value.
+    /// minimum block) are refused at the value. The operator keeps its example's mesh (8
+    /// devices); [`OperatorSpec::parse_on`] writes it for a topology's devices.
     pub fn parse(text: &str, origin: &str) -> Result<OperatorSpec, SourceError> {
-        let spec: OperatorSpec =
+        Self::parse_with(text, origin, None)
+    }
+
+    /// [`OperatorSpec::parse`] for an operator on `devices` devices (a description declares no
+    /// mesh: the example's one-level mesh is set to the topology's devices, so what must divide
+    /// an extent is that count, said at the value).
+    pub fn parse_on(text: &str, origin: &str, devices: usize) -> Result<OperatorSpec, SourceError> {
+        Self::parse_with(text, origin, Some(devices))
+    }
+
+    fn parse_with(
+        text: &str,
+        origin: &str,
+        devices: Option<usize>,
+    ) -> Result<OperatorSpec, SourceError> {
+        let mut spec: OperatorSpec =
             toml::from_str(text).map_err(|e| {
                 match crate::toml_diagnostic(&e, origin, text, "operator file") {
                     Ok(d) => SourceError::located(&d),
                     Err(m) => SourceError::new(m),
                 }
             })?;
+        if devices == Some(0) || devices.is_some_and(|n| n > mercury_commir::MAX_DEVICES) {
+            return Err(SourceError::new(format!(
+                "{origin}: an operator on {} devices (at most {})",
+                devices.unwrap_or(0),
+                mercury_commir::MAX_DEVICES
+            )));
+        }
+        spec.devices = devices;
         let at = |table: &str, key: Option<&str>, msg: String| -> SourceError {
             let file = mercury_ir::SourceFile::new(origin, text);
             let offset = toml_edit::ImDocument::parse(text).ok().map_or(0, |d| {
@@ -169,7 +197,7 @@ impl OperatorSpec {
                         ),
                     ));
                 }
-                if let Some((k, m)) = attention_example(a)
+                if let Some((k, m)) = attention_example(a, devices)
                     .ok()
                     .and_then(|ex| example_refusal(&ex, "attention", &values))
                 {
@@ -182,7 +210,7 @@ impl OperatorSpec {
                 for (k, v) in values {
                     extent("gemm", k, v)?;
                 }
-                let ex = gemm_example(g.reduce_scatter, g.m, g.n, g.k);
+                let ex = gemm_example(g.reduce_scatter, g.m, g.n, g.k, devices);
                 if let Some((k, m)) = example_refusal(&ex, "gemm", &values) {
                     return Err(at("gemm", Some(k), m));
                 }
@@ -202,8 +230,15 @@ impl OperatorSpec {
     /// The CommIR operator of the description.
     pub fn operator(&self) -> Result<Operator, SourceError> {
         match (&self.attention, &self.gemm) {
-            (Some(a), _) => attention_operator(a).map_err(SourceError::new),
-            (_, Some(g)) => Ok(gemm_operator(g.reduce_scatter, g.m, g.n, g.k)),
+            (Some(a), _) => attention_example(a, self.devices)
+                .and_then(|ex| attention_text(a, &ex))
+                .map_err(SourceError::new),
+            (_, Some(g)) => Ok(gemm_text(
+                &gemm_example(g.reduce_scatter, g.m, g.n, g.k, self.devices),
+                g.m,
+                g.n,
+                g.k,
+            )),
             _ => Err(SourceError::new("an empty operator description")),
         }
     }
@@ -278,7 +313,10 @@ pub fn with_extents(text: &str, set: &[(&str, usize)]) -> Result<String, String>
 /// `.toml` key that gives it.
 struct Example {
     file: &'static str,
-    text: &'static str,
+    /// The example's text, its mesh set to the devices asked for.
+    text: String,
+    /// The devices its mesh was set to (`None`: the example's own).
+    devices: Option<usize>,
     head_axis: &'static str,
     set: Vec<(&'static str, &'static str, usize)>,
 }
@@ -292,7 +330,7 @@ impl Example {
 
 /// The example of an attention shape: MHA (`h` heads) or GQA (`hk` key/value heads of `g`
 /// query heads each).
-fn attention_example(shape: &AttentionShape) -> Result<Example, String> {
+fn attention_example(shape: &AttentionShape, devices: Option<usize>) -> Result<Example, String> {
     if shape.batch == 0 || shape.heads == 0 || shape.seq == 0 || shape.head_dim == 0 {
         return Err("attention dimensions must be positive".into());
     }
@@ -314,14 +352,34 @@ fn attention_example(shape: &AttentionShape) -> Result<Example, String> {
     set.extend([("i", "seq", shape.seq), ("j", "seq", shape.seq)]);
     Ok(Example {
         file,
-        text,
+        text: on_devices(text, devices),
+        devices,
         head_axis,
         set,
     })
 }
 
+/// `text` (an example with a one-level `commir.mesh @mesh shape [8] ...`) with that mesh set to
+/// `devices` when given.
+fn on_devices(text: &str, devices: Option<usize>) -> String {
+    match devices {
+        Some(n) => rewrite_line(text, "commir.mesh @mesh shape ", |rest| {
+            let tail = rest.split_once(']').map_or("", |(_, t)| t);
+            format!("[{n}]{tail}")
+        })
+        .expect("the examples declare @mesh"),
+        None => text.to_string(),
+    }
+}
+
 /// The example of a GEMM shape.
-fn gemm_example(reduce_scatter: bool, m: usize, n: usize, k: usize) -> Example {
+fn gemm_example(
+    reduce_scatter: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    devices: Option<usize>,
+) -> Example {
     let (file, text) = if reduce_scatter {
         ("gemm_rs.mlir", sources::GEMM_RS)
     } else {
@@ -329,7 +387,8 @@ fn gemm_example(reduce_scatter: bool, m: usize, n: usize, k: usize) -> Example {
     };
     Example {
         file,
-        text,
+        text: on_devices(text, devices),
+        devices,
         head_axis: "",
         set: vec![("m", "m", m), ("n", "n", n), ("k", "k", k)],
     }
@@ -339,9 +398,12 @@ fn gemm_example(reduce_scatter: bool, m: usize, n: usize, k: usize) -> Example {
 /// `examples/attention_gqa.mlir` (GQA) with the batch, head and sequence extents (and the head
 /// dimension, 128 in the examples) rewritten.
 pub fn attention_operator(shape: &AttentionShape) -> Result<Operator, String> {
-    let ex = attention_example(shape)?;
+    attention_text(shape, &attention_example(shape, None)?)
+}
+
+fn attention_text(shape: &AttentionShape, ex: &Example) -> Result<Operator, String> {
     let set = ex.extents();
-    let mut text = with_extents(ex.text, &set)?;
+    let mut text = with_extents(&ex.text, &set)?;
     let mut extents: Vec<String> = set.iter().map(|(a, e)| format!("{a}={e}")).collect();
     if shape.head_dim != 128 {
         text = text.replace(", 128]", &format!(", {}]", shape.head_dim));
@@ -350,6 +412,9 @@ pub fn attention_operator(shape: &AttentionShape) -> Result<Operator, String> {
     if shape.causal {
         text = text.replace("{causal = false}", "{causal = true}");
         extents.push("causal".into());
+    }
+    if let Some(n) = ex.devices {
+        extents.push(format!("mesh [{n}]"));
     }
     Ok(Operator {
         text,
@@ -361,11 +426,18 @@ pub fn attention_operator(shape: &AttentionShape) -> Result<Operator, String> {
 /// A GEMM example (`examples/ag_gemm.mlir` or `examples/gemm_rs.mlir`) with its extents
 /// rewritten.
 pub fn gemm_operator(reduce_scatter: bool, m: usize, n: usize, k: usize) -> Operator {
-    let ex = gemm_example(reduce_scatter, m, n, k);
-    let text = with_extents(ex.text, &ex.extents()).expect("the GEMM examples");
+    gemm_text(&gemm_example(reduce_scatter, m, n, k, None), m, n, k)
+}
+
+fn gemm_text(ex: &Example, m: usize, n: usize, k: usize) -> Operator {
+    let text = with_extents(&ex.text, &ex.extents()).expect("the GEMM examples");
+    let mesh = ex
+        .devices
+        .map(|d| format!(" mesh [{d}]"))
+        .unwrap_or_default();
     Operator {
         text,
-        origin: format!("examples/{} [m={m} n={n} k={k}]", ex.file),
+        origin: format!("examples/{} [m={m} n={n} k={k}{mesh}]", ex.file),
         head_axis: ex.head_axis,
     }
 }
@@ -380,7 +452,7 @@ fn example_refusal(
     values: &[(&str, usize)],
 ) -> Option<(&'static str, String)> {
     let module = mercury_driver::Compiler::new()
-        .parse(ex.file, ex.text)
+        .parse(ex.file, &ex.text)
         .ok()?;
     let kernel = mercury_commir::kernels(&module).ok()?.into_iter().next()?;
     let given = |axis: &str| ex.set.iter().find(|s| s.0 == axis);
@@ -410,7 +482,9 @@ fn example_refusal(
                 continue;
             };
             if !size.is_multiple_of(parts) {
-                let over = if parts == kernel.mesh.num_devices() {
+                let over = if parts == kernel.mesh.num_devices() && ex.devices.is_some() {
+                    "one per device of the topology".to_string()
+                } else if parts == kernel.mesh.num_devices() {
                     format!("one per device of its mesh '@{}'", kernel.mesh.name)
                 } else {
                     format!("over levels {levels:?} of its mesh '@{}'", kernel.mesh.name)
@@ -508,6 +582,7 @@ mod tests {
                 causal: false,
             }),
             gemm: None,
+            devices: None,
         };
         assert!(bad.source().is_err());
     }

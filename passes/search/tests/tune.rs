@@ -36,6 +36,7 @@ fn attention(batch: usize, kv: usize, seq: usize) -> OperatorSpec {
             causal: false,
         }),
         gemm: None,
+        devices: None,
     }
 }
 

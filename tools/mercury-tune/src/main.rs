@@ -142,6 +142,7 @@ fn source_for_file(
     path: &Path,
     refactor_mesh: bool,
     kernel: Option<&str>,
+    devices: usize,
 ) -> Result<Operator, SourceError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| SourceError::new(format!("cannot read '{}': {e}", path.display())))?;
@@ -153,9 +154,10 @@ fn source_for_file(
         )));
     }
     match ext {
-        // A shape description declares no mesh: the topology's devices are factored.
+        // A shape description declares no mesh: it is written for the topology's devices,
+        // and they are factored.
         Some("toml") => {
-            let src = OperatorSpec::parse(&text, &origin)?.source()?;
+            let src = OperatorSpec::parse_on(&text, &origin, devices)?.source()?;
             Ok(Operator {
                 reference: Some(src.reference_plan()),
                 generated_text: Some(src.operator_text()),
@@ -421,8 +423,13 @@ fn run(args: &Args) -> Result<(), Failure> {
         },
         e => bad(e.to_string()),
     })?;
-    let mut op = source_for_file(&args.file, args.refactor_mesh, args.kernel.as_deref())
-        .map_err(Failure::source)?;
+    let mut op = source_for_file(
+        &args.file,
+        args.refactor_mesh,
+        args.kernel.as_deref(),
+        topo.num_devices(),
+    )
+    .map_err(Failure::source)?;
     // The device first: without one, say so before searching (exit 2).
     let mut measure = if args.profile_top > 0 {
         Some(measure_backend(args, &mut op, &topo)?)
