@@ -20,6 +20,12 @@ pub(crate) struct MlirGrammar;
 
 /// Parses a whole buffer into a `builtin.module` (top-level ops without a module are wrapped).
 pub fn parse_source(registry: &Registry, file: &Arc<SourceFile>) -> Result<Operation, Diagnostic> {
+    // Some editors start a UTF-8 file with a byte-order mark: not part of the text (and not a
+    // column either, as editors show it).
+    if let Some(rest) = file.text.strip_prefix('\u{feff}') {
+        let unmarked = SourceFile::with_first_line(file.name.as_str(), rest, file.first_line);
+        return parse_source(registry, &unmarked);
+    }
     // Refused before pest sees it: bracket nesting this deep is past MAX_NESTING levels of
     // operations, attributes and types whatever the brackets are (a level opens at most
     // BRACKETS_PER_LEVEL of them), and pest's backtracking over 100,000 open brackets takes
