@@ -296,6 +296,9 @@ pub struct Scope<'a> {
     pub values: HashMap<ValueId, Type>,
     /// The tile each value holds (`tiles.rs`).
     pub tiles: HashMap<ValueId, crate::tiles::Tile>,
+    /// The compute op that defined each value, with its operands (what `commir.reduce
+    /// lse_merge` reads back to check its pair, `ops/body.rs`).
+    pub defs: HashMap<ValueId, (Compute, Vec<ValueId>)>,
 }
 
 impl Scope<'_> {
@@ -342,6 +345,7 @@ impl Kernel {
             mesh: &mesh,
             values: HashMap::new(),
             tiles: HashMap::new(),
+            defs: HashMap::new(),
         };
         let mut stack = Vec::new();
         let body = stmts(&mut scope, kernel.body(0), &mut stack)?;

@@ -298,7 +298,79 @@ impl<O: Deref<Target = Operation>> ReduceOp<O> {
             .filter_map(|v| scope.tiles.get(&v.id))
             .collect();
         check_reduce(kind, &values, &dest, &access).map_err(|m| err(&op.loc, m))?;
+        if kind == ReduceKind::LseMerge {
+            let ids: Vec<ValueId> = op.operands.iter().map(|v| v.id).collect();
+            softmax_pair(scope, ids[0], ids[1]).map_err(|m| {
+                err(
+                    &op.loc,
+                    format!(
+                        "lse_merge merges blockwise softmax pairs (o, lse) = (u / l, m + log l), with p = exp(t - m), l = row_reduce sum p and u = matmul p, v (the same m and p): {m}"
+                    ),
+                )
+            })?;
+        }
         Ok((kind, access))
+    }
+}
+
+/// Whether `(o, lse)` is a blockwise softmax pair, the only values whose blocks `lse_merge`
+/// merges exactly (`exp(lse) o` must be `sum_j exp(t_j) v_j` over the block): the outputs of an
+/// attention patch, or compute ops written as `o = u / l` (optionally cast), `lse = m + log l`
+/// (either order), `l = row_reduce sum p`, `u = matmul p, v` (`p` or a cast of it, not
+/// transposed), `p = exp(t - m)`, the same `m` and `p` throughout (or `p = exp(t)` and
+/// `lse = log l`: no shift). `Err`: what differs.
+fn softmax_pair(scope: &Scope, o: ValueId, lse: ValueId) -> Result<(), String> {
+    use crate::model::Compute as C;
+    use mercury_plan::tile::{BinaryFn as B, RowReduceKind as R, UnaryFn as U};
+    let def = |v: ValueId| scope.defs.get(&v);
+    // Neither defined by a compute op: the outputs of a patch (proved by `patch`) or loads.
+    if def(o).is_none() && def(lse).is_none() {
+        return Ok(());
+    }
+    let uncast = |v: ValueId| match def(v) {
+        Some((C::Cast, a)) => a[0],
+        _ => v,
+    };
+    let Some((C::Binary(B::Div), ul)) = def(uncast(o)) else {
+        return Err("o is not a quotient u / l".into());
+    };
+    let (u, l) = (ul[0], ul[1]);
+    let Some((C::RowReduce(R::Sum), pv)) = def(l) else {
+        return Err("the divisor of o is not a row sum l = row_reduce sum p".into());
+    };
+    let p = pv[0];
+    match def(u) {
+        Some((
+            C::Matmul {
+                transpose_a: false, ..
+            },
+            a,
+        )) if uncast(a[0]) == p => {}
+        _ => return Err("the dividend of o is not u = matmul p, v over the p that l sums".into()),
+    }
+    let Some((C::Unary(U::Exp), d)) = def(p) else {
+        return Err("p is not exp(t - m)".into());
+    };
+    let is_log_l = |v: ValueId| matches!(def(v), Some((C::Unary(U::Log), x)) if x[0] == l);
+    match def(d[0]) {
+        // p = exp(t - m): lse = m + log l.
+        Some((C::Binary(B::Sub), tm)) => {
+            let m = tm[1];
+            let Some((C::Binary(B::Add), ab)) = def(lse) else {
+                return Err("lse is not a sum m + log l".into());
+            };
+            if (ab[0] == m && is_log_l(ab[1])) || (ab[1] == m && is_log_l(ab[0])) {
+                Ok(())
+            } else {
+                Err(
+                    "lse is not m + log l with the m of p = exp(t - m) and the l that divides o"
+                        .into(),
+                )
+            }
+        }
+        // p = exp(t), no shift (m = 0): lse = log l.
+        _ if is_log_l(lse) => Ok(()),
+        _ => Err("p = exp(t) has no shift m, so lse must be log l of the l that divides o".into()),
     }
 }
 

@@ -100,6 +100,10 @@ pub fn compute_stmt(scope: &mut Scope, op: &Operation) -> Result<Option<Stmt>, D
     let tile = result_tile(&compute, &tiles).map_err(|m| err(op, format!("{}: {m}", op.name)))?;
     scope.values.insert(result.id, result.ty.clone());
     scope.tiles.insert(result.id, tile);
+    scope.defs.insert(
+        result.id,
+        (compute.clone(), op.operands.iter().map(|v| v.id).collect()),
+    );
     Ok(Some(Stmt::Compute {
         op: compute,
         inputs: op.operands.iter().map(|v| v.id).collect(),

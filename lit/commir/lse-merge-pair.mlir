@@ -1,0 +1,137 @@
+// commir.reduce lse_merge merges blockwise softmax pairs: its values must be (u / l, m + log l)
+// with p = exp(t - m), l = row_reduce sum p, u = matmul p, v (or p = exp(t) and lse = log l),
+// else a split over the key positions (a ring, a tile of @j) would merge the blocks into
+// something else. A new-user pass found `lse = m + l` and `o = u * l` accepted, a tile of
+// @j then computing another result (relative error 0.31 and 0.67), `--emit=plan` exit 0.
+// RUN: %mercury-opt --split-input-file --verify-diagnostics %s | FileCheck %s
+// CHECK: commir.kernel @right
+// CHECK: commir.kernel @unshifted
+
+commir.mesh @m shape [2]
+commir.kernel @right on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @j = 8 managed
+  commir.buffer @Q : [@i, 4] f32 in
+  commir.buffer @K : [@j, 4] f32 in
+  commir.buffer @V : [@j, 4] bf16 in
+  commir.buffer @O : [@i, 4] f32 out
+  %q = commir.load @Q[@i] : !commir.tile<f32>
+  %k = commir.load @K[@j] : !commir.tile<f32>
+  %v = commir.load @V[@j] : !commir.tile<bf16>
+  %s = commir.matmul %q, %k transpose_b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %t = commir.scale %s by 0.5 : !commir.tile<f32>
+  %m = commir.row_reduce max %t : !commir.tile<f32>
+  %d = commir.binary sub %t, %m : !commir.tile<f32>
+  %p = commir.unary exp %d : !commir.tile<f32>
+  %l = commir.row_reduce sum %p : !commir.tile<f32>
+  %pb = commir.cast %p : !commir.tile<f32> to !commir.tile<bf16>
+  %u = commir.matmul %pb, %v : (!commir.tile<bf16>, !commir.tile<bf16>) -> !commir.tile<f32>
+  %o = commir.binary div %u, %l : !commir.tile<f32>
+  %ll = commir.unary log %l : !commir.tile<f32>
+  %lse = commir.binary add %ll, %m : !commir.tile<f32>
+  commir.reduce lse_merge %o, %lse into @O[@i] : !commir.tile<f32>, !commir.tile<f32>
+}
+
+// -----
+
+// No shift: p = exp(s), lse = log l.
+commir.mesh @m shape [2]
+commir.kernel @unshifted on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @j = 8 managed
+  commir.buffer @Q : [@i, 4] f32 in
+  commir.buffer @K : [@j, 4] f32 in
+  commir.buffer @V : [@j, 4] f32 in
+  commir.buffer @O : [@i, 4] f32 out
+  %q = commir.load @Q[@i] : !commir.tile<f32>
+  %k = commir.load @K[@j] : !commir.tile<f32>
+  %v = commir.load @V[@j] : !commir.tile<f32>
+  %s = commir.matmul %q, %k transpose_b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %p = commir.unary exp %s : !commir.tile<f32>
+  %l = commir.row_reduce sum %p : !commir.tile<f32>
+  %u = commir.matmul %p, %v : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %o = commir.binary div %u, %l : !commir.tile<f32>
+  %lse = commir.unary log %l : !commir.tile<f32>
+  commir.reduce lse_merge %o, %lse into @O[@i] : !commir.tile<f32>, !commir.tile<f32>
+}
+
+// -----
+
+// lse = m + l (log missing).
+commir.mesh @m shape [2]
+commir.kernel @no_log on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @j = 8 managed
+  commir.buffer @Q : [@i, 4] f32 in
+  commir.buffer @K : [@j, 4] f32 in
+  commir.buffer @V : [@j, 4] f32 in
+  commir.buffer @O : [@i, 4] f32 out
+  %q = commir.load @Q[@i] : !commir.tile<f32>
+  %k = commir.load @K[@j] : !commir.tile<f32>
+  %v = commir.load @V[@j] : !commir.tile<f32>
+  %s = commir.matmul %q, %k transpose_b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %m = commir.row_reduce max %s : !commir.tile<f32>
+  %d = commir.binary sub %s, %m : !commir.tile<f32>
+  %p = commir.unary exp %d : !commir.tile<f32>
+  %l = commir.row_reduce sum %p : !commir.tile<f32>
+  %u = commir.matmul %p, %v : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %o = commir.binary div %u, %l : !commir.tile<f32>
+  %lse = commir.binary add %m, %l : !commir.tile<f32>
+  // expected-error@+1 {{lse is not m + log l with the m of p = exp(t - m) and the l that divides o}}
+  commir.reduce lse_merge %o, %lse into @O[@i] : !commir.tile<f32>, !commir.tile<f32>
+}
+
+// -----
+
+// o = u * l.
+commir.mesh @m shape [2]
+commir.kernel @times on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @j = 8 managed
+  commir.buffer @Q : [@i, 4] f32 in
+  commir.buffer @K : [@j, 4] f32 in
+  commir.buffer @V : [@j, 4] f32 in
+  commir.buffer @O : [@i, 4] f32 out
+  %q = commir.load @Q[@i] : !commir.tile<f32>
+  %k = commir.load @K[@j] : !commir.tile<f32>
+  %v = commir.load @V[@j] : !commir.tile<f32>
+  %s = commir.matmul %q, %k transpose_b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %m = commir.row_reduce max %s : !commir.tile<f32>
+  %d = commir.binary sub %s, %m : !commir.tile<f32>
+  %p = commir.unary exp %d : !commir.tile<f32>
+  %l = commir.row_reduce sum %p : !commir.tile<f32>
+  %u = commir.matmul %p, %v : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %o = commir.binary mul %u, %l : !commir.tile<f32>
+  %ll = commir.unary log %l : !commir.tile<f32>
+  %lse = commir.binary add %m, %ll : !commir.tile<f32>
+  // expected-error@+1 {{o is not a quotient u / l}}
+  commir.reduce lse_merge %o, %lse into @O[@i] : !commir.tile<f32>, !commir.tile<f32>
+}
+
+// -----
+
+// The m added to lse is not the one p subtracts.
+commir.mesh @m shape [2]
+commir.kernel @other_m on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @j = 8 managed
+  commir.buffer @Q : [@i, 4] f32 in
+  commir.buffer @K : [@j, 4] f32 in
+  commir.buffer @V : [@j, 4] f32 in
+  commir.buffer @O : [@i, 4] f32 out
+  %q = commir.load @Q[@i] : !commir.tile<f32>
+  %k = commir.load @K[@j] : !commir.tile<f32>
+  %v = commir.load @V[@j] : !commir.tile<f32>
+  %s = commir.matmul %q, %k transpose_b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %m = commir.row_reduce max %s : !commir.tile<f32>
+  %m2 = commir.scale %m by 2.0 : !commir.tile<f32>
+  %d = commir.binary sub %s, %m : !commir.tile<f32>
+  %p = commir.unary exp %d : !commir.tile<f32>
+  %l = commir.row_reduce sum %p : !commir.tile<f32>
+  %u = commir.matmul %p, %v : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %o = commir.binary div %u, %l : !commir.tile<f32>
+  %ll = commir.unary log %l : !commir.tile<f32>
+  %lse = commir.binary add %m2, %ll : !commir.tile<f32>
+  // expected-error@+1 {{lse is not m + log l with the m of p = exp(t - m)}}
+  commir.reduce lse_merge %o, %lse into @O[@i] : !commir.tile<f32>, !commir.tile<f32>
+}
