@@ -23,7 +23,7 @@
 // DECLARED: // comm-plan @attention: mesh [8], 8 ranks, 9 stages
 // DECLARED-NOT: permute
 // DECLARED: //   @K: ring p2p, 56 ops in 7 stages, 1.8 GiB sent in total, levels [0]
-// DECLARED: //   stage 1: rank 0 -> rank 7 @K[0:1, 0:32, 0:4096, 0:128] 32.0 MiB (level 0)
+// DECLARED: //   stage 1: rank 0 -> rank 7 @K from K.shard[0:1, 0:32, 0:4096, 0:128] 32.0 MiB (level 0)
 
 // One attention patch per rank and ring step.
 // PATCHES: [1]

@@ -99,9 +99,13 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
                             e.3.push(lv);
                         }
                         if detail {
+                            // The region is in the sender's slot (a ring slot holds a tile
+                            // received earlier, not the rank's shard): said with the slot's
+                            // name, not as coordinates of the buffer.
                             lines.push(format!(
-                                "//   stage {si}: rank {} -> rank {peer} @{b}{} {} (level {lv})",
+                                "//   stage {si}: rank {} -> rank {peer} @{b} from {}{} {} (level {lv})",
                                 r.rank,
+                                r.slots[src.slot].name,
                                 src.region,
                                 bytes(view_bytes(r, src))
                             ));
