@@ -316,7 +316,8 @@ pub fn causal_balance(plan: &Plan) -> Option<String> {
     ))
 }
 
-/// Per-rank memory: every slot grouped by buffer, with the largest rank's total.
+/// Per-rank memory: every slot grouped by buffer (op results, which belong to none, together),
+/// with the largest rank's total.
 pub fn memory(plan: &Plan) -> String {
     let mut out = String::new();
     let max = plan
@@ -335,16 +336,23 @@ pub fn memory(plan: &Plan) -> String {
     if let Some(r) = plan.ranks.iter().max_by_key(|r| r.memory_bytes()) {
         let mut by: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
         for s in &r.slots {
-            let e = by
-                .entry(s.name.split('.').next().unwrap_or("?").to_string())
-                .or_default();
+            // A patch's or compute op's result (`gemm.out0.1`, `matmul.out.0`) belongs to no
+            // buffer: listed as op results, not as a `@gemm` the kernel does not have.
+            let mut parts = s.name.split('.');
+            let head = parts.next().unwrap_or("?");
+            let group = if parts.next().is_some_and(|p| p.starts_with("out")) {
+                "op results".to_string()
+            } else {
+                format!("@{head}")
+            };
+            let e = by.entry(group).or_default();
             e.0 += s.bytes();
             e.1.push(format!("{} {:?} {}", s.name, s.shape, s.dtype.name()));
         }
         for (b, (total, slots)) in by {
             let _ = writeln!(
                 out,
-                "//   rank {}: @{b}: {} ({})",
+                "//   rank {}: {b}: {} ({})",
                 r.rank,
                 bytes(total),
                 slots.join(", ")
