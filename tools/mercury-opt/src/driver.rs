@@ -246,7 +246,17 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
 
     let mut ok = true;
     let mut outputs = Vec::new();
+    // On standard output each chunk's IR is printed as soon as the chunk is done, and the
+    // separator after a printed chunk before the next one runs: the reports a pass prints
+    // while it runs (--commir-print-comm-plan) sit between their chunk's separator and its IR
+    // (they all came first). A chunk that fails prints nothing, and no second separator
+    // follows.
+    let to_stdout = o.output.as_os_str() == "-";
+    let mut separate = false;
     for chunk in chunks {
+        if to_stdout && std::mem::take(&mut separate) && !out::stdout("// -----\n") {
+            return Err(Failed);
+        }
         let file = SourceFile::with_first_line(name.as_str(), chunk.text, chunk.first_line);
         let result = process(&registry, &mut pm, &file).and_then(|m| {
             emit(
@@ -270,16 +280,19 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
             ok = false;
         }
         if let Ok(text) = result {
-            outputs.push(text);
+            if to_stdout {
+                if !out::stdout(&text) {
+                    return Err(Failed);
+                }
+                separate = true;
+            } else {
+                outputs.push(text);
+            }
         }
     }
 
     let text = outputs.join("// -----\n");
-    if o.output.as_os_str() == "-" {
-        if !out::stdout(&text) {
-            return Err(Failed);
-        }
-    } else if ok {
+    if !to_stdout && ok {
         std::fs::write(&o.output, text).map_err(|e| {
             out::error(&format!(
                 "could not write output file '{}': {e}",
