@@ -3,6 +3,7 @@
 #
 #   bash scripts/gpu.sh            # here (no GPU needed): build and stage everything in .carry/
 #   bash scripts/gpu.sh --remote   # on the GPU machine: run every check and benchmark
+#   bash scripts/gpu.sh --help     # this text (any other argument is an error: nothing is built)
 #   MERCURY_GPU_PARTS=schedules bash scripts/gpu.sh --remote   # only the compiled schedules
 #   MERCURY_GPU_CASES='causal|tree' ...                         # only cases matching a regex
 #   MERCURY_GPU_PARTS=aliased ...     # the same schedules on 2 and 8 device ids aliasing GPU 0
@@ -43,6 +44,23 @@
 # Every check draws fresh random inputs (seeded from the clock) and poisons outputs first.
 # Timings are medians of CUDA-event-timed runs after warm-up; no timing is asserted.
 set -euo pipefail
+# The arguments before anything else: a mistyped one (`--remtoe`, `--help`) must not start the
+# release builds of the first form.
+remote=0
+for arg in "$@"; do
+  case $arg in
+    -h | --help)
+      # The usage: the comment above, without its '#'.
+      awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+      exit 0 ;;
+    --remote)
+      if (( remote )); then echo "gpu.sh: error: '--remote' given twice" >&2; exit 1; fi
+      remote=1 ;;
+    *)
+      echo "gpu.sh: error: unknown argument '$arg' (no argument: build and stage here; --remote: run on the GPU machine; --help: the usage)" >&2
+      exit 1 ;;
+  esac
+done
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 

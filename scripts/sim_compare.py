@@ -11,6 +11,12 @@ the same strings and numbers that agree within `rtol` relative (|a - b| <= rtol 
 numbers in microseconds or seconds alike). Prints a summary: how many files were compared, how
 many were identical, the largest relative difference of a number and where; exits 1 on any
 mismatch (the first few are printed).
+
+Each directory must be one that sim_compare.sh wrote, and every case in it must have run: a
+directory with no case outputs (`CASE.out` ending in `exit N`), or with a case whose command
+was not found or not executable (`exit 127` or `exit 126`: a wrong BIN_DIR), is refused
+(`sim_compare.py: error: ...`, exit 1); two directories of cases that all failed to run
+would otherwise compare identical.
 """
 import argparse
 import json
@@ -70,12 +76,43 @@ def files(root):
                 yield rel
 
 
+EXIT_LINE = re.compile(r"^exit (\d+)$")
+
+
+def check_ran(root):
+    """None when `root` holds case outputs that all ran, else why it is refused."""
+    if not os.path.isdir(root):
+        return f"{root}: not a directory"
+    statuses = {}
+    for f in files(root):
+        if not f.endswith(".out"):
+            continue
+        with open(os.path.join(root, f)) as fh:
+            lines = fh.read().splitlines()
+        m = EXIT_LINE.match(lines[-1]) if lines else None
+        if m:
+            statuses[f] = int(m.group(1))
+    if not statuses:
+        return f"{root}: no case outputs (CASE.out ending in 'exit N'): not written by sim_compare.sh"
+    not_run = sorted(f for f, s in statuses.items() if s in (126, 127))
+    if not_run:
+        return (f"{root}: {len(not_run)} of {len(statuses)} cases did not run (exit 127: command "
+                f"not found, or 126: not executable), the first {not_run[0]}; was sim_compare.sh "
+                "given the right BIN_DIR?")
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("--rtol", type=float, default=1e-9)
     a = ap.parse_args()
+    for root in (a.old, a.new):
+        why = check_ran(root)
+        if why:
+            print(f"sim_compare.py: error: {why}", file=sys.stderr)
+            sys.exit(1)
     old, new = set(files(a.old)), set(files(a.new))
     problems = []
     for f in sorted(old ^ new):

@@ -5,6 +5,10 @@
 #   bash scripts/sim_compare.sh BIN_DIR OUT_DIR      # run mercury-run / mercury-tune from BIN_DIR
 #   python3 scripts/sim_compare.py OLD_OUT NEW_OUT   # compare two such directories
 #   bash scripts/sim_compare.sh --inputs OUT_DIR     # only write the generated inputs (below)
+#   bash scripts/sim_compare.sh --help               # this text
+#
+# BIN_DIR must hold executable mercury-run and mercury-tune (else an error, nothing run), and
+# sim_compare.py refuses a directory with a case that did not run (exit 127 or 126).
 #
 # Cases (every one `mercury-run --no-run --predict TOPO --predict-trace` or `mercury-tune`):
 # - every example operator (examples/, small/, 2gpu/, two_tier/) with no schedule, with
@@ -21,10 +25,28 @@
 # precision). Generated inputs and topologies are under OUT_DIR/in: gsN.mlir for N = 32 to 512
 # (docs/perf.md times `--predict` of the larger ones) and h100-(N/8)x8.toml.
 set -uo pipefail
-usage="usage: sim_compare.sh BIN_DIR OUT_DIR, or sim_compare.sh --inputs OUT_DIR"
+usage="usage: sim_compare.sh BIN_DIR OUT_DIR, or sim_compare.sh --inputs OUT_DIR (--help: more)"
+# fail MESSAGE: a usage error, before any case runs. Without it a BIN_DIR that does not exist
+# (or lacks the binaries) recorded every case as `exit 127`, alike in both directories.
+fail() { echo "sim_compare.sh: error: $1" >&2; echo "$usage" >&2; exit 1; }
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  # The usage: the comment above, without its '#'.
+  awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+  exit 0
+fi
+(( $# == 2 )) || fail "2 arguments expected, $# given"
 inputs_only=0
-if [[ ${1:-} == --inputs ]]; then inputs_only=1; bin=; else bin=$(cd "${1:?$usage}" && pwd); fi
-out=${2:?$usage}
+if [[ $1 == --inputs ]]; then
+  inputs_only=1 bin=
+else
+  [[ $1 != -* ]] || fail "unknown option '$1'"
+  [[ -d $1 ]] || fail "BIN_DIR '$1' is not a directory"
+  bin=$(cd "$1" && pwd)
+  for tool in mercury-run mercury-tune; do
+    [[ -f $bin/$tool && -x $bin/$tool ]] || fail "BIN_DIR '$1' has no executable $tool"
+  done
+fi
+out=$2
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$out/in"
 out=$(cd "$out" && pwd)

@@ -5,11 +5,13 @@
 //! `ring` (the hand-written RingAttention plan of P3); `study` (the predicted-latency tables of
 //! `docs/simulation.md`, the `mercury-study` binary) and `fixtures` (hand-written attention and
 //! GEMM plans the study cross-checks the lowering against).
+//! `args` reads the binaries' hand-written command lines (an option given twice is refused).
 //! Every GPU test skips with a message where no GPU or library is present.
 
 // Check closures and row tables read clearer spelled out than behind aliases.
 #![allow(clippy::type_complexity)]
 
+pub mod args;
 pub mod bench;
 pub mod fixtures;
 pub mod links;

@@ -934,6 +934,17 @@ fn toml_str(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
+/// A patch rate (TFLOP/s) as the topology file writes it: one decimal from 1 up, as before,
+/// and below 1 every digit (`5e-3`): one decimal wrote a rate of 0.01 given on the command line
+/// as `0.0`, which the loader refuses.
+fn rate_toml(v: f64) -> String {
+    if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// The topology file of `report` (see the module docs); `name` is the topology's name, `source`
 /// the method its link level describes (falls back to pulled copies when NCCL was not
 /// measured).
@@ -1061,12 +1072,16 @@ pub fn topology_toml(report: &LinkReport, name: &str, rates: &Rates, source: Lin
     let _ = writeln!(o);
     let _ = writeln!(o, "[device.rates]");
     let _ = writeln!(o, "# {}", rates.origin);
-    let _ = writeln!(o, "gemm_tflops = {:.1}", rates.gemm_tflops);
-    let _ = writeln!(o, "attention_tflops = {:.1}", rates.attention_tflops);
+    let _ = writeln!(o, "gemm_tflops = {}", rate_toml(rates.gemm_tflops));
     let _ = writeln!(
         o,
-        "attention_causal_tflops = {:.1}",
-        rates.attention_causal_tflops
+        "attention_tflops = {}",
+        rate_toml(rates.attention_tflops)
+    );
+    let _ = writeln!(
+        o,
+        "attention_causal_tflops = {}",
+        rate_toml(rates.attention_causal_tflops)
     );
     let _ = writeln!(o);
     write_rate_points(&mut o, rates);
@@ -1320,6 +1335,33 @@ mod tests {
         let text = topology_toml(&r, "uneven", &Rates::default(), LinkSource::Copy);
         assert!(text.contains("WARNING") && text.contains("without peer access"));
         assert!(mercury_search::topology::Topology::from_toml_str(&text, "u").is_ok());
+    }
+
+    #[test]
+    fn given_rates_are_written_as_given() {
+        // The ends of the range a topology file accepts (mercury-mgpu checks given rates
+        // against it): each reads back as written, none as `0.0`.
+        for (g, a, c) in [(1e-6, 0.01, 1e6), (0.5, 612.0, 0.04), (803.0, 1.0, 0.99)] {
+            let rates = Rates {
+                gemm_tflops: g,
+                attention_tflops: a,
+                attention_causal_tflops: c,
+                ..Rates::default()
+            };
+            let text = topology_toml(&report(2, true), "given", &rates, LinkSource::Copy);
+            let t = mercury_search::topology::Topology::from_toml_str(&text, "given")
+                .unwrap_or_else(|e| panic!("{e}\n{text}"));
+            let r = &t.device.rates;
+            assert_eq!(
+                (r.gemm_tflops, r.attention_tflops, r.attention_causal_tflops),
+                (g, a, Some(c)),
+                "{text}"
+            );
+        }
+        // One decimal from 1 up, as before.
+        assert_eq!(rate_toml(803.0), "803.0");
+        assert_eq!(rate_toml(612.345), "612.3");
+        assert_eq!(rate_toml(0.01), "1e-2");
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //! ranks). Prints one summary table at the end; with `--sdpa-json` (the output of
 //! `scripts/sdpa_baseline.py`) the attention rows get ratios against torch SDPA.
 //!
-//! Exit status: 0 when every check passed (and for `--help`), 1 when a check failed or the
-//! arguments are bad, 2 when no GPU was usable.
+//! Exit status: 0 when every check passed (and for `--help`), 1 when a check failed, the
+//! `--json-out` file could not be written or the arguments are bad (an unknown flag or
+//! `--only` section, a count of 0, an option given twice, an unreadable
+//! `--device-kernels-ptx`: said before any GPU is looked for), 2 when no GPU was usable.
 
+use mercury_bench::args::Flags;
 use mercury_bench::bench::{Bench, BenchOptions, BenchRow};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -14,9 +17,13 @@ const USAGE: &str = "usage: mercury-gpu-bench [--no-check] [--reps N] [--warmup 
        [--only P0,P1,P2,P2c,P3] [--device-kernels-ptx FILE] [--sdpa-json FILE] [--json-out FILE]
        [--gemm-size N] [--ring-seq N] [--ring-ranks N]";
 
+/// The sections `--only` names (upper-cased when read: `p2c` is `P2C`), in the order they run.
+const SECTIONS: [&str; 5] = ["P0", "P1", "P2", "P2C", "P3"];
+
 struct Args {
     opts: BenchOptions,
     only: Vec<String>,
+    /// The text of `--device-kernels-ptx FILE`, read before the GPU is opened.
     ptx: Option<String>,
     sdpa: Option<String>,
     json_out: Option<String>,
@@ -25,17 +32,12 @@ struct Args {
     ring_ranks: usize,
 }
 
-/// The arguments; `Ok(None)` for `--help`. `Err`: a usage error, with the usage.
+/// The arguments; `Ok(None)` for `--help`. `Err`: a usage error (an unknown flag or section, a
+/// bad or repeated value, an unreadable `--device-kernels-ptx`), before any GPU is looked for.
 fn parse() -> Result<Option<Args>, String> {
     let mut a = Args {
         opts: BenchOptions::default(),
-        only: vec![
-            "P0".into(),
-            "P1".into(),
-            "P2".into(),
-            "P2C".into(),
-            "P3".into(),
-        ],
+        only: SECTIONS.iter().map(|s| s.to_string()).collect(),
         ptx: None,
         sdpa: None,
         json_out: None,
@@ -43,38 +45,60 @@ fn parse() -> Result<Option<Args>, String> {
         ring_seq: 32768,
         ring_ranks: 8,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut val = || {
-            it.next()
-                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
-        };
-        let num = |v: String| v.parse::<usize>().map_err(|e| format!("{flag} {v}: {e}"));
+    let mut ptx: Option<String> = None;
+    let mut it = Flags::new(std::env::args().skip(1), USAGE);
+    while let Some(flag) = it.next_flag() {
         // Counts that cannot be 0 are refused, not raised to 1 behind the user's back.
-        let at_least_one = |v: String, what: &str| match num(v)? {
+        let mut at_least_one = |what: &str| match it.parse::<usize>(&flag)? {
             0 => Err(format!("{flag} must be at least 1 ({what})")),
             n => Ok(n),
         };
         match flag.as_str() {
-            "--no-check" => a.opts.check = false,
-            "--check" => a.opts.check = true,
-            "--reps" => {
-                a.opts.reps = at_least_one(val()?, "timed repetitions, the median reported")?
+            "--no-check" | "--check" => {
+                it.switch_as(&flag, "--check")?;
+                a.opts.check = flag == "--check";
             }
-            "--warmup" => a.opts.warmup = num(val()?)?,
-            "--seed" => a.opts.seed = num(val()?)? as u64,
-            "--only" => a.only = val()?.split(',').map(|s| s.trim().to_uppercase()).collect(),
-            "--device-kernels-ptx" => a.ptx = Some(val()?),
-            "--sdpa-json" => a.sdpa = Some(val()?),
-            "--json-out" => a.json_out = Some(val()?),
-            "--gemm-size" => a.gemm_size = at_least_one(val()?, "M = N = K of the GEMM")?,
-            "--ring-seq" => a.ring_seq = at_least_one(val()?, "tokens of the ring")?,
-            "--ring-ranks" => a.ring_ranks = at_least_one(val()?, "virtual ranks of the ring")?,
+            "--reps" => a.opts.reps = at_least_one("timed repetitions, the median reported")?,
+            "--warmup" => a.opts.warmup = it.parse(&flag)?,
+            "--seed" => a.opts.seed = it.parse(&flag)?,
+            "--only" => a.only = sections(&it.value(&flag)?)?,
+            "--device-kernels-ptx" => ptx = Some(it.value(&flag)?),
+            "--sdpa-json" => a.sdpa = Some(it.value(&flag)?),
+            "--json-out" => a.json_out = Some(it.value(&flag)?),
+            "--gemm-size" => a.gemm_size = at_least_one("M = N = K of the GEMM")?,
+            "--ring-seq" => a.ring_seq = at_least_one("tokens of the ring")?,
+            "--ring-ranks" => a.ring_ranks = at_least_one("virtual ranks of the ring")?,
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
     }
+    if let Some(p) = ptx {
+        a.ptx = Some(
+            std::fs::read_to_string(&p)
+                .map_err(|e| format!("cannot read --device-kernels-ptx '{p}': {e}"))?,
+        );
+    }
     Ok(Some(a))
+}
+
+/// `--only LIST`: comma-separated section names, any case; an unknown or empty one is refused
+/// (it was dropped: `--only bogus` ran nothing and passed).
+fn sections(list: &str) -> Result<Vec<String>, String> {
+    list.split(',')
+        .map(|s| {
+            let name = s.trim().to_uppercase();
+            if name.is_empty() {
+                Err(format!("--only {list}: an empty section name"))
+            } else if SECTIONS.contains(&name.as_str()) {
+                Ok(name)
+            } else {
+                Err(format!(
+                    "--only: unknown section '{}' (P0, P1, P2, P2c, P3)",
+                    s.trim()
+                ))
+            }
+        })
+        .collect()
 }
 
 /// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON.
@@ -109,7 +133,7 @@ fn main() -> ExitCode {
     let ctx = match mercury_kernels::cuda::open_context(0) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("mercury-gpu-bench: no usable GPU: {e}");
+            eprintln!("mercury-gpu-bench: error: no usable GPU: {e}");
             return ExitCode::from(2);
         }
     };
@@ -119,22 +143,10 @@ fn main() -> ExitCode {
         "device: {name} (sm_{}{}), seed {}",
         cc.0, cc.1, args.opts.seed
     );
-    let ptx = match &args.ptx {
-        Some(p) => match std::fs::read_to_string(p) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                return mercury_driver::cli::usage_error(
-                    "mercury-gpu-bench",
-                    &format!("cannot read --device-kernels-ptx '{p}': {e}"),
-                )
-            }
-        },
-        None => None,
-    };
-    let mut bench = match Bench::new(ctx, args.opts.clone(), ptx) {
+    let mut bench = match Bench::new(ctx, args.opts.clone(), args.ptx.clone()) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("mercury-gpu-bench: setup failed: {e}");
+            eprintln!("mercury-gpu-bench: error: setup failed: {e}");
             return ExitCode::from(2);
         }
     };
@@ -250,7 +262,9 @@ fn main() -> ExitCode {
             })).collect::<Vec<_>>(),
         });
         if let Err(e) = std::fs::write(path, j.to_string()) {
-            eprintln!("{path}: {e}");
+            // The rows are not where the caller looks for them: a failed run.
+            eprintln!("mercury-gpu-bench: error: cannot write --json-out '{path}': {e}");
+            failed += 1;
         }
     }
     if failed == 0 {

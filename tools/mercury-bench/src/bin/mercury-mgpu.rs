@@ -23,7 +23,13 @@
 //! bridge and a device copy, and writes a two-level topology whose rates are one rank's share of
 //! a GPU shared by N ranks (default K); see `links::two_tier`. Exit status: 0 all passed, 1 a check failed or bad
 //! arguments, 2 no usable GPU. NCCL_NVLS_ENABLE=0 is set before NCCL starts.
+//!
+//! The arguments are checked before any GPU is probed: an option given twice, a count of 0,
+//! a `--*-tflops` rate outside the range a topology file accepts (`RANGE_TFLOPS`), a
+//! `--rates-*` value that is negative or above its limit ([`MAX_RATES_MS`],
+//! [`MAX_RATES_WARM_S`]), an unreadable `--device-kernels-ptx` are refused, never clamped.
 
+use mercury_bench::args::Flags;
 use mercury_bench::links::{self, LinkSource, Rates};
 use mercury_bench::mgpu::{self, Mode};
 use mercury_runtime::cuda::{nccl, placement::PeerMatrix};
@@ -52,29 +58,50 @@ impl From<&str> for Failure {
     }
 }
 
-fn value<T: std::str::FromStr>(
-    it: &mut impl Iterator<Item = String>,
-    flag: &str,
-) -> Result<T, Failure>
-where
-    T::Err: std::fmt::Display,
-{
-    let v = it
-        .next()
-        .ok_or_else(|| Failure::Usage(format!("{flag} needs a value\n{USAGE}")))?;
-    v.parse::<T>()
-        .map_err(|e| Failure::Usage(format!("{flag} {v}: {e}")))
+/// A message about the arguments as a [`Failure::Usage`].
+trait UsageError<T> {
+    fn usage(self) -> Result<T, Failure>;
+}
+
+impl<T> UsageError<T> for Result<T, String> {
+    fn usage(self) -> Result<T, Failure> {
+        self.map_err(Failure::Usage)
+    }
 }
 
 /// A count flag's value, refused when 0 (never raised to 1 behind the user's back).
-fn count(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<usize, Failure> {
-    match value::<usize>(it, flag)? {
-        0 => Err(Failure::Usage(format!(
-            "{flag} must be at least 1\n{USAGE}"
-        ))),
+fn count<I: Iterator<Item = String>>(it: &mut Flags<I>, flag: &str) -> Result<usize, String> {
+    count_as(it, flag, flag)
+}
+
+/// [`count`] of option `name` written `flag`.
+fn count_as<I: Iterator<Item = String>>(
+    it: &mut Flags<I>,
+    flag: &str,
+    name: &str,
+) -> Result<usize, String> {
+    match it.parse_as::<usize>(flag, name)? {
+        0 => Err(format!("{flag} must be at least 1\n{USAGE}")),
         n => Ok(n),
     }
 }
+
+/// A patch rate given on the command line: it goes into the topology file, so it must be in
+/// the range the topology loader accepts (`RANGE_TFLOPS`), checked before any GPU is probed.
+fn tflops<I: Iterator<Item = String>>(it: &mut Flags<I>, flag: &str) -> Result<f64, String> {
+    let (lo, hi, unit) = mercury_search::topology::RANGE_TFLOPS;
+    let raw = it.value(flag)?;
+    raw.parse::<f64>()
+        .map_err(|e| format!("{flag} {raw}: {e}"))?;
+    mercury_bench::args::in_range(flag, &raw, lo, hi, unit)
+        .map_err(|e| format!("{e} (the range of a topology file's rates)"))
+}
+
+/// The largest `--rates-gap-ms` and `--rates-burst-ms` (10 s): idle or a burst before each
+/// timed burst, and the default grid has well over a hundred points of several bursts each.
+const MAX_RATES_MS: f64 = 1e4;
+/// The largest `--rates-warm-s` (an hour of GEMMs before the grid).
+const MAX_RATES_WARM_S: f64 = 3600.0;
 
 fn visible() -> Result<usize, String> {
     mercury_kernels::cuda::probe(mercury_kernels::cuda::Library::Driver)
@@ -130,48 +157,89 @@ fn info() -> Result<bool, String> {
     Ok(true)
 }
 
-fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
-    let mut devices: Option<usize> = None;
-    let mut alias: Option<usize> = None;
-    let mut modes = vec![Mode::Peer, Mode::Nccl];
+/// The arguments of `selfcheck`; `None` for `--help`.
+struct SelfcheckArgs {
+    devices: Option<usize>,
+    alias: Option<usize>,
+    modes: Vec<Mode>,
+    /// The text of `--device-kernels-ptx FILE`, read before any GPU is probed.
+    ptx: Option<String>,
+    seed: u64,
+    single: bool,
+}
+
+fn selfcheck_args(it: impl Iterator<Item = String>) -> Result<Option<SelfcheckArgs>, String> {
+    let mut it = Flags::new(it, USAGE);
+    let mut a = SelfcheckArgs {
+        devices: None,
+        alias: None,
+        modes: vec![Mode::Peer, Mode::Nccl],
+        ptx: None,
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+        single: true,
+    };
     let mut ptx: Option<String> = None;
-    let mut seed: u64 = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    let mut single = true;
-    while let Some(f) = it.next() {
+    while let Some(f) = it.next_flag() {
         match f.as_str() {
-            "--devices" => devices = Some(count(&mut it, &f)?),
-            "--alias" => alias = Some(count(&mut it, &f)?),
+            "--devices" => a.devices = Some(count(&mut it, &f)?),
+            "--alias" => a.alias = Some(count(&mut it, &f)?),
             "--transport" => {
-                let v: String = value(&mut it, &f)?;
-                modes = match v.as_str() {
+                let v = it.value(&f)?;
+                a.modes = match v.as_str() {
                     "peer" => vec![Mode::Peer],
                     "nccl" => vec![Mode::Nccl],
                     "both" => vec![Mode::Peer, Mode::Nccl],
-                    _ => {
-                        return Err(Failure::Usage(format!(
-                            "--transport {v}: peer, nccl or both"
-                        )))
-                    }
+                    _ => return Err(format!("--transport {v}: peer, nccl or both")),
                 }
             }
-            "--device-kernels-ptx" => ptx = Some(value(&mut it, &f)?),
-            "--seed" => seed = value(&mut it, &f)?,
-            "--no-nccl-single" => single = false,
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(true);
+            "--device-kernels-ptx" => ptx = Some(it.value(&f)?),
+            "--seed" => a.seed = it.parse(&f)?,
+            "--no-nccl-single" => {
+                it.switch(&f)?;
+                a.single = false;
             }
-            _ => return Err(Failure::Usage(format!("unknown argument {f}\n{USAGE}"))),
+            "-h" | "--help" => return Ok(None),
+            _ => return Err(format!("unknown argument {f}\n{USAGE}")),
         }
     }
+    if let (Some(d), Some(k)) = (a.devices, a.alias) {
+        return Err(format!(
+            "--devices {d} and --alias {k}: one or the other (--alias puts every device id on GPU 0)"
+        ));
+    }
+    if let Some(p) = ptx {
+        a.ptx = Some(
+            std::fs::read_to_string(&p)
+                .map_err(|e| format!("cannot read --device-kernels-ptx '{p}': {e}"))?,
+        );
+    }
+    Ok(Some(a))
+}
+
+fn selfcheck(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
+    let Some(SelfcheckArgs {
+        devices,
+        alias,
+        modes,
+        ptx,
+        seed,
+        single,
+    }) = selfcheck_args(it).map_err(Failure::Usage)?
+    else {
+        println!("{USAGE}");
+        return Ok(true);
+    };
     // NVLink multicast off before anything can start NCCL.
     for note in nccl::prepare_env() {
         println!("env: {note}");
     }
     let n = visible()?;
-    let ptx = mgpu::device_kernels_ptx(ptx.as_deref()).map_err(|e| e.to_string())?;
+    let ptx = match ptx {
+        Some(text) => text,
+        None => mgpu::device_kernels_ptx(None).map_err(|e| e.to_string())?,
+    };
     let mut rows = Vec::new();
     match alias {
         Some(k) => {
@@ -199,7 +267,8 @@ fn selfcheck(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     Ok(mgpu::print_rows(&rows))
 }
 
-fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
+fn links_cmd(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
+    let mut it = Flags::new(it, USAGE);
     let mut out: Option<String> = None;
     let mut name: Option<String> = None;
     let mut min_kib: usize = 64;
@@ -217,10 +286,10 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     let mut per_gpu: Option<usize> = None;
     // Flags of the one-process measurement, refused with --launcher env.
     let mut single_only: Vec<String> = Vec::new();
-    while let Some(f) = it.next() {
+    while let Some(f) = it.next_flag() {
         match f.as_str() {
             "--launcher" => {
-                let v: String = value(&mut it, &f)?;
+                let v = it.value(&f).usage()?;
                 if v != "env" {
                     return Err(Failure::Usage(format!(
                         "--launcher {v}: only 'env' (RANK, WORLD_SIZE, ...)"
@@ -228,25 +297,26 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
                 }
                 launcher = true;
             }
-            "--ranks-per-process" => per_process = Some(count(&mut it, &f)?),
-            "--ranks-per-gpu" => per_gpu = Some(count(&mut it, &f)?),
-            "--out" => out = Some(value(&mut it, &f)?),
-            "--name" => name = Some(value(&mut it, &f)?),
-            "--min-kib" => min_kib = count(&mut it, &f)?,
+            "--ranks-per-process" => per_process = Some(count(&mut it, &f).usage()?),
+            "--ranks-per-gpu" => per_gpu = Some(count(&mut it, &f).usage()?),
+            "--out" => out = Some(it.value(&f).usage()?),
+            "--name" => name = Some(it.value(&f).usage()?),
+            "--min-kib" => min_kib = count(&mut it, &f).usage()?,
             // `--mib` is the older name (one size then; the largest now).
-            "--max-mib" | "--mib" => max_mib = count(&mut it, &f)?,
-            "--reps" => opts.reps = count(&mut it, &f)?,
+            "--max-mib" | "--mib" => max_mib = count_as(&mut it, &f, "--max-mib").usage()?,
+            "--reps" => opts.reps = count(&mut it, &f).usage()?,
             "--max-devices" => {
-                opts.max_devices = Some(count(&mut it, &f)?);
+                opts.max_devices = Some(count(&mut it, &f).usage()?);
                 single_only.push(f.clone());
             }
             "--no-nccl" => {
+                it.switch(&f).usage()?;
                 opts.nccl = false;
                 single_only.push(f.clone());
             }
             "--link" => {
                 single_only.push(f.clone());
-                let v: String = value(&mut it, &f)?;
+                let v = it.value(&f).usage()?;
                 source = match v.as_str() {
                     "copy" => LinkSource::Copy,
                     "nccl" => LinkSource::Nccl,
@@ -254,31 +324,40 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
                 }
             }
             "--measure-rates" => {
+                it.switch(&f).usage()?;
                 measure_rates = true;
                 single_only.push(f.clone());
             }
+            // Refused outside their ranges, never clamped into them (0 is a regime: back to
+            // back, one call per burst, no warm-up).
             "--rates-gap-ms" => {
-                rates_gap_ms = Some(value(&mut it, &f)?);
+                rates_gap_ms = Some(
+                    it.number_in(&f, 0.0, MAX_RATES_MS, "milliseconds")
+                        .usage()?,
+                );
                 single_only.push(f.clone());
             }
             "--rates-burst-ms" => {
-                rates_burst_ms = Some(value(&mut it, &f)?);
+                rates_burst_ms = Some(
+                    it.number_in(&f, 0.0, MAX_RATES_MS, "milliseconds")
+                        .usage()?,
+                );
                 single_only.push(f.clone());
             }
             "--rates-warm-s" => {
-                rates_warm_s = Some(value(&mut it, &f)?);
+                rates_warm_s = Some(it.number_in(&f, 0.0, MAX_RATES_WARM_S, "seconds").usage()?);
                 single_only.push(f.clone());
             }
             "--gemm-tflops" => {
-                rates.gemm_tflops = value(&mut it, &f)?;
+                rates.gemm_tflops = tflops(&mut it, &f).usage()?;
                 rates_given = true;
             }
             "--attention-tflops" => {
-                rates.attention_tflops = value(&mut it, &f)?;
+                rates.attention_tflops = tflops(&mut it, &f).usage()?;
                 rates_given = true;
             }
             "--attention-causal-tflops" => {
-                rates.attention_causal_tflops = value(&mut it, &f)?;
+                rates.attention_causal_tflops = tflops(&mut it, &f).usage()?;
                 rates_given = true;
             }
             "-h" | "--help" => {
@@ -354,15 +433,9 @@ fn links_cmd(mut it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     let mut rates_ok = true;
     if measure_rates {
         let mut grid = mercury_bench::bench::RateGrid::default();
-        if let Some(g) = rates_gap_ms {
-            grid.gap_ms = g.max(0.0);
-        }
-        if let Some(w) = rates_warm_s {
-            grid.warm_s = w.max(0.0);
-        }
-        if let Some(b) = rates_burst_ms {
-            grid.burst_ms = b.max(0.0);
-        }
+        grid.gap_ms = rates_gap_ms.unwrap_or(grid.gap_ms);
+        grid.warm_s = rates_warm_s.unwrap_or(grid.warm_s);
+        grid.burst_ms = rates_burst_ms.unwrap_or(grid.burst_ms);
         let (measured, ok) = measure_patch_rates(opts.reps, &grid)?;
         rates = measured;
         rates_ok = ok;
@@ -399,8 +472,12 @@ fn measure_patch_rates(
     use mercury_bench::bench::{Bench, BenchOptions};
     let ctx = mercury_kernels::cuda::open_context(0).map_err(|e| e.to_string())?;
     let gpu = ctx.name().unwrap_or_default();
+    let kept = reps.clamp(3, 20);
+    if kept != reps {
+        println!("rates: at least {kept} timed calls per shape (--reps {reps} is the links'; the rate grid keeps 3..=20)");
+    }
     let opts = BenchOptions {
-        reps: reps.clamp(3, 20),
+        reps: kept,
         ..BenchOptions::default()
     };
     let mut bench = Bench::new(ctx, opts, None).map_err(|e| format!("rates: {e}"))?;
@@ -473,7 +550,16 @@ fn main() -> ExitCode {
     mercury_bench::init_logging();
     let mut it = std::env::args().skip(1);
     let r = match it.next().as_deref() {
-        Some("info") => info().map_err(Failure::Run),
+        Some("info") => match it.next() {
+            None => info().map_err(Failure::Run),
+            Some(a) if a == "-h" || a == "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            Some(a) => Err(Failure::Usage(format!(
+                "info takes no arguments (got '{a}')\n{USAGE}"
+            ))),
+        },
         Some("selfcheck") => selfcheck(it),
         Some("links") => links_cmd(it),
         Some("-h" | "--help" | "help") => {

@@ -1,8 +1,8 @@
 //! `mercury-study`: prints the predicted-latency tables of `docs/simulation.md` (every plan
 //! CommIR-generated, except the cross-check against the FIXTURE plans, which says so):
 //! `cargo run --release -p mercury-bench --bin mercury-study`. `--no-timing` leaves out the
-//! last section (wall times, which vary from run to run). Needs no GPU. Another argument is
-//! a usage error (exit 1).
+//! last section (wall times, which vary from run to run). Needs no GPU. Another argument, or
+//! `--no-timing` given twice, is a usage error (exit 1).
 
 use std::process::ExitCode;
 
@@ -10,9 +10,15 @@ const USAGE: &str = "usage: mercury-study [--no-timing]";
 
 fn main() -> ExitCode {
     let mut timing = true;
-    for a in std::env::args().skip(1) {
+    let mut it = mercury_bench::args::Flags::new(std::env::args().skip(1), USAGE);
+    while let Some(a) = it.next_flag() {
         match a.as_str() {
-            "--no-timing" => timing = false,
+            "--no-timing" => {
+                if let Err(e) = it.switch(&a) {
+                    return mercury_driver::cli::usage_error("mercury-study", &e);
+                }
+                timing = false;
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;

@@ -23,7 +23,9 @@
 //! bandwidth are divided by `ranks_per_gpu` (every rank's compute runs on the same SMs), which
 //! is the model's only way to say so; the file states it.
 
-use super::{fit_text, p2p, size_label, time_us, toml_str, Dev, Method, Rates, Sample, Sweep};
+use super::{
+    fit_text, p2p, rate_toml, size_label, time_us, toml_str, Dev, Method, Rates, Sample, Sweep,
+};
 use cudarc::driver::CudaContext;
 use mercury_runtime::cuda::error::{Result, RuntimeError};
 use mercury_runtime::cuda::launcher::{LaunchEnv, World};
@@ -250,16 +252,16 @@ pub fn topology_toml(r: &TwoTierReport, name: &str, rates: &Rates) -> String {
         "# {} (whole GPU), divided by {}",
         rates.origin, r.ranks_per_gpu
     );
-    let _ = writeln!(o, "gemm_tflops = {:.1}", rates.gemm_tflops / share);
+    let _ = writeln!(o, "gemm_tflops = {}", rate_toml(rates.gemm_tflops / share));
     let _ = writeln!(
         o,
-        "attention_tflops = {:.1}",
-        rates.attention_tflops / share
+        "attention_tflops = {}",
+        rate_toml(rates.attention_tflops / share)
     );
     let _ = writeln!(
         o,
-        "attention_causal_tflops = {:.1}",
-        rates.attention_causal_tflops / share
+        "attention_causal_tflops = {}",
+        rate_toml(rates.attention_causal_tflops / share)
     );
     let _ = writeln!(o);
     let _ = writeln!(o, "[environment]");

@@ -31,7 +31,7 @@ struct Args {
     /// Schedule cases to run.
     #[arg(long, default_value_t = 1_000)]
     schedules: u64,
-    /// Worker threads per target.
+    /// Worker threads per target (at least 1).
     #[arg(long, default_value_t = 2)]
     threads: u64,
     /// First seed (inputs use seed, seed + 1, ...); default: from the clock, printed.
@@ -68,8 +68,8 @@ fn bar(multi: &MultiProgress, len: u64, name: &str, quiet: bool) -> ProgressBar 
     b
 }
 
-/// Runs `work(first, count, tick)` on `threads` threads over `0..total` in interleaved
-/// strides, summing stats.
+/// Runs `work(first, count, tick)` on `threads` threads (at least 1) over `0..total` in
+/// interleaved strides, summing stats.
 fn spread(
     total: u64,
     threads: u64,
@@ -82,11 +82,11 @@ fn spread(
         + 'static,
 ) -> (Stats, Vec<Found>) {
     let work = Arc::new(work);
-    let handles: Vec<_> = (0..threads.max(1))
+    let handles: Vec<_> = (0..threads)
         .map(|t| {
             let work = work.clone();
             let pb = pb.clone();
-            let step = threads.max(1);
+            let step = threads;
             std::thread::Builder::new()
                 .stack_size(8 << 20)
                 .spawn(move || {
@@ -161,6 +161,13 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
+    // A count of 0 is refused, as the other tools refuse theirs (it ran on as "0 threads").
+    if args.threads == 0 {
+        return mercury_driver::cli::usage_error(
+            "mercury-fuzz",
+            "--threads must be at least 1 (worker threads per target)",
+        );
+    }
     // The --save directory before anything runs: a bad one is a usage error, not a panic.
     if let Some(dir) = &args.save {
         if let Err(e) = std::fs::create_dir_all(dir) {
