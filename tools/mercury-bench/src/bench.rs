@@ -335,9 +335,11 @@ impl Bench {
         } else {
             0.0
         };
-        println!(
+        crate::outln!(
             "  {id:<34} {:>10.3} ms {:>8.1} TFLOP/s  {}",
-            median_ms, tflops, check.0
+            median_ms,
+            tflops,
+            check.0
         );
         self.rows.push(BenchRow {
             id: id.to_string(),
@@ -419,7 +421,7 @@ impl Bench {
     /// P0: executor self-checks on small plans (every collective, strided views, casts,
     /// a GEMM through the plan), against host f64 results.
     pub fn p0_executor(&mut self) -> Result<()> {
-        println!(
+        crate::outln!(
             "P0 executor self-checks (device kernels: {})",
             self.dk_origin
         );
@@ -507,7 +509,7 @@ impl Bench {
 
     /// P1: GEMM patch (cuBLASLt) vs `cublasGemmEx`, 8192^3 bf16 (f32 accumulate).
     pub fn p1_gemm(&mut self, size: usize) -> Result<()> {
-        println!("P1 GEMM {size}^3 bf16");
+        crate::outln!("P1 GEMM {size}^3 bf16");
         let (m, n, k) = (size, size, size);
         let s = self.stream.clone();
         let a = dev_alloc(&s, m * k * 2)?;
@@ -610,7 +612,7 @@ impl Bench {
         self.push("P1.patch_bf16_out", Some(t_patch), flops, check16.clone());
         // SAFETY: as above.
         let cand = unsafe { gemm.tune(&s, &ws, &spec16, a.ptr, b.ptr, c16.ptr, 5)? };
-        println!(
+        crate::outln!(
             "  (cuBLASLt candidates, median ms: {})",
             cand.iter()
                 .map(|t| format!("{t:.3}"))
@@ -748,11 +750,11 @@ impl Bench {
 
     /// P2: attention patch at the benchmark shapes, plus correctness-only odd shapes.
     pub fn p2_attention(&mut self) -> Result<()> {
-        println!("P2 attention patch (bf16 in, f32 out, d 128)");
+        crate::outln!("P2 attention patch (bf16 in, f32 out, d 128)");
         for v in AttnVariant::ALL {
             for acc in [false, true] {
                 let (regs, local) = self.attention.resources(v, acc)?;
-                println!(
+                crate::outln!(
                     "  (kernel {}{}: {regs} registers/thread, {local} local bytes/thread)",
                     v.name(),
                     if acc { " accumulating" } else { "" }
@@ -787,7 +789,7 @@ impl Bench {
             _ => AttnVariant::W8,
         };
         self.attention.set_variant(best);
-        println!("  (attention variant used from here on: {})", best.name());
+        crate::outln!("  (attention variant used from here on: {})", best.name());
         if self.opts.check {
             for (id, causal, q_off, k_off) in [
                 ("P2.odd.ragged_view_causal", true, 150usize, 37usize),
@@ -1164,7 +1166,7 @@ impl Bench {
     /// patch (the executor's default) and with the NVRTC kernel; then the merge error over
     /// 2 to 64 virtual ranks.
     pub fn p3_ring(&mut self, ranks: usize, seq: usize) -> Result<()> {
-        println!("P3 RingAttention, {ranks} virtual ranks on one GPU, B1 H32 S{seq} D128");
+        crate::outln!("P3 RingAttention, {ranks} virtual ranks on one GPU, B1 H32 S{seq} D128");
         for (backend, defer, tag) in [
             (AttnBackend::Cudnn, true, ""),
             (AttnBackend::Cudnn, false, ".merge_each"),
@@ -1312,7 +1314,7 @@ impl Bench {
             }
             let ts = median_min(stages);
             let (tot, _) = median_min(totals);
-            println!(
+            crate::outln!(
                 "  ({id}{suffix}: first run init {:.2} ms; median stages {:.3} ms (min {:.3}), whole run incl. shard copies and output gather {:.3} ms)",
                 first.init_ms, ts.0, ts.1, tot
             );

@@ -11,6 +11,25 @@
 // Check closures and row tables read clearer spelled out than behind aliases.
 #![allow(clippy::type_complexity)]
 
+/// `println!` that ignores a standard output closed early (`mercury-mgpu --help | head -2`):
+/// `println!` panics there (exit 101) instead of stopping quietly.
+#[macro_export]
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that ignores a standard output closed early, as [`outln!`].
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 pub mod args;
 pub mod bench;
 pub mod fixtures;

@@ -609,10 +609,10 @@ pub fn nccl_checks(ptx: &str, seed: u64) -> Vec<CheckRow> {
 
 /// Prints `rows` as a table; returns whether all passed.
 pub fn print_rows(rows: &[CheckRow]) -> bool {
-    println!("| check | result | detail |");
-    println!("| --- | --- | --- |");
+    crate::outln!("| check | result | detail |");
+    crate::outln!("| --- | --- | --- |");
     for r in rows {
-        println!(
+        crate::outln!(
             "| {} | {} | {} |",
             r.id,
             if r.pass { "ok" } else { "FAILED" },

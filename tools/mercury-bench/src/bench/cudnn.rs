@@ -535,7 +535,7 @@ impl Bench {
             }
         };
         let lib = cudnn.library();
-        println!(
+        crate::outln!(
             "P2c cuDNN fused attention: cuDNN {} from {}",
             mercury_kernels::cuda::cudnn::version_string(lib.version),
             lib.origin

@@ -121,7 +121,7 @@ impl Bench {
             s.synchronize()
                 .map_err(RuntimeError::driver("synchronize"))?;
         }
-        println!("  (rates: GPU kept busy with 8192^3 GEMMs for {secs:.0} s first)");
+        crate::outln!("  (rates: GPU kept busy with 8192^3 GEMMs for {secs:.0} s first)");
         Ok(())
     }
 

@@ -125,7 +125,7 @@ fn main() -> ExitCode {
     let args = match parse() {
         Ok(Some(a)) => a,
         Ok(None) => {
-            println!("{USAGE}");
+            mercury_bench::outln!("{USAGE}");
             return ExitCode::SUCCESS;
         }
         Err(e) => return mercury_driver::cli::usage_error("mercury-gpu-bench", &e),
@@ -139,9 +139,11 @@ fn main() -> ExitCode {
     };
     let name = ctx.name().unwrap_or_else(|_| "?".into());
     let cc = ctx.compute_capability().unwrap_or((0, 0));
-    println!(
+    mercury_bench::outln!(
         "device: {name} (sm_{}{}), seed {}",
-        cc.0, cc.1, args.opts.seed
+        cc.0,
+        cc.1,
+        args.opts.seed
     );
     let mut bench = match Bench::new(ctx, args.opts.clone(), args.ptx.clone()) {
         Ok(b) => b,
@@ -189,13 +191,16 @@ fn main() -> ExitCode {
     };
     let rows = bench.rows().to_vec();
     let mut failed = 0;
-    println!(
+    mercury_bench::outln!(
         "\n==== summary (device kernels: {}) ====",
         bench.device_kernels_origin()
     );
-    println!(
+    mercury_bench::outln!(
         "{:<36} {:>10} {:>9}  {:<28} check",
-        "case", "median ms", "TFLOP/s", "ratio"
+        "case",
+        "median ms",
+        "TFLOP/s",
+        "ratio"
     );
     for r in &rows {
         if !r.pass {
@@ -237,7 +242,7 @@ fn main() -> ExitCode {
             }
         }
         let check: String = r.check.chars().take(150).collect();
-        println!(
+        mercury_bench::outln!(
             "{:<36} {:>10.3} {:>9.1}  {:<28} {}{}",
             r.id,
             r.median_ms,
@@ -247,7 +252,7 @@ fn main() -> ExitCode {
             check
         );
     }
-    println!(
+    mercury_bench::outln!(
         "{} rows, {} failed; attention variant after P2: {}",
         rows.len(),
         failed,

@@ -118,7 +118,7 @@ fn info() -> Result<bool, String> {
     let mut ctxs = Vec::new();
     for i in 0..n {
         let c = mercury_kernels::cuda::open_context(i).map_err(|e| e.to_string())?;
-        println!(
+        mercury_bench::outln!(
             "GPU {i}: {} ({} MiB)",
             c.name().unwrap_or_default(),
             c.total_mem().unwrap_or(0) >> 20
@@ -145,14 +145,14 @@ fn info() -> Result<bool, String> {
                 mercury_runtime::cuda::placement::LinkClass::Staged => "host",
             })
             .collect();
-        println!("peer access from GPU {a}: {}", row.join(" "));
+        mercury_bench::outln!("peer access from GPU {a}: {}", row.join(" "));
     }
     match nccl::version() {
-        Ok((a, b, c)) => println!(
+        Ok((a, b, c)) => mercury_bench::outln!(
             "NCCL {a}.{b}.{c}; NCCL_NVLS_ENABLE={}",
             std::env::var("NCCL_NVLS_ENABLE").unwrap_or_default()
         ),
-        Err(e) => println!("NCCL: {e}"),
+        Err(e) => mercury_bench::outln!("NCCL: {e}"),
     }
     Ok(true)
 }
@@ -228,12 +228,12 @@ fn selfcheck(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
         single,
     }) = selfcheck_args(it).map_err(Failure::Usage)?
     else {
-        println!("{USAGE}");
+        mercury_bench::outln!("{USAGE}");
         return Ok(true);
     };
     // NVLink multicast off before anything can start NCCL.
     for note in nccl::prepare_env() {
-        println!("env: {note}");
+        mercury_bench::outln!("env: {note}");
     }
     let n = visible()?;
     let ptx = match ptx {
@@ -243,7 +243,9 @@ fn selfcheck(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     let mut rows = Vec::new();
     match alias {
         Some(k) => {
-            println!("selfcheck: device ids 0..{k} all on GPU 0 (peer-copy paths on one GPU)");
+            mercury_bench::outln!(
+                "selfcheck: device ids 0..{k} all on GPU 0 (peer-copy paths on one GPU)"
+            );
             for m in &modes {
                 rows.extend(mgpu::placed_selfchecks(&ptx, k, Some(vec![0; k]), *m, seed));
             }
@@ -255,7 +257,7 @@ fn selfcheck(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
                     "--devices {d} but only {n} GPU(s) are visible (--alias K runs the peer-copy paths of K device ids on one GPU)"
                 )));
             }
-            println!("selfcheck: rank r on GPU r % {d} ({n} visible)");
+            mercury_bench::outln!("selfcheck: rank r on GPU r % {d} ({n} visible)");
             for m in &modes {
                 rows.extend(mgpu::placed_selfchecks(&ptx, d, None, *m, seed));
             }
@@ -361,7 +363,7 @@ fn links_cmd(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
                 rates_given = true;
             }
             "-h" | "--help" => {
-                println!("{USAGE}");
+                mercury_bench::outln!("{USAGE}");
                 return Ok(true);
             }
             _ => return Err(Failure::Usage(format!("unknown argument {f}\n{USAGE}"))),
@@ -442,13 +444,13 @@ fn links_cmd(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     }
     let text = links::topology_toml(&r, &name, &rates, source);
     if n == 1 {
-        println!(
+        mercury_bench::outln!(
             "links: one GPU visible: only the device-to-device copy was measured (no peer link)"
         );
     }
-    print!("{}", links::table(&r));
-    println!();
-    print!("{text}");
+    mercury_bench::out!("{}", links::table(&r));
+    mercury_bench::outln!();
+    mercury_bench::out!("{text}");
     if let Some(p) = out {
         if !rates_ok {
             return Err(Failure::Run(format!(
@@ -456,7 +458,7 @@ fn links_cmd(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
             )));
         }
         std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
-        println!("# written to {p}");
+        mercury_bench::outln!("# written to {p}");
     }
     Ok(rates_ok)
 }
@@ -474,7 +476,7 @@ fn measure_patch_rates(
     let gpu = ctx.name().unwrap_or_default();
     let kept = reps.clamp(3, 20);
     if kept != reps {
-        println!("rates: at least {kept} timed calls per shape (--reps {reps} is the links'; the rate grid keeps 3..=20)");
+        mercury_bench::outln!("rates: at least {kept} timed calls per shape (--reps {reps} is the links'; the rate grid keeps 3..=20)");
     }
     let opts = BenchOptions {
         reps: kept,
@@ -491,7 +493,7 @@ fn measure_patch_rates(
         .filter(|r| !r.pass)
         .map(|r| r.id.as_str())
         .collect();
-    println!(
+    mercury_bench::outln!(
         "rates on GPU 0 ({gpu}): {} shapes, {} failed{}",
         bench.rows().len(),
         failed.len(),
@@ -529,7 +531,7 @@ fn two_tier_cmd(
     let r = links::two_tier::measure(env, ordinal, per_process, per_gpu, &opts.sizes, opts.reps)
         .map_err(|e| format!("process {}: {e}", env.rank))?;
     let Some(r) = r else {
-        println!(
+        mercury_bench::outln!(
             "[process {}] links: took part (process 0 reports)",
             env.rank
         );
@@ -538,10 +540,10 @@ fn two_tier_cmd(
     let name = name
         .unwrap_or_else(|| format!("measured-two-tier-{}x{}", r.processes, r.ranks_per_process));
     let text = links::two_tier::topology_toml(&r, &name, rates);
-    print!("{text}");
+    mercury_bench::out!("{text}");
     if let Some(p) = out {
         std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
-        println!("# written to {p}");
+        mercury_bench::outln!("# written to {p}");
     }
     Ok(true)
 }
@@ -553,7 +555,7 @@ fn main() -> ExitCode {
         Some("info") => match it.next() {
             None => info().map_err(Failure::Run),
             Some(a) if a == "-h" || a == "--help" => {
-                println!("{USAGE}");
+                mercury_bench::outln!("{USAGE}");
                 return ExitCode::SUCCESS;
             }
             Some(a) => Err(Failure::Usage(format!(
@@ -563,7 +565,7 @@ fn main() -> ExitCode {
         Some("selfcheck") => selfcheck(it),
         Some("links") => links_cmd(it),
         Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
+            mercury_bench::outln!("{USAGE}");
             return ExitCode::SUCCESS;
         }
         Some(other) => Err(Failure::Usage(format!(

@@ -20,7 +20,7 @@ fn main() -> ExitCode {
                 timing = false;
             }
             "-h" | "--help" => {
-                println!("{USAGE}");
+                mercury_bench::outln!("{USAGE}");
                 return ExitCode::SUCCESS;
             }
             other => {
@@ -31,6 +31,6 @@ fn main() -> ExitCode {
             }
         }
     }
-    print!("{}", mercury_bench::study::full_study(timing));
+    mercury_bench::out!("{}", mercury_bench::study::full_study(timing));
     ExitCode::SUCCESS
 }
