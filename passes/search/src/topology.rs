@@ -411,41 +411,33 @@ impl Topology {
                 )
             }
         };
-        let positive = |at: Vec<Seg>, field: &str, v: f64| {
-            let range = match field.rsplit('.').next().unwrap_or(field) {
-                "hbm_gb" => Some(RANGE_GB),
-                "hbm_bandwidth_gbs" | "bandwidth_gbs" => Some(RANGE_GBS),
-                f if f.ends_with("tflops") => Some(RANGE_TFLOPS),
-                _ => None,
-            };
-            match range {
-                Some(r) => within(at, field, v, r),
-                None => positive(at, field, v),
-            }
-        };
         let dev = |k: &'static str| vec![K("device"), K(k)];
         let rate = |k: &'static str| vec![K("device"), K("rates"), K(k)];
-        positive(dev("hbm_gb"), "device.hbm_gb", d.hbm_gb)?;
-        positive(
+        within(dev("hbm_gb"), "device.hbm_gb", d.hbm_gb, RANGE_GB)?;
+        within(
             dev("hbm_bandwidth_gbs"),
             "device.hbm_bandwidth_gbs",
             d.hbm_bandwidth_gbs,
+            RANGE_GBS,
         )?;
-        positive(
+        within(
             rate("gemm_tflops"),
             "device.rates.gemm_tflops",
             d.rates.gemm_tflops,
+            RANGE_TFLOPS,
         )?;
-        positive(
+        within(
             rate("attention_tflops"),
             "device.rates.attention_tflops",
             d.rates.attention_tflops,
+            RANGE_TFLOPS,
         )?;
         if let Some(c) = d.rates.attention_causal_tflops {
-            positive(
+            within(
                 rate("attention_causal_tflops"),
                 "device.rates.attention_causal_tflops",
                 c,
+                RANGE_TFLOPS,
             )?;
         }
         let point = |table: &'static str, i: usize, k: &'static str| {
@@ -456,17 +448,23 @@ impl Topology {
             for (name, v) in [("m", p.m), ("n", p.n), ("k", p.k)] {
                 positive(point("gemm_points", i, name), &f(name), v as f64)?;
             }
-            positive(point("gemm_points", i, "tflops"), &f("tflops"), p.tflops)?;
+            within(
+                point("gemm_points", i, "tflops"),
+                &f("tflops"),
+                p.tflops,
+                RANGE_TFLOPS,
+            )?;
         }
         for (i, p) in d.rates.attention_points.iter().enumerate() {
             let f = |x: &str| format!("device.rates.attention_points[{i}].{x}");
             for (name, v) in [("heads", p.heads), ("sq", p.sq), ("sk", p.sk), ("d", p.d)] {
                 positive(point("attention_points", i, name), &f(name), v as f64)?;
             }
-            positive(
+            within(
                 point("attention_points", i, "tflops"),
                 &f("tflops"),
                 p.tflops,
+                RANGE_TFLOPS,
             )?;
         }
         if !(d.hbm_reserved_gb.is_finite() && d.hbm_reserved_gb >= 0.0) {
@@ -553,10 +551,11 @@ impl Topology {
                         ),
                 );
             }
-            positive(
+            within(
                 level(i, "bandwidth_gbs"),
                 &format!("{at}.bandwidth_gbs"),
                 l.bandwidth_gbs,
+                RANGE_GBS,
             )?;
             if !(l.efficiency.is_finite() && l.efficiency > 0.0 && l.efficiency <= 1.0) {
                 return bad(
