@@ -39,6 +39,11 @@ mod cuda;
 #[cfg(feature = "cuda")]
 mod launched;
 
+/// Timed runs per profiled candidate unless `--iters` says otherwise.
+const ITERS: usize = 10;
+/// Untimed warm-up runs per profiled candidate unless `--warmup` says otherwise.
+const WARMUP: usize = 3;
+
 /// The measuring backend of `--profile-top`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum BackendArg {
@@ -108,10 +113,10 @@ struct Args {
     #[arg(long, value_name = "SECS")]
     setup_timeout: Option<f64>,
     /// Timed runs per profiled candidate (median reported).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = ITERS)]
     iters: usize,
     /// Untimed warm-up runs per profiled candidate.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = WARMUP)]
     warmup: usize,
     /// Largest relative error a profiled candidate's check accepts, a positive finite number
     /// (default: mercury-run's, 2e-2 on the GPU; 1e-9 on the CPU).
@@ -384,8 +389,8 @@ fn check_profile_flags(args: &Args) -> Result<(), String> {
         for (f, g) in [
             ("--backend cpu", args.backend == BackendArg::Cpu),
             ("--tolerance", args.tolerance.is_some()),
-            ("--iters", args.iters != 10),
-            ("--warmup", args.warmup != 3),
+            ("--iters", args.iters != ITERS),
+            ("--warmup", args.warmup != WARMUP),
         ] {
             if g {
                 given.push(f);
