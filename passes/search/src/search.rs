@@ -501,216 +501,39 @@ pub fn tune(
     let mut model_fallback = false;
     let cache = opts.cache_dir.as_ref().map(ScheduleCache::new);
     if let Some(cache) = &cache {
-        report.cache_file = Some(cache.path_for(&key).display().to_string());
-        match cache.lookup(&key) {
-            CacheLookup::Hit(entry) => {
-                let mut e = evaluate(entry.chosen.to_candidate(), topo);
-                let usable = e.status == Status::Ranked;
-                let mut suspect = entry.suspect.clone();
-                let unmeasured = usable && profiling && entry.chosen.measured_s.is_none();
-                if usable && suspect.is_none() && profiling && !unmeasured {
-                    // Measure the cached schedule again against its cached time.
-                    let m = measure.as_deref_mut().expect("profiling has a backend");
-                    match m.measure(&e.candidate) {
-                        Ok(now) => {
-                            report.gpu_seconds += if m.on_gpu() { now.gpu_seconds } else { 0.0 };
-                            report.profiled += 1;
-                            if let Some(why) = entry
-                                .chosen
-                                .measured_s
-                                .and_then(|c| crate::profile::suspect(c, now.latency_s))
-                            {
-                                suspect = Some(why.clone());
-                                if let Err(err) = cache.mark_suspect(&key, &why) {
-                                    tracing::warn!("could not mark the cache entry: {err}");
-                                }
-                            } else {
-                                e.measured_s = Some(now.latency_s);
-                            }
-                        }
-                        Err(
-                            stop @ (crate::profile::MeasureError::NoDevice(_)
-                            | crate::profile::MeasureError::Stop(_)),
-                        ) => return Err(stop.into()),
-                        Err(err) => {
-                            let why = format!("re-measuring it failed: {err}");
-                            suspect = Some(why.clone());
-                            if let Err(err) = cache.mark_suspect(&key, &why) {
-                                tracing::warn!("could not mark the cache entry: {err}");
-                            }
-                        }
-                    }
-                }
-                if unmeasured && suspect.is_none() {
-                    report.cache = "hit without a measurement: tuning with profiling".into();
-                } else if usable && suspect.is_none() {
-                    report.cache = "hit".into();
-                    report.decision = "cache".into();
-                    report.time_to_first_usable_s = Some(t0.elapsed().as_secs_f64());
-                    if e.measured_s.is_none() {
-                        e.measured_s = entry.chosen.measured_s;
-                    }
-                    let mut ranked = vec![e];
-                    for f in &entry.frontier {
-                        if f.name == entry.chosen.name {
-                            continue;
-                        }
-                        let mut fe = evaluate(f.to_candidate(), topo);
-                        fe.measured_s = f.measured_s;
-                        ranked.push(fe);
-                    }
-                    report.candidates_seen = ranked.len();
-                    report.simulated = ranked.len();
-                    return finish(ranked, 0, report, topo, t0);
-                }
-                if let Some(why) = suspect {
-                    let next = if profiling {
-                        "tuning again"
-                    } else {
-                        model_fallback = true;
-                        "using the cost model's pick instead (re-tune with --profile-top on the machine)"
-                    };
-                    warn(
-                        &mut report,
-                        format!(
-                            "cached schedule '{}' is suspect: {why}; {next}",
-                            entry.chosen.name
-                        ),
-                    );
-                    report.cache = format!("suspect: {why}");
-                    report.suspect = Some(why);
-                } else {
-                    let msg = format!(
-                        "cached schedule '{}' no longer usable ({}); searching again",
-                        entry.chosen.name, e.status
-                    );
-                    report.cache = format!("stale: {msg}");
-                    warn(&mut report, msg);
-                }
-            }
-            CacheLookup::Miss => report.cache = "miss".into(),
-            CacheLookup::Stale(why) => {
-                report.cache = format!("stale: {why}");
-                warn(
-                    &mut report,
-                    format!("schedule cache entry is stale ({why}); ignoring it"),
-                );
-            }
-            CacheLookup::Corrupt(why) => {
-                report.cache = format!("corrupt: {why}");
-                warn(
-                    &mut report,
-                    format!("schedule cache entry is corrupt ({why}); ignoring it"),
-                );
-            }
+        let lookup = CacheVisit {
+            cache,
+            key: &key,
+            topo,
+            profiling,
+            t0,
+        };
+        match lookup.consult(measure.as_deref_mut(), &mut report)? {
+            CacheOutcome::Use(ranked) => return finish(ranked, 0, report, topo, t0),
+            CacheOutcome::Search { model_fallback: f } => model_fallback = f,
         }
     }
     if opts.no_search {
-        let c = source.default_candidate(topo)?;
-        warn(
-            &mut report,
-            format!(
-                "search disabled and no cached schedule: using the default '{}'",
-                c.name
-            ),
-        );
-        let e = evaluate(c, topo);
-        report.decision = "default (no search)".into();
-        report.candidates_seen = 1;
-        match &e.status {
-            Status::Ranked => {
-                report.simulated = 1;
-                report.time_to_first_usable_s = Some(t0.elapsed().as_secs_f64());
-            }
-            Status::Invalid(w) | Status::OverMemory(w) => {
-                return Err(TuneError::NoFeasible {
-                    operator: report.operator,
-                    topology: topo.name.clone(),
-                    detail: format!("default schedule '{}': {w}", e.candidate.name),
-                })
-            }
-        }
-        return finish(vec![e], 0, report, topo, t0);
+        return tune_default(source, topo, report, t0);
     }
 
-    // Search.
     report.decision = if model_fallback {
         "search (model's pick: cached entry suspect)".into()
     } else {
         "search".into()
     };
-    let mut evals: Vec<Evaluated> = Vec::new();
-    {
-        progress.start("ranking candidates", None);
-        let it = source.candidates(topo)?;
-        for item in it {
-            match item {
-                Err(e) => {
-                    report.source_errors.push(e.message);
-                    continue;
-                }
-                Ok(c) => {
-                    report.candidates_seen += 1;
-                    progress.tick(&c.name);
-                    let e = evaluate(c, topo);
-                    match &e.status {
-                        Status::Ranked => {
-                            report.simulated += 1;
-                            if report.time_to_first_usable_s.is_none() {
-                                report.time_to_first_usable_s = Some(t0.elapsed().as_secs_f64());
-                            }
-                        }
-                        Status::Invalid(_) => report.invalid += 1,
-                        Status::OverMemory(_) => report.pruned_memory += 1,
-                    }
-                    evals.push(e);
-                }
-            }
-        }
-        progress.finish();
-    }
-    report.skipped = skip_summary(&report.source_errors);
-    sort_ranked(&mut evals);
+    let mut evals = rank_candidates(source, topo, &mut report, progress, t0)?;
     if evals
         .first()
         .map(|e| e.status != Status::Ranked)
         .unwrap_or(true)
     {
-        let smallest = evals
-            .iter()
-            .filter_map(|e| {
-                e.memory
-                    .as_ref()
-                    .map(|m| (m.peak_bytes, e.candidate.name.clone()))
-            })
-            .min();
-        let detail = match smallest {
-            _ if evals.is_empty() => format!(
-                "the source produced no candidate ({} error(s): {})",
-                report.source_errors.len(),
-                report.source_errors.join("; ")
-            ),
-            Some((b, name)) => format!(
-                "{} candidate(s), {} over memory, {} invalid; the smallest ('{name}') needs {} of {} usable",
-                evals.len(),
-                report.pruned_memory,
-                report.invalid,
-                crate::memory::gb(b),
-                crate::memory::gb(topo.usable_hbm_bytes())
-            ),
-            None => format!(
-                "all {} candidate(s) are invalid; first: {}",
-                evals.len(),
-                evals[0].status
-            ),
-        };
         return Err(TuneError::NoFeasible {
+            detail: no_feasible_detail(&evals, &report, topo),
             operator: report.operator,
             topology: topo.name.clone(),
-            detail,
         });
     }
-    // Profile the top K.
     if opts.profile_top > 0 && !model_fallback {
         match measure {
             None => warn(
@@ -720,47 +543,7 @@ pub fn tune(
                     opts.profile_top
                 ),
             ),
-            Some(m) => {
-                let prof = crate::profile::profile_top(&mut evals, opts.profile_top, m, t0)?;
-                report.profiled += prof.rows.iter().filter(|r| r.measured_s.is_some()).count();
-                if prof.on_gpu {
-                    report.gpu_seconds += prof.device_seconds;
-                }
-                for r in prof.rows.iter().filter(|r| r.failure.is_some()) {
-                    warn(
-                        &mut report,
-                        format!(
-                            "candidate '{}' dropped: {}",
-                            r.name,
-                            r.failure.as_deref().unwrap_or("")
-                        ),
-                    );
-                }
-                if prof.measured_pick.is_none() {
-                    return Err(TuneError::ProfileFailed(
-                        prof.rows
-                            .iter()
-                            .map(|r| format!("{}: {}", r.name, r.failure.as_deref().unwrap_or("?")))
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    ));
-                }
-                if let Some(t) = prof.time_to_first_measured_s {
-                    report.time_to_first_usable_s = Some(t);
-                }
-                report.profile = Some(prof);
-                // Profiled candidates are ranked by measurement among themselves, ahead of
-                // the unprofiled ones (their predictions are not comparable to measurements).
-                evals.sort_by(|a, b| {
-                    let ka = (a.status != Status::Ranked, a.measured_s.is_none());
-                    let kb = (b.status != Status::Ranked, b.measured_s.is_none());
-                    ka.cmp(&kb).then(
-                        a.latency()
-                            .unwrap_or(f64::INFINITY)
-                            .total_cmp(&b.latency().unwrap_or(f64::INFINITY)),
-                    )
-                });
-            }
+            Some(m) => profile_ranked(&mut evals, opts.profile_top, m, &mut report, t0)?,
         }
     }
     let result = finish(evals, 0, report, topo, t0)?;
@@ -776,6 +559,321 @@ pub fn tune(
         }
     }
     Ok(result)
+}
+
+/// What the schedule cache decided for [`tune`].
+enum CacheOutcome {
+    /// A usable entry: these candidates (the cached pick first, then its frontier) are the
+    /// result.
+    Use(Vec<Evaluated>),
+    /// Search: nothing usable was cached. `model_fallback`: the entry is suspect and nothing
+    /// can measure, so the model's pick is used and not stored.
+    Search { model_fallback: bool },
+}
+
+/// One lookup of `key` in `cache` by [`tune`]; `profiling`: a measuring backend and
+/// `profile_top > 0`; `t0`: when tuning started.
+struct CacheVisit<'a> {
+    cache: &'a ScheduleCache,
+    key: &'a CacheKey,
+    topo: &'a Topology,
+    profiling: bool,
+    t0: Instant,
+}
+
+impl CacheVisit<'_> {
+    /// Looks the key up and records what happened in `report` (`cache`, `cache_file`,
+    /// warnings). A hit that is still usable is measured again when profiling (more than 20%
+    /// slower than its cached time: marked suspect in the cache); a hit without a measurement
+    /// is tuned again with profiling; a stale, corrupt or missing entry means a search.
+    /// Errors: only a measurement that ends profiling (no device, a stop).
+    fn consult(
+        &self,
+        measure: Option<&mut (dyn crate::profile::Measure + '_)>,
+        report: &mut TuningReport,
+    ) -> Result<CacheOutcome, TuneError> {
+        let (cache, key, topo) = (self.cache, self.key, self.topo);
+        report.cache_file = Some(cache.path_for(key).display().to_string());
+        let entry = match cache.lookup(key) {
+            CacheLookup::Hit(entry) => entry,
+            CacheLookup::Miss => {
+                report.cache = "miss".into();
+                return Ok(CacheOutcome::Search {
+                    model_fallback: false,
+                });
+            }
+            CacheLookup::Stale(why) => {
+                report.cache = format!("stale: {why}");
+                warn(
+                    report,
+                    format!("schedule cache entry is stale ({why}); ignoring it"),
+                );
+                return Ok(CacheOutcome::Search {
+                    model_fallback: false,
+                });
+            }
+            CacheLookup::Corrupt(why) => {
+                report.cache = format!("corrupt: {why}");
+                warn(
+                    report,
+                    format!("schedule cache entry is corrupt ({why}); ignoring it"),
+                );
+                return Ok(CacheOutcome::Search {
+                    model_fallback: false,
+                });
+            }
+        };
+        let mut e = evaluate(entry.chosen.to_candidate(), topo);
+        let usable = e.status == Status::Ranked;
+        let mut suspect = entry.suspect.clone();
+        let unmeasured = usable && self.profiling && entry.chosen.measured_s.is_none();
+        let mark = |why: &str| {
+            if let Err(err) = cache.mark_suspect(key, why) {
+                tracing::warn!("could not mark the cache entry: {err}");
+            }
+        };
+        if let (true, Some(m)) = (
+            usable && suspect.is_none() && self.profiling && !unmeasured,
+            measure,
+        ) {
+            // Measure the cached schedule again against its cached time.
+            match m.measure(&e.candidate) {
+                Ok(now) => {
+                    report.gpu_seconds += if m.on_gpu() { now.gpu_seconds } else { 0.0 };
+                    report.profiled += 1;
+                    if let Some(why) = entry
+                        .chosen
+                        .measured_s
+                        .and_then(|c| crate::profile::suspect(c, now.latency_s))
+                    {
+                        mark(&why);
+                        suspect = Some(why);
+                    } else {
+                        e.measured_s = Some(now.latency_s);
+                    }
+                }
+                Err(
+                    stop @ (crate::profile::MeasureError::NoDevice(_)
+                    | crate::profile::MeasureError::Stop(_)),
+                ) => return Err(stop.into()),
+                Err(err) => {
+                    let why = format!("re-measuring it failed: {err}");
+                    mark(&why);
+                    suspect = Some(why);
+                }
+            }
+        }
+        if unmeasured && suspect.is_none() {
+            report.cache = "hit without a measurement: tuning with profiling".into();
+            return Ok(CacheOutcome::Search {
+                model_fallback: false,
+            });
+        }
+        if usable && suspect.is_none() {
+            report.cache = "hit".into();
+            report.decision = "cache".into();
+            report.time_to_first_usable_s = Some(self.t0.elapsed().as_secs_f64());
+            if e.measured_s.is_none() {
+                e.measured_s = entry.chosen.measured_s;
+            }
+            let mut ranked = vec![e];
+            for f in &entry.frontier {
+                if f.name == entry.chosen.name {
+                    continue;
+                }
+                let mut fe = evaluate(f.to_candidate(), topo);
+                fe.measured_s = f.measured_s;
+                ranked.push(fe);
+            }
+            report.candidates_seen = ranked.len();
+            report.simulated = ranked.len();
+            return Ok(CacheOutcome::Use(ranked));
+        }
+        let mut model_fallback = false;
+        if let Some(why) = suspect {
+            let next = if self.profiling {
+                "tuning again"
+            } else {
+                model_fallback = true;
+                "using the cost model's pick instead (re-tune with --profile-top on the machine)"
+            };
+            warn(
+                report,
+                format!(
+                    "cached schedule '{}' is suspect: {why}; {next}",
+                    entry.chosen.name
+                ),
+            );
+            report.cache = format!("suspect: {why}");
+            report.suspect = Some(why);
+        } else {
+            let msg = format!(
+                "cached schedule '{}' no longer usable ({}); searching again",
+                entry.chosen.name, e.status
+            );
+            report.cache = format!("stale: {msg}");
+            warn(report, msg);
+        }
+        Ok(CacheOutcome::Search { model_fallback })
+    }
+}
+
+/// `--no-search` without a usable cached schedule: the source's default candidate, priced.
+/// Errors: the default is invalid or over memory (`NoFeasible`).
+fn tune_default(
+    source: &mut dyn CandidateSource,
+    topo: &Topology,
+    mut report: TuningReport,
+    t0: Instant,
+) -> Result<TuneResult, TuneError> {
+    let c = source.default_candidate(topo)?;
+    warn(
+        &mut report,
+        format!(
+            "search disabled and no cached schedule: using the default '{}'",
+            c.name
+        ),
+    );
+    let e = evaluate(c, topo);
+    report.decision = "default (no search)".into();
+    report.candidates_seen = 1;
+    match &e.status {
+        Status::Ranked => {
+            report.simulated = 1;
+            report.time_to_first_usable_s = Some(t0.elapsed().as_secs_f64());
+        }
+        Status::Invalid(w) | Status::OverMemory(w) => {
+            return Err(TuneError::NoFeasible {
+                operator: report.operator,
+                topology: topo.name.clone(),
+                detail: format!("default schedule '{}': {w}", e.candidate.name),
+            })
+        }
+    }
+    finish(vec![e], 0, report, topo, t0)
+}
+
+/// Prices every candidate `source` yields on `topo`, counting in `report` what was seen,
+/// ranked, invalid or over memory (errors of the source are collected and summarised per
+/// reason), and returns them ranked ([`sort_ranked`]).
+fn rank_candidates(
+    source: &mut dyn CandidateSource,
+    topo: &Topology,
+    report: &mut TuningReport,
+    progress: &mut dyn Progress,
+    t0: Instant,
+) -> Result<Vec<Evaluated>, TuneError> {
+    let mut evals: Vec<Evaluated> = Vec::new();
+    progress.start("ranking candidates", None);
+    for item in source.candidates(topo)? {
+        match item {
+            Err(e) => report.source_errors.push(e.message),
+            Ok(c) => {
+                report.candidates_seen += 1;
+                progress.tick(&c.name);
+                let e = evaluate(c, topo);
+                match &e.status {
+                    Status::Ranked => {
+                        report.simulated += 1;
+                        if report.time_to_first_usable_s.is_none() {
+                            report.time_to_first_usable_s = Some(t0.elapsed().as_secs_f64());
+                        }
+                    }
+                    Status::Invalid(_) => report.invalid += 1,
+                    Status::OverMemory(_) => report.pruned_memory += 1,
+                }
+                evals.push(e);
+            }
+        }
+    }
+    progress.finish();
+    report.skipped = skip_summary(&report.source_errors);
+    sort_ranked(&mut evals);
+    Ok(evals)
+}
+
+/// Why no candidate of `evals` (sorted, none ranked) can be used: none produced, the
+/// smallest over memory, or the first invalid one.
+fn no_feasible_detail(evals: &[Evaluated], report: &TuningReport, topo: &Topology) -> String {
+    let smallest = evals
+        .iter()
+        .filter_map(|e| {
+            e.memory
+                .as_ref()
+                .map(|m| (m.peak_bytes, e.candidate.name.clone()))
+        })
+        .min();
+    match smallest {
+        _ if evals.is_empty() => format!(
+            "the source produced no candidate ({} error(s): {})",
+            report.source_errors.len(),
+            report.source_errors.join("; ")
+        ),
+        Some((b, name)) => format!(
+            "{} candidate(s), {} over memory, {} invalid; the smallest ('{name}') needs {} of {} usable",
+            evals.len(),
+            report.pruned_memory,
+            report.invalid,
+            crate::memory::gb(b),
+            crate::memory::gb(topo.usable_hbm_bytes())
+        ),
+        None => format!(
+            "all {} candidate(s) are invalid; first: {}",
+            evals.len(),
+            evals[0].status
+        ),
+    }
+}
+
+/// Runs the model's `top` best of `evals` through `m` (checked), records what it cost and
+/// what failed in `report`, and re-orders `evals`: the profiled candidates by measurement
+/// ahead of the unprofiled ones (their predictions are not comparable to measurements).
+/// Errors: every profiled candidate failed (`ProfileFailed`), or profiling stopped.
+fn profile_ranked(
+    evals: &mut [Evaluated],
+    top: usize,
+    m: &mut dyn crate::profile::Measure,
+    report: &mut TuningReport,
+    t0: Instant,
+) -> Result<(), TuneError> {
+    let prof = crate::profile::profile_top(evals, top, m, t0)?;
+    report.profiled += prof.rows.iter().filter(|r| r.measured_s.is_some()).count();
+    if prof.on_gpu {
+        report.gpu_seconds += prof.device_seconds;
+    }
+    for r in prof.rows.iter().filter(|r| r.failure.is_some()) {
+        warn(
+            report,
+            format!(
+                "candidate '{}' dropped: {}",
+                r.name,
+                r.failure.as_deref().unwrap_or("")
+            ),
+        );
+    }
+    if prof.measured_pick.is_none() {
+        return Err(TuneError::ProfileFailed(
+            prof.rows
+                .iter()
+                .map(|r| format!("{}: {}", r.name, r.failure.as_deref().unwrap_or("?")))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ));
+    }
+    if let Some(t) = prof.time_to_first_measured_s {
+        report.time_to_first_usable_s = Some(t);
+    }
+    report.profile = Some(prof);
+    evals.sort_by(|a, b| {
+        let ka = (a.status != Status::Ranked, a.measured_s.is_none());
+        let kb = (b.status != Status::Ranked, b.measured_s.is_none());
+        ka.cmp(&kb).then(
+            a.latency()
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&b.latency().unwrap_or(f64::INFINITY)),
+        )
+    });
+    Ok(())
 }
 
 /// Ranked candidates first, by predicted time in whole nanoseconds (two schedules the model
