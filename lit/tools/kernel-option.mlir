@@ -34,10 +34,10 @@
 // RUN: %mercury-opt %S/Inputs/two-kernels.mlir --kernel gemm --commir-print-comm-plan 2>&1 | FileCheck %s --check-prefix=OPT-PRINT
 // OPT-PRINT: comm-plan @gemm
 // OPT-PRINT-NOT: comm-plan @lw
-// Without --kernel, a plan of two kernels names them and the option that picks one; a kernel
-// that is not there is said with those the module has.
+// Without --kernel, a plan of two kernels names them and the option that picks one, located at
+// the second kernel; a kernel that is not there is said with those the module has.
 // RUN: %exit-status %mercury-opt %S/Inputs/two-kernels.mlir --emit=plan 2>&1 | FileCheck %s --check-prefix=OPT-SEVERAL
-// OPT-SEVERAL: two-kernels.mlir:1:1: error: the module has several kernels (@gemm, @lw); choose one with --kernel NAME
+// OPT-SEVERAL: two-kernels.mlir:17:1: error: the module has several kernels (@gemm, @lw); choose one with --kernel NAME
 // OPT-SEVERAL: exit status 1
 // RUN: %exit-status %mercury-opt %S/Inputs/two-kernels.mlir --kernel nope --emit=plan 2>&1 | FileCheck %s --check-prefix=OPT-NOPE
 // OPT-NOPE: two-kernels.mlir:1:1: error: no kernel '@nope' (the module has @gemm, @lw)

@@ -111,9 +111,10 @@ pub fn lower_module(module: &Operation, name: Option<&str>) -> Result<Plan, Diag
         None => match kernels.as_slice() {
             [k] => k,
             [] => return Err(err(&module.loc, "the module has no commir.kernel")),
+            // Located at the second kernel: where the module stops having one.
             ks => {
                 return Err(err(
-                    &module.loc,
+                    &ks[1].loc,
                     format!(
                         "the module has several kernels ({}); choose one with --kernel NAME",
                         mercury_commir::kernel_names(ks)
