@@ -104,19 +104,11 @@ if [[ "${1:-}" != "--remote" ]]; then
 fi
 
 # ---- on the GPU machine --------------------------------------------------------------------
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-  [[ -d $d ]] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
-done
+# NVLink multicast off, CUDA's libraries, MERCURY_CUDNN_LIB (PyTorch's cuDNN): see the file.
+source scripts/device_env.sh
 out="${OUT:-/tmp/mercury-gpu-out}"
 mkdir -p "$out"
 C=.carry
-# cuDNN: the one PyTorch uses (the nvidia-cudnn package in its venv), not the older system copy
-# the dynamic loader would find first (kernels/src/cuda/cudnn/loader.rs).
-if [[ -z "${MERCURY_CUDNN_LIB:-}" ]]; then
-  d=$(python3 -c 'import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)
-  [[ -n "$d" && -e "$d/libcudnn.so.9" ]] && export MERCURY_CUDNN_LIB="$d/libcudnn.so.9"
-fi
 echo "MERCURY_CUDNN_LIB=${MERCURY_CUDNN_LIB:-unset, the dynamic loader search}"
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "scripts/gpu.sh --remote: no GPU found (nvidia-smi -L failed); nothing to run" >&2
