@@ -294,6 +294,19 @@ fn result(o: &Operation) -> &Value {
     &o.results[0]
 }
 
+/// Matches the block-local softmax attention rooted at the scores matmul `ops[root]`
+/// (`s = matmul q, k^T`) in kernel `m`, walking forward through the uses (`counts`: uses per
+/// value in the whole body):
+///
+/// ```text
+/// s = matmul q, k^T   [scale f > 0]   [causal mask]      (scale and mask in either order)
+/// m = row_reduce max s;  p = unary exp (binary sub s, m);  l = row_reduce sum p
+/// u = matmul (p | cast p), v;  o = binary div u, l;  [lse = binary add m, (unary log l)]
+/// ```
+///
+/// Every intermediate must be used only inside the pattern, and q, k, v must have the
+/// attention patch's tile roles (`contract("attention", ..)`), o its output tile. Errors are
+/// located at the op where the body departs from the pattern and say what was expected there.
 fn match_attention(
     ops: &[Operation],
     root: usize,
