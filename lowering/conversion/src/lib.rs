@@ -39,6 +39,7 @@
 //! | the order each dimension is laid out in (zigzag, striped placements) | `order.rs` |
 //! | moves between placements no collective expresses (point to point) | `permute.rs` |
 //! | causal attention tiles cut into full / diagonal / empty blocks | `causal.rs` |
+//! | the causal mask of an unpatched body: rows without a visible key skipped or computed | `mask.rs` |
 //! | gemm epilogues (activation, cast) fused into the gemm | `activation.rs` |
 //! | received shift-reduce partials as the owner's gemm operand | `partials.rs` |
 //! | output delivery, slot pruning, the plan | `deliver.rs` |
@@ -51,6 +52,7 @@ mod context;
 mod deliver;
 mod epilogue;
 mod load;
+mod mask;
 mod order;
 mod partials;
 pub mod passes;

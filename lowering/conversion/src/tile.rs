@@ -6,10 +6,10 @@
 //! tile (its epilogue), and a store of the chain's result makes the program write the stored
 //! tile directly (`store.rs`).
 //!
-//! A causal mask over a tile whose every key comes after every query masks everything: like
-//! the attention patch's empty blocks, the instance and everything computed from it are
-//! skipped, so the block contributes nothing to its reduction (the naive softmax of a fully
-//! masked row would be NaN).
+//! A causal mask over a tile whose every key comes after every query masks everything: where
+//! the body leaves such rows out (the softmax pattern, `mask.rs`), the instance and everything
+//! computed from it are skipped, like the attention patch's empty blocks, so the block
+//! contributes nothing to its reduction; elsewhere it is computed as written, or refused.
 
 use crate::compute::StageCx;
 use crate::context::{err, to_dtype, Event, Lowering};
@@ -91,10 +91,11 @@ impl Lowering<'_> {
                         x: 0,
                     },
                     Compute::Mask(MaskKind::Causal) => {
-                        match causal_mask(&p, &s, scattered, loc)? {
+                        match crate::mask::causal_mask(self.k, *output, &p, &s, scattered, loc)? {
                             Some(instr) => instr,
                             None => {
-                                // Every key after every query: nothing visible in this block.
+                                // Every key after every query, and the body leaves such rows
+                                // out: nothing of this block is computed.
                                 cx.values.remove(output);
                                 return Ok(());
                             }
@@ -208,55 +209,6 @@ impl Lowering<'_> {
         *prev_out = out.clone();
         true
     }
-}
-
-/// The causal mask of a `[.., query, key]` tile whose first position is `p` and shape `s`:
-/// `None` when every key of the block lies after every query (the block is skipped). Refused
-/// with a located error: sequence positions that are not one run (a zigzag or striped
-/// placement), tiles of rank < 2, and blocks that leave query rows without a visible key (their
-/// naive softmax is NaN; found by mercury-fuzz, regression
-/// tools/mercury-fuzz/corpus/schedules/naive-causal-tiled-keys.mlir).
-fn causal_mask(
-    p: &[usize],
-    s: &[usize],
-    scattered: bool,
-    loc: &mercury_ir::Location,
-) -> Result<Option<Instr>, Diagnostic> {
-    if scattered {
-        return Err(err(
-            loc,
-            "a causal mask on a tile whose sequence positions are not one run \
-             (a zigzag or striped placement) is not supported; patch the body \
-             into attention (--patch) or keep a block placement",
-        ));
-    }
-    let n = p.len();
-    if n < 2 {
-        return Err(err(loc, "a causal mask needs [.., query, key] tiles"));
-    }
-    let (row_offset, col_offset) = (p[n - 2], p[n - 1]);
-    if col_offset >= row_offset + s[n - 2] {
-        return Ok(None);
-    }
-    if col_offset > row_offset {
-        return Err(err(
-            loc,
-            format!(
-                "a causal mask over query positions {row_offset}..{} and key \
-                 positions {col_offset}..{} leaves rows {row_offset}..{col_offset} \
-                 without a visible key (their naive softmax is NaN); split the \
-                 query axis like the key axis or patch the body into attention \
-                 (--patch)",
-                row_offset + s[n - 2],
-                col_offset + s[n - 1],
-            ),
-        ));
-    }
-    Ok(Some(Instr::CausalMask {
-        x: 0,
-        row_offset,
-        col_offset,
-    }))
 }
 
 /// How many events of the stage read `v`.

@@ -1,0 +1,19 @@
+// A causal mask whose key axis is split leaves query rows without a visible key (blocks wholly
+// above the diagonal, or rows of a block that straddles it). The lowering skips such rows only
+// where the body gives them no weight (the softmax pattern, lit/lowering/naive-causal-blocks.mlir),
+// computes them as written where their values are numbers, and refuses otherwise. Before, it
+// skipped every fully masked block: max(mask(s), s) then lost the scores above the diagonal
+// (relative error 0.26-0.43, exit 0), and a store or a gemm patch of exp(mask(s)) had no value.
+// Inputs/mask-rows.mlir holds the kernels.
+//
+// RUN: %mercury-run %S/Inputs/mask-rows.mlir --kernel keep --backend cpu --check --pass-pipeline='builtin.module(tile{axis=m factor=2 outer=m0 inner=m_t},parallelize{axis=m0 level=0},tile{axis=n factor=2 outer=n0 inner=n_t},shift{axis=n0 by=m0})' | FileCheck %s --check-prefix=KEEP
+// RUN: %mercury-run %S/Inputs/mask-rows.mlir --kernel keep --backend cpu --check --pass-pipeline='builtin.module(tile{axis=n factor=2 outer=n0 inner=n_t})' | FileCheck %s --check-prefix=KEEP
+// KEEP: check @Y: relative error {{.*}} ok
+// RUN: %mercury-run %S/Inputs/mask-rows.mlir --kernel stored --backend cpu --check --pass-pipeline='builtin.module(tile{axis=i factor=2 outer=i0 inner=i_t},parallelize{axis=i0 level=0},tile{axis=j factor=3 outer=j0 inner=j_t})' | FileCheck %s --check-prefix=STORED
+// STORED: check @C: relative error {{.*}} ok
+// RUN: %mercury-run %S/Inputs/mask-rows.mlir --kernel gemm --backend cpu --check --pass-pipeline='builtin.module(tile{axis=g factor=2 outer=g0 inner=g_t},parallelize{axis=g0 level=0},tile{axis=h factor=2 outer=h0 inner=h_t},shift{axis=h0 by=g0})' | FileCheck %s --check-prefix=GEMM
+// GEMM: check @G: relative error {{.*}} ok
+// RUN: %exit-status %mercury-opt %S/Inputs/mask-rows.mlir --kernel nan --pass-pipeline='builtin.module(tile{axis=x factor=2 outer=x0 inner=x_t},tile{axis=y factor=2 outer=y0 inner=y_t})' --emit=plan 2>&1 | FileCheck %s --check-prefix=NAN
+// NAN: mask-rows.mlir:49:8: error: a causal mask over query positions 0..16 and key positions 16..32 masks every key of the block; this body can neither leave such rows out nor compute them
+// NAN: mask-rows.mlir:52:3: note: here 'commir.reduce add' into '@Z' gets NaN
+// NAN: exit status 1
