@@ -25,45 +25,45 @@
 // RUN: %exit-status %mercury-fuzz --no-such-flag 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: %exit-status %mercury-fuzz --help | FileCheck %s --check-prefix=OK
 
-// The tools that read their arguments by hand: `<tool>: error: ...`, exit 1.
+// The tools that read their arguments by hand then (clap reads them now): `error: ...`, exit 1.
 // RUN: %exit-status %mercury-mgpu bogus 2>&1 | FileCheck %s --check-prefix=MGPU
-// MGPU: mercury-mgpu: error: unknown command 'bogus'
+// MGPU: error: unrecognized subcommand 'bogus'
 // MGPU: exit status 1
 // RUN: %exit-status %mercury-mgpu 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: %exit-status %mercury-mgpu links --reps x 2>&1 | FileCheck %s --check-prefix=BAD
 // A bad argument whose message mentions a GPU is still a usage error (it exited 2).
 // RUN: %exit-status %mercury-mgpu links --launcher env --ranks-per-process 1 2>&1 | FileCheck %s --check-prefix=MGPU-RANKS
-// MGPU-RANKS: mercury-mgpu: error: --ranks-per-process 1: at least 2 ranks per process, and at least as many per GPU
+// MGPU-RANKS: error: --ranks-per-process 1: at least 2 ranks per process, and at least as many per GPU
 // MGPU-RANKS: exit status 1
 // RUN: %exit-status %mercury-mgpu --help | FileCheck %s --check-prefix=OK
 // RUN: %exit-status %mercury-mgpu links --help | FileCheck %s --check-prefix=OK
 // RUN: %exit-status %mercury-gpu-bench --no-such-flag 2>&1 | FileCheck %s --check-prefix=GPU-BENCH
-// GPU-BENCH: mercury-gpu-bench: error: unknown argument --no-such-flag
+// GPU-BENCH: error: unexpected argument '--no-such-flag' found
 // GPU-BENCH: exit status 1
 // RUN: %exit-status %mercury-gpu-bench --reps 2>&1 | FileCheck %s --check-prefix=BAD
 // A count of 0 is refused before any GPU is looked for (it was raised to 1 silently).
 // RUN: %exit-status %mercury-gpu-bench --reps 0 2>&1 | FileCheck %s --check-prefix=GPU-BENCH-REPS
-// GPU-BENCH-REPS: mercury-gpu-bench: error: --reps must be at least 1 (timed repetitions, the median reported)
+// GPU-BENCH-REPS: error: invalid value '0' for '--reps <N>': must be at least 1 (timed repetitions, the median reported)
 // GPU-BENCH-REPS-NOT: GPU
 // GPU-BENCH-REPS: exit status 1
 // RUN: %exit-status %mercury-gpu-bench --ring-ranks 0 2>&1 | FileCheck %s --check-prefix=GPU-BENCH-RANKS
-// GPU-BENCH-RANKS: mercury-gpu-bench: error: --ring-ranks must be at least 1 (virtual ranks of the ring)
+// GPU-BENCH-RANKS: error: invalid value '0' for '--ring-ranks <N>': must be at least 1 (virtual ranks of the ring)
 // GPU-BENCH-RANKS: exit status 1
 // RUN: %exit-status %mercury-gpu-bench --gemm-size 0 2>&1 | FileCheck %s --check-prefix=GPU-BENCH-GEMM
-// GPU-BENCH-GEMM: mercury-gpu-bench: error: --gemm-size must be at least 1
+// GPU-BENCH-GEMM: error: invalid value '0' for '--gemm-size <N>': must be at least 1
 // GPU-BENCH-GEMM: exit status 1
 // RUN: %exit-status %mercury-gpu-bench --help | FileCheck %s --check-prefix=OK
 // mercury-mgpu's counts too (they were raised to 1, --devices clamped to the visible GPUs).
 // RUN: %exit-status %mercury-mgpu links --reps 0 2>&1 | FileCheck %s --check-prefix=MGPU-REPS
-// MGPU-REPS: mercury-mgpu: error: --reps must be at least 1
+// MGPU-REPS: error: invalid value '0' for '--reps <N>': must be at least 1
 // MGPU-REPS: exit status 1
 // RUN: %exit-status %mercury-mgpu links --min-kib 0 2>&1 | FileCheck %s --check-prefix=MGPU-KIB
-// MGPU-KIB: mercury-mgpu: error: --min-kib must be at least 1
+// MGPU-KIB: error: invalid value '0' for '--min-kib <N>': must be at least 1
 // RUN: %exit-status %mercury-mgpu selfcheck --alias 0 2>&1 | FileCheck %s --check-prefix=MGPU-ALIAS
-// MGPU-ALIAS: mercury-mgpu: error: --alias must be at least 1
+// MGPU-ALIAS: error: invalid value '0' for '--alias <K>': must be at least 1
 // MGPU-ALIAS: exit status 1
 // RUN: %exit-status %mercury-study --no-timng 2>&1 | FileCheck %s --check-prefix=STUDY
-// STUDY: mercury-study: error: unknown argument --no-timng
+// STUDY: error: unexpected argument '--no-timng' found
 // STUDY: exit status 1
 // RUN: %exit-status %mercury-study --help | FileCheck %s --check-prefix=OK
 

@@ -32,7 +32,8 @@ pub fn parse<P: clap::Parser>() -> Result<P, ExitCode> {
 }
 
 /// Prints `<tool>: error: <message>` (the format of an error without a source location) and
-/// returns [`BAD_INPUT`]: for the tools that read their arguments by hand.
+/// returns [`BAD_INPUT`]: for a usage error found after the parse (`mercury-fuzz --threads 0`,
+/// `mercury-mgpu selfcheck --devices` past the visible GPUs).
 pub fn usage_error(tool: &str, message: &str) -> ExitCode {
     eprintln!("{tool}: error: {}", message.trim_end());
     ExitCode::from(BAD_INPUT)

@@ -1,137 +1,42 @@
-//! The hand-written command lines of `mercury-mgpu`, `mercury-gpu-bench` and `mercury-study`:
-//! flags and their values read one by one, and an option given twice refused (the rule
-//! `mercury-opt` has for pass options, `lit/mercury-opt/repeated-option.mlir`): the last one
-//! never wins behind the user's back. Errors are messages for
-//! `mercury_driver::cli::usage_error` (exit 1), written before any GPU is looked for.
+//! What the clap command lines of `mercury-mgpu`, `mercury-gpu-bench` and `mercury-study`
+//! share beyond clap: value parsers that refuse a count of 0 and a number outside its range
+//! (never clamped into it), and the `--device-kernels-ptx` file, read before any GPU is looked
+//! for. clap itself refuses an option given twice (the rule `mercury-opt` has for pass options,
+//! `lit/mercury-opt/repeated-option.mlir`: the last one never wins behind the user's back).
+//! Every refusal is a `clap::Error` for `mercury_driver::cli::clap_failure` (exit 1).
 
-use std::str::FromStr;
+use std::path::Path;
 
-/// The arguments after the command, read flag by flag, remembering every option given.
-pub struct Flags<I: Iterator<Item = String>> {
-    it: I,
-    /// Appended to "needs a value".
-    usage: &'static str,
-    /// Each option given so far (its name), as it was first written (`--devices 2`).
-    seen: Vec<(String, String)>,
-}
-
-impl<I: Iterator<Item = String>> Flags<I> {
-    /// Reads `it`; `usage` follows the message of a flag without its value.
-    pub fn new(it: I, usage: &'static str) -> Self {
-        Flags {
-            it,
-            usage,
-            seen: Vec::new(),
-        }
-    }
-
-    /// The next argument (a flag, for the caller to match), or `None` at the end.
-    pub fn next_flag(&mut self) -> Option<String> {
-        self.it.next()
-    }
-
-    /// Marks option `name` as given, written `given`.
-    ///
-    /// # Errors
-    /// `name` was given before.
-    fn once(&mut self, name: &str, given: String) -> Result<(), String> {
-        if let Some((_, first)) = self.seen.iter().find(|(n, _)| n == name) {
-            return Err(format!(
-                "{name} given twice ('{first}', then '{given}'); give each option once"
-            ));
-        }
-        self.seen.push((name.to_string(), given));
-        Ok(())
-    }
-
-    /// A flag without a value, `flag` as written, counted as option `name` (a flag and its
-    /// negation, `--check` and `--no-check`, are one option).
-    ///
-    /// # Errors
-    /// The option was given before.
-    pub fn switch_as(&mut self, flag: &str, name: &str) -> Result<(), String> {
-        self.once(name, flag.to_string())
-    }
-
-    /// A flag without a value.
-    ///
-    /// # Errors
-    /// It was given before.
-    pub fn switch(&mut self, flag: &str) -> Result<(), String> {
-        self.switch_as(flag, flag)
-    }
-
-    /// The value of `flag` (the next argument), counted as option `name` (an older spelling,
-    /// `--mib` for `--max-mib`, is the same option).
-    ///
-    /// # Errors
-    /// No value follows, or the option was given before.
-    pub fn value_as(&mut self, flag: &str, name: &str) -> Result<String, String> {
-        let v = self
-            .it
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{}", self.usage))?;
-        self.once(name, format!("{flag} {v}"))?;
-        Ok(v)
-    }
-
-    /// The value of `flag`.
-    ///
-    /// # Errors
-    /// No value follows, or `flag` was given before.
-    pub fn value(&mut self, flag: &str) -> Result<String, String> {
-        self.value_as(flag, flag)
-    }
-
-    /// The value of `flag` as a `T`.
-    ///
-    /// # Errors
-    /// As [`Flags::value`], or the value does not parse (`--reps x: invalid digit ...`).
-    pub fn parse<T: FromStr>(&mut self, flag: &str) -> Result<T, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.parse_as(flag, flag)
-    }
-
-    /// [`Flags::parse`] of option `name` written `flag`.
-    ///
-    /// # Errors
-    /// As [`Flags::value_as`], or the value does not parse.
-    pub fn parse_as<T: FromStr>(&mut self, flag: &str, name: &str) -> Result<T, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        let v = self.value_as(flag, name)?;
-        v.parse::<T>().map_err(|e| format!("{flag} {v}: {e}"))
-    }
-
-    /// The value of `flag`: a number in `lo..=hi` ([`in_range`]).
-    ///
-    /// # Errors
-    /// As [`Flags::value`], or as [`in_range`].
-    pub fn number_in(&mut self, flag: &str, lo: f64, hi: f64, what: &str) -> Result<f64, String> {
-        let raw = self.value(flag)?;
-        in_range(flag, &raw, lo, hi, what)
+/// A value parser (`#[arg(value_parser = at_least_one("..."))]`) of a count that cannot be 0,
+/// `what` saying what it counts: 0 is refused, never raised to 1 behind the user's back.
+pub fn at_least_one(
+    what: &'static str,
+) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |raw| match raw.parse::<usize>().map_err(|e| e.to_string())? {
+        0 => Err(format!("must be at least 1 ({what})")),
+        n => Ok(n),
     }
 }
 
-/// `raw`, the value of `flag`, as a finite number in `lo..=hi`, `what` saying what it is
-/// (`milliseconds`).
-///
-/// # Errors
-/// It does not parse, or it is outside the range (NaN and infinities included): refused,
-/// never clamped into it.
-pub fn in_range(flag: &str, raw: &str, lo: f64, hi: f64, what: &str) -> Result<f64, String> {
-    let v: f64 = raw.parse().map_err(|e| format!("{flag} {raw}: {e}"))?;
-    if v.is_finite() && (lo..=hi).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{flag} {raw}: must be a finite number of {what} in [{}, {}]",
-            short(lo),
-            short(hi)
-        ))
+/// A value parser of a finite number in `lo..=hi`, `what` saying what it is (`milliseconds`):
+/// one that does not parse or is outside the range (NaN and infinities included) is refused,
+/// never clamped into it. The option needs `allow_hyphen_values` for clap to hand it `-5`.
+pub fn in_range(
+    lo: f64,
+    hi: f64,
+    what: &'static str,
+) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |raw| {
+        let v = raw.parse::<f64>().map_err(|e| e.to_string())?;
+        if v.is_finite() && (lo..=hi).contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!(
+                "must be a finite number of {what} in [{}, {}]",
+                short(lo),
+                short(hi)
+            ))
+        }
     }
 }
 
@@ -144,71 +49,64 @@ fn short(x: f64) -> String {
     }
 }
 
+/// The text of `--device-kernels-ptx FILE`, when given: read while the arguments are checked,
+/// so that an unreadable file is a usage error said before any GPU is probed.
+///
+/// # Errors
+/// The file cannot be read (the message names the option and the path).
+pub fn read_ptx(path: Option<&Path>) -> Result<Option<String>, clap::Error> {
+    path.map(|p| {
+        std::fs::read_to_string(p).map_err(|e| {
+            clap::Error::raw(
+                clap::error::ErrorKind::Io,
+                format!("cannot read --device-kernels-ptx '{}': {e}\n", p.display()),
+            )
+        })
+    })
+    .transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn flags(args: &[&str]) -> Flags<std::vec::IntoIter<String>> {
-        let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        Flags::new(v.into_iter(), "usage: t")
+    #[test]
+    fn counts_of_zero_and_unparsable_counts_are_refused() {
+        let reps = at_least_one("timed repetitions");
+        assert_eq!(reps("3"), Ok(3));
+        assert_eq!(
+            reps("0"),
+            Err("must be at least 1 (timed repetitions)".into())
+        );
+        assert!(reps("x").unwrap_err().contains("invalid digit"));
+        assert!(reps("-1").unwrap_err().contains("invalid digit"));
     }
 
     #[test]
-    fn an_option_given_twice_is_refused_with_both_forms() {
-        let mut f = flags(&["2", "3"]);
-        assert_eq!(f.parse::<usize>("--devices"), Ok(2));
+    fn numbers_outside_their_range_are_refused_not_clamped() {
+        let gap = in_range(0.0, 10.0, "milliseconds");
+        assert_eq!(gap("0"), Ok(0.0));
+        assert_eq!(gap("10"), Ok(10.0));
         assert_eq!(
-            f.parse::<usize>("--devices"),
-            Err(
-                "--devices given twice ('--devices 2', then '--devices 3'); give each option once"
-                    .into()
-            )
-        );
-        // Two spellings of one option, and a flag with its negation.
-        let mut f = flags(&["5", "6"]);
-        assert!(f.value_as("--mib", "--max-mib").is_ok());
-        assert_eq!(
-            f.value_as("--max-mib", "--max-mib"),
-            Err(
-                "--max-mib given twice ('--mib 5', then '--max-mib 6'); give each option once"
-                    .into()
-            )
-        );
-        let mut f = flags(&[]);
-        assert!(f.switch_as("--no-check", "--check").is_ok());
-        assert_eq!(
-            f.switch_as("--check", "--check"),
-            Err("--check given twice ('--no-check', then '--check'); give each option once".into())
-        );
-        // Other options do not count.
-        let mut f = flags(&["1", "2"]);
-        assert!(f.value("--seed").is_ok() && f.value("--reps").is_ok() && f.switch("--x").is_ok());
-    }
-
-    #[test]
-    fn values_missing_unparsable_or_out_of_range_are_refused() {
-        assert_eq!(
-            flags(&[]).value("--out"),
-            Err("--out needs a value\nusage: t".into())
-        );
-        assert!(flags(&["x"])
-            .parse::<usize>("--reps")
-            .unwrap_err()
-            .starts_with("--reps x: "));
-        let range = |v: &str| flags(&[v]).number_in("--gap", 0.0, 10.0, "milliseconds");
-        assert_eq!(range("0"), Ok(0.0));
-        assert_eq!(range("10"), Ok(10.0));
-        assert_eq!(
-            flags(&["0"]).number_in("--tflops", 1e-6, 1e6, "TFLOP/s"),
-            Err("--tflops 0: must be a finite number of TFLOP/s in [1e-6, 1e6]".into())
+            in_range(1e-6, 1e6, "TFLOP/s")("0"),
+            Err("must be a finite number of TFLOP/s in [1e-6, 1e6]".into())
         );
         for bad in ["-5", "10.5", "nan", "inf", "-inf"] {
             assert_eq!(
-                range(bad),
-                Err(format!(
-                    "--gap {bad}: must be a finite number of milliseconds in [0, 10]"
-                ))
+                gap(bad),
+                Err("must be a finite number of milliseconds in [0, 10]".into())
             );
         }
+        assert_eq!(gap("x"), Err("invalid float literal".into()));
+    }
+
+    #[test]
+    fn an_unreadable_ptx_is_a_usage_error_naming_the_option() {
+        assert!(read_ptx(None).unwrap().is_none());
+        let e = read_ptx(Some(Path::new("/nonexistent/k.ptx"))).unwrap_err();
+        assert!(e.use_stderr());
+        assert!(e
+            .to_string()
+            .contains("cannot read --device-kernels-ptx '/nonexistent/k.ptx': "));
     }
 }

@@ -5,7 +5,8 @@
 //! `ring` (the hand-written RingAttention plan of P3); `study` (the predicted-latency tables of
 //! `docs/simulation.md`, the `mercury-study` binary) and `fixtures` (hand-written attention and
 //! GEMM plans the study cross-checks the lowering against).
-//! `args` reads the binaries' hand-written command lines (an option given twice is refused).
+//! `args` holds what the binaries' clap command lines share (value parsers that refuse a count
+//! of 0 or a number out of range, the `--device-kernels-ptx` file read before any GPU).
 //! Every GPU test skips with a message where no GPU or library is present.
 
 // Check closures and row tables read clearer spelled out than behind aliases.

@@ -6,105 +6,114 @@
 //! Exit status: 0 when every check passed (and for `--help`), 1 when a check failed, the
 //! `--json-out` file could not be written or the arguments are bad (an unknown flag or
 //! `--only` section, a count of 0, an option given twice, an unreadable
-//! `--device-kernels-ptx`: said before any GPU is looked for), 2 when no GPU was usable.
+//! `--device-kernels-ptx`: said by clap, `error: ...`, before any GPU is looked for), 2 when
+//! no GPU was usable.
 
-use mercury_bench::args::Flags;
+use clap::Parser;
+use mercury_bench::args::{at_least_one, read_ptx};
 use mercury_bench::bench::{Bench, BenchOptions, BenchRow};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: mercury-gpu-bench [--no-check] [--reps N] [--warmup N] [--seed N]
-       [--only P0,P1,P2,P2c,P3] [--device-kernels-ptx FILE] [--sdpa-json FILE] [--json-out FILE]
-       [--gemm-size N] [--ring-seq N] [--ring-ranks N]";
-
-/// The sections `--only` names (upper-cased when read: `p2c` is `P2C`), in the order they run.
-const SECTIONS: [&str; 5] = ["P0", "P1", "P2", "P2C", "P3"];
-
-struct Args {
-    opts: BenchOptions,
-    only: Vec<String>,
-    /// The text of `--device-kernels-ptx FILE`, read before the GPU is opened.
-    ptx: Option<String>,
-    sdpa: Option<String>,
-    json_out: Option<String>,
-    gemm_size: usize,
-    ring_seq: usize,
-    ring_ranks: usize,
+/// The sections `--only` names, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "verbatim")]
+enum Section {
+    /// Executor self-checks.
+    P0,
+    /// The GEMM patch against cuBLAS.
+    P1,
+    /// The NVRTC attention patch.
+    P2,
+    /// The cuDNN attention patch.
+    P2c,
+    /// RingAttention on virtual ranks against the single-device patch.
+    P3,
 }
 
-/// The arguments; `Ok(None)` for `--help`. `Err`: a usage error (an unknown flag or section, a
-/// bad or repeated value, an unreadable `--device-kernels-ptx`), before any GPU is looked for.
-fn parse() -> Result<Option<Args>, String> {
-    let mut a = Args {
-        opts: BenchOptions::default(),
-        only: SECTIONS.iter().map(|s| s.to_string()).collect(),
-        ptx: None,
-        sdpa: None,
-        json_out: None,
-        gemm_size: 8192,
-        ring_seq: 32768,
-        ring_ranks: 8,
-    };
-    let mut ptx: Option<String> = None;
-    let mut it = Flags::new(std::env::args().skip(1), USAGE);
-    while let Some(flag) = it.next_flag() {
-        // Counts that cannot be 0 are refused, not raised to 1 behind the user's back.
-        let mut at_least_one = |what: &str| match it.parse::<usize>(&flag)? {
-            0 => Err(format!("{flag} must be at least 1 ({what})")),
-            n => Ok(n),
-        };
-        match flag.as_str() {
-            "--no-check" | "--check" => {
-                it.switch_as(&flag, "--check")?;
-                a.opts.check = flag == "--check";
-            }
-            "--reps" => a.opts.reps = at_least_one("timed repetitions, the median reported")?,
-            "--warmup" => a.opts.warmup = it.parse(&flag)?,
-            "--seed" => a.opts.seed = it.parse(&flag)?,
-            "--only" => a.only = sections(&it.value(&flag)?)?,
-            "--device-kernels-ptx" => ptx = Some(it.value(&flag)?),
-            "--sdpa-json" => a.sdpa = Some(it.value(&flag)?),
-            "--json-out" => a.json_out = Some(it.value(&flag)?),
-            "--gemm-size" => a.gemm_size = at_least_one("M = N = K of the GEMM")?,
-            "--ring-seq" => a.ring_seq = at_least_one("tokens of the ring")?,
-            "--ring-ranks" => a.ring_ranks = at_least_one("virtual ranks of the ring")?,
-            "-h" | "--help" => return Ok(None),
-            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+#[derive(Debug, Parser)]
+#[command(
+    name = "mercury-gpu-bench",
+    version,
+    about = "GPU checks and benchmarks of the CUDA backend (P0 executor self-checks, P1 GEMM, P2/P2c attention patches, P3 RingAttention on virtual ranks)"
+)]
+struct Args {
+    /// Skip the numerical checks.
+    #[arg(long, conflicts_with = "check")]
+    no_check: bool,
+    /// Run the numerical checks (the default).
+    #[arg(long)]
+    check: bool,
+    /// Timed repetitions per case, the median reported.
+    #[arg(long, value_name = "N", default_value_t = BenchOptions::default().reps,
+          allow_negative_numbers = true, value_parser = at_least_one("timed repetitions, the median reported"))]
+    reps: usize,
+    /// Untimed warm-up runs per case.
+    #[arg(long, value_name = "N", default_value_t = BenchOptions::default().warmup,
+          allow_negative_numbers = true)]
+    warmup: usize,
+    /// Base seed of the random inputs (default: a fresh one every run).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    seed: Option<u64>,
+    /// The sections to run, comma-separated, any case.
+    #[arg(long, value_enum, value_name = "SECTIONS", value_delimiter = ',', ignore_case = true,
+          action = clap::ArgAction::Set,
+          default_values_t = [Section::P0, Section::P1, Section::P2, Section::P2c, Section::P3])]
+    only: Vec<Section>,
+    /// The device kernels' PTX (from `mercury-opt --emit=ptx --all-device-kernels`) instead of
+    /// compiling it here; read before any GPU is looked for.
+    #[arg(long, value_name = "FILE")]
+    device_kernels_ptx: Option<PathBuf>,
+    /// torch SDPA medians (`scripts/sdpa_baseline.py --out`): the attention rows get ratios.
+    #[arg(long, value_name = "FILE")]
+    sdpa_json: Option<PathBuf>,
+    /// Write the summary's rows as JSON.
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<PathBuf>,
+    /// M = N = K of the P1 GEMM.
+    #[arg(long, value_name = "N", default_value_t = 8192,
+          allow_negative_numbers = true, value_parser = at_least_one("M = N = K of the GEMM"))]
+    gemm_size: usize,
+    /// Tokens of the P3 ring.
+    #[arg(long, value_name = "N", default_value_t = 32768,
+          allow_negative_numbers = true, value_parser = at_least_one("tokens of the ring"))]
+    ring_seq: usize,
+    /// Virtual ranks of the P3 ring.
+    #[arg(long, value_name = "N", default_value_t = 8,
+          allow_negative_numbers = true, value_parser = at_least_one("virtual ranks of the ring"))]
+    ring_ranks: usize,
+    /// The text of `--device-kernels-ptx`.
+    #[arg(skip)]
+    ptx: Option<String>,
+}
+
+/// The arguments. `Err`: `--help` or `--version`, or a usage error (an unknown flag or
+/// section, a bad or repeated value, an unreadable `--device-kernels-ptx`), before any GPU is
+/// looked for.
+fn parse() -> Result<Args, clap::Error> {
+    let mut a = Args::try_parse()?;
+    a.ptx = read_ptx(a.device_kernels_ptx.as_deref())?;
+    Ok(a)
+}
+
+impl Args {
+    /// The options of the benchmark, the seed a fresh one unless given.
+    fn options(&self) -> BenchOptions {
+        BenchOptions {
+            warmup: self.warmup,
+            reps: self.reps,
+            check: !self.no_check,
+            seed: self.seed.unwrap_or_else(|| BenchOptions::default().seed),
         }
     }
-    if let Some(p) = ptx {
-        a.ptx = Some(
-            std::fs::read_to_string(&p)
-                .map_err(|e| format!("cannot read --device-kernels-ptx '{p}': {e}"))?,
-        );
-    }
-    Ok(Some(a))
-}
-
-/// `--only LIST`: comma-separated section names, any case; an unknown or empty one is refused
-/// (it was dropped: `--only bogus` ran nothing and passed).
-fn sections(list: &str) -> Result<Vec<String>, String> {
-    list.split(',')
-        .map(|s| {
-            let name = s.trim().to_uppercase();
-            if name.is_empty() {
-                Err(format!("--only {list}: an empty section name"))
-            } else if SECTIONS.contains(&name.as_str()) {
-                Ok(name)
-            } else {
-                Err(format!(
-                    "--only: unknown section '{}' (P0, P1, P2, P2c, P3)",
-                    s.trim()
-                ))
-            }
-        })
-        .collect()
 }
 
 /// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON.
-fn load_sdpa(path: &str) -> Result<BTreeMap<(String, String), f64>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+fn load_sdpa(path: &Path) -> Result<BTreeMap<(String, String), f64>, String> {
+    let p = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{p}: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{p}: {e}"))?;
     let mut out = BTreeMap::new();
     for r in v["results"].as_array().into_iter().flatten() {
         if let (Some(id), Some(be), Some(ms)) =
@@ -123,13 +132,11 @@ fn find<'a>(rows: &'a [BenchRow], id: &str) -> Option<&'a BenchRow> {
 fn main() -> ExitCode {
     mercury_bench::init_logging();
     let args = match parse() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            mercury_bench::outln!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return mercury_driver::cli::usage_error("mercury-gpu-bench", &e),
+        Ok(a) => a,
+        // Help and version exit 0, usage errors 1.
+        Err(e) => return mercury_driver::cli::clap_failure(&e),
     };
+    let opts = args.options();
     let ctx = match mercury_kernels::cuda::open_context(0) {
         Ok(c) => c,
         Err(e) => {
@@ -139,47 +146,42 @@ fn main() -> ExitCode {
     };
     let name = ctx.name().unwrap_or_else(|_| "?".into());
     let cc = ctx.compute_capability().unwrap_or((0, 0));
-    mercury_bench::outln!(
-        "device: {name} (sm_{}{}), seed {}",
-        cc.0,
-        cc.1,
-        args.opts.seed
-    );
-    let mut bench = match Bench::new(ctx, args.opts.clone(), args.ptx.clone()) {
+    mercury_bench::outln!("device: {name} (sm_{}{}), seed {}", cc.0, cc.1, opts.seed);
+    let mut bench = match Bench::new(ctx, opts, args.ptx.clone()) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("mercury-gpu-bench: error: setup failed: {e}");
             return ExitCode::from(2);
         }
     };
-    let want = |p: &str| args.only.iter().any(|o| o == p);
-    if want("P0") {
+    let want = |s: Section| args.only.contains(&s);
+    if want(Section::P0) {
         if let Err(e) = bench.p0_executor() {
             bench.record_error("P0", &e);
         }
     }
-    if want("P1") {
+    if want(Section::P1) {
         if let Err(e) = bench.p1_gemm(args.gemm_size) {
             bench.record_error("P1", &e);
         }
     }
-    if want("P2") {
+    if want(Section::P2) {
         if let Err(e) = bench.p2_attention() {
             bench.record_error("P2", &e);
         }
     }
-    if want("P2C") {
+    if want(Section::P2c) {
         if let Err(e) = bench.p2_cudnn() {
             bench.record_error("P2c", &e);
         }
     }
-    if want("P3") {
+    if want(Section::P3) {
         if let Err(e) = bench.p3_ring(args.ring_ranks, args.ring_seq) {
             bench.record_error("P3", &e);
         }
     }
 
-    let sdpa = match &args.sdpa {
+    let sdpa = match &args.sdpa_json {
         Some(p) => match load_sdpa(p) {
             Ok(m) => m,
             Err(e) => {
@@ -268,7 +270,10 @@ fn main() -> ExitCode {
         });
         if let Err(e) = std::fs::write(path, j.to_string()) {
             // The rows are not where the caller looks for them: a failed run.
-            eprintln!("mercury-gpu-bench: error: cannot write --json-out '{path}': {e}");
+            eprintln!(
+                "mercury-gpu-bench: error: cannot write --json-out '{}': {e}",
+                path.display()
+            );
             failed += 1;
         }
     }
@@ -276,5 +281,36 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        <Args as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn sections_are_read_in_any_case_and_every_one_runs_by_default() {
+        let only = |argv: &[&str]| Args::try_parse_from(argv).map(|a| a.only);
+        assert_eq!(
+            only(&["b"]).unwrap(),
+            [
+                Section::P0,
+                Section::P1,
+                Section::P2,
+                Section::P2c,
+                Section::P3
+            ]
+        );
+        assert_eq!(
+            only(&["b", "--only", "p2c,P3"]).unwrap(),
+            [Section::P2c, Section::P3]
+        );
+        assert!(only(&["b", "--only", "P0,,P1"]).is_err());
+        assert!(only(&["b", "--only", ""]).is_err());
     }
 }

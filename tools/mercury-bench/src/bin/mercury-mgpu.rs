@@ -6,9 +6,12 @@
 //!                        [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
 //! mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N]
 //!                    [--max-devices N] [--link copy|nccl] [--no-nccl]
-//!                    [--measure-rates | --gemm-tflops X --attention-tflops X --attention-causal-tflops X]
+//!                    [--measure-rates [--rates-gap-ms X] [--rates-burst-ms X] [--rates-warm-s X]
+//!                     | --gemm-tflops X --attention-tflops X --attention-causal-tflops X]
 //!                    [--launcher env [--ranks-per-process K] [--ranks-per-gpu N]]
 //! ```
+//!
+//! (`mercury-mgpu help [COMMAND]` or `COMMAND --help` says what each option does.)
 //!
 //! `selfcheck` runs the P0 executor self-checks with rank r on GPU r % N (default: every
 //! visible GPU) under the chosen transports, plus the NCCL checks one GPU can run; with
@@ -24,23 +27,247 @@
 //! a GPU shared by N ranks (default K); see `links::two_tier`. Exit status: 0 all passed, 1 a check failed or bad
 //! arguments, 2 no usable GPU. NCCL_NVLS_ENABLE=0 is set before NCCL starts.
 //!
-//! The arguments are checked before any GPU is probed: an option given twice, a count of 0,
-//! a `--*-tflops` rate outside the range a topology file accepts (`RANGE_TFLOPS`), a
-//! `--rates-*` value that is negative or above its limit ([`MAX_RATES_MS`],
-//! [`MAX_RATES_WARM_S`]), an unreadable `--device-kernels-ptx` are refused, never clamped.
+//! The arguments are read by clap and checked before any GPU is probed ([`parse`]): an option
+//! given twice, a count of 0, a `--*-tflops` rate outside the range a topology file accepts
+//! (`RANGE_TFLOPS`), a `--rates-*` value that is negative or above its limit
+//! ([`MAX_RATES_MS`], [`MAX_RATES_WARM_S`]), options of one mode given in the other, an
+//! unreadable `--device-kernels-ptx` are refused (`error: ...`, exit 1), never clamped.
 
-use mercury_bench::args::Flags;
+use clap::{Parser, Subcommand, ValueEnum};
+use mercury_bench::args::{at_least_one, in_range, read_ptx};
+use mercury_bench::bench::RateGrid;
 use mercury_bench::links::{self, LinkSource, Rates};
 use mercury_bench::mgpu::{self, Mode};
 use mercury_runtime::cuda::{nccl, placement::PeerMatrix};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: mercury-mgpu info
-       mercury-mgpu selfcheck [--devices N] [--alias K] [--transport peer|nccl|both] [--device-kernels-ptx FILE] [--seed N] [--no-nccl-single]
-       mercury-mgpu links [--out FILE] [--name NAME] [--min-kib N] [--max-mib N] [--reps N] [--max-devices N] [--link copy|nccl] [--no-nccl] [--measure-rates [--rates-gap-ms X [--rates-burst-ms X]] [--rates-warm-s X]] [--gemm-tflops X] [--attention-tflops X] [--attention-causal-tflops X] [--launcher env [--ranks-per-process K] [--ranks-per-gpu N]]";
+/// The largest `--rates-gap-ms` and `--rates-burst-ms` (10 s): idle or a burst before each
+/// timed burst, and the default grid has well over a hundred points of several bursts each.
+const MAX_RATES_MS: f64 = 1e4;
+/// The largest `--rates-warm-s` (an hour of GEMMs before the grid).
+const MAX_RATES_WARM_S: f64 = 3600.0;
 
-/// Why a command failed: its arguments (a usage error, exit 1) or the run (exit 2 when no GPU
-/// or driver is usable, else 1).
+#[derive(Debug, Parser)]
+#[command(
+    name = "mercury-mgpu",
+    version,
+    about = "Multi-GPU checks and link measurements of the CUDA backend (docs/multi-gpu.md)",
+    subcommand_required = true,
+    // No command is a usage error (`error: ...`, exit 1), not the help.
+    arg_required_else_help = false
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// GPUs, peer-access matrix, NCCL version.
+    Info,
+    /// The P0 executor self-checks with rank r on GPU r % N, plus the NCCL checks one GPU can
+    /// run.
+    Selfcheck(SelfcheckArgs),
+    /// Measure what the transports reach per GPU and per pair of GPUs; print a table and a
+    /// topology file (docs/topology.md).
+    Links(LinksArgs),
+}
+
+/// `selfcheck --transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TransportArg {
+    /// Copies and copy-engine peer copies.
+    Peer,
+    /// NCCL (groups sharing a GPU fall back to copies).
+    Nccl,
+    /// Each check under both.
+    Both,
+}
+
+#[derive(Debug, clap::Args)]
+struct SelfcheckArgs {
+    /// GPUs to place ranks on, rank r on GPU r % N (default: every visible GPU).
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = at_least_one("GPUs the ranks are placed on"))]
+    devices: Option<usize>,
+    /// K device ids, all on GPU 0, rank r on id r % K: the peer-copy paths on one GPU (not
+    /// with --devices).
+    #[arg(long, value_name = "K", conflicts_with = "devices", allow_negative_numbers = true,
+          value_parser = at_least_one("device ids on GPU 0"))]
+    alias: Option<usize>,
+    /// The transports the placed checks run under.
+    #[arg(long, value_enum, default_value_t = TransportArg::Both)]
+    transport: TransportArg,
+    /// The device kernels' PTX (from `mercury-opt --emit=ptx --all-device-kernels`) instead of
+    /// compiling it here; read before any GPU is probed.
+    #[arg(long, value_name = "FILE")]
+    device_kernels_ptx: Option<PathBuf>,
+    /// Seed of the random inputs (default: a fresh one every run).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    seed: Option<u64>,
+    /// Leave out the NCCL checks one GPU can run.
+    #[arg(long)]
+    no_nccl_single: bool,
+    /// The text of `--device-kernels-ptx`.
+    #[arg(skip)]
+    ptx: Option<String>,
+}
+
+/// `links --link`: which measured method the topology file's link level describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LinkArg {
+    /// Peer copies pulled by the receiver (mercury-run's --transport peer).
+    Copy,
+    /// NCCL send/recv.
+    Nccl,
+}
+
+/// `links --launcher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LauncherArg {
+    /// RANK, WORLD_SIZE, LOCAL_RANK from the environment (torchrun style).
+    Env,
+}
+
+/// The options of the one-process measurement, refused with `--launcher env`.
+const SINGLE_ONLY: [&str; 7] = [
+    "max_devices",
+    "no_nccl",
+    "link",
+    "measure_rates",
+    "rates_gap_ms",
+    "rates_burst_ms",
+    "rates_warm_s",
+];
+
+/// The patch rates given on the command line, refused with `--measure-rates`.
+const GIVEN_RATES: [&str; 3] = ["gemm_tflops", "attention_tflops", "attention_causal_tflops"];
+
+#[derive(Debug, clap::Args)]
+struct LinksArgs {
+    /// Write the topology file here.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// The topology's name (default: measured-<GPU>-1x<N>, or measured-two-tier-<P>x<K>).
+    #[arg(long)]
+    name: Option<String>,
+    /// The smallest transfer, KiB.
+    #[arg(long, value_name = "N", default_value_t = 64, allow_negative_numbers = true,
+          value_parser = at_least_one("KiB, the smallest transfer"))]
+    min_kib: usize,
+    /// The largest transfer, MiB (`--mib` is its older name).
+    #[arg(long, value_name = "N", default_value_t = 1024, alias = "mib",
+          allow_negative_numbers = true, value_parser = at_least_one("MiB, the largest transfer"))]
+    max_mib: usize,
+    /// Timed repetitions per size.
+    #[arg(long, value_name = "N", default_value_t = links::MeasureOptions::default().reps,
+          allow_negative_numbers = true, value_parser = at_least_one("timed repetitions per size"))]
+    reps: usize,
+    /// Measure only the first N GPUs.
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = at_least_one("GPUs measured"))]
+    max_devices: Option<usize>,
+    /// The measured method the topology file's link level describes.
+    #[arg(long, value_enum, default_value_t = LinkArg::Copy)]
+    link: LinkArg,
+    /// Do not measure NCCL send/recv.
+    #[arg(long)]
+    no_nccl: bool,
+    /// Also time the GEMM and attention patches at a grid of shapes on GPU 0 (about a minute on
+    /// an H200), written as the file's rate tables; not with the --*-tflops rates it measures.
+    #[arg(long, conflicts_with_all = GIVEN_RATES)]
+    measure_rates: bool,
+    /// With --measure-rates: idle milliseconds before each timed burst (0: the calls run back
+    /// to back, no bursts).
+    #[arg(long, value_name = "X", requires = "measure_rates", allow_hyphen_values = true,
+          default_value_t = RateGrid::default().gap_ms,
+          value_parser = in_range(0.0, MAX_RATES_MS, "milliseconds"))]
+    rates_gap_ms: f64,
+    /// With --measure-rates: a timed burst is as many back-to-back calls as fill this many
+    /// milliseconds (at least one).
+    #[arg(long, value_name = "X", requires = "measure_rates", allow_hyphen_values = true,
+          default_value_t = RateGrid::default().burst_ms,
+          value_parser = in_range(0.0, MAX_RATES_MS, "milliseconds"))]
+    rates_burst_ms: f64,
+    /// With --measure-rates: seconds of 8192^3 GEMMs before the grid.
+    #[arg(long, value_name = "X", requires = "measure_rates", allow_hyphen_values = true,
+          default_value_t = RateGrid::default().warm_s,
+          value_parser = in_range(0.0, MAX_RATES_WARM_S, "seconds"))]
+    rates_warm_s: f64,
+    /// The GEMM patch's rate written to the file, TFLOP/s (default: the H200 anchor).
+    #[arg(long, value_name = "X", allow_hyphen_values = true, value_parser = tflops)]
+    gemm_tflops: Option<f64>,
+    /// The attention patch's rate written to the file, TFLOP/s (default: the H200 anchor).
+    #[arg(long, value_name = "X", allow_hyphen_values = true, value_parser = tflops)]
+    attention_tflops: Option<f64>,
+    /// The causal attention patch's rate written to the file, TFLOP/s (default: the H200
+    /// anchor).
+    #[arg(long, value_name = "X", allow_hyphen_values = true, value_parser = tflops)]
+    attention_causal_tflops: Option<f64>,
+    /// Run by every process of a launcher: the processes are nodes of K virtual ranks on one
+    /// GPU each; process 0 measures NCCL send/recv to process 1 and a device copy, and writes a
+    /// two-level topology. Not with the options of the one-process measurement.
+    #[arg(long, value_enum, value_name = "KIND", conflicts_with_all = SINGLE_ONLY)]
+    launcher: Option<LauncherArg>,
+    /// With --launcher env: K, the virtual ranks of a process (at least 2).
+    #[arg(long, value_name = "K", requires = "launcher", default_value_t = 4,
+          allow_negative_numbers = true, value_parser = at_least_one("virtual ranks per process"))]
+    ranks_per_process: usize,
+    /// With --launcher env: the ranks sharing a GPU, which divide its rates (default: K times
+    /// the processes on the same host and GPU; at least K).
+    #[arg(long, value_name = "N", requires = "launcher", allow_negative_numbers = true,
+          value_parser = at_least_one("ranks sharing a GPU"))]
+    ranks_per_gpu: Option<usize>,
+}
+
+/// A patch rate given on the command line: it goes into the topology file, so it must be in
+/// the range the topology loader accepts (`RANGE_TFLOPS`), checked before any GPU is probed.
+fn tflops(raw: &str) -> Result<f64, String> {
+    let (lo, hi, unit) = mercury_search::topology::RANGE_TFLOPS;
+    // Not a number is said as such, without the range.
+    raw.parse::<f64>().map_err(|e| e.to_string())?;
+    in_range(lo, hi, unit)(raw).map_err(|e| format!("{e} (the range of a topology file's rates)"))
+}
+
+impl LinksArgs {
+    /// What clap cannot say of the options: the sizes in order, and a process of at least 2
+    /// ranks with at least as many per GPU.
+    fn check(&self) -> Result<(), clap::Error> {
+        let bad = |m: String| clap::Error::raw(clap::error::ErrorKind::ValueValidation, m);
+        if (self.min_kib << 10) > (self.max_mib << 20) {
+            return Err(bad(format!(
+                "--min-kib {} is above --max-mib {}\n",
+                self.min_kib, self.max_mib
+            )));
+        }
+        let k = self.ranks_per_process;
+        if self.launcher.is_some() && (k < 2 || self.ranks_per_gpu.is_some_and(|n| n < k)) {
+            return Err(bad(format!(
+                "--ranks-per-process {k}{}: at least 2 ranks per process, and at least as many per GPU\n",
+                self.ranks_per_gpu
+                    .map(|n| format!(" --ranks-per-gpu {n}"))
+                    .unwrap_or_default()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The arguments, checked before any GPU is probed. `Err`: `--help` or `--version`, or a usage
+/// error.
+fn parse() -> Result<Cli, clap::Error> {
+    let mut cli = Cli::try_parse()?;
+    match &mut cli.command {
+        Command::Info => {}
+        Command::Selfcheck(a) => a.ptx = read_ptx(a.device_kernels_ptx.as_deref())?,
+        Command::Links(a) => a.check()?,
+    }
+    Ok(cli)
+}
+
+/// Why a command failed: its arguments against the machine (a usage error, exit 1) or the run
+/// (exit 2 when no GPU or driver is usable, else 1).
 enum Failure {
     Usage(String),
     Run(String),
@@ -57,51 +284,6 @@ impl From<&str> for Failure {
         Failure::Run(m.to_string())
     }
 }
-
-/// A message about the arguments as a [`Failure::Usage`].
-trait UsageError<T> {
-    fn usage(self) -> Result<T, Failure>;
-}
-
-impl<T> UsageError<T> for Result<T, String> {
-    fn usage(self) -> Result<T, Failure> {
-        self.map_err(Failure::Usage)
-    }
-}
-
-/// A count flag's value, refused when 0 (never raised to 1 behind the user's back).
-fn count<I: Iterator<Item = String>>(it: &mut Flags<I>, flag: &str) -> Result<usize, String> {
-    count_as(it, flag, flag)
-}
-
-/// [`count`] of option `name` written `flag`.
-fn count_as<I: Iterator<Item = String>>(
-    it: &mut Flags<I>,
-    flag: &str,
-    name: &str,
-) -> Result<usize, String> {
-    match it.parse_as::<usize>(flag, name)? {
-        0 => Err(format!("{flag} must be at least 1\n{USAGE}")),
-        n => Ok(n),
-    }
-}
-
-/// A patch rate given on the command line: it goes into the topology file, so it must be in
-/// the range the topology loader accepts (`RANGE_TFLOPS`), checked before any GPU is probed.
-fn tflops<I: Iterator<Item = String>>(it: &mut Flags<I>, flag: &str) -> Result<f64, String> {
-    let (lo, hi, unit) = mercury_search::topology::RANGE_TFLOPS;
-    let raw = it.value(flag)?;
-    raw.parse::<f64>()
-        .map_err(|e| format!("{flag} {raw}: {e}"))?;
-    mercury_bench::args::in_range(flag, &raw, lo, hi, unit)
-        .map_err(|e| format!("{e} (the range of a topology file's rates)"))
-}
-
-/// The largest `--rates-gap-ms` and `--rates-burst-ms` (10 s): idle or a burst before each
-/// timed burst, and the default grid has well over a hundred points of several bursts each.
-const MAX_RATES_MS: f64 = 1e4;
-/// The largest `--rates-warm-s` (an hour of GEMMs before the grid).
-const MAX_RATES_WARM_S: f64 = 3600.0;
 
 fn visible() -> Result<usize, String> {
     mercury_kernels::cuda::probe(mercury_kernels::cuda::Library::Driver)
@@ -157,91 +339,28 @@ fn info() -> Result<bool, String> {
     Ok(true)
 }
 
-/// The arguments of `selfcheck`; `None` for `--help`.
-struct SelfcheckArgs {
-    devices: Option<usize>,
-    alias: Option<usize>,
-    modes: Vec<Mode>,
-    /// The text of `--device-kernels-ptx FILE`, read before any GPU is probed.
-    ptx: Option<String>,
-    seed: u64,
-    single: bool,
-}
-
-fn selfcheck_args(it: impl Iterator<Item = String>) -> Result<Option<SelfcheckArgs>, String> {
-    let mut it = Flags::new(it, USAGE);
-    let mut a = SelfcheckArgs {
-        devices: None,
-        alias: None,
-        modes: vec![Mode::Peer, Mode::Nccl],
-        ptx: None,
-        seed: std::time::SystemTime::now()
+fn selfcheck(a: SelfcheckArgs) -> Result<bool, Failure> {
+    let modes = match a.transport {
+        TransportArg::Peer => vec![Mode::Peer],
+        TransportArg::Nccl => vec![Mode::Nccl],
+        TransportArg::Both => vec![Mode::Peer, Mode::Nccl],
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64),
-        single: true,
-    };
-    let mut ptx: Option<String> = None;
-    while let Some(f) = it.next_flag() {
-        match f.as_str() {
-            "--devices" => a.devices = Some(count(&mut it, &f)?),
-            "--alias" => a.alias = Some(count(&mut it, &f)?),
-            "--transport" => {
-                let v = it.value(&f)?;
-                a.modes = match v.as_str() {
-                    "peer" => vec![Mode::Peer],
-                    "nccl" => vec![Mode::Nccl],
-                    "both" => vec![Mode::Peer, Mode::Nccl],
-                    _ => return Err(format!("--transport {v}: peer, nccl or both")),
-                }
-            }
-            "--device-kernels-ptx" => ptx = Some(it.value(&f)?),
-            "--seed" => a.seed = it.parse(&f)?,
-            "--no-nccl-single" => {
-                it.switch(&f)?;
-                a.single = false;
-            }
-            "-h" | "--help" => return Ok(None),
-            _ => return Err(format!("unknown argument {f}\n{USAGE}")),
-        }
-    }
-    if let (Some(d), Some(k)) = (a.devices, a.alias) {
-        return Err(format!(
-            "--devices {d} and --alias {k}: one or the other (--alias puts every device id on GPU 0)"
-        ));
-    }
-    if let Some(p) = ptx {
-        a.ptx = Some(
-            std::fs::read_to_string(&p)
-                .map_err(|e| format!("cannot read --device-kernels-ptx '{p}': {e}"))?,
-        );
-    }
-    Ok(Some(a))
-}
-
-fn selfcheck(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
-    let Some(SelfcheckArgs {
-        devices,
-        alias,
-        modes,
-        ptx,
-        seed,
-        single,
-    }) = selfcheck_args(it).map_err(Failure::Usage)?
-    else {
-        mercury_bench::outln!("{USAGE}");
-        return Ok(true);
-    };
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
     // NVLink multicast off before anything can start NCCL.
     for note in nccl::prepare_env() {
         mercury_bench::outln!("env: {note}");
     }
     let n = visible()?;
-    let ptx = match ptx {
+    let ptx = match a.ptx {
         Some(text) => text,
         None => mgpu::device_kernels_ptx(None).map_err(|e| e.to_string())?,
     };
     let mut rows = Vec::new();
-    match alias {
+    match a.alias {
         Some(k) => {
             mercury_bench::outln!(
                 "selfcheck: device ids 0..{k} all on GPU 0 (peer-copy paths on one GPU)"
@@ -251,7 +370,7 @@ fn selfcheck(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
             }
         }
         None => {
-            let d = devices.unwrap_or(n);
+            let d = a.devices.unwrap_or(n);
             if d > n {
                 return Err(Failure::Usage(format!(
                     "--devices {d} but only {n} GPU(s) are visible (--alias K runs the peer-copy paths of K device ids on one GPU)"
@@ -263,166 +382,57 @@ fn selfcheck(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
             }
         }
     }
-    if single {
+    if !a.no_nccl_single {
         rows.extend(mgpu::nccl_checks(&ptx, seed ^ 0x5eed));
     }
     Ok(mgpu::print_rows(&rows))
 }
 
-fn links_cmd(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
-    let mut it = Flags::new(it, USAGE);
-    let mut out: Option<String> = None;
-    let mut name: Option<String> = None;
-    let mut min_kib: usize = 64;
-    let mut max_mib: usize = 1024;
-    let mut opts = links::MeasureOptions::default();
-    let mut source = LinkSource::Copy;
+fn links_cmd(a: LinksArgs) -> Result<bool, Failure> {
+    let opts = links::MeasureOptions {
+        sizes: links::sizes(a.min_kib << 10, a.max_mib << 20),
+        reps: a.reps,
+        max_devices: a.max_devices,
+        nccl: !a.no_nccl,
+    };
+    let source = match a.link {
+        LinkArg::Copy => LinkSource::Copy,
+        LinkArg::Nccl => LinkSource::Nccl,
+    };
     let mut rates = Rates::default();
-    let mut rates_given = false;
-    let mut measure_rates = false;
-    let mut rates_gap_ms: Option<f64> = None;
-    let mut rates_warm_s: Option<f64> = None;
-    let mut rates_burst_ms: Option<f64> = None;
-    let mut launcher = false;
-    let mut per_process: Option<usize> = None;
-    let mut per_gpu: Option<usize> = None;
-    // Flags of the one-process measurement, refused with --launcher env.
-    let mut single_only: Vec<String> = Vec::new();
-    while let Some(f) = it.next_flag() {
-        match f.as_str() {
-            "--launcher" => {
-                let v = it.value(&f).usage()?;
-                if v != "env" {
-                    return Err(Failure::Usage(format!(
-                        "--launcher {v}: only 'env' (RANK, WORLD_SIZE, ...)"
-                    )));
-                }
-                launcher = true;
-            }
-            "--ranks-per-process" => per_process = Some(count(&mut it, &f).usage()?),
-            "--ranks-per-gpu" => per_gpu = Some(count(&mut it, &f).usage()?),
-            "--out" => out = Some(it.value(&f).usage()?),
-            "--name" => name = Some(it.value(&f).usage()?),
-            "--min-kib" => min_kib = count(&mut it, &f).usage()?,
-            // `--mib` is the older name (one size then; the largest now).
-            "--max-mib" | "--mib" => max_mib = count_as(&mut it, &f, "--max-mib").usage()?,
-            "--reps" => opts.reps = count(&mut it, &f).usage()?,
-            "--max-devices" => {
-                opts.max_devices = Some(count(&mut it, &f).usage()?);
-                single_only.push(f.clone());
-            }
-            "--no-nccl" => {
-                it.switch(&f).usage()?;
-                opts.nccl = false;
-                single_only.push(f.clone());
-            }
-            "--link" => {
-                single_only.push(f.clone());
-                let v = it.value(&f).usage()?;
-                source = match v.as_str() {
-                    "copy" => LinkSource::Copy,
-                    "nccl" => LinkSource::Nccl,
-                    _ => return Err(Failure::Usage(format!("--link {v}: copy or nccl"))),
-                }
-            }
-            "--measure-rates" => {
-                it.switch(&f).usage()?;
-                measure_rates = true;
-                single_only.push(f.clone());
-            }
-            // Refused outside their ranges, never clamped into them (0 is a regime: back to
-            // back, one call per burst, no warm-up).
-            "--rates-gap-ms" => {
-                rates_gap_ms = Some(
-                    it.number_in(&f, 0.0, MAX_RATES_MS, "milliseconds")
-                        .usage()?,
-                );
-                single_only.push(f.clone());
-            }
-            "--rates-burst-ms" => {
-                rates_burst_ms = Some(
-                    it.number_in(&f, 0.0, MAX_RATES_MS, "milliseconds")
-                        .usage()?,
-                );
-                single_only.push(f.clone());
-            }
-            "--rates-warm-s" => {
-                rates_warm_s = Some(it.number_in(&f, 0.0, MAX_RATES_WARM_S, "seconds").usage()?);
-                single_only.push(f.clone());
-            }
-            "--gemm-tflops" => {
-                rates.gemm_tflops = tflops(&mut it, &f).usage()?;
-                rates_given = true;
-            }
-            "--attention-tflops" => {
-                rates.attention_tflops = tflops(&mut it, &f).usage()?;
-                rates_given = true;
-            }
-            "--attention-causal-tflops" => {
-                rates.attention_causal_tflops = tflops(&mut it, &f).usage()?;
-                rates_given = true;
-            }
-            "-h" | "--help" => {
-                mercury_bench::outln!("{USAGE}");
-                return Ok(true);
-            }
-            _ => return Err(Failure::Usage(format!("unknown argument {f}\n{USAGE}"))),
-        }
-    }
-    if (rates_gap_ms.is_some() || rates_warm_s.is_some() || rates_burst_ms.is_some())
-        && !measure_rates
+    if a.gemm_tflops.is_some()
+        || a.attention_tflops.is_some()
+        || a.attention_causal_tflops.is_some()
     {
-        return Err(Failure::Usage(
-            "--rates-gap-ms, --rates-burst-ms and --rates-warm-s adjust --measure-rates".into(),
-        ));
+        rates = Rates {
+            gemm_tflops: a.gemm_tflops.unwrap_or(rates.gemm_tflops),
+            attention_tflops: a.attention_tflops.unwrap_or(rates.attention_tflops),
+            attention_causal_tflops: a
+                .attention_causal_tflops
+                .unwrap_or(rates.attention_causal_tflops),
+            origin: "given on the command line (mercury-mgpu links --gemm-tflops ...), not measured by this tool".into(),
+            ..rates
+        };
     }
-    if rates_given && measure_rates {
-        return Err(Failure::Usage("--measure-rates measures the rates that --gemm-tflops, --attention-tflops and --attention-causal-tflops give: one or the other".into()));
-    }
-    if rates_given {
-        rates.origin = "given on the command line (mercury-mgpu links --gemm-tflops ...), not measured by this tool".into();
-    }
-    let (lo, hi) = (min_kib << 10, max_mib << 20);
-    if lo > hi {
-        return Err(Failure::Usage(format!(
-            "--min-kib {min_kib} is above --max-mib {max_mib}\n{USAGE}"
-        )));
-    }
-    opts.sizes = links::sizes(lo, hi);
-    // Arguments first, the GPU after: a wrong flag is reported as such on any machine.
-    let two_tier = if launcher {
-        if let Some(f) = single_only.first() {
-            return Err(Failure::Usage(format!(
-                "{f} is for the one-process measurement; with --launcher env the tiers are NCCL between processes and device copies"
-            )));
+    // Arguments first (checked by `parse`), the environment and the GPU after: a wrong flag is
+    // reported as such on any machine.
+    let two_tier = match a.launcher {
+        Some(LauncherArg::Env) => {
+            let env = mercury_runtime::cuda::launcher::LaunchEnv::from_env()
+                .map_err(|e| format!("--launcher env: {e}"))?
+                .ok_or("--launcher env: RANK and WORLD_SIZE are not set (start every process with them, or through torchrun)")?;
+            Some(env)
         }
-        let k = per_process.unwrap_or(4);
-        if k < 2 || per_gpu.is_some_and(|n| n < k) {
-            return Err(Failure::Usage(format!(
-                "--ranks-per-process {k}{}: at least 2 ranks per process, and at least as many per GPU",
-                per_gpu.map(|n| format!(" --ranks-per-gpu {n}")).unwrap_or_default()
-            )));
-        }
-        let env = mercury_runtime::cuda::launcher::LaunchEnv::from_env()
-            .map_err(|e| format!("--launcher env: {e}"))?
-            .ok_or("--launcher env: RANK and WORLD_SIZE are not set (start every process with them, or through torchrun)")?;
-        Some((env, k))
-    } else {
-        if per_process.is_some() || per_gpu.is_some() {
-            return Err(Failure::Usage(
-                "--ranks-per-process and --ranks-per-gpu describe --launcher env runs".into(),
-            ));
-        }
-        None
+        None => None,
     };
     nccl::prepare_env();
-    if let Some((env, k)) = two_tier {
-        return Ok(two_tier_cmd(&env, out, name, &rates, &opts, k, per_gpu)?);
+    if let Some(env) = two_tier {
+        return Ok(two_tier_cmd(&env, &a, &rates, &opts)?);
     }
     visible()?;
     let r = links::measure(&opts).map_err(|e| e.to_string())?;
     let n = r.devices.len();
-    let name = name.unwrap_or_else(|| {
+    let name = a.name.unwrap_or_else(|| {
         format!(
             "measured-{}-1x{n}",
             r.devices[0]
@@ -433,11 +443,13 @@ fn links_cmd(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
         )
     });
     let mut rates_ok = true;
-    if measure_rates {
-        let mut grid = mercury_bench::bench::RateGrid::default();
-        grid.gap_ms = rates_gap_ms.unwrap_or(grid.gap_ms);
-        grid.warm_s = rates_warm_s.unwrap_or(grid.warm_s);
-        grid.burst_ms = rates_burst_ms.unwrap_or(grid.burst_ms);
+    if a.measure_rates {
+        let grid = RateGrid {
+            gap_ms: a.rates_gap_ms,
+            warm_s: a.rates_warm_s,
+            burst_ms: a.rates_burst_ms,
+            ..RateGrid::default()
+        };
         let (measured, ok) = measure_patch_rates(opts.reps, &grid)?;
         rates = measured;
         rates_ok = ok;
@@ -451,16 +463,24 @@ fn links_cmd(it: impl Iterator<Item = String>) -> Result<bool, Failure> {
     mercury_bench::out!("{}", links::table(&r));
     mercury_bench::outln!();
     mercury_bench::out!("{text}");
-    if let Some(p) = out {
+    if let Some(p) = &a.out {
         if !rates_ok {
             return Err(Failure::Run(format!(
-                "not writing {p}: a rate measurement failed (see the R. rows above)"
+                "not writing {}: a rate measurement failed (see the R. rows above)",
+                p.display()
             )));
         }
-        std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
-        mercury_bench::outln!("# written to {p}");
+        write_topology(p, &text)?;
     }
     Ok(rates_ok)
+}
+
+/// Writes the topology file `--out` names, and says so.
+fn write_topology(path: &std::path::Path, text: &str) -> Result<(), String> {
+    let p = path.display();
+    std::fs::write(path, text).map_err(|e| format!("cannot write {p}: {e}"))?;
+    mercury_bench::outln!("# written to {p}");
+    Ok(())
 }
 
 /// `links --measure-rates`: the GEMM and attention patches timed on GPU 0 at the default
@@ -520,15 +540,13 @@ fn measure_patch_rates(
 /// and writes the topology.
 fn two_tier_cmd(
     env: &mercury_runtime::cuda::launcher::LaunchEnv,
-    out: Option<String>,
-    name: Option<String>,
+    a: &LinksArgs,
     rates: &Rates,
     opts: &links::MeasureOptions,
-    per_process: usize,
-    per_gpu: Option<usize>,
 ) -> Result<bool, String> {
     let ordinal = env.local_rank % visible()?.max(1);
-    let r = links::two_tier::measure(env, ordinal, per_process, per_gpu, &opts.sizes, opts.reps)
+    let (k, per_gpu) = (a.ranks_per_process, a.ranks_per_gpu);
+    let r = links::two_tier::measure(env, ordinal, k, per_gpu, &opts.sizes, opts.reps)
         .map_err(|e| format!("process {}: {e}", env.rank))?;
     let Some(r) = r else {
         mercury_bench::outln!(
@@ -537,41 +555,29 @@ fn two_tier_cmd(
         );
         return Ok(true);
     };
-    let name = name
+    let name = a
+        .name
+        .clone()
         .unwrap_or_else(|| format!("measured-two-tier-{}x{}", r.processes, r.ranks_per_process));
     let text = links::two_tier::topology_toml(&r, &name, rates);
     mercury_bench::out!("{text}");
-    if let Some(p) = out {
-        std::fs::write(&p, &text).map_err(|e| format!("cannot write {p}: {e}"))?;
-        mercury_bench::outln!("# written to {p}");
+    if let Some(p) = &a.out {
+        write_topology(p, &text)?;
     }
     Ok(true)
 }
 
 fn main() -> ExitCode {
     mercury_bench::init_logging();
-    let mut it = std::env::args().skip(1);
-    let r = match it.next().as_deref() {
-        Some("info") => match it.next() {
-            None => info().map_err(Failure::Run),
-            Some(a) if a == "-h" || a == "--help" => {
-                mercury_bench::outln!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            Some(a) => Err(Failure::Usage(format!(
-                "info takes no arguments (got '{a}')\n{USAGE}"
-            ))),
-        },
-        Some("selfcheck") => selfcheck(it),
-        Some("links") => links_cmd(it),
-        Some("-h" | "--help" | "help") => {
-            mercury_bench::outln!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Some(other) => Err(Failure::Usage(format!(
-            "unknown command '{other}'\n{USAGE}"
-        ))),
-        None => Err(Failure::Usage(format!("no command given\n{USAGE}"))),
+    let cli = match parse() {
+        Ok(c) => c,
+        // Help and version exit 0, usage errors 1.
+        Err(e) => return mercury_driver::cli::clap_failure(&e),
+    };
+    let r = match cli.command {
+        Command::Info => info().map_err(Failure::Run),
+        Command::Selfcheck(a) => selfcheck(a),
+        Command::Links(a) => links_cmd(a),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
@@ -585,5 +591,27 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        // The ids `conflicts_with_all` and `requires` name exist (SINGLE_ONLY, GIVEN_RATES).
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn an_older_spelling_is_the_same_option() {
+        let parse = |argv: &[&str]| Cli::try_parse_from(argv);
+        let Command::Links(a) = parse(&["m", "links", "--mib", "64"]).unwrap().command else {
+            panic!("not links");
+        };
+        assert_eq!(a.max_mib, 64);
+        let e = parse(&["m", "links", "--mib", "64", "--max-mib", "128"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
     }
 }

@@ -4,33 +4,27 @@
 //! last section (wall times, which vary from run to run). Needs no GPU. Another argument, or
 //! `--no-timing` given twice, is a usage error (exit 1).
 
+use clap::Parser;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: mercury-study [--no-timing]";
+#[derive(Debug, Parser)]
+#[command(
+    name = "mercury-study",
+    version,
+    about = "Print the predicted-latency tables of docs/simulation.md (CPU only)"
+)]
+struct Args {
+    /// Leave out the last section (wall times, which vary from run to run).
+    #[arg(long)]
+    no_timing: bool,
+}
 
 fn main() -> ExitCode {
-    let mut timing = true;
-    let mut it = mercury_bench::args::Flags::new(std::env::args().skip(1), USAGE);
-    while let Some(a) = it.next_flag() {
-        match a.as_str() {
-            "--no-timing" => {
-                if let Err(e) = it.switch(&a) {
-                    return mercury_driver::cli::usage_error("mercury-study", &e);
-                }
-                timing = false;
-            }
-            "-h" | "--help" => {
-                mercury_bench::outln!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            other => {
-                return mercury_driver::cli::usage_error(
-                    "mercury-study",
-                    &format!("unknown argument {other}\n{USAGE}"),
-                )
-            }
-        }
-    }
-    mercury_bench::out!("{}", mercury_bench::study::full_study(timing));
+    // Help and version exit 0, usage errors 1.
+    let args: Args = match mercury_driver::cli::parse() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    mercury_bench::out!("{}", mercury_bench::study::full_study(!args.no_timing));
     ExitCode::SUCCESS
 }
