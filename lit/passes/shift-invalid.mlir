@@ -113,3 +113,24 @@ commir.kernel @k on @m {
     commir.store %b into @D[@j] : !commir.tile<f32>
   }
 }
+
+// -----
+
+// Each rank runs the shifted loop's iterations in another order: a store every iteration
+// makes to one tile (the last one wins) would end with another value on some rank (found by a
+// new-user pass: accepted, relative error 1.0 under --check).
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 2 spatial
+  commir.axis @j = 2 spatial
+  commir.axis @c = 4 spatial
+  commir.buffer @A : [@j, @c] f32 in
+  commir.buffer @Y : [@i, @c] f32 out
+  commir.for @i parallel(0) {
+    commir.for @j {
+      %a = commir.load @A[@j, @c] : !commir.tile<f32>
+      // expected-error@+1 {{shift: this store into '@Y' touches the same tile in different iterations of '@j' (its indices do not determine '@j'): in another order (which iteration comes last, or reads what another wrote) the result changes}}
+      commir.store %a into @Y[@i, @c] : !commir.tile<f32>
+    }
+  }
+}

@@ -6,7 +6,7 @@
 //! iterations touching the same tile must agree ([`agreeing`]).
 //!
 //! Used by the schedule passes (`reorder` refuses to swap two loops that both carry a
-//! dependence, `parallelize` a loop that carries one) and by the lowering (a hand-written
+//! dependence, `parallelize` and `shift` a loop that carries one) and by the lowering (a hand-written
 //! parallel loop that carries one is refused). Kennedy & Allen, *Optimizing Compilers for
 //! Modern Architectures* (2001), ch. 2-3, with a conservative test: an index that is not
 //! provably one to one counts as meeting.
@@ -31,6 +31,9 @@ pub struct AccessNode {
     pub indices: Vec<IndexExpr>,
     /// Axes of the enclosing loops, outermost first.
     pub loops: Vec<String>,
+    /// The same loops as their positions in [`Kernel::loops`] (pre-order): after
+    /// `distribute` several loops iterate one axis.
+    pub loop_ids: Vec<usize>,
     pub loc: Location,
 }
 
@@ -121,6 +124,12 @@ pub fn agreeing<'l>(
 pub fn build(k: &Kernel) -> DepGraph {
     let mut g = DepGraph::new();
     let mut nodes = Vec::new();
+    let all = k.loops();
+    let id = |l: &crate::ForLoop| {
+        all.iter()
+            .position(|x| std::ptr::eq(*x, l))
+            .unwrap_or(usize::MAX)
+    };
     k.walk(&mut |s, stack| {
         let (acc, kind) = match s {
             Stmt::Load { access, .. } => (access, AccessKind::Read),
@@ -133,6 +142,7 @@ pub fn build(k: &Kernel) -> DepGraph {
             kind,
             indices: acc.indices.clone(),
             loops: stack.iter().map(|l| l.axis.clone()).collect(),
+            loop_ids: stack.iter().map(|l| id(l)).collect(),
             loc: acc.loc.clone(),
         });
         nodes.push(n);
@@ -183,6 +193,22 @@ pub fn carried_by<'g>(g: &'g DepGraph, a: &str) -> Option<(&'g AccessNode, &'g A
     })
 }
 
+/// The first dependence carried by the loop at position `lp` of [`Kernel::loops`] (over
+/// axis `a`) between two accesses inside it: what running its iterations in another order
+/// (a `shift`) could reverse. Accesses of other loops over the same axis (after `distribute`)
+/// run before or after the whole loop and are not reordered by it.
+pub fn carried_within<'g>(
+    g: &'g DepGraph,
+    a: &str,
+    lp: usize,
+) -> Option<(&'g AccessNode, &'g AccessNode)> {
+    g.edge_indices().find_map(|e| {
+        let (x, y) = g.edge_endpoints(e)?;
+        let inside = g[x].loop_ids.contains(&lp) && g[y].loop_ids.contains(&lp);
+        (inside && g[e].carried.iter().any(|c| c == a)).then(|| (&g[x], &g[y]))
+    })
+}
+
 impl AccessNode {
     /// "store into", "load of" or "reduction into" (for messages).
     pub fn verb(&self) -> &'static str {
@@ -198,7 +224,32 @@ impl AccessNode {
 /// dependence `(a, b)` ([`carried_by`]) crosses them, located at `a` (with a note at `b` when
 /// it is another access). `lead` starts the message (`"parallelize: "`, or the lowering's
 /// description of the loop).
-pub fn race_error(lead: &str, axis: &str, (a, b): (&AccessNode, &AccessNode)) -> Diagnostic {
+pub fn race_error(lead: &str, axis: &str, dep: (&AccessNode, &AccessNode)) -> Diagnostic {
+    dependence_error(
+        lead,
+        axis,
+        dep,
+        &format!("run on different devices, those iterations would race (index the buffer by '@{axis}', or keep the loop sequential)"),
+    )
+}
+
+/// The refusal of running the iterations of loop `axis` in another order on some device (a
+/// `shift`) when the dependence `(a, b)` ([`carried_by`]) crosses them; as [`race_error`].
+pub fn order_error(lead: &str, axis: &str, dep: (&AccessNode, &AccessNode)) -> Diagnostic {
+    dependence_error(
+        lead,
+        axis,
+        dep,
+        &format!("in another order (which iteration comes last, or reads what another wrote) the result changes (index the buffer by '@{axis}', or use a reduction)"),
+    )
+}
+
+fn dependence_error(
+    lead: &str,
+    axis: &str,
+    (a, b): (&AccessNode, &AccessNode),
+    consequence: &str,
+) -> Diagnostic {
     let same = a.loc == b.loc && a.kind == b.kind;
     let what = if same {
         format!("this {} '@{}' touches the same tile in different iterations of '@{axis}' (its indices do not determine '@{axis}')", a.verb(), a.buffer)
@@ -210,10 +261,7 @@ pub fn race_error(lead: &str, axis: &str, (a, b): (&AccessNode, &AccessNode)) ->
             b.verb()
         )
     };
-    let d = Diagnostic::error(
-        a.loc.clone(),
-        format!("{lead}{what}: run on different devices, those iterations would race (index the buffer by '@{axis}', or keep the loop sequential)"),
-    );
+    let d = Diagnostic::error(a.loc.clone(), format!("{lead}{what}: {consequence}"));
     if same {
         d
     } else {

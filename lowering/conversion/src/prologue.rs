@@ -308,17 +308,29 @@ impl<'k> Lowering<'k> {
 /// dependence (`mercury_commir::deps`): hand-written `parallel(L)` loops are held to what
 /// `parallelize` checks. A store every iteration makes to one tile (the last iteration wins
 /// in the loop's order) would otherwise lower to a plan in which each rank keeps its own.
+///
+/// Likewise a shifted loop runs its iterations in another order on each rank, so none of its
+/// own accesses may carry a dependence: hand-written `shift(@p)` loops are held to what
+/// `shift` checks.
 fn check_parallel_loops(k: &Kernel) -> Result<(), Diagnostic> {
     let mut g = None;
-    for l in k.loops() {
-        let Some(level) = l.parallel else { continue };
-        let g = g.get_or_insert_with(|| mercury_commir::deps::build(k));
-        if let Some(dep) = mercury_commir::deps::carried_by(g, &l.axis) {
-            let lead = format!(
-                "the loop over '@{}' is parallel over mesh level {level}, but ",
-                l.axis
-            );
-            return Err(mercury_commir::deps::race_error(&lead, &l.axis, dep));
+    for (i, l) in k.loops().into_iter().enumerate() {
+        if let Some(level) = l.parallel {
+            let g = g.get_or_insert_with(|| mercury_commir::deps::build(k));
+            if let Some(dep) = mercury_commir::deps::carried_by(g, &l.axis) {
+                let lead = format!(
+                    "the loop over '@{}' is parallel over mesh level {level}, but ",
+                    l.axis
+                );
+                return Err(mercury_commir::deps::race_error(&lead, &l.axis, dep));
+            }
+        }
+        if let Some(by) = &l.shift {
+            let g = g.get_or_insert_with(|| mercury_commir::deps::build(k));
+            if let Some(dep) = mercury_commir::deps::carried_within(g, &l.axis, i) {
+                let lead = format!("the loop over '@{}' is shifted by '@{by}', but ", l.axis);
+                return Err(mercury_commir::deps::order_error(&lead, &l.axis, dep));
+            }
         }
     }
     Ok(())

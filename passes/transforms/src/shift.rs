@@ -8,10 +8,10 @@
 //! loops over `j` to shift (each can have its own offset).
 
 use crate::util::*;
-use mercury_commir::kernel_pass;
 use mercury_commir::ops::ForOp;
 use mercury_commir::pass::{kernel_mut, KernelPass};
 use mercury_commir::Kernel;
+use mercury_commir::{deps, kernel_pass};
 use mercury_commir::{ForLoop, IndexExpr, Stmt};
 use mercury_ir::{Diagnostic, Operation};
 
@@ -142,6 +142,15 @@ impl KernelPass for Shift {
                     self.axis, self.by
                 ),
             ));
+        }
+        // Each rank runs the iterations in another order: a dependence between two of them
+        // (stores of one tile, the last winning; a store and a load) would be reversed on
+        // some rank. Reductions of one kind commute.
+        let lp_id = m.loops().iter().position(|l| std::ptr::eq(*l, lp));
+        let g = deps::build(m);
+        let dep = lp_id.and_then(|i| deps::carried_within(&g, &self.axis, i));
+        if let Some((a, b)) = dep {
+            return Err(deps::order_error("shift: ", &self.axis, (a, b)));
         }
         let k = kernel_mut(module, &m.name);
         let (axis, by_axis) = (self.axis.clone(), self.by.clone());
