@@ -17,3 +17,9 @@
 // NAN: mask-rows.mlir:49:8: error: a causal mask over query positions 0..16 and key positions 16..32 masks every key of the block; this body can neither leave such rows out nor compute them
 // NAN: mask-rows.mlir:52:3: note: here 'commir.reduce add' into '@Z' gets NaN
 // NAN: exit status 1
+// An output that holds the reference's own -inf passes --check (it failed as "relative error
+// inf, 120 non-finite values"); the -infs are counted.
+// RUN: %mercury-run %S/Inputs/mask-rows.mlir --kernel scores --backend cpu --check --pass-pipeline='builtin.module(tile{axis=a factor=2 outer=a0 inner=a_t},parallelize{axis=a0 level=0},tile{axis=b factor=2 outer=b0 inner=b_t})' | FileCheck %s --check-prefix=SCORES
+// SCORES: check @S: every rank holds its shard as declared
+// SCORES: check @S: relative error 0.000e0 {{.*}}, 120 non-finite in both (as the reference)  ok
+// SCORES: check @S in its dtypes: {{.*}}, 120 non-finite in both (as the reference), 0 of 256 elements rounded otherwise than the single-device plan  ok

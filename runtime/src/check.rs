@@ -34,7 +34,7 @@ pub struct RankHolding {
     /// Elements the rank holds outside its declared part.
     pub outside: usize,
     /// ‖got − want‖ / ‖want‖ over the elements the rank holds (infinite where a value is not
-    /// finite).
+    /// finite, unless it is the reference's own: [`same_nonfinite`]).
     pub error: f64,
 }
 
@@ -111,7 +111,10 @@ pub fn per_rank(
                         outside += 1;
                     }
                     let g = p.values[i];
-                    bad |= !g.is_finite();
+                    if same_nonfinite(g, w[flat]) {
+                        return;
+                    }
+                    bad |= !g.is_finite() || !w[flat].is_finite();
                     num += (g - w[flat]) * (g - w[flat]);
                     den += w[flat] * w[flat];
                 });
@@ -198,6 +201,13 @@ impl Values for crate::cuda::HostBuffer {
 /// reached 8.8e-2.
 pub const ELEMENT_FACTOR: f64 = 10.0;
 
+/// Whether `got` and `want` are the same value that is not a number: equal infinities, or NaN
+/// in both. Such an element matches the reference exactly (a causal mask's `-inf`s stored into
+/// an output); it is left out of the norms (`inf - inf` is NaN) and reported as a count.
+pub fn same_nonfinite(got: f64, want: f64) -> bool {
+    !want.is_finite() && (got == want || (got.is_nan() && want.is_nan()))
+}
+
 /// One output's comparison over the compared elements: ‖got − want‖ / ‖want‖ (infinite when
 /// a got value is not finite or the lengths differ), the largest |got − want| / (rms + |want|)
 /// ([`ELEMENT_FACTOR`]), the non-finite got values and the number of elements compared.
@@ -208,6 +218,9 @@ pub struct Compared {
     /// all zeros and got is not).
     pub worst: f64,
     pub nonfinite: usize,
+    /// Elements that are not finite in the reference and the same in got ([`same_nonfinite`]):
+    /// matched exactly, left out of the norms.
+    pub nonfinite_matched: usize,
     pub elements: usize,
 }
 
@@ -217,13 +230,19 @@ impl Compared {
     pub fn within(&self, tol: f64) -> bool {
         self.rel_err <= tol && self.worst <= ELEMENT_FACTOR * tol
     }
-    /// `relative error E (tolerance T), largest element error W of (rms + |want|) (at most B)`.
+    /// `relative error E (tolerance T), largest element error W of (rms + |want|) (at most B)`,
+    /// and `, N non-finite in both (as the reference)` when some elements are.
     pub fn describe(&self, tol: f64) -> String {
         format!(
-            "relative error {:.3e} (tolerance {tol:.0e}), largest element error {:.1e} of (rms + |want|) (at most {:.0e})",
+            "relative error {:.3e} (tolerance {tol:.0e}), largest element error {:.1e} of (rms + |want|) (at most {:.0e}){}",
             self.rel_err,
             self.worst,
-            ELEMENT_FACTOR * tol
+            ELEMENT_FACTOR * tol,
+            if self.nonfinite_matched > 0 {
+                format!(", {} non-finite in both (as the reference)", self.nonfinite_matched)
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -249,29 +268,37 @@ pub fn compare<V: Values>(
                 rel_err: f64::INFINITY,
                 worst: f64::INFINITY,
                 nonfinite: 0,
+                nonfinite_matched: 0,
                 elements,
             });
             continue;
         };
-        let (nonfinite, num, den) = (0..w.count())
+        let (nonfinite, matched, num, den) = (0..w.count())
             .into_par_iter()
             .filter(kept)
             .map(|i| {
                 let (a, b) = (g.value(i), w.value(i));
-                (usize::from(!a.is_finite()), (a - b) * (a - b), b * b)
+                if same_nonfinite(a, b) {
+                    (0, 1, 0.0, 0.0)
+                } else {
+                    (usize::from(!a.is_finite()), 0, (a - b) * (a - b), b * b)
+                }
             })
-            .reduce(|| (0, 0.0, 0.0), |x, y| (x.0 + y.0, x.1 + y.1, x.2 + y.2));
-        let (rel_err, worst) = if nonfinite > 0 {
+            .reduce(
+                || (0, 0, 0.0, 0.0),
+                |x, y| (x.0 + y.0, x.1 + y.1, x.2 + y.2, x.3 + y.3),
+            );
+        let (rel_err, worst) = if nonfinite > 0 || !num.is_finite() {
             (f64::INFINITY, f64::INFINITY)
         } else {
-            let rms = (den / elements.max(1) as f64).sqrt();
+            let rms = (den / (elements - matched).max(1) as f64).sqrt();
             let worst = (0..w.count())
                 .into_par_iter()
                 .filter(kept)
                 .map(|i| {
                     let (a, b) = (g.value(i), w.value(i));
                     let d = (a - b).abs();
-                    if d == 0.0 {
+                    if d == 0.0 || same_nonfinite(a, b) {
                         0.0
                     } else {
                         d / (rms + b.abs())
@@ -285,6 +312,7 @@ pub fn compare<V: Values>(
             rel_err,
             worst,
             nonfinite,
+            nonfinite_matched: matched,
             elements,
         });
     }
@@ -296,6 +324,31 @@ mod tests {
     use super::*;
     use crate::cpu::{assemble, execute_pieces, random_inputs};
     use mercury_driver::{Compiler, Schedule};
+
+    #[test]
+    fn the_references_own_infinities_match_and_others_fail() {
+        let cmp = |g: Vec<f64>, w: Vec<f64>| {
+            let got = HashMap::from([("C".to_string(), g)]);
+            let want = HashMap::from([("C".to_string(), w)]);
+            compare(&got, &want, None).remove(0)
+        };
+        let ninf = f64::NEG_INFINITY;
+        // A masked output: -inf where the reference has it, numbers elsewhere.
+        let c = cmp(vec![1.0, ninf, 2.0], vec![1.0, ninf, 2.0]);
+        assert!(c.within(1e-9), "{}", c.describe(1e-9));
+        assert_eq!((c.nonfinite, c.nonfinite_matched), (0, 1));
+        assert!(c.describe(1e-9).contains("1 non-finite in both"));
+        // -inf where the reference has a number, a number where it has -inf, +inf for -inf.
+        for (g, w) in [
+            (vec![1.0, ninf], vec![1.0, 3.0]),
+            (vec![1.0, 3.0], vec![1.0, ninf]),
+            (vec![1.0, f64::INFINITY], vec![1.0, ninf]),
+            (vec![1.0, f64::NAN], vec![1.0, ninf]),
+        ] {
+            let c = cmp(g.clone(), w.clone());
+            assert!(!c.within(1e-2), "{g:?} vs {w:?} passed: {}", c.describe(1e-2));
+        }
+    }
 
     /// A row sum on 4 ranks whose output placement is `out`.
     fn rowsum(out: &str) -> String {

@@ -744,11 +744,15 @@ pub fn rounded_otherwise_in(x: &[f64], y: Option<&[f64]>) -> usize {
     let Some(y) = y.filter(|y| y.len() == x.len()) else {
         return x.len();
     };
-    let rms = (y.iter().map(|q| q * q).sum::<f64>() / y.len().max(1) as f64).sqrt();
+    let finite = y.iter().filter(|q| q.is_finite());
+    let rms = (finite.clone().map(|q| q * q).sum::<f64>() / finite.count().max(1) as f64).sqrt();
     let apart = rms * 2f64.powi(-16);
     x.iter()
         .zip(y)
-        .filter(|(p, q)| !p.is_finite() || !q.is_finite() || (*p - *q).abs() > apart)
+        .filter(|(p, q)| {
+            !crate::check::same_nonfinite(**p, **q)
+                && (!p.is_finite() || !q.is_finite() || (*p - *q).abs() > apart)
+        })
         .count()
 }
 

@@ -72,3 +72,18 @@ commir.kernel @gemm on @mesh {
   %u = commir.patch "gemm" (%p, %v) : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
   commir.reduce add %u into @G[@g, @d] : !commir.tile<f32>
 }
+
+// S = mask(A B^T), stored: -inf above the diagonal, in the reference too.
+commir.kernel @scores on @mesh {
+  commir.axis @a = 16 spatial
+  commir.axis @k5 = 8 managed
+  commir.axis @b = 16 spatial
+  commir.buffer @L : [@a, @k5] f32 in
+  commir.buffer @M : [@b, @k5] f32 in
+  commir.buffer @S : [@a, @b] f32 out
+  %l = commir.load @L[@a, @k5] : !commir.tile<f32>
+  %m = commir.load @M[@b, @k5] : !commir.tile<f32>
+  %c = commir.matmul %l, %m transpose_b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+  %t = commir.mask causal %c : !commir.tile<f32>
+  commir.store %t into @S[@a, @b] : !commir.tile<f32>
+}
