@@ -346,7 +346,11 @@ mod tests {
             (vec![1.0, f64::NAN], vec![1.0, ninf]),
         ] {
             let c = cmp(g.clone(), w.clone());
-            assert!(!c.within(1e-2), "{g:?} vs {w:?} passed: {}", c.describe(1e-2));
+            assert!(
+                !c.within(1e-2),
+                "{g:?} vs {w:?} passed: {}",
+                c.describe(1e-2)
+            );
         }
     }
 

@@ -21,8 +21,48 @@ pub trait KernelPass {
     fn apply_to(&self, module: &mut Operation, name: &str) -> Result<(), Diagnostic> {
         let m = model(module, name)?;
         self.apply(module, &m)?;
-        model(module, name).map(|_| ())
+        let after = model(module, name)?;
+        if self.keeps_output_placements() {
+            check_output_contract(&m, &after)?;
+        }
+        Ok(())
     }
+
+    /// Whether the pass leaves every output's declared placement as it found it (checked
+    /// after each rewrite: an output's placement is the operator's contract). Only a pass that
+    /// re-expresses placements says no (`join`: two dimensions become one).
+    fn keeps_output_placements(&self) -> bool {
+        true
+    }
+}
+
+/// Refuses a rewrite of kernel `before` into `after` that changed the declared placement of an
+/// output (what a pass author forgets when a pass re-places buffers: `keep_output_contract` in
+/// the transforms checks it before the rewrite, with the pass's own message), located at the
+/// output's declaration.
+fn check_output_contract(before: &Kernel, after: &Kernel) -> Result<(), Diagnostic> {
+    for b in before
+        .buffers
+        .iter()
+        .filter(|b| matches!(b.role, crate::Role::Out | crate::Role::InOut))
+    {
+        let Some(a) = after.buffer(&b.name) else {
+            return Err(Diagnostic::error(
+                b.loc.clone(),
+                format!("the pass removed the output '@{}'", b.name),
+            ));
+        };
+        if a.placement() != b.placement() {
+            return Err(Diagnostic::error(
+                a.loc.clone(),
+                format!(
+                    "the pass changed the declared placement of the output '@{}' (an output's declared placement is the operator's contract: a schedule computes it where its loops put it and delivers it as declared; check it before rewriting, as `keep_output_contract` does)",
+                    b.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Runs a [`KernelPass`] on every kernel of a module, or on the one `kernel=` names.

@@ -21,6 +21,12 @@ kernel_pass! {
 }
 
 impl KernelPass for Join {
+    /// A buffer whose two dimensions are joined carries its placement on the one joined
+    /// dimension: the same positions per device, written another way.
+    fn keeps_output_placements(&self) -> bool {
+        false
+    }
+
     fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
         let name_joined = if self.name.is_empty() {
             fresh_name(m, &format!("{}_{}", self.outer, self.inner))

@@ -44,16 +44,53 @@ impl KernelPass for Replicate {
             })?;
             s[d].clear();
         }
-        let mut to = buf.placement();
-        to.levels = s.clone();
-        keep_output_contract(
-            "replicate",
-            buf,
-            &mercury_commir::Placement::new(to.levels, to.splits),
-        )?;
+        // An output's declared placement is the operator's contract: refuse to change it.
+        let to = mercury_commir::Placement::new(s.clone(), buf.placement().splits);
+        keep_output_contract("replicate", buf, &to)?;
         let k = kernel_mut(module, &m.name);
         let op = buffer_op_mut(k, &self.buffer).and_then(BufferOp::cast);
         set_sharding(&mut op.expect("buffer"), &s);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `replicate` without its `keep_output_contract`: the pass a newcomer writes from the
+    /// worked example when they leave the check out.
+    struct Careless;
+
+    impl KernelPass for Careless {
+        fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
+            let k = kernel_mut(module, &m.name);
+            let op = buffer_op_mut(k, "C").and_then(BufferOp::cast);
+            set_sharding(&mut op.expect("buffer"), &[vec![], vec![]]);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_adapter_refuses_a_pass_that_re_places_an_output() {
+        let text = "commir.mesh @m shape [2]
+commir.kernel @g on @m {
+  commir.axis @i = 4 spatial
+  commir.axis @j = 4 spatial
+  commir.buffer @A : [@i, @j] f32 in
+  commir.buffer @C : [@i, @j] f32 out sharding [S(0), R]
+  %a = commir.load @A[@i, @j] : !commir.tile<f32>
+  commir.store %a into @C[@i, @j] : !commir.tile<f32>
+}
+";
+        let reg = mercury_commir::registry();
+        let mut module = mercury_ir::parse_str(&reg, "t.mlir", text).expect("parses");
+        let e = Careless.apply_to(&mut module, "g").expect_err("refused");
+        assert!(
+            e.message
+                .contains("the pass changed the declared placement of the output '@C'"),
+            "{}",
+            e.message
+        );
     }
 }
