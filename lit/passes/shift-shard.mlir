@@ -5,6 +5,12 @@
 // RUN: %mercury-opt --shift-shard --commir-print-comm-plan %repo/examples/attention_causal.mlir | FileCheck %s --check-prefix=CAUSAL
 // RUN: %mercury-opt --shift-shard=balance=false --commir-print-comm-plan %repo/examples/attention_causal.mlir | FileCheck %s --check-prefix=UNBALANCED
 // RUN: %mercury-opt --shift-shard --commir-print-comm-plan %repo/examples/attention_causal_zigzag.mlir | FileCheck %s --check-prefix=DECLARED
+// A GEMM whose product goes through GeLU / SiLU before it is stored: its K cannot travel
+// around a ring (gelu of a partial sum is not a partial result); shift-shard distributes M and
+// leaves B whole on every rank. It was refused, naming a loop '@k0' the user never wrote.
+// RUN: %mercury-run %S/Inputs/shift-shard-epilogue.mlir --shift-shard --backend cpu --check | FileCheck %s --check-prefix=EPI
+// EPI-NOT: @B: ring
+// EPI: check @D: relative error {{.*}} ok
 
 // RING:      commir.for @i0 parallel(0) {
 // RING-NEXT:   commir.for @j0 shift(@i0) {

@@ -154,36 +154,13 @@ impl KernelPass for ShiftShard {
             .apply_to(module, &m.name)?;
         }
         for (axis, bufs) in &shared_by_axis {
-            let loops = tile_over_mesh(module, &m.name, axis, &mesh)?;
-            for (l, a) in loops.iter().enumerate() {
-                Shift {
-                    axis: a.clone(),
-                    by: par_loops[l].clone(),
-                    offset: 0,
-                    nth: None,
-                }
-                .apply_to(module, &m.name)?;
-                for b in bufs {
-                    // A buffer already placed over this level elsewhere keeps its placement.
-                    let cur = model(module, &m.name)?;
-                    let buf = cur.buffer(b).expect("buffer");
-                    let dim = buf.dim_of_axis(a).expect("tiled axis");
-                    if buf
-                        .sharding
-                        .iter()
-                        .enumerate()
-                        .any(|(d, s)| d != dim && s.contains(&l))
-                    {
-                        continue;
-                    }
-                    Shard {
-                        buffer: b.clone(),
-                        axis: a.clone(),
-                        level: Some(crate::util::Level::Index(l)),
-                        placement: PlacementOption(None),
-                    }
-                    .apply_to(module, &m.name)?;
-                }
+            // Splitting the axis may not be legal for this body (a contraction whose partial
+            // sums feed an epilogue before they are reduced: gelu(A B) stored); then the
+            // shared inputs are not ringed over it: every rank reads them whole.
+            let before = module.clone();
+            if ring_over(module, &m.name, axis, bufs, &par_loops, &mesh).is_err() {
+                *module = before;
+                shift_axes.retain(|a| a != axis);
             }
         }
         // Causal attention around a ring: zigzag placements give every rank the same work
@@ -197,4 +174,49 @@ impl KernelPass for ShiftShard {
         }
         Ok(())
     }
+}
+
+/// Tiles `axis` over the mesh levels, shifts each of its loops by the parallel loop of the
+/// same level (`par_loops`) and shards the shared inputs `bufs` along it (a buffer already
+/// placed over that level elsewhere keeps its placement): their pieces travel around rings.
+fn ring_over(
+    module: &mut Operation,
+    kernel: &str,
+    axis: &str,
+    bufs: &[String],
+    par_loops: &[String],
+    mesh: &[usize],
+) -> Result<(), Diagnostic> {
+    let loops = tile_over_mesh(module, kernel, axis, mesh)?;
+    for (l, a) in loops.iter().enumerate() {
+        Shift {
+            axis: a.clone(),
+            by: par_loops[l].clone(),
+            offset: 0,
+            nth: None,
+        }
+        .apply_to(module, kernel)?;
+        for b in bufs {
+            // A buffer already placed over this level elsewhere keeps its placement.
+            let cur = model(module, kernel)?;
+            let buf = cur.buffer(b).expect("buffer");
+            let dim = buf.dim_of_axis(a).expect("tiled axis");
+            if buf
+                .sharding
+                .iter()
+                .enumerate()
+                .any(|(d, s)| d != dim && s.contains(&l))
+            {
+                continue;
+            }
+            Shard {
+                buffer: b.clone(),
+                axis: a.clone(),
+                level: Some(crate::util::Level::Index(l)),
+                placement: PlacementOption(None),
+            }
+            .apply_to(module, kernel)?;
+        }
+    }
+    Ok(())
 }
