@@ -923,37 +923,31 @@ impl CandidateSource for CommirSource {
         format!("CommIR kernel @{} from {}", self.kernel.name, self.origin)
     }
 
+    /// The operator as the cache key sees it: the module as the search reads it (printed in
+    /// generic form: the mesh, every axis, buffer, placement, sharding level and split, and
+    /// the body; not the file's name, comments or spacing), the kernel tuned, the passes that
+    /// made the module from the input, and what bounds the candidates: the declared mesh kept
+    /// or re-factored, the most mesh levels. Two inputs with one signature take the same
+    /// schedules. (Before 2026-12-02 it held each buffer's sharded dimensions only, not the
+    /// mesh or the levels: `examples/attention_2x4.mlir` got `attention.mlir`'s flat-8 entry.)
     fn signature(&self) -> String {
-        let mut s = format!("commir:{}", self.kernel.name);
-        for a in &self.kernel.axes {
-            s += &format!(";{}={}:{}", a.name, a.extent, a.kind.keyword());
-        }
-        for b in &self.kernel.buffers {
-            s += &format!(
-                ";{}:{}:{:?}:{:?}",
-                b.name,
-                b.dtype,
-                b.role,
-                b.sharding.iter().map(|x| !x.is_empty()).collect::<Vec<_>>()
-            );
-        }
+        let module = mercury_ir::print_op(
+            &mercury_driver::registry(false),
+            &self.module,
+            mercury_ir::PrintOptions { generic: true },
+        );
+        let mut s = format!(
+            "commir2:{};keep_mesh={};max_levels={:?}",
+            self.target.as_deref().unwrap_or(&self.kernel.name),
+            self.keep_mesh,
+            self.max_levels
+        );
         // An input patched here takes transforms that start with `patch`: not the entries of
         // the hand-patched operator (whose transforms would not patch this input).
         for p in &self.prelude {
             s += &format!(";prelude:{p}");
         }
-        self.kernel.walk(&mut |st, _| {
-            if let Stmt::Patch { kernel, attrs, .. } = st {
-                s += &format!(
-                    ";patch:{kernel}:{:?}",
-                    attrs
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                );
-            }
-        });
-        s
+        s + ";module:" + &module
     }
 
     fn candidates<'a>(
