@@ -287,7 +287,10 @@ pub fn write_entry(path: &Path, entry: &CacheEntry) -> std::io::Result<()> {
     );
     let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
     std::fs::write(&tmp, file)?;
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        // Nothing is left behind when the entry cannot take its place.
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 /// A run of the cached schedule at `path` took `now_s` seconds: when that is more than 20%

@@ -49,7 +49,14 @@ fn row(e: &Evaluated) -> serde_json::Value {
     })
 }
 
-/// Writes every output file into `dir` (created if needed); returns the paths written.
+/// The output files a run writes only sometimes: `schedule.commir.mlir` (when the pick has
+/// annotated IR), `profile.json` (with `--profile-top`) and `operator.mlir` (mercury-tune, for
+/// a `.toml` operator). [`write_outputs`] removes them from `dir` first.
+pub const OPTIONAL_OUTPUTS: [&str; 3] = ["schedule.commir.mlir", "profile.json", "operator.mlir"];
+
+/// Writes every output file into `dir` (created if needed); returns the paths written. The
+/// folders `frontier/` and `templates/` and the [`OPTIONAL_OUTPUTS`] of an earlier run in the
+/// same `dir` are removed first.
 pub fn write_outputs(
     res: &TuneResult,
     topo: &Topology,
@@ -62,6 +69,14 @@ pub fn write_outputs(
         let p = dir.join(sub);
         if p.is_dir() {
             std::fs::remove_dir_all(&p)?;
+        }
+    }
+    // So are the files only some runs write (an earlier `.toml` run's operator, an earlier
+    // profiled run's measurements): left, they would describe another run.
+    for file in OPTIONAL_OUTPUTS {
+        let p = dir.join(file);
+        if p.is_file() {
+            std::fs::remove_file(&p)?;
         }
     }
     let mut written = Vec::new();

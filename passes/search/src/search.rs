@@ -546,7 +546,7 @@ pub fn tune(
             Some(m) => profile_ranked(&mut evals, opts.profile_top, m, &mut report, t0)?,
         }
     }
-    let result = finish(evals, 0, report, topo, t0)?;
+    let mut result = finish(evals, 0, report, topo, t0)?;
     if let (Some(cache), false) = (&cache, model_fallback) {
         let frontier: Vec<CachedSchedule> = result
             .frontier
@@ -555,7 +555,12 @@ pub fn tune(
             .collect();
         let chosen = CachedSchedule::from_eval(&result.ranked[result.chosen]);
         if let Err(e) = cache.store(&key, chosen, frontier) {
-            tracing::warn!("could not write the schedule cache: {e}");
+            // Said, and no entry named: nothing was written.
+            let file = result.report.cache_file.take().unwrap_or_default();
+            warn(
+                &mut result.report,
+                format!("could not write the schedule cache entry {file}: {e}"),
+            );
         }
     }
     Ok(result)
@@ -627,9 +632,10 @@ impl CacheVisit<'_> {
         let usable = e.status == Status::Ranked;
         let mut suspect = entry.suspect.clone();
         let unmeasured = usable && self.profiling && entry.chosen.measured_s.is_none();
-        let mark = |why: &str| {
+        let mut unmarked: Option<String> = None;
+        let mut mark = |why: &str| {
             if let Err(err) = cache.mark_suspect(key, why) {
-                tracing::warn!("could not mark the cache entry: {err}");
+                unmarked = Some(format!("could not mark the cache entry suspect: {err}"));
             }
         };
         if let (true, Some(m)) = (
@@ -662,6 +668,9 @@ impl CacheVisit<'_> {
                     suspect = Some(why);
                 }
             }
+        }
+        if let Some(w) = unmarked {
+            warn(report, w);
         }
         if unmeasured && suspect.is_none() {
             report.cache = "hit without a measurement: tuning with profiling".into();

@@ -420,6 +420,12 @@ fn run(args: &Args) -> Result<(), Failure> {
     let bad = |e: String| Failure::new(1, e);
     check_profile_flags(args).map_err(bad)?;
     let process = check_launcher(args).map_err(bad)?;
+    if let Some(c) = args.cache.as_ref().filter(|c| c.exists() && !c.is_dir()) {
+        return Err(bad(format!(
+            "--cache: '{}' is not a directory (the schedule cache is a directory of entries)",
+            c.display()
+        )));
+    }
     let topo = Topology::load(&args.topology).map_err(|e| match e {
         // A located error in the file, as it stands.
         TopologyError::Located(d) => Failure {
