@@ -28,3 +28,8 @@
 // TRACEALONE: --predict <TOPOLOGY>
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --no-run --check 2>&1 | FileCheck %s --check-prefix=DRYCHECK
 // DRYCHECK: error: --no-run compiles only; --check, --bench, --cache-file, --launcher and --inject-fault need a run
+// A plan the topology's devices cannot hold is not priced (it was: a time for a plan needing
+// 0.29 GB per rank on devices with 0.1 GB usable, where mercury-tune marks it over memory).
+// RUN: not %mercury-run %repo/examples/attention.mlir --shift-shard --backend cpu --no-run --predict %S/Inputs/h100-1x8-10mb.toml 2>&1 | FileCheck %s --check-prefix=MEM
+// MEM: mercury-run: error: --predict {{.*}}: the plan does not fit topology 'h100-1x8-10mb': rank {{[0-9]+}} needs {{.*}} GB of 0.01 GB usable per device
+// MEM-NOT: model: predicted

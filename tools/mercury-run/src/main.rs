@@ -163,7 +163,8 @@ fn run(a: &args::Args) -> Result<(), Failure> {
 /// # Errors
 /// `Err`: an unreadable or invalid topology, or one with fewer devices than the plan has ranks
 /// (bad input). `Ok(Err(reason))`: a plan the model does not price (views of shapes its
-/// compute model does not know, say): "the cost model cannot price this plan: ...".
+/// compute model does not know, say): "the cost model cannot price this plan: ...", or one
+/// whose peak memory per rank exceeds the devices' usable HBM ("the plan does not fit").
 /// With `trace`, the model's timeline is written there (`Simulation::chrome_trace`); a file
 /// that cannot be written is an error.
 fn predict(
@@ -177,6 +178,18 @@ fn predict(
         mercury_search::topology::TopologyError::Located(d) => Failure::Located(d.render()),
         e => bad(e.to_string()),
     })?;
+    // A plan the topology's devices cannot hold would not run there: no time for it (the
+    // search marks such candidates over memory the same way).
+    let mem = mercury_search::memory::memory_report(plan, &topo);
+    if !mem.fits {
+        return Ok(Err(format!(
+            "the plan does not fit topology '{}': rank {} needs {} of {} usable per device",
+            topo.name,
+            mem.peak_rank,
+            mercury_search::memory::gb(mem.peak_bytes),
+            mercury_search::memory::gb(mem.usable_bytes)
+        )));
+    }
     let opts = mercury_search::sim::SimOptions {
         trace: trace.is_some(),
     };
