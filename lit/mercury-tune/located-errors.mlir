@@ -33,6 +33,12 @@
 // RUN: %exit-status %mercury-tune %t.m8.toml --topology h100-2x8 --out %t 2>&1 | FileCheck %s --check-prefix=SIXTEEN
 // SIXTEEN: {{[^ ]*}}.m8.toml:2:5: error: [gemm] m (8) must be a multiple of 16: {{.*}} into 16 shards, one per device of the topology
 // SIXTEEN: exit status 1
+// On 3 devices, where the example's own extents do not divide, the value is still the place
+// (it was located in the generated text: the check parsed the example with its own extents).
+// RUN: printf '[gemm]\nm = 4098\nn = 4096\nk = 4096\n' > %t.m4098.toml
+// RUN: %exit-status %mercury-tune %t.m4098.toml --topology %S/Inputs/three-gpus.toml --out %t 2>&1 | FileCheck %s --check-prefix=THREE
+// THREE: {{[^ ]*}}.m4098.toml:3:5: error: [gemm] n (4096) must be a multiple of 3: {{.*}} into 3 shards, one per device of the topology
+// THREE: exit status 1
 // RUN: printf 'commir.kernel\n' > %t.mlir
 // RUN: %exit-status %mercury-tune %t.mlir --topology h100-1x4 --out %t 2>&1 | FileCheck %s --check-prefix=PARSE
 // PARSE: {{^}}{{[^ ]*}}.mlir:1:14: error: expected attribute 'sym_name'

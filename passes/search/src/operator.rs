@@ -451,10 +451,20 @@ fn example_refusal(
     table: &str,
     values: &[(&str, usize)],
 ) -> Option<(&'static str, String)> {
-    let module = mercury_driver::Compiler::new()
-        .parse(ex.file, &ex.text)
-        .ok()?;
+    // Parsed on one device (every extent divides it: on the topology's devices the example's
+    // own extents may not, and the check would find nothing); its placements say which
+    // dimensions split over the mesh, `mesh` how many ways.
+    let text = match ex.devices {
+        Some(_) => on_devices(&ex.text, Some(1)),
+        None => ex.text.clone(),
+    };
+    let module = mercury_driver::Compiler::new().parse(ex.file, &text).ok()?;
     let kernel = mercury_commir::kernels(&module).ok()?.into_iter().next()?;
+    let mesh: Vec<usize> = match ex.devices {
+        Some(n) => vec![n],
+        None => kernel.mesh.shape.clone(),
+    };
+    let devices: usize = mesh.iter().product();
     let given = |axis: &str| ex.set.iter().find(|s| s.0 == axis);
     let extent = |axis: &str| {
         given(axis)
@@ -476,15 +486,15 @@ fn example_refusal(
             if levels.is_empty() || !placement.dim_is_contiguous(d) {
                 continue;
             }
-            let parts: usize = levels.iter().map(|l| kernel.mesh.shape[*l]).product();
+            let parts: usize = levels.iter().map(|l| mesh[*l]).product();
             let size: usize = axes.iter().map(|a| extent(a)).product();
             let Some((k, v)) = axes.iter().find_map(|a| key(a)) else {
                 continue;
             };
             if !size.is_multiple_of(parts) {
-                let over = if parts == kernel.mesh.num_devices() && ex.devices.is_some() {
+                let over = if parts == devices && ex.devices.is_some() {
                     "one per device of the topology".to_string()
-                } else if parts == kernel.mesh.num_devices() {
+                } else if parts == devices {
                     format!("one per device of its mesh '@{}'", kernel.mesh.name)
                 } else {
                     format!("over levels {levels:?} of its mesh '@{}'", kernel.mesh.name)
