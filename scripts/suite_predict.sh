@@ -32,6 +32,9 @@ while (( $# )); do
   esac
 done
 [[ $n =~ ^[1-9][0-9]*$ ]] || die "--gpus takes a positive whole number, got '$n'"
+# The suite's extents are powers of two (times 7 for the Llama MLP's 28672): a count that is
+# not one leaves them indivisible, reported from inside generated files.
+(( (n & (n - 1)) == 0 )) || die "--gpus $n: the suite's shapes split only over a power of two of GPUs (2, 4, 8, ...)"
 if (( given_measured )) && [[ ! -f $measured ]]; then die "--measured '$measured' is not a file"; fi
 bin=${MERCURY_BIN_DIR:-}
 if [[ -z $bin ]]; then  # the newer of the two builds
