@@ -24,13 +24,15 @@
 // SCHED: {{^}}mercury-run: error: cannot read schedule '{{.*}}missing.sched':
 // SCHED: exit status 1
 
-// A located error stays as it stands; what follows it is a note, not a second error.
+// An input that is already scheduled is its own reference, its loops run in turn on one device
+// (it was refused: "parallel loop '@i0' has 8 iterations but mesh level 0 has 1 devices"): a
+// note says what the check is against.
 // RUN: %mercury-opt --shift-shard %repo/examples/small/attention.mlir > %t.scheduled.mlir
 // RUN: %exit-status %mercury-run %t.scheduled.mlir --backend cpu --check 2>&1 | FileCheck %s --check-prefix=SCHEDULED
-// SCHEDULED: {{^[^ ]*}}scheduled.mlir:{{[0-9]+}}:{{[0-9]+}}: error: parallel loop '@i0' has 8 iterations but mesh level 0 has 1 devices
-// SCHEDULED: {{^}}mercury-run: note: the single-device reference needs the local (unscheduled) operator as input
-// SCHEDULED-NOT: mercury-run: error:
-// SCHEDULED: exit status 1
+// SCHEDULED: {{^}}mercury-run: note: the input is already scheduled: the reference is this IR on one device, its loops in turn
+// SCHEDULED-NOT: mercury-run: note:
+// SCHEDULED: check @O: relative error {{.*}} ok
+// SCHEDULED: exit status 0
 
 // On a GPU machine, more GPUs than are visible; elsewhere no GPU (exit 2). Either way the
 // message says `mercury-run: error:`.

@@ -1,6 +1,12 @@
 // RUN: %mercury-opt --single-device %s | FileCheck %s --check-prefix=ONE
 // RUN: %mercury-opt --reshape-mesh=shape=2x4 %s | FileCheck %s --check-prefix=TWO
 // RUN: not %mercury-opt --reshape-mesh=shape=2x0 %s 2>&1 | FileCheck %s --check-prefix=BAD
+// single-device after a schedule drops the loops' mapping: one device runs every iteration in
+// turn (it left a parallel loop over a mesh level of 1 device: "IR invalid after pass").
+// RUN: %mercury-opt --pass-pipeline='builtin.module(tile{axis=i factor=8 outer=i0 inner=i_t},parallelize{axis=i0 level=0},tile{axis=j factor=8 outer=j0 inner=j_t},shift{axis=j0 by=i0},single-device)' %s | FileCheck %s --check-prefix=DROPPED
+// DROPPED: commir.mesh @m shape [1]
+// DROPPED: commir.for @i0 {
+// DROPPED: commir.for @j0 {
 
 commir.mesh @m shape [8] names ["gpu"] bandwidth [450.0]
 commir.kernel @ws on @m {

@@ -6,7 +6,7 @@
 //!   search tries every factorisation of a topology's devices.
 
 use crate::util::is_reshard;
-use mercury_commir::ops::{BufferOp, KernelOp, MeshOp, ReshardOp};
+use mercury_commir::ops::{BufferOp, ForOp, KernelOp, MeshOp, ReshardOp};
 use mercury_commir::placement::flatten_splits;
 use mercury_commir::{Placement, Split, MAX_DEVICES};
 use mercury_ir::pass::{Pass, PassInfo, PassOptionDef, PassOptions};
@@ -14,7 +14,7 @@ use mercury_ir::{Diagnostic, Operation, Registry};
 use std::collections::BTreeMap;
 
 /// The operator of `module` on one device: every mesh level of size 1, every buffer
-/// replicated, every `commir.reshard` removed.
+/// replicated, every `commir.reshard` removed, no loop parallel or shifted.
 pub fn single_device(module: &mut Operation) {
     module.walk_mut(&mut |op| {
         if let Some(mut mesh) = MeshOp::cast(&mut *op) {
@@ -22,6 +22,11 @@ pub fn single_device(module: &mut Operation) {
             mesh.set_shape(vec![1; n]);
         } else if let Some(mut buffer) = BufferOp::cast(&mut *op) {
             buffer.remove_sharding();
+        } else if let Some(mut l) = ForOp::cast(&mut *op) {
+            // One device runs every iteration in turn: no loop is parallel or shifted (a
+            // shifted loop's indices stay permuted: the same result in another order).
+            l.remove_parallel();
+            l.remove_shift();
         }
     });
     module.walk_mut(&mut |op| {

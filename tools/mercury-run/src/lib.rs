@@ -167,7 +167,13 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
         .unwrap_or_else(|| declared.mesh.shape.clone());
     if now.iter().product::<usize>() != declared.mesh.shape.iter().product::<usize>() {
         let mut m = module.clone();
-        mercury_passes::mesh::reshape_mesh(&mut m, &now, &kernel).map_err(diag)?;
+        if now.iter().product::<usize>() == 1 {
+            // `single-device`: the declared operator on one device (what reshape-mesh cannot
+            // say of a buffer replicated over some level: it would become sharded).
+            mercury_passes::mesh::single_device(&mut m);
+        } else {
+            mercury_passes::mesh::reshape_mesh(&mut m, &now, &kernel).map_err(diag)?;
+        }
         if let Some(k) = mercury_commir::kernels(&m)
             .map_err(diag)?
             .into_iter()
@@ -224,8 +230,22 @@ pub fn single_device(module: &Operation) -> Operation {
     m
 }
 
-/// The single-device plan of the operator (the reference of `--check` and `--bench`).
+/// The single-device plan of the operator (the reference of `--check` and `--bench`). An input
+/// that is already scheduled (a loop parallel or shifted) is its own reference, its loops run
+/// in turn on one device: a note says the check is then against that IR, not against an
+/// unscheduled operator.
 pub fn reference_plan(c: &Compiled) -> Result<mercury_plan::Plan, Failure> {
+    let scheduled_input = c
+        .declared
+        .loops()
+        .iter()
+        .any(|l| l.parallel.is_some() || l.shift.is_some());
+    static NOTE: std::sync::Once = std::sync::Once::new();
+    if scheduled_input {
+        NOTE.call_once(|| outln!(
+            "{TOOL}: note: the input is already scheduled: the reference is this IR on one device, its loops in turn (give the unscheduled operator and the schedule to check against the operator itself)"
+        ));
+    }
     const NEEDS: &str = "the single-device reference needs the local (unscheduled) operator as input, with the schedule given by --schedule, --shift-shard or --pass-pipeline";
     mercury_driver::lower(&c.reference, Some(&c.kernel)).map_err(|d| match diag(d) {
         Failure::Located(m) => Failure::Located(format!("{m}{TOOL}: note: {NEEDS}")),
