@@ -68,8 +68,8 @@ commir.kernel @k on @m {
   commir.axis @j = 4 spatial
   commir.buffer @B : [@j] f32 in
   commir.buffer @C : [@i] f32 out
+  // expected-error@+1 {{shift: '@i' is not a parallel loop (parallelize it first: the ranks' positions in it stagger '@j')}}
   commir.for @i {
-    // expected-error@+1 {{shift: '@i' is not a parallel loop}}
     commir.for @j {
       %b = commir.load @B[@j] : !commir.tile<f32>
       commir.reduce add %b into @C[@i] : !commir.tile<f32>

@@ -19,8 +19,9 @@ commir.kernel @k on @m {
 // -----
 
 commir.mesh @m shape [2]
-// expected-error@+1 {{join: '@b' is spatial but '@h' is managed}}
 commir.kernel @k on @m {
+  // expected-note@+1 {{'@b' is declared here}}
   commir.axis @b = 2 spatial
+  // expected-error@+1 {{join: '@b' is spatial but '@h' is managed (joined axes are of one kind)}}
   commir.axis @h = 4 managed
 }

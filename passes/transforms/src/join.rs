@@ -51,13 +51,17 @@ impl KernelPass for Join {
             ));
         }
         if a.kind != b.kind {
-            return Err(err(format!(
-                "'@{}' is {} but '@{}' is {}",
-                a.name,
-                a.kind.keyword(),
-                b.name,
-                b.kind.keyword()
-            )));
+            return Err(Diagnostic::error(
+                b.loc.clone(),
+                format!(
+                    "join: '@{}' is {} but '@{}' is {} (joined axes are of one kind)",
+                    a.name,
+                    a.kind.keyword(),
+                    b.name,
+                    b.kind.keyword()
+                ),
+            )
+            .with_note(a.loc.clone(), format!("'@{}' is declared here", a.name)));
         }
         if m.axis(&name_joined).is_some() || m.buffer(&name_joined).is_some() {
             return Err(err(format!("the name '@{}' is already taken", name_joined)));

@@ -30,7 +30,17 @@ impl Shift {
     /// position there is what staggers it.
     fn check_enclosed(&self, m: &Kernel, lp: &ForLoop) -> Result<(), Diagnostic> {
         let refuse = |msg: String| Err(err_at(&lp.loc, format!("shift: {msg}")));
-        let not_parallel = || refuse(format!("'@{}' is not a parallel loop", self.by));
+        // Located at the loop over `by` where there is one (else at the shifted loop).
+        let not_parallel = || {
+            let at = m.find_loop(&self.by).map_or(&lp.loc, |l| &l.loc);
+            Err(err_at(
+                at,
+                format!(
+                    "shift: '@{}' is not a parallel loop (parallelize it first: the ranks' positions in it stagger '@{}')",
+                    self.by, self.axis
+                ),
+            ))
+        };
         let mut enclosing = None;
         let mut inside = false;
         m.walk(&mut |s, stack| {
