@@ -22,6 +22,7 @@ use std::time::Instant;
 #[derive(clap::Parser, Debug)]
 #[command(
     name = "mercury-fuzz",
+    version,
     about = "Fuzz the CommIR parser/verifier/printer and random schedules through the lowering and the CPU executor"
 )]
 struct Args {
