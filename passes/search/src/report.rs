@@ -43,7 +43,7 @@ fn row(e: &Evaluated) -> serde_json::Value {
         "usable_bytes": e.memory.as_ref().map(|m| m.usable_bytes),
         "tier_bytes": e.tier_bytes,
         "exposed_comm_fraction": e.exposed_comm,
-        "stages": e.candidate.plan.num_stages(),
+        "stages": e.stages,
         "template": crate::templates::template_of(&e.candidate.name),
         "mesh": e.candidate.plan.mesh,
     })

@@ -70,6 +70,12 @@ pub trait CandidateSource {
         &'a mut self,
         topo: &'a Topology,
     ) -> Result<Box<dyn Iterator<Item = Result<Candidate, SourceError>> + 'a>, SourceError>;
+    /// What the last [`Self::candidates`] did not enumerate, when it bounded itself (one line
+    /// for the report's warnings: how much was left out, why, and how to ask for it); `None`
+    /// when it enumerated everything.
+    fn left_out(&self) -> Option<String> {
+        None
+    }
     /// The schedule used when search is disabled and the cache has nothing: by default the
     /// first candidate.
     fn default_candidate(&mut self, topo: &Topology) -> Result<Candidate, SourceError> {
@@ -247,9 +253,24 @@ pub struct Evaluated {
     /// Bytes over each topology level and the exposed-communication fraction (simulated).
     pub tier_bytes: Vec<f64>,
     pub exposed_comm: f64,
+    /// The plan's stage count ([`Plan::num_stages`]), kept when its detail is dropped.
+    #[serde(default)]
+    pub stages: usize,
+    /// Whether [`Evaluated::drop_detail`] emptied the candidate's plan ranks and annotated IR
+    /// (its name, transform script, mesh and figures stay).
+    #[serde(default)]
+    pub detail_dropped: bool,
 }
 
 impl Evaluated {
+    /// Drops what only a chosen, profiled or frontier candidate needs: the plan's ranks and
+    /// the annotated IR (a plan of 32 ranks is about a megabyte; a search holds thousands of
+    /// candidates). The name, transform script, mesh, stage count and figures stay.
+    pub fn drop_detail(&mut self) {
+        self.candidate.plan.ranks = Vec::new();
+        self.candidate.annotated_ir = String::new();
+        self.detail_dropped = true;
+    }
     /// The figure ranking uses: measured when profiled, else predicted.
     pub fn latency(&self) -> Option<f64> {
         self.measured_s.or(self.predicted_s)
@@ -268,6 +289,8 @@ pub fn evaluate(c: Candidate, topo: &Topology) -> Evaluated {
         measured_s: None,
         tier_bytes: vec![],
         exposed_comm: 0.0,
+        stages: c.plan.num_stages(),
+        detail_dropped: false,
         candidate: c,
     };
     if let Err(err) = mercury_plan::verify(&e.candidate.plan) {
@@ -387,38 +410,82 @@ pub struct TuningReport {
 pub fn skip_summary(errors: &[String]) -> Vec<(String, usize)> {
     let mut counts = std::collections::BTreeMap::<String, usize>::new();
     for e in errors {
-        let msg = match e.split_once("]: ") {
-            Some((head, rest)) if head.starts_with("mesh ") => rest,
-            _ => e.as_str(),
-        };
-        let line = msg.lines().next().unwrap_or("").trim();
-        let mut norm = String::new();
-        let mut in_num = false;
-        for ch in line.chars() {
-            if ch.is_ascii_digit() {
-                if !in_num {
-                    norm.push('N');
-                }
-                in_num = true;
-            } else {
-                in_num = false;
-                norm.push(ch);
-            }
-        }
-        if norm.chars().count() > 140 {
-            norm = norm.chars().take(137).collect::<String>() + "...";
-        }
-        *counts.entry(norm).or_insert(0) += 1;
+        *counts.entry(skip_reason(e)).or_insert(0) += 1;
     }
     let mut v: Vec<(String, usize)> = counts.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     v
 }
 
+/// The reason [`skip_summary`] counts `error` under: its first line without the generator's
+/// `mesh AxB [roles]: ` prefix, numbers written `N`, at most 140 characters.
+fn skip_reason(error: &str) -> String {
+    let msg = match error.split_once("]: ") {
+        Some((head, rest)) if head.starts_with("mesh ") => rest,
+        _ => error,
+    };
+    let line = msg.lines().next().unwrap_or("").trim();
+    let mut norm = String::new();
+    let mut in_num = false;
+    for ch in line.chars() {
+        if ch.is_ascii_digit() {
+            if !in_num {
+                norm.push('N');
+            }
+            in_num = true;
+        } else {
+            in_num = false;
+            norm.push(ch);
+        }
+    }
+    if norm.chars().count() > 140 {
+        norm = norm.chars().take(137).collect::<String>() + "...";
+    }
+    norm
+}
+
+/// How many distinct reasons [`refusal_summary`] lists (the rest are counted together).
+const REASONS_LISTED: usize = 5;
+
+/// Every refusal of `errors` summarised for an error message: the count per distinct reason
+/// ([`skip_summary`]; the first [`REASONS_LISTED`], the rest counted together), each with its
+/// first refusal as it was written (first line, at most 300 characters), one per line.
+pub fn refusal_summary(errors: &[String]) -> String {
+    let reasons = skip_summary(errors);
+    let mut s = format!(
+        "{} refused, {} distinct reason(s):",
+        errors.len(),
+        reasons.len()
+    );
+    for (why, n) in reasons.iter().take(REASONS_LISTED) {
+        let first = errors
+            .iter()
+            .find(|e| skip_reason(e) == *why)
+            .and_then(|e| e.lines().next())
+            .unwrap_or("");
+        let first = if first.chars().count() > 300 {
+            first.chars().take(297).collect::<String>() + "..."
+        } else {
+            first.to_string()
+        };
+        s += &format!("\n  {n} x {why}\n      e.g. {first}");
+    }
+    let rest: usize = reasons.iter().skip(REASONS_LISTED).map(|r| r.1).sum();
+    if rest > 0 {
+        s += &format!(
+            "\n  {rest} more refused for {} other reason(s)",
+            reasons.len() - REASONS_LISTED
+        );
+    }
+    s
+}
+
 /// Everything a tuning run decided.
 #[derive(Debug, Clone)]
 pub struct TuneResult {
-    /// All judged candidates, ranked ones first by latency.
+    /// All judged candidates, ranked ones first by latency. After a search only the chosen
+    /// one, the profiled ones and the frontier hold their plan and annotated IR; the others'
+    /// are dropped ([`Evaluated::drop_detail`]).
     pub ranked: Vec<Evaluated>,
     /// Index into `ranked` of the chosen schedule.
     pub chosen: usize,
@@ -522,14 +589,23 @@ pub fn tune(
     } else {
         "search".into()
     };
-    let mut evals = rank_candidates(source, topo, &mut report, progress, t0)?;
+    let keep = (2 * opts.profile_top).max(1);
+    let mut evals = rank_candidates(source, topo, &mut report, progress, t0, keep)?;
+    let left_out = source.left_out();
+    if let Some(w) = &left_out {
+        warn(&mut report, w.clone());
+    }
     if evals
         .first()
         .map(|e| e.status != Status::Ranked)
         .unwrap_or(true)
     {
+        let mut detail = no_feasible_detail(&evals, &report, topo);
+        if let Some(w) = left_out {
+            detail += &format!("\n  {w}");
+        }
         return Err(TuneError::NoFeasible {
-            detail: no_feasible_detail(&evals, &report, topo),
+            detail,
             operator: report.operator,
             topology: topo.name.clone(),
         });
@@ -762,17 +838,25 @@ fn tune_default(
     finish(vec![e], 0, report, topo, t0)
 }
 
+/// How many candidates [`rank_candidates`] prices between two [`drop_details`].
+const DETAIL_BATCH: usize = 32;
+
 /// Prices every candidate `source` yields on `topo`, counting in `report` what was seen,
 /// ranked, invalid or over memory (errors of the source are collected and summarised per
-/// reason), and returns them ranked ([`sort_ranked`]).
+/// reason), and returns them ranked ([`sort_ranked`]). Candidates are priced as they come;
+/// only the best `keep` by rank and the Pareto frontier keep their plan and annotated IR
+/// ([`drop_details`] every [`DETAIL_BATCH`] and at the end), so that memory grows with the
+/// number of candidates by their figures alone.
 fn rank_candidates(
     source: &mut dyn CandidateSource,
     topo: &Topology,
     report: &mut TuningReport,
     progress: &mut dyn Progress,
     t0: Instant,
+    keep: usize,
 ) -> Result<Vec<Evaluated>, TuneError> {
     let mut evals: Vec<Evaluated> = Vec::new();
+    let mut since = 0;
     progress.start("ranking candidates", None);
     for item in source.candidates(topo)? {
         match item {
@@ -792,9 +876,15 @@ fn rank_candidates(
                     Status::OverMemory(_) => report.pruned_memory += 1,
                 }
                 evals.push(e);
+                since += 1;
+                if since == DETAIL_BATCH {
+                    drop_details(&mut evals, keep);
+                    since = 0;
+                }
             }
         }
     }
+    drop_details(&mut evals, keep);
     progress.finish();
     report.skipped = skip_summary(&report.source_errors);
     sort_ranked(&mut evals);
@@ -814,9 +904,8 @@ fn no_feasible_detail(evals: &[Evaluated], report: &TuningReport, topo: &Topolog
         .min();
     match smallest {
         _ if evals.is_empty() => format!(
-            "the source produced no candidate ({} error(s): {})",
-            report.source_errors.len(),
-            report.source_errors.join("; ")
+            "the source produced no candidate: {}",
+            refusal_summary(&report.source_errors)
         ),
         Some((b, name)) => format!(
             "{} candidate(s), {} over memory, {} invalid; the smallest ('{name}') needs {} of {} usable",
@@ -889,15 +978,36 @@ fn profile_ranked(
 /// prices alike, such as a ring and its zigzag form, differ only in the rounding of their
 /// sums; that must not decide), then by peak memory, then by name: a stable order.
 fn sort_ranked(evals: &mut [Evaluated]) {
+    evals.sort_by(rank_order);
+}
+
+/// The order of [`sort_ranked`].
+fn rank_order(a: &Evaluated, b: &Evaluated) -> std::cmp::Ordering {
     let ns = |e: &Evaluated| e.latency().map_or(f64::INFINITY, |s| (s * 1e9).round());
-    evals.sort_by(|a, b| {
-        let ka = a.status != Status::Ranked;
-        let kb = b.status != Status::Ranked;
-        ka.cmp(&kb)
-            .then(ns(a).total_cmp(&ns(b)))
-            .then(a.peak_bytes().cmp(&b.peak_bytes()))
-            .then(a.candidate.name.cmp(&b.candidate.name))
-    });
+    let ka = a.status != Status::Ranked;
+    let kb = b.status != Status::Ranked;
+    ka.cmp(&kb)
+        .then(ns(a).total_cmp(&ns(b)))
+        .then(a.peak_bytes().cmp(&b.peak_bytes()))
+        .then(a.candidate.name.cmp(&b.candidate.name))
+}
+
+/// Drops the detail ([`Evaluated::drop_detail`]) of every candidate of `evals` (unmeasured)
+/// that can no longer be chosen, profiled or on the frontier: all but the best `keep` ranked
+/// ones by [`rank_order`] and the Pareto frontier. More candidates only push others out of
+/// both (a point off the frontier stays off it), so nothing dropped is needed later.
+fn drop_details(evals: &mut [Evaluated], keep: usize) {
+    let mut order: Vec<usize> = (0..evals.len())
+        .filter(|&i| evals[i].status == Status::Ranked)
+        .collect();
+    order.sort_by(|&a, &b| rank_order(&evals[a], &evals[b]));
+    let mut needed: std::collections::BTreeSet<usize> = order.into_iter().take(keep).collect();
+    needed.extend(pareto_frontier(evals));
+    for (i, e) in evals.iter_mut().enumerate() {
+        if !e.detail_dropped && !needed.contains(&i) {
+            e.drop_detail();
+        }
+    }
 }
 
 fn finish(
@@ -946,7 +1056,71 @@ mod tests {
             measured_s: None,
             tier_bytes: vec![],
             exposed_comm: 0.0,
+            stages: 0,
+            detail_dropped: false,
         }
+    }
+
+    /// Only the best `keep` and the Pareto frontier keep their plan and annotated IR; the
+    /// others keep their figures and stage count.
+    #[test]
+    fn drop_details_keeps_the_best_and_the_frontier() {
+        let with_mem = |name: &str, s: f64, bytes: u64| {
+            let mut e = eval(name, s);
+            e.candidate.annotated_ir = "ir".into();
+            e.candidate.plan.ranks = vec![mercury_plan::RankProgram {
+                rank: 0,
+                coords: vec![0],
+                slots: vec![],
+                stages: vec![],
+                outputs: vec![],
+            }];
+            e.stages = 3;
+            e.memory = Some(MemoryReport {
+                per_rank: vec![bytes],
+                peak_bytes: bytes,
+                peak_rank: 0,
+                usable_bytes: 1000,
+                fits: true,
+                largest_slots: vec![],
+            });
+            e
+        };
+        // fast/big, slower/smaller (frontier), slowest/biggest (dominated), a dominated one.
+        let mut v = vec![
+            with_mem("a", 1.0, 100),
+            with_mem("b", 2.0, 50),
+            with_mem("c", 3.0, 200),
+            with_mem("d", 2.5, 60),
+        ];
+        drop_details(&mut v, 1);
+        let kept: Vec<&str> = v
+            .iter()
+            .filter(|e| !e.detail_dropped)
+            .map(|e| e.candidate.name.as_str())
+            .collect();
+        assert_eq!(kept, ["a", "b"]);
+        for e in &v {
+            assert_eq!(e.detail_dropped, e.candidate.plan.ranks.is_empty());
+            assert_eq!(e.detail_dropped, e.candidate.annotated_ir.is_empty());
+            assert_eq!(e.stages, 3);
+        }
+    }
+
+    /// Refusals are counted per distinct reason, with the first of each as written.
+    #[test]
+    fn refusals_are_summarised() {
+        let errors: Vec<String> = (0..1000)
+            .map(|i| {
+                format!("mesh {i}x2 [\"m\"]: dimension 0 of '@A' does not divide into {i} shards")
+            })
+            .chain(["mesh 4 [\"k\"]: something else".to_string()])
+            .collect();
+        let s = refusal_summary(&errors);
+        assert_eq!(
+            s,
+            "1001 refused, 2 distinct reason(s):\n  1000 x dimension N of '@A' does not divide into N shards\n      e.g. mesh 0x2 [\"m\"]: dimension 0 of '@A' does not divide into 0 shards\n  1 x something else\n      e.g. mesh 4 [\"k\"]: something else"
+        );
     }
 
     /// Times that differ only in the rounding of their sums rank by name; a nanosecond apart

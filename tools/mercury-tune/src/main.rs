@@ -4,7 +4,7 @@
 //! ```text
 //! mercury-tune FILE --topology PRESET|FILE --out DIR [--profile-top K [--backend cuda|cpu]
 //!     [--virtual] [--devices N] [--transport peer|nccl] [--launcher env] ...] [--refactor-mesh]
-//!     [--no-search] [--cache DIR] [--kernel NAME]
+//!     [--max-mesh-levels N] [--no-search] [--cache DIR] [--kernel NAME]
 //! ```
 //! `--kernel NAME` picks the kernel of a `.mlir` file holding several; its schedule then
 //! applies with `mercury-run FILE --kernel NAME --schedule DIR/schedule.transform`.
@@ -126,6 +126,12 @@ struct Args {
     /// levels (the transform then starts with `reshape-mesh`). Default: the declared mesh.
     #[arg(long)]
     refactor_mesh: bool,
+    /// Re-factored meshes of at most N levels (`.toml` operators, `.mlir` with
+    /// --refactor-mesh). Default: as many levels as keep the candidates times the devices
+    /// squared within mercury_search::commir_source::ENUMERATION_BUDGET (every mesh up to 16 devices;
+    /// a warning says what was left out).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_mesh_levels: Option<u32>,
     /// Do not search: use the cache, else the source's default schedule.
     #[arg(long)]
     no_search: bool,
@@ -146,6 +152,7 @@ struct Operator {
 fn source_for_file(
     path: &Path,
     refactor_mesh: bool,
+    max_levels: Option<usize>,
     kernel: Option<&str>,
     devices: usize,
 ) -> Result<Operator, SourceError> {
@@ -153,6 +160,20 @@ fn source_for_file(
         .map_err(|e| SourceError::new(format!("cannot read '{}': {e}", path.display())))?;
     let origin = path.display().to_string();
     let ext = path.extension().and_then(|e| e.to_str());
+    let bounded = |src: mercury_search::commir_source::CommirSource| match max_levels {
+        Some(n) => src.with_max_levels(n),
+        None => src,
+    };
+    if let (Some(n), Some("json")) = (max_levels, ext) {
+        return Err(SourceError::new(format!(
+            "--max-mesh-levels {n}: '{origin}' gives plans, their meshes are set; the option bounds the meshes the CommIR generator enumerates (.toml, or .mlir with --refactor-mesh)"
+        )));
+    }
+    if let (Some(n), Some("mlir"), false) = (max_levels, ext, refactor_mesh) {
+        return Err(SourceError::new(format!(
+            "--max-mesh-levels {n}: without --refactor-mesh the search keeps the operator's declared mesh; add --refactor-mesh to enumerate meshes of up to {n} levels"
+        )));
+    }
     if let (Some(k), false) = (kernel, ext == Some("mlir")) {
         return Err(SourceError::new(format!(
             "--kernel {k}: only a CommIR operator (.mlir) names its kernels; '{origin}' is not one"
@@ -162,7 +183,7 @@ fn source_for_file(
         // A shape description declares no mesh: it is written for the topology's devices,
         // and they are factored.
         Some("toml") => {
-            let src = OperatorSpec::parse_on(&text, &origin, devices)?.source()?;
+            let src = bounded(OperatorSpec::parse_on(&text, &origin, devices)?.source()?);
             Ok(Operator {
                 reference: Some(src.reference_plan()),
                 generated_text: Some(src.operator_text()),
@@ -180,6 +201,7 @@ fn source_for_file(
             if !refactor_mesh {
                 src = src.keep_declared_mesh();
             }
+            src = bounded(src);
             Ok(Operator {
                 reference: Some(src.reference_plan()),
                 generated_text: None,
@@ -437,6 +459,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     let mut op = source_for_file(
         &args.file,
         args.refactor_mesh,
+        args.max_mesh_levels.map(|n| n as usize),
         args.kernel.as_deref(),
         topo.num_devices(),
     )

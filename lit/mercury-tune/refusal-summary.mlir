@@ -1,0 +1,12 @@
+// Every candidate refused: the error counts the refusals per distinct reason with one example
+// each (new-user pass 5b: --refactor-mesh onto 6 or 12 devices printed one line of 28 KB /
+// 820 KB listing every candidate's identical refusal).
+// REQUIRES: mercury-tune
+// RUN: %exit-status %mercury-tune %S/../../examples/ag_gemm.mlir --refactor-mesh \
+// RUN:   --topology %S/Inputs/g6.toml --out %t 2>&1 | FileCheck %s --match-full-lines
+// CHECK: mercury-tune: error: no usable schedule for CommIR kernel @ag_gemm from {{.*}}ag_gemm.mlir on g6: the source produced no candidate: 210 refused, 2 distinct reason(s):
+// CHECK-NEXT:   200 x reshape-mesh{shape=NxN} cannot place the operator on mesh [N, N]: dimension N of '@A' (size N) does not divide into N shards; keep the me...
+// CHECK-NEXT:       e.g. mesh 2x3 ["m", "m"]: reshape-mesh{shape=2x3} cannot place the operator on mesh [2, 3]: dimension 0 of '@A' (size 8192) does not divide into 6 shards; keep the mesh [8], or give a shape whose devices divide it
+// CHECK-NEXT:   10 x reshape-mesh{shape=N} cannot place the operator on mesh [N]: dimension N of '@A' (size N) does not divide into N shards; keep the mesh [N...
+// CHECK-NEXT:       e.g. mesh 6 ["m"]: reshape-mesh{shape=6} cannot place the operator on mesh [6]: dimension 0 of '@A' (size 8192) does not divide into 6 shards; keep the mesh [8], or give a shape whose devices divide it
+// CHECK-NEXT: exit status 2
