@@ -23,3 +23,20 @@
 // SCORES: check @S: every rank holds its shard as declared
 // SCORES: check @S: relative error 0.000e0 {{.*}}, 120 non-finite in both (as the reference)  ok
 // SCORES: check @S in its dtypes: {{.*}}, 120 non-finite in both (as the reference), 0 of 256 elements rounded otherwise than the single-device plan  ok
+// Found by a review of these rules the same day:
+// - a mask of a value computed from a gemm patch's product was applied as if every block were
+//   the first (positions 0, 0: relative error 0.68, exit 0): the product's positions are now
+//   followed (the gemm's rows and columns), and a mask of anything whose positions are not is
+//   refused;
+// RUN: %mercury-run %S/Inputs/mask-of-gemm.mlir --backend cpu --check --pass-pipeline='builtin.module(tile{axis=j factor=2 outer=j0 inner=jt})' | FileCheck %s --check-prefix=OFGEMM
+// OFGEMM: check @C: relative error {{.*}} ok
+// - rows that hold zeros (a sum of exp(mask(s))) are right both left out and computed: a block
+//   straddling the diagonal computes them (it was refused);
+// RUN: %mercury-run %S/Inputs/mask-zero-sum.mlir --backend cpu --check --pass-pipeline='builtin.module(tile{axis=n factor=2 outer=n0 inner=nt})' | FileCheck %s --check-prefix=ZEROS
+// ZEROS: check @Y: relative error {{.*}} ok
+// - a softmax pair of unmasked scores shifted by the masked row maximum is +inf - (-inf) in a
+//   fully masked row, inf / inf computed (+inf was counted a number: NaN, exit 0): refused.
+// RUN: %exit-status %mercury-opt %S/Inputs/mask-shifted-max.mlir --pass-pipeline='builtin.module(tile{axis=i factor=2 outer=i0 inner=it},tile{axis=j factor=2 outer=j0 inner=jt})' --emit=plan 2>&1 | FileCheck %s --check-prefix=SHIFTED
+// SHIFTED: error: a causal mask over query positions 0..8 and key positions 8..16 masks every key of the block; this body can neither leave such rows out nor compute them
+// SHIFTED: note: here 'commir.reduce lse_merge' into '@O' gets o = NaN and lse = NaN
+// SHIFTED: exit status 1

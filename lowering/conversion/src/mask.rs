@@ -85,8 +85,8 @@ pub(crate) fn causal_mask(
             .with_note(at, format!("here {why}"))
     };
     match mask_rows(k, mask) {
-        MaskRows::Skip { .. } if whole => Ok(None),
-        MaskRows::Compute => Ok(Some(instr)),
+        MaskRows::Skip { .. } | MaskRows::Either if whole => Ok(None),
+        MaskRows::Compute | MaskRows::Either => Ok(Some(instr)),
         MaskRows::Skip {
             why_not_computed: (at, why),
         } => Err(refuse(
@@ -109,16 +109,17 @@ pub(crate) fn causal_mask(
 enum Held {
     /// `-inf` everywhere in the row.
     NegInf,
+    /// `+inf` everywhere in the row (`x - (-inf)`; `exp` of it).
+    PosInf,
     /// `0` everywhere in the row.
     Zero,
-    /// Numbers the rules cannot name (finite, or an infinity the unsplit kernel would hold
-    /// too).
+    /// Finite numbers the rules cannot name.
     Number,
     /// NaN, or nothing the rules can vouch for (a patch's result).
     NaN,
 }
 
-use Held::{NaN, NegInf, Number, Zero};
+use Held::{NaN, NegInf, Number, PosInf, Zero};
 
 /// What the lowering may do with the rows of a tile that a causal mask leaves without a
 /// visible key.
@@ -133,6 +134,10 @@ pub(crate) enum MaskRows {
     /// Compute them as written: the mask hides every key, and the body's values for them are
     /// numbers that the unsplit kernel also computes.
     Compute,
+    /// Either: leaving them out and computing them give the same result (the mask reaches no
+    /// sink, or only sums of zeros). A block wholly above the diagonal is skipped, the rows of
+    /// one that straddles it computed.
+    Either,
     /// Neither: refuse, at the sink, with the reason.
     Refuse(Location, String),
 }
@@ -151,8 +156,8 @@ pub(crate) enum MaskRows {
 /// | `commir.patch "gemm"` | the masked rows as its A, `0` or numbers | no | yes (followed as a matmul) |
 /// | other patches | | no | no |
 ///
-/// Skipping needs every sink to allow it, and so does computing; a mask whose value reaches
-/// no sink is skipped.
+/// Skipping needs every sink to allow it, and so does computing; where both are right (a mask
+/// whose value reaches no sink, or only sums of zeros) either is taken.
 pub(crate) fn mask_rows(k: &Kernel, mask: ValueId) -> MaskRows {
     let mut held: HashMap<ValueId, Held> = HashMap::new();
     held.insert(mask, NegInf);
@@ -303,9 +308,8 @@ pub(crate) fn mask_rows(k: &Kernel, mask: ValueId) -> MaskRows {
             Some((_, _, loc, what)) => MaskRows::Skip {
                 why_not_computed: (loc.clone(), what.clone()),
             },
-            None => MaskRows::Skip {
-                why_not_computed: (k.loc.clone(), String::new()),
-            },
+            // Both are right (a mask that reaches nothing, or only sums of zeros).
+            None => MaskRows::Either,
         };
     }
     match sinks.iter().find(|s| !s.1) {
@@ -341,17 +345,30 @@ fn softmax_scores(defs: &HashMap<ValueId, (&Compute, &[ValueId])>, o: ValueId) -
 fn name(h: Held) -> &'static str {
     match h {
         NegInf => "-inf",
+        PosInf => "+inf",
         Zero => "0",
         Number => "numbers",
         NaN => "NaN",
     }
 }
 
+fn is_inf(h: Held) -> bool {
+    matches!(h, NegInf | PosInf)
+}
+
+fn neg(h: Held) -> Held {
+    match h {
+        NegInf => PosInf,
+        PosInf => NegInf,
+        other => other,
+    }
+}
+
 fn scale(x: Held, f: f64) -> Held {
     match x {
-        NegInf if f > 0.0 => NegInf,
-        NegInf if f < 0.0 => Number,
-        NegInf => NaN,
+        NegInf | PosInf if f > 0.0 => x,
+        NegInf | PosInf if f < 0.0 => neg(x),
+        NegInf | PosInf => NaN,
         other => other,
     }
 }
@@ -360,12 +377,15 @@ fn unary(f: UnaryFn, x: Held) -> Held {
     match (f, x) {
         (_, NaN) => NaN,
         (UnaryFn::Exp, NegInf) => Zero,
+        (UnaryFn::Exp, PosInf) => PosInf,
         (UnaryFn::Exp, _) => Number,
         (UnaryFn::Log, Zero) => NegInf,
+        (UnaryFn::Log, PosInf) => PosInf,
         (UnaryFn::Log, NegInf) => NaN,
         (UnaryFn::Log, _) => Number,
-        // gelu(-inf) and silu(-inf) are -inf * 0.
+        // gelu(-inf) and silu(-inf) are -inf * 0; at +inf both are +inf.
         (UnaryFn::Gelu | UnaryFn::Silu, NegInf) => NaN,
+        (UnaryFn::Gelu | UnaryFn::Silu, PosInf) => PosInf,
         (UnaryFn::Gelu | UnaryFn::Silu, Zero) => Zero,
         (UnaryFn::Gelu | UnaryFn::Silu, Number) => Number,
     }
@@ -378,32 +398,35 @@ fn binary(f: BinaryFn, a: Held, b: Held) -> Held {
     match f {
         BinaryFn::Add => match (a, b) {
             (Zero, x) | (x, Zero) => x,
-            (NegInf, _) | (_, NegInf) => NegInf,
+            (NegInf, PosInf) | (PosInf, NegInf) => NaN,
+            (x, _) | (_, x) if is_inf(x) => x,
             _ => Number,
         },
-        BinaryFn::Sub => match (a, b) {
-            (NegInf, NegInf) => NaN,
-            (x, Zero) => x,
-            (NegInf, _) => NegInf,
-            // x - (-inf) = +inf, 0 - x.
-            _ => Number,
-        },
+        BinaryFn::Sub => binary(BinaryFn::Add, a, neg(b)),
         BinaryFn::Mul => match (a, b) {
-            (Zero, NegInf) | (NegInf, Zero) => NaN,
+            (Zero, x) | (x, Zero) if is_inf(x) => NaN,
             (Zero, _) | (_, Zero) => Zero,
-            // -inf times a number of unknown sign (or 0).
-            (NegInf, _) | (_, NegInf) => NaN,
+            (x, y) if is_inf(x) && is_inf(y) => {
+                if x == y {
+                    PosInf
+                } else {
+                    NegInf
+                }
+            }
+            // An infinity times a number of unknown sign (or 0).
+            (x, _) | (_, x) if is_inf(x) => NaN,
             _ => Number,
         },
         BinaryFn::Div => match (a, b) {
             (_, Zero) => NaN,
-            (NegInf, _) => NaN,
+            (x, _) if is_inf(x) => NaN,
+            (_, y) if is_inf(y) => Zero,
             (Zero, _) => Zero,
-            (_, NegInf) => Zero,
             _ => Number,
         },
         BinaryFn::Max => match (a, b) {
             (NegInf, x) | (x, NegInf) => x,
+            (PosInf, _) | (_, PosInf) => PosInf,
             (Zero, Zero) => Zero,
             _ => Number,
         },
@@ -429,6 +452,16 @@ mod tests {
             binary(BinaryFn::Add, NegInf, unary(UnaryFn::Log, Zero)),
             NegInf
         );
+    }
+
+    #[test]
+    fn a_shift_by_a_masked_maximum_is_infinite() {
+        // p = exp(s - m) with m the row maximum of the masked scores but s unmasked: in a
+        // fully masked row s - m = +inf, and u / l = inf / inf.
+        let d = binary(BinaryFn::Sub, Number, NegInf);
+        assert_eq!(d, PosInf);
+        let p = unary(UnaryFn::Exp, d);
+        assert_eq!(binary(BinaryFn::Div, p, p), NaN);
     }
 
     #[test]

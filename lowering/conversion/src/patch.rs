@@ -42,6 +42,21 @@ impl Lowering<'_> {
             }
             _ => None,
         };
+        // A GEMM's product lies where its operands' rows and columns do (A's leading
+        // dimensions, B's trailing ones): a causal mask of it needs those positions.
+        if let (PatchKind::Gemm { .. }, [a, b], [o]) =
+            (&patch, inputs.as_slice(), outputs.as_slice())
+        {
+            if let (Some(pa), Some(pb)) = (cx.positions.get(a), cx.positions.get(b)) {
+                let rank = out_shapes.first().map_or(0, Vec::len);
+                if let (Some(lead), Some(trail)) = (pa.split_last(), pb.split_first()) {
+                    let p: Vec<usize> = lead.1.iter().chain(trail.1).copied().collect();
+                    if p.len() == rank {
+                        cx.positions.insert(*o, p);
+                    }
+                }
+            }
+        }
         let PatchKind::Attention {
             scale, accumulate, ..
         } = patch

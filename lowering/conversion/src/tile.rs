@@ -51,6 +51,14 @@ impl Lowering<'_> {
                 .filter(|p| p.len() == shapes[i].len())
                 .unwrap_or_else(|| vec![0; shapes[i].len()])
         };
+        // Whether operand i's positions are known (loaded tiles and what is computed from them;
+        // not a patch's output, whose positions the lowering does not follow).
+        let known = |i: usize| {
+            cx.positions
+                .get(&inputs[i])
+                .is_some_and(|p| p.len() == shapes[i].len())
+        };
+        let pos_known;
         let (tile, out_shape, out_pos) = match op {
             Compute::Matmul {
                 transpose_a,
@@ -58,6 +66,7 @@ impl Lowering<'_> {
             } => {
                 let s = matmul_shape(&shapes[0], &shapes[1], *transpose_a, *transpose_b)
                     .map_err(|m| err(loc, m))?;
+                pos_known = known(0) && known(1);
                 let (pa, pb) = (pos(0), pos(1));
                 let (ra, rb) = (pa.len() - 2, pb.len() - 2);
                 let mut p = pa[..ra].to_vec();
@@ -70,6 +79,7 @@ impl Lowering<'_> {
                 (t, s, p)
             }
             Compute::RowReduce(k) => {
+                pos_known = known(0);
                 let mut s = shapes[0].clone();
                 s.pop();
                 let mut p = pos(0);
@@ -81,6 +91,7 @@ impl Lowering<'_> {
                 let full = (0..shapes.len())
                     .max_by_key(|i| shapes[*i].iter().product::<usize>())
                     .unwrap_or(0);
+                pos_known = known(full);
                 let (s, p) = (shapes[full].clone(), pos(full));
                 let instr = match op {
                     Compute::Unary(f) => Instr::Unary { f: *f, x: 0 },
@@ -91,6 +102,15 @@ impl Lowering<'_> {
                         x: 0,
                     },
                     Compute::Mask(MaskKind::Causal) => {
+                        // The mask needs the tile's real query and key positions: a value the
+                        // lowering does not follow them for (a patch's output) would be masked
+                        // as if it were the first block.
+                        if !pos_known {
+                            return Err(err(
+                                loc,
+                                "a causal mask needs its tile's query and key positions, and its operand is computed from a patch's output, whose positions the lowering does not follow; compute the scores with commir.matmul, or patch the whole attention (--patch)",
+                            ));
+                        }
                         match crate::mask::causal_mask(self.k, *output, &p, &s, scattered, loc)? {
                             Some(instr) => instr,
                             None => {
@@ -153,7 +173,9 @@ impl Lowering<'_> {
                 }],
             );
         }
-        cx.positions.insert(*output, out_pos);
+        if pos_known {
+            cx.positions.insert(*output, out_pos);
+        }
         cx.values.insert(*output, out_view);
         Ok(())
     }
