@@ -24,15 +24,22 @@
 // SCHED: {{^}}mercury-run: error: cannot read schedule '{{.*}}missing.sched':
 // SCHED: exit status 1
 
-// An input that is already scheduled is its own reference, its loops run in turn on one device
-// (it was refused: "parallel loop '@i0' has 8 iterations but mesh level 0 has 1 devices"): a
-// note says what the check is against.
+// An input that is already scheduled has no unscheduled operator to be held to. Its only
+// reference is the same IR on one device, lowered by the same conversion of the tiled body: a
+// mask applied at wrong positions was wrong the same way on both sides and passed (new-user
+// pass, 2026-12-02). So --check refuses it, located at the first scheduled loop, and names the
+// way out; --self-reference asks for the weaker check, with a note saying what it covers.
 // RUN: %mercury-opt --shift-shard %repo/examples/small/attention.mlir > %t.scheduled.mlir
 // RUN: %exit-status %mercury-run %t.scheduled.mlir --backend cpu --check 2>&1 | FileCheck %s --check-prefix=SCHEDULED
-// SCHEDULED: {{^}}mercury-run: note: the input is already scheduled: the reference is this IR on one device, its loops in turn
-// SCHEDULED-NOT: mercury-run: note:
-// SCHEDULED: check @O: relative error {{.*}} ok
-// SCHEDULED: exit status 0
+// SCHEDULED: {{^}}{{.*}}scheduled.mlir:{{[0-9]+}}:{{[0-9]+}}: error: --check needs the unscheduled operator: the input is already scheduled (loop over '{{.*}}' is parallel)
+// SCHEDULED: note: give the operator and its schedule (--schedule FILE, --shift-shard or --pass-pipeline), or --self-reference
+// SCHEDULED-NOT: check @O
+// SCHEDULED: exit status 1
+// RUN: %exit-status %mercury-run %t.scheduled.mlir --backend cpu --check --self-reference 2>&1 | FileCheck %s --check-prefix=SELF
+// SELF: {{^}}mercury-run: note: the input is already scheduled: the reference is this IR on one device, its loops in turn; a check against it covers the distribution, not the lowering of the tiled body
+// SELF-NOT: mercury-run: note:
+// SELF: check @O: relative error {{.*}} ok
+// SELF: exit status 0
 
 // On a GPU machine, more GPUs than are visible; elsewhere no GPU (exit 2). Either way the
 // message says `mercury-run: error:`.

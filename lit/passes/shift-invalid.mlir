@@ -134,3 +134,61 @@ commir.kernel @k on @m {
     }
   }
 }
+
+// -----
+
+// A temp read before the iteration writes it takes the value another iteration left: not
+// private to the iteration (lit/lowering/shifted-private-temp.mlir is the private case).
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 2 spatial
+  commir.axis @j = 2 spatial
+  commir.axis @d = 4 spatial
+  commir.buffer @Q : [@i, @d] f32 in sharding [S(0), R]
+  commir.buffer @K : [@j, @d] f32 in
+  commir.buffer @T : [@i, @d] f32 temp sharding [S(0), R]
+  commir.buffer @C : [@i, @d] f32 out sharding [S(0), R]
+  commir.for @i parallel(0) {
+    commir.for @j {
+      %q = commir.load @Q[@i, @d] : !commir.tile<f32>
+      // expected-error@+1 {{shift: this load of '@T' and the store into it at the note touch the same tile in different iterations of '@j'}}
+      %t = commir.load @T[@i, @d] : !commir.tile<f32>
+      %e = commir.unary exp %q : !commir.tile<f32>
+      // expected-note@+1 {{the other access is here}}
+      commir.store %e into @T[@i, @d] : !commir.tile<f32>
+      %k = commir.load @K[@j, @d] : !commir.tile<f32>
+      %s = commir.matmul %t, %k transpose_b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+      %u = commir.matmul %s, %k : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+      commir.reduce add %u into @C[@i, @d] : !commir.tile<f32>
+    }
+  }
+}
+
+// -----
+
+// A temp read after the loop holds what the last iteration wrote, which the shift changes.
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 2 spatial
+  commir.axis @j = 2 spatial
+  commir.axis @d = 4 spatial
+  commir.buffer @Q : [@i, @d] f32 in sharding [S(0), R]
+  commir.buffer @K : [@j, @d] f32 in
+  commir.buffer @T : [@i, @d] f32 temp sharding [S(0), R]
+  commir.buffer @C : [@i, @d] f32 out sharding [S(0), R]
+  commir.for @i parallel(0) {
+    commir.for @j {
+      %q = commir.load @Q[@i, @d] : !commir.tile<f32>
+      %e = commir.unary exp %q : !commir.tile<f32>
+      // expected-error@+1 {{shift: this store into '@T' touches the same tile in different iterations of '@j'}}
+      commir.store %e into @T[@i, @d] : !commir.tile<f32>
+      %t = commir.load @T[@i, @d] : !commir.tile<f32>
+      %k = commir.load @K[@j, @d] : !commir.tile<f32>
+      %s = commir.matmul %t, %k transpose_b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+      %u = commir.matmul %s, %k : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+      commir.reduce add %u into @C[@i, @d] : !commir.tile<f32>
+    }
+    %w = commir.load @T[@i, @d] : !commir.tile<f32>
+    commir.reduce add %w into @C[@i, @d] : !commir.tile<f32>
+  }
+}

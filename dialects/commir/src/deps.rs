@@ -196,16 +196,54 @@ pub fn carried_by<'g>(g: &'g DepGraph, a: &str) -> Option<(&'g AccessNode, &'g A
 /// The first dependence carried by the loop at position `lp` of [`Kernel::loops`] (over
 /// axis `a`) between two accesses inside it: what running its iterations in another order
 /// (a `shift`) could reverse. Accesses of other loops over the same axis (after `distribute`)
-/// run before or after the whole loop and are not reordered by it.
+/// run before or after the whole loop and are not reordered by it. Dependences on a temp
+/// private to each iteration ([`private_to`]) are not reversed by any order and do not count.
 pub fn carried_within<'g>(
     g: &'g DepGraph,
+    k: &Kernel,
     a: &str,
     lp: usize,
 ) -> Option<(&'g AccessNode, &'g AccessNode)> {
     g.edge_indices().find_map(|e| {
         let (x, y) = g.edge_endpoints(e)?;
         let inside = g[x].loop_ids.contains(&lp) && g[y].loop_ids.contains(&lp);
-        (inside && g[e].carried.iter().any(|c| c == a)).then(|| (&g[x], &g[y]))
+        (inside && g[e].carried.iter().any(|c| c == a) && !private_to(g, k, &g[x].buffer, lp))
+            .then(|| (&g[x], &g[y]))
+    })
+}
+
+/// Whether `buffer` is a temp private to each iteration of the loop at position `lp` of
+/// [`Kernel::loops`]: every access of it in the kernel is inside that loop, and every load or
+/// reduction of it is preceded, in the same iteration, by a store with the same indices. Each
+/// iteration then reads only what it wrote itself, and no value crosses iterations or leaves
+/// the loop: the iterations may run in any order (array privatization: Tu & Padua, *Automatic
+/// Array Privatization*, LCPC 1993, with syntactic equality of indices as the covering test).
+/// The store must enclose no loop the read is outside of that it depends on: equal indices
+/// name the same tile, whichever inner iteration wrote it last.
+pub fn private_to(g: &DepGraph, k: &Kernel, buffer: &str, lp: usize) -> bool {
+    if k.buffer(buffer).map(|b| b.role) != Some(crate::Role::Temp) {
+        return false;
+    }
+    // Nodes are in program order (a pre-order walk).
+    let accesses: Vec<&AccessNode> = g
+        .node_indices()
+        .map(|n| &g[n])
+        .filter(|n| n.buffer == buffer)
+        .collect();
+    accesses.iter().enumerate().all(|(i, n)| {
+        n.loop_ids.contains(&lp)
+            && (n.kind == AccessKind::Write
+                || accesses[..i].iter().any(|w| {
+                    w.kind == AccessKind::Write
+                        && w.indices == n.indices
+                        && w.indices.iter().all(|e| {
+                            e.axes().iter().all(|ax| {
+                                // An axis of a loop around the store but not around the
+                                // read would name a tile the read does not.
+                                n.loops.iter().any(|l| l == ax) || !w.loops.iter().any(|l| l == ax)
+                            })
+                        })
+                }))
     })
 }
 

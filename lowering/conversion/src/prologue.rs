@@ -327,7 +327,7 @@ fn check_parallel_loops(k: &Kernel) -> Result<(), Diagnostic> {
         }
         if let Some(by) = &l.shift {
             let g = g.get_or_insert_with(|| mercury_commir::deps::build(k));
-            if let Some(dep) = mercury_commir::deps::carried_within(g, &l.axis, i) {
+            if let Some(dep) = mercury_commir::deps::carried_within(g, k, &l.axis, i) {
                 let lead = format!("the loop over '@{}' is shifted by '@{by}', but ", l.axis);
                 return Err(mercury_commir::deps::order_error(&lead, &l.axis, dep));
             }

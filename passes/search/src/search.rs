@@ -156,8 +156,17 @@ impl PlanListSource {
                 c.name = format!("{}#{}", c.name, k);
             }
         }
+        // The plans are the candidates: the key holds all of them (names, placements, steps),
+        // so an edited plan file never takes an entry cached for another plan. (Before
+        // 2026-12-03 it held the global buffers only, and an edited placement hit the old entry.)
+        let plans: Vec<&Plan> = candidates.iter().map(|c| &c.plan).collect();
+        let text = serde_json::to_string(&plans)
+            .map_err(|e| SourceError::new(format!("{origin}: cannot print the plans: {e}")))?;
         Ok(PlanListSource {
-            signature: format!("plans {first_plan} [{sig}]"),
+            signature: format!(
+                "plans {first_plan} [{sig}] fnv1a64:{:016x}",
+                crate::fnv1a64(text.as_bytes())
+            ),
             candidates,
         })
     }

@@ -158,7 +158,7 @@ impl KernelPass for Shift {
         // some rank. Reductions of one kind commute.
         let lp_id = m.loops().iter().position(|l| std::ptr::eq(*l, lp));
         let g = deps::build(m);
-        let dep = lp_id.and_then(|i| deps::carried_within(&g, &self.axis, i));
+        let dep = lp_id.and_then(|i| deps::carried_within(&g, m, &self.axis, i));
         if let Some((a, b)) = dep {
             return Err(deps::order_error("shift: ", &self.axis, (a, b)));
         }

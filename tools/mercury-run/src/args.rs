@@ -104,6 +104,12 @@ pub struct Args {
     /// Time the schedule and the single-device reference side by side.
     #[arg(long)]
     pub bench: bool,
+    /// With an input that is already scheduled (a loop `parallel` or `shift`): let `--check`
+    /// hold it to the same IR on one device, its loops in turn. That reference shares the
+    /// lowering of the tiled body, so the check then covers the distribution (communication,
+    /// placement), not the body's lowering. Without it, `--check` refuses such an input.
+    #[arg(long)]
+    pub self_reference: bool,
     /// Timed repetitions (median reported).
     #[arg(long, default_value_t = 10)]
     pub iters: usize,

@@ -50,7 +50,7 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
         plan.num_stages()
     );
     if a.check {
-        let reference = crate::reference_plan(c)?;
+        let reference = crate::reference_plan(a, c)?;
         let want =
             execute(&reference, &inputs).map_err(|e| Failure::Input(format!("reference: {e}")))?;
         let tol = a.tolerance.unwrap_or(1e-9);

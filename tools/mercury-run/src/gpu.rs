@@ -424,9 +424,11 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     }
     start_watchdog(a)?;
     if a.launcher.is_some() {
-        return crate::launched::run_launched(a, crate::reference_plan(c)?, plan);
+        return crate::launched::run_launched(a, crate::reference_plan(a, c)?, plan);
     }
-    let b = checked_bench(a, plan, || crate::reference_plan(c), &mut |l| outln!("{l}"))?;
+    let b = checked_bench(a, plan, || crate::reference_plan(a, c), &mut |l| {
+        outln!("{l}")
+    })?;
     Ok(a.bench.then_some(b.median_ms * 1e-3))
 }
 

@@ -230,20 +230,48 @@ pub fn single_device(module: &Operation) -> Operation {
     m
 }
 
-/// The single-device plan of the operator (the reference of `--check` and `--bench`). An input
-/// that is already scheduled (a loop parallel or shifted) is its own reference, its loops run
-/// in turn on one device: a note says the check is then against that IR, not against an
-/// unscheduled operator.
-pub fn reference_plan(c: &Compiled) -> Result<mercury_plan::Plan, Failure> {
-    let scheduled_input = c
-        .declared
-        .loops()
+/// The single-device plan of the operator (the reference of `--check` and `--bench`).
+///
+/// An input that is already scheduled (a loop `parallel` or `shift`) has no unscheduled
+/// operator to be held to: its reference would be the same IR on one device, its loops in turn,
+/// lowered by the same conversion of the tiled body. Such a check catches errors of the
+/// distribution (communication, placement) but not of the body's lowering: a mask applied at
+/// wrong positions was wrong the same way on both sides and passed (new-user pass,
+/// 2026-12-02). So `--check` refuses it, located at the first scheduled loop, unless
+/// `--self-reference` asks for that weaker check; `--bench` alone times against it with a note.
+///
+/// # Errors
+/// `Failure::Located` for a scheduled input under `--check` without `--self-reference`, and
+/// when the reference cannot be lowered.
+pub fn reference_plan(a: &args::Args, c: &Compiled) -> Result<mercury_plan::Plan, Failure> {
+    let loops = c.declared.loops();
+    let scheduled = loops
         .iter()
-        .any(|l| l.parallel.is_some() || l.shift.is_some());
+        .find(|l| l.parallel.is_some() || l.shift.is_some());
     static NOTE: std::sync::Once = std::sync::Once::new();
-    if scheduled_input {
+    if let Some(l) = scheduled {
+        if a.check && !a.self_reference {
+            let how = if l.parallel.is_some() {
+                "parallel"
+            } else {
+                "shifted"
+            };
+            return Err(diag(
+                Diagnostic::error(
+                    l.loc.clone(),
+                    format!(
+                        "--check needs the unscheduled operator: the input is already scheduled (loop over '{}' is {how})",
+                        l.axis
+                    ),
+                )
+                .with_note(
+                    mercury_ir::Location::Unknown,
+                    "give the operator and its schedule (--schedule FILE, --shift-shard or --pass-pipeline), or --self-reference to check against this IR on one device, which checks the distribution but not the lowering of its tiled body",
+                ),
+            ));
+        }
         NOTE.call_once(|| outln!(
-            "{TOOL}: note: the input is already scheduled: the reference is this IR on one device, its loops in turn (give the unscheduled operator and the schedule to check against the operator itself)"
+            "{TOOL}: note: the input is already scheduled: the reference is this IR on one device, its loops in turn; a check against it covers the distribution, not the lowering of the tiled body (give the unscheduled operator and the schedule to check against the operator itself)"
         ));
     }
     const NEEDS: &str = "the single-device reference needs the local (unscheduled) operator as input, with the schedule given by --schedule, --shift-shard or --pass-pipeline";

@@ -44,7 +44,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
     let plan = mercury_driver::lower(&c.scheduled, Some(&c.kernel)).map_err(diag)?;
     // What the run will be checked or timed against must exist before anything runs.
     if a.check || a.bench {
-        mercury_run::reference_plan(&c)?;
+        mercury_run::reference_plan(a, &c)?;
     }
     if let Some(path) = &a.emit_plan {
         std::fs::write(path, plan.to_json())

@@ -1,0 +1,31 @@
+// A temp that each iteration of the shifted loop stores and then loads is private to the iteration:
+// no value crosses iterations or leaves the loop, so any order computes the same (array
+// privatization). The shift refused it (the store touches one tile in every iteration) from
+// 2026-12-02, when shift began refusing dependences carried by its loop; a temp read before it
+// is written, or read after the loop, is still refused (lit/passes/shift-invalid.mlir).
+// RUN: %mercury-opt --pass-pipeline="builtin.module(tile{axis=i factor=2 outer=i0 inner=i_t}, parallelize{axis=i0 level=0}, tile{axis=j factor=2 outer=j0 inner=j_t}, shift{axis=j0 by=i0})" %s | FileCheck %s --check-prefix=IR
+// IR: commir.for @j0 shift(@i0)
+// RUN: %mercury-run %s --backend cpu --check --pass-pipeline="builtin.module(tile{axis=i factor=2 outer=i0 inner=i_t}, parallelize{axis=i0 level=0}, tile{axis=j factor=2 outer=j0 inner=j_t}, shift{axis=j0 by=i0})" 2>&1 | FileCheck %s
+// CHECK: check @C: relative error {{.*}} ok
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 8 spatial
+  commir.axis @j = 8 spatial
+  commir.axis @d = 4 spatial
+  commir.buffer @Q : [@i, @d] f32 in sharding [S(0), R]
+  commir.buffer @K : [@j, @d] f32 in
+  commir.buffer @T : [@i, @d] f32 temp sharding [S(0), R]
+  commir.buffer @C : [@i, @d] f32 out sharding [S(0), R]
+  commir.for @i {
+    commir.for @j {
+      %q = commir.load @Q[@i, @d] : !commir.tile<f32>
+      %e = commir.unary exp %q : !commir.tile<f32>
+      commir.store %e into @T[@i, @d] : !commir.tile<f32>
+      %t = commir.load @T[@i, @d] : !commir.tile<f32>
+      %k = commir.load @K[@j, @d] : !commir.tile<f32>
+      %s = commir.matmul %t, %k transpose_b : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+      %u = commir.matmul %s, %k : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+      commir.reduce add %u into @C[@i, @d] : !commir.tile<f32>
+    }
+  }
+}
