@@ -187,9 +187,13 @@ impl CommirSource {
     }
 
     /// The roles tried on each mesh level, in enumeration order (`groups` only for
-    /// grouped-query attention, `ax[5]` the group axis).
+    /// grouped-query attention, `ax[5]` the group axis; none naming `n` for a matrix-vector
+    /// product, whose `ax[2]` is "").
     fn roles(op: Op, ax: &[String]) -> &'static [&'static str] {
         match op {
+            Op::Gemm if ax.get(2).is_some_and(|n| n.is_empty()) => {
+                &["m", "k", "k+shift(m)", "k+shift-halves(m)", "m+ring(k)"]
+            }
             Op::Attention if ax.get(5).is_some_and(|g| !g.is_empty()) => {
                 &["ring", "heads", "gather", "tree", "tree+shift(i)", "groups"]
             }
@@ -261,7 +265,7 @@ impl CommirSource {
                 Some(DimBinding::Axes(a)) => Ok(a[0].clone()),
                 found => {
                     let layout = match name.as_str() {
-                        "gemm" => "a GEMM's operands as A[m, k] and B[k, n] (2-D each; a matrix-vector product, B[k], is not one of them)",
+                        "gemm" => "a GEMM's operands as A[m, k] and B[k, n] or B[k] (a matrix-vector product)",
                         _ => "attention's operands as Q[b, h, i, d] and K, V[b, hk, j, d]",
                     };
                     let what = match (b, found) {
@@ -311,12 +315,18 @@ impl CommirSource {
                     ],
                 ))
             }
+            // A matrix-vector product (B[k], C[m]) has no `n`: "" (its roles never name it).
             "gemm" if bufs.len() == 2 => Ok((
                 Op::Gemm,
                 vec![
                     axis_of(&bufs[0], 0)?,
                     axis_of(&bufs[0], 1)?,
-                    axis_of(&bufs[1], 1)?,
+                    if self.kernel.buffer(&bufs[1]).map(|b| b.dims.len()) == Some(1) {
+                        axis_of(&bufs[1], 0)?;
+                        String::new()
+                    } else {
+                        axis_of(&bufs[1], 1)?
+                    },
                 ],
             )),
             other => Err(err(format!(

@@ -459,10 +459,11 @@ const REASONS_LISTED: usize = 5;
 /// Every refusal of `errors` summarised for an error message: the count per distinct reason
 /// ([`skip_summary`]; the first [`REASONS_LISTED`], the rest counted together), each with its
 /// first refusal as it was written (first line, at most 300 characters), one per line.
-pub fn refusal_summary(errors: &[String]) -> String {
+/// `verb` says what happened to them ("refused", "failed").
+pub fn refusal_summary(errors: &[String], verb: &str) -> String {
     let reasons = skip_summary(errors);
     let mut s = format!(
-        "{} refused, {} distinct reason(s):",
+        "{} {verb}, {} distinct reason(s):",
         errors.len(),
         reasons.len()
     );
@@ -482,7 +483,7 @@ pub fn refusal_summary(errors: &[String]) -> String {
     let rest: usize = reasons.iter().skip(REASONS_LISTED).map(|r| r.1).sum();
     if rest > 0 {
         s += &format!(
-            "\n  {rest} more refused for {} other reason(s)",
+            "\n  {rest} more {verb} for {} other reason(s)",
             reasons.len() - REASONS_LISTED
         );
     }
@@ -914,7 +915,7 @@ fn no_feasible_detail(evals: &[Evaluated], report: &TuningReport, topo: &Topolog
     match smallest {
         _ if evals.is_empty() => format!(
             "the source produced no candidate: {}",
-            refusal_summary(&report.source_errors)
+            refusal_summary(&report.source_errors, "refused")
         ),
         Some((b, name)) => format!(
             "{} candidate(s), {} over memory, {} invalid; the smallest ('{name}') needs {} of {} usable",
@@ -948,24 +949,44 @@ fn profile_ranked(
     if prof.on_gpu {
         report.gpu_seconds += prof.device_seconds;
     }
-    for r in prof.rows.iter().filter(|r| r.failure.is_some()) {
+    // Failures as the generator writes its refusals (`mesh AxB [roles]: why`), so that
+    // [`refusal_summary`] counts them per reason: 180 failures of one kind were 180 warnings and
+    // an error of 26 KB (a CPU run over the executor's size limit).
+    let failures: Vec<String> = prof
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let why = r.failure.as_deref()?;
+            Some(match r.name.split_once(": ") {
+                Some((mesh, roles)) => format!("{mesh} [{roles}]: {why}"),
+                None => format!("{}: {why}", r.name),
+            })
+        })
+        .collect();
+    if prof.measured_pick.is_none() {
+        return Err(TuneError::ProfileFailed(refusal_summary(
+            &failures, "failed",
+        )));
+    }
+    if failures.len() <= REASONS_LISTED {
+        for r in prof.rows.iter().filter(|r| r.failure.is_some()) {
+            warn(
+                report,
+                format!(
+                    "candidate '{}' dropped: {}",
+                    r.name,
+                    r.failure.as_deref().unwrap_or("")
+                ),
+            );
+        }
+    } else {
         warn(
             report,
             format!(
-                "candidate '{}' dropped: {}",
-                r.name,
-                r.failure.as_deref().unwrap_or("")
+                "profiled candidates dropped: {}",
+                refusal_summary(&failures, "failed their checked run")
             ),
         );
-    }
-    if prof.measured_pick.is_none() {
-        return Err(TuneError::ProfileFailed(
-            prof.rows
-                .iter()
-                .map(|r| format!("{}: {}", r.name, r.failure.as_deref().unwrap_or("?")))
-                .collect::<Vec<_>>()
-                .join("; "),
-        ));
     }
     if let Some(t) = prof.time_to_first_measured_s {
         report.time_to_first_usable_s = Some(t);
@@ -1125,7 +1146,7 @@ mod tests {
             })
             .chain(["mesh 4 [\"k\"]: something else".to_string()])
             .collect();
-        let s = refusal_summary(&errors);
+        let s = refusal_summary(&errors, "refused");
         assert_eq!(
             s,
             "1001 refused, 2 distinct reason(s):\n  1000 x dimension N of '@A' does not divide into N shards\n      e.g. mesh 0x2 [\"m\"]: dimension 0 of '@A' does not divide into 0 shards\n  1 x something else\n      e.g. mesh 4 [\"k\"]: something else"
