@@ -40,3 +40,14 @@
 // SHIFTED: error: a causal mask over query positions 0..8 and key positions 8..16 masks every key of the block; this body can neither leave such rows out nor compute them
 // SHIFTED: note: here 'commir.reduce lse_merge' into '@O' gets o = NaN and lse = NaN
 // SHIFTED: exit status 1
+// Found by the new-user pass of 2026-12-03:
+// - masked scores stored into a temp and loaded back escaped the rules (the store counted as a
+//   sink that computes, the load as numbers): a fully masked block was computed, -inf - -inf,
+//   NaN in 8 of 16 outputs with exit 0. A temp now carries what was stored to its loads of the
+//   same tile, and a skipped store skips those loads: the same decisions as without the temp.
+// RUN: %mercury-run %S/Inputs/mask-through-temp.mlir --backend cpu --check --pass-pipeline='builtin.module(tile{axis=i factor=2},tile{axis=j factor=2})' | FileCheck %s --check-prefix=TEMP
+// RUN: %mercury-run %S/Inputs/mask-through-temp.mlir --backend cpu --check --pass-pipeline='builtin.module(tile{axis=i factor=2 outer=i0 inner=it},parallelize{axis=i0 level=0},tile{axis=j factor=2 outer=j0 inner=jt},shift{axis=j0 by=i0})' | FileCheck %s --check-prefix=TEMP
+// TEMP: check @O: relative error {{.*}} ok
+// RUN: %exit-status %mercury-opt %S/Inputs/mask-through-temp.mlir --pass-pipeline='builtin.module(tile{axis=j factor=2})' --emit=plan 2>&1 | FileCheck %s --check-prefix=TEMPJ
+// TEMPJ: error: a causal mask over query positions 0..8 and key positions 4..8 leaves rows 0..4 without a visible key; this body needs such rows left out, which a block with visible keys cannot do
+// TEMPJ: exit status 1

@@ -201,11 +201,14 @@ impl Values for crate::cuda::HostBuffer {
 /// reached 8.8e-2.
 pub const ELEMENT_FACTOR: f64 = 10.0;
 
-/// Whether `got` and `want` are the same value that is not a number: equal infinities, or NaN
-/// in both. Such an element matches the reference exactly (a causal mask's `-inf`s stored into
-/// an output); it is left out of the norms (`inf - inf` is NaN) and reported as a count.
+/// Whether `got` and `want` are the same infinity. Such an element matches the reference
+/// exactly (a causal mask's `-inf`s stored into an output); it is left out of the norms
+/// (`inf - inf` is NaN) and reported as a count. NaN matches nothing, NaN included: a
+/// reference that computes NaN says nothing a check can hold a schedule to (a body lowered
+/// wrongly on both sides, a tiled input that is its own reference, passed as "NaN in both"
+/// until 2026-12-03), so the check fails and says the reference holds NaN.
 pub fn same_nonfinite(got: f64, want: f64) -> bool {
-    !want.is_finite() && (got == want || (got.is_nan() && want.is_nan()))
+    want.is_infinite() && got == want
 }
 
 /// One output's comparison over the compared elements: ‖got − want‖ / ‖want‖ (infinite when
@@ -218,9 +221,11 @@ pub struct Compared {
     /// all zeros and got is not).
     pub worst: f64,
     pub nonfinite: usize,
-    /// Elements that are not finite in the reference and the same in got ([`same_nonfinite`]):
+    /// Elements that are infinite in the reference and the same in got ([`same_nonfinite`]):
     /// matched exactly, left out of the norms.
     pub nonfinite_matched: usize,
+    /// Elements that are NaN in the reference (the check fails where there are any).
+    pub reference_nan: usize,
     pub elements: usize,
 }
 
@@ -231,15 +236,24 @@ impl Compared {
         self.rel_err <= tol && self.worst <= ELEMENT_FACTOR * tol
     }
     /// `relative error E (tolerance T), largest element error W of (rms + |want|) (at most B)`,
-    /// and `, N non-finite in both (as the reference)` when some elements are.
+    /// `, N non-finite in both (as the reference)` when some elements are, and `; the
+    /// reference itself holds N NaN` when it does.
     pub fn describe(&self, tol: f64) -> String {
         format!(
-            "relative error {:.3e} (tolerance {tol:.0e}), largest element error {:.1e} of (rms + |want|) (at most {:.0e}){}",
+            "relative error {:.3e} (tolerance {tol:.0e}), largest element error {:.1e} of (rms + |want|) (at most {:.0e}){}{}",
             self.rel_err,
             self.worst,
             ELEMENT_FACTOR * tol,
             if self.nonfinite_matched > 0 {
                 format!(", {} non-finite in both (as the reference)", self.nonfinite_matched)
+            } else {
+                String::new()
+            },
+            if self.reference_nan > 0 {
+                format!(
+                    "; the reference itself holds {} NaN (the operator as written computes NaN there: not a value to check against)",
+                    self.reference_nan
+                )
             } else {
                 String::new()
             }
@@ -269,10 +283,16 @@ pub fn compare<V: Values>(
                 worst: f64::INFINITY,
                 nonfinite: 0,
                 nonfinite_matched: 0,
+                reference_nan: 0,
                 elements,
             });
             continue;
         };
+        let reference_nan = (0..w.count())
+            .into_par_iter()
+            .filter(kept)
+            .filter(|i| w.value(*i).is_nan())
+            .count();
         let (nonfinite, matched, num, den) = (0..w.count())
             .into_par_iter()
             .filter(kept)
@@ -288,7 +308,7 @@ pub fn compare<V: Values>(
                 || (0, 0, 0.0, 0.0),
                 |x, y| (x.0 + y.0, x.1 + y.1, x.2 + y.2, x.3 + y.3),
             );
-        let (rel_err, worst) = if nonfinite > 0 || !num.is_finite() {
+        let (rel_err, worst) = if nonfinite > 0 || reference_nan > 0 || !num.is_finite() {
             (f64::INFINITY, f64::INFINITY)
         } else {
             let rms = (den / (elements - matched).max(1) as f64).sqrt();
@@ -313,6 +333,7 @@ pub fn compare<V: Values>(
             worst,
             nonfinite,
             nonfinite_matched: matched,
+            reference_nan,
             elements,
         });
     }
@@ -344,6 +365,9 @@ mod tests {
             (vec![1.0, 3.0], vec![1.0, ninf]),
             (vec![1.0, f64::INFINITY], vec![1.0, ninf]),
             (vec![1.0, f64::NAN], vec![1.0, ninf]),
+            // NaN in both: the reference says nothing there.
+            (vec![1.0, f64::NAN], vec![1.0, f64::NAN]),
+            (vec![1.0, 2.0], vec![1.0, f64::NAN]),
         ] {
             let c = cmp(g.clone(), w.clone());
             assert!(

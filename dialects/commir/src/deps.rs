@@ -186,10 +186,23 @@ pub fn blocks_interchange<'g>(
 }
 
 /// The first dependence carried by loop `a` (running its iterations concurrently would race).
-pub fn carried_by<'g>(g: &'g DepGraph, a: &str) -> Option<(&'g AccessNode, &'g AccessNode)> {
+/// Dependences on a temp private to each iteration of that loop ([`private_to`]) do not
+/// count: each rank writes and reads its own copy.
+pub fn carried_by<'g>(
+    g: &'g DepGraph,
+    k: &Kernel,
+    a: &str,
+) -> Option<(&'g AccessNode, &'g AccessNode)> {
     g.edge_indices().find_map(|e| {
         let (x, y) = g.edge_endpoints(e)?;
-        g[e].carried.iter().any(|c| c == a).then(|| (&g[x], &g[y]))
+        let private = || {
+            g[x].loops
+                .iter()
+                .zip(&g[x].loop_ids)
+                .find(|(l, _)| *l == a)
+                .is_some_and(|(_, lp)| private_to(g, k, &g[x].buffer, *lp))
+        };
+        (g[e].carried.iter().any(|c| c == a) && !private()).then(|| (&g[x], &g[y]))
     })
 }
 

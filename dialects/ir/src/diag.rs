@@ -191,7 +191,12 @@ impl Diagnostic {
 
     fn render_into(&self, out: &mut String) {
         use std::fmt::Write;
-        let _ = writeln!(out, "{}: {}: {}", self.loc, self.severity, self.message);
+        // A note with no place in a file is `note: ...` (not `<unknown>: note: ...`).
+        if self.loc == Location::Unknown && self.severity == Severity::Note {
+            let _ = writeln!(out, "{}: {}", self.severity, self.message);
+        } else {
+            let _ = writeln!(out, "{}: {}: {}", self.loc, self.severity, self.message);
+        }
         if let Location::File { file, line, col } = &self.loc {
             if let Some(text) = file.line_text(*line) {
                 let _ = writeln!(out, "{text}");

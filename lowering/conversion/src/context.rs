@@ -77,6 +77,10 @@ pub(crate) struct RankBuild {
     pub pushed: HashMap<(usize, String, Vec<usize>), usize>,
     /// Stored outputs: (buffer, box) -> slot.
     pub stored: BTreeMap<(String, Vec<usize>), (Region, usize)>,
+    /// Temp tiles whose last store was of a skipped value (a fully masked causal block):
+    /// (buffer, box) -> box. A load of such a tile is skipped too (`load.rs`), as is all that
+    /// is computed from it; a store of a value clears the mark.
+    pub skipped: BTreeMap<(String, Vec<usize>), Region>,
 }
 
 impl RankBuild {
@@ -93,6 +97,7 @@ impl RankBuild {
             push_recv: HashMap::new(),
             pushed: HashMap::new(),
             stored: BTreeMap::new(),
+            skipped: BTreeMap::new(),
         }
     }
     pub fn slot(&mut self, name: String, dtype: DType, shape: Vec<usize>, init: SlotInit) -> usize {

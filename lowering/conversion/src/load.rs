@@ -136,6 +136,15 @@ impl Lowering<'_> {
         loc: &Location,
     ) -> Result<(), Diagnostic> {
         let r = cx.r;
+        // The tile's last store was skipped: so is this load (and all computed from it).
+        if self.ranks[r]
+            .skipped
+            .iter()
+            .any(|((b, _), sb)| b == buffer && contains(sb, bx))
+        {
+            cx.values.remove(&value);
+            return Ok(());
+        }
         let held = self.ranks[r]
             .stored
             .iter()

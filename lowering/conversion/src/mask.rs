@@ -151,6 +151,8 @@ pub(crate) enum MaskRows {
 /// | `commir.reduce add` | `-inf` or a number | no | yes |
 /// | `commir.reduce lse_merge (o, lse)` | scores `t` of the pair `-inf` | yes | if `o`, `lse` are not NaN |
 /// | `commir.reduce lse_merge (o, lse)` | other scores | no | if `o`, `lse` are not NaN |
+/// | `commir.store` into a temp | | (followed to the loads of the same tile) | |
+/// | `commir.load` of a temp: another tile, or before the store | | no | no |
 /// | `commir.store` | not NaN | no | yes |
 /// | anything | NaN | no | no |
 /// | `commir.patch "gemm"` | the masked rows as its A, `0` or numbers | no | yes (followed as a matmul) |
@@ -165,7 +167,33 @@ pub(crate) fn mask_rows(k: &Kernel, mask: ValueId) -> MaskRows {
     let mut defs: HashMap<ValueId, (&Compute, &[ValueId])> = HashMap::new();
     // Per sink: whether it allows skipping and computing, where it is, and what it gets.
     let mut sinks: Vec<(bool, bool, Location, String)> = Vec::new();
+    // A temp carries what was stored into it to its loads of the same tile (indices written
+    // alike); a load of it at other indices, or before the store, is refused (2026-12-03:
+    // scores stored into a temp and loaded back escaped the rules, NaN with exit 0).
+    let mut temps: HashMap<String, (Vec<mercury_commir::IndexExpr>, Held, Location)> =
+        HashMap::new();
+    let mut temp_loads: Vec<(String, Location)> = Vec::new();
+    let is_temp = |b: &str| k.buffer(b).map(|b| b.role) == Some(mercury_commir::Role::Temp);
     k.walk(&mut |s, _| match s {
+        Stmt::Load { result, access } if is_temp(&access.buffer) => {
+            match temps.get(&access.buffer) {
+                Some((ix, h, _)) if *ix == access.indices => {
+                    held.insert(*result, *h);
+                }
+                Some((_, h, at)) => sinks.push((
+                    false,
+                    false,
+                    access.loc.clone(),
+                    format!(
+                        "this load of '@{}' reads a tile other than the one stored at {} with {} in the masked rows, which the rules do not follow",
+                        access.buffer,
+                        at,
+                        name(*h)
+                    ),
+                )),
+                None => temp_loads.push((access.buffer.clone(), access.loc.clone())),
+            }
+        }
         Stmt::Compute {
             op, inputs, output, ..
         } => {
@@ -247,6 +275,35 @@ pub(crate) fn mask_rows(k: &Kernel, mask: ValueId) -> MaskRows {
                 }
             };
             sinks.push((skip, compute, access.loc.clone(), what));
+        }
+        Stmt::Store { value, access } if is_temp(&access.buffer) => {
+            match held.get(value).copied() {
+                // Followed to its loads.
+                Some(v) => {
+                    if let Some((b, at)) = temp_loads.iter().find(|(b, _)| *b == access.buffer) {
+                        sinks.push((
+                            false,
+                            false,
+                            at.clone(),
+                            format!(
+                                "this load of '@{b}' comes before the store of the masked values into it, which the rules do not follow"
+                            ),
+                        ));
+                    }
+                    temps.insert(
+                        access.buffer.clone(),
+                        (access.indices.clone(), v, access.loc.clone()),
+                    );
+                }
+                None => {
+                    if temps
+                        .get(&access.buffer)
+                        .is_some_and(|(ix, _, _)| *ix == access.indices)
+                    {
+                        temps.remove(&access.buffer);
+                    }
+                }
+            }
         }
         Stmt::Store { value, access } => {
             if let Some(v) = held.get(value).copied() {

@@ -317,7 +317,7 @@ fn check_parallel_loops(k: &Kernel) -> Result<(), Diagnostic> {
     for (i, l) in k.loops().into_iter().enumerate() {
         if let Some(level) = l.parallel {
             let g = g.get_or_insert_with(|| mercury_commir::deps::build(k));
-            if let Some(dep) = mercury_commir::deps::carried_by(g, &l.axis) {
+            if let Some(dep) = mercury_commir::deps::carried_by(g, k, &l.axis) {
                 let lead = format!(
                     "the loop over '@{}' is parallel over mesh level {level}, but ",
                     l.axis

@@ -29,12 +29,20 @@ impl Lowering<'_> {
             _ => DType::F32,
         };
         let single = uses(cx, *value) == 1;
+        let temp = self.k.buffer(buffer).is_some_and(|b| b.role == Role::Temp);
         let rb = &mut self.ranks[cx.r];
-        let src = cx
-            .values
-            .get(value)
-            .cloned()
-            .ok_or_else(|| err(loc, "stored value is not available"))?;
+        // A skipped value (computed from a fully masked causal block that the body leaves out,
+        // `mask.rs`) stored into a temp skips its loads of that tile too. The mask rules
+        // followed it through the temp (a load of another tile, or before the store, is
+        // refused there); into an output it cannot be skipped and has been refused.
+        let Some(src) = cx.values.get(value).cloned() else {
+            if temp {
+                rb.skipped.insert((buffer.clone(), key(bx)), bx.clone());
+                return Ok(());
+            }
+            return Err(err(loc, "stored value is not available"));
+        };
+        rb.skipped.remove(&(buffer.clone(), key(bx)));
         let s = match rb.stored.get(&(buffer.clone(), key(bx))) {
             Some((_, s)) => *s,
             None => {

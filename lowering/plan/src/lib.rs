@@ -79,6 +79,10 @@ pub struct Region {
     pub extent: Vec<usize>,
 }
 
+/// The most elements a plan's buffer or slot may hold (2^48): what the verifier accepts, so
+/// that sizes and byte counts computed from a verified plan cannot overflow.
+pub const MAX_ELEMENTS: usize = 1 << 48;
+
 impl Region {
     pub fn full(shape: &[usize]) -> Self {
         Region {
@@ -86,8 +90,13 @@ impl Region {
             extent: shape.to_vec(),
         }
     }
+    /// The number of elements (saturating at `usize::MAX`: the verifier refuses shapes of more
+    /// than [`MAX_ELEMENTS`], so a verified plan never gets there).
     pub fn numel(&self) -> usize {
-        self.extent.iter().product()
+        self.extent
+            .iter()
+            .try_fold(1usize, |a, e| a.checked_mul(*e))
+            .unwrap_or(usize::MAX)
     }
     pub fn rank(&self) -> usize {
         self.extent.len()
@@ -100,7 +109,7 @@ impl Region {
                 .iter()
                 .zip(&self.extent)
                 .zip(shape)
-                .all(|((o, e), s)| o + e <= *s)
+                .all(|((o, e), s)| o.checked_add(*e).is_some_and(|end| end <= *s))
     }
     /// Chunk `chunk` of `parts` equal chunks of this box along `axis`: the collective
     /// geometry (an AllGather member `p`'s piece is chunk `p` of the destination, a
@@ -130,8 +139,14 @@ impl Region {
     pub fn overlaps(&self, other: &Region) -> bool {
         self.rank() == other.rank()
             && (0..self.rank()).all(|d| {
-                let (a0, a1) = (self.offset[d], self.offset[d] + self.extent[d]);
-                let (b0, b1) = (other.offset[d], other.offset[d] + other.extent[d]);
+                let (a0, a1) = (
+                    self.offset[d],
+                    self.offset[d].saturating_add(self.extent[d]),
+                );
+                let (b0, b1) = (
+                    other.offset[d],
+                    other.offset[d].saturating_add(other.extent[d]),
+                );
                 a0 < b1 && b0 < a1
             })
             && self.numel() > 0
@@ -347,8 +362,13 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The number of ranks: the mesh's product (saturating; the verifier refuses a mesh of
+    /// more than [`MAX_ELEMENTS`] ranks).
     pub fn num_ranks(&self) -> usize {
-        self.mesh.iter().product()
+        self.mesh
+            .iter()
+            .try_fold(1usize, |a, e| a.checked_mul(*e))
+            .unwrap_or(usize::MAX)
     }
     pub fn num_stages(&self) -> usize {
         self.ranks.iter().map(|r| r.stages.len()).max().unwrap_or(0)

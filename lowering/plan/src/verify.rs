@@ -16,6 +16,9 @@ pub enum PlanError {
     },
     #[error("rank {rank}: {what}")]
     Rank { rank: usize, what: String },
+    /// A shape too large to count ([`crate::MAX_ELEMENTS`]).
+    #[error("{0}")]
+    Size(String),
     #[error("stage {stage}: rank {rank}: {what}")]
     Stage {
         stage: usize,
@@ -321,6 +324,42 @@ fn check_reduce_members(plan: &Plan) -> Result<(), PlanError> {
 
 /// Checks the plan; returns the first problem found.
 pub fn verify(plan: &Plan) -> Result<(), PlanError> {
+    // Sizes first: every count below is computed from them (a slot extent of 2^63 in a plan
+    // given as JSON overflowed a product: a panic, found by a new-user pass on 2026-12-03).
+    let too_big = |shape: &[usize]| {
+        shape
+            .iter()
+            .try_fold(1usize, |a, e| a.checked_mul(*e))
+            .is_none_or(|n| n > crate::MAX_ELEMENTS)
+    };
+    if too_big(&plan.mesh) {
+        return Err(PlanError::Size(format!(
+            "the mesh {:?} has more than {} ranks",
+            plan.mesh,
+            crate::MAX_ELEMENTS
+        )));
+    }
+    if let Some(b) = plan.buffers.iter().find(|b| too_big(&b.shape)) {
+        return Err(PlanError::Size(format!(
+            "buffer '{}' of shape {:?} has more than {} elements",
+            b.name,
+            b.shape,
+            crate::MAX_ELEMENTS
+        )));
+    }
+    for r in &plan.ranks {
+        if let Some(s) = r.slots.iter().find(|s| too_big(&s.shape)) {
+            return Err(PlanError::Rank {
+                rank: r.rank,
+                what: format!(
+                    "slot '{}' of shape {:?} has more than {} elements",
+                    s.name,
+                    s.shape,
+                    crate::MAX_ELEMENTS
+                ),
+            });
+        }
+    }
     let n = plan.num_ranks();
     if plan.ranks.len() != n {
         return Err(PlanError::RankCount {
@@ -338,6 +377,22 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
             return Err(rank_err(format!(
                 "program at position {idx} says rank {}",
                 r.rank
+            )));
+        }
+        // Ranks are numbered row-major over the mesh: the coordinates are the rank's.
+        let want: Vec<usize> = {
+            let mut rest = idx;
+            let mut c = vec![0; plan.mesh.len()];
+            for d in (0..plan.mesh.len()).rev() {
+                c[d] = rest % plan.mesh[d].max(1);
+                rest /= plan.mesh[d].max(1);
+            }
+            c
+        };
+        if r.coords != want {
+            return Err(rank_err(format!(
+                "coordinates {:?}, but rank {idx} of mesh {:?} is at {want:?} (ranks are numbered row-major)",
+                r.coords, plan.mesh
             )));
         }
         for s in &r.slots {
@@ -374,8 +429,10 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                     }
                 }
             }
-            let covered: usize = regions.iter().map(|g| g.numel()).sum();
-            if covered != s.shape.iter().product::<usize>() {
+            let covered: usize = regions
+                .iter()
+                .fold(0usize, |a, g| a.saturating_add(g.numel()));
+            if covered != Region::full(&s.shape).numel() {
                 return Err(rank_err(format!(
                     "slot '{}' of shape {:?} initialised from {covered} elements",
                     s.name, s.shape
@@ -490,10 +547,58 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                         }
                     }
                     CommOp::Collective { group, collective } => {
-                        if !group.contains(&r.rank) || group.iter().any(|g| *g >= n) {
+                        if !group.contains(&r.rank) {
                             return Err(err(format!(
-                                "collective group {group:?} is invalid for this rank"
+                                "collective group {group:?} does not hold this rank"
                             )));
+                        }
+                        if let Some(g) = group.iter().find(|g| **g >= n) {
+                            return Err(err(format!(
+                                "collective group {group:?} names rank {g}, outside the {n} ranks"
+                            )));
+                        }
+                        if let Some(g) = group
+                            .iter()
+                            .enumerate()
+                            .find_map(|(i, g)| group[..i].contains(g).then_some(g))
+                        {
+                            return Err(err(format!(
+                                "collective group {group:?} holds rank {g} twice"
+                            )));
+                        }
+                        // The axes a collective splits or joins are dimensions of its views.
+                        let axis_in = |what: &str, axis: usize, v: &View| {
+                            if axis < v.region.rank() {
+                                Ok(())
+                            } else {
+                                Err(err(format!(
+                                    "{what} axis {axis} is not a dimension of the {}-d view {}",
+                                    v.region.rank(),
+                                    v.region
+                                )))
+                            }
+                        };
+                        match collective {
+                            Collective::AllGather { src, dst, axis }
+                            | Collective::ReduceScatter { src, dst, axis, .. } => {
+                                axis_in("the", *axis, src)?;
+                                axis_in("the", *axis, dst)?;
+                            }
+                            Collective::AllToAll {
+                                src,
+                                dst,
+                                split_axis,
+                                concat_axis,
+                            } => {
+                                axis_in("the split", *split_axis, src)?;
+                                axis_in("the concat", *concat_axis, dst)?;
+                            }
+                            Collective::Broadcast { root, .. } if *root >= group.len() => {
+                                return Err(err(format!(
+                                    "broadcast root {root} is outside group {group:?} (the root is a position in the group)"
+                                )));
+                            }
+                            _ => {}
                         }
                         if let Collective::Reduce {
                             src,
@@ -741,6 +846,61 @@ mod tests {
             CommOp::Collective { collective, .. } => collective,
             _ => unreachable!(),
         }
+    }
+
+    /// Plans given as JSON are checked before anything counts from them (new-user pass,
+    /// 2026-12-03): sizes past [`crate::MAX_ELEMENTS`] (a slot extent of 2^63 overflowed a
+    /// product: a panic), coordinates that are not the rank's, a group holding a rank twice,
+    /// a collective axis outside its views (each was accepted, priced and picked).
+    #[test]
+    fn malformed_plans_are_refused_before_counting() {
+        let refused = |edit: &dyn Fn(&mut crate::Plan)| {
+            let mut p = reduce_plan();
+            edit(&mut p);
+            verify(&p).unwrap_err().to_string()
+        };
+        let e = refused(&|p| p.ranks[1].slots[0].shape = vec![4, 1 << 63]);
+        assert!(
+            e.contains("slot 'x' of shape [4, 9223372036854775808] has more than"),
+            "{e}"
+        );
+        let e = refused(&|p| p.mesh = vec![1 << 40, 1 << 40]);
+        assert!(e.contains("has more than"), "{e}");
+        let e = refused(&|p| p.ranks[1].coords = vec![9]);
+        assert_eq!(
+            e,
+            "rank 1: coordinates [9], but rank 1 of mesh [2] is at [1] (ranks are numbered row-major)"
+        );
+        let e = refused(&|p| {
+            for r in &mut p.ranks {
+                if let CommOp::Collective { group, .. } = &mut r.stages[0].comm[0] {
+                    *group = vec![1, 1, 0];
+                }
+            }
+        });
+        assert!(
+            e.ends_with("collective group [1, 1, 0] holds rank 1 twice"),
+            "{e}"
+        );
+        let e = refused(&|p| {
+            let v = View {
+                slot: 0,
+                region: Region::full(&[4, 2]),
+            };
+            for r in &mut p.ranks {
+                if let CommOp::Collective { collective, .. } = &mut r.stages[0].comm[0] {
+                    *collective = Collective::AllGather {
+                        src: v.clone(),
+                        dst: v.clone(),
+                        axis: 9,
+                    };
+                }
+            }
+        });
+        assert!(
+            e.ends_with("the axis 9 is not a dimension of the 2-d view [0:4, 0:2]"),
+            "{e}"
+        );
     }
 
     /// A reduce is checked per member (root in the group, a destination on the root only, of

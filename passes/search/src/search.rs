@@ -901,36 +901,53 @@ fn rank_candidates(
     Ok(evals)
 }
 
-/// Why no candidate of `evals` (sorted, none ranked) can be used: none produced, the
-/// smallest over memory, or the first invalid one.
+/// Why no candidate of `evals` (sorted, none ranked) can be used: none produced, or the
+/// counts with the smallest over memory and the first invalid one (each where there is one;
+/// a plan refused by the verifier was reported by the size of the smallest plan, as if it were
+/// a memory matter, until 2026-12-03).
 fn no_feasible_detail(evals: &[Evaluated], report: &TuningReport, topo: &Topology) -> String {
+    if evals.is_empty() {
+        return format!(
+            "the source produced no candidate: {}",
+            refusal_summary(&report.source_errors, "refused")
+        );
+    }
     let smallest = evals
         .iter()
+        .filter(|e| matches!(e.status, Status::OverMemory(_)))
         .filter_map(|e| {
             e.memory
                 .as_ref()
                 .map(|m| (m.peak_bytes, e.candidate.name.clone()))
         })
         .min();
-    match smallest {
-        _ if evals.is_empty() => format!(
-            "the source produced no candidate: {}",
-            refusal_summary(&report.source_errors, "refused")
-        ),
-        Some((b, name)) => format!(
-            "{} candidate(s), {} over memory, {} invalid; the smallest ('{name}') needs {} of {} usable",
-            evals.len(),
-            report.pruned_memory,
-            report.invalid,
-            crate::memory::gb(b),
-            crate::memory::gb(topo.usable_hbm_bytes())
-        ),
-        None => format!(
+    let invalid = evals
+        .iter()
+        .find(|e| matches!(e.status, Status::Invalid(_)));
+    if smallest.is_none() && invalid.is_some() && report.invalid == evals.len() {
+        return format!(
             "all {} candidate(s) are invalid; first: {}",
             evals.len(),
             evals[0].status
-        ),
+        );
     }
+    let mut s = format!(
+        "{} candidate(s), {} over memory, {} invalid",
+        evals.len(),
+        report.pruned_memory,
+        report.invalid
+    );
+    if let Some((b, name)) = smallest {
+        s += &format!(
+            "; the smallest over memory ('{name}') needs {} of {} usable",
+            crate::memory::gb(b),
+            crate::memory::gb(topo.usable_hbm_bytes())
+        );
+    }
+    if let Some(e) = invalid {
+        s += &format!("; first invalid ('{}'): {}", e.candidate.name, e.status);
+    }
+    s
 }
 
 /// Runs the model's `top` best of `evals` through `m` (checked), records what it cost and

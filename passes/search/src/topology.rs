@@ -481,7 +481,8 @@ impl Topology {
                 dev("hbm_reserved_gb"),
                 format!(
                     "`device.hbm_reserved_gb` ({}) leaves nothing of `device.hbm_gb` ({})",
-                    d.hbm_reserved_gb, d.hbm_gb
+                    show(d.hbm_reserved_gb),
+                    show(d.hbm_gb)
                 ),
             );
         }
@@ -606,9 +607,9 @@ impl Topology {
                     format!(
                         "levels must be ordered slowest first, but '{}' ({} GB/s) is faster than '{}' ({} GB/s)",
                         w[0].name,
-                        w[0].bandwidth_gbs * w[0].efficiency,
+                        show(w[0].bandwidth_gbs * w[0].efficiency),
                         w[1].name,
-                        w[1].bandwidth_gbs * w[1].efficiency
+                        show(w[1].bandwidth_gbs * w[1].efficiency)
                     ),
                 )
                 .with_note(
@@ -844,6 +845,16 @@ impl Topology {
             self.device.name
         )
     }
+}
+
+/// A number for a message: at most 6 significant digits, in exponent form when very large or
+/// small (`1e308`, not 309 digits; `0.0082`, not `0.008199999999999999`).
+fn show(x: f64) -> String {
+    if x != 0.0 && !(1e-4..1e9).contains(&x.abs()) {
+        return format!("{x:e}");
+    }
+    let r: f64 = format!("{x:.5e}").parse().unwrap_or(x);
+    format!("{r}")
 }
 
 /// Rounds to 9 significant digits so that float noise does not change hashes.

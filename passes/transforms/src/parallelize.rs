@@ -99,7 +99,7 @@ impl KernelPass for Parallelize {
         }
         // Iterations on different devices run concurrently: a dependence between two of them
         // (a store every iteration makes to one tile: the last would win) cannot be kept.
-        if let Some(dep) = deps::carried_by(&deps::build(m), &self.axis) {
+        if let Some(dep) = deps::carried_by(&deps::build(m), m, &self.axis) {
             return Err(deps::race_error("parallelize: ", &self.axis, dep));
         }
         f.set_parallel(level as i64);

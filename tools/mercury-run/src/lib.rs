@@ -239,6 +239,8 @@ pub fn single_device(module: &Operation) -> Operation {
 /// wrong positions was wrong the same way on both sides and passed (new-user pass,
 /// 2026-12-02). So `--check` refuses it, located at the first scheduled loop, unless
 /// `--self-reference` asks for that weaker check; `--bench` alone times against it with a note.
+/// An input with sequential loops only is the operator as given, checked with a note that the
+/// reference shares its loops and blocks.
 ///
 /// # Errors
 /// `Failure::Located` for a scheduled input under `--check` without `--self-reference`, and
@@ -272,6 +274,12 @@ pub fn reference_plan(a: &args::Args, c: &Compiled) -> Result<mercury_plan::Plan
         }
         NOTE.call_once(|| outln!(
             "{TOOL}: note: the input is already scheduled: the reference is this IR on one device, its loops in turn; a check against it covers the distribution, not the lowering of the tiled body (give the unscheduled operator and the schedule to check against the operator itself)"
+        ));
+    } else if a.check && !loops.is_empty() {
+        // Sequential loops (hand-written, or a tiling as `mercury-opt` printed it) are the
+        // operator as given: the reference shares them and their blocks.
+        NOTE.call_once(|| outln!(
+            "{TOOL}: note: the input has loops: the reference is this IR on one device with the same loops and blocks, so a wrong lowering of a blocked body would be wrong on both sides (give the operator without them and the tiling as a schedule to check the blocks too)"
         ));
     }
     const NEEDS: &str = "the single-device reference needs the local (unscheduled) operator as input, with the schedule given by --schedule, --shift-shard or --pass-pipeline";
