@@ -185,6 +185,12 @@ run_case chunked-rs        examples/gemm_rs.mlir          --schedule examples/sc
 # (strided chunks of the tile).
 sed 's/out sharding \[S(0), R\]/out sharding [R, S(0)]/' examples/gemm_rs.mlir > "$out/gemm_rs_cols.mlir"
 run_case chunked-rs-cols   "$out/gemm_rs_cols.mlir"       --schedule examples/schedules/chunked_rs.sched
+# A matrix-vector product (examples/weighted_sum.mlir, the paper's running example, f32, 4 ranks;
+# tunable since 2026-12-03): rows split; the contraction split, partial sums all-reduced.
+run_case gemv-rows examples/weighted_sum.mlir \
+  --pass-pipeline 'builtin.module(tile{axis=i factor=4 outer=i0 inner=i_r0},parallelize{axis=i0 level=0 shard=false})'
+run_case gemv-k    examples/weighted_sum.mlir \
+  --pass-pipeline 'builtin.module(tile{axis=j factor=4 outer=j0 inner=j_r0},parallelize{axis=j0 level=0 shard=false})'
 # The tensor-parallel MLP (issue 14): gemm patches with the generated GeLU epilogue between them.
 PTX=$C/mlp_kernels.ptx run_case mlp-megatron examples/mlp.mlir --schedule examples/schedules/mlp_megatron.sched
 PTX=$C/mlp_kernels.ptx run_case mlp-overlap  examples/mlp.mlir --schedule examples/schedules/mlp_overlap.sched
@@ -581,6 +587,8 @@ tune_case mha-s32k-8virtual      examples/attention.mlir        h200-1x8 --virtu
 tune_case causal-s32k-8virtual   examples/attention_causal.mlir h200-1x8 --virtual
 tune_case ag-gemm-8192-8virtual  examples/ag_gemm.mlir          h200-1x8 --virtual
 tune_case rs-gemm-8192-8virtual  examples/gemm_rs.mlir          h200-1x8 --virtual
+# The matrix-vector product (tunable since 2026-12-03) as 4 virtual ranks; the model prices 4 H100s.
+tune_case gemv-4096-4virtual     examples/weighted_sum.mlir     h100-1x4 --virtual
 # The 2-rank GEMM reduce-scatter as 2 virtual ranks (the 2-GPU case's candidates on one GPU).
 tune_case rs-gemm-8192-2virtual  "$tgen/gemm_rs_2.mlir"         topologies/h200-1x2-measured.toml --virtual
 echo

@@ -209,6 +209,17 @@ commir.kernel @k on @m {
 
 // -----
 
+// Sizes past the 2^48 elements a plan holds are refused where they are declared (they were an
+// "internal error: the lowered plan is invalid" at the kernel: new-user pass, 2026-12-03).
+commir.mesh @m shape [8]
+commir.kernel @k on @m {
+  commir.axis @b = 1099511627776 spatial
+  // expected-error@+1 {{buffer '@Q' is too large: 1099511627776 x 4 x 256 x 16 = 18014398509481984 elements, more than the 281474976710656 (2^48) a plan holds}}
+  commir.buffer @Q : [@b, 4, 256, 16] f32 in
+}
+
+// -----
+
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 64 spatial

@@ -179,38 +179,15 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 k_offset,
                 accumulate,
             } => {
-                // [b, h, s, d], or [h, s, d] with a batch of one.
-                let four = |e: &Vec<usize>| {
-                    mercury_plan::patch::attention_bhsd(e).map_or_else(|| e.clone(), |x| x.to_vec())
-                };
-                let (qs, ks, vs) = (
-                    four(&inputs[0].region.extent),
-                    four(&inputs[1].region.extent),
-                    four(&inputs[2].region.extent),
-                );
-                let (os, ls) = (
-                    four(&outputs[0].region.extent),
-                    outputs[1].region.extent.clone(),
-                );
                 // q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv], o [b, hq, sq, dv],
                 // lse [b, hq, sq] (3-D tiles have a batch of one).
-                if qs.len() != 4
-                    || ks.len() != 4
-                    || vs.len() != 4
-                    || ks[1] == 0
-                    || qs[1] % ks[1] != 0
-                    || qs[0] != ks[0]
-                    || qs[3] != ks[3]
-                    || os.len() != 4
-                    || vs[..3] != ks[..3]
-                    || os[..3] != qs[..3]
-                    || os.get(3) != vs.get(3)
-                    || ls.iter().product::<usize>() != qs[..3].iter().product::<usize>()
-                {
-                    return Err(format!(
-                        "attention shapes do not agree: q {qs:?}, k {ks:?}, v {vs:?}, o {os:?}, lse {ls:?}"
-                    ));
-                }
+                let [qs, ks, vs, _] = mercury_plan::patch::attention_shapes(
+                    &inputs[0].region.extent,
+                    &inputs[1].region.extent,
+                    &inputs[2].region.extent,
+                    &outputs[0].region.extent,
+                    &outputs[1].region.extent,
+                )?;
                 let dims = k::AttnDims {
                     b: qs[0],
                     hq: qs[1],

@@ -506,12 +506,20 @@ mod tests {
         let plan = |pieces: Vec<InputPiece>| Plan {
             name: "k".into(),
             mesh: vec![1],
-            buffers: vec![GlobalBuffer {
-                name: "x".into(),
-                shape: vec![16],
-                dtype: DType::F32,
-                role: Role::Input,
-            }],
+            buffers: vec![
+                GlobalBuffer {
+                    name: "x".into(),
+                    shape: vec![16],
+                    dtype: DType::F32,
+                    role: Role::Input,
+                },
+                GlobalBuffer {
+                    name: "y".into(),
+                    shape: vec![8],
+                    dtype: DType::F32,
+                    role: Role::Output,
+                },
+            ],
             ranks: vec![RankProgram {
                 rank: 0,
                 coords: vec![0],
@@ -522,7 +530,14 @@ mod tests {
                     init: SlotInit::FromGlobalPieces { buffer: 0, pieces },
                 }],
                 stages: vec![],
-                outputs: vec![],
+                outputs: vec![OutputPiece {
+                    buffer: 1,
+                    region: r(0, 8),
+                    src: View {
+                        slot: 0,
+                        region: r(0, 8),
+                    },
+                }],
             }],
         };
         let piece = |g: usize, at: usize| InputPiece {

@@ -203,6 +203,46 @@ pub fn attention_bhsd(e: &[usize]) -> Option<[usize; 4]> {
     }
 }
 
+/// The extents of an attention patch's views, made 4-D ([`attention_bhsd`]): q `[b, hq, sq, d]`,
+/// k `[b, hk, sk, d]`, v `[b, hk, sk, dv]`, o `[b, hq, sq, dv]`, lse of `b * hq * sq`
+/// elements, `hq` a multiple of `hk`. Returns `[q, k, v, o]`; `Err` names every shape. The
+/// plan verifier and the CPU executor hold a patch to it (a plan given as JSON whose q had 0
+/// rows and o 32 was accepted: new-user pass, 2026-12-03).
+pub fn attention_shapes(
+    q: &[usize],
+    k: &[usize],
+    v: &[usize],
+    o: &[usize],
+    lse: &[usize],
+) -> Result<[[usize; 4]; 4], String> {
+    let bad = || {
+        format!("attention shapes do not agree: q {q:?}, k {k:?}, v {v:?}, o {o:?}, lse {lse:?}")
+    };
+    let (Some(qs), Some(ks), Some(vs), Some(os)) = (
+        attention_bhsd(q),
+        attention_bhsd(k),
+        attention_bhsd(v),
+        attention_bhsd(o),
+    ) else {
+        return Err(bad());
+    };
+    let rows = qs[..3].iter().try_fold(1usize, |a, x| a.checked_mul(*x));
+    let agree = ks[1] != 0
+        && qs[1] % ks[1] == 0
+        && qs[0] == ks[0]
+        && qs[3] == ks[3]
+        && vs[..3] == ks[..3]
+        && os[..3] == qs[..3]
+        && os[3] == vs[3]
+        && rows.is_some()
+        && lse.iter().try_fold(1usize, |a, x| a.checked_mul(*x)) == rows;
+    if agree {
+        Ok([qs, ks, vs, os])
+    } else {
+        Err(bad())
+    }
+}
+
 /// `out[m, n] = a[m, k] * b[k, n]`.
 pub static GEMM: PatchSpec = PatchSpec {
     name: "gemm",

@@ -27,6 +27,141 @@ pub enum PlanError {
     },
 }
 
+/// Every element of every output buffer is delivered by some rank's output pieces, and no
+/// piece writes an input (a plan given as JSON with empty programs was priced at 0 us and
+/// picked: new-user pass, 2026-12-03). The union of the pieces is tested exactly on the grid
+/// their boundaries cut each dimension into (every cell lies wholly inside or outside each
+/// piece), up to [`COVER_CELLS`] cells; past that, by the necessary count (the pieces hold at
+/// least the buffer's elements).
+fn check_outputs_delivered(plan: &Plan) -> Result<(), PlanError> {
+    if !plan.buffers.iter().any(|b| b.role == crate::Role::Output) {
+        return Err(PlanError::Size("the plan has no output buffer".into()));
+    }
+    for r in &plan.ranks {
+        if let Some(o) = r
+            .outputs
+            .iter()
+            .find(|o| plan.buffers.get(o.buffer).map(|b| b.role) == Some(crate::Role::Input))
+        {
+            return Err(PlanError::Rank {
+                rank: r.rank,
+                what: format!(
+                    "output piece {} writes the input '{}'",
+                    o.region, plan.buffers[o.buffer].name
+                ),
+            });
+        }
+    }
+    for r in &plan.ranks {
+        // An output delivered from a slot nothing writes holds only its initial value
+        // (undefined, zeros or -inf): a plan given as JSON with empty programs delivered its
+        // zeroed accumulators, priced at 0 us (new-user pass, 2026-12-03).
+        for o in &r.outputs {
+            let Some(slot) = r.slots.get(o.src.slot) else {
+                continue;
+            };
+            if matches!(
+                slot.init,
+                SlotInit::Uninit | SlotInit::Zero | SlotInit::NegInf
+            ) && !r.stages.iter().any(|st| {
+                st.compute
+                    .iter()
+                    .flat_map(|c| compute_access(c).1)
+                    .chain(st.comm.iter().flat_map(|c| comm_access(c).1))
+                    .any(|w| conflict(w, &o.src))
+            }) {
+                return Err(PlanError::Rank {
+                    rank: r.rank,
+                    what: format!(
+                        "output piece {} comes from slot '{}' {}, which nothing writes",
+                        o.region, slot.name, o.src.region
+                    ),
+                });
+            }
+        }
+    }
+    for (bi, b) in plan.buffers.iter().enumerate() {
+        if b.role != crate::Role::Output {
+            continue;
+        }
+        let pieces: Vec<&Region> = plan
+            .ranks
+            .iter()
+            .flat_map(|r| r.outputs.iter())
+            .filter(|o| o.buffer == bi)
+            .map(|o| &o.region)
+            .collect();
+        let missing = |at: String| {
+            Err(PlanError::Size(format!(
+                "output '{}' {:?}: no rank delivers {at}",
+                b.name, b.shape
+            )))
+        };
+        if pieces.is_empty() {
+            return missing("any of it".into());
+        }
+        // Per dimension, the boundaries of the pieces (and of the buffer).
+        let cuts: Vec<Vec<usize>> = (0..b.shape.len())
+            .map(|d| {
+                let mut c = vec![0, b.shape[d]];
+                for p in &pieces {
+                    c.push(p.offset[d]);
+                    c.push(p.offset[d] + p.extent[d]);
+                }
+                c.sort_unstable();
+                c.dedup();
+                c
+            })
+            .collect();
+        let cells = cuts
+            .iter()
+            .try_fold(1usize, |a, c| a.checked_mul(c.len() - 1));
+        match cells {
+            Some(n) if n <= COVER_CELLS => {
+                let mut idx = vec![0usize; cuts.len()];
+                for _ in 0..n {
+                    let corner: Vec<usize> = idx.iter().zip(&cuts).map(|(i, c)| c[*i]).collect();
+                    let inside = |p: &&Region| {
+                        corner
+                            .iter()
+                            .enumerate()
+                            .all(|(d, x)| p.offset[d] <= *x && *x < p.offset[d] + p.extent[d])
+                    };
+                    if !pieces.iter().any(inside) {
+                        let end: Vec<usize> =
+                            idx.iter().zip(&cuts).map(|(i, c)| c[i + 1]).collect();
+                        let cell = Region {
+                            extent: end.iter().zip(&corner).map(|(e, o)| e - o).collect(),
+                            offset: corner,
+                        };
+                        return missing(cell.to_string());
+                    }
+                    // The next cell, the last dimension fastest.
+                    for d in (0..idx.len()).rev() {
+                        idx[d] += 1;
+                        if idx[d] + 1 < cuts[d].len() {
+                            break;
+                        }
+                        idx[d] = 0;
+                    }
+                }
+            }
+            _ => {
+                let held = pieces
+                    .iter()
+                    .fold(0usize, |a, p| a.saturating_add(p.numel()));
+                if held < Region::full(&b.shape).numel() {
+                    return missing(format!("every element (the pieces hold {held} elements)"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The most grid cells [`check_outputs_delivered`] tests one output on exactly.
+const COVER_CELLS: usize = 1 << 20;
+
 fn check_view(r: &RankProgram, v: &View) -> Result<(), String> {
     let slot = r
         .slots
@@ -148,6 +283,15 @@ fn check_patch(
             inputs.len(),
             outputs.len()
         ));
+    }
+    if let PatchKind::Attention { .. } = patch {
+        crate::patch::attention_shapes(
+            &inputs[0].region.extent,
+            &inputs[1].region.extent,
+            &inputs[2].region.extent,
+            &outputs[0].region.extent,
+            &outputs[1].region.extent,
+        )?;
     }
     if let PatchKind::Gemm {
         accumulate,
@@ -615,6 +759,7 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
             }
         }
     }
+    check_outputs_delivered(plan)?;
     for (key, count) in &sends {
         match recvs.get(key) {
             None => {
@@ -650,7 +795,52 @@ mod tests {
     use crate::{DType, RankProgram, Slot, Stage};
 
     /// One rank computing `out = a b` on slots of these shapes, the views whole.
+    /// `p` with one output element, which rank 0 delivers from a slot of its own holding one
+    /// element of an input (a plan delivers every output: [`check_outputs_delivered`]).
+    fn delivering(mut p: crate::Plan) -> crate::Plan {
+        let one = || Region::full(&[1]);
+        p.buffers.insert(
+            0,
+            crate::GlobalBuffer {
+                name: "done".into(),
+                shape: vec![1],
+                dtype: DType::F32,
+                role: crate::Role::Output,
+            },
+        );
+        p.buffers.push(crate::GlobalBuffer {
+            name: "seed".into(),
+            shape: vec![1],
+            dtype: DType::F32,
+            role: crate::Role::Input,
+        });
+        let seed = p.buffers.len() - 1;
+        let r0 = &mut p.ranks[0];
+        r0.slots.push(Slot {
+            name: "done.src".into(),
+            dtype: DType::F32,
+            shape: vec![1],
+            init: SlotInit::FromGlobal {
+                buffer: seed,
+                region: one(),
+            },
+        });
+        r0.outputs.push(crate::OutputPiece {
+            buffer: 0,
+            region: one(),
+            src: View {
+                slot: r0.slots.len() - 1,
+                region: one(),
+            },
+        });
+        p
+    }
+
     fn gemm_plan(a: &[usize], b: &[usize], out: &[usize], accumulate: bool) -> crate::Plan {
+        delivering(gemm_plan_bare(a, b, out, accumulate))
+    }
+
+    fn gemm_plan_bare(a: &[usize], b: &[usize], out: &[usize], accumulate: bool) -> crate::Plan {
         let slot = |name: &str, shape: &[usize]| Slot {
             name: name.into(),
             dtype: DType::F32,
@@ -726,6 +916,10 @@ mod tests {
     /// Rank 0 receives `rows` one-row pieces of slot 'x' from rank 1 in one stage, then
     /// `extra` (if any); rank 1 sends them all from its slot 'y'.
     fn receives(rows: usize, extra: Option<Region>) -> crate::Plan {
+        delivering(receives_bare(rows, extra))
+    }
+
+    fn receives_bare(rows: usize, extra: Option<Region>) -> crate::Plan {
         let slot = |name: &str, shape: &[usize]| Slot {
             name: name.into(),
             dtype: DType::F32,
@@ -804,6 +998,10 @@ mod tests {
     /// Two ranks reduce their [4, 2] slot 'x' over the group [1, 0] to member 0 (rank 1),
     /// into its [4, 2] slot 'y'; rank 0 only sends.
     fn reduce_plan() -> crate::Plan {
+        delivering(reduce_plan_bare())
+    }
+
+    fn reduce_plan_bare() -> crate::Plan {
         let slot = |name: &str| Slot {
             name: name.into(),
             dtype: DType::F32,
@@ -900,6 +1098,27 @@ mod tests {
         assert!(
             e.ends_with("the axis 9 is not a dimension of the 2-d view [0:4, 0:2]"),
             "{e}"
+        );
+        // Every output element delivered, no input written, some output.
+        let e = refused(&|p| p.ranks[0].outputs.clear());
+        assert_eq!(e, "output 'done' [1]: no rank delivers any of it");
+        let e = refused(&|p| {
+            p.buffers[0].shape = vec![3];
+            p.ranks[0].outputs[0].region = Region {
+                offset: vec![2],
+                extent: vec![1],
+            };
+        });
+        assert_eq!(e, "output 'done' [3]: no rank delivers [0:2]");
+        let e = refused(&|p| p.buffers[0].role = crate::Role::Input);
+        assert_eq!(e, "the plan has no output buffer");
+        let e = refused(&|p| {
+            let n = p.ranks[0].slots.len() - 1;
+            p.ranks[0].slots[n].init = SlotInit::Zero;
+        });
+        assert_eq!(
+            e,
+            "rank 0: output piece [0:1] comes from slot 'done.src' [0:1], which nothing writes"
         );
     }
 

@@ -449,11 +449,46 @@ pub(crate) mod tests {
         }
     }
 
-    fn plan(ranks: Vec<RankProgram>) -> Plan {
+    /// The ranks as a plan (a plan delivers an output, the verifier refuses one without: each
+    /// rank delivers one element of an input, through a slot of its own after theirs).
+    fn plan(mut ranks: Vec<RankProgram>) -> Plan {
+        let n = ranks.len();
+        let at = |r: usize| Region {
+            offset: vec![r],
+            extent: vec![1],
+        };
+        for (r, p) in ranks.iter_mut().enumerate() {
+            p.slots.push(Slot {
+                name: "out".into(),
+                dtype: DType::F32,
+                shape: vec![1],
+                init: SlotInit::FromGlobal {
+                    buffer: 1,
+                    region: at(r),
+                },
+            });
+            p.outputs.push(mercury_plan::OutputPiece {
+                buffer: 0,
+                region: at(r),
+                src: View {
+                    slot: p.slots.len() - 1,
+                    region: Region::full(&[1]),
+                },
+            });
+        }
+        let buffer = |name: &str, role| mercury_plan::GlobalBuffer {
+            name: name.into(),
+            shape: vec![n],
+            dtype: DType::F32,
+            role,
+        };
         Plan {
             name: "t".into(),
-            mesh: vec![ranks.len()],
-            buffers: vec![],
+            mesh: vec![n],
+            buffers: vec![
+                buffer("O", mercury_plan::Role::Output),
+                buffer("I", mercury_plan::Role::Input),
+            ],
             ranks,
         }
     }

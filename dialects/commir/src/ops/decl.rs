@@ -190,6 +190,21 @@ impl<O: Deref<Target = Operation>> BufferOp<O> {
         let bytes = shape
             .iter()
             .try_fold(elem, |acc, d| acc.checked_mul(*d as u64));
+        let elements = shape
+            .iter()
+            .try_fold(1u64, |acc, d| acc.checked_mul(*d as u64));
+        if bytes.is_some() && elements.is_some_and(|n| n > mercury_plan::MAX_ELEMENTS as u64) {
+            let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+            return Err(err(
+                &op.loc,
+                format!(
+                    "buffer '@{name}' is too large: {} = {} elements, more than the {} (2^48) a plan holds",
+                    dims.join(" x "),
+                    elements.unwrap_or(0),
+                    mercury_plan::MAX_ELEMENTS
+                ),
+            ));
+        }
         if bytes.is_none() {
             let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
             return Err(err(

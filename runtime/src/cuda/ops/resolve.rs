@@ -101,8 +101,18 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     )));
                 }
                 let a = mat_operand(mem, rank, &inputs[0])?;
-                let b = mat_operand(mem, rank, &inputs[1])?;
-                let c = mat_operand(mem, rank, &outputs[0])?;
+                let mut b = mat_operand(mem, rank, &inputs[1])?;
+                let mut c = mat_operand(mem, rank, &outputs[0])?;
+                // A matrix-vector product (B[k], C[m]: `mercury_plan::patch::gemm_dims` reads
+                // a 1-D B as k x 1): a vector resolves as one row of unit stride; read it as
+                // one column (k x 1, ld 1), and its product likewise (m x 1). Unambiguous
+                // where k > 1: a 1 x k B fits no A of k > 1 columns otherwise.
+                if b.rows == 1 && b.cols == a.cols && a.cols > 1 {
+                    (b.rows, b.cols, b.ld) = (a.cols, 1, 1);
+                    if c.rows == 1 && c.cols == a.rows {
+                        (c.rows, c.cols, c.ld) = (a.rows, 1, 1);
+                    }
+                }
                 if a.cols != b.rows || c.rows != a.rows || c.cols != b.cols {
                     return Err(RuntimeError::Schedule(format!(
                         "gemm shapes disagree: a {}x{}, b {}x{}, c {}x{}",
