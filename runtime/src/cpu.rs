@@ -181,13 +181,7 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
             } => {
                 // q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv], o [b, hq, sq, dv],
                 // lse [b, hq, sq] (3-D tiles have a batch of one).
-                let [qs, ks, vs, _] = mercury_plan::patch::attention_shapes(
-                    &inputs[0].region.extent,
-                    &inputs[1].region.extent,
-                    &inputs[2].region.extent,
-                    &outputs[0].region.extent,
-                    &outputs[1].region.extent,
-                )?;
+                let [qs, ks, vs, _] = mercury_plan::patch::attention_views(inputs, outputs)?;
                 let dims = k::AttnDims {
                     b: qs[0],
                     hq: qs[1],

@@ -243,6 +243,28 @@ pub fn attention_shapes(
     }
 }
 
+/// [`attention_shapes`] of an attention patch's views (`inputs` q, k, v; `outputs` o, lse);
+/// `Err` also for a wrong number of views.
+pub fn attention_views(
+    inputs: &[crate::View],
+    outputs: &[crate::View],
+) -> Result<[[usize; 4]; 4], String> {
+    match (inputs, outputs) {
+        ([q, k, v], [o, lse]) => attention_shapes(
+            &q.region.extent,
+            &k.region.extent,
+            &v.region.extent,
+            &o.region.extent,
+            &lse.region.extent,
+        ),
+        _ => Err(format!(
+            "an attention patch takes 3 inputs and 2 outputs, not {} and {}",
+            inputs.len(),
+            outputs.len()
+        )),
+    }
+}
+
 /// `out[m, n] = a[m, k] * b[k, n]`.
 pub static GEMM: PatchSpec = PatchSpec {
     name: "gemm",

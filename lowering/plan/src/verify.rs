@@ -285,13 +285,7 @@ fn check_patch(
         ));
     }
     if let PatchKind::Attention { .. } = patch {
-        crate::patch::attention_shapes(
-            &inputs[0].region.extent,
-            &inputs[1].region.extent,
-            &inputs[2].region.extent,
-            &outputs[0].region.extent,
-            &outputs[1].region.extent,
-        )?;
+        crate::patch::attention_views(inputs, outputs)?;
     }
     if let PatchKind::Gemm {
         accumulate,
