@@ -133,8 +133,13 @@ pub trait OptionValue: Sized {
 
 impl OptionValue for usize {
     fn parse_option(k: &str, v: &str) -> Result<usize, String> {
-        v.parse()
-            .map_err(|_| format!("option '{k}' must be a non-negative integer, got '{v}'"))
+        v.parse().map_err(|e: std::num::ParseIntError| {
+            if *e.kind() == std::num::IntErrorKind::PosOverflow {
+                format!("option '{k}' is too large: {v} (at most {})", usize::MAX)
+            } else {
+                format!("option '{k}' must be a non-negative integer, got '{v}'")
+            }
+        })
     }
 }
 
@@ -461,10 +466,31 @@ fn read_entries(
              one primitive per line (passes on one line are separated by ',')"
         ),
     };
+    // Where the last ',' is while no pass has followed it (a ',' must stand between passes:
+    // `tile{..},` and `,tile{..}` were accepted, as mlir-opt does not).
+    let mut dangling: Option<usize> = None;
+    let mut seen = false;
     for tok in tokens {
         let tok_at = tok.as_span().start();
+        if tok.as_rule() == Rule::pipeline_entry {
+            dangling = None;
+            seen = true;
+        }
         match tok.as_rule() {
-            Rule::pipeline_sep => open = None,
+            Rule::pipeline_sep => {
+                if open.is_none() {
+                    return Err(Diagnostic::error(
+                        at(tok_at),
+                        if seen {
+                            "expected a pass name between the ','s".to_string()
+                        } else {
+                            "expected a pass name before ','".to_string()
+                        },
+                    ));
+                }
+                open = None;
+                dangling = Some(tok_at);
+            }
             Rule::pipeline_entry => {
                 let mut entry = PipelineEntry {
                     name: String::new(),
@@ -511,6 +537,12 @@ fn read_entries(
             }
             _ => {}
         }
+    }
+    if let Some(comma) = dangling {
+        return Err(Diagnostic::error(
+            at(comma),
+            "expected a pass name after ','",
+        ));
     }
     Ok(())
 }
