@@ -518,15 +518,8 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
             )));
         }
         // Ranks are numbered row-major over the mesh: the coordinates are the rank's.
-        let want: Vec<usize> = {
-            let mut rest = idx;
-            let mut c = vec![0; plan.mesh.len()];
-            for d in (0..plan.mesh.len()).rev() {
-                c[d] = rest % plan.mesh[d].max(1);
-                rest /= plan.mesh[d].max(1);
-            }
-            c
-        };
+        // (A mesh with a 0 has no ranks: refused above unless the plan has none.)
+        let want = crate::coords_of(&plan.mesh, idx);
         if r.coords != want {
             return Err(rank_err(format!(
                 "coordinates {:?}, but rank {idx} of mesh {:?} is at {want:?} (ranks are numbered row-major)",
