@@ -67,7 +67,14 @@ fn attention_example() {
     );
     insta::assert_snapshot!(
         "attention_generic",
-        print_op(&reg, &m, PrintOptions { generic: true })
+        print_op(
+            &reg,
+            &m,
+            PrintOptions {
+                generic: true,
+                ..Default::default()
+            }
+        )
     );
 }
 

@@ -11,7 +11,14 @@ fn main() {
             print!("{s}");
             print!(
                 "{}",
-                mercury_ir::print_op(&reg, &m, mercury_ir::PrintOptions { generic: true })
+                mercury_ir::print_op(
+                    &reg,
+                    &m,
+                    mercury_ir::PrintOptions {
+                        generic: true,
+                        ..Default::default()
+                    }
+                )
             );
             eprintln!("parse+print: {dt:?}");
         }

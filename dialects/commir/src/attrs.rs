@@ -290,6 +290,12 @@ fn parse_level(run: &[Tok]) -> Result<(usize, Split), String> {
                 )),
             }
         }
+        // `S(0|1)` or `S(0 1)`: a level followed by something other than ','.
+        [t, next, ..] if matches!(t.kind, TokKind::Number(_)) => Err(format!(
+            "expected ',' between the mesh dimensions of S(...) (as in S(0, 1)), found {} after {}",
+            next.describe(),
+            t.describe()
+        )),
         [t, ..] => Err(format!(
             "expected a mesh dimension, zigzag(level) or striped(level, block), found {}",
             t.describe()

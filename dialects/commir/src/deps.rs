@@ -172,16 +172,21 @@ pub fn build(k: &Kernel) -> DepGraph {
 }
 
 /// The first dependence carried by both loops `a` and `b` (swapping them could reverse it).
+/// Dependences on a temp private to each iteration of the inner loop `b` ([`private_to`]) do
+/// not count: each iteration reads only what it wrote itself, in any order of the two loops.
 pub fn blocks_interchange<'g>(
     g: &'g DepGraph,
+    k: &Kernel,
     a: &str,
     b: &str,
 ) -> Option<(&'g AccessNode, &'g AccessNode)> {
     g.edge_indices().find_map(|e| {
         let w = &g[e];
         let (x, y) = g.edge_endpoints(e)?;
-        (w.carried.iter().any(|c| c == a) && w.carried.iter().any(|c| c == b))
-            .then(|| (&g[x], &g[y]))
+        (w.carried.iter().any(|c| c == a)
+            && w.carried.iter().any(|c| c == b)
+            && !private_at(g, k, &g[x], b))
+        .then(|| (&g[x], &g[y]))
     })
 }
 
@@ -195,14 +200,7 @@ pub fn carried_by<'g>(
 ) -> Option<(&'g AccessNode, &'g AccessNode)> {
     g.edge_indices().find_map(|e| {
         let (x, y) = g.edge_endpoints(e)?;
-        let private = || {
-            g[x].loops
-                .iter()
-                .zip(&g[x].loop_ids)
-                .find(|(l, _)| *l == a)
-                .is_some_and(|(_, lp)| private_to(g, k, &g[x].buffer, *lp))
-        };
-        (g[e].carried.iter().any(|c| c == a) && !private()).then(|| (&g[x], &g[y]))
+        (g[e].carried.iter().any(|c| c == a) && !private_at(g, k, &g[x], a)).then(|| (&g[x], &g[y]))
     })
 }
 
@@ -223,6 +221,16 @@ pub fn carried_within<'g>(
         (inside && g[e].carried.iter().any(|c| c == a) && !private_to(g, k, &g[x].buffer, lp))
             .then(|| (&g[x], &g[y]))
     })
+}
+
+/// Whether the buffer of access `n` is a temp private ([`private_to`]) to each iteration of the
+/// loop over `axis` around `n`.
+fn private_at(g: &DepGraph, k: &Kernel, n: &AccessNode, axis: &str) -> bool {
+    n.loops
+        .iter()
+        .zip(&n.loop_ids)
+        .find(|(l, _)| *l == axis)
+        .is_some_and(|(_, lp)| private_to(g, k, &n.buffer, *lp))
 }
 
 /// Whether `buffer` is a temp private to each iteration of the loop at position `lp` of

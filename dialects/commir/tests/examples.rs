@@ -22,7 +22,14 @@ fn examples_roundtrip_and_verify() {
             parse_str(&reg, "printed", &once).unwrap_or_else(|d| panic!("{}\n{once}", d.render()));
         let twice = print_op(&reg, &m2, PrintOptions::default());
         assert_eq!(once, twice, "{} is not a fixed point", path.display());
-        let generic = print_op(&reg, &m, PrintOptions { generic: true });
+        let generic = print_op(
+            &reg,
+            &m,
+            PrintOptions {
+                generic: true,
+                ..Default::default()
+            },
+        );
         let m3 = parse_str(&reg, "generic", &generic)
             .unwrap_or_else(|d| panic!("{}\n{generic}", d.render()));
         assert_eq!(

@@ -56,6 +56,16 @@ commir.kernel @k on @m {
 
 // -----
 
+// A separator other than ',' names what follows the level (it said "found number '0'").
+commir.mesh @m shape [2, 2]
+commir.kernel @k on @m {
+  commir.axis @i = 16 spatial
+  // expected-error@+1 {{expected ',' between the mesh dimensions of S(...) (as in S(0, 1)), found '|' after number '0'}}
+  commir.buffer @A : [@i] f32 in sharding [S(0|1)]
+}
+
+// -----
+
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 16 spatial

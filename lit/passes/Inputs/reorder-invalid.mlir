@@ -56,3 +56,27 @@ commir.kernel @k on @m {
     }
   }
 }
+
+// -----
+
+// A temp loaded before the iteration stores it reads the previous iteration's value: not
+// private (deps::private_to), so the interchange is refused.
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @a = 4 spatial
+  commir.axis @b = 4 spatial
+  commir.axis @one = 1 spatial
+  commir.buffer @X : [@a, @b] f32 in
+  commir.buffer @T : [@one] f32 temp
+  commir.buffer @Y : [@a, @b] f32 out
+  commir.for @a {
+    commir.for @b {
+      // expected-error@+1 {{reorder: this access to '@T' depends on another (carried by both '@a' and '@b'); interchange could reverse it}}
+      %t = commir.load @T[@one] : !commir.tile<f32>
+      commir.store %t into @Y[@a, @b] : !commir.tile<f32>
+      %x = commir.load @X[@a, @b] : !commir.tile<f32>
+      // expected-note@+1 {{the other access is here}}
+      commir.store %x into @T[@one] : !commir.tile<f32>
+    }
+  }
+}

@@ -995,7 +995,7 @@ impl CandidateSource for CommirSource {
 
     /// The operator as the cache key sees it: the module as the search reads it (printed in
     /// generic form: the mesh, every axis, buffer, placement, sharding level and split, and
-    /// the body; not the file's name, comments or spacing), the kernel tuned, the passes that
+    /// the body; not the file's name, comments, spacing or value names), the kernel tuned, the passes that
     /// made the module from the input, and what bounds the candidates: the declared mesh kept
     /// or re-factored, the most mesh levels. Two inputs with one signature take the same
     /// schedules. (Before 2026-12-02 it held each buffer's sharded dimensions only, not the
@@ -1004,7 +1004,10 @@ impl CandidateSource for CommirSource {
         let module = mercury_ir::print_op(
             &mercury_driver::registry(false),
             &self.module,
-            mercury_ir::PrintOptions { generic: true },
+            mercury_ir::PrintOptions {
+                generic: true,
+                numbered: true,
+            },
         );
         let mut s = format!(
             "commir2:{};keep_mesh={};max_levels={:?}",

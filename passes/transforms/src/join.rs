@@ -124,13 +124,51 @@ impl KernelPass for Join {
                     ));
                 }
             }
+            // `tile` of an axis without a loop leaves a loop over the outer axis around whole
+            // inner tiles; joining them back removes the loop. That computes every block in one
+            // tile, which is what the loop computed when no dependence crosses its iterations
+            // (reductions of one kind commute and are no dependence).
+            (Some(x), None) => {
+                if x.parallel.is_some() || x.shift.is_some() {
+                    return Err(Diagnostic::error(
+                        x.loc.clone(),
+                        "join: loops must be plain sequential loops",
+                    ));
+                }
+                let g = mercury_commir::deps::build(m);
+                let carried = g.edge_indices().find_map(|e| {
+                    let (p, q) = g.edge_endpoints(e)?;
+                    g[e].carried.contains(&a.name).then(|| (&g[p], &g[q]))
+                });
+                if let Some((p, q)) = carried {
+                    let d = Diagnostic::error(
+                        p.loc.clone(),
+                        format!(
+                            "join: '@{}' has a loop and '@{}' none, so joining them computes every iteration of the loop at once; this {} '@{}' touches the same tile as {} in different iterations of '@{}', so their order would be lost",
+                            a.name,
+                            b.name,
+                            p.verb(),
+                            p.buffer,
+                            if p.loc == q.loc && p.kind == q.kind { "itself" } else { "the access at the note" },
+                            a.name
+                        ),
+                    )
+                    .with_note(x.loc.clone(), "the loop is here");
+                    return Err(if p.loc == q.loc && p.kind == q.kind {
+                        d
+                    } else {
+                        d.with_note(q.loc.clone(), "the other access is here")
+                    });
+                }
+            }
             _ => {
                 return Err(err(format!(
-                    "the loops over '@{}' and '@{}' must be perfectly nested, or both absent",
+                    "the loops over '@{}' and '@{}' must be perfectly nested, or both absent, or the outer one alone",
                     a.name, b.name
                 )))
             }
         }
+        let inner_has_loop = lb.is_some();
         // The joined axis' smallest block: whole inner ranges when the outer axis asks for
         // blocks of its own, else the inner axis' smallest block (one (batch, head) pair when
         // neither asks for more).
@@ -177,7 +215,9 @@ impl KernelPass for Join {
                 ix
             })
         });
-        if let Some(f) = find_for_mut(body, &self.outer) {
+        if !inner_has_loop {
+            inline_loop(body, &self.outer);
+        } else if let Some(f) = find_for_mut(body, &self.outer) {
             let mut inner = f.body_mut(0).pop().expect("inner loop");
             let inner_body = std::mem::take(inner.body_mut(0));
             ForOp::cast(&mut *f)
@@ -187,4 +227,19 @@ impl KernelPass for Join {
         }
         Ok(())
     }
+}
+
+/// Replaces the (first) `commir.for` over `axis` in `ops` by its body; false if there is none.
+fn inline_loop(ops: &mut Vec<Operation>, axis: &str) -> bool {
+    for i in 0..ops.len() {
+        if ForOp::cast(&ops[i]).is_some_and(|f| f.axis().as_deref() == Some(axis)) {
+            let body = std::mem::take(ops[i].body_mut(0));
+            ops.splice(i..=i, body);
+            return true;
+        }
+        if ForOp::cast(&ops[i]).is_some() && inline_loop(ops[i].body_mut(0), axis) {
+            return true;
+        }
+    }
+    false
 }

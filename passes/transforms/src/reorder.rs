@@ -44,7 +44,7 @@ impl KernelPass for Reorder {
             }
         }
         let g = deps::build(m);
-        if let Some((a, b)) = deps::blocks_interchange(&g, &self.outer, &self.inner) {
+        if let Some((a, b)) = deps::blocks_interchange(&g, m, &self.outer, &self.inner) {
             if a.loc == b.loc && a.kind == b.kind {
                 return Err(Diagnostic::error(a.loc.clone(), format!("reorder: this {} '@{}' touches the same tile in iterations that differ on both '@{}' and '@{}'; interchange could reverse their order", a.verb(), a.buffer, self.outer, self.inner)));
             }

@@ -416,6 +416,52 @@ impl Bench {
         Ok(median_min(t))
     }
 
+    /// Times the calls `fs` in turn, each between two events, `reps` rounds of all of them
+    /// after the options' warm-up rounds: the median and minimum of each (ms). The GPU's
+    /// clocks fall as it stays loaded (power-limited: on an H200 a 28 ms cuDNN call timed
+    /// again a second later took 12% longer), so calls compared with each other are timed in
+    /// one alternating loop, not one after the other.
+    fn time_alternating(
+        &self,
+        fs: &mut [&mut dyn FnMut() -> Result<()>],
+    ) -> Result<Vec<(f64, f64)>> {
+        for _ in 0..self.opts.warmup {
+            for f in fs.iter_mut() {
+                f()?;
+            }
+        }
+        let event = || {
+            self.ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(RuntimeError::driver("event"))
+        };
+        let mut rounds = Vec::with_capacity(self.opts.reps);
+        for _ in 0..self.opts.reps.max(1) {
+            let mut evs = vec![event()?];
+            evs[0]
+                .record(&self.stream)
+                .map_err(RuntimeError::driver("record"))?;
+            for f in fs.iter_mut() {
+                f()?;
+                let e = event()?;
+                e.record(&self.stream)
+                    .map_err(RuntimeError::driver("record"))?;
+                evs.push(e);
+            }
+            rounds.push(evs);
+        }
+        let mut t = vec![Vec::with_capacity(rounds.len()); fs.len()];
+        for evs in &rounds {
+            for (i, w) in evs.windows(2).enumerate() {
+                t[i].push(
+                    w[0].elapsed_ms(&w[1])
+                        .map_err(RuntimeError::driver("elapsed"))? as f64,
+                );
+            }
+        }
+        Ok(t.into_iter().map(median_min).collect())
+    }
+
     // ------------------------------------------------------------------ P0 ----------------
 
     /// P0: executor self-checks on small plans (every collective, strided views, casts,

@@ -478,7 +478,14 @@ fn check_inner(reg: &Registry, text: &str) -> Result<Verdict, Failure> {
             "printing is not a fixed point:\n--- once\n{once}\n--- twice\n{twice}"
         ));
     }
-    let generic = print_op(reg, &module, PrintOptions { generic: true });
+    let generic = print_op(
+        reg,
+        &module,
+        PrintOptions {
+            generic: true,
+            ..Default::default()
+        },
+    );
     let from_generic = match parse_str(reg, "generic.mlir", &generic) {
         Ok(m) => m,
         Err(d) => {

@@ -10,6 +10,10 @@ use std::collections::{HashMap, HashSet};
 pub struct PrintOptions {
     /// Print every op in the generic form (`--mlir-print-op-generic`).
     pub generic: bool,
+    /// Name every value `%0`, `%1`, ... in the order it is printed, ignoring the names the
+    /// source gave: two modules that differ only in their value names print the same (the
+    /// schedule cache's key).
+    pub numbered: bool,
 }
 
 /// Prints an op (usually a module) followed by a newline.
@@ -60,7 +64,7 @@ impl<'r> Printer<'r> {
             return format!("%{n}");
         }
         let name = match &v.name {
-            Some(h) if !h.chars().all(|c| c.is_ascii_digit()) => {
+            Some(h) if !self.opts.numbered && !h.chars().all(|c| c.is_ascii_digit()) => {
                 let base = sanitize(h);
                 let mut cand = base.clone();
                 let mut k = 1;
