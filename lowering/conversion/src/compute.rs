@@ -22,6 +22,10 @@ pub(crate) struct Holders {
 }
 
 /// One rank's view of one compute stage while its events are lowered.
+/// The position recorded in [`StageCx::positions`] for a dimension whose positions in the tile
+/// are not one run (a zigzag or striped placement): a causal mask over it is refused.
+pub(crate) const SCATTERED: usize = usize::MAX;
+
 pub(crate) struct StageCx {
     /// The rank.
     pub r: usize,
@@ -40,7 +44,8 @@ pub(crate) struct StageCx {
     /// causal tile was cut into several blocks: (op index, query rows).
     pub blocks: HashMap<ValueId, Vec<(usize, (usize, usize))>>,
     /// Position of each tile value in its buffer (per dimension), for compute ops' causal
-    /// masks; the sequence dimension holds the real position when it is one run.
+    /// masks: the real first position of a dimension whose positions are one run, else
+    /// [`SCATTERED`].
     pub positions: HashMap<ValueId, Vec<usize>>,
     /// Tile values whose sequence positions are not one run (a zigzag or striped placement):
     /// a compute op's causal mask refuses them, since one offset cannot describe them.

@@ -226,6 +226,64 @@ pub(crate) fn contains(outer: &Region, inner: &Region) -> bool {
     })
 }
 
+/// Whether the store or reduction of tile `bx` of `buffer` on `rb` keeps the rank's tiles of
+/// that buffer one partition: the lowering holds a slot per stored tile and an accumulator per
+/// reduced tile, keyed by the exact box, and a load or the delivery takes whichever holds the
+/// box it wants. Two tiles that overlap without being the same, or one tile both stored into
+/// and reduced into, would each keep part of the story (a new-user pass, 2026-12-03: a store
+/// of 10·X tile by tile after a store of X whole delivered X; a store after a reduction into
+/// the same tile was dropped; a reduction of the whole after reductions of tiles did not sum).
+/// `reduce` is the reduction's kind, `None` for a store. The error says what the tile meets.
+pub(crate) fn partition_conflict(
+    rb: &RankBuild,
+    r: usize,
+    buffer: &str,
+    bx: &Region,
+    reduce: Option<ReduceKind>,
+) -> Option<String> {
+    let stored = rb
+        .stored
+        .iter()
+        .filter(|((b, _), _)| b == buffer)
+        .map(|(_, (sb, _))| (sb, None));
+    let reduced = rb
+        .acc
+        .iter()
+        .filter(|((b, _), _)| b == buffer)
+        .map(|(_, (ab, _, k))| (ab, Some(*k)));
+    for (other, kind) in stored.chain(reduced) {
+        if intersect(other, bx).is_none() {
+            continue;
+        }
+        let same = other == bx;
+        let what = match kind {
+            None => "stored into",
+            Some(_) => "reduced into",
+        };
+        let name = |k: ReduceKind| match k {
+            ReduceKind::Add => "add",
+            ReduceKind::LseMerge => "lse_merge",
+        };
+        let clash = match (reduce, kind) {
+            (None, None) | (Some(_), Some(_)) if !same => {
+                format!(
+                    "overlaps the tile {other} that rank {r} has {what} without being that tile"
+                )
+            }
+            (Some(a), Some(b)) if a != b => {
+                format!("is also reduced into with '{}' on rank {r}", name(b))
+            }
+            (None, Some(_)) | (Some(_), None) => format!(
+                "{} the tile {other} that rank {r} has {what}",
+                if same { "is" } else { "overlaps" }
+            ),
+            _ => continue,
+        };
+        return Some(clash);
+    }
+    None
+}
+
 /// `inner` with offsets relative to `outer`.
 pub(crate) fn relative(outer: &Region, inner: &Region) -> Region {
     Region {

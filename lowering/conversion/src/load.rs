@@ -3,7 +3,7 @@
 //! preferring the peer on the fastest link that used it in that stage (a ring,
 //! double-buffered), else its owner.
 
-use crate::compute::StageCx;
+use crate::compute::{StageCx, SCATTERED};
 use crate::context::{contains, err, key, link_cost, relative, Event, Lowering};
 use crate::placement::shard_holders;
 use mercury_commir::Role;
@@ -25,7 +25,21 @@ impl Lowering<'_> {
             return Ok(());
         };
         let (r, ps) = (cx.r, cx.ps);
-        let mut pos = bx.offset.clone();
+        // Every dimension's real first position where its positions are one run, else
+        // [`SCATTERED`]: a causal mask reads the last two of a tile computed from this one (a
+        // key dimension that is a tile's last, e.g. K stored transposed, was masked at the
+        // rank's order offset under a zigzag placement: relative error 0.4, exit 0; ninth
+        // new-user pass, 2026-12-03).
+        let mut pos: Vec<usize> = (0..bx.rank())
+            .map(|d| {
+                match crate::order::positions(self.orders.of(buffer, d), bx.offset[d], bx.extent[d])
+                    .as_slice()
+                {
+                    [one] => one.pos,
+                    _ => SCATTERED,
+                }
+            })
+            .collect();
         if let Some(segs) = self.orders.seq_segments(e) {
             // Attention tiles are [b, h, s, d] or [h, s, d] (the verifier checks the layout):
             // the sequence is the second dimension from the end.

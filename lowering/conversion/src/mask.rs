@@ -20,6 +20,7 @@
 //! is masked holds ([`Held`]) and classifies every sink it reaches (a reduction, a store, a
 //! patch). Where neither way is right the lowering refuses, located at the sink.
 
+use crate::compute::SCATTERED;
 use crate::context::err;
 use mercury_commir::{Compute, Kernel, ReduceKind, Stmt};
 use mercury_ir::{Diagnostic, Location, ValueId};
@@ -42,7 +43,8 @@ pub(crate) fn causal_mask(
     scattered: bool,
     loc: &Location,
 ) -> Result<Option<Instr>, Diagnostic> {
-    if scattered {
+    let n = p.len();
+    if scattered || (n >= 2 && (p[n - 2] == SCATTERED || p[n - 1] == SCATTERED)) {
         return Err(err(
             loc,
             "a causal mask on a tile whose sequence positions are not one run \
@@ -50,7 +52,6 @@ pub(crate) fn causal_mask(
              into attention (--patch) or keep a block placement",
         ));
     }
-    let n = p.len();
     if n < 2 {
         return Err(err(loc, "a causal mask needs [.., query, key] tiles"));
     }

@@ -4,7 +4,7 @@
 //! merges it the stage after (shift-reduce), overlapped with the next computation.
 
 use crate::compute::StageCx;
-use crate::context::{combine_kind, err, key, Event, Lowering, RankBuild};
+use crate::context::{combine_kind, err, key, partition_conflict, Event, Lowering, RankBuild};
 use crate::patch::narrow;
 use crate::placement::owner_of;
 use mercury_commir::ReduceKind;
@@ -51,6 +51,14 @@ impl Lowering<'_> {
             &self.ranks[r].coords,
         );
         let target = if *shifted { owner } else { r };
+        if let Some(clash) =
+            partition_conflict(&self.ranks[target], target, buffer, bx, Some(*kind))
+        {
+            return Err(err(
+                loc,
+                format!("this reduction into {bx} of '@{buffer}' (accumulated on rank {target}) {clash}: the lowering holds each rank's tiles of a buffer as one partition (store and reduce into tiles that are the same or disjoint, and not both into one tile)"),
+            ));
+        }
         if target == r {
             self.reduce_locally(cx, vals, parts, buffer, bx, *kind);
             return Ok(());

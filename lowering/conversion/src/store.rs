@@ -2,7 +2,7 @@
 //! directly by the elementwise program that computes it.
 
 use crate::compute::StageCx;
-use crate::context::{err, key, to_dtype, Event, Lowering};
+use crate::context::{err, key, partition_conflict, to_dtype, Event, Lowering};
 use crate::tile::uses;
 use mercury_commir::Role;
 use mercury_ir::Diagnostic;
@@ -42,6 +42,12 @@ impl Lowering<'_> {
             }
             return Err(err(loc, "stored value is not available"));
         };
+        if let Some(clash) = partition_conflict(rb, cx.r, buffer, bx, None) {
+            return Err(err(
+                loc,
+                format!("this store writes {bx} of '@{buffer}' on rank {}, which {clash}: the lowering holds each rank's tiles of a buffer as one partition (store and reduce into tiles that are the same or disjoint, and not both into one tile)", cx.r),
+            ));
+        }
         rb.skipped.remove(&(buffer.clone(), key(bx)));
         let s = match rb.stored.get(&(buffer.clone(), key(bx))) {
             Some((_, s)) => *s,

@@ -11,7 +11,7 @@
 //! computed from it are skipped, like the attention patch's empty blocks, so the block
 //! contributes nothing to its reduction; elsewhere it is computed as written, or refused.
 
-use crate::compute::StageCx;
+use crate::compute::{StageCx, SCATTERED};
 use crate::context::{err, to_dtype, Event, Lowering};
 use crate::order::Seg;
 use mercury_commir::{Compute, MaskKind};
@@ -160,7 +160,13 @@ impl Lowering<'_> {
                 output: out_view.clone(),
             });
         }
-        if scattered {
+        // A sequence dimension taken from a dimension that is not one run (the last of a
+        // transposed operand) is as scattered as a loaded one.
+        let seq_scattered = out_pos
+            .len()
+            .checked_sub(2)
+            .is_some_and(|d| out_pos[d] == SCATTERED);
+        if scattered || seq_scattered {
             cx.scattered.insert(*output);
         } else if let Some(d) = out_pos.len().checked_sub(2) {
             // A causal patch reading this tile takes its sequence positions from here.
