@@ -55,3 +55,20 @@ commir.kernel @ops on @mesh {
 // GENERIC: "commir.row_reduce"(%v) {kind = "max"} : (!commir.tile<f32>) -> !commir.tile<f32>
 // GENERIC: "commir.binary"(%v, %m) {kind = "sub"} : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
 // GENERIC: "commir.cast"(%z) : (!commir.tile<f32>) -> !commir.tile<bf16>
+
+// -----
+
+// Floats with an exponent print with a '.' before it, which upstream mlir-opt needs (it read
+// `factor = 1e-5` as an error: "expected '}' in attribute dictionary"; ninth new-user pass).
+commir.mesh @small shape [2] bandwidth [1.0e25]
+commir.kernel @tiny on @small {
+  commir.axis @i = 4 spatial
+  commir.buffer @A : [@i] f32 in
+  commir.buffer @Y : [@i] f32 out
+  %a = commir.load @A[@i] : !commir.tile<f32>
+  %b = commir.scale %a by 1.0e-5 : !commir.tile<f32>
+  commir.store %b into @Y[@i] : !commir.tile<f32>
+}
+// CHECK-LABEL: commir.mesh @small shape [2] bandwidth [1.0e25]
+// CHECK:   %b = commir.scale %a by 1.0e-5 : !commir.tile<f32>
+// GENERIC: "commir.scale"(%a) {factor = 1.0e-5} : (!commir.tile<f32>) -> !commir.tile<f32>

@@ -249,3 +249,23 @@ commir.kernel @mla on @m {
   %o, %lse = commir.patch "attention" (%q, %k, %v) {causal = true} : (!commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>) -> (!commir.tile<f32>, !commir.tile<f32>)
   commir.reduce lse_merge %o, %lse into @O[@hk, @g, @i] : !commir.tile<f32>, !commir.tile<f32>
 }
+
+// -----
+
+// A row max over a split axis is block-local: it merges across blocks only as an attention
+// output's log-sum-exp, and the message says so (it advised 'commir.reduce lse_merge' for a
+// value that is no (o, lse) pair; ninth new-user pass).
+commir.mesh @m shape [2]
+commir.kernel @bc on @m {
+  commir.axis @i_o = 2 spatial
+  commir.axis @i_t = 4 spatial
+  commir.buffer @V : [@i_o * @i_t] f32 in
+  commir.buffer @Z : [@i_o * @i_t] f32 out
+  commir.for @i_o {
+    %v = commir.load @V[@i_o, @i_t] : !commir.tile<f32>
+    %m = commir.row_reduce max %v : !commir.tile<f32>
+    %z = commir.binary sub %m, %v : !commir.tile<f32>
+    // expected-error@+1 {{store: the value is block-local (a max or softmax over an axis split by loop '@i_o'); only an attention output and its log-sum-exp merge across blocks ('commir.reduce lse_merge %o, %lse'): keep that axis whole (no loop over it), or compute the (o, lse) pair}}
+    commir.store %z into @Z[@i_o, @i_t] : !commir.tile<f32>
+  }
+}

@@ -340,3 +340,15 @@ module @m @n {
 "func.func"() ({
   "func.return"(%c) : (i32) -> ()
 }) {sym_name = "f", function_type = () -> i32} : () -> ()
+
+// -----
+
+// two custom-form ops on one line: an op ends at the end of its line, so the second op's name
+// is named (it said "use of undeclared SSA value name '%a'")
+// CHECK: invalid-syntax.mlir:[[@LINE+5]]:47: error: 'commir.store' starts another op on the line of 'commir.load': a custom-form op ends at the end of its line; put each op on a line of its own
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 4 spatial
+  commir.buffer @A : [@i] f32 in
+  %a = commir.load @A[@i] : !commir.tile<f32> commir.store %a into @Y[@i] : !commir.tile<f32>
+}

@@ -9,6 +9,13 @@
 // is read.
 // RUN: %exit-status %mercury-opt --emit=ptx --chip=sm_999 %repo/examples/attention.mlir 2>&1 | FileCheck %s --check-prefix=BADCHIP
 // RUN: %exit-status %mercury-opt --emit=ptx --chip=sm_999 %t.does-not-exist.mlir 2>&1 | FileCheck %s --check-prefix=BADCHIP
+// Flags only device-code output reads are refused with any other --emit (they were ignored).
+// RUN: %exit-status %mercury-opt --all-device-kernels %repo/examples/attention.mlir 2>&1 | FileCheck %s --check-prefix=UNREAD-ALL
+// UNREAD-ALL: mercury-opt: error: --all-device-kernels applies to --emit=ptx and --emit=gpu-mlir only
+// UNREAD-ALL: exit status 1
+// RUN: %exit-status %mercury-opt --emit=plan --chip=sm_80 --shift-shard %repo/examples/attention.mlir 2>&1 | FileCheck %s --check-prefix=UNREAD-CHIP
+// UNREAD-CHIP: mercury-opt: error: --chip applies to --emit=ptx only (nothing else reads it)
+// UNREAD-CHIP: exit status 1
 
 // PLAN: "name": "attention",
 // PLAN: "op": "send",

@@ -166,11 +166,13 @@ pub fn format_float(v: f64) -> String {
             "0xFFF0000000000000".into()
         };
     }
+    // MLIR's float literal needs a '.' before any exponent (`1.0e-05`, not `1e-5`, which
+    // mlir-opt refuses: "expected '}' in attribute dictionary").
     let s = format!("{v:?}");
-    if s.contains('.') || s.contains('e') {
-        s
-    } else {
-        format!("{s}.0")
+    match s.split_once('e') {
+        _ if s.contains('.') => s,
+        Some((mantissa, exp)) => format!("{mantissa}.0e{exp}"),
+        None => format!("{s}.0"),
     }
 }
 
@@ -226,6 +228,32 @@ impl fmt::Display for Attribute {
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_float;
+
+    /// Every finite value prints as an MLIR float literal (a '.' before any exponent) and reads
+    /// back as the same value.
+    #[test]
+    fn floats_print_as_mlir_literals() {
+        for (v, want) in [
+            (1e-5, "1.0e-5"),
+            (1e20, "1.0e20"),
+            (2.0, "2.0"),
+            (-0.0, "-0.0"),
+            (1.5e-7, "1.5e-7"),
+        ] {
+            assert_eq!(format_float(v), want);
+        }
+        for v in [1e-5, 1e20, 5e-324, 1e25, -3.25e-300, 0.1, f64::MAX] {
+            let s = format_float(v);
+            let (mantissa, _) = s.split_once('e').unwrap_or((&s, ""));
+            assert!(mantissa.contains('.'), "{s}");
+            assert_eq!(s.parse::<f64>().unwrap().to_bits(), v.to_bits(), "{s}");
         }
     }
 }

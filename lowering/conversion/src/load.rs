@@ -4,7 +4,7 @@
 //! double-buffered), else its owner.
 
 use crate::compute::{StageCx, SCATTERED};
-use crate::context::{contains, err, key, link_cost, relative, Event, Lowering};
+use crate::context::{contains, err, intersect, key, link_cost, relative, Event, Lowering};
 use crate::placement::shard_holders;
 use mercury_commir::Role;
 use mercury_ir::{Diagnostic, Location, ValueId};
@@ -165,6 +165,19 @@ impl Lowering<'_> {
             .find(|((b, _), (sb, _))| b == buffer && contains(sb, bx))
             .map(|(_, (sb, s))| (sb.clone(), *s));
         let Some((sb, slot)) = held else {
+            // Stored, but in tiles none of which holds the whole read.
+            let parts: Vec<String> = self.ranks[r]
+                .stored
+                .iter()
+                .filter(|((b, _), (sb, _))| b == buffer && intersect(sb, bx).is_some())
+                .map(|(_, (sb, _))| sb.to_string())
+                .collect();
+            if !parts.is_empty() {
+                return Err(err(
+                    loc,
+                    format!("rank {r} reads {bx} of the temp buffer '@{buffer}', which no one tile it stored holds (it stored {}): a load of a temp reads inside one stored tile; load it by the tiles it was stored in, or store it whole", parts.join(", ")),
+                ));
+            }
             return Err(err(
                 loc,
                 format!("rank {r} reads {bx} of the temp buffer '@{buffer}' before it stores it: a temp buffer is read only where the same rank has stored that tile earlier"),

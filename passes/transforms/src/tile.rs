@@ -240,7 +240,7 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
         {
             return Err(Diagnostic::error(
                 second.loc.clone(),
-                format!("tile: '@{}' has no loop, and the loop around the body would enclose several loop nests (after distribute); tile before distributing", t.axis),
+                format!("tile: '@{}' has no loop, and the loop around the body would enclose several loop nests (as distribute leaves them); tile before distributing", t.axis),
             ));
         }
         // The new loop is made from the axis: later errors about it point at the axis's

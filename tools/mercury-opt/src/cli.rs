@@ -213,6 +213,19 @@ pub fn parse(
     // is read (not located in it).
     mercury_lowering::TargetOptions::for_chip(&options.chip)
         .map_err(|e| CliError::Message(format!("--chip {}: {e}", options.chip)))?;
+    // Flags that only device-code output reads are refused elsewhere, as mercury-run and
+    // mercury-tune refuse theirs (they were ignored).
+    let given = |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    if given("chip") && options.emit != Emit::Ptx {
+        return Err(CliError::Message(
+            "--chip applies to --emit=ptx only (nothing else reads it)".into(),
+        ));
+    }
+    if options.all_device_kernels && !matches!(options.emit, Emit::Ptx | Emit::GpuMlir) {
+        return Err(CliError::Message(
+            "--all-device-kernels applies to --emit=ptx and --emit=gpu-mlir only".into(),
+        ));
+    }
 
     let mut flags: Vec<(usize, PassFlag)> = Vec::new();
     for name in pass_names {
@@ -391,7 +404,17 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(parse_args(&["--chip", "sm_80"]).is_ok());
+        assert!(parse_args(&["--chip", "sm_80", "--emit=ptx"]).is_ok());
+        // Flags nothing reads without device-code output.
+        assert!(matches!(
+            parse_args(&["--chip", "sm_80"]),
+            Err(CliError::Message(m)) if m.contains("--emit=ptx only")
+        ));
+        assert!(matches!(
+            parse_args(&["--all-device-kernels", "--emit=plan"]),
+            Err(CliError::Message(_))
+        ));
+        assert!(parse_args(&["--all-device-kernels", "--emit=gpu-mlir"]).is_ok());
         assert!(matches!(
             parse_args(&["--tile=axis=i}x{"]),
             Err(CliError::Message(_))

@@ -491,11 +491,16 @@ fn check_store(value: &Tile, dest: &Tile, access: &Access) -> Result<(), String>
         ));
     }
     if let Some((l, k)) = value.partial.first() {
-        return Err(format!(
-            "store: the value is only a partial result (its contraction is split by loop '{}'); write it with 'commir.reduce {}'",
-            crate::expr::axis_ref(l),
-            k.keyword()
-        ));
+        let l = crate::expr::axis_ref(l);
+        return Err(match k {
+            ReduceKind::Add => format!(
+                "store: the value is only a partial result (its contraction is split by loop '{l}'); write it with 'commir.reduce add'"
+            ),
+            // A max or softmax over a split axis: block-local, and only an (o, lse) pair merges.
+            ReduceKind::LseMerge => format!(
+                "store: the value is block-local (a max or softmax over an axis split by loop '{l}'); only an attention output and its log-sum-exp merge across blocks ('commir.reduce lse_merge %o, %lse'): keep that axis whole (no loop over it), or compute the (o, lse) pair"
+            ),
+        });
     }
     Ok(())
 }

@@ -242,10 +242,31 @@ pub fn parse_custom(
     if let Some(t) = cur.peek() {
         return Err(Diagnostic::error(
             t.loc.clone(),
-            format!("unexpected {} in '{}'", t.describe(), def.name),
+            format!(
+                "unexpected {} in '{}'{}",
+                t.describe(),
+                def.name,
+                next_op_hint(t)
+            ),
         ));
     }
     Ok(out)
+}
+
+/// What to add to "unexpected ... in 'op'" when the token left over looks like the start of
+/// the next op (an op name, or a result `%x`): in the custom form an op ends at the end of its
+/// line (grammar.pest), so two ops on one line read as one.
+fn next_op_hint(t: &Tok) -> &'static str {
+    let looks_like_op = match &t.kind {
+        TokKind::Keyword(w) => w.contains('.'),
+        TokKind::Value(_) => true,
+        _ => false,
+    };
+    if looks_like_op {
+        " (a custom-form op ends at the end of its line: put each op on a line of its own)"
+    } else {
+        ""
+    }
 }
 
 fn parse_elems(

@@ -441,6 +441,17 @@ impl<'r> Parser<'r> {
         let isolated = reg.def.has_trait(Trait::IsolatedFromAbove);
         let mut toks = Vec::new();
         for t in inner {
+            // A custom-form op ends at the end of its line (grammar.pest): a registered op's
+            // name among its tokens is the next op written on the same line.
+            if t.as_rule() == Rule::bare_id
+                && t.as_str().contains('.')
+                && self.registry.lookup(t.as_str()).is_some()
+            {
+                return Err(self.err(
+                    &t,
+                    format!("'{}' starts another op on the line of '{name}': a custom-form op ends at the end of its line; put each op on a line of its own", t.as_str()),
+                ));
+            }
             toks.push(self.token(t, isolated)?);
         }
         let parsed = parse_custom(&reg.def, format, &toks, end_loc)?;
