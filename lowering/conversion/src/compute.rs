@@ -21,11 +21,47 @@ pub(crate) struct Holders {
     pub received: HashMap<(usize, String), BoxIndex>,
 }
 
-/// One rank's view of one compute stage while its events are lowered.
+impl StageCx {
+    /// Marks `v` left out by the mask rules (it has no view in this stage).
+    pub fn mask_out(&mut self, v: ValueId) {
+        self.values.remove(&v);
+        self.masked_out.insert(v);
+    }
+
+    /// The views of operands `vals` of the op at `loc`: `None` when one was left out by the
+    /// mask rules (so is this op). A value that has no view for another reason is refused:
+    /// each compute stage lowers one iteration's events, so a value computed in another stage
+    /// (defined outside the loop that uses it, or before an inner loop and used after it) is
+    /// not there. It used to count as masked out, and its contribution was dropped silently
+    /// (the product of a loop-invariant load: only the first iteration's; tenth new-user pass,
+    /// 2026-12-03).
+    pub fn operands(
+        &self,
+        vals: &[ValueId],
+        loc: &mercury_ir::Location,
+    ) -> Result<Option<Vec<View>>, Diagnostic> {
+        let mut views = Vec::with_capacity(vals.len());
+        for v in vals {
+            match self.values.get(v) {
+                Some(view) => views.push(view.clone()),
+                None if self.masked_out.contains(v) => return Ok(None),
+                None => {
+                    return Err(crate::context::err(
+                        loc,
+                        "an operand of this op is computed in another stage of the plan: a value defined outside a loop and used inside it, or before an inner loop and used after it, is not supported; load or compute it inside the loop that uses it",
+                    ))
+                }
+            }
+        }
+        Ok(Some(views))
+    }
+}
+
 /// The position recorded in [`StageCx::positions`] for a dimension whose positions in the tile
 /// are not one run (a zigzag or striped placement): a causal mask over it is refused.
 pub(crate) const SCATTERED: usize = usize::MAX;
 
+/// One rank's view of one compute stage while its events are lowered.
 pub(crate) struct StageCx {
     /// The rank.
     pub r: usize,
@@ -47,6 +83,9 @@ pub(crate) struct StageCx {
     /// masks: the real first position of a dimension whose positions are one run, else
     /// [`SCATTERED`].
     pub positions: HashMap<ValueId, Vec<usize>>,
+    /// Values of this stage that the mask rules left out (a fully masked causal block, and
+    /// what is computed from it): an op with such an operand is left out too.
+    pub masked_out: std::collections::HashSet<ValueId>,
     /// Tile values whose sequence positions are not one run (a zigzag or striped placement):
     /// a compute op's causal mask refuses them, since one offset cannot describe them.
     pub scattered: std::collections::HashSet<ValueId>,
@@ -97,6 +136,7 @@ impl Lowering<'_> {
                     seq: HashMap::new(),
                     blocks: HashMap::new(),
                     positions: HashMap::new(),
+                    masked_out: Default::default(),
                     scattered: Default::default(),
                     remote_count: HashMap::new(),
                 };

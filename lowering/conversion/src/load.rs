@@ -156,7 +156,7 @@ impl Lowering<'_> {
             .iter()
             .any(|((b, _), sb)| b == buffer && contains(sb, bx))
         {
-            cx.values.remove(&value);
+            cx.mask_out(value);
             return Ok(());
         }
         let held = self.ranks[r]

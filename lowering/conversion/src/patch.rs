@@ -22,15 +22,9 @@ impl Lowering<'_> {
         else {
             return Ok(());
         };
-        let views: Vec<View> = inputs
-            .iter()
-            .map(|v| {
-                cx.values
-                    .get(v)
-                    .cloned()
-                    .ok_or_else(|| err(loc, "patch input is not available"))
-            })
-            .collect::<Result<_, _>>()?;
+        let Some(views) = cx.operands(inputs, loc)? else {
+            return Err(err(loc, "patch input is not available: it is computed from a fully masked causal block the lowering leaves out"));
+        };
         let shapes: Vec<Vec<usize>> = views.iter().map(|v| v.region.extent.clone()).collect();
         let segs = |i: usize| inputs.get(i).and_then(|v| cx.seq.get(v)).cloned();
         let offset = |i: usize| segs(i).and_then(|s| s.first().map(|x| x.pos)).unwrap_or(0);
@@ -79,7 +73,7 @@ impl Lowering<'_> {
             [] => {
                 // Every block above the diagonal: nothing to compute, nothing to merge.
                 for o in outputs {
-                    cx.values.remove(o);
+                    cx.mask_out(*o);
                 }
                 Ok(())
             }

@@ -33,11 +33,7 @@ impl Lowering<'_> {
                 format!("reducing into the temp buffer '@{buffer}' is not supported: store the tile into it instead (commir.store)"),
             ));
         }
-        let Some(parts) = vals
-            .iter()
-            .map(|v| cx.values.get(v).cloned())
-            .collect::<Option<Vec<View>>>()
-        else {
+        let Some(parts) = cx.operands(vals, loc)? else {
             // A skipped (fully masked) causal block contributes nothing.
             return Ok(());
         };

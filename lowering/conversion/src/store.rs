@@ -35,7 +35,10 @@ impl Lowering<'_> {
         // `mask.rs`) stored into a temp skips its loads of that tile too. The mask rules
         // followed it through the temp (a load of another tile, or before the store, is
         // refused there); into an output it cannot be skipped and has been refused.
-        let Some(src) = cx.values.get(value).cloned() else {
+        let Some(src) = cx
+            .operands(std::slice::from_ref(value), loc)?
+            .map(|mut v| v.remove(0))
+        else {
             if temp {
                 rb.skipped.insert((buffer.clone(), key(bx)), bx.clone());
                 return Ok(());

@@ -34,12 +34,8 @@ impl Lowering<'_> {
         };
         let (r, ps) = (cx.r, cx.ps);
         // An operand of a skipped instance (a fully masked causal block) skips this one too.
-        let Some(views) = inputs
-            .iter()
-            .map(|v| cx.values.get(v).cloned())
-            .collect::<Option<Vec<View>>>()
-        else {
-            cx.values.remove(output);
+        let Some(views) = cx.operands(inputs, loc)? else {
+            cx.mask_out(*output);
             return Ok(());
         };
         let shapes: Vec<Vec<usize>> = views.iter().map(|v| v.region.extent.clone()).collect();
@@ -116,7 +112,7 @@ impl Lowering<'_> {
                             None => {
                                 // Every key after every query, and the body leaves such rows
                                 // out: nothing of this block is computed.
-                                cx.values.remove(output);
+                                cx.mask_out(*output);
                                 return Ok(());
                             }
                         }

@@ -1,7 +1,8 @@
 //! `join{outer=a inner=b}`: merges two axes into one axis `a_b` (extent Ea * Eb): every buffer
 //! binds them next to each other in one dimension (a then b), every access indexes them
-//! plainly, and their loops are perfectly nested (or both absent). The inverse of `tile`;
-//! used to merge batch and heads before distributing them.
+//! plainly, and their loops are perfectly nested, or both absent, or the outer one alone around
+//! whole inner tiles (removed: computed in one step when no dependence crosses it). The
+//! inverse of `tile`; used to merge batch and heads before distributing them.
 
 use crate::util::*;
 use mercury_commir::kernel_pass;
