@@ -226,6 +226,9 @@ pub(crate) fn contains(outer: &Region, inner: &Region) -> bool {
     })
 }
 
+/// What [`partition_conflict`]'s refusals end with: the rule they break.
+pub(crate) const PARTITION_RULE: &str = "the lowering holds each rank's tiles of a buffer as one partition (store and reduce into tiles that are the same or disjoint, and not both into one tile)";
+
 /// Whether the store or reduction of tile `bx` of `buffer` on `rb` keeps the rank's tiles of
 /// that buffer one partition: the lowering holds a slot per stored tile and an accumulator per
 /// reduced tile, keyed by the exact box, and a load or the delivery takes whichever holds the
@@ -260,10 +263,6 @@ pub(crate) fn partition_conflict(
             None => "stored into",
             Some(_) => "reduced into",
         };
-        let name = |k: ReduceKind| match k {
-            ReduceKind::Add => "add",
-            ReduceKind::LseMerge => "lse_merge",
-        };
         let clash = match (reduce, kind) {
             (None, None) | (Some(_), Some(_)) if !same => {
                 format!(
@@ -271,7 +270,7 @@ pub(crate) fn partition_conflict(
                 )
             }
             (Some(a), Some(b)) if a != b => {
-                format!("is also reduced into with '{}' on rank {r}", name(b))
+                format!("is also reduced into with '{}' on rank {r}", b.keyword())
             }
             (None, Some(_)) | (Some(_), None) => format!(
                 "{} the tile {other} that rank {r} has {what}",

@@ -5,6 +5,7 @@
 
 use crate::compute::{StageCx, SCATTERED};
 use crate::context::{contains, err, intersect, key, link_cost, relative, Event, Lowering};
+use crate::order::{positions, Seg};
 use crate::placement::shard_holders;
 use mercury_commir::Role;
 use mercury_ir::{Diagnostic, Location, ValueId};
@@ -25,31 +26,28 @@ impl Lowering<'_> {
             return Ok(());
         };
         let (r, ps) = (cx.r, cx.ps);
-        // Every dimension's real first position where its positions are one run, else
-        // [`SCATTERED`]: a causal mask reads the last two of a tile computed from this one (a
-        // key dimension that is a tile's last, e.g. K stored transposed, was masked at the
-        // rank's order offset under a zigzag placement: relative error 0.4, exit 0; ninth
-        // new-user pass, 2026-12-03).
-        let mut pos: Vec<usize> = (0..bx.rank())
-            .map(|d| {
-                match crate::order::positions(self.orders.of(buffer, d), bx.offset[d], bx.extent[d])
-                    .as_slice()
-                {
-                    [one] => one.pos,
-                    _ => SCATTERED,
-                }
+        // Every dimension's positions in the buffer: a dimension's real first position where
+        // they are one run, else [`SCATTERED`]. A causal mask reads the last two of a tile
+        // computed from this one (a key dimension that is a tile's last, e.g. K stored
+        // transposed, was masked at the rank's order offset under a zigzag placement: relative
+        // error 0.4, exit 0; ninth new-user pass, 2026-12-03).
+        let mut segs: Vec<Vec<Seg>> = (0..bx.rank())
+            .map(|d| positions(self.orders.of(buffer, d), bx.offset[d], bx.extent[d]))
+            .collect();
+        let pos: Vec<usize> = segs
+            .iter()
+            .map(|s| match s.as_slice() {
+                [one] => one.pos,
+                _ => SCATTERED,
             })
             .collect();
-        if let Some(segs) = self.orders.seq_segments(e) {
-            // Attention tiles are [b, h, s, d] or [h, s, d] (the verifier checks the layout):
-            // the sequence is the second dimension from the end.
-            match segs.as_slice() {
-                [one] => pos[bx.rank() - 2] = one.pos,
-                _ => {
-                    cx.scattered.insert(*value);
-                }
+        // Attention tiles are [b, h, s, d] or [h, s, d] (the verifier checks the layout): the
+        // sequence is the second dimension from the end.
+        if let Some(d) = bx.rank().checked_sub(2) {
+            if pos[d] == SCATTERED {
+                cx.scattered.insert(*value);
             }
-            cx.seq.insert(*value, segs);
+            cx.seq.insert(*value, segs.swap_remove(d));
         }
         cx.positions.insert(*value, pos);
         if self.k.buffer(buffer).map(|b| b.role) == Some(Role::Temp) {

@@ -13,7 +13,6 @@
 //! masks the real positions of each block (`causal.rs`). Dimensions whose axes also appear in
 //! another dimension (grouped-query heads) keep the identity.
 
-use crate::context::Event;
 use mercury_commir::placement::{dim_order, dim_runs, Run};
 use mercury_commir::{DimBinding, Kernel, Placement, Role, Stmt};
 use mercury_ir::Diagnostic;
@@ -321,16 +320,6 @@ impl Orders {
             })
             .collect();
         (pieces, slot_shape)
-    }
-
-    /// The positions of the sequence dimension (the second-to-last) of a loaded tile: its
-    /// segments in the tile, in the buffer's real positions.
-    pub fn seq_segments(&self, e: &Event) -> Option<Vec<Seg>> {
-        let Event::Load { buffer, bx, .. } = e else {
-            return None;
-        };
-        let d = bx.rank().checked_sub(2)?;
-        Some(positions(self.of(buffer, d), bx.offset[d], bx.extent[d]))
     }
 }
 

@@ -4,7 +4,9 @@
 //! merges it the stage after (shift-reduce), overlapped with the next computation.
 
 use crate::compute::StageCx;
-use crate::context::{combine_kind, err, key, partition_conflict, Event, Lowering, RankBuild};
+use crate::context::{
+    combine_kind, err, key, partition_conflict, Event, Lowering, RankBuild, PARTITION_RULE,
+};
 use crate::patch::narrow;
 use crate::placement::owner_of;
 use mercury_commir::ReduceKind;
@@ -52,7 +54,7 @@ impl Lowering<'_> {
         {
             return Err(err(
                 loc,
-                format!("this reduction into {bx} of '@{buffer}' (accumulated on rank {target}) {clash}: the lowering holds each rank's tiles of a buffer as one partition (store and reduce into tiles that are the same or disjoint, and not both into one tile)"),
+                format!("this reduction into {bx} of '@{buffer}' (accumulated on rank {target}) {clash}: {PARTITION_RULE}"),
             ));
         }
         if target == r {

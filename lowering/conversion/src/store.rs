@@ -2,7 +2,7 @@
 //! directly by the elementwise program that computes it.
 
 use crate::compute::StageCx;
-use crate::context::{err, key, partition_conflict, to_dtype, Event, Lowering};
+use crate::context::{err, key, partition_conflict, to_dtype, Event, Lowering, PARTITION_RULE};
 use crate::tile::uses;
 use mercury_commir::Role;
 use mercury_ir::Diagnostic;
@@ -48,7 +48,7 @@ impl Lowering<'_> {
         if let Some(clash) = partition_conflict(rb, cx.r, buffer, bx, None) {
             return Err(err(
                 loc,
-                format!("this store writes {bx} of '@{buffer}' on rank {}, which {clash}: the lowering holds each rank's tiles of a buffer as one partition (store and reduce into tiles that are the same or disjoint, and not both into one tile)", cx.r),
+                format!("this store writes {bx} of '@{buffer}' on rank {}, which {clash}: {PARTITION_RULE}", cx.r),
             ));
         }
         rb.skipped.remove(&(buffer.clone(), key(bx)));

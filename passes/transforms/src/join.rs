@@ -169,7 +169,6 @@ impl KernelPass for Join {
                 )))
             }
         }
-        let inner_has_loop = lb.is_some();
         // The joined axis' smallest block: whole inner ranges when the outer axis asks for
         // blocks of its own, else the inner axis' smallest block (one (batch, head) pair when
         // neither asks for more).
@@ -216,7 +215,7 @@ impl KernelPass for Join {
                 ix
             })
         });
-        if !inner_has_loop {
+        if lb.is_none() {
             inline_loop(body, &self.outer);
         } else if let Some(f) = find_for_mut(body, &self.outer) {
             let mut inner = f.body_mut(0).pop().expect("inner loop");
