@@ -75,6 +75,9 @@ pub(crate) struct RankBuild {
     pub push_recv: HashMap<(String, Vec<usize>, usize, usize), Vec<usize>>,
     /// Partials of a tile received so far in a stage: (stage, buffer, box) -> count.
     pub pushed: HashMap<(usize, String, Vec<usize>), usize>,
+    /// Send slots of owner-pushed partials that lie where the next stage overwrites them
+    /// (`reduce.rs`, `stable_parts`): (buffer, box, parity, n, part) -> slot, n as in `push_recv`.
+    pub send: HashMap<(String, Vec<usize>, usize, usize, usize), usize>,
     /// Stored outputs: (buffer, box) -> slot.
     pub stored: BTreeMap<(String, Vec<usize>), (Region, usize)>,
     /// Temp tiles whose last store was of a skipped value (a fully masked causal block):
@@ -96,6 +99,7 @@ impl RankBuild {
             acc: BTreeMap::new(),
             push_recv: HashMap::new(),
             pushed: HashMap::new(),
+            send: HashMap::new(),
             stored: BTreeMap::new(),
             skipped: BTreeMap::new(),
         }

@@ -165,6 +165,7 @@ impl Lowering<'_> {
             .or_insert(0);
         let n = *count;
         *count += 1;
+        let parts = self.stable_parts(cx, parts, buffer, bx, parity, n);
         let rkey = (buffer.to_string(), key(bx), parity, n);
         let recv_slots = match self.ranks[target].push_recv.get(&rkey) {
             Some(s) => s.clone(),
@@ -223,6 +224,69 @@ impl Lowering<'_> {
                 acc,
                 part: recv_views,
             });
+    }
+}
+
+impl Lowering<'_> {
+    /// The partial tiles `parts` as the send of the next stage may read them. A compute result
+    /// that a shifted reduction sends lives in a double-buffered slot (`compute.rs` marks it,
+    /// `tile.rs` and `patch.rs` give it two), and an input's shard is never written during the
+    /// compute stages. Any other part (a load of a stored temp's one slot, of a ring slot that
+    /// the next stage receives into, of an accumulator) is copied this stage into a
+    /// double-buffered send slot of its own: the next stage overwrites where it lies while the
+    /// send reads it (tenth new-user pass, 2026-12-03: a private temp reduced to another
+    /// rank's tile inside an inner loop was refused as an invalid plan).
+    fn stable_parts(
+        &mut self,
+        cx: &StageCx,
+        parts: Vec<View>,
+        buffer: &str,
+        bx: &Region,
+        parity: usize,
+        n: usize,
+    ) -> Vec<View> {
+        let r = cx.r;
+        let rb = &self.ranks[r];
+        let buffered: std::collections::HashSet<usize> = rb
+            .temps
+            .iter()
+            .filter(|((v, _), _)| self.sent_values.contains_key(v))
+            .map(|(_, s)| *s)
+            .chain(rb.shard.iter().filter_map(|(name, (s, _))| {
+                (self.k.buffer(name).map(|b| b.role) == Some(Role::In)).then_some(*s)
+            }))
+            .collect();
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                if buffered.contains(&p.slot) {
+                    return p;
+                }
+                let skey = (buffer.to_string(), key(bx), parity, n, i);
+                let rb = &mut self.ranks[r];
+                let s = match rb.send.get(&skey) {
+                    Some(s) if rb.slots[*s].shape == p.region.extent => *s,
+                    _ => {
+                        let dtype = rb.slots[p.slot].dtype;
+                        let s = rb.slot(
+                            format!("{buffer}.send{parity}_{n}.{i}"),
+                            dtype,
+                            p.region.extent.clone(),
+                            SlotInit::Uninit,
+                        );
+                        rb.send.insert(skey, s);
+                        s
+                    }
+                };
+                let dst = rb.whole(s);
+                rb.stage(cx.ps).compute.push(ComputeOp::Copy {
+                    src: p,
+                    dst: dst.clone(),
+                });
+                dst
+            })
+            .collect()
     }
 }
 
