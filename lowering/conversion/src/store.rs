@@ -35,6 +35,12 @@ impl Lowering<'_> {
         // `mask.rs`) stored into a temp skips its loads of that tile too. The mask rules
         // followed it through the temp (a load of another tile, or before the store, is
         // refused there); into an output it cannot be skipped and has been refused.
+        if let Some(clash) = partition_conflict(rb, cx.r, buffer, bx, None) {
+            return Err(err(
+                loc,
+                format!("this store writes {bx} of '@{buffer}' on rank {}, which {clash}: {PARTITION_RULE}", cx.r),
+            ));
+        }
         let Some(src) = cx
             .operands(std::slice::from_ref(value), loc)?
             .map(|mut v| v.remove(0))
@@ -45,12 +51,6 @@ impl Lowering<'_> {
             }
             return Err(err(loc, "stored value is not available"));
         };
-        if let Some(clash) = partition_conflict(rb, cx.r, buffer, bx, None) {
-            return Err(err(
-                loc,
-                format!("this store writes {bx} of '@{buffer}' on rank {}, which {clash}: {PARTITION_RULE}", cx.r),
-            ));
-        }
         rb.skipped.remove(&(buffer.clone(), key(bx)));
         let s = match rb.stored.get(&(buffer.clone(), key(bx))) {
             Some((_, s)) => *s,
