@@ -8,11 +8,16 @@ enable_gqa=True; a backend that refuses it is timed on K/V expanded to all query
 
 Prints JSON {"device": ..., "torch": ..., "results": [{"id", "backend", "ms", "tflops", "note"}]}
 and writes it to --out when given. The ids match mercury-gpu-bench's P2 case ids.
+
+With --regime (back-to-back, sustained=MS, idle=MS) the calls are timed as mercury-gpu-bench
+--regime times ours, instead of do_bench: the H200's clocks fall under load, so two sides are
+compared only when timed in one regime (docs/perf.md, "P2c against torch in one regime").
 """
 import argparse
 import json
 import re
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +44,54 @@ BACKENDS = [("FLASH_ATTENTION", SDPBackend.FLASH_ATTENTION),
             ("CUDNN_LSE", None)]
 
 
+def parse_regime(raw):
+    """`back-to-back`, `sustained=MS` or `idle=MS`, as mercury-gpu-bench --regime takes them."""
+    if raw == "back-to-back":
+        return ("back-to-back", 0.0)
+    kind, _, ms = raw.partition("=")
+    try:
+        v = float(ms)
+    except ValueError:
+        v = float("nan")
+    if kind not in ("sustained", "idle") or not (0.0 <= v <= 60000.0):
+        raise argparse.ArgumentTypeError(
+            f"'{raw}' is not a regime: back-to-back, sustained=MS or idle=MS (MS in [0, 60000])")
+    return (kind, v)
+
+
+def bench_regime(fn, regime, warmup, reps):
+    """Times `fn` as mercury-gpu-bench's Bench::time does in the same --regime: an idle gap
+    (stream drained, host sleep) or a sustained load (back-to-back calls for MS ms of host
+    time, synchronising every 4 calls) around `warmup` calls, then `reps` calls back to back,
+    each between two CUDA events; the median (ms)."""
+    kind, ms = regime
+    if kind == "idle":
+        torch.cuda.synchronize()
+        time.sleep(ms / 1e3)
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        fn()
+    if kind == "sustained":
+        while (time.perf_counter() - t0) * 1e3 < ms:
+            for _ in range(4):
+                fn()
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    evs = []
+    for _ in range(max(reps, 1)):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        evs.append((a, b))
+    torch.cuda.synchronize()
+    times = sorted(a.elapsed_time(b) for a, b in evs)
+    return times[len(times) // 2]
+
+
 def bench(fn, warmup_ms, rep_ms):
+    if ARGS.regime is not None:
+        return bench_regime(fn, ARGS.regime, ARGS.warmup, ARGS.reps)
     try:
         from triton.testing import do_bench
         return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
@@ -59,13 +111,25 @@ def bench(fn, warmup_ms, rep_ms):
         return times[len(times) // 2]
 
 
+ARGS = None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--warmup-ms", type=float, default=150.0)
     ap.add_argument("--rep-ms", type=float, default=700.0)
     ap.add_argument("--cases", default=None, help="regular expression selecting case ids")
+    ap.add_argument("--backends", default=None,
+                    help="regular expression selecting backends (FLASH_ATTENTION, CUDNN_ATTENTION, CUDNN_LSE)")
+    ap.add_argument("--regime", type=parse_regime, default=None,
+                    help="time as mercury-gpu-bench --regime does (back-to-back, sustained=MS, "
+                         "idle=MS: --warmup calls, then --reps calls) instead of do_bench")
+    ap.add_argument("--warmup", type=int, default=2, help="warm-up calls with --regime")
+    ap.add_argument("--reps", type=int, default=7, help="timed calls with --regime (the median)")
     args = ap.parse_args()
+    global ARGS
+    ARGS = args
     dev = torch.cuda.get_device_name(0)
     results = []
     for cid, b, hq, hk, s, causal, D in CASES:
@@ -76,6 +140,8 @@ def main():
         v = torch.rand(b, hk, s, D, device="cuda", dtype=torch.bfloat16) * 2 - 1
         flops = 4.0 * b * hq * s * s * D * (0.5 if causal else 1.0)
         for name, backend in BACKENDS:
+            if args.backends and not re.search(args.backends, name):
+                continue
             note = ""
             try:
                 if backend is None:

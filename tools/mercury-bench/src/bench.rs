@@ -14,7 +14,7 @@
 //! GPU reference (‖out − ref‖ / ‖ref‖) and spot-checks a few against `kernels::cpu` in f64.
 //! Timing: CUDA events, warm-up, median of the repetitions.
 
-mod cudnn;
+pub mod cudnn;
 mod rates;
 pub use rates::RateGrid;
 
@@ -154,10 +154,49 @@ extern "C" __global__ void mercury_attn_merge_lse(float* lse_acc, float* lse_par
 pub struct BenchOptions {
     pub warmup: usize,
     pub reps: usize,
+    /// How the GPU is loaded before a case's timed calls ([`Regime`]).
+    pub regime: Regime,
+    /// P2c: only the timed cases with these ids (no check-only shapes, no ring steps); all
+    /// when empty.
+    pub p2c_cases: Vec<String>,
     /// Run the numerical checks (on by default).
     pub check: bool,
     /// Base seed of the random inputs (fresh per run unless fixed by the caller).
     pub seed: u64,
+}
+
+/// How a case's timed calls find the GPU. An H200 under cuDNN or a large GEMM runs at its
+/// power limit, and its clocks fall within about a second of load: the same call timed after
+/// an idle gap and after a second of load differs by up to 12% (docs/perf.md, "Where a ring
+/// step's excess went"). Two measurements are comparable only in one regime;
+/// `scripts/sdpa_baseline.py --regime` takes the same values for torch's side.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Regime {
+    /// The warm-up calls, then the timed calls, back to back (the default).
+    BackToBack,
+    /// The call back to back for this many milliseconds (host clock) before the timed calls:
+    /// the power-limited steady state a long training step sees.
+    Sustained(f64),
+    /// The stream drained and this many milliseconds of host sleep before the warm-up calls:
+    /// the GPU as a call after a pause finds it.
+    Idle(f64),
+}
+
+impl std::str::FromStr for Regime {
+    type Err = String;
+    /// `back-to-back`, `sustained=MS` or `idle=MS`, with `MS` a finite number of
+    /// milliseconds in `[0, 60000]`.
+    fn from_str(raw: &str) -> Result<Regime, String> {
+        let ms = |v: &str| crate::args::in_range(0.0, 60_000.0, "milliseconds")(v);
+        match raw.split_once('=') {
+            None if raw == "back-to-back" => Ok(Regime::BackToBack),
+            Some(("sustained", v)) => Ok(Regime::Sustained(ms(v)?)),
+            Some(("idle", v)) => Ok(Regime::Idle(ms(v)?)),
+            _ => Err(format!(
+                "'{raw}' is not a regime: back-to-back, sustained=MS or idle=MS"
+            )),
+        }
+    }
 }
 
 impl Default for BenchOptions {
@@ -165,6 +204,8 @@ impl Default for BenchOptions {
         BenchOptions {
             warmup: 2,
             reps: 7,
+            regime: Regime::BackToBack,
+            p2c_cases: Vec::new(),
             check: true,
             seed: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -379,6 +420,35 @@ impl Bench {
         Ok(unsafe { self.check.count_nonfinite(&self.stream, ptr, n, ty)? })
     }
 
+    /// The options' warm-up calls of `f`, in the options' [`Regime`]: after an idle gap, or
+    /// followed by calls until the GPU has been loaded for the sustained time.
+    fn load_gpu(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let sync = || {
+            self.stream
+                .synchronize()
+                .map_err(RuntimeError::driver("synchronize"))
+        };
+        if let Regime::Idle(ms) = self.opts.regime {
+            sync()?;
+            std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3));
+        }
+        let t0 = std::time::Instant::now();
+        for _ in 0..self.opts.warmup {
+            f()?;
+        }
+        if let Regime::Sustained(ms) = self.opts.regime {
+            // Synchronising every few calls keeps the queue short, so the host clock follows
+            // the GPU's.
+            while t0.elapsed().as_secs_f64() * 1e3 < ms {
+                for _ in 0..4 {
+                    f()?;
+                }
+                sync()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Median/min milliseconds of `f` on the bench stream (CUDA events, after warm-up).
     fn time(&self, f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
         self.time_n(self.opts.reps, f)
@@ -386,9 +456,7 @@ impl Bench {
 
     /// [`Bench::time`] with `reps` timed calls instead of the options' count.
     fn time_n(&self, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
-        for _ in 0..self.opts.warmup {
-            f()?;
-        }
+        self.load_gpu(&mut f)?;
         self.stream
             .synchronize()
             .map_err(RuntimeError::driver("synchronize"))?;
@@ -425,11 +493,12 @@ impl Bench {
         &self,
         fs: &mut [&mut dyn FnMut() -> Result<()>],
     ) -> Result<Vec<(f64, f64)>> {
-        for _ in 0..self.opts.warmup {
+        self.load_gpu(&mut || {
             for f in fs.iter_mut() {
                 f()?;
             }
-        }
+            Ok(())
+        })?;
         let event = || {
             self.ctx
                 .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -2682,6 +2751,23 @@ mod tests {
         b.p0_executor().unwrap_or_else(|e| panic!("{e}"));
         for r in b.rows() {
             assert!(r.pass, "{}: {}", r.id, r.check);
+        }
+    }
+
+    #[test]
+    fn regimes_parse_or_are_refused() {
+        assert_eq!("back-to-back".parse(), Ok(Regime::BackToBack));
+        assert_eq!("sustained=1500".parse(), Ok(Regime::Sustained(1500.0)));
+        assert_eq!("idle=0".parse(), Ok(Regime::Idle(0.0)));
+        for bad in [
+            "sustained",
+            "idle=-1",
+            "idle=NaN",
+            "warm=5",
+            "sustained=1e9",
+            "",
+        ] {
+            assert!(bad.parse::<Regime>().is_err(), "{bad}");
         }
     }
 

@@ -61,6 +61,11 @@ pub(super) const fn case(
     }
 }
 
+/// The ids of P2c's timed cases, as `--p2c-cases` names them (and `scripts/sdpa_baseline.py`).
+pub fn timed_ids() -> Vec<&'static str> {
+    PERF.iter().map(|c| c.id).collect()
+}
+
 /// The timed shapes (ids as in `scripts/sdpa_baseline.py`).
 pub(super) const PERF: &[Case] = &[
     case(
@@ -540,11 +545,22 @@ impl Bench {
             mercury_kernels::cuda::cudnn::version_string(lib.version),
             lib.origin
         );
-        let cases: Vec<Case> = PERF.iter().copied().chain(odd_cases()).collect();
+        let only = self.opts.p2c_cases.clone();
+        let cases: Vec<Case> = if only.is_empty() {
+            PERF.iter().copied().chain(odd_cases()).collect()
+        } else {
+            PERF.iter()
+                .copied()
+                .filter(|c| only.iter().any(|id| id == c.id))
+                .collect()
+        };
         for c in &cases {
             if let Err(e) = self.cudnn_case(&cudnn, c) {
                 self.record_error(&format!("P2c.{}", c.id), &e);
             }
+        }
+        if !only.is_empty() {
+            return Ok(());
         }
         let dk = DeviceKernels::load(&self.ctx, &self.dk_ptx)?;
         for seq in [4096, 16384, 32768] {

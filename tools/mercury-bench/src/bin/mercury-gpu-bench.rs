@@ -11,7 +11,7 @@
 
 use clap::Parser;
 use mercury_bench::args::{at_least_one, read_ptx};
-use mercury_bench::bench::{Bench, BenchOptions, BenchRow};
+use mercury_bench::bench::{Bench, BenchOptions, BenchRow, Regime};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -53,6 +53,17 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = BenchOptions::default().warmup,
           allow_negative_numbers = true)]
     warmup: usize,
+    /// How the GPU is loaded before each case's timed calls: `back-to-back` (the warm-up
+    /// calls, then the timed ones), `sustained=MS` (the call back to back for MS milliseconds
+    /// first: the power-limited steady state) or `idle=MS` (MS milliseconds idle first).
+    /// `scripts/sdpa_baseline.py --regime` takes the same values, so that the two sides are
+    /// timed alike.
+    #[arg(long, value_name = "REGIME", default_value = "back-to-back")]
+    regime: Regime,
+    /// P2c: only the timed cases with these ids (comma-separated, as in
+    /// `scripts/sdpa_baseline.py`), without the check-only shapes and the ring steps.
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    p2c_cases: Vec<String>,
     /// Base seed of the random inputs (default: a fresh one every run).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     seed: Option<u64>,
@@ -93,6 +104,16 @@ struct Args {
 /// looked for.
 fn parse() -> Result<Args, clap::Error> {
     let mut a = Args::try_parse()?;
+    let known = mercury_bench::bench::cudnn::timed_ids();
+    if let Some(bad) = a.p2c_cases.iter().find(|id| !known.contains(&id.as_str())) {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            format!(
+                "--p2c-cases: no timed case '{bad}' (the timed cases: {})\n",
+                known.join(", ")
+            ),
+        ));
+    }
     a.ptx = read_ptx(a.device_kernels_ptx.as_deref())?;
     Ok(a)
 }
@@ -103,6 +124,8 @@ impl Args {
         BenchOptions {
             warmup: self.warmup,
             reps: self.reps,
+            regime: self.regime,
+            p2c_cases: self.p2c_cases.clone(),
             check: !self.no_check,
             seed: self.seed.unwrap_or_else(|| BenchOptions::default().seed),
         }
