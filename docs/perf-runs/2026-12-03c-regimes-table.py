@@ -6,7 +6,7 @@ import glob, json, os, sys
 
 w = sys.argv[1]
 def load(side, regime, rnd):
-    p = os.path.join(w, f"{side}.{regime}.{rnd}.json")
+    p = os.path.join(w, f"{side}.{regime.replace('=', '-')}.{rnd}.json")
     if not os.path.exists(p):
         return {}
     j = json.load(open(p))
@@ -15,7 +15,7 @@ def load(side, regime, rnd):
     return {r["id"][4:]: (r["median_ms"], r.get("pass", True)) for r in j["rows"]
             if r["id"].startswith("P2c.") and r["median_ms"] > 0}
 
-regimes = ["sustained=1500", "idle=2000"]
+regimes = [g for g in ["sustained=1500", "idle=2000"] if glob.glob(os.path.join(w, f"*.{g.replace('=', '-')}.*.json"))]
 print("| case | regime | ours r1 | torch r1 | torch/ours r1 | ours r2 | torch r2 | torch/ours r2 | checks |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 ratios = {g: [] for g in regimes}

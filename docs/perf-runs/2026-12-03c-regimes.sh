@@ -16,17 +16,18 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=c
 smi=$!
 torch_side() { # regime round
   PYTHONUNBUFFERED=1 timeout 200 python3 $C/sdpa_baseline.py --backends '^CUDNN_LSE$' --regime "$1" \
-    --warmup 2 --reps 7 --out "$w/torch.$1.$2.json" > /dev/null 2> "$w/torch.$1.$2.log"
+    --warmup 2 --reps 7 --out "$w/torch.${1/=/-}.$2.json" > /dev/null 2> "$w/torch.${1/=/-}.$2.log"
   echo "torch $1 round $2 rc=$? $(date +%T)"
 }
 ours_side() { # regime round
   timeout 200 $C/mercury-gpu-bench --device-kernels-ptx $C/device_kernels.ptx --only P2c \
     --p2c-cases "$CASES" --regime "$1" --warmup 2 --reps 7 \
-    --json-out "$w/ours.$1.$2.json" > "$w/ours.$1.$2.txt" 2>&1
+    --json-out "$w/ours.${1/=/-}.$2.json" > "$w/ours.${1/=/-}.$2.txt" 2>&1
   echo "ours $1 round $2 rc=$? $(date +%T)"
 }
-for regime in sustained=1500 idle=2000; do torch_side $regime 1; ours_side $regime 1; done
-for regime in sustained=1500 idle=2000; do ours_side $regime 2; torch_side $regime 2; done
+REGIMES=${MERCURY_REGIMES:-sustained=1500 idle=2000}
+for regime in $REGIMES; do torch_side $regime 1; ours_side $regime 1; done
+for regime in $REGIMES; do ours_side $regime 2; torch_side $regime 2; done
 kill $smi 2>/dev/null
 grep -h -iE 'FAIL' "$w"/ours.*.txt | head -5
 python3 docs/perf-runs/2026-12-03c-regimes-table.py "$w" | tee "$w/table.txt"

@@ -33,3 +33,31 @@
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --pass-pipeline='builtin.module(single-device)' \
 // RUN:   --backend cpu --cache-file %t/slow.json 2>&1 | FileCheck %s --check-prefix=OTHER
 // OTHER: --cache-file {{.*}}slow.json: its schedule '{{.*}}' is not the one compiled here
+
+// An entry measured on another device: its time says nothing about this run's, so nothing is
+// compared and nothing is marked (an eleventh new-user pass: a CPU run marked a GPU-measured
+// entry suspect, +452937%, and the next mercury-tune discarded it).
+// RUN: %python %S/Inputs/cache_time.py %t/cache 6.3e-5 %t/gpu.json "NVIDIA H200"
+// RUN: %exit-status %mercury-run %repo/examples/small/attention.mlir --schedule %t/out/schedule.transform \
+// RUN:   --backend cpu --cache-file %t/gpu.json 2>&1 | FileCheck %s --check-prefix=DEVICE
+// DEVICE: mercury-run: error: --cache-file {{.*}}gpu.json: the entry's schedule was measured on 'NVIDIA H200', this run is on 'cpu reference executor': its time says nothing about this run's
+// DEVICE: exit status 1
+// RUN: %python %S/Inputs/cache_time.py --show %t/gpu.json | FileCheck %s --check-prefix=UNMARKED
+// UNMARKED: measured 6.3e-05 suspect None
+
+// A cached time that is no time (negative, 0, huge) makes the entry corrupt, not a hit.
+// RUN: %python %S/Inputs/cache_time.py %t/cache -1 %t/neg.json
+// RUN: %exit-status %mercury-run %repo/examples/small/attention.mlir --schedule %t/out/schedule.transform \
+// RUN:   --backend cpu --cache-file %t/neg.json 2>&1 | FileCheck %s --check-prefix=NEG
+// NEG: not a usable schedule cache entry: corrupt: {{.*}}neg.json: the measured time -1e0 s of '{{.*}}' is not a time (a finite number of seconds above 0 and at most 1e6)
+// NEG: exit status 1
+// RUN: %python %S/Inputs/cache_time.py %t/cache 1e308 %t/huge.json
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --schedule %t/out/schedule.transform \
+// RUN:   --backend cpu --cache-file %t/huge.json 2>&1 | FileCheck %s --check-prefix=HUGE
+// HUGE: the measured time 1e308 s of '{{.*}}' is not a time
+
+// A format that is not a number is named as such, not as missing.
+// RUN: sed 's/"format":1,/"format":"1",/' %t/slow.json > %t/fmt.json
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --schedule %t/out/schedule.transform \
+// RUN:   --backend cpu --cache-file %t/fmt.json 2>&1 | FileCheck %s --check-prefix=FMT
+// FMT: corrupt: {{.*}}fmt.json: format "1" is not a format number (this compiler writes 1)

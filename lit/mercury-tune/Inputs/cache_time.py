@@ -2,7 +2,8 @@
 the chosen schedule's measured time replaced (and the checksum recomputed), or prints an entry's
 measured time and suspect note.
 
-  cache_time.py CACHE_DIR SECONDS OUT.json   copy with measured_s = SECONDS
+  cache_time.py CACHE_DIR SECONDS OUT.json [DEVICE]   copy with measured_s = SECONDS
+                                                    (and key.device = DEVICE)
   cache_time.py --show FILE.json             print "measured <s> suspect <note or None>"
 """
 import json
@@ -32,6 +33,8 @@ files = [f for f in os.listdir(cache) if f.endswith(".json")]
 assert len(files) == 1, files
 e = entry_of(open(os.path.join(cache, files[0])).read())
 e["chosen"]["measured_s"] = secs
+if len(sys.argv) > 4:
+    e["key"]["device"] = sys.argv[4]
 text = json.dumps(e, separators=(",", ":"))
 with open(out, "w") as f:
     f.write('{"format":1,"checksum":"fnv1a64:%016x","entry":%s}' % (fnv1a64(text.encode()), text))

@@ -236,11 +236,16 @@ pub fn read_entry(path: &Path) -> Result<CacheEntry, CacheLookup> {
         Ok(v) => v,
         Err(e) => return Err(corrupt(format!("not JSON: {e}"))),
     };
-    match value.get("format").and_then(|f| f.as_u64()) {
-        Some(CACHE_FORMAT) => {}
-        Some(other) => {
+    match value.get("format").map(|f| (f, f.as_u64())) {
+        Some((_, Some(CACHE_FORMAT))) => {}
+        Some((_, Some(other))) => {
             return Err(CacheLookup::Stale(format!(
                 "cache format {other}, this compiler writes {CACHE_FORMAT}"
+            )))
+        }
+        Some((f, None)) => {
+            return Err(corrupt(format!(
+                "format {f} is not a format number (this compiler writes {CACHE_FORMAT})"
             )))
         }
         None => return Err(corrupt("no format field".into())),
@@ -268,6 +273,14 @@ pub fn read_entry(path: &Path) -> Result<CacheEntry, CacheLookup> {
         Err(e) => return Err(corrupt(format!("bad entry: {e}"))),
     };
     for s in std::iter::once(&entry.chosen).chain(entry.frontier.iter()) {
+        for (what, t) in [("predicted", s.predicted_s), ("measured", s.measured_s)] {
+            if let Some(t) = t.filter(|t| !is_time(*t)) {
+                return Err(corrupt(format!(
+                    "the {what} time {t:e} s of '{}' is not a time ({TIME_RULE})",
+                    s.name
+                )));
+            }
+        }
         if let Err(e) = mercury_plan::verify(&s.plan) {
             return Err(corrupt(format!(
                 "cached plan '{}' does not verify: {e}",
@@ -276,6 +289,35 @@ pub fn read_entry(path: &Path) -> Result<CacheEntry, CacheLookup> {
         }
     }
     Ok(entry)
+}
+
+/// What a cached time must be; an entry with another is corrupt.
+const TIME_RULE: &str = "a finite number of seconds above 0 and at most 1e6";
+
+/// A cached predicted or measured time obeys [`TIME_RULE`].
+fn is_time(t: f64) -> bool {
+    t.is_finite() && t > 0.0 && t <= 1e6
+}
+
+/// The device name an entry's measured times carry when `mercury-tune --backend cpu` measured
+/// them (the f64 reference executor; `CpuMeasure`). A GPU entry carries the GPU's name.
+pub const CPU_DEVICE: &str = "cpu reference executor";
+
+/// Whether a run on `run_device` can be compared with the measured time of `entry`: `Err`
+/// saying why not when the entry was measured on another device (a CPU executor's time says
+/// nothing about a GPU's, nor one GPU model's about another's). An entry without a measured
+/// time compares with nothing and is `Ok`.
+///
+/// # Errors
+/// The entry's `key.device` is not `run_device`.
+pub fn comparable(entry: &CacheEntry, run_device: &str) -> Result<(), String> {
+    match entry.chosen.measured_s {
+        Some(_) if entry.key.device != run_device => Err(format!(
+            "the entry's schedule was measured on '{}', this run is on '{run_device}': its time says nothing about this run's (re-tune here, or give an entry measured here)",
+            entry.key.device
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Writes `entry` to `path` (atomically: temp file + rename), with its checksum.
@@ -293,11 +335,17 @@ pub fn write_entry(path: &Path, entry: &CacheEntry) -> std::io::Result<()> {
     })
 }
 
-/// A run of the cached schedule at `path` took `now_s` seconds: when that is more than 20%
-/// over the entry's measured time, marks the entry suspect (rewrites the file) and returns why.
-/// `Err` when the file is not a usable entry or cannot be written.
-pub fn check_run_against(path: &Path, now_s: f64) -> Result<Option<String>, String> {
+/// A run of the cached schedule at `path` on `run_device` took `now_s` seconds: when that is
+/// more than 20% over the entry's measured time, marks the entry suspect (rewrites the file)
+/// and returns why. `Err` when the file is not a usable entry, was measured on another device
+/// ([`comparable`]) or cannot be written.
+pub fn check_run_against(
+    path: &Path,
+    now_s: f64,
+    run_device: &str,
+) -> Result<Option<String>, String> {
     let mut entry = read_entry(path).map_err(|l| l.to_string())?;
+    comparable(&entry, run_device)?;
     let Some(cached) = entry.chosen.measured_s else {
         return Ok(None);
     };

@@ -268,7 +268,7 @@ impl Measure for CpuMeasure {
     }
     fn device_info(&self) -> DeviceInfo {
         DeviceInfo {
-            device: "cpu reference executor".into(),
+            device: crate::cache::CPU_DEVICE.into(),
             driver: "-".into(),
             cuda: "-".into(),
             nccl: "-".into(),

@@ -241,12 +241,47 @@ pub fn median_min(mut v: Vec<f64>) -> (f64, f64) {
 
 /// A device allocation with its address.
 struct DevBuf {
-    _buf: CudaSlice<u8>,
+    _buf: Alloc,
     ptr: u64,
     bytes: usize,
 }
 
+/// Where a bench buffer's memory comes from: the stream-ordered pool (`cuMemAllocAsync`, as
+/// the executor allocates its slots), or with `MERCURY_BENCH_ALLOC=sync` `cuMemAlloc`, as
+/// PyTorch's caching allocator takes its segments: an experiment on whether the physical
+/// placement of the memory moves a kernel's time (docs/perf.md, "P2c against torch in one
+/// regime").
+enum Alloc {
+    Pool(#[allow(dead_code)] CudaSlice<u8>),
+    Sync(u64),
+}
+
+impl Drop for Alloc {
+    fn drop(&mut self) {
+        if let Alloc::Sync(p) = *self {
+            // SAFETY: `p` came from `malloc_sync` in this process's context and is freed once;
+            // the bench synchronises its stream before buffers go out of scope (every timed
+            // or checked call ends with a synchronise).
+            let _ = unsafe { cudarc::driver::result::free_sync(p) };
+        }
+    }
+}
+
 fn dev_alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<DevBuf> {
+    if std::env::var("MERCURY_BENCH_ALLOC").is_ok_and(|v| v == "sync") {
+        stream
+            .synchronize()
+            .map_err(RuntimeError::driver("synchronize"))?;
+        // SAFETY: a plain device allocation in the current context (the bench binds it);
+        // filled before use as below.
+        let p = unsafe { cudarc::driver::result::malloc_sync(bytes.max(256)) }
+            .map_err(RuntimeError::driver("alloc bench buffer (cuMemAlloc)"))?;
+        return Ok(DevBuf {
+            _buf: Alloc::Sync(p),
+            ptr: p,
+            bytes,
+        });
+    }
     // SAFETY: every benchmark buffer is filled (random values or NaN poison) before use.
     let buf = unsafe { stream.alloc::<u8>(bytes.max(256)) }
         .map_err(RuntimeError::driver("alloc bench buffer"))?;
@@ -255,7 +290,7 @@ fn dev_alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<DevBuf> {
         p
     };
     Ok(DevBuf {
-        _buf: buf,
+        _buf: Alloc::Pool(buf),
         ptr,
         bytes,
     })

@@ -107,6 +107,8 @@ fn run(a: &args::Args) -> Result<(), Failure> {
                 entry.chosen.name
             )));
         }
+        mercury_search::cache::comparable(&entry, &run_device(a)?)
+            .map_err(|e| Failure::Input(format!("--cache-file {}: {e}", path.display())))?;
         if let Some(why) = &entry.suspect {
             outln!("cache: the entry is already suspect: {why}");
         }
@@ -136,7 +138,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         );
     }
     if let (Some(path), Some(now)) = (&a.cache_file, secs) {
-        match mercury_search::cache::check_run_against(path, now) {
+        match mercury_search::cache::check_run_against(path, now, &run_device(a)?) {
             Ok(Some(why)) => outln!(
                 "cache: schedule is SUSPECT ({why}); marked in {}: re-tune (mercury-tune --profile-top), or fall back to the model's pick",
                 path.display()
@@ -153,6 +155,26 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// The device a run's times are measured on, as a cache entry's `key.device` names it: the
+/// CPU reference executor, or the name of GPU 0.
+fn run_device(a: &args::Args) -> Result<String, Failure> {
+    match a.backend {
+        args::Backend::Cpu => Ok(mercury_search::cache::CPU_DEVICE.to_string()),
+        args::Backend::Cuda => {
+            #[cfg(feature = "cuda")]
+            {
+                mercury_run::gpu::device_name(0)
+            }
+            #[cfg(not(feature = "cuda"))]
+            {
+                Err(Failure::NoDevice(
+                    "this build has no CUDA backend (rebuild with --features cuda)".into(),
+                ))
+            }
+        }
+    }
 }
 
 /// `--predict`: the cost model's latency of `plan` (seconds) on the topology named by `spec`

@@ -263,7 +263,9 @@ impl Bench {
         let v = dev_alloc(&s, c.b * c.hk * c.sk * c.dv * esz)?;
         let o = dev_alloc(&s, c.b * c.hq * st * c.dv * osz)?;
         let stats = dev_alloc(&s, c.b * c.hq * st * 4)?;
-        for (buf, lo, hi) in [(&q, -2.0, 2.0), (&k, -2.0, 2.0), (&v, -1.0, 1.0)] {
+        // The value ranges of scripts/sdpa_baseline.py's inputs: under the H200's power limit
+        // the clocks depend on what the kernel draws, so both sides run on alike data.
+        for (buf, lo, hi) in [(&q, -1.5, 1.5), (&k, -1.5, 1.5), (&v, -1.0, 1.0)] {
             let seed = self.seed();
             // SAFETY: each buffer holds `bytes / 2` 2-byte values.
             unsafe {
