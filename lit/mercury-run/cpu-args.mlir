@@ -10,3 +10,16 @@
 // The CPU run itself takes the flags it reads.
 // RUN: %mercury-run %repo/examples/small/attention.mlir --backend cpu --check --seed 3 --tolerance 1e-9 | FileCheck %s --check-prefix=OK
 // OK: check @O: relative error {{.*}} ok
+
+// Flags that only set what another flag does are refused without it (an eleventh new-user
+// pass: each was accepted and read by nothing).
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --backend cpu --bench 2>&1 | FileCheck %s --check-prefix=BENCH
+// BENCH: error: --bench times the GPU backend: the CPU backend is the f64 reference executor, whose times are not GPU times
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --backend cpu --iters 5 --warmup 1 2>&1 | FileCheck %s --check-prefix=ITERS
+// ITERS: error: --iters, --warmup only set what --bench times, and without it the schedule runs once: add --bench, or drop them
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --backend cpu --self-reference 2>&1 | FileCheck %s --check-prefix=SELFREF
+// SELFREF: error: --self-reference chooses the reference of --check, and there is no --check
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --no-run --virtual --devices 3 2>&1 | FileCheck %s --check-prefix=PLACED
+// PLACED: error: --no-run compiles only, and --virtual, --devices only set how a run is placed on the GPUs: drop them, or run
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --stage-timeout 1e9 2>&1 | FileCheck %s --check-prefix=TIMEOUT
+// TIMEOUT: error: --stage-timeout must be a number of seconds from 0.001 to 1e6, got 1000000000

@@ -455,6 +455,32 @@ impl Topology {
                 RANGE_TFLOPS,
             )?;
         }
+        // One measured rate per shape: the nearest point of a repeated shape would be whichever
+        // the file lists first (an eleventh new-user pass; a hand merge of two tables does it).
+        let mut seen = std::collections::HashMap::new();
+        for (i, p) in d.rates.gemm_points.iter().enumerate() {
+            if let Some(j) = seen.insert((p.m, p.n, p.k), i) {
+                return bad(
+                    point("gemm_points", i, "m"),
+                    format!(
+                        "`device.rates.gemm_points[{i}]` repeats the shape of `gemm_points[{j}]` (m = {}, n = {}, k = {}): one measured rate per shape",
+                        p.m, p.n, p.k
+                    ),
+                );
+            }
+        }
+        let mut seen = std::collections::HashMap::new();
+        for (i, p) in d.rates.attention_points.iter().enumerate() {
+            if let Some(j) = seen.insert((p.heads, p.sq, p.sk, p.d, p.causal), i) {
+                return bad(
+                    point("attention_points", i, "heads"),
+                    format!(
+                        "`device.rates.attention_points[{i}]` repeats the shape of `attention_points[{j}]` (heads = {}, sq = {}, sk = {}, d = {}, causal = {}): one measured rate per shape",
+                        p.heads, p.sq, p.sk, p.d, p.causal
+                    ),
+                );
+            }
+        }
         for (i, p) in d.rates.attention_points.iter().enumerate() {
             let f = |x: &str| format!("device.rates.attention_points[{i}].{x}");
             for (name, v) in [("heads", p.heads), ("sq", p.sq), ("sk", p.sk), ("d", p.d)] {
@@ -1149,6 +1175,40 @@ mod tests {
             r.starts_with(&format!(
                 "t.toml:{line}:6: error: `device.rates.attention_points[1].sq` must be a positive number, got 0"
             )),
+            "{r}"
+        );
+        // A shape measured twice: at the second point, naming the first.
+        let mut t = with_points();
+        let mut twice = t.device.rates.gemm_points[0].clone();
+        twice.tflops *= 0.5;
+        t.device.rates.gemm_points.push(twice);
+        let text = toml::to_string(&t).unwrap();
+        let r = Topology::from_toml_str(&text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        let line = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.starts_with("m = "))
+            .nth(2)
+            .map(|(i, _)| i + 1)
+            .unwrap();
+        assert!(
+            r.starts_with(&format!(
+                "t.toml:{line}:5: error: `device.rates.gemm_points[2]` repeats the shape of `gemm_points[0]` (m = 512, n = 4096, k = 8192): one measured rate per shape"
+            )),
+            "{r}"
+        );
+        let mut t = with_points();
+        let twice = t.device.rates.attention_points[1].clone();
+        t.device.rates.attention_points.push(twice);
+        let r = Topology::from_toml_str(&toml::to_string(&t).unwrap(), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            r.contains(
+                "`device.rates.attention_points[2]` repeats the shape of `attention_points[1]`"
+            ),
             "{r}"
         );
         // No level at all: at the empty array.

@@ -101,7 +101,8 @@ pub struct Args {
     /// a large output hide in the norm).
     #[arg(long)]
     pub check: bool,
-    /// Time the schedule and the single-device reference side by side.
+    /// GPU backend: time the schedule and the single-device reference side by side (the CPU
+    /// backend refuses it: its times are not GPU times).
     #[arg(long)]
     pub bench: bool,
     /// With an input that is already scheduled (a loop `parallel` or `shift`): let `--check`
@@ -160,11 +161,11 @@ pub struct Args {
     pub no_run: bool,
     /// GPU backend: a run in which no stream finishes its work of a stage for this many
     /// seconds ends every process with "error: rank R (pid, GPU g) stage S/N: no progress ..."
-    /// and exit status 1 (NCCL communicators aborted first).
+    /// and exit status 1 (NCCL communicators aborted first). From 0.001 to 1e6.
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub stage_timeout: f64,
     /// GPU backend: limit of a blocking setup step (NCCL bootstrap, communicator split) before
-    /// the process gives up with the same kind of report.
+    /// the process gives up with the same kind of report. From 0.001 to 1e6.
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     pub setup_timeout: f64,
     /// GPU backend, tests of the fault handling: exit-rank=R@stage=S (the process of rank R
@@ -259,6 +260,65 @@ where
             "--iters must be at least 1\n",
         ));
     }
+    // Flags that only set what another flag does: without it they would be read by nothing
+    // (an eleventh new-user pass).
+    let on_command_line =
+        |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    let timing: Vec<String> = ["iters", "warmup"]
+        .iter()
+        .filter(|id| on_command_line(id))
+        .map(|id| format!("--{}", flag_name(id)))
+        .collect();
+    if !timing.is_empty() && !a.bench {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "{} only {} what --bench times, and without it the schedule runs once: add --bench, or drop {}\n",
+                timing.join(", "),
+                if timing.len() == 1 { "sets" } else { "set" },
+                if timing.len() == 1 { "it" } else { "them" }
+            ),
+        ));
+    }
+    if a.bench && a.backend == Backend::Cpu {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--bench times the GPU backend: the CPU backend is the f64 reference executor, whose times are not GPU times (run with --backend cuda, or drop --bench)\n",
+        ));
+    }
+    if a.self_reference && !a.check {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--self-reference chooses the reference of --check, and there is no --check: add --check, or drop --self-reference\n",
+        ));
+    }
+    if a.no_run {
+        let placement: Vec<String> = [
+            "virtual_ranks",
+            "devices",
+            "alias",
+            "transport",
+            "attention",
+            "device_kernels",
+            "stage_timeout",
+            "setup_timeout",
+        ]
+        .iter()
+        .filter(|id| on_command_line(id))
+        .map(|id| format!("--{}", flag_name(id)))
+        .collect();
+        if !placement.is_empty() {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "--no-run compiles only, and {} only {} how a run is placed on the GPUs: drop {}, or run\n",
+                    placement.join(", "),
+                    if placement.len() == 1 { "sets" } else { "set" },
+                    if placement.len() == 1 { "it" } else { "them" }
+                ),
+            ));
+        }
+    }
     if a.devices == Some(0) {
         return Err(clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
@@ -302,15 +362,21 @@ where
         ("--stage-timeout", a.stage_timeout),
         ("--setup-timeout", a.setup_timeout),
     ] {
-        if !(v.is_finite() && v > 0.0 && v < 1e9) {
+        if !(v.is_finite() && (TIMEOUT_MIN_S..=TIMEOUT_MAX_S).contains(&v)) {
             return Err(clap::Error::raw(
                 clap::error::ErrorKind::ValueValidation,
-                format!("{flag} must be a positive number of seconds\n"),
+                format!("{flag} must be a number of seconds from {TIMEOUT_MIN_S} to {TIMEOUT_MAX_S:e}, got {v}\n"),
             ));
         }
     }
     Ok(a)
 }
+
+/// The shortest `--stage-timeout` / `--setup-timeout` (seconds): a shorter one fails every
+/// stage at once.
+pub const TIMEOUT_MIN_S: f64 = 1e-3;
+/// The longest `--stage-timeout` / `--setup-timeout` (seconds, about 11.6 days).
+pub const TIMEOUT_MAX_S: f64 = 1e6;
 
 /// The command-line spelling of the argument with clap id `id` (`virtual_ranks` is
 /// `--virtual`, the others their id with dashes).
