@@ -1157,20 +1157,26 @@ mod tests {
             r.starts_with("t.toml:3:34: error: levels[0] ('gpu'): `size` must be at least 1"),
             "{r}"
         );
+        // The error of `t` written as TOML, and the 1-based line of the `n`th (from 0) line
+        // starting with `key`.
+        let refused = |t: &Topology, key: &str, n: usize| {
+            let text = toml::to_string(t).unwrap();
+            let r = Topology::from_toml_str(&text, "t.toml")
+                .unwrap_err()
+                .to_string();
+            let line = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| l.starts_with(key))
+                .nth(n)
+                .map(|(i, _)| i + 1)
+                .unwrap();
+            (r, line)
+        };
         let mut t = with_points();
         t.device.rates.attention_points[1].sq = 0;
-        let text = toml::to_string(&t).unwrap();
-        let r = Topology::from_toml_str(&text, "t.toml")
-            .unwrap_err()
-            .to_string();
         // The second `sq = ...` line of the file is the second point's.
-        let line = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| l.starts_with("sq = "))
-            .nth(1)
-            .map(|(i, _)| i + 1)
-            .unwrap();
+        let (r, line) = refused(&t, "sq = ", 1);
         assert!(
             r.starts_with(&format!(
                 "t.toml:{line}:6: error: `device.rates.attention_points[1].sq` must be a positive number, got 0"
@@ -1182,17 +1188,7 @@ mod tests {
         let mut twice = t.device.rates.gemm_points[0].clone();
         twice.tflops *= 0.5;
         t.device.rates.gemm_points.push(twice);
-        let text = toml::to_string(&t).unwrap();
-        let r = Topology::from_toml_str(&text, "t.toml")
-            .unwrap_err()
-            .to_string();
-        let line = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| l.starts_with("m = "))
-            .nth(2)
-            .map(|(i, _)| i + 1)
-            .unwrap();
+        let (r, line) = refused(&t, "m = ", 2);
         assert!(
             r.starts_with(&format!(
                 "t.toml:{line}:5: error: `device.rates.gemm_points[2]` repeats the shape of `gemm_points[0]` (m = 512, n = 4096, k = 8192): one measured rate per shape"
