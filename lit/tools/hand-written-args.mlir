@@ -11,6 +11,10 @@
 // TFLOPS: error: invalid value '-1' for '--gemm-tflops <X>': must be a finite number of TFLOP/s in [1e-6, 1e6] (the range of a topology file's rates)
 // TFLOPS-NOT: GPU
 // TFLOPS: exit status 1
+// An empty --name would be written into a file the topology loader refuses: refused first.
+// RUN: %exit-status %mercury-mgpu links --name '' 2>&1 | FileCheck %s --check-prefix=NAME
+// NAME: error: invalid value '' for '--name <NAME>': a topology name must not be empty
+// NAME: exit status 1
 // RUN: %exit-status %mercury-mgpu links --attention-tflops nan 2>&1 | FileCheck %s --check-prefix=NAN
 // NAN: error: invalid value 'nan' for '--attention-tflops <X>': must be a finite number of TFLOP/s in [1e-6, 1e6]
 // NAN: exit status 1

@@ -149,8 +149,9 @@ struct LinksArgs {
     /// Write the topology file here.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// The topology's name (default: measured-<GPU>-1x<N>, or measured-two-tier-<P>x<K>).
-    #[arg(long)]
+    /// The topology's name (default: measured-<GPU>-1x<N>, or measured-two-tier-<P>x<K>); not
+    /// empty, as the topology loader requires, and checked before anything is measured.
+    #[arg(long, value_parser = non_blank_name)]
     name: Option<String>,
     /// The smallest transfer, KiB.
     #[arg(long, value_name = "N", default_value_t = 64, allow_negative_numbers = true,
@@ -613,5 +614,15 @@ mod tests {
         assert_eq!(a.max_mib, 64);
         let e = parse(&["m", "links", "--mib", "64", "--max-mib", "128"]).unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+}
+
+/// `--name`: a topology name the loader accepts (not empty or blank), refused before any GPU
+/// time is spent measuring a file that could not be loaded back.
+fn non_blank_name(raw: &str) -> Result<String, String> {
+    if raw.trim().is_empty() {
+        Err("a topology name must not be empty (the topology loader refuses `name = \"\"`)".into())
+    } else {
+        Ok(raw.to_string())
     }
 }
