@@ -9,7 +9,7 @@ enable_gqa=True; a backend that refuses it is timed on K/V expanded to all query
 Prints JSON {"device": ..., "torch": ..., "results": [{"id", "backend", "ms", "tflops", "note"}]}
 and writes it to --out when given. The ids match mercury-gpu-bench's P2 case ids.
 
-With --regime (back-to-back, sustained=MS, idle=MS) the calls are timed as mercury-gpu-bench
+With --regime (back-to-back, idle=MS, sustained=MS, idle=MS,sustained=MS) the calls are timed as mercury-gpu-bench
 --regime times ours, instead of do_bench: the H200's clocks fall under load, so two sides are
 compared only when timed in one regime (docs/perf.md, "P2c against torch in one regime").
 """
@@ -45,34 +45,48 @@ BACKENDS = [("FLASH_ATTENTION", SDPBackend.FLASH_ATTENTION),
 
 
 def parse_regime(raw):
-    """`back-to-back`, `sustained=MS` or `idle=MS`, as mercury-gpu-bench --regime takes them."""
+    """`back-to-back`, `idle=MS`, `sustained=MS` or `idle=MS,sustained=MS`, as
+    mercury-gpu-bench --regime takes them: (idle ms, sustained ms)."""
+    bad = argparse.ArgumentTypeError(
+        f"'{raw}' is not a regime: back-to-back, idle=MS, sustained=MS or idle=MS,sustained=MS "
+        "(MS in [0, 60000])")
     if raw == "back-to-back":
-        return ("back-to-back", 0.0)
-    kind, _, ms = raw.partition("=")
-    try:
-        v = float(ms)
-    except ValueError:
-        v = float("nan")
-    if kind not in ("sustained", "idle") or not (0.0 <= v <= 60000.0):
-        raise argparse.ArgumentTypeError(
-            f"'{raw}' is not a regime: back-to-back, sustained=MS or idle=MS (MS in [0, 60000])")
-    return (kind, v)
+        return (0.0, 0.0)
+    parts = raw.split(",")
+    if len(parts) > 2:
+        raise bad
+    idle, sustained = 0.0, 0.0
+    for i, part in enumerate(parts):
+        kind, _, ms = part.partition("=")
+        try:
+            v = float(ms)
+        except ValueError:
+            raise bad
+        if not (0.0 <= v <= 60000.0):
+            raise bad
+        if kind == "idle" and i == 0:
+            idle = v
+        elif kind == "sustained" and i == len(parts) - 1:
+            sustained = v
+        else:
+            raise bad
+    return (idle, sustained)
 
 
 def bench_regime(fn, regime, warmup, reps):
-    """Times `fn` as mercury-gpu-bench's Bench::time does in the same --regime: an idle gap
-    (stream drained, host sleep) or a sustained load (back-to-back calls for MS ms of host
-    time, synchronising every 4 calls) around `warmup` calls, then `reps` calls back to back,
-    each between two CUDA events; the median (ms)."""
-    kind, ms = regime
-    if kind == "idle":
+    """Times `fn` as mercury-gpu-bench's Bench::time does in the same --regime: the stream
+    drained and `idle` ms of host sleep, then `warmup` calls, then back-to-back calls until
+    `sustained` ms of host time have passed since the warm-up began (synchronising every 4
+    calls), then `reps` calls back to back, each between two CUDA events; the median (ms)."""
+    idle, sustained = regime
+    if idle > 0:
         torch.cuda.synchronize()
-        time.sleep(ms / 1e3)
+        time.sleep(idle / 1e3)
     t0 = time.perf_counter()
     for _ in range(warmup):
         fn()
-    if kind == "sustained":
-        while (time.perf_counter() - t0) * 1e3 < ms:
+    if sustained > 0:
+        while (time.perf_counter() - t0) * 1e3 < sustained:
             for _ in range(4):
                 fn()
             torch.cuda.synchronize()
@@ -123,8 +137,8 @@ def main():
     ap.add_argument("--backends", default=None,
                     help="regular expression selecting backends (FLASH_ATTENTION, CUDNN_ATTENTION, CUDNN_LSE)")
     ap.add_argument("--regime", type=parse_regime, default=None,
-                    help="time as mercury-gpu-bench --regime does (back-to-back, sustained=MS, "
-                         "idle=MS: --warmup calls, then --reps calls) instead of do_bench")
+                    help="time as mercury-gpu-bench --regime does (back-to-back, idle=MS, sustained=MS, "
+                         "idle=MS,sustained=MS: --warmup calls, then --reps calls) instead of do_bench")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up calls with --regime")
     ap.add_argument("--reps", type=int, default=7, help="timed calls with --regime (the median)")
     args = ap.parse_args()

@@ -168,34 +168,57 @@ pub struct BenchOptions {
 /// How a case's timed calls find the GPU. An H200 under cuDNN or a large GEMM runs at its
 /// power limit, and its clocks fall within about a second of load: the same call timed after
 /// an idle gap and after a second of load differs by up to 12% (docs/perf.md, "Where a ring
-/// step's excess went"). Two measurements are comparable only in one regime;
-/// `scripts/sdpa_baseline.py --regime` takes the same values for torch's side.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Regime {
+/// step's excess went"), and after an idle gap the clock controller undershoots its steady
+/// state for several seconds of load (docs/perf.md, "P2c against torch in one regime"). Two
+/// measurements are comparable only with the same history: `scripts/sdpa_baseline.py
+/// --regime` takes the same values for torch's side.
+///
+/// Written `back-to-back`, `idle=MS`, `sustained=MS` or `idle=MS,sustained=MS`: first the
+/// stream is drained and the host sleeps `idle_ms`, then the warm-up calls run, then the call
+/// runs back to back until `sustained_ms` of host time have passed since the warm-up began
+/// (synchronising every 4 calls), then the timed calls.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Regime {
+    /// Milliseconds idle before the warm-up (0: none).
+    pub idle_ms: f64,
+    /// Milliseconds of load, counted from the warm-up's start, before the timed calls (0: the
+    /// warm-up calls only).
+    pub sustained_ms: f64,
+}
+
+impl Regime {
     /// The warm-up calls, then the timed calls, back to back (the default).
-    BackToBack,
-    /// The call back to back for this many milliseconds (host clock) before the timed calls:
-    /// the power-limited steady state a long training step sees.
-    Sustained(f64),
-    /// The stream drained and this many milliseconds of host sleep before the warm-up calls:
-    /// the GPU as a call after a pause finds it.
-    Idle(f64),
+    pub const BACK_TO_BACK: Regime = Regime {
+        idle_ms: 0.0,
+        sustained_ms: 0.0,
+    };
 }
 
 impl std::str::FromStr for Regime {
     type Err = String;
-    /// `back-to-back`, `sustained=MS` or `idle=MS`, with `MS` a finite number of
-    /// milliseconds in `[0, 60000]`.
+    /// `back-to-back`, or `idle=MS`, `sustained=MS` or both (comma-separated, idle first),
+    /// each `MS` a finite number of milliseconds in `[0, 60000]`.
     fn from_str(raw: &str) -> Result<Regime, String> {
-        let ms = |v: &str| crate::args::in_range(0.0, 60_000.0, "milliseconds")(v);
-        match raw.split_once('=') {
-            None if raw == "back-to-back" => Ok(Regime::BackToBack),
-            Some(("sustained", v)) => Ok(Regime::Sustained(ms(v)?)),
-            Some(("idle", v)) => Ok(Regime::Idle(ms(v)?)),
-            _ => Err(format!(
-                "'{raw}' is not a regime: back-to-back, sustained=MS or idle=MS"
-            )),
+        let refuse = || {
+            format!("'{raw}' is not a regime: back-to-back, idle=MS, sustained=MS or idle=MS,sustained=MS")
+        };
+        if raw == "back-to-back" {
+            return Ok(Regime::BACK_TO_BACK);
         }
+        let ms = |v: &str| crate::args::in_range(0.0, 60_000.0, "milliseconds")(v);
+        let mut r = Regime::default();
+        let parts: Vec<&str> = raw.split(',').collect();
+        if parts.len() > 2 {
+            return Err(refuse());
+        }
+        for (i, part) in parts.iter().enumerate() {
+            match part.split_once('=') {
+                Some(("idle", v)) if i == 0 => r.idle_ms = ms(v)?,
+                Some(("sustained", v)) if i + 1 == parts.len() => r.sustained_ms = ms(v)?,
+                _ => return Err(refuse()),
+            }
+        }
+        Ok(r)
     }
 }
 
@@ -204,7 +227,7 @@ impl Default for BenchOptions {
         BenchOptions {
             warmup: 2,
             reps: 7,
-            regime: Regime::BackToBack,
+            regime: Regime::BACK_TO_BACK,
             p2c_cases: Vec::new(),
             check: true,
             seed: std::time::SystemTime::now()
@@ -463,18 +486,22 @@ impl Bench {
                 .synchronize()
                 .map_err(RuntimeError::driver("synchronize"))
         };
-        if let Regime::Idle(ms) = self.opts.regime {
+        let Regime {
+            idle_ms,
+            sustained_ms,
+        } = self.opts.regime;
+        if idle_ms > 0.0 {
             sync()?;
-            std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3));
+            std::thread::sleep(std::time::Duration::from_secs_f64(idle_ms / 1e3));
         }
         let t0 = std::time::Instant::now();
         for _ in 0..self.opts.warmup {
             f()?;
         }
-        if let Regime::Sustained(ms) = self.opts.regime {
+        if sustained_ms > 0.0 {
             // Synchronising every few calls keeps the queue short, so the host clock follows
             // the GPU's.
-            while t0.elapsed().as_secs_f64() * 1e3 < ms {
+            while t0.elapsed().as_secs_f64() * 1e3 < sustained_ms {
                 for _ in 0..4 {
                     f()?;
                 }
@@ -2791,9 +2818,16 @@ mod tests {
 
     #[test]
     fn regimes_parse_or_are_refused() {
-        assert_eq!("back-to-back".parse(), Ok(Regime::BackToBack));
-        assert_eq!("sustained=1500".parse(), Ok(Regime::Sustained(1500.0)));
-        assert_eq!("idle=0".parse(), Ok(Regime::Idle(0.0)));
+        let r = |idle_ms, sustained_ms| {
+            Ok(Regime {
+                idle_ms,
+                sustained_ms,
+            })
+        };
+        assert_eq!("back-to-back".parse(), Ok(Regime::BACK_TO_BACK));
+        assert_eq!("sustained=1500".parse(), r(0.0, 1500.0));
+        assert_eq!("idle=0".parse(), r(0.0, 0.0));
+        assert_eq!("idle=3000,sustained=5000".parse(), r(3000.0, 5000.0));
         for bad in [
             "sustained",
             "idle=-1",
@@ -2801,6 +2835,9 @@ mod tests {
             "warm=5",
             "sustained=1e9",
             "",
+            "sustained=1,idle=2",
+            "idle=1,idle=2",
+            "idle=1,sustained=2,idle=3",
         ] {
             assert!(bad.parse::<Regime>().is_err(), "{bad}");
         }

@@ -54,8 +54,9 @@ struct Args {
           allow_negative_numbers = true)]
     warmup: usize,
     /// How the GPU is loaded before each case's timed calls: `back-to-back` (the warm-up
-    /// calls, then the timed ones), `sustained=MS` (the call back to back for MS milliseconds
-    /// first: the power-limited steady state) or `idle=MS` (MS milliseconds idle first).
+    /// calls, then the timed ones), `idle=MS` (MS milliseconds idle first), `sustained=MS`
+    /// (the call back to back for MS milliseconds first) or `idle=MS,sustained=MS` (both: the
+    /// same history for every case and either side).
     /// `scripts/sdpa_baseline.py --regime` takes the same values, so that the two sides are
     /// timed alike.
     #[arg(long, value_name = "REGIME", default_value = "back-to-back")]
