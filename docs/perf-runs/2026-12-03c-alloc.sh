@@ -23,12 +23,14 @@ torch() { # tag
 ours pool1 pool; ours sync1 sync; torch 1; ours sync2 sync; ours pool2 pool; torch 2
 grep -h FAIL "$w"/ours-*.txt | head -3
 python3 - "$w" <<'PY'
-import json, os, sys
+import sys
 w = sys.argv[1]
+sys.path.insert(0, "docs/perf-runs")
+import p2c_sides
 def ours(t):
-    return {r["id"][4:]: r["median_ms"] for r in json.load(open(f"{w}/ours-{t}.json"))["rows"] if r["id"].startswith("P2c.") and r["median_ms"] > 0}
+    return p2c_sides.ours(f"{w}/ours-{t}.json")
 def torch(t):
-    return {r["id"]: r["ms"] for r in json.load(open(f"{w}/torch-{t}.json"))["results"] if r["ms"]}
+    return p2c_sides.torch(f"{w}/torch-{t}.json")
 o = {t: ours(t) for t in ["pool1", "sync1", "sync2", "pool2"]}
 t = {k: torch(k) for k in ["1", "2"]}
 print("| case | pool r1 | sync r1 | torch r1 | sync r2 | pool r2 | torch r2 | torch/pool | torch/sync |")

@@ -29,12 +29,14 @@ torch 1; ours 1; ours 2; torch 2
 kill $smi 2>/dev/null
 grep -h FAIL "$w"/ours-*.txt | head -3
 python3 - "$w" <<'PY'
-import json, sys
+import sys
 w = sys.argv[1]
+sys.path.insert(0, "docs/perf-runs")
+import p2c_sides
 def ours(t):
-    return {r["id"][4:]: r["median_ms"] for r in json.load(open(f"{w}/ours-{t}.json"))["rows"] if r["id"].startswith("P2c.") and r["median_ms"] > 0}
+    return p2c_sides.ours(f"{w}/ours-{t}.json")
 def torch(t):
-    return {r["id"]: r["ms"] for r in json.load(open(f"{w}/torch-{t}.json"))["results"] if r["ms"]}
+    return p2c_sides.torch(f"{w}/torch-{t}.json")
 o1, o2, t1, t2 = ours(1), ours(2), torch(1), torch(2)
 print("| case | torch r1 | ours r1 | ours r2 | torch r2 | torch/ours (means) |")
 print("| --- | ---: | ---: | ---: | ---: | ---: |")

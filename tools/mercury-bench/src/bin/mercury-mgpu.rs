@@ -595,6 +595,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--name`: a topology name the loader accepts (not empty or blank), refused before any GPU
+/// time is spent measuring a file that could not be loaded back.
+fn non_blank_name(raw: &str) -> Result<String, String> {
+    if raw.trim().is_empty() {
+        Err("a topology name must not be empty (the topology loader refuses `name = \"\"`)".into())
+    } else {
+        Ok(raw.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,15 +624,5 @@ mod tests {
         assert_eq!(a.max_mib, 64);
         let e = parse(&["m", "links", "--mib", "64", "--max-mib", "128"]).unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
-    }
-}
-
-/// `--name`: a topology name the loader accepts (not empty or blank), refused before any GPU
-/// time is spent measuring a file that could not be loaded back.
-fn non_blank_name(raw: &str) -> Result<String, String> {
-    if raw.trim().is_empty() {
-        Err("a topology name must not be empty (the topology loader refuses `name = \"\"`)".into())
-    } else {
-        Ok(raw.to_string())
     }
 }
