@@ -12,6 +12,9 @@
 #   MERCURY_GPU_PARTS=mgpu bash scripts/gpu.sh --remote         # only the multi-GPU section
 #   MERCURY_GPU_PARTS=baselines ...   # PyTorch baselines on every GPU (scripts/baselines, >= 2 GPUs)
 #   MERCURY_BENCH_ONLY=P2c,P3 ...     # bench sections; MERCURY_SDPA_CASES=regex: SDPA baseline ids
+#   MERCURY_REGIME=idle=3000,sustained=6000   # both sides of the bench part timed alike (each
+#                                     # timed row then costs the regime's seconds); without it
+#                                     # the ratios against torch are marked "timed unalike"
 #   MERCURY_BASELINE_ARGS='--quick' ...  # extra arguments of the baseline scripts
 #   MERCURY_BASELINE_SCRIPTS=attention ... # which of scripts/baselines/{attention,gemm,mlp}.py
 #   MERCURY_GPU_PARTS=suite,baselines MERCURY_SUITE_CASES='^mlp' MERCURY_BASELINE_SCRIPTS=mlp ...
@@ -121,10 +124,12 @@ parts="${MERCURY_GPU_PARTS:-bench,schedules,mgpu,baselines}"
 if [[ ",$parts," == *",bench,"* ]]; then
 echo "== torch SDPA baseline"
 PYTHONUNBUFFERED=1 python3 $C/sdpa_baseline.py ${MERCURY_SDPA_CASES:+--cases "$MERCURY_SDPA_CASES"} \
+  ${MERCURY_REGIME:+--regime "$MERCURY_REGIME"} \
   --out "$out/sdpa.json" > "$out/sdpa.log" 2>&1 || { echo "sdpa baseline failed"; tail -5 "$out/sdpa.log"; }
 
 echo "== mercury-gpu-bench (${MERCURY_BENCH_ONLY:-P0,P1,P2,P2c,P3}: self-checks, GEMM, attention patches, ring on virtual ranks)"
 $C/mercury-gpu-bench --device-kernels-ptx $C/device_kernels.ptx --sdpa-json "$out/sdpa.json" \
+  ${MERCURY_REGIME:+--regime "$MERCURY_REGIME"} \
   --only "${MERCURY_BENCH_ONLY:-P0,P1,P2,P2c,P3}" \
   --json-out "$out/bench.json" > "$out/bench.log" 2>&1 || status=1
 tail -60 "$out/bench.log" || true

@@ -133,8 +133,11 @@ impl Args {
     }
 }
 
-/// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON.
-fn load_sdpa(path: &Path) -> Result<BTreeMap<(String, String), f64>, String> {
+/// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON, and the regime
+/// they were timed in (`None`: `do_bench`, or a file from before the script recorded it).
+type Sdpa = (BTreeMap<(String, String), f64>, Option<Regime>);
+
+fn load_sdpa(path: &Path) -> Result<Sdpa, String> {
     let p = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{p}: {e}"))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{p}: {e}"))?;
@@ -146,7 +149,8 @@ fn load_sdpa(path: &Path) -> Result<BTreeMap<(String, String), f64>, String> {
             out.insert((id.to_string(), be.to_string()), ms);
         }
     }
-    Ok(out)
+    let regime = v["regime"].as_str().and_then(|r| r.parse().ok());
+    Ok((out, regime))
 }
 
 fn find<'a>(rows: &'a [BenchRow], id: &str) -> Option<&'a BenchRow> {
@@ -205,16 +209,18 @@ fn main() -> ExitCode {
         }
     }
 
-    let sdpa = match &args.sdpa_json {
+    let (sdpa, sdpa_regime) = match &args.sdpa_json {
         Some(p) => match load_sdpa(p) {
             Ok(m) => m,
             Err(e) => {
                 eprintln!("warning: SDPA baselines not loaded: {e}");
-                BTreeMap::new()
+                (BTreeMap::new(), None)
             }
         },
-        None => BTreeMap::new(),
+        None => (BTreeMap::new(), None),
     };
+    // A ratio against torch's times means something only when both sides were timed alike.
+    let alike = sdpa_regime == Some(args.regime);
     let rows = bench.rows().to_vec();
     let mut failed = 0;
     mercury_bench::outln!(
@@ -257,6 +263,9 @@ fn main() -> ExitCode {
                 if let Some(f) = f {
                     ratio.push_str(&format!("{:.2}x FA2", f / r.median_ms));
                 }
+                if !alike && (c.is_some() || f.is_some()) {
+                    ratio.push_str(" (timed unalike)");
+                }
             }
         } else if r.id.starts_with("P3.") && !r.id.ends_with(".single_device") {
             let base = r.id.trim_end_matches(".peers");
@@ -276,6 +285,13 @@ fn main() -> ExitCode {
             ratio,
             if r.pass { "" } else { "FAIL " },
             check
+        );
+    }
+    if !sdpa.is_empty() && !alike {
+        mercury_bench::outln!(
+            "note: torch's times were taken {}, ours {:?}: the H200's clocks move 2-12% with the load before a call, so a ratio marked 'timed unalike' is not a comparison within that (give both --regime alike; docs/perf.md, \"P2c against torch in one regime\")",
+            sdpa_regime.map_or("by do_bench".to_string(), |g| format!("{g:?}")),
+            args.regime
         );
     }
     mercury_bench::outln!(
