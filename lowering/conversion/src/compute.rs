@@ -91,6 +91,8 @@ pub(crate) struct StageCx {
     pub scattered: std::collections::HashSet<ValueId>,
     /// Remote tiles of each buffer received so far in this stage (ring slot numbering).
     pub remote_count: HashMap<String, usize>,
+    /// The index in `events` of the event being lowered.
+    pub at: usize,
 }
 
 impl Lowering<'_> {
@@ -139,8 +141,10 @@ impl Lowering<'_> {
                     masked_out: Default::default(),
                     scattered: Default::default(),
                     remote_count: HashMap::new(),
+                    at: 0,
                 };
-                for e in &events {
+                for (at, e) in events.iter().enumerate() {
+                    cx.at = at;
                     match e {
                         Event::Load { .. } => self.lower_load(&mut cx, e)?,
                         Event::Patch { .. } => self.lower_patch(&mut cx, e)?,

@@ -76,8 +76,11 @@ pub(crate) struct RankBuild {
     /// Partials of a tile received so far in a stage: (stage, buffer, box) -> count.
     pub pushed: HashMap<(usize, String, Vec<usize>), usize>,
     /// Send slots of owner-pushed partials that lie where the next stage overwrites them
-    /// (`reduce.rs`, `stable_parts`): (buffer, box, parity, n, part) -> slot, n as in `push_recv`.
-    pub send: HashMap<(String, Vec<usize>, usize, usize, usize), usize>,
+    /// (`reduce.rs`, `stable_parts`): (buffer, parity, k, shape) -> slot, k counting the
+    /// rank's copied parts of that buffer in one stage.
+    pub send: HashMap<(String, usize, usize, Vec<usize>), usize>,
+    /// Parts copied into send slots so far: (stage, buffer) -> count.
+    pub send_count: HashMap<(usize, String), usize>,
     /// Stored outputs: (buffer, box) -> slot.
     pub stored: BTreeMap<(String, Vec<usize>), (Region, usize)>,
     /// Temp tiles whose last store was of a skipped value (a fully masked causal block):
@@ -100,6 +103,7 @@ impl RankBuild {
             push_recv: HashMap::new(),
             pushed: HashMap::new(),
             send: HashMap::new(),
+            send_count: HashMap::new(),
             stored: BTreeMap::new(),
             skipped: BTreeMap::new(),
         }

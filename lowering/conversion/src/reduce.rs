@@ -165,7 +165,7 @@ impl Lowering<'_> {
             .or_insert(0);
         let n = *count;
         *count += 1;
-        let parts = self.stable_parts(cx, parts, buffer, bx, parity, n);
+        let parts = self.stable_parts(cx, parts, buffer, parity);
         let rkey = (buffer.to_string(), key(bx), parity, n);
         let recv_slots = match self.ranks[target].push_recv.get(&rkey) {
             Some(s) => s.clone(),
@@ -228,49 +228,63 @@ impl Lowering<'_> {
 }
 
 impl Lowering<'_> {
-    /// The partial tiles `parts` as the send of the next stage may read them. A compute result
-    /// that a shifted reduction sends lives in a double-buffered slot (`compute.rs` marks it,
-    /// `tile.rs` and `patch.rs` give it two), and an input's shard is never written during the
-    /// compute stages. Any other part (a load of a stored temp's one slot, of a ring slot that
-    /// the next stage receives into, of an accumulator) is copied this stage into a
-    /// double-buffered send slot of its own: the next stage overwrites where it lies while the
-    /// send reads it (tenth new-user pass, 2026-12-03: a private temp reduced to another
-    /// rank's tile inside an inner loop was refused as an invalid plan).
+    /// The partial tiles `parts` as the send of the next stage may read them. A part that lies
+    /// in a slot the lowering reuses across stages is copied this stage into a send slot of
+    /// its own, double-buffered by stage parity: the next stage may overwrite the reused slot
+    /// while the send reads it (tenth new-user pass, 2026-12-03: a private temp reduced to
+    /// another rank's tile inside an inner loop was refused as an invalid plan). Reused slots:
+    /// a stored tile's (one per box for the kernel), a ring or receive slot, an accumulator, an
+    /// owner's receive slot of pushed partials, and a compute result's slot when the result is
+    /// not one a shifted reduction sends (those get one slot per parity already, `tile.rs`,
+    /// `patch.rs`). Any other slot (an input's shard, a patch's per-block output) is written
+    /// once and sent as it is. The plan verifier still checks every send against the writes of
+    /// its stage. Send slots are numbered per stage (`k`, the rank's k-th copied part of that
+    /// buffer in the stage), so a rank holds two per part sent in one stage, not one per tile.
     fn stable_parts(
         &mut self,
         cx: &StageCx,
         parts: Vec<View>,
         buffer: &str,
-        bx: &Region,
         parity: usize,
-        n: usize,
     ) -> Vec<View> {
         let r = cx.r;
         let rb = &self.ranks[r];
-        let buffered: std::collections::HashSet<usize> = rb
-            .temps
-            .iter()
-            .filter(|((v, _), _)| self.sent_values.contains_key(v))
+        let reused: std::collections::HashSet<usize> = rb
+            .stored
+            .values()
             .map(|(_, s)| *s)
-            .chain(rb.shard.iter().filter_map(|(name, (s, _))| {
-                (self.k.buffer(name).map(|b| b.role) == Some(Role::In)).then_some(*s)
-            }))
+            .chain(rb.ring.values().copied())
+            .chain(rb.received.values().flatten().map(|(_, s)| *s))
+            .chain(rb.acc.values().flat_map(|(_, s, _)| s.iter().copied()))
+            .chain(rb.push_recv.values().flatten().copied())
+            .chain(
+                rb.temps
+                    .iter()
+                    .filter(|((v, _), _)| !self.sent_values.contains_key(v))
+                    .map(|(_, s)| *s),
+            )
             .collect();
         parts
             .into_iter()
             .enumerate()
             .map(|(i, p)| {
-                if buffered.contains(&p.slot) {
+                if !reused.contains(&p.slot) {
                     return p;
                 }
-                let skey = (buffer.to_string(), key(bx), parity, n, i);
                 let rb = &mut self.ranks[r];
+                let count = rb
+                    .send_count
+                    .entry((cx.ps, buffer.to_string()))
+                    .or_insert(0);
+                let k = *count;
+                *count += 1;
+                let skey = (buffer.to_string(), parity, k, p.region.extent.clone());
                 let s = match rb.send.get(&skey) {
-                    Some(s) if rb.slots[*s].shape == p.region.extent => *s,
-                    _ => {
+                    Some(s) => *s,
+                    None => {
                         let dtype = rb.slots[p.slot].dtype;
                         let s = rb.slot(
-                            format!("{buffer}.send{parity}_{n}.{i}"),
+                            format!("{buffer}.send{parity}_{k}.{i}"),
                             dtype,
                             p.region.extent.clone(),
                             SlotInit::Uninit,

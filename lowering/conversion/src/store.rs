@@ -3,7 +3,7 @@
 
 use crate::compute::StageCx;
 use crate::context::{err, key, partition_conflict, to_dtype, Event, Lowering, PARTITION_RULE};
-use crate::tile::uses;
+use crate::tile::{uses, uses_after};
 use mercury_commir::Role;
 use mercury_ir::Diagnostic;
 use mercury_plan::{ComputeOp, DType, SlotInit, TileOp};
@@ -66,12 +66,41 @@ impl Lowering<'_> {
             }
         };
         let dst = rb.whole(s);
-        // The elementwise program that computed the value writes the stored tile itself.
-        if let Some(ComputeOp::Tile {
-            tile: TileOp::Elementwise { .. },
-            output,
-            ..
-        }) = rb.stage(cx.ps).compute.last_mut()
+        // A value loaded from this tile before and read after this store (`%t = load T; store
+        // f(%t) into T; ... %t`) is a view of the slot the store overwrites: it is copied
+        // aside first, or it would read the new contents (a twelfth new-user pass: Y = X * X
+        // for Y = exp(X), exit 0, and --check agreed, its reference lowered alike).
+        let live: Vec<(mercury_ir::ValueId, mercury_plan::View)> = cx
+            .values
+            .iter()
+            .filter(|(v, view)| view.slot == s && uses_after(cx, **v) > 0)
+            .map(|(v, view)| (*v, view.clone()))
+            .collect();
+        let saved = !live.is_empty();
+        for (v, view) in live {
+            let copy = rb.slot(
+                format!("{buffer}.saved"),
+                rb.slots[s].dtype,
+                view.region.extent.clone(),
+                SlotInit::Uninit,
+            );
+            let whole = rb.whole(copy);
+            rb.stage(cx.ps).compute.push(ComputeOp::Copy {
+                src: view,
+                dst: whole.clone(),
+            });
+            cx.values.insert(v, whole);
+        }
+        // The elementwise program that computed the value writes the stored tile itself (not
+        // when a value was just copied aside from it: the copy reads the tile as it was).
+        if let (
+            false,
+            Some(ComputeOp::Tile {
+                tile: TileOp::Elementwise { .. },
+                output,
+                ..
+            }),
+        ) = (saved, rb.stage(cx.ps).compute.last_mut())
         {
             if single && *output == src && output.region.extent == dst.region.extent {
                 *output = dst;

@@ -237,7 +237,16 @@ impl Lowering<'_> {
 
 /// How many events of the stage read `v`.
 pub(crate) fn uses(cx: &StageCx, v: ValueId) -> usize {
-    cx.events
+    uses_in(&cx.events, v)
+}
+
+/// How many operands of the stage's events after the one being lowered (`cx.at`) are `v`.
+pub(crate) fn uses_after(cx: &StageCx, v: ValueId) -> usize {
+    uses_in(cx.events.get(cx.at + 1..).unwrap_or(&[]), v)
+}
+
+fn uses_in(events: &[Event], v: ValueId) -> usize {
+    events
         .iter()
         .map(|e| match e {
             Event::Compute { inputs, .. } | Event::Patch { inputs, .. } => {
