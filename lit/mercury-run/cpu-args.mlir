@@ -23,3 +23,7 @@
 // PLACED: error: --no-run compiles only, and --virtual, --devices only set how a run is placed on the GPUs: drop them, or run
 // RUN: not %mercury-run %repo/examples/small/attention.mlir --stage-timeout 1e9 2>&1 | FileCheck %s --check-prefix=TIMEOUT
 // TIMEOUT: error: --stage-timeout must be a number of seconds from 0.001 to 1e6, got 1000000000
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --backend cpu --tolerance 1e-3 2>&1 | FileCheck %s --check-prefix=TOL
+// TOL: error: --tolerance sets what --check accepts, and there is no --check
+// RUN: not %mercury-run %repo/examples/small/attention.mlir --no-run --seed 3 2>&1 | FileCheck %s --check-prefix=SEED
+// SEED: error: --no-run compiles only, and --seed sets a run's random inputs

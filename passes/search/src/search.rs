@@ -583,6 +583,7 @@ pub fn tune(
             key: &key,
             topo,
             profiling,
+            no_search: opts.no_search,
             t0,
         };
         match lookup.consult(measure.as_deref_mut(), &mut report)? {
@@ -591,6 +592,15 @@ pub fn tune(
         }
     }
     if opts.no_search {
+        if profiling {
+            warn(
+                &mut report,
+                format!(
+                    "--profile-top {} profiled nothing: --no-search measures only a cached schedule, and there is no usable one",
+                    opts.profile_top
+                ),
+            );
+        }
         return tune_default(source, topo, report, t0);
     }
 
@@ -669,6 +679,8 @@ struct CacheVisit<'a> {
     key: &'a CacheKey,
     topo: &'a Topology,
     profiling: bool,
+    /// `--no-search`: a hit is used or the default schedule is, never a search.
+    no_search: bool,
     t0: Instant,
 }
 
@@ -758,7 +770,7 @@ impl CacheVisit<'_> {
         if let Some(w) = unmarked {
             warn(report, w);
         }
-        if unmeasured && suspect.is_none() {
+        if unmeasured && suspect.is_none() && !self.no_search {
             report.cache = "hit without a measurement: tuning with profiling".into();
             return Ok(CacheOutcome::Search {
                 model_fallback: false,
@@ -786,7 +798,9 @@ impl CacheVisit<'_> {
         }
         let mut model_fallback = false;
         if let Some(why) = suspect {
-            let next = if self.profiling {
+            let next = if self.no_search {
+                "using the default schedule instead (--no-search)"
+            } else if self.profiling {
                 "tuning again"
             } else {
                 model_fallback = true;
@@ -822,12 +836,14 @@ fn tune_default(
     t0: Instant,
 ) -> Result<TuneResult, TuneError> {
     let c = source.default_candidate(topo)?;
+    let why = if report.cache.starts_with("suspect") {
+        "the cached schedule is suspect"
+    } else {
+        "no usable cached schedule"
+    };
     warn(
         &mut report,
-        format!(
-            "search disabled and no cached schedule: using the default '{}'",
-            c.name
-        ),
+        format!("search disabled and {why}: using the default '{}'", c.name),
     );
     let e = evaluate(c, topo);
     report.decision = "default (no search)".into();

@@ -286,6 +286,18 @@ where
             "--bench times the GPU backend: the CPU backend is the f64 reference executor, whose times are not GPU times (run with --backend cuda, or drop --bench)\n",
         ));
     }
+    if on_command_line("tolerance") && !a.check {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--tolerance sets what --check accepts, and there is no --check: add --check, or drop --tolerance\n",
+        ));
+    }
+    if a.no_run && on_command_line("seed") {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--no-run compiles only, and --seed sets a run's random inputs: drop it, or run\n",
+        ));
+    }
     if a.self_reference && !a.check {
         return Err(clap::Error::raw(
             clap::error::ErrorKind::ArgumentConflict,

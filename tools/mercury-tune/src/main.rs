@@ -371,6 +371,11 @@ fn check_launcher(args: &Args) -> Result<usize, String> {
     if args.cache.is_some() {
         return Err("--launcher does not take --cache: only process 0 would write it, and on a later run the processes would take different paths (a cache hit here, a search there)".into());
     }
+    if args.no_search {
+        return Err(
+            "--launcher profiles the search's candidates; it does not take --no-search".into(),
+        );
+    }
     // The launcher's environment now, not after the search.
     #[cfg(feature = "cuda")]
     match mercury_runtime::cuda::launcher::LaunchEnv::from_env() {
@@ -384,17 +389,11 @@ fn check_launcher(args: &Args) -> Result<usize, String> {
 }
 
 /// The profiling flags that would be read by nothing: without `--profile-top` nothing is
-/// measured, and `--no-search` measures nothing (it takes the cache or the default); under `--backend cpu` the GPU backend's flags have no reader (mercury-run refuses
+/// measured; under `--backend cpu` the GPU backend's flags have no reader (mercury-run refuses
 /// them there the same way); `--iters 0` times nothing.
 fn check_profile_flags(args: &Args) -> Result<(), String> {
     if args.iters == 0 {
         return Err("--iters must be at least 1: a profiled candidate's time is the median of its timed runs".into());
-    }
-    if args.no_search && args.profile_top > 0 {
-        return Err(format!(
-            "--no-search takes the cached schedule, else the default one, and measures nothing, so --profile-top {} would profile nothing: drop one of them (mercury-run --cache-file checks a run of the cached schedule against its measured time)",
-            args.profile_top
-        ));
     }
     let gpu_only: Vec<&str> = [
         ("--virtual", args.virtual_ranks),

@@ -249,7 +249,7 @@ fn launcher_refuses_what_the_processes_cannot_share() {
         ),
         (
             &["--profile-top", "2", "--no-search"][..],
-            "--no-search takes the cached schedule, else the default one, and measures nothing",
+            "does not take --no-search",
         ),
     ] {
         let mut args: Vec<&str> = base.to_vec();

@@ -595,11 +595,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// `--name`: a topology name the loader accepts (not empty or blank), refused before any GPU
+/// `--name`: a topology name the loader accepts (not blank, no control characters), refused before any GPU
 /// time is spent measuring a file that could not be loaded back.
 fn non_blank_name(raw: &str) -> Result<String, String> {
     if raw.trim().is_empty() {
         Err("a topology name must not be empty (the topology loader refuses `name = \"\"`)".into())
+    } else if raw.chars().any(char::is_control) {
+        Err("a topology name must not hold control characters (a newline or a tab)".into())
     } else {
         Ok(raw.to_string())
     }
