@@ -11,8 +11,8 @@ source scripts/device_env.sh
 C=.carry
 w=${OUT:-/tmp/history}; mkdir -p "$w"
 G=idle=3000,sustained=6000
-CASES=b1h32s32k.noncausal,b1h32s32k.causal,b16h32s4k.noncausal,b1h32s4kx4k.noncausal
-RE='^(b1h32s32k\.(non)?causal|b16h32s4k\.noncausal|b1h32s4kx4k\.noncausal)$'
+CASES=b1h32s32k.noncausal,b1h32s32k.causal,b1h32s4kx4k.noncausal
+RE='^(b1h32s32k\.(non)?causal|b1h32s4kx4k\.noncausal)$'
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 200 > "$w/smi.csv" &
 smi=$!
 ours() {
