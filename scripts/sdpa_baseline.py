@@ -139,6 +139,9 @@ def main():
     ap.add_argument("--regime", type=parse_regime, default=None,
                     help="time as mercury-gpu-bench --regime does (back-to-back, idle=MS, sustained=MS, "
                          "idle=MS,sustained=MS: --warmup calls, then --reps calls) instead of do_bench")
+    ap.add_argument("--inputs", choices=["bf16-rand", "f32-rand"], default="bf16-rand",
+                    help="how q, k, v are drawn: torch.rand in bf16 (256 levels in [0, 1)) or in "
+                         "f32 rounded to bf16 (every mantissa bit random, as mercury-gpu-bench's)")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up calls with --regime")
     ap.add_argument("--reps", type=int, default=7, help="timed calls with --regime (the median)")
     args = ap.parse_args()
@@ -152,9 +155,15 @@ def main():
     for cid, b, hq, hk, s, causal, D in CASES:
         if args.cases and not re.search(args.cases, cid):
             continue
-        q = torch.rand(b, hq, s, D, device="cuda", dtype=torch.bfloat16) * 3 - 1.5
-        k = torch.rand(b, hk, s, D, device="cuda", dtype=torch.bfloat16) * 3 - 1.5
-        v = torch.rand(b, hk, s, D, device="cuda", dtype=torch.bfloat16) * 2 - 1
+        # --inputs f32-rand draws in f32 and rounds to bf16, so that every mantissa bit is
+        # random, as mercury-gpu-bench's fill is; bf16-rand (the default) draws from bf16's
+        # 256-level grid in [0, 1). Under the power limit the clocks follow the data's bits.
+        gen = torch.float32 if args.inputs == "f32-rand" else torch.bfloat16
+        def rand(*shape, scale, shift):
+            return (torch.rand(*shape, device="cuda", dtype=gen) * scale - shift).to(torch.bfloat16)
+        q = rand(b, hq, s, D, scale=3, shift=1.5)
+        k = rand(b, hk, s, D, scale=3, shift=1.5)
+        v = rand(b, hk, s, D, scale=2, shift=1)
         flops = 4.0 * b * hq * s * s * D * (0.5 if causal else 1.0)
         for name, backend in BACKENDS:
             if args.backends and not re.search(args.backends, name):
@@ -214,7 +223,8 @@ def main():
     # How the times were taken: mercury-gpu-bench puts a ratio beside ours only when it timed
     # in the same regime.
     regime = args.regime_raw if args.regime is not None else "do_bench"
-    out = {"device": dev, "torch": torch.__version__, "regime": regime, "results": results}
+    out = {"device": dev, "torch": torch.__version__, "regime": regime, "inputs": args.inputs,
+           "results": results}
     text = json.dumps(out, indent=1)
     if args.out:
         with open(args.out, "w") as f:
