@@ -107,7 +107,10 @@ impl Lowering<'_> {
                 return Ok(());
             }
         }
-        rb.stage(cx.ps).compute.push(ComputeOp::Copy { src, dst });
+        // A tile stored back where it was loaded from (`%t = load T; store %t into T`) is there.
+        if src != dst {
+            rb.stage(cx.ps).compute.push(ComputeOp::Copy { src, dst });
+        }
         Ok(())
     }
 }
