@@ -248,27 +248,11 @@ impl Lowering<'_> {
         parity: usize,
     ) -> Vec<View> {
         let r = cx.r;
-        let rb = &self.ranks[r];
-        let reused: std::collections::HashSet<usize> = rb
-            .stored
-            .values()
-            .map(|(_, s)| *s)
-            .chain(rb.ring.values().copied())
-            .chain(rb.received.values().flatten().map(|(_, s)| *s))
-            .chain(rb.acc.values().flat_map(|(_, s, _)| s.iter().copied()))
-            .chain(rb.push_recv.values().flatten().copied())
-            .chain(
-                rb.temps
-                    .iter()
-                    .filter(|((v, _), _)| !self.sent_values.contains_key(v))
-                    .map(|(_, s)| *s),
-            )
-            .collect();
         parts
             .into_iter()
             .enumerate()
             .map(|(i, p)| {
-                if !reused.contains(&p.slot) {
+                if !self.reused(r, p.slot) {
                     return p;
                 }
                 let rb = &mut self.ranks[r];
@@ -301,6 +285,23 @@ impl Lowering<'_> {
                 dst
             })
             .collect()
+    }
+}
+
+impl Lowering<'_> {
+    /// Whether rank `r`'s `slot` is one the lowering reuses across stages ([`Self::stable_parts`]
+    /// lists them).
+    fn reused(&self, r: usize, slot: usize) -> bool {
+        let rb = &self.ranks[r];
+        rb.stored.values().any(|(_, s)| *s == slot)
+            || rb.ring.values().any(|s| *s == slot)
+            || rb.received.values().flatten().any(|(_, s)| *s == slot)
+            || rb.acc.values().any(|(_, s, _)| s.contains(&slot))
+            || rb.push_recv.values().flatten().any(|s| *s == slot)
+            || rb
+                .temps
+                .iter()
+                .any(|((v, _), s)| *s == slot && !self.sent_values.contains_key(v))
     }
 }
 

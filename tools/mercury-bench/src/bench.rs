@@ -177,6 +177,7 @@ pub struct BenchOptions {
 /// stream is drained and the host sleeps `idle_ms`, then the warm-up calls run, then the call
 /// runs back to back until `sustained_ms` of host time have passed since the warm-up began
 /// (synchronising every 4 calls), then the timed calls.
+/// The default, `back-to-back`: the warm-up calls, then the timed calls.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Regime {
     /// Milliseconds idle before the warm-up (0: none).
@@ -184,14 +185,6 @@ pub struct Regime {
     /// Milliseconds of load, counted from the warm-up's start, before the timed calls (0: the
     /// warm-up calls only).
     pub sustained_ms: f64,
-}
-
-impl Regime {
-    /// The warm-up calls, then the timed calls, back to back (the default).
-    pub const BACK_TO_BACK: Regime = Regime {
-        idle_ms: 0.0,
-        sustained_ms: 0.0,
-    };
 }
 
 impl std::str::FromStr for Regime {
@@ -203,7 +196,7 @@ impl std::str::FromStr for Regime {
             format!("'{raw}' is not a regime: back-to-back, idle=MS, sustained=MS or idle=MS,sustained=MS")
         };
         if raw == "back-to-back" {
-            return Ok(Regime::BACK_TO_BACK);
+            return Ok(Regime::default());
         }
         let ms = |v: &str| crate::args::in_range(0.0, 60_000.0, "milliseconds")(v);
         let mut r = Regime::default();
@@ -227,7 +220,7 @@ impl Default for BenchOptions {
         BenchOptions {
             warmup: 2,
             reps: 7,
-            regime: Regime::BACK_TO_BACK,
+            regime: Regime::default(),
             p2c_cases: Vec::new(),
             check: true,
             seed: std::time::SystemTime::now()
@@ -2824,7 +2817,7 @@ mod tests {
                 sustained_ms,
             })
         };
-        assert_eq!("back-to-back".parse(), Ok(Regime::BACK_TO_BACK));
+        assert_eq!("back-to-back".parse(), Ok(Regime::default()));
         assert_eq!("sustained=1500".parse(), r(0.0, 1500.0));
         assert_eq!("idle=0".parse(), r(0.0, 0.0));
         assert_eq!("idle=3000,sustained=5000".parse(), r(3000.0, 5000.0));

@@ -214,32 +214,13 @@ where
     if a.backend == Backend::Cpu {
         // Flags only the GPU backend reads: under the CPU executor they would be ignored
         // silently.
-        let gpu_only = [
-            "virtual_ranks",
-            "devices",
-            "alias",
-            "transport",
-            "attention",
-            "device_kernels",
-            "stage_timeout",
-            "setup_timeout",
-            "inject_fault",
-        ];
-        let given: Vec<String> = gpu_only
-            .iter()
-            .filter(|id| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
-            .map(|id| format!("--{}", flag_name(id)))
-            .collect();
+        let given = given_flags(&m, GPU_PLACEMENT.iter().chain(&["inject_fault"]));
         if !given.is_empty() {
-            return Err(clap::Error::raw(
-                clap::error::ErrorKind::ArgumentConflict,
-                format!(
-                    "--backend cpu does not read {} (GPU backend {}): the CPU executor runs every rank in one process; drop {}, or run with --backend cuda\n",
-                    given.join(", "),
-                    if given.len() == 1 { "flag" } else { "flags" },
-                    if given.len() == 1 { "it" } else { "them" }
-                ),
-            ));
+            let (flags, them) = (pick(&given, "flag", "flags"), pick(&given, "it", "them"));
+            return Err(conflict(format!(
+                "--backend cpu does not read {} (GPU backend {flags}): the CPU executor runs every rank in one process; drop {them}, or run with --backend cuda\n",
+                given.join(", ")
+            )));
         }
     }
     if a.no_run
@@ -264,71 +245,46 @@ where
     // (an eleventh new-user pass).
     let on_command_line =
         |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
-    let timing: Vec<String> = ["iters", "warmup"]
-        .iter()
-        .filter(|id| on_command_line(id))
-        .map(|id| format!("--{}", flag_name(id)))
-        .collect();
+    let timing = given_flags(&m, &["iters", "warmup"]);
     if !timing.is_empty() && !a.bench {
-        return Err(clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            format!(
-                "{} only {} what --bench times, and without it the schedule runs once: add --bench, or drop {}\n",
-                timing.join(", "),
-                if timing.len() == 1 { "sets" } else { "set" },
-                if timing.len() == 1 { "it" } else { "them" }
-            ),
-        ));
+        let (sets, them) = (pick(&timing, "sets", "set"), pick(&timing, "it", "them"));
+        return Err(conflict(format!(
+            "{} only {sets} what --bench times, and without it the schedule runs once: add --bench, or drop {them}\n",
+            timing.join(", ")
+        )));
     }
     if a.bench && a.backend == Backend::Cpu {
-        return Err(clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            "--bench times the GPU backend: the CPU backend is the f64 reference executor, whose times are not GPU times (run with --backend cuda, or drop --bench)\n",
+        return Err(conflict(
+            "--bench times the GPU backend: the CPU backend is the f64 reference executor, whose times are not GPU times (run with --backend cuda, or drop --bench)\n".into(),
         ));
     }
     if on_command_line("tolerance") && !a.check {
-        return Err(clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            "--tolerance sets what --check accepts, and there is no --check: add --check, or drop --tolerance\n",
+        return Err(conflict(
+            "--tolerance sets what --check accepts, and there is no --check: add --check, or drop --tolerance\n".into(),
         ));
     }
     if a.no_run && on_command_line("seed") {
-        return Err(clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            "--no-run compiles only, and --seed sets a run's random inputs: drop it, or run\n",
+        return Err(conflict(
+            "--no-run compiles only, and --seed sets a run's random inputs: drop it, or run\n"
+                .into(),
         ));
     }
     if a.self_reference && !a.check {
-        return Err(clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            "--self-reference chooses the reference of --check, and there is no --check: add --check, or drop --self-reference\n",
+        return Err(conflict(
+            "--self-reference chooses the reference of --check, and there is no --check: add --check, or drop --self-reference\n".into(),
         ));
     }
     if a.no_run {
-        let placement: Vec<String> = [
-            "virtual_ranks",
-            "devices",
-            "alias",
-            "transport",
-            "attention",
-            "device_kernels",
-            "stage_timeout",
-            "setup_timeout",
-        ]
-        .iter()
-        .filter(|id| on_command_line(id))
-        .map(|id| format!("--{}", flag_name(id)))
-        .collect();
+        let placement = given_flags(&m, GPU_PLACEMENT);
         if !placement.is_empty() {
-            return Err(clap::Error::raw(
-                clap::error::ErrorKind::ArgumentConflict,
-                format!(
-                    "--no-run compiles only, and {} only {} how a run is placed on the GPUs: drop {}, or run\n",
-                    placement.join(", "),
-                    if placement.len() == 1 { "sets" } else { "set" },
-                    if placement.len() == 1 { "it" } else { "them" }
-                ),
-            ));
+            let (sets, them) = (
+                pick(&placement, "sets", "set"),
+                pick(&placement, "it", "them"),
+            );
+            return Err(conflict(format!(
+                "--no-run compiles only, and {} only {sets} how a run is placed on the GPUs: drop {them}, or run\n",
+                placement.join(", ")
+            )));
         }
     }
     if a.devices == Some(0) {
@@ -382,6 +338,44 @@ where
         }
     }
     Ok(a)
+}
+
+/// The flags (clap ids) that say how a run is placed on the GPUs: the GPU backend reads them,
+/// and a run reads them (not `--backend cpu`, not `--no-run`).
+const GPU_PLACEMENT: &[&str] = &[
+    "virtual_ranks",
+    "devices",
+    "alias",
+    "transport",
+    "attention",
+    "device_kernels",
+    "stage_timeout",
+    "setup_timeout",
+];
+
+/// The command-line spellings of those of `ids` given on the command line, in order.
+fn given_flags<'a>(
+    m: &clap::ArgMatches,
+    ids: impl IntoIterator<Item = &'a &'a str>,
+) -> Vec<String> {
+    ids.into_iter()
+        .filter(|id| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| format!("--{}", flag_name(id)))
+        .collect()
+}
+
+/// `one` when `given` holds one flag, else `many` ("flag"/"flags", "it"/"them").
+fn pick(given: &[String], one: &'static str, many: &'static str) -> &'static str {
+    if given.len() == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+/// A usage error for flags that conflict (exit 1, as clap's own).
+fn conflict(message: String) -> clap::Error {
+    clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, message)
 }
 
 /// The shortest `--stage-timeout` / `--setup-timeout` (seconds): a shorter one fails every

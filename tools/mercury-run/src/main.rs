@@ -87,8 +87,12 @@ fn run(a: &args::Args) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    // --cache-file: the entry must hold this very schedule.
-    if let Some(path) = &a.cache_file {
+    // --cache-file: the entry must hold this very schedule, measured on this run's device.
+    let device = match &a.cache_file {
+        Some(_) => Some(run_device(a)?),
+        None => None,
+    };
+    if let (Some(path), Some(device)) = (&a.cache_file, &device) {
         if a.backend == args::Backend::Cuda && !a.bench {
             return Err(Failure::Input(
                 "--cache-file compares a timed run: give --bench".into(),
@@ -107,7 +111,7 @@ fn run(a: &args::Args) -> Result<(), Failure> {
                 entry.chosen.name
             )));
         }
-        mercury_search::cache::comparable(&entry, &run_device(a)?)
+        mercury_search::cache::comparable(&entry, device)
             .map_err(|e| Failure::Input(format!("--cache-file {}: {e}", path.display())))?;
         if let Some(why) = &entry.suspect {
             outln!("cache: the entry is already suspect: {why}");
@@ -137,8 +141,8 @@ fn run(a: &args::Args) -> Result<(), Failure> {
             (p / now - 1.0) * 100.0
         );
     }
-    if let (Some(path), Some(now)) = (&a.cache_file, secs) {
-        match mercury_search::cache::check_run_against(path, now, &run_device(a)?) {
+    if let (Some(path), Some(now), Some(device)) = (&a.cache_file, secs, &device) {
+        match mercury_search::cache::check_run_against(path, now, device) {
             Ok(Some(why)) => outln!(
                 "cache: schedule is SUSPECT ({why}); marked in {}: re-tune (mercury-tune --profile-top), or fall back to the model's pick",
                 path.display()
