@@ -15,6 +15,7 @@
 #   MERCURY_REGIME=idle=3000,sustained=6000   # both sides of the bench part timed alike (each
 #                                     # timed row then costs the regime's seconds); without it
 #                                     # the ratios against torch are marked "timed unalike"
+#                                     # (torch draws inputs as ours: sdpa_baseline.py --inputs)
 #   MERCURY_BASELINE_ARGS='--quick' ...  # extra arguments of the baseline scripts
 #   MERCURY_BASELINE_SCRIPTS=attention ... # which of scripts/baselines/{attention,gemm,mlp}.py
 #   MERCURY_GPU_PARTS=suite,baselines MERCURY_SUITE_CASES='^mlp' MERCURY_BASELINE_SCRIPTS=mlp ...

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# For the next call (written 2026-12-03, not yet run): does the P2c gap against torch follow
-# the inputs' bits? torch with its default inputs (torch.rand in bf16: 256 levels) and with
+# Run 2026-12-03 (fourth session; output in 2026-12-03c-inputs.txt): does the P2c gap against torch follow
+# the inputs' bits? torch with its old default inputs (torch.rand in bf16: 256 levels) and with
 # f32 draws rounded to bf16 (every mantissa bit random, as our bench's fill), ours between,
 # every case with the same history (--regime idle=3000,sustained=6000). If torch with
 # --inputs f32-rand times as ours does, the gap is the data's power, not the patch.

@@ -133,24 +133,37 @@ impl Args {
     }
 }
 
-/// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON, and the regime
-/// they were timed in (`None`: `do_bench`, or a file from before the script recorded it).
-type Sdpa = (BTreeMap<(String, String), f64>, Option<Regime>);
+/// The bits of this bench's inputs, in `scripts/sdpa_baseline.py --inputs`'s terms: uniform
+/// draws with every mantissa bit random, rounded to the 16-bit type (`fill_random_bf16`).
+/// Under the H200's power limit the clock follows the data's bits: torch's `bf16-rand` inputs
+/// (256 levels) ran 1.2-2.5% faster than `f32-rand` on the same kernel (docs/perf.md,
+/// "P2c against torch in one regime").
+const OUR_INPUTS: &str = "f32-rand";
+
+/// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON, the regime
+/// they were timed in (`None`: `do_bench`, or a file from before the script recorded it), and
+/// the inputs it drew (a file from before the script recorded them drew `bf16-rand`).
+struct Sdpa {
+    ms: BTreeMap<(String, String), f64>,
+    regime: Option<Regime>,
+    inputs: String,
+}
 
 fn load_sdpa(path: &Path) -> Result<Sdpa, String> {
     let p = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{p}: {e}"))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{p}: {e}"))?;
-    let mut out = BTreeMap::new();
+    let mut ms = BTreeMap::new();
     for r in v["results"].as_array().into_iter().flatten() {
-        if let (Some(id), Some(be), Some(ms)) =
+        if let (Some(id), Some(be), Some(t)) =
             (r["id"].as_str(), r["backend"].as_str(), r["ms"].as_f64())
         {
-            out.insert((id.to_string(), be.to_string()), ms);
+            ms.insert((id.to_string(), be.to_string()), t);
         }
     }
     let regime = v["regime"].as_str().and_then(|r| r.parse().ok());
-    Ok((out, regime))
+    let inputs = v["inputs"].as_str().unwrap_or("bf16-rand").to_string();
+    Ok(Sdpa { ms, regime, inputs })
 }
 
 fn find<'a>(rows: &'a [BenchRow], id: &str) -> Option<&'a BenchRow> {
@@ -209,18 +222,22 @@ fn main() -> ExitCode {
         }
     }
 
-    let (sdpa, sdpa_regime) = match &args.sdpa_json {
-        Some(p) => match load_sdpa(p) {
-            Ok(m) => m,
-            Err(e) => {
-                eprintln!("warning: SDPA baselines not loaded: {e}");
-                (BTreeMap::new(), None)
-            }
-        },
-        None => (BTreeMap::new(), None),
+    let none = || Sdpa {
+        ms: BTreeMap::new(),
+        regime: None,
+        inputs: OUR_INPUTS.to_string(),
     };
-    // A ratio against torch's times means something only when both sides were timed alike.
-    let alike = sdpa_regime == Some(args.regime);
+    let sdpa = match &args.sdpa_json {
+        Some(p) => load_sdpa(p).unwrap_or_else(|e| {
+            eprintln!("warning: SDPA baselines not loaded: {e}");
+            none()
+        }),
+        None => none(),
+    };
+    // A ratio against torch's times means something only when both sides were timed alike,
+    // on inputs of alike bits.
+    let timed_alike = sdpa.regime == Some(args.regime);
+    let inputs_alike = sdpa.inputs == OUR_INPUTS;
     let rows = bench.rows().to_vec();
     let mut failed = 0;
     mercury_bench::outln!(
@@ -254,8 +271,12 @@ fn main() -> ExitCode {
                         .trim_end_matches(".w4x32")
                 })
         {
-            let c = sdpa.get(&(case.to_string(), "CUDNN_ATTENTION".to_string()));
-            let f = sdpa.get(&(case.to_string(), "FLASH_ATTENTION".to_string()));
+            let c = sdpa
+                .ms
+                .get(&(case.to_string(), "CUDNN_ATTENTION".to_string()));
+            let f = sdpa
+                .ms
+                .get(&(case.to_string(), "FLASH_ATTENTION".to_string()));
             if r.median_ms > 0.0 {
                 if let Some(c) = c {
                     ratio.push_str(&format!("{:.2}x cuDNN ", c / r.median_ms));
@@ -263,8 +284,13 @@ fn main() -> ExitCode {
                 if let Some(f) = f {
                     ratio.push_str(&format!("{:.2}x FA2", f / r.median_ms));
                 }
-                if !alike && (c.is_some() || f.is_some()) {
-                    ratio.push_str(" (timed unalike)");
+                if c.is_some() || f.is_some() {
+                    if !timed_alike {
+                        ratio.push_str(" (timed unalike)");
+                    }
+                    if !inputs_alike {
+                        ratio.push_str(" (inputs unalike)");
+                    }
                 }
             }
         } else if r.id.starts_with("P3.") && !r.id.ends_with(".single_device") {
@@ -287,11 +313,17 @@ fn main() -> ExitCode {
             check
         );
     }
-    if !sdpa.is_empty() && !alike {
+    if !sdpa.ms.is_empty() && !timed_alike {
         mercury_bench::outln!(
             "note: torch's times were taken {}, ours {:?}: the H200's clocks move 2-12% with the load before a call, so a ratio marked 'timed unalike' is not a comparison within that (give both --regime alike; docs/perf.md, \"P2c against torch in one regime\")",
-            sdpa_regime.map_or("by do_bench".to_string(), |g| format!("{g:?}")),
+            sdpa.regime.map_or("by do_bench".to_string(), |g| format!("{g:?}")),
             args.regime
+        );
+    }
+    if !sdpa.ms.is_empty() && !inputs_alike {
+        mercury_bench::outln!(
+            "note: torch's inputs were drawn as {}, ours as {OUR_INPUTS}: at the power limit the clocks follow the data's bits (1-3%), so a ratio marked 'inputs unalike' is not a comparison within that (run scripts/sdpa_baseline.py --inputs {OUR_INPUTS})",
+            sdpa.inputs
         );
     }
     mercury_bench::outln!(
@@ -303,6 +335,8 @@ fn main() -> ExitCode {
     if let Some(path) = &args.json_out {
         let j = serde_json::json!({
             "device_kernels": bench.device_kernels_origin(),
+            "regime": format!("{:?}", args.regime),
+            "inputs": OUR_INPUTS,
             "rows": rows.iter().map(|r| serde_json::json!({
                 "id": r.id, "median_ms": r.median_ms, "min_ms": r.min_ms,
                 "tflops": r.tflops, "check": r.check, "pass": r.pass,
@@ -331,6 +365,31 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         <Args as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn an_sdpa_file_records_its_regime_and_inputs_and_old_files_drew_bf16_grid_inputs() {
+        let dir = std::env::temp_dir().join(format!("sdpa-json-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            load_sdpa(&p).unwrap()
+        };
+        let row = r#"{"id": "b1h32s32k.causal", "backend": "CUDNN_ATTENTION", "ms": 14.8}"#;
+        let new = load(
+            "new.json",
+            &format!(r#"{{"regime": "sustained=1500", "inputs": "f32-rand", "results": [{row}]}}"#),
+        );
+        assert_eq!(new.inputs, OUR_INPUTS);
+        assert_eq!(new.regime, Some("sustained=1500".parse().unwrap()));
+        assert_eq!(
+            new.ms[&("b1h32s32k.causal".into(), "CUDNN_ATTENTION".into())],
+            14.8
+        );
+        let old = load("old.json", &format!(r#"{{"results": [{row}]}}"#));
+        assert_eq!((old.inputs.as_str(), old.regime), ("bf16-rand", None));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
