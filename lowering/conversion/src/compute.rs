@@ -57,10 +57,6 @@ impl StageCx {
     }
 }
 
-/// The position recorded in [`StageCx::positions`] for a dimension whose positions in the tile
-/// are not one run (a zigzag or striped placement): a causal mask over it is refused.
-pub(crate) const SCATTERED: usize = usize::MAX;
-
 /// One rank's view of one compute stage while its events are lowered.
 pub(crate) struct StageCx {
     /// The rank.
@@ -80,14 +76,16 @@ pub(crate) struct StageCx {
     /// causal tile was cut into several blocks: (op index, query rows).
     pub blocks: HashMap<ValueId, Vec<(usize, (usize, usize))>>,
     /// Position of each tile value in its buffer (per dimension), for compute ops' causal
-    /// masks: the real first position of a dimension whose positions are one run, else
-    /// [`SCATTERED`].
-    pub positions: HashMap<ValueId, Vec<usize>>,
+    /// masks: the real first position of a dimension whose positions are one run, `None`
+    /// where they are not (a zigzag or striped placement: a causal mask over it is refused).
+    pub positions: HashMap<ValueId, Vec<Option<usize>>>,
     /// Values of this stage that the mask rules left out (a fully masked causal block, and
     /// what is computed from it): an op with such an operand is left out too.
     pub masked_out: std::collections::HashSet<ValueId>,
-    /// Tile values whose sequence positions are not one run (a zigzag or striped placement):
-    /// a compute op's causal mask refuses them, since one offset cannot describe them.
+    /// Tile values computed from a tile whose sequence positions are not one run (a zigzag or
+    /// striped placement), whichever operand it was: a compute op's causal mask refuses them.
+    /// Wider than a `None` in [`StageCx::positions`], which follows only the dimensions that
+    /// reach the result, and kept for values whose positions are not followed (a patch's).
     pub scattered: std::collections::HashSet<ValueId>,
     /// Remote tiles of each buffer received so far in this stage (ring slot numbering).
     pub remote_count: HashMap<String, usize>,

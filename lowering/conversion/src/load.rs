@@ -3,7 +3,7 @@
 //! preferring the peer on the fastest link that used it in that stage (a ring,
 //! double-buffered), else its owner.
 
-use crate::compute::{StageCx, SCATTERED};
+use crate::compute::StageCx;
 use crate::context::{contains, err, intersect, key, link_cost, relative, Event, Lowering};
 use crate::order::{positions, Seg};
 use crate::placement::shard_holders;
@@ -27,24 +27,24 @@ impl Lowering<'_> {
         };
         let (r, ps) = (cx.r, cx.ps);
         // Every dimension's positions in the buffer: a dimension's real first position where
-        // they are one run, else [`SCATTERED`]. A causal mask reads the last two of a tile
+        // they are one run, else `None`. A causal mask reads the last two of a tile
         // computed from this one (a key dimension that is a tile's last, e.g. K stored
         // transposed, was masked at the rank's order offset under a zigzag placement: relative
         // error 0.4, exit 0; ninth new-user pass, 2026-12-03).
         let mut segs: Vec<Vec<Seg>> = (0..bx.rank())
             .map(|d| positions(self.orders.of(buffer, d), bx.offset[d], bx.extent[d]))
             .collect();
-        let pos: Vec<usize> = segs
+        let pos: Vec<Option<usize>> = segs
             .iter()
             .map(|s| match s.as_slice() {
-                [one] => one.pos,
-                _ => SCATTERED,
+                [one] => Some(one.pos),
+                _ => None,
             })
             .collect();
         // Attention tiles are [b, h, s, d] or [h, s, d] (the verifier checks the layout): the
         // sequence is the second dimension from the end.
         if let Some(d) = bx.rank().checked_sub(2) {
-            if pos[d] == SCATTERED {
+            if pos[d].is_none() {
                 cx.scattered.insert(*value);
             }
             cx.seq.insert(*value, segs.swap_remove(d));

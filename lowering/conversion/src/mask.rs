@@ -20,7 +20,6 @@
 //! is masked holds ([`Held`]) and classifies every sink it reaches (a reduction, a store, a
 //! patch). Where neither way is right the lowering refuses, located at the sink.
 
-use crate::compute::SCATTERED;
 use crate::context::err;
 use mercury_commir::{Compute, Kernel, ReduceKind, Stmt};
 use mercury_ir::{Diagnostic, Location, ValueId};
@@ -38,24 +37,26 @@ use std::collections::HashMap;
 pub(crate) fn causal_mask(
     k: &Kernel,
     mask: ValueId,
-    p: &[usize],
+    p: &[Option<usize>],
     s: &[usize],
     scattered: bool,
     loc: &Location,
 ) -> Result<Option<Instr>, Diagnostic> {
     let n = p.len();
-    if scattered || (n >= 2 && (p[n - 2] == SCATTERED || p[n - 1] == SCATTERED)) {
+    let last_two = match p {
+        [.., Some(q), Some(k)] if !scattered => Some((*q, *k)),
+        [.., _, _] => None,
+        _ if scattered => None,
+        _ => return Err(err(loc, "a causal mask needs [.., query, key] tiles")),
+    };
+    let Some((row_offset, col_offset)) = last_two else {
         return Err(err(
             loc,
             "a causal mask on a tile whose sequence positions are not one run \
              (a zigzag or striped placement) is not supported; patch the body \
              into attention (--patch) or keep a block placement",
         ));
-    }
-    if n < 2 {
-        return Err(err(loc, "a causal mask needs [.., query, key] tiles"));
-    }
-    let (row_offset, col_offset) = (p[n - 2], p[n - 1]);
+    };
     let instr = Instr::CausalMask {
         x: 0,
         row_offset,

@@ -44,7 +44,7 @@ impl Lowering<'_> {
             if let (Some(pa), Some(pb)) = (cx.positions.get(a), cx.positions.get(b)) {
                 let rank = out_shapes.first().map_or(0, Vec::len);
                 if let (Some(lead), Some(trail)) = (pa.split_last(), pb.split_first()) {
-                    let p: Vec<usize> = lead.1.iter().chain(trail.1).copied().collect();
+                    let p: Vec<Option<usize>> = lead.1.iter().chain(trail.1).copied().collect();
                     if p.len() == rank {
                         cx.positions.insert(*o, p);
                     }

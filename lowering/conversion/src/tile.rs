@@ -11,7 +11,7 @@
 //! computed from it are skipped, like the attention patch's empty blocks, so the block
 //! contributes nothing to its reduction; elsewhere it is computed as written, or refused.
 
-use crate::compute::{StageCx, SCATTERED};
+use crate::compute::StageCx;
 use crate::context::{err, to_dtype, Event, Lowering};
 use crate::order::Seg;
 use mercury_commir::{Compute, MaskKind};
@@ -40,12 +40,12 @@ impl Lowering<'_> {
         };
         let shapes: Vec<Vec<usize>> = views.iter().map(|v| v.region.extent.clone()).collect();
         let scattered = inputs.iter().any(|v| cx.scattered.contains(v));
-        let pos = |i: usize| -> Vec<usize> {
+        let pos = |i: usize| -> Vec<Option<usize>> {
             cx.positions
                 .get(&inputs[i])
                 .cloned()
                 .filter(|p| p.len() == shapes[i].len())
-                .unwrap_or_else(|| vec![0; shapes[i].len()])
+                .unwrap_or_else(|| vec![Some(0); shapes[i].len()])
         };
         // Whether operand i's positions are known (loaded tiles and what is computed from them;
         // not a patch's output, whose positions the lowering does not follow).
@@ -158,19 +158,16 @@ impl Lowering<'_> {
         }
         // A sequence dimension taken from a dimension that is not one run (the last of a
         // transposed operand) is as scattered as a loaded one.
-        let seq_scattered = out_pos
-            .len()
-            .checked_sub(2)
-            .is_some_and(|d| out_pos[d] == SCATTERED);
-        if scattered || seq_scattered {
+        let seq = out_pos.len().checked_sub(2).map(|d| (d, out_pos[d]));
+        if scattered || matches!(seq, Some((_, None))) {
             cx.scattered.insert(*output);
-        } else if let Some(d) = out_pos.len().checked_sub(2) {
+        } else if let Some((d, Some(pos))) = seq {
             // A causal patch reading this tile takes its sequence positions from here.
             cx.seq.insert(
                 *output,
                 vec![Seg {
                     at: 0,
-                    pos: out_pos[d],
+                    pos,
                     len: out_shape[d],
                 }],
             );

@@ -115,27 +115,34 @@ impl KernelPass for Join {
             sole_loop(m, &a.name, "join")?,
             sole_loop(m, &b.name, "join")?,
         );
+        // A parallel or shifted loop carries a mapping onto the mesh that the joined loop
+        // would not have (an inner `parallel(0)` loop was dropped, its work replicated).
+        if let Some(l) = [la, lb]
+            .into_iter()
+            .flatten()
+            .find(|l| l.parallel.is_some() || l.shift.is_some())
+        {
+            return Err(Diagnostic::error(
+                l.loc.clone(),
+                format!(
+                    "join: loops must be plain sequential loops, and the loop over '@{}' is {}",
+                    l.axis,
+                    if l.parallel.is_some() {
+                        "parallel"
+                    } else {
+                        "shifted"
+                    }
+                ),
+            ));
+        }
         match (la, lb) {
             (None, None) => {}
-            (Some(x), Some(_)) if matches!(x.body.as_slice(), [Stmt::For(y)] if y.axis == b.name) => {
-                if x.parallel.is_some() || x.shift.is_some() {
-                    return Err(Diagnostic::error(
-                        x.loc.clone(),
-                        "join: loops must be plain sequential loops",
-                    ));
-                }
-            }
+            (Some(x), Some(_)) if matches!(x.body.as_slice(), [Stmt::For(y)] if y.axis == b.name) => {}
             // `tile` of an axis without a loop leaves a loop over the outer axis around whole
             // inner tiles; joining them back removes the loop. That computes every block in one
             // tile, which is what the loop computed when no dependence crosses its iterations
             // (reductions of one kind commute and are no dependence).
             (Some(x), None) => {
-                if x.parallel.is_some() || x.shift.is_some() {
-                    return Err(Diagnostic::error(
-                        x.loc.clone(),
-                        "join: loops must be plain sequential loops",
-                    ));
-                }
                 let g = mercury_commir::deps::build(m);
                 let carried = g.edge_indices().find_map(|e| {
                     let (p, q) = g.edge_endpoints(e)?;
