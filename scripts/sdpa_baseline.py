@@ -142,10 +142,13 @@ def main():
     ap.add_argument("--regime", type=parse_regime, default=None,
                     help="time as mercury-gpu-bench --regime does (back-to-back, idle=MS, sustained=MS, "
                          "idle=MS,sustained=MS: --warmup calls, then --reps calls) instead of do_bench")
-    ap.add_argument("--inputs", choices=["bf16-rand", "f32-rand"], default="f32-rand",
+    ap.add_argument("--inputs", choices=["bf16-rand", "f32-rand", "f32-unit", "f32-normal"],
+                    default="f32-rand",
                     help="how q, k, v are drawn: in f32 rounded to bf16 (the default: every "
                          "mantissa bit random, as mercury-gpu-bench's) or torch.rand in bf16 (256 "
-                         "levels in [0, 1): 1.2-2.5%% faster at the power limit, same kernel)")
+                         "levels in [0, 1): 1.2-2.5%% faster at the power limit, same kernel); "
+                         "f32-unit: uniform in [-1, 1) for all three (mercury-run's inputs); "
+                         "f32-normal: normal, q at std 2 (scripts/baselines/attention.py's)")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up calls with --regime")
     ap.add_argument("--reps", type=int, default=7, help="timed calls with --regime (the median)")
     args = ap.parse_args()
@@ -163,12 +166,22 @@ def main():
         # mantissa bit is random, as mercury-gpu-bench's fill is; bf16-rand draws from bf16's
         # 256-level grid in [0, 1). Under the power limit the clocks follow the data's bits
         # (docs/perf.md, "P2c against torch in one regime": 1.2-2.5% on the same kernel).
-        gen = torch.float32 if args.inputs == "f32-rand" else torch.bfloat16
+        # f32-unit and f32-normal are the inputs of the suite's two sides (mercury-run's
+        # uniform draws, the distributed baselines' normal ones), to time what their
+        # distributions cost on one kernel.
+        gen = torch.bfloat16 if args.inputs == "bf16-rand" else torch.float32
         def rand(*shape, scale, shift):
             return (torch.rand(*shape, device="cuda", dtype=gen) * scale - shift).to(torch.bfloat16)
-        q = rand(b, hq, s, D, scale=3, shift=1.5)
-        k = rand(b, hk, s, D, scale=3, shift=1.5)
-        v = rand(b, hk, s, D, scale=2, shift=1)
+        if args.inputs == "f32-normal":
+            q, k, v = (torch.randn(b, h, s, D, device="cuda") * sc
+                       for h, sc in ((hq, 2.0), (hk, 1.0), (hk, 1.0)))
+            q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
+        elif args.inputs == "f32-unit":
+            q, k, v = (rand(b, h, s, D, scale=2, shift=1) for h in (hq, hk, hk))
+        else:
+            q = rand(b, hq, s, D, scale=3, shift=1.5)
+            k = rand(b, hk, s, D, scale=3, shift=1.5)
+            v = rand(b, hk, s, D, scale=2, shift=1)
         flops = 4.0 * b * hq * s * s * D * (0.5 if causal else 1.0)
         for name, backend in BACKENDS:
             if args.backends and not re.search(args.backends, name):
