@@ -317,3 +317,95 @@ commir.kernel @k on @m {
   // expected-error@+1 {{attribute 'indices': '99999999999999999999' is too large for a 64-bit integer (at most 9223372036854775807)}}
   %a = commir.load @A[(@i + 99999999999999999999) mod 16] : !commir.tile<f32>
 }
+
+// -----
+
+// A second block in a kernel was parsed, verified, printed, and never lowered (every op after
+// the first block dropped, exit 0; thirteenth new-user pass): its regions hold one block.
+"builtin.module"() ({
+  "commir.mesh"() {sym_name = "m", shape = [2]} : () -> ()
+  "commir.kernel"() ({
+    "commir.axis"() {sym_name = "i", extent = 2, kind = "spatial"} : () -> ()
+    "transform.yield"() : () -> ()
+  ^bb1:
+    // expected-error@+1 {{'commir.kernel' expects region #0 to have 0 or 1 blocks, got 2 (this is block #1)}}
+    "commir.axis"() {sym_name = "j", extent = 2, kind = "spatial"} : () -> ()
+    "transform.yield"() : () -> ()
+  }) {sym_name = "k", mesh = @m} : () -> ()
+}) : () -> ()
+
+// -----
+
+"builtin.module"() ({
+  "commir.mesh"() {sym_name = "m", shape = [2]} : () -> ()
+  "commir.kernel"() ({
+  ^bb0(%x: i64):
+    // expected-error@+1 {{'commir.kernel' region #0 should have no arguments}}
+    "commir.axis"() {sym_name = "i", extent = 2, kind = "spatial"} : () -> ()
+    "transform.yield"() : () -> ()
+  }) {sym_name = "k", mesh = @m} : () -> ()
+}) : () -> ()
+
+// -----
+
+commir.mesh @m shape [2]
+commir.kernel @k on @m {
+  commir.axis @i = 2 spatial
+  commir.buffer @X : [@i] f32 in
+  commir.buffer @Y : [@i] f32 out
+  "commir.for"() ({
+    %x = commir.load @X[@i] : !commir.tile<f32>
+    "transform.yield"() : () -> ()
+  ^bb1:
+    // expected-error@+1 {{'commir.for' expects region #0 to have 0 or 1 blocks, got 2 (this is block #1)}}
+    %y = commir.load @X[@i] : !commir.tile<f32>
+    commir.store %y into @Y[@i] : !commir.tile<f32>
+    "transform.yield"() : () -> ()
+  }) {axis = @i} : () -> ()
+}
+
+// -----
+
+// An integer of another width printed back as `8 : i1` in the custom form, which no parser
+// reads (thirteenth new-user pass): the dialect's integers are i64.
+"builtin.module"() ({
+  "commir.mesh"() {sym_name = "m", shape = [2]} : () -> ()
+  "commir.kernel"() ({
+    // expected-error@+1 {{axis '@i': attribute 'extent': '8 : i1' is not an integer of type i64}}
+    "commir.axis"() {sym_name = "i", extent = 8 : i1, kind = "spatial"} : () -> ()
+    "transform.yield"() : () -> ()
+  }) {sym_name = "k", mesh = @m} : () -> ()
+}) : () -> ()
+
+// -----
+
+// expected-error@+1 {{'commir.mesh' attribute 'shape' has the wrong kind of value '[2 : i32]' (expected an array of i64 integers)}}
+"commir.mesh"() {sym_name = "m", shape = [2 : i32]} : () -> ()
+
+// -----
+
+// A float extent said "must have a positive extent, got 0".
+"builtin.module"() ({
+  "commir.mesh"() {sym_name = "m", shape = [2]} : () -> ()
+  "commir.kernel"() ({
+    // expected-error@+1 {{axis '@i': attribute 'extent': '8.0' is not an integer of type i64}}
+    "commir.axis"() {sym_name = "i", extent = 8.0, kind = "spatial"} : () -> ()
+    "transform.yield"() : () -> ()
+  }) {sym_name = "k", mesh = @m} : () -> ()
+}) : () -> ()
+
+// -----
+
+// A level name given twice made `level=gpu` pick level 0 silently.
+// expected-error@+1 {{mesh level 1's name "gpu" names level 0 too (a pass option naming it would pick level 0)}}
+commir.mesh @m shape [2, 4] names ["gpu", "gpu"]
+
+// -----
+
+// expected-error@+1 {{mesh level 0's name "1" reads as a level number}}
+commir.mesh @m shape [2, 4] names ["1", "0"]
+
+// -----
+
+// expected-error@+1 {{mesh level 0's name "" is empty}}
+commir.mesh @m shape [2] names [""]

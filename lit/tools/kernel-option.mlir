@@ -39,6 +39,9 @@
 // RUN: %exit-status %mercury-opt %S/Inputs/two-kernels.mlir --emit=plan 2>&1 | FileCheck %s --check-prefix=OPT-SEVERAL
 // OPT-SEVERAL: two-kernels.mlir:17:1: error: the module has several kernels (@gemm, @lw); choose one with --kernel NAME
 // OPT-SEVERAL: exit status 1
+// A kernel --kernel names is looked up whatever reads the flag (it was ignored without a
+// pass or --emit=plan, exit 0), and the error stands at the module's first kernel.
 // RUN: %exit-status %mercury-opt %S/Inputs/two-kernels.mlir --kernel nope --emit=plan 2>&1 | FileCheck %s --check-prefix=OPT-NOPE
-// OPT-NOPE: two-kernels.mlir:1:1: error: no kernel '@nope' (the module has @gemm, @lw)
+// RUN: %exit-status %mercury-opt %S/Inputs/two-kernels.mlir --kernel nope 2>&1 | FileCheck %s --check-prefix=OPT-NOPE
+// OPT-NOPE: two-kernels.mlir:5:1: error: no commir.kernel named '@nope': the module's kernels are '@gemm', '@lw'
 // OPT-NOPE: exit status 1

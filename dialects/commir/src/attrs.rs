@@ -471,8 +471,12 @@ impl AttrValue for SymRef {
 impl AttrValue for Int {
     type Value = i64;
     const KIND: AttrKind = AttrKind::Int;
+    /// An i64 (MLIR's default integer type, which the custom forms print without a type).
     fn read(a: &Attribute) -> Result<i64, String> {
-        a.as_int().ok_or_else(|| wrong(a, "an integer"))
+        match a {
+            Attribute::Integer { value, ty } if *ty == mercury_ir::Type::i(64) => Ok(*value),
+            _ => Err(wrong(a, "an integer of type i64")),
+        }
     }
     fn write(v: &i64) -> Attribute {
         Attribute::int(*v)
@@ -483,8 +487,9 @@ impl AttrValue for IntArray {
     type Value = Vec<i64>;
     const KIND: AttrKind = AttrKind::IntArray;
     fn read(a: &Attribute) -> Result<Vec<i64>, String> {
-        a.as_int_array()
-            .ok_or_else(|| wrong(a, "an array of integers"))
+        a.as_array()
+            .and_then(|v| v.iter().map(|x| Int::read(x).ok()).collect())
+            .ok_or_else(|| wrong(a, "an array of i64 integers"))
     }
     fn write(v: &Vec<i64>) -> Attribute {
         Attribute::Array(v.iter().map(|x| Attribute::int(*x)).collect())

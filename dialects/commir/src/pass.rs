@@ -104,8 +104,36 @@ pub fn model(module: &Operation, name: &str) -> Result<Kernel, Diagnostic> {
         .body(0)
         .iter()
         .find(|o| is_kernel(o, name))
-        .ok_or_else(|| Diagnostic::error(module.loc.clone(), format!("no kernel '@{name}'")))?;
+        .ok_or_else(|| no_such_kernel(module, name))?;
     Kernel::from_op(module, k)
+}
+
+/// "No kernel `name`", located at the module's first kernel and naming every kernel it has
+/// (at the module when it has none: an implicit module's location is its first line).
+fn no_such_kernel(module: &Operation, name: &str) -> Diagnostic {
+    let kernels: Vec<&Operation> = module
+        .body(0)
+        .iter()
+        .filter(|o| KernelOp::cast(*o).is_some())
+        .collect();
+    let names: Vec<String> = kernels
+        .iter()
+        .filter_map(|o| o.symbol_name())
+        .map(|n| format!("'@{n}'"))
+        .collect();
+    match kernels.first() {
+        None => Diagnostic::error(
+            module.loc.clone(),
+            format!("no commir.kernel named '@{name}': the module has no commir.kernel"),
+        ),
+        Some(first) => Diagnostic::error(
+            first.loc.clone(),
+            format!(
+                "no commir.kernel named '@{name}': the module's kernels are {}",
+                names.join(", ")
+            ),
+        ),
+    }
 }
 
 /// Names of the kernels a pass applies to: all, or the one `kernel` names (`@` optional).
@@ -118,14 +146,11 @@ pub fn kernel_names(module: &Operation, kernel: &str) -> Result<Vec<String>, Dia
         .filter(|n| kernel.is_empty() || n == kernel.trim_start_matches('@'))
         .collect();
     if names.is_empty() {
-        return Err(Diagnostic::error(
-            module.loc.clone(),
-            if kernel.is_empty() {
-                "no commir.kernel in the module".to_string()
-            } else {
-                format!("no commir.kernel named '@{kernel}'")
-            },
-        ));
+        return Err(if kernel.is_empty() {
+            Diagnostic::error(module.loc.clone(), "no commir.kernel in the module")
+        } else {
+            no_such_kernel(module, kernel.trim_start_matches('@'))
+        });
     }
     Ok(names)
 }

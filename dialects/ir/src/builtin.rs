@@ -15,7 +15,12 @@ pub static BUILTIN: Dialect = Dialect {
         results: &[],
         attrs: &[AttrDef::opt("sym_name", AttrKind::SymbolName)],
         regions: &["body"],
-        traits: &[Trait::SymbolTable, Trait::IsolatedFromAbove],
+        traits: &[
+            Trait::SymbolTable,
+            Trait::IsolatedFromAbove,
+            Trait::SingleBlock,
+            Trait::NoRegionArguments,
+        ],
         format: Some("($sym_name^)? attr-dict-with-keyword $body"),
         verify: None,
     }],

@@ -116,6 +116,11 @@ pub enum Trait {
     /// Every operand and result has the same type; a custom format that names no result
     /// types gives the results the first operand's type (MLIR's `SameOperandsAndResultType`).
     SameOperandsAndResultType,
+    /// Each of its regions holds at most one block (MLIR's `SingleBlock`): an op whose
+    /// semantics read one block refuses IR that would leave the others unread.
+    SingleBlock,
+    /// Its regions' blocks take no arguments (MLIR's `NoRegionArguments`).
+    NoRegionArguments,
     /// Its single-block regions end in an implicit terminator that only the generic form
     /// spells out (as this upstream op, so that upstream MLIR accepts the region).
     ImplicitTerminator(&'static str),

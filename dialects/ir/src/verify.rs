@@ -23,7 +23,9 @@ pub fn check_attr_kind(kind: AttrKind, a: &Attribute) -> Result<(), String> {
     let ok = match kind {
         AttrKind::SymbolName | AttrKind::String => matches!(a, Attribute::String(_)),
         AttrKind::SymbolRef => matches!(a, Attribute::SymbolRef(_)),
-        AttrKind::Int => matches!(a, Attribute::Integer { .. }),
+        // The custom forms print an integer without its type, which reads back as i64 (MLIR's
+        // default): another width would not survive the round trip, so it is refused here.
+        AttrKind::Int => is_i64(a),
         AttrKind::Float => matches!(a, Attribute::Float { .. }),
         AttrKind::Bool => matches!(a, Attribute::Bool(_)),
         AttrKind::Unit => matches!(a, Attribute::Unit),
@@ -33,7 +35,7 @@ pub fn check_attr_kind(kind: AttrKind, a: &Attribute) -> Result<(), String> {
                 _ => Err(format!("must be one of {}", allowed.join(", "))),
             }
         }
-        AttrKind::IntArray => a.as_int_array().is_some(),
+        AttrKind::IntArray => a.as_array().is_some_and(|v| v.iter().all(is_i64)),
         AttrKind::SymbolArray => a
             .as_array()
             .is_some_and(|v| v.iter().all(|x| matches!(x, Attribute::SymbolRef(_)))),
@@ -51,17 +53,22 @@ pub fn check_attr_kind(kind: AttrKind, a: &Attribute) -> Result<(), String> {
     }
 }
 
+/// An integer attribute of MLIR's default type, i64 (written `8` or `8 : i64`).
+fn is_i64(a: &Attribute) -> bool {
+    matches!(a, Attribute::Integer { ty, .. } if *ty == crate::Type::i(64))
+}
+
 fn kind_name(kind: AttrKind) -> &'static str {
     match kind {
         AttrKind::SymbolName => "a symbol name string",
         AttrKind::SymbolRef => "a symbol reference",
-        AttrKind::Int => "an integer",
+        AttrKind::Int => "an integer of type i64, written without a type or with ': i64'",
         AttrKind::Float => "a float",
         AttrKind::String => "a string",
         AttrKind::Bool => "a boolean",
         AttrKind::Unit => "a unit attribute",
         AttrKind::Keyword(_) => "a keyword",
-        AttrKind::IntArray => "an array of integers",
+        AttrKind::IntArray => "an array of i64 integers",
         AttrKind::SymbolArray => "an array of symbols",
         AttrKind::Type => "a type",
         AttrKind::Any => "any attribute",
@@ -100,6 +107,28 @@ fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
             def.regions.len(),
             op.regions.len()
         )));
+    }
+    // A block carries no location: a diagnostic about one points at its first op, if any.
+    let at_block = |b: &crate::Block| b.ops.first().map_or(op.loc.clone(), |o| o.loc.clone());
+    for (i, region) in op.regions.iter().enumerate() {
+        if def.traits.contains(&Trait::SingleBlock) && region.blocks.len() > 1 {
+            return Err(Diagnostic::error(
+                at_block(&region.blocks[1]),
+                format!(
+                    "'{}' expects region #{i} to have 0 or 1 blocks, got {} (this is block #1)",
+                    op.name,
+                    region.blocks.len()
+                ),
+            ));
+        }
+        if def.traits.contains(&Trait::NoRegionArguments) {
+            if let Some(b) = region.blocks.iter().find(|b| !b.args.is_empty()) {
+                return Err(Diagnostic::error(
+                    at_block(b),
+                    format!("'{}' region #{i} should have no arguments", op.name),
+                ));
+            }
+        }
     }
     if def.traits.contains(&Trait::SameOperandsAndResultType) {
         if let Some(first) = op.operands.first().or(op.results.first()) {

@@ -226,6 +226,30 @@ pub fn parse(
             "--all-device-kernels applies to --emit=ptx and --emit=gpu-mlir only".into(),
         ));
     }
+    // The generic form is a way of printing CommIR: the output of --emit=mlir, and the dumps
+    // of --mlir-print-ir-after-all.
+    if options.mlir_print_op_generic
+        && options.emit != Emit::Mlir
+        && !options.mlir_print_ir_after_all
+    {
+        return Err(CliError::Message(format!(
+            "--mlir-print-op-generic prints CommIR, and --emit={} prints none (nothing reads it; \
+             with --mlir-print-ir-after-all it shapes the dumps)",
+            options
+                .emit
+                .to_possible_value()
+                .map_or("?".to_string(), |v| v.get_name().to_string())
+        )));
+    }
+    // Split outputs are joined by `// -----`, which is no JSON: one plan per input file.
+    if options.split_input_file && options.emit == Emit::Plan && !options.verify_diagnostics {
+        return Err(CliError::Message(
+            "--split-input-file with --emit=plan would join JSON documents by '// -----' (not \
+             JSON): give each plan its own input file, or add --verify-diagnostics to only check \
+             the diagnostics"
+                .into(),
+        ));
+    }
 
     let mut flags: Vec<(usize, PassFlag)> = Vec::new();
     for name in pass_names {
@@ -415,6 +439,21 @@ mod tests {
             Err(CliError::Message(_))
         ));
         assert!(parse_args(&["--all-device-kernels", "--emit=gpu-mlir"]).is_ok());
+        assert!(matches!(
+            parse_args(&["--mlir-print-op-generic", "--emit=plan"]),
+            Err(CliError::Message(m)) if m.contains("--emit=plan prints none")
+        ));
+        assert!(parse_args(&[
+            "--mlir-print-op-generic",
+            "--emit=plan",
+            "--mlir-print-ir-after-all"
+        ])
+        .is_ok());
+        assert!(matches!(
+            parse_args(&["--split-input-file", "--emit=plan"]),
+            Err(CliError::Message(m)) if m.contains("not JSON")
+        ));
+        assert!(parse_args(&["--split-input-file", "--emit=plan", "--verify-diagnostics"]).is_ok());
         assert!(matches!(
             parse_args(&["--tile=axis=i}x{"]),
             Err(CliError::Message(_))

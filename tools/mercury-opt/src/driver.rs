@@ -104,9 +104,14 @@ fn process(
     registry: &Registry,
     pm: &mut PassManager,
     file: &Arc<SourceFile>,
+    kernel: Option<&str>,
 ) -> Result<Operation, Diagnostic> {
     let mut module = parse_source(registry, file)?;
     verify(registry, &module)?;
+    // --kernel names a kernel of the input, whatever reads it (was ignored without a pass).
+    if let Some(k) = kernel {
+        mercury_commir::pass::kernel_names(&module, k)?;
+    }
     pm.run(&mut module, registry)?;
     Ok(module)
 }
@@ -260,7 +265,7 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
             return Err(Failed);
         }
         let file = SourceFile::with_first_line(name.as_str(), chunk.text, chunk.first_line);
-        let result = process(&registry, &mut pm, &file).and_then(|m| {
+        let result = process(&registry, &mut pm, &file, o.kernel.as_deref()).and_then(|m| {
             emit(
                 o.emit,
                 &registry,

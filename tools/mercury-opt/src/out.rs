@@ -3,12 +3,18 @@
 
 use std::io::Write;
 
-/// Writes `text` to standard output; false if that failed.
+/// Writes `text` to standard output; false if that failed, said on standard error unless the
+/// reader has gone away (a closed pipe is how `| head` ends a run, as for any filter).
 pub fn stdout(text: &str) -> bool {
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .is_ok()
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
+        Err(e) => {
+            error(&format!("could not write standard output: {e}"));
+            false
+        }
+    }
 }
 
 /// Writes `text` to standard error (failures are ignored: there is nowhere left to report).

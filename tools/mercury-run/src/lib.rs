@@ -4,13 +4,36 @@
 //! --backend cuda --check --bench`).
 
 /// `println!` that drops the line when stdout is closed (`mercury-run ... | head -1`) instead
-/// of panicking: the run goes on, and its exit status still reports the checks.
+/// of panicking: the run goes on, and its exit status still reports the checks. Any other
+/// failure to write (a full disk) is kept for [`stdout_failure`]: the report is lost, so the
+/// run must not exit 0.
 #[macro_export]
 macro_rules! outln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($t)*);
+        if let Err(e) = writeln!(std::io::stdout(), $($t)*) {
+            $crate::note_stdout_error(e);
+        }
     }};
+}
+
+static STDOUT_FAILURE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Records a failed write to standard output ([`outln!`]); a closed pipe is not a failure.
+pub fn note_stdout_error(e: std::io::Error) {
+    if e.kind() != std::io::ErrorKind::BrokenPipe {
+        let _ = STDOUT_FAILURE.set(e.to_string());
+    }
+}
+
+/// The first failure to write standard output, if any (after a final flush): the caller
+/// exits 1 with `mercury-run: error: could not write standard output: <why>`.
+pub fn stdout_failure() -> Option<String> {
+    use std::io::Write as _;
+    if let Err(e) = std::io::stdout().flush() {
+        note_stdout_error(e);
+    }
+    STDOUT_FAILURE.get().cloned()
 }
 
 pub mod args;

@@ -16,7 +16,12 @@ fn main() -> ExitCode {
         // Help and version exit 0, usage errors 1.
         Err(e) => return mercury_driver::cli::clap_failure(&e),
     };
-    match run(&args) {
+    match run(&args).and_then(|()| match mercury_run::stdout_failure() {
+        Some(e) => Err(Failure::Input(format!(
+            "could not write standard output: {e}"
+        ))),
+        None => Ok(()),
+    }) {
         Ok(()) => ExitCode::SUCCESS,
         // The one place errors are printed: `file:line:col: error: ...` or
         // `mercury-run: error: ...` (`Failure::render`).

@@ -46,6 +46,29 @@ impl<O: Deref<Target = Operation>> MeshOp<O> {
                 })
                 .ok_or_else(|| err(&op.loc, "mesh 'names' must be an array of strings"))?,
         };
+        // A level is named where a number would do (`parallelize{level=gpu}`): a name must say
+        // one level. An empty name, one that reads as a level number, or a name given twice
+        // would pick a level silently (the first), so they are refused.
+        for (l, n) in names.iter().enumerate() {
+            let why = if n.is_empty() {
+                Some("is empty".to_string())
+            } else if n.bytes().all(|b| b.is_ascii_digit()) {
+                Some("reads as a level number".to_string())
+            } else if !n.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                || !n
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                Some("is not a plain name (a letter or '_', then letters, digits, '_' or '-'), so a pass option cannot give it".to_string())
+            } else {
+                names[..l].iter().position(|m| m == n).map(|k| {
+                    format!("names level {k} too (a pass option naming it would pick level {k})")
+                })
+            };
+            if let Some(why) = why {
+                return Err(err(&op.loc, format!("mesh level {l}'s name {n:?} {why}")));
+            }
+        }
         if !names.is_empty() && names.len() != shape.len() {
             return Err(err(
                 &op.loc,
@@ -97,7 +120,11 @@ impl<O: Deref<Target = Operation>> AxisOp<O> {
     pub fn verify(&self) -> Result<Axis, Diagnostic> {
         let op = self.op();
         let name = op.symbol_name().unwrap_or_default().to_string();
-        let extent = self.extent().unwrap_or(0);
+        // A malformed value says why (a float or a string read as "got 0").
+        let int = |what: &str, r: Result<Option<i64>, String>| {
+            r.map_err(|m| err(&op.loc, format!("axis '@{name}': attribute '{what}': {m}")))
+        };
+        let extent = int("extent", self.read_extent())?.unwrap_or(0);
         if extent <= 0 {
             return Err(err(
                 &op.loc,
@@ -114,7 +141,7 @@ impl<O: Deref<Target = Operation>> AxisOp<O> {
             .read_kind()
             .map_err(|other| err(&op.loc, format!("unknown axis kind {other}")))?
             .ok_or_else(|| err(&op.loc, "unknown axis kind None"))?;
-        let min_block = self.min_block().unwrap_or(1);
+        let min_block = int("min_block", self.read_min_block())?.unwrap_or(1);
         if min_block <= 0 || min_block > extent {
             return Err(err(
                 &op.loc,

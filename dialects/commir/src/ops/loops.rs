@@ -30,7 +30,10 @@ impl<O: Deref<Target = Operation>> ForOp<O> {
             )));
         }
         let mesh = scope.mesh;
-        let parallel = match self.parallel() {
+        let parallel = match self
+            .read_parallel()
+            .map_err(|m| err(format!("attribute 'parallel': {m}")))?
+        {
             None => None,
             Some(l) => {
                 let l = usize::try_from(l)

@@ -132,7 +132,7 @@ commir_ops! {
         results: [],
         attrs: { req sym_name: SymName, req mesh: SymRef },
         regions: ["body"],
-        traits: [Trait::Symbol, Trait::SymbolTable, Trait::IsolatedFromAbove, Trait::ImplicitTerminator(UPSTREAM_TERMINATOR)],
+        traits: [Trait::Symbol, Trait::SymbolTable, Trait::IsolatedFromAbove, Trait::SingleBlock, Trait::NoRegionArguments, Trait::ImplicitTerminator(UPSTREAM_TERMINATOR)],
         format: "$sym_name `on` $mesh attr-dict-with-keyword $body",
         verify: verify_kernel,
     }
@@ -165,7 +165,7 @@ commir_ops! {
         results: [],
         attrs: { req axis: SymRef, opt parallel: Int, opt shift: SymRef },
         regions: ["body"],
-        traits: [Trait::ImplicitTerminator(UPSTREAM_TERMINATOR)],
+        traits: [Trait::SingleBlock, Trait::NoRegionArguments, Trait::ImplicitTerminator(UPSTREAM_TERMINATOR)],
         format: "$axis (`parallel` `(` $parallel `)`)? (`shift` `(` $shift `)`)? attr-dict $body",
         verify: verify_in_kernel,
     }
