@@ -194,28 +194,23 @@ impl IndexExpr {
                 ));
             } else if c == '"' || (c == '@' && chars.get(i + 1) == Some(&'"')) {
                 // A quoted name: `"row i"` (generic form) or `@"row i"`.
-                i += if c == '@' { 2 } else { 1 };
-                let mut w = String::new();
+                // Decoded as every MLIR string literal is (`mercury_ir`'s `unquote`: `\XX`
+                // bytes, `\"`, `\\`, `\n`, `\t`; another escape is an error), so that a
+                // name printed by `quote` reads back.
+                let open = i + usize::from(c == '@');
+                i = open + 1;
                 loop {
                     match chars.get(i) {
                         None => return Err("unterminated quoted axis name".into()),
                         Some('"') => break,
-                        Some('\\') => {
-                            let e = chars.get(i + 1).ok_or("unterminated quoted axis name")?;
-                            w.push(match e {
-                                'n' => '\n',
-                                't' => '\t',
-                                other => *other,
-                            });
-                            i += 2;
-                        }
-                        Some(ch) => {
-                            w.push(*ch);
-                            i += 1;
-                        }
+                        Some('\\') => i += 2,
+                        Some(_) => i += 1,
                     }
                 }
                 i += 1;
+                let literal: String = chars[open..i].iter().collect();
+                let w = mercury_ir::syntax::parser::unquote(&literal)
+                    .map_err(|(_, m)| format!("quoted axis name {literal}: {m}"))?;
                 if w.is_empty() {
                     return Err("an axis name cannot be empty".into());
                 }

@@ -95,7 +95,22 @@ impl Attribute {
     }
 }
 
-/// Writes `s` as an MLIR string literal.
+/// Characters `quote` writes as `\XX` escapes: control characters (C0, DEL, C1), whitespace
+/// other than a space (U+2028, a no-break space...), and the invisible format characters that
+/// can make text read other than it parses (zero-width characters, bidirectional overrides and
+/// isolates, the byte-order mark).
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || (c.is_whitespace() && c != ' ')
+        || matches!(
+            c,
+            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}'
+        )
+}
+
+/// Writes `s` as an MLIR string literal: `\"`, `\\`, `\n` and `\t` for those characters, what
+/// is not printable (`needs_escape`) as its UTF-8 bytes in `\XX` escapes as upstream MLIR's
+/// printer writes it, and other characters as they are.
 pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -105,6 +120,12 @@ pub fn quote(s: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
+            c if needs_escape(c) => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\{b:02X}"));
+                }
+            }
             c => out.push(c),
         }
     }
@@ -234,7 +255,29 @@ impl fmt::Display for Attribute {
 
 #[cfg(test)]
 mod tests {
-    use super::format_float;
+    use super::{format_float, quote, symbol_name};
+
+    /// Printable text is written as it is, with MLIR's short escapes for `"`, `\`, newline and
+    /// tab; what is not printable as `\XX` bytes in upstream's spelling (upper-case hex).
+    #[test]
+    fn strings_print_as_mlir_literals() {
+        for (s, want) in [
+            ("plain é 日本", r#""plain é 日本""#),
+            ("q\"b\\", r#""q\"b\\""#),
+            ("a\nb\tc", r#""a\nb\tc""#),
+            ("\0\u{1}\u{1f}\u{7f}", r#""\00\01\1F\7F""#),
+            ("\r\u{b}\u{c}", r#""\0D\0B\0C""#),
+            ("\u{85}\u{a0}", r#""\C2\85\C2\A0""#),
+            (
+                "\u{2028}\u{200b}\u{202e}\u{feff}",
+                r#""\E2\80\A8\E2\80\8B\E2\80\AE\EF\BB\BF""#,
+            ),
+        ] {
+            assert_eq!(quote(s), want, "{s:?}");
+        }
+        assert_eq!(symbol_name("a\tb"), r#"@"a\tb""#);
+        assert_eq!(symbol_name("x\u{1}"), r#"@"x\01""#);
+    }
 
     /// Every finite value prints as an MLIR float literal (a '.' before any exponent) and reads
     /// back as the same value.

@@ -1,7 +1,8 @@
 //! `--verify-diagnostics`: MLIR's expected-diagnostic annotations.
 //!
-//! An annotation is `expected-<severity>[@<where>] {{<substring>}}` anywhere on a line (in
-//! practice inside a `//` comment), severity one of error, warning, remark, note. `<where>`:
+//! An annotation is `expected-<severity>[ @<where>] {{<substring>}}` anywhere on a line (in
+//! practice inside a `//` comment), severity one of error, warning, remark, note; blanks may
+//! precede `@` and `{{` (`expected-error @+1 {{m}}`, `expected-error@+1{{m}}`). `<where>`:
 //! - absent: the annotation's own line;
 //! - `+N` / `-N`: N lines below / above;
 //! - `above` / `below`: the nearest line above / below that carries no annotation;
@@ -81,7 +82,9 @@ fn parse_line(line: &str) -> Result<Option<Raw>, (usize, String)> {
             continue;
         }
         let mut place = Where::Here;
-        if let Some(after_at) = rest.strip_prefix('@') {
+        // MLIR allows blanks between the severity and the designator (`expected-error @+1`),
+        // as upstream tests often write it.
+        if let Some(after_at) = rest.trim_start_matches([' ', '\t']).strip_prefix('@') {
             let len = after_at
                 .find(|c: char| c.is_whitespace() || c == '{')
                 .unwrap_or(after_at.len());
@@ -346,6 +349,57 @@ mod tests {
                 (Severity::Error, None, "nowhere"),
             ]
         );
+    }
+
+    #[test]
+    fn blanks_before_the_designator() {
+        // Upstream MLIR's pattern is `expected-error *(@...)? *{{...}}`.
+        let f = file("a\n// expected-error @+1 {{spaced}}\nb\n// expected-warning  @-3  {{two}}\n// expected-note\t@above {{tab}}\n// expected-remark@+1{{tight}}\nc\n// expected-error {{plain}}\nd // expected-error @below {{below}}\ne\n");
+        let (e, errs) = scan(&f);
+        assert!(errs.is_empty(), "{:?}", messages(&errs));
+        let got: Vec<(Severity, Option<u32>, &str)> = e
+            .iter()
+            .map(|x| (x.severity, x.line, x.substring.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Severity::Error, Some(3), "spaced"),
+                (Severity::Warning, Some(1), "two"),
+                (Severity::Note, Some(3), "tab"),
+                (Severity::Remark, Some(7), "tight"),
+                (Severity::Error, Some(8), "plain"),
+                (Severity::Error, Some(10), "below"),
+            ]
+        );
+        // The spaced form is an annotation, so a diagnostic that never comes is a failure.
+        let f = file("a\n// expected-error @+1 {{never}}\nb\n");
+        let fails = verify(&f, &[]);
+        assert_eq!(fails.len(), 1);
+        assert!(
+            fails[0]
+                .render()
+                .starts_with("t.mlir:2:4: error: expected error \"never\" was not produced"),
+            "{}",
+            fails[0].render()
+        );
+        // A malformed designator after blanks is an error, not prose.
+        for (text, want) in [
+            (
+                "// expected-error @+x {{m}}\n",
+                "unknown line designator '@+x'",
+            ),
+            ("// expected-error @ {{m}}\n", "unknown line designator '@'"),
+            ("// expected-error @+1 m\nx\n", "expected '{{' after"),
+        ] {
+            let (_, errs) = scan(&file(text));
+            assert_eq!(errs.len(), 1, "{text}");
+            assert!(
+                errs[0].message.contains(want),
+                "{text}: {}",
+                errs[0].message
+            );
+        }
     }
 
     #[test]

@@ -49,3 +49,55 @@ fn errors_are_located() {
     .unwrap_err();
     assert!(e.render().starts_with("x.mlir:3:4:"), "{}", e.render());
 }
+
+/// String literals decode as MLIR's do, print back so that they read the same (here and in
+/// upstream MLIR), and a bad escape is a located error wherever a string may stand.
+#[test]
+fn string_escapes_follow_mlir() {
+    let out = roundtrip(
+        r#""t\2Eop"() {s = "\00\41q", t = "a\09b", u = "\22\5C\0A", v = "\C3\A9\7F\e2\80\a8", "k\09" = @"s\0Ay", w = @a::@"b\22c"} : () -> ()"#,
+    );
+    assert!(out.contains(r#""t.op"() {"#), "{out}");
+    assert!(out.contains(r#"s = "\00Aq""#), "{out}");
+    assert!(out.contains(r#"t = "a\tb""#), "{out}");
+    assert!(out.contains(r#"u = "\"\\\n""#), "{out}");
+    assert!(out.contains(r#"v = "é\7F\E2\80\A8""#), "{out}");
+    assert!(out.contains(r#""k\t" = @"s\ny""#), "{out}");
+    assert!(out.contains(r#"w = @a::@"b\"c""#), "{out}");
+
+    let mut reg = Registry::new();
+    reg.allow_unregistered = true;
+    for (src, want) in [
+        (
+            "\"a.b\"() {s = \"x\\qy\"} : () -> ()",
+            "x.mlir:1:16: error: unknown escape in string literal",
+        ),
+        (
+            "\"a.b\"() {\"k\\e\" = 1} : () -> ()",
+            "x.mlir:1:12: error: unknown escape in string literal",
+        ),
+        (
+            "\"a\\.b\"() : () -> ()",
+            "x.mlir:1:3: error: unknown escape in string literal",
+        ),
+        (
+            "\"a.b\"() {r = @\"s\\z\"} : () -> ()",
+            "x.mlir:1:17: error: unknown escape in string literal",
+        ),
+        (
+            "\"a.b\"() {r = @s::@\"\\4\"} : () -> ()",
+            "x.mlir:1:20: error: unknown escape in string literal",
+        ),
+        (
+            "\"a.b\"() {s = [\"ok\", \"\\FF\"]} : () -> ()",
+            "x.mlir:1:22: error: invalid UTF-8 in string literal",
+        ),
+        (
+            "\"a.b\"() {s = \"a\\\nb\"} : () -> ()",
+            "x.mlir:1:16: error: unknown escape in string literal",
+        ),
+    ] {
+        let e = parse_str(&reg, "x.mlir", src).unwrap_err();
+        assert!(e.render().starts_with(want), "{src}: {}", e.render());
+    }
+}

@@ -192,24 +192,75 @@ struct Parser<'r> {
     depth: Cell<usize>,
 }
 
-/// Unescapes an MLIR string literal (with its quotes).
-pub fn unquote(s: &str) -> String {
-    let inner = &s[1..s.len().saturating_sub(1).max(1)];
-    let mut out = String::new();
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('n') => out.push('\n'),
-                Some('t') => out.push('\t'),
-                Some(o) => out.push(o),
-                None => {}
+/// Why a string literal does not decode: the byte offset in the literal (its opening quote is
+/// offset 0) to point at, and the message.
+pub type UnquoteError = (usize, String);
+
+/// Decodes an MLIR string literal (with its quotes) as MLIR's lexer does: `\"`, `\\`, `\n`,
+/// `\t`, and `\XX` (two hex digits: one byte); any other escape is an error, and so is a raw
+/// vertical tab or form feed. The bytes must be UTF-8: strings here are Rust strings, so a
+/// `\XX` sequence that MLIR would keep as arbitrary bytes is an error pointing at the escape.
+pub fn unquote(s: &str) -> Result<String, UnquoteError> {
+    let bytes = s.as_bytes();
+    let end = if bytes.len() >= 2 && bytes.last() == Some(&b'"') {
+        bytes.len() - 1
+    } else {
+        bytes.len()
+    };
+    let start = usize::from(bytes.first() == Some(&b'"')).min(end);
+    // The decoded bytes and, for each, the offset in `s` of what it was decoded from.
+    let mut out: Vec<u8> = Vec::with_capacity(end - start);
+    let mut from: Vec<usize> = Vec::with_capacity(end - start);
+    let mut i = start;
+    while i < end {
+        let b = bytes[i];
+        match b {
+            b'\\' => {
+                let next = bytes[..end].get(i + 1).copied();
+                let byte = match next {
+                    Some(c @ (b'"' | b'\\')) => Some((c, 2)),
+                    Some(b'n') => Some((b'\n', 2)),
+                    Some(b't') => Some((b'\t', 2)),
+                    Some(h) if h.is_ascii_hexdigit() => bytes[..end]
+                        .get(i + 2)
+                        .copied()
+                        .filter(u8::is_ascii_hexdigit)
+                        .map(|l| ((hex_value(h) << 4) | hex_value(l), 3)),
+                    _ => None,
+                };
+                let Some((byte, len)) = byte else {
+                    return Err((i, "unknown escape in string literal".to_string()));
+                };
+                out.push(byte);
+                from.push(i);
+                i += len;
             }
-        } else {
-            out.push(c);
+            b'\n' | 0x0b | 0x0c => {
+                return Err((i, "expected '\"' in string literal".to_string()));
+            }
+            _ => {
+                out.push(b);
+                from.push(i);
+                i += 1;
+            }
         }
     }
-    out
+    String::from_utf8(out).map_err(|e| {
+        let at = from[e.utf8_error().valid_up_to()];
+        (
+            at,
+            "invalid UTF-8 in string literal: '\\XX' escapes must spell whole UTF-8 characters"
+                .to_string(),
+        )
+    })
+}
+
+fn hex_value(h: u8) -> u8 {
+    match h {
+        b'0'..=b'9' => h - b'0',
+        b'a'..=b'f' => h - b'a' + 10,
+        _ => h - b'A' + 10,
+    }
 }
 
 impl<'r> Parser<'r> {
@@ -218,6 +269,13 @@ impl<'r> Parser<'r> {
     }
     fn err(&self, pair: &Pair<Rule>, msg: impl Into<String>) -> Diagnostic {
         Diagnostic::error(self.loc(pair), msg)
+    }
+
+    /// The decoded value of a `string_lit` pair; a bad escape is an error located at it.
+    fn string(&self, pair: &Pair<Rule>) -> Result<String, Diagnostic> {
+        unquote(pair.as_str()).map_err(|(at, msg)| {
+            Diagnostic::error(self.file.location(pair.as_span().start() + at), msg)
+        })
     }
 
     /// Enters one nesting level; an error past `MAX_NESTING`.
@@ -331,7 +389,7 @@ impl<'r> Parser<'r> {
         let name_pair = inner
             .next()
             .ok_or_else(|| Diagnostic::error(loc.clone(), "missing op name"))?;
-        let name = unquote(name_pair.as_str());
+        let name = self.string(&name_pair)?;
         if !name.contains('.') {
             return Err(self.err(&name_pair, format!("op name '{name}' must be 'dialect.op'")));
         }
@@ -526,8 +584,8 @@ impl<'r> Parser<'r> {
                 TokKind::Group(open, items)
             }
             Rule::value_id => TokKind::Value(self.lookup_value(&pair)?),
-            Rule::symbol_ref => TokKind::Symbol(self.symbol_path(pair)),
-            Rule::string_lit => TokKind::Str(unquote(text)),
+            Rule::symbol_ref => TokKind::Symbol(self.symbol_path(pair)?),
+            Rule::string_lit => TokKind::Str(self.string(&pair)?),
             Rule::type_tok => {
                 let t = pair
                     .into_inner()
@@ -604,13 +662,13 @@ impl<'r> Parser<'r> {
         Ok(region)
     }
 
-    fn symbol_path(&self, pair: Pair<Rule>) -> Vec<String> {
+    fn symbol_path(&self, pair: Pair<Rule>) -> Result<Vec<String>, Diagnostic> {
         pair.into_inner()
             .map(|p| {
                 if p.as_rule() == Rule::string_lit {
-                    unquote(p.as_str())
+                    self.string(&p)
                 } else {
-                    p.as_str().to_string()
+                    Ok(p.as_str().to_string())
                 }
             })
             .collect()
@@ -667,7 +725,7 @@ impl<'r> Parser<'r> {
             let mut ei = entry.clone().into_inner();
             let key_pair = ei.next().ok_or_else(|| self.err(&entry, "missing key"))?;
             let key = if key_pair.as_rule() == Rule::string_lit {
-                unquote(key_pair.as_str())
+                self.string(&key_pair)?
             } else {
                 key_pair.as_str().to_string()
             };
@@ -696,7 +754,7 @@ impl<'r> Parser<'r> {
             .next()
             .ok_or_else(|| self.err(&pair, "empty attribute"))?;
         Ok(match inner.as_rule() {
-            Rule::string_lit => Attribute::String(unquote(inner.as_str())),
+            Rule::string_lit => Attribute::String(self.string(&inner)?),
             Rule::bool_lit => Attribute::Bool(inner.as_str() == "true"),
             Rule::unit_lit => Attribute::Unit,
             Rule::array_attr => Attribute::Array(
@@ -706,7 +764,7 @@ impl<'r> Parser<'r> {
                     .collect::<Result<_, _>>()?,
             ),
             Rule::dict_attr => Attribute::Dict(self.attr_dict(inner)?),
-            Rule::symbol_ref => Attribute::SymbolRef(self.symbol_path(inner)),
+            Rule::symbol_ref => Attribute::SymbolRef(self.symbol_path(inner)?),
             Rule::hash_attr => self.hash_attr(inner)?,
             Rule::typed_number => {
                 let mut ti = inner.clone().into_inner();
@@ -897,5 +955,82 @@ pub(crate) fn finite_float(text: &str) -> Result<f64, &'static str> {
         Ok(v) if v.is_finite() => Ok(v),
         Ok(_) => Err("float literal out of range (not a finite f64)"),
         Err(_) => Err("bad float"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unquote;
+    use crate::attributes::quote;
+
+    #[test]
+    fn escapes_decode_as_in_mlir() {
+        for (lit, want) in [
+            (r#""plain""#, "plain"),
+            (r#""""#, ""),
+            (r#""q\"b\\n\nt\t""#, "q\"b\\n\nt\t"),
+            // `\XX`: one byte, either case of hex digit.
+            (r#""\00\41q""#, "\0Aq"),
+            (r#""a\09b""#, "a\tb"),
+            (r#""\22\5C\0a\0A""#, "\"\\\n\n"),
+            // Multi-byte UTF-8 spelled in escapes, or raw.
+            (r#""\C3\a9 é""#, "é é"),
+            (r#""\E2\80\A8""#, "\u{2028}"),
+            // A hex escape takes two digits exactly; the next one is text.
+            (r#""\414""#, "A4"),
+            // A raw NUL and a raw tab are text, as in MLIR.
+            ("\"a\0\tb\"", "a\0\tb"),
+        ] {
+            assert_eq!(unquote(lit).as_deref(), Ok(want), "{lit}");
+        }
+    }
+
+    #[test]
+    fn bad_escapes_are_errors_at_the_backslash() {
+        for (lit, at, want) in [
+            (r#""x\qy""#, 2, "unknown escape in string literal"),
+            (r#""\r""#, 1, "unknown escape"),
+            (r#""\0""#, 1, "unknown escape"),
+            (r#""\4g""#, 1, "unknown escape"),
+            (r#""ab\""#, 3, "unknown escape"),
+            ("\"a\\\nb\"", 2, "unknown escape"),
+            ("\"a\u{b}b\"", 2, "expected '\"' in string literal"),
+            ("\"a\u{c}b\"", 2, "expected '\"' in string literal"),
+            // Bytes that are not UTF-8: located at the escape that breaks it.
+            (r#""ok\FF""#, 3, "invalid UTF-8 in string literal"),
+            (r#""é\C3(""#, 3, "invalid UTF-8"),
+            (r#""\E2\80""#, 1, "invalid UTF-8"),
+            (r#""a\80""#, 2, "invalid UTF-8"),
+        ] {
+            let err = unquote(lit).expect_err(lit);
+            assert_eq!(err.0, at, "{lit}: {}", err.1);
+            assert!(err.1.contains(want), "{lit}: {}", err.1);
+        }
+    }
+
+    /// Whatever a string holds, its printed literal decodes to it.
+    #[test]
+    fn quote_then_unquote_is_identity() {
+        let mut all: String = (0u32..0x300).filter_map(char::from_u32).collect();
+        all.push_str("\u{2028}\u{2029}\u{200b}\u{202e}\u{2066}\u{feff}\u{10ffff}日本");
+        for s in [
+            all.as_str(),
+            "",
+            "\"",
+            "\\",
+            "\\\\\"",
+            "a\tb",
+            "\0",
+            "\u{7f}",
+        ] {
+            let q = quote(s);
+            assert_eq!(unquote(&q).as_deref(), Ok(s), "{q}");
+            // Nothing unprintable is written raw.
+            assert!(
+                !q.chars()
+                    .any(|c| c.is_control() || (c.is_whitespace() && c != ' ')),
+                "{q:?}"
+            );
+        }
     }
 }
