@@ -5,7 +5,8 @@ Inputs: `--ours FILE` (lines `id<TAB>ms<TAB>check<TAB>schedule[<TAB>predicted ms
 scripts/gpu.sh's `suite` part, one per case run with mercury-run; the predicted time is the
 cost model's on the suite's topology file, `mercury-run --predict`), and any number of `--baselines FILE` (the
 JSON of scripts/baselines/attention.py, gemm.py or mlp.py). Prints one markdown table: per case our time,
-each baseline's time, ours / best baseline as a speed ratio (> 1: we are faster), and the
+each baseline's time, ours / best baseline as a speed ratio (> 1: we are faster; marked
+"inputs unalike" where the baselines drew inputs unlike mercury-run's uniform ones), and the
 scaling efficiency against the single-GPU cuDNN time where the attention baselines measured it
 (t_1gpu / (world x ours)), and the model's predicted time with its error (predicted / ours - 1;
 the median of the absolute errors last). A row of another of our schedules on a case (an id with
@@ -60,10 +61,19 @@ def load_ours(path):
     return rows
 
 
+# How mercury-run draws its inputs (runtime/src/cpu.rs, random_inputs): uniform in [-1, 1),
+# rounded to the buffer's dtype. The baselines' --inputs unit draws the same distribution; at
+# the power limit the clocks follow the data's bits, so other draws time the kernels
+# differently (normal: 2-3% on the same cuDNN kernel, docs/perf.md).
+OUR_INPUTS = "unit"
+
+
 def load_baselines(paths):
-    """Baseline times by case id and baseline, and the world size each case ran at (the
-    files may differ: the MLP baselines always run 2 ranks)."""
-    out, worlds = {}, {}
+    """Baseline times by case id and baseline, the world size each case ran at (the files
+    may differ: the MLP baselines always run 2 ranks), and the cases whose baselines drew
+    their inputs unlike ours (case id -> the file's `inputs`; a file without it predates
+    the field and drew normal inputs)."""
+    out, worlds, unalike = {}, {}, {}
     for p in paths:
         try:
             with open(p) as f:
@@ -75,6 +85,7 @@ def load_baselines(paths):
             print(f"<!-- {p}: not a baseline file (an object with a list of results) -->")
             continue
         world = whole(d.get("world_size"))
+        inputs = d.get("inputs", "normal")
         unusable = 0
         for r in d.get("results") or []:
             if not isinstance(r, dict):
@@ -88,9 +99,11 @@ def load_baselines(paths):
                 continue
             out.setdefault(r["id"], {})[r["baseline"]] = num(r["ms"])
             worlds[r["id"]] = whole(r.get("world_size", world))
+            if inputs != OUR_INPUTS:
+                unalike[r["id"]] = str(inputs)
         if unusable:
             print(f"<!-- {p}: {unusable} result(s) without a usable id, baseline or time -->")
-    return out, worlds
+    return out, worlds, unalike
 
 
 def geomean(xs):
@@ -116,13 +129,13 @@ def main():
     ap.add_argument("--baselines", action="append", default=[])
     args = ap.parse_args()
     ours = load_ours(args.ours)
-    base, worlds = load_baselines(args.baselines)
+    base, worlds, unalike = load_baselines(args.baselines)
     names = sorted({b for v in base.values() for b in v if b != "cudnn_1gpu"})
     head = ["case", "schedule", "ours ms"] + [f"{n} ms" for n in names]
     head += ["ours vs best baseline", "scaling eff.", "predicted ms", "model error"]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
-    ratios, errors, best_of_ours, variants = [], [], {}, 0
+    ratios, errors, best_of_ours, variants, marked = [], [], {}, 0, 0
     for cid in sorted(set(ours) | set(base)):
         o = ours.get(cid, {})
         case, variant = case_of(cid, base)
@@ -142,6 +155,7 @@ def main():
             cells.append(f"**{r:.2f}x**")
         else:
             cells.append("-")
+        ratio_cell = len(cells) - 1
         one = b.get("cudnn_1gpu")
         world = worlds.get(case)
         if one and world and t == t and t > 0:
@@ -156,6 +170,9 @@ def main():
             cells += [f"{p:.3f}" if p == p else "-", "-"]
         if o.get("check", "ok") != "ok":
             cells[0] += f" (check: {o['check']})"
+        if case in unalike and best is not None:
+            cells[ratio_cell] += " (inputs unalike)"
+            marked += 1
         print("| " + " | ".join(cells) + " |")
     if ratios:
         g = geomean(ratios)
@@ -167,6 +184,12 @@ def main():
         g = geomean(v)
         print(f"with each case's faster checked schedule of ours: {g:.3f}x over {len(v)} cases; "
               f"worst {min(v):.3f}x")
+    if marked:
+        kinds = ", ".join(sorted(set(unalike.values())))
+        print(f"{marked} ratio(s) marked 'inputs unalike': those baselines drew {kinds} inputs, "
+              "ours uniform in [-1, 1); at the power limit the clocks follow the data's bits "
+              "(2-3% on one cuDNN kernel), so those ratios are not a comparison within that "
+              "(re-run the baselines with --inputs unit, their default)")
     if errors:
         a = sorted(abs(e) for e in errors)
         mid = len(a) // 2

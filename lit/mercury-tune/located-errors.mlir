@@ -47,3 +47,23 @@
 // RUN: %exit-status %mercury-tune %t.missing.mlir --topology h100-1x4 --out %t 2>&1 | FileCheck %s --check-prefix=UNLOCATED
 // UNLOCATED: mercury-tune: error: cannot read '{{.*}}missing.mlir':
 // UNLOCATED: exit status 1
+// Plans given as JSON: every error is located in the file (it was `mercury-tune: error:
+// t.json: item 0 is not a plan: ...` without a place), and a region whose offsets and extents
+// differ in number is refused where it is read (the plan verifier zipped the two and indexed
+// past the shorter one: a panic, found by a new-user pass on 2026-12-03).
+// RUN: printf '[{"name": 3}]\n' > %t.type.json
+// RUN: %exit-status %mercury-tune %t.type.json --topology h100-1x4 --out %t 2>&1 | FileCheck %s --check-prefix=JTYPE --match-full-lines
+// JTYPE:{{[^ ]*}}.type.json:1:11: error: item 0 is not a plan: invalid type: integer `3`, expected a string
+// JTYPE-NEXT:[{"name": 3}]
+// JTYPE-NEXT:          ^
+// JTYPE-NEXT:exit status 1
+// RUN: printf '[\n' > %t.eof.json
+// RUN: %exit-status %mercury-tune %t.eof.json --topology h100-1x4 --out %t 2>&1 | FileCheck %s --check-prefix=JEOF
+// JEOF: {{[^ ]*}}.eof.json:2:1: error: not valid JSON: EOF while parsing a list
+// JEOF: exit status 1
+// RUN: %mercury-opt %S/../lowering/Inputs/gemm-rs-2.mlir --pass-pipeline='builtin.module(tile{axis=k factor=2 outer=k0 inner=k_t},parallelize{axis=k0 level=0})' --emit=plan > %t.plan.json
+// RUN: %mercury-tune %t.plan.json --topology h100-1x4 --out %t.ok > /dev/null
+// RUN: python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["ranks"][1]["outputs"][0]["region"]; r["offset"]=r["offset"][:1]; json.dump(d, open(sys.argv[2], "w"), indent=1)' %t.plan.json %t.short.json
+// RUN: %exit-status %mercury-tune %t.short.json --topology h100-1x4 --out %t 2>&1 | FileCheck %s --check-prefix=JREGION
+// JREGION: {{[^ ]*}}.short.json:{{[0-9]+}}:{{[0-9]+}}: error: item 0 is not a plan: region with 1 offsets and 2 extents (one of each per dimension)
+// JREGION: exit status 1

@@ -367,7 +367,8 @@ class Report:
             return
         h = self.header
         sub = (f"{h.get('device')}, torch {h.get('torch')}, cuDNN {h.get('cudnn', '-')}, "
-               f"NCCL {h.get('nccl', '-')}, {h.get('world_size')} ranks, seed {h.get('seed')}"
+               f"NCCL {h.get('nccl', '-')}, {h.get('world_size')} ranks, seed {h.get('seed')}, "
+               f"inputs {h.get('inputs', '-')}"
                + (f", GQA in cuDNN: {h['gqa_cudnn']}" if "gqa_cudnn" in h else ""))
         lines = [f"### {self.title}", "", sub, "",
                  "| case | baseline | ms | TFLOP/s | rel. err | note |",
@@ -422,6 +423,11 @@ def common_args(ap):
                     help="timed milliseconds per baseline (default 1000, --quick 300)")
     ap.add_argument("--tol", type=float, default=2e-2, help="relative error that fails a check")
     ap.add_argument("--seed", type=int, default=None, help="input seed (default: from the clock)")
+    ap.add_argument("--inputs", choices=["unit", "normal"], default="unit",
+                    help="how inputs are drawn: unit (the default) uniform in [-1, 1) in f32 "
+                         "rounded to bf16, every input, as mercury-run draws them; normal: the "
+                         "earlier normal draws with the scripts' scales (q x 2, weights / sqrt(K)), "
+                         "which cost the same cuDNN kernel 2-3% (docs/perf.md): not alike with ours")
     ap.add_argument("--timeout-s", type=int, default=600, help="process-group timeout")
     ap.add_argument("--world", type=int, default=None, help="ranks assumed by --estimate")
     ap.add_argument("--budget-s", type=float, default=None,
@@ -580,6 +586,28 @@ def tp_attempts(name, ctx, nccl_cublas, asynctp):
 def seed_for(ctx, args):
     s = args.seed if args.seed is not None else time.time_ns() % (2 ** 31)
     return int(ctx.allreduce([float(s)], "max")[0]) if args.seed is None else s
+
+
+def fill_(t, g, inputs, normal_scale=1.0):
+    """Fills bf16 tensor `t` with fresh random inputs from generator `g`. `inputs` is
+    --inputs: "unit" draws uniform in [-1, 1) in f32 and rounds to bf16 (every mantissa bit
+    random), the distribution of mercury-run's inputs (runtime/src/cpu.rs, random_inputs), so
+    both sides of the suite run their kernels on alike data (at the power limit the clocks
+    follow the data's bits); "normal" draws N(0, 1) x `normal_scale`. Draws in chunks of
+    2^26 values, so the f32 scratch stays at 256 MiB whatever the tensor's size."""
+    flat = t.view(-1)
+    if inputs == "normal":
+        flat.normal_(generator=g)
+        if normal_scale != 1.0:
+            flat.mul_(normal_scale)
+        return
+    if inputs != "unit":
+        raise ValueError(f"--inputs {inputs}: expected unit or normal")
+    chunk = 1 << 26
+    for i in range(0, flat.numel(), chunk):
+        part = flat[i:i + chunk]
+        u = torch.rand(part.numel(), generator=g, device=t.device, dtype=torch.float32)
+        part.copy_(u.mul_(2.0).sub_(1.0))
 
 
 def broadcast_(ctx, *tensors):

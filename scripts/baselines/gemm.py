@@ -33,6 +33,8 @@ Baselines:
                torch.ops.symm_mem.fused_matmul_reduce_scatter(A, B, "sum", 0, group_name)
                (torch 2.11 needs no enable_symm_mem_for_group; if the first call fails it is
                called and the op retried, said in the note). Multicast disabled.
+Inputs: uniform in [-1, 1), drawn in f32 and rounded to bf16, as mercury-run draws its inputs
+(--inputs normal: the earlier normal draws, which cost the same kernel 2-3% more; not alike).
 Checks: fresh random inputs per case (seed from the clock), outputs poisoned (NaN) first, every
 rank's whole output against an f32 reference (TF32 off) computed on its device from the full
 inputs; rel. error = ||out - ref|| / ||ref|| over all ranks, FAIL above --tol
@@ -98,7 +100,7 @@ def flops(c):
 class Inputs:
     """Full A [M, K], B [K, Ncols] on every rank (rank 0 draws, broadcast) and this rank's shards."""
 
-    def __init__(self, ctx, c, seed):
+    def __init__(self, ctx, c, seed, inputs):
         m, n, k, w, r = c["m"], c["n"], c["k"], ctx.world, ctx.rank
         for what, size in (("M", m), ("Ncols", n) if c["op"] == "ag" else ("K", k)):
             if size % w:
@@ -109,9 +111,8 @@ class Inputs:
         if r == 0:
             g = torch.Generator(device=ctx.device)
             g.manual_seed(seed)
-            a.normal_(generator=g)
-            b.normal_(generator=g)
-            b.mul_(1.0 / math.sqrt(k))  # outputs O(1)
+            C.fill_(a, g, inputs)
+            C.fill_(b, g, inputs, 1.0 / math.sqrt(k))  # normal: outputs O(1)
         C.broadcast_(ctx, a, b)
         if c["op"] == "ag":
             self.a = a[r * m // w:(r + 1) * m // w].contiguous()
@@ -206,14 +207,14 @@ def main():
     cases = select_cases(args, ctx.smoke)
     baselines = select_baselines(args)
     seed = C.seed_for(ctx, args)
-    header = dict(ctx.info(), script="gemm.py", argv=sys.argv[1:], seed=seed,
+    header = dict(ctx.info(), script="gemm.py", argv=sys.argv[1:], seed=seed, inputs=args.inputs,
                   baselines=baselines, tol=args.tol)
     report = C.Report(ctx, args, f"tensor-parallel GEMM baselines, {ctx.world} ranks", header)
     if ctx.rank == 0:
         print(f"gemm baselines: {len(cases)} cases x {len(baselines)} baselines on {ctx.world} "
               f"ranks ({header['device']}), seed {seed}", file=sys.stderr, flush=True)
     C.run_cases(ctx, args, report, cases, baselines, seed, case_seconds,
-                lambda c, sd: Inputs(ctx, c, sd),
+                lambda c, sd: Inputs(ctx, c, sd, args.inputs),
                 lambda meta, inp: [C.drive(ctx, report, meta, b, attempts_for(b, ctx, inp),
                                            flops(meta), args) for b in baselines])
     C.finish(ctx, args, report)

@@ -24,6 +24,8 @@ Baselines:
   asynctp      torch.ops.symm_mem.fused_all_gather_matmul(X, [W1], 0, group), in-place GeLU,
                torch.ops.symm_mem.fused_matmul_reduce_scatter(H, W2, "sum", 0, group)
                (retried after enable_symm_mem_for_group if the first call fails). Multicast off.
+Inputs: uniform in [-1, 1), drawn in f32 and rounded to bf16, as mercury-run draws its inputs
+(--inputs normal: the earlier normal draws, which cost the same kernel 2-3% more; not alike).
 Checks: fresh random inputs per case (seed from the clock), outputs poisoned (NaN) first, every
 rank's output against an f32 reference (TF32 off) of its rows computed on its device from the
 full inputs; rel. error = ||out - ref|| / ||ref|| over all ranks, FAIL above --tol
@@ -83,7 +85,7 @@ def gelu_(x):
 class Inputs:
     """Full X, W1, W2 on every rank (rank 0 draws, broadcast) and this rank's shards."""
 
-    def __init__(self, ctx, c, seed):
+    def __init__(self, ctx, c, seed, inputs):
         m, d, f, e, w, r = c["m"], c["d"], c["f"], c["e"], ctx.world, ctx.rank
         for what, size in (("M", m), ("F", f)):
             if size % w:
@@ -96,11 +98,9 @@ class Inputs:
         if r == 0:
             g = torch.Generator(device=dev)
             g.manual_seed(seed)
-            x.normal_(generator=g)
-            w1.normal_(generator=g)
-            w2.normal_(generator=g)
-            w1.mul_(1.0 / math.sqrt(d))
-            w2.mul_(1.0 / math.sqrt(f))
+            C.fill_(x, g, inputs)
+            C.fill_(w1, g, inputs, 1.0 / math.sqrt(d))  # normal: O(1) activations
+            C.fill_(w2, g, inputs, 1.0 / math.sqrt(f))
         C.broadcast_(ctx, x, w1, w2)
         self.x = x[r * m // w:(r + 1) * m // w].contiguous()
         self.w1 = w1[:, r * f // w:(r + 1) * f // w].contiguous()
@@ -184,14 +184,14 @@ def main():
     cases = select_cases(args, ctx.smoke)
     baselines = select_baselines(args)
     seed = C.seed_for(ctx, args)
-    header = dict(ctx.info(), script="mlp.py", argv=sys.argv[1:], seed=seed,
+    header = dict(ctx.info(), script="mlp.py", argv=sys.argv[1:], seed=seed, inputs=args.inputs,
                   baselines=baselines, tol=args.tol)
     report = C.Report(ctx, args, f"tensor-parallel MLP baselines, {ctx.world} ranks", header)
     if ctx.rank == 0:
         print(f"mlp baselines: {len(cases)} cases x {len(baselines)} baselines on {ctx.world} "
               f"ranks ({header['device']}), seed {seed}", file=sys.stderr, flush=True)
     C.run_cases(ctx, args, report, cases, baselines, seed, case_seconds,
-                lambda c, sd: Inputs(ctx, c, sd),
+                lambda c, sd: Inputs(ctx, c, sd, args.inputs),
                 lambda meta, inp: [C.drive(ctx, report, meta, b, attempts_for(b, ctx, inp),
                                            flops(meta), args) for b in baselines])
     C.finish(ctx, args, report)

@@ -73,10 +73,40 @@ pub struct GlobalBuffer {
 }
 
 /// A box `[offset, offset + extent)` per dimension.
+///
+/// `offset` and `extent` have one entry per dimension, always the same number: a plan read
+/// from JSON whose region has fewer offsets than extents (or more) is refused when it is
+/// read (`serde` error "region with N offsets and M extents"), so no later code indexes past
+/// the shorter one; [`Region::fits_in`] checks it again for regions built in code.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "RegionFields")]
 pub struct Region {
     pub offset: Vec<usize>,
     pub extent: Vec<usize>,
+}
+
+/// [`Region`] as written in JSON, before its dimensions are checked to agree.
+#[derive(Deserialize)]
+struct RegionFields {
+    offset: Vec<usize>,
+    extent: Vec<usize>,
+}
+
+impl TryFrom<RegionFields> for Region {
+    type Error = String;
+    fn try_from(r: RegionFields) -> Result<Self, String> {
+        if r.offset.len() != r.extent.len() {
+            return Err(format!(
+                "region with {} offsets and {} extents (one of each per dimension)",
+                r.offset.len(),
+                r.extent.len()
+            ));
+        }
+        Ok(Region {
+            offset: r.offset,
+            extent: r.extent,
+        })
+    }
 }
 
 /// The most elements a plan's buffer or slot may hold (2^48): what the verifier accepts, so
@@ -104,6 +134,7 @@ impl Region {
     /// True when `self` fits inside a tensor of `shape`.
     pub fn fits_in(&self, shape: &[usize]) -> bool {
         self.rank() == shape.len()
+            && self.offset.len() == shape.len()
             && self
                 .offset
                 .iter()
@@ -465,6 +496,22 @@ mod tests {
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn region_dimensions_agree_when_read() {
+        let ok: Region = serde_json::from_str(r#"{"offset": [1, 0], "extent": [2, 3]}"#).unwrap();
+        assert_eq!(ok.offset, vec![1, 0]);
+        let e = serde_json::from_str::<Region>(r#"{"offset": [1], "extent": [2, 3]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("region with 1 offsets and 2 extents"), "{e}");
+        // Built in code, a mismatched region does not fit anywhere.
+        let bad = Region {
+            offset: vec![0],
+            extent: vec![1, 1],
+        };
+        assert!(!bad.fits_in(&[4, 4]));
     }
 
     #[test]

@@ -99,22 +99,40 @@ pub struct PlanListSource {
 
 impl PlanListSource {
     pub fn from_json(text: &str, origin: &str) -> Result<Self, SourceError> {
-        let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| SourceError::new(format!("{origin}: not valid JSON: {e}")))?;
-        let items: Vec<serde_json::Value> = match value {
-            serde_json::Value::Array(v) => v,
-            other => vec![other],
+        use serde_json::value::RawValue;
+        let file = mercury_ir::SourceFile::new(origin, text);
+        // Every error is located (`file:line:col: error:`): serde_json's own line and column
+        // for the file, and for an item, its error's place inside the item moved to the
+        // item's place in the file.
+        let at = |offset: usize, msg: String| {
+            SourceError::located(&mercury_ir::Diagnostic::error(file.location(offset), msg))
+        };
+        let json_error = |base: usize, part: &str, what: &str, e: serde_json::Error| {
+            at(
+                base + json_error_offset(part, &e),
+                format!("{what}{}", json_message(&e)),
+            )
+        };
+        let items: Vec<&RawValue> = if text.trim_start().starts_with('[') {
+            serde_json::from_str(text).map_err(|e| json_error(0, text, "not valid JSON: ", e))?
+        } else {
+            vec![serde_json::from_str(text)
+                .map_err(|e| json_error(0, text, "not valid JSON: ", e))?]
         };
         let mut candidates = Vec::new();
         for (i, item) in items.into_iter().enumerate() {
-            let c = if item.get("plan").is_some() {
-                serde_json::from_value::<Candidate>(item).map_err(|e| {
-                    SourceError::new(format!("{origin}: item {i} is not a candidate: {e}"))
+            let part = item.get();
+            // Where the item starts in `text` (a raw value borrows from it).
+            let base = part.as_ptr() as usize - text.as_ptr() as usize;
+            let fields: serde_json::Map<String, serde_json::Value> = serde_json::from_str(part)
+                .map_err(|e| json_error(base, part, &format!("item {i} is not an object: "), e))?;
+            let c = if fields.contains_key("plan") {
+                serde_json::from_str::<Candidate>(part).map_err(|e| {
+                    json_error(base, part, &format!("item {i} is not a candidate: "), e)
                 })?
             } else {
-                let plan: Plan = serde_json::from_value(item).map_err(|e| {
-                    SourceError::new(format!("{origin}: item {i} is not a plan: {e}"))
-                })?;
+                let plan: Plan = serde_json::from_str(part)
+                    .map_err(|e| json_error(base, part, &format!("item {i} is not a plan: "), e))?;
                 Candidate {
                     name: if plan.name.is_empty() {
                         format!("plan{i}")
@@ -170,6 +188,33 @@ impl PlanListSource {
             candidates,
         })
     }
+}
+
+/// The byte offset in `text` of serde_json's error `e` from parsing `text` (its 1-based line
+/// and column; column 0, as at the end of the input, is the line's start).
+fn json_error_offset(text: &str, e: &serde_json::Error) -> usize {
+    let line_start = if e.line() <= 1 {
+        0
+    } else {
+        text.match_indices('\n')
+            .nth(e.line() - 2)
+            .map_or(text.len(), |(i, _)| i + 1)
+    };
+    let line = &text[line_start..];
+    let line = &line[..line.find('\n').unwrap_or(line.len())];
+    // serde_json counts the column in bytes; stay on a character of the line.
+    let mut col = e.column().saturating_sub(1).min(line.len());
+    while !line.is_char_boundary(col) {
+        col -= 1;
+    }
+    line_start + col
+}
+
+/// serde_json's message without its " at line L column C" (the diagnostic's place says it).
+fn json_message(e: &serde_json::Error) -> String {
+    let m = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    m.strip_suffix(&suffix).unwrap_or(&m).to_string()
 }
 
 impl CandidateSource for PlanListSource {
