@@ -254,20 +254,22 @@ pub(crate) fn partition_conflict(
 ) -> Option<String> {
     // A temp tile whose last store was of a skipped value (a fully masked causal block) is a
     // stored tile too: a later load of it is skipped, so an overlapping tile would go unseen.
-    let stored = rb
-        .stored
-        .iter()
-        .map(|((b, _), (sb, _))| (b, sb))
-        .chain(rb.skipped.iter().map(|((b, _), sb)| (b, sb)))
-        .filter(|(b, _)| *b == buffer)
-        .map(|(_, sb)| (sb, None));
-    let reduced = rb
-        .acc
-        .iter()
-        .filter(|((b, _), _)| b == buffer)
-        .map(|(_, (ab, _, k))| (ab, Some(*k)));
+    // The maps are keyed by (buffer, box): this buffer's tiles are one range of each.
+    fn of<'m, V>(
+        m: &'m BTreeMap<(String, Vec<usize>), V>,
+        buffer: &'m str,
+    ) -> impl Iterator<Item = &'m V> + 'm {
+        m.range((buffer.to_string(), Vec::new())..)
+            .take_while(move |((b, _), _)| b == buffer)
+            .map(|(_, v)| v)
+    }
+    let stored = of(&rb.stored, buffer)
+        .map(|(sb, _)| sb)
+        .chain(of(&rb.skipped, buffer))
+        .map(|sb| (sb, None));
+    let reduced = of(&rb.acc, buffer).map(|(ab, _, k)| (ab, Some(*k)));
     for (other, kind) in stored.chain(reduced) {
-        if intersect(other, bx).is_none() {
+        if !meets(other, bx) {
             continue;
         }
         let same = other == bx;
@@ -340,6 +342,14 @@ pub(crate) fn partial_sum_dtype(k: &Kernel, buffer: &str, kind: ReduceKind) -> D
 /// A box as a map key.
 pub(crate) fn key(bx: &Region) -> Vec<usize> {
     bx.offset.iter().chain(&bx.extent).copied().collect()
+}
+
+/// Whether two boxes of one rank share an element: `intersect(a, b).is_some()` without
+/// building the common part (an empty box meets nothing).
+pub(crate) fn meets(a: &Region, b: &Region) -> bool {
+    (0..a.rank()).all(|d| {
+        a.offset[d].max(b.offset[d]) < (a.offset[d] + a.extent[d]).min(b.offset[d] + b.extent[d])
+    })
 }
 
 /// The common part of two boxes, if any.
