@@ -32,6 +32,12 @@
 // RUN: rm -f %t.bad
 // RUN: printf '"x' | not %mercury-opt -o %t.bad
 // RUN: not test -e %t.bad
+// Nor is an older one left behind (as mlir-opt, which keeps its output only on success): a
+// build step would take it for this run's. `-o` naming the input itself keeps the input.
+// RUN: echo stale > %t.bad && printf '"x' | not %mercury-opt -o %t.bad
+// RUN: not test -e %t.bad
+// RUN: printf '"x' > %t.self.mlir && not %mercury-opt %t.self.mlir -o %t.self.mlir 2> /dev/null
+// RUN: test -s %t.self.mlir
 
 // A write that fails is said and exits 1 (it exited 1 with no message); mercury-run's report
 // to a full disk was lost and the run exited 0 (thirteenth new-user pass).

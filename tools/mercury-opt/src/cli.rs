@@ -3,6 +3,7 @@
 
 use clap::{Arg, ArgAction, CommandFactory, FromArgMatches, Parser, ValueEnum};
 use mercury_ir::pass::{parse_pipeline, PassRegistry};
+use mercury_ir::syntax::split::DEFAULT_SPLIT_MARKER;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -40,10 +41,16 @@ pub struct Options {
     #[arg(short = 'o', value_name = "FILE", default_value = "-")]
     pub output: PathBuf,
 
-    /// Split the input at lines of `// -----` and process each chunk on its own (line numbers
-    /// in diagnostics stay those of the whole file); outputs are joined with `// -----`.
-    #[arg(long)]
-    pub split_input_file: bool,
+    /// Split the input at lines of MARKER (default `// -----`) and process each chunk on its
+    /// own (line numbers in diagnostics stay those of the whole file); outputs are joined
+    /// with `--output-split-marker`. An empty MARKER splits nothing, as in mlir-opt.
+    #[arg(long, value_name = "MARKER", num_args = 0..=1, require_equals = true,
+          default_missing_value = DEFAULT_SPLIT_MARKER)]
+    pub split_input_file: Option<String>,
+
+    /// What joins the outputs of split chunks (a line of its own).
+    #[arg(long, value_name = "MARKER", default_value = DEFAULT_SPLIT_MARKER)]
+    pub output_split_marker: String,
 
     /// Check the diagnostics against `// expected-error {{...}}` (and -warning, -remark, -note)
     /// annotations in the input instead of printing them.
@@ -72,7 +79,7 @@ pub struct Options {
 
     /// Verify the IR after every pass.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_value_t = true,
-          default_missing_value = "true", action = ArgAction::Set)]
+          default_missing_value = "true", action = ArgAction::Set, value_parser = llvm_bool)]
     pub verify_each: bool,
 
     /// What to emit.
@@ -97,6 +104,18 @@ pub struct Options {
     /// the plan uses.
     #[arg(long)]
     pub all_device_kernels: bool,
+}
+
+/// A boolean option's value as LLVM's command line reads it (`cl::opt<bool>`): `true`,
+/// `TRUE`, `True`, `1`, `false`, `FALSE`, `False` or `0`.
+fn llvm_bool(v: &str) -> Result<bool, String> {
+    match v {
+        "true" | "TRUE" | "True" | "1" => Ok(true),
+        "false" | "FALSE" | "False" | "0" => Ok(false),
+        _ => Err(format!(
+            "'{v}' is invalid value for boolean argument! Try 0 or 1"
+        )),
+    }
 }
 
 /// A `--<pass>[=options]` flag as given on the command line.
@@ -208,7 +227,7 @@ pub fn parse(
         .collect();
     let args = normalize_single_dash(args.into_iter().collect(), &longs);
     let matches = cmd.try_get_matches_from(args).map_err(CliError::Clap)?;
-    let options = Options::from_arg_matches(&matches).map_err(CliError::Clap)?;
+    let mut options = Options::from_arg_matches(&matches).map_err(CliError::Clap)?;
     // A chip the NVPTX back end does not know is a command-line error, said before the input
     // is read (not located in it).
     mercury_lowering::TargetOptions::for_chip(&options.chip)
@@ -241,14 +260,21 @@ pub fn parse(
                 .map_or("?".to_string(), |v| v.get_name().to_string())
         )));
     }
-    // Split outputs are joined by `// -----`, which is no JSON: one plan per input file.
-    if options.split_input_file && options.emit == Emit::Plan && !options.verify_diagnostics {
-        return Err(CliError::Message(
-            "--split-input-file with --emit=plan would join JSON documents by '// -----' (not \
+    // An empty marker is mlir-opt's "no splitting".
+    if options.split_input_file.as_deref() == Some("") {
+        options.split_input_file = None;
+    }
+    // Split outputs are joined by a marker, which is no JSON: one plan per input file.
+    if options.split_input_file.is_some()
+        && options.emit == Emit::Plan
+        && !options.verify_diagnostics
+    {
+        return Err(CliError::Message(format!(
+            "--split-input-file with --emit=plan would join JSON documents by '{}' (not \
              JSON): give each plan its own input file, or add --verify-diagnostics to only check \
-             the diagnostics"
-                .into(),
-        ));
+             the diagnostics",
+            options.output_split_marker
+        )));
     }
 
     let mut flags: Vec<(usize, PassFlag)> = Vec::new();
@@ -393,7 +419,21 @@ mod tests {
     fn single_dash_long_options() {
         let inv =
             parse_args(&["-split-input-file", "-canonicalize", "-o", "out.mlir", "-"]).unwrap();
-        assert!(inv.options.split_input_file);
+        assert_eq!(inv.options.split_input_file.as_deref(), Some("// -----"));
+        let marked = parse_args(&[
+            "--split-input-file=;; cut",
+            "--output-split-marker=;; joined",
+        ])
+        .unwrap();
+        assert_eq!(marked.options.split_input_file.as_deref(), Some(";; cut"));
+        assert_eq!(marked.options.output_split_marker, ";; joined");
+        assert_eq!(
+            parse_args(&["--split-input-file="])
+                .unwrap()
+                .options
+                .split_input_file,
+            None
+        );
         assert_eq!(names(&inv), ["canonicalize"]);
         assert_eq!(inv.options.output, PathBuf::from("out.mlir"));
         assert_eq!(inv.options.input, PathBuf::from("-"));
@@ -409,6 +449,26 @@ mod tests {
                 .verify_each
         );
         assert!(parse_args(&["--verify-each"]).unwrap().options.verify_each);
+        // LLVM's spellings of a boolean, 0 and 1 among them.
+        assert!(
+            !parse_args(&["--verify-each=0"])
+                .unwrap()
+                .options
+                .verify_each
+        );
+        assert!(
+            parse_args(&["--verify-each=1"])
+                .unwrap()
+                .options
+                .verify_each
+        );
+        assert!(
+            !parse_args(&["--verify-each=False"])
+                .unwrap()
+                .options
+                .verify_each
+        );
+        assert!(parse_args(&["--verify-each=yes"]).is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@ use crate::cli::{Emit, Invocation};
 use crate::out;
 use mercury_ir::expect;
 use mercury_ir::pass::{PassManager, PassRegistry};
-use mercury_ir::syntax::split::{split_input, Chunk};
+use mercury_ir::syntax::split::{split_input_at, Chunk};
 use mercury_ir::{
     parse_source, print_op, verify, Diagnostic, Operation, PrintOptions, Registry, SourceFile,
 };
@@ -238,8 +238,8 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
         Failed
     })?;
     let (name, text) = read_input(&o.input)?;
-    let chunks = if o.split_input_file {
-        split_input(&text)
+    let chunks = if let Some(marker) = &o.split_input_file {
+        split_input_at(&text, marker)
     } else {
         vec![Chunk {
             text,
@@ -261,7 +261,10 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
     let to_stdout = o.output.as_os_str() == "-";
     let mut separate = false;
     for chunk in chunks {
-        if to_stdout && std::mem::take(&mut separate) && !out::stdout("// -----\n") {
+        if to_stdout
+            && std::mem::take(&mut separate)
+            && !out::stdout(&format!("{}\n", o.output_split_marker))
+        {
             return Err(Failed);
         }
         let file = SourceFile::with_first_line(name.as_str(), chunk.text, chunk.first_line);
@@ -298,7 +301,7 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
         }
     }
 
-    let text = outputs.join("// -----\n");
+    let text = outputs.join(&format!("{}\n", o.output_split_marker));
     if !to_stdout && ok {
         std::fs::write(&o.output, text).map_err(|e| {
             out::error(&format!(
@@ -311,6 +314,27 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
     if ok {
         Ok(())
     } else {
+        if !to_stdout {
+            remove_stale_output(&o.output, &o.input);
+        }
         Err(Failed)
+    }
+}
+
+/// After a failed run, removes the `-o` file an earlier run left, as mlir-opt does (its
+/// output file is kept only on success), so that a build step never takes the old output
+/// for this run's. The input itself is never removed (`-o` naming the input file), nor
+/// anything that is not a regular file (`-o /dev/null`).
+fn remove_stale_output(output: &std::path::Path, input: &std::path::Path) {
+    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize())
+    {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if input.as_os_str() != "-" && same(output, input) {
+        return;
+    }
+    if std::fs::symlink_metadata(output).is_ok_and(|m| m.file_type().is_file()) {
+        let _ = std::fs::remove_file(output);
     }
 }
