@@ -20,7 +20,8 @@
 #   MERCURY_BASELINE_SCRIPTS=attention ... # which of scripts/baselines/{attention,gemm,mlp}.py
 #   MERCURY_GPU_PARTS=suite,baselines MERCURY_SUITE_CASES='^mlp' MERCURY_BASELINE_SCRIPTS=mlp ...
 #                                          # only the MLP rows (issue 14: Llama-3 8B / 70B, TP = 2)
-#   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling on 2 GPUs (not default)
+#   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling (not default): 2 GPUs,
+#                                     # or 2 processes sharing 1 GPU over NCCL sockets
 #   MERCURY_GPU_PARTS=rates bash scripts/gpu.sh --remote        # the patches' rate tables (one GPU)
 #   MERCURY_GPU_PARTS=suite,baselines ...  # issue 13's side-by-side suite: ours on every GPU, the
 #                                          # PyTorch baselines, one joined table (>= 2 GPUs);
@@ -228,10 +229,15 @@ echo
 # ==== faults (issue 13 item 6; docs/multi-gpu.md, "Faults") ===================================
 # A rank that dies or hangs must end every process within a bounded time, with a message naming
 # the rank and the stage, and leave no GPU busy. Only with MERCURY_GPU_PARTS=faults (not in the
-# default parts) and two or more GPUs. Ring attention with 2 ranks and 8K tokens (3 stages; K/V
-# travel in stage 2), --stage-timeout T (MERCURY_FAULT_STAGE_TIMEOUT, default 10 s). A process
-# passes when it ends with the expected status and message within 2T + 20 s of the fault; an
-# outer `timeout -s KILL` ends anything still running later (a FAIL).
+# default parts). Ring attention with 2 ranks and 8K tokens (3 stages; K/V travel in stage 2),
+# --stage-timeout T (MERCURY_FAULT_STAGE_TIMEOUT, default 10 s). A process passes when it ends
+# with the expected status and message within 2T + 20 s of the fault; an outer
+# `timeout -s KILL` ends anything still running later (a FAIL). On two or more GPUs each
+# process drives its own GPU (the issue's set-up). On one GPU both processes share GPU 0, each
+# its own NCCL "host" over loopback sockets (NCCL_HOSTID, as the two-tier part), and the
+# one-process case puts its 2 ranks on 2 device ids aliasing GPU 0 (--alias 2): the same fault
+# paths (marks, NCCL abort, watchdog, SIGKILL/SIGTERM, _exit), on NCCL's socket transport
+# instead of NVLink, and the summary says so.
 # bg_proc LIMIT LOG CMD...: CMD in the background, killed after LIMIT seconds; LOG gets its
 # output, LOG.end "exit-status unix-time" when it ends (the fault and two-tier parts).
 bg_proc() {
@@ -243,8 +249,8 @@ fault_time() { grep -o 'at unix time [0-9.]*' "$1" | head -1 | awk '{print $4}' 
 
 if [[ ",$parts," == *",faults,"* ]]; then
 fngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if (( fngpu < 2 )); then
-  echo "== faults: skipped, only ${fngpu} GPU present (needs 2)"
+if (( fngpu < 1 )); then
+  echo "== faults: skipped, no GPU present"
 else
   if ! (ldconfig -p 2>/dev/null || true) | grep -q 'libnccl\.so '; then
     so=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF}' | head -1 || true)
@@ -258,6 +264,21 @@ else
   bound=$((2 * T + 20))
   outer=$((bound + 150))
   fdir=$(mktemp -d)
+  # Where the two processes run: their own GPUs, or both on GPU 0 as two NCCL hosts.
+  if (( fngpu >= 2 )); then
+    fwhere="2 GPUs, a process per GPU"
+    gpu_of() { echo "$1"; }
+    pair_env() { echo "LOCAL_RANK=$1"; }
+    one_proc=(--devices 2)
+  else
+    fwhere="1 GPU: both processes on GPU 0, NCCL over loopback sockets (not the issue's 2 GPUs)"
+    gpu_of() { echo 0; }
+    pair_env() {
+      echo "LOCAL_RANK=0 NCCL_HOSTID=mercury-node$1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
+    }
+    one_proc=(--alias 2)
+  fi
+  echo "== faults on $fwhere"
   sed -e 's/shape \[8\]/shape [2]/' -e 's/32768/8192/g' examples/attention.mlir > "$fdir/attention.mlir"
   sed 's/factor=8/factor=2/g' examples/schedules/ring_attention.sched > "$fdir/ring.sched"
   fcommon=(--backend cuda --seed 7 --stage-timeout "$T" --device-kernels "$C/device_kernels.ptx"
@@ -272,7 +293,8 @@ else
     local name=$1; shift
     rm -f "$fdir/id.$name"
     for r in 0 1; do
-      fault_proc "$fdir/$name-r$r.log" env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
+      # shellcheck disable=SC2046 # pair_env prints VAR=value words
+      fault_proc "$fdir/$name-r$r.log" env RANK=$r WORLD_SIZE=2 $(pair_env $r) \
         MERCURY_NCCL_ID_FILE="$fdir/id.$name" NCCL_NVLS_ENABLE=0 \
         "$C/mercury-run" --launcher env --transport nccl "${fcommon[@]}" "$@"
     done
@@ -312,7 +334,7 @@ else
     printf '| %s | GPUs afterwards | - | - | %s | processes left: %s; compute apps: %s; memory used: %s |\n' "$1" "$ok" \
       "${left:-none}" "${apps:-none}" "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null | tr '\n' ' ')" >> "$out/faults-table.md"
   }
-  rank_re() { echo "^error: rank $1 \\(pid [0-9]+, GPU $1\\) stage 2/3: ${2:-}"; }
+  rank_re() { echo "^error: rank $1 \\(pid [0-9]+, GPU $(gpu_of "$1")\\) stage 2/3: ${2:-}"; }
 
   # pair_case N CASE NAME FAULT RC1 RE1 ARGS...: two processes with FAULT injected; rank 1 must
   # end with status RC1 and a line matching RE1, rank 0 with 1 and its report of stage 2.
@@ -336,19 +358,25 @@ else
   pair_case 4 "host hang" hosthang host-hang-rank=1@stage=2@run=2 1 \
     "$(rank_re 1 'no progress .*host thread is blocked')" "${warm[@]}"
 
-  echo "== faults 5/7: one process, 2 GPUs, peer copies: hang-rank=1@stage=2@run=2"
-  fault_proc "$fdir/peer.log" "$C/mercury-run" --devices 2 --transport peer "${fcommon[@]}" \
+  echo "== faults 5/7: one process, ${one_proc[*]}, peer copies: hang-rank=1@stage=2@run=2"
+  fault_proc "$fdir/peer.log" "$C/mercury-run" "${one_proc[@]}" --transport peer "${fcommon[@]}" \
     --inject-fault hang-rank=1@stage=2@run=2 "${warm[@]}"
   wait
   t0=$(fault_time "$fdir/peer.log")
-  check_proc "peer copies, one process" "$fdir/peer.log" 1 "$(rank_re 1 'no progress')" "$t0"
+  # (Under --alias a report may name the device id or GPU 0: either is the rank's.)
+  pre='^error: rank 1 \(pid [0-9]+, GPU [0-9]+\) stage 2/3: no progress'
+  (( fngpu >= 2 )) && pre=$(rank_re 1 'no progress')
+  check_proc "peer copies, one process" "$fdir/peer.log" 1 "$pre" "$t0"
   gpus_free "peer copies, one process"
 
   if command -v torchrun >/dev/null 2>&1; then
     echo "== faults 6/7: torchrun, 2 processes, SIGKILL to process 1 during the runs"
     tlog="$fdir/torchrun.log"
+    # torchrun gives each worker LOCAL_RANK; on one GPU a shell in between sets this script's
+    # pair_env for the worker's RANK and execs mercury-run (the pid torchrun's worker has).
     fault_proc "$tlog" env MERCURY_NCCL_ID_FILE="$fdir/id.torchrun" NCCL_NVLS_ENABLE=0 \
       torchrun --standalone --nproc_per_node=2 --no-python \
+      bash -c "$(declare -f pair_env); export \$(pair_env \$RANK); exec \"\$0\" \"\$@\"" \
       "$C/mercury-run" --launcher env --transport nccl "${fcommon[@]}" --bench --warmup 3 --iters 20000
     for _ in $(seq 360); do
       up=$(grep -c 'transport:' "$tlog" 2>/dev/null || true)
@@ -382,7 +410,7 @@ else
   done
 
   echo
-  echo "== faults summary (stage timeout ${T} s; every process must end within ${bound} s of the fault)"
+  echo "== faults summary ($fwhere; stage timeout ${T} s; every process must end within ${bound} s of the fault)"
   echo "| case | process | exit | s after fault | result | message / why |"
   echo "| --- | --- | ---: | ---: | --- | --- |"
   cat "$out/faults-table.md"
