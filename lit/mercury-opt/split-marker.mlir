@@ -1,6 +1,7 @@
 // mlir-opt's `--split-input-file=MARKER` and `--output-split-marker=MARKER` (both were
-// refused: "unexpected value"); `--split-input-file` alone splits at `// -----`, and an
-// empty marker splits nothing. `--verify-each` takes LLVM's boolean spellings (0 and 1 were
+// refused: "unexpected value"); `--split-input-file` alone splits at `// -----`, and so does
+// an empty marker, `--split-input-file=`, as in mlir-opt 22 (it split nothing: the chunks of
+// a file became one module). `--verify-each` takes LLVM's boolean spellings (0 and 1 were
 // refused).
 // RUN: %mercury-opt --allow-unregistered-dialect %s --split-input-file=';; cut' --output-split-marker='// ##' | FileCheck %s
 // CHECK: "a.first"
@@ -13,8 +14,15 @@
 // DEFAULT: "a.first"
 // DEFAULT: // -----
 // DEFAULT: "a.second"
-// RUN: not %mercury-opt --allow-unregistered-dialect %s --split-input-file= 2>&1 | FileCheck %s --check-prefix=NONE
-// NONE: split-marker.mlir:{{[0-9]+}}:1: error: expected {{.*}}found ';'
+// RUN: not %mercury-opt --allow-unregistered-dialect %s --split-input-file= 2>&1 | FileCheck %s --check-prefix=EMPTY
+// EMPTY: split-marker.mlir:{{[0-9]+}}:1: error: expected {{.*}}found ';'
+// RUN: %mercury-opt --allow-unregistered-dialect %S/Inputs/two-chunks.mlir --split-input-file= | FileCheck %s --check-prefix=EMPTY-DEFAULT
+// EMPTY-DEFAULT: module {
+// EMPTY-DEFAULT-NEXT: "a.x"() : () -> ()
+// EMPTY-DEFAULT-NEXT: }
+// EMPTY-DEFAULT-NEXT: // -----
+// EMPTY-DEFAULT-NEXT: module {
+// EMPTY-DEFAULT-NEXT: "a.y"() : () -> ()
 // RUN: not %mercury-opt --allow-unregistered-dialect %s --verify-each=yes 2>&1 | FileCheck %s --check-prefix=BOOL
 // BOOL: 'yes' is invalid value for boolean argument! Try 0 or 1
 "a.first"() : () -> ()

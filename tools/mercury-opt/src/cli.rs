@@ -43,7 +43,8 @@ pub struct Options {
 
     /// Split the input at lines of MARKER (default `// -----`) and process each chunk on its
     /// own (line numbers in diagnostics stay those of the whole file); outputs are joined
-    /// with `--output-split-marker`. An empty MARKER splits nothing, as in mlir-opt.
+    /// with `--output-split-marker`. An empty MARKER (`--split-input-file=`) is the default
+    /// one, as in mlir-opt.
     #[arg(long, value_name = "MARKER", num_args = 0..=1, require_equals = true,
           default_missing_value = DEFAULT_SPLIT_MARKER)]
     pub split_input_file: Option<String>,
@@ -260,9 +261,10 @@ pub fn parse(
                 .map_or("?".to_string(), |v| v.get_name().to_string())
         )));
     }
-    // An empty marker is mlir-opt's "no splitting".
+    // An empty marker is the flag without a value: mlir-opt's `--split-input-file=` splits at
+    // the default marker ("Implicit value: use default marker if flag was used without value").
     if options.split_input_file.as_deref() == Some("") {
-        options.split_input_file = None;
+        options.split_input_file = Some(DEFAULT_SPLIT_MARKER.to_string());
     }
     // Split outputs are joined by a marker, which is no JSON: one plan per input file.
     if options.split_input_file.is_some()
@@ -431,8 +433,9 @@ mod tests {
             parse_args(&["--split-input-file="])
                 .unwrap()
                 .options
-                .split_input_file,
-            None
+                .split_input_file
+                .as_deref(),
+            Some("// -----")
         );
         assert_eq!(names(&inv), ["canonicalize"]);
         assert_eq!(inv.options.output, PathBuf::from("out.mlir"));
