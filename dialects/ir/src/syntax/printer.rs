@@ -2,7 +2,7 @@
 
 use crate::attributes::write_dict;
 use crate::ir::{Block, Operation, Region, Value, ValueId};
-use crate::registry::Registry;
+use crate::registry::{Registry, Trait};
 use crate::syntax::format::{print_custom, CustomPrinter};
 use std::collections::{HashMap, HashSet};
 
@@ -133,10 +133,9 @@ impl<'r> Printer<'r> {
             out.push_str(&format!("[{}]", op.successors.join(", ")));
         }
         if !op.regions.is_empty() {
-            let terminator = self
-                .registry
-                .lookup(&op.name)
-                .and_then(|r| r.def.implicit_terminator());
+            let def = self.registry.lookup(&op.name).map(|r| &r.def);
+            let terminator = def.and_then(|d| d.implicit_terminator());
+            let single_block = def.is_some_and(|d| d.has_trait(Trait::SingleBlock));
             out.push_str(" (");
             for (i, r) in op.regions.iter().enumerate() {
                 if i > 0 {
@@ -147,6 +146,18 @@ impl<'r> Printer<'r> {
                         let mut with_term = r.clone();
                         with_term.entry_mut().ops.push(crate::ir::Operation::new(t));
                         self.region(&with_term)
+                    }
+                    // An empty body of a single-block op (`module {}`) is one empty block, which
+                    // the generic form spells `^bb0:` as MLIR prints it: `({\n})` is a region
+                    // of no block, which upstream refuses for `builtin.module` ("region with 1
+                    // blocks").
+                    None if single_block
+                        && r.blocks.len() <= 1
+                        && r.blocks
+                            .iter()
+                            .all(|b| b.ops.is_empty() && b.args.is_empty()) =>
+                    {
+                        format!("{{\n{}^bb0:\n{}}}", "  ".repeat(self.indent), self.pad())
                     }
                     None => self.region(r),
                 };
