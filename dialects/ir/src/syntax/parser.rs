@@ -488,6 +488,18 @@ impl<'r> Parser<'r> {
         }
         let reg = match self.registry.lookup(&name) {
             Some(r) => r.clone(),
+            // Upstream MLIR prints the implicit terminator that our generic form spells out
+            // (`transform.yield`, a registered op there) in its custom form, bare: it is that
+            // generic op, which the op whose region it ends drops again.
+            None if nresults == 0
+                && inner.peek().is_none()
+                && self
+                    .registry
+                    .ops()
+                    .any(|d| d.implicit_terminator() == Some(name.as_str())) =>
+            {
+                return Ok(Operation::new(name).with_loc(loc));
+            }
             None => return Err(self.err(&name_pair, format!("custom op '{name}' is unknown (the generic form \"{name}\"(...) is accepted for unregistered ops)"))),
         };
         let Some(format) = reg.format.as_ref() else {
