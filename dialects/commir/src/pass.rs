@@ -173,7 +173,7 @@ pub fn kernel_mut<'a>(module: &'a mut Operation, name: &str) -> &'a mut Operatio
 /// ```ignore
 /// kernel_pass! {
 ///     /// `shift{axis=j by=i}`: ...
-///     pub struct Shift = "shift", "Stagger a sequential loop by a parallel loop" {
+///     pub struct Shift = "shift", "Stagger a sequential loop by a parallel loop", {
 ///         axis: String => "the sequential loop's axis",
 ///         by: String => "the enclosing parallel loop's axis",
 ///     }
