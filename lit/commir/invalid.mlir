@@ -60,7 +60,7 @@ commir.kernel @k on @m {
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 16 spatial
-  // expected-error@+1 {{attribute 'dims': '18446744073709551616' is too large for a dimension size (at most 18446744073709551615)}}
+  // expected-error@+1 {{attribute 'dims': '18446744073709551616' is too large for a dimension size (at most 9223372036854775807)}}
   commir.buffer @A : [@i, 18446744073709551616] f32 in
 }
 

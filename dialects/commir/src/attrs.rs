@@ -11,7 +11,8 @@
 use crate::expr::IndexExpr;
 use crate::model::{AxisKind, MaskKind, ReduceKind, Role};
 use crate::placement::{Placement, Split};
-use mercury_ir::syntax::format::{comma_items, comma_runs, is_whole_number};
+use mercury_ir::syntax::format::{comma_items, comma_runs};
+use mercury_ir::syntax::int_literal::{parse_int_as, IntLiteralError};
 use mercury_ir::syntax::tokens::{Tok, TokKind};
 use mercury_ir::{AttrKind, Attribute, CustomAttrSyntax, Type};
 use std::collections::BTreeMap;
@@ -76,20 +77,23 @@ fn parse_dims(tok: &Tok) -> Result<Attribute, String> {
                 kind: TokKind::Number(n),
                 ..
             }] => {
-                let v: u64 = n.parse().map_err(|_| {
-                    if is_whole_number(n) && !n.starts_with('-') {
+                // The attribute holds an i64 (`dims_to_attr`): a size past it is too large,
+                // not wrapped to a negative one.
+                let v: i64 = parse_int_as(n).map_err(|e| {
+                    if e == IntLiteralError::TooLarge {
                         format!(
                             "'{n}' is too large for a dimension size (at most {})",
-                            u64::MAX
+                            i64::MAX
                         )
                     } else {
                         format!("'{n}' is not a dimension size")
                     }
                 })?;
-                if v == 0 {
-                    return Err("a fixed dimension size must be positive".into());
+                match u64::try_from(v) {
+                    Ok(0) => return Err("a fixed dimension size must be positive".into()),
+                    Ok(v) => dims.push(DimBinding::Fixed(v)),
+                    Err(_) => return Err(format!("'{n}' is not a dimension size")),
                 }
-                dims.push(DimBinding::Fixed(v));
             }
             _ => {
                 let mut axes = Vec::new();
@@ -245,8 +249,7 @@ pub fn sharding_to_attr(p: &Placement) -> Attribute {
 /// One level inside `S(...)`: `0`, `zigzag(0)` or `striped(0, 64)`.
 fn parse_level(run: &[Tok]) -> Result<(usize, Split), String> {
     let number = |t: &Tok| match &t.kind {
-        TokKind::Number(n) => n
-            .parse::<usize>()
+        TokKind::Number(n) => parse_int_as::<usize>(n)
             .ok()
             .filter(|l| i64::try_from(*l).is_ok())
             .ok_or_else(|| {
@@ -269,7 +272,11 @@ fn parse_level(run: &[Tok]) -> Result<(usize, Split), String> {
                 (Some("zigzag"), [l]) => Ok((number(l)?, Split::Zigzag)),
                 (Some("striped"), [l, b]) => {
                     let b = match &b.kind {
-                        TokKind::Number(n) => n.parse::<usize>().ok().filter(|b| *b > 0),
+                        // Held as an i64 (`sharding_to_attr`): at most i64::MAX, not wrapped.
+                        TokKind::Number(n) => parse_int_as::<i64>(n)
+                            .ok()
+                            .filter(|b| *b > 0)
+                            .and_then(|b| usize::try_from(b).ok()),
                         _ => None,
                     }
                     .ok_or_else(|| {

@@ -4,7 +4,7 @@
 //! Custom syntax writes axes as symbols (`@j`); the generic form stores the same expression as
 //! a string with bare names (`"(j + i) mod 8"`).
 
-use mercury_ir::syntax::format::parse_i64;
+use mercury_ir::syntax::int_literal::{parse_i64, uint_literal_prefix};
 use mercury_ir::syntax::tokens::{Tok, TokKind};
 use std::collections::HashMap;
 use std::fmt;
@@ -183,14 +183,15 @@ impl IndexExpr {
             if c.is_whitespace() {
                 i += 1;
             } else if c.is_ascii_digit() {
-                let st = i;
-                while i < chars.len() && chars[i].is_ascii_digit() {
-                    i += 1;
-                }
-                let n: String = chars[st..i].iter().collect();
+                // An integer literal as the IR's grammar lexes one: `16` or `0x10`.
+                let word: String = chars[i..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric())
+                    .collect();
+                let n = uint_literal_prefix(&word).unwrap_or(&word[..1]);
+                i += n.len();
                 toks.push(ETok::Num(
-                    n.parse()
-                        .map_err(|_| format!("number '{n}' is too large"))?,
+                    parse_i64(n).map_err(|_| format!("number '{n}' is too large"))?,
                 ));
             } else if c == '"' || (c == '@' && chars.get(i + 1) == Some(&'"')) {
                 // A quoted name: `"row i"` (generic form) or `@"row i"`.
@@ -385,5 +386,32 @@ mod tests {
         assert!(IndexExpr::parse_text("j +").is_err());
         assert!(IndexExpr::parse_text("j mod 0").is_err());
         assert!(IndexExpr::parse_text("(j").is_err());
+    }
+
+    /// Constants are integer literals as the IR's grammar reads them, hex included, in the
+    /// string form as in the custom form; they print in decimal.
+    #[test]
+    fn hex_constants_read_and_print_decimal() {
+        let e = IndexExpr::parse_text("(j + 0x10) mod 0xA").unwrap();
+        assert_eq!(e, IndexExpr::parse_text("(j + 16) mod 10").unwrap());
+        assert_eq!(e.to_string(), "(j + 16) mod 10");
+        assert_eq!(
+            IndexExpr::parse_text("0x1f*i").unwrap().to_string(),
+            "31 * i"
+        );
+        assert_eq!(
+            IndexExpr::parse_text("0x8000000000000000").unwrap_err(),
+            "number '0x8000000000000000' is too large"
+        );
+        assert_eq!(
+            IndexExpr::parse_text("99999999999999999999").unwrap_err(),
+            "number '99999999999999999999' is too large"
+        );
+        // `0x` without a hex digit is `0` and a name, as MLIR lexes `0xi32`.
+        assert!(IndexExpr::parse_text("0xg").is_err());
+        assert_eq!(
+            IndexExpr::parse_text("0 + xg").unwrap().to_string(),
+            "0 + xg"
+        );
     }
 }

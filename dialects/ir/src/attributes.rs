@@ -208,7 +208,9 @@ impl fmt::Display for Attribute {
                 }
             }
             Attribute::Float { value, ty } => {
-                if *ty == Type::F64 {
+                // An infinity or a NaN prints as a hex bit pattern, which without its type
+                // would read back as an i64 integer.
+                if *ty == Type::F64 && value.is_finite() {
                     write!(f, "{}", format_float(*value))
                 } else {
                     write!(f, "{} : {ty}", format_float(*value))
@@ -255,7 +257,7 @@ impl fmt::Display for Attribute {
 
 #[cfg(test)]
 mod tests {
-    use super::{format_float, quote, symbol_name};
+    use super::{format_float, quote, symbol_name, Attribute, Type};
 
     /// Printable text is written as it is, with MLIR's short escapes for `"`, `\`, newline and
     /// tab; what is not printable as `\XX` bytes in upstream's spelling (upper-case hex).
@@ -298,5 +300,17 @@ mod tests {
             assert!(mantissa.contains('.'), "{s}");
             assert_eq!(s.parse::<f64>().unwrap().to_bits(), v.to_bits(), "{s}");
         }
+        // An infinity or a NaN is a hex bit pattern, which is an integer literal: it keeps its
+        // type even as an f64, so that it never reads back as an i64.
+        let f64_inf = Attribute::Float {
+            value: f64::INFINITY,
+            ty: Type::F64,
+        };
+        assert_eq!(f64_inf.to_string(), "0x7FF0000000000000 : f64");
+        let one = Attribute::Float {
+            value: 1.0,
+            ty: Type::F64,
+        };
+        assert_eq!(one.to_string(), "1.0");
     }
 }

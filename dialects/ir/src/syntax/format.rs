@@ -15,6 +15,7 @@ use crate::attributes::{quote, symbol_name, Attribute};
 use crate::diag::{Diagnostic, Location};
 use crate::ir::{AttrDict, Operation, Region, Value};
 use crate::registry::{AttrKind, OpDef};
+use crate::syntax::int_literal::{float_from_hex, is_hex_literal, is_int_literal, parse_i64};
 use crate::syntax::tokens::{Tok, TokKind};
 use crate::types::Type;
 
@@ -540,32 +541,6 @@ fn parse_int(tok: &Tok) -> Result<i64, String> {
     }
 }
 
-/// Number `n` as a 64-bit integer. A whole number out of range is too large (or too small),
-/// not "not an integer".
-pub fn parse_i64(n: &str) -> Result<i64, String> {
-    n.parse::<i64>().map_err(|_| {
-        if !is_whole_number(n) {
-            format!("'{n}' is not an integer")
-        } else if n.starts_with('-') {
-            format!(
-                "'{n}' is too small for a 64-bit integer (at least {})",
-                i64::MIN
-            )
-        } else {
-            format!(
-                "'{n}' is too large for a 64-bit integer (at most {})",
-                i64::MAX
-            )
-        }
-    })
-}
-
-/// Whether `n` is written as a whole number: digits, after an optional '-'.
-pub fn is_whole_number(n: &str) -> bool {
-    let digits = n.strip_prefix('-').unwrap_or(n);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-}
-
 /// Interprets one token as an attribute of the given kind.
 pub fn parse_attr_tok(kind: AttrKind, tok: &Tok) -> Result<Attribute, String> {
     match kind {
@@ -585,6 +560,13 @@ pub fn parse_attr_tok(kind: AttrKind, tok: &Tok) -> Result<Attribute, String> {
         },
         AttrKind::Int => parse_int(tok).map(Attribute::int),
         AttrKind::Float => match &tok.kind {
+            // A hex literal is the bit pattern of an f64, as upstream's `parseFloat` reads it.
+            TokKind::Number(n) if is_hex_literal(n) => float_from_hex(n, &Type::F64)
+                .map(|value| Attribute::Float {
+                    value,
+                    ty: Type::F64,
+                })
+                .map_err(|m| format!("'{n}': {m}")),
             TokKind::Number(n) => crate::syntax::parser::finite_float(n)
                 .map(|value| Attribute::Float {
                     value,
@@ -676,8 +658,10 @@ pub fn comma_runs(toks: &[Tok]) -> Vec<&[Tok]> {
 fn any_attr(tok: &Tok) -> Result<Attribute, String> {
     match &tok.kind {
         TokKind::Number(n) => {
-            if let Ok(v) = n.parse::<i64>() {
-                Ok(Attribute::int(v))
+            // An integer literal is an integer (i64, MLIR's default), however large: one past
+            // i64 is an error, not a float.
+            if is_int_literal(n) {
+                parse_i64(n).map(Attribute::int)
             } else {
                 crate::syntax::parser::finite_float(n)
                     .map(|value| Attribute::Float {

@@ -5,6 +5,9 @@ use crate::diag::{Diagnostic, Location, SourceFile};
 use crate::ir::{Block, Operation, Region, Value};
 use crate::registry::{Registry, Trait};
 use crate::syntax::format::parse_custom;
+use crate::syntax::int_literal::{
+    float_from_hex, is_hex_literal, is_int_literal, parse_i64, parse_int_as,
+};
 use crate::syntax::tokens::{Tok, TokKind};
 use crate::types::{Signedness, Type};
 use indexmap::IndexMap;
@@ -86,7 +89,7 @@ fn describe_rule(r: &Rule) -> &'static str {
         Rule::EOI => "end of input",
         Rule::result_list | Rule::result_group => "'='",
         Rule::block | Rule::block_label | Rule::block_id => "a block",
-        Rule::number | Rule::int_digits | Rule::dim => "a number",
+        Rule::number | Rule::uint_lit | Rule::int_lit | Rule::float_lit | Rule::dim => "a number",
         Rule::paren_group | Rule::square_group => "a bracketed group",
         Rule::bare_id | Rule::dialect_name => "an identifier",
         _ => "a token",
@@ -340,10 +343,8 @@ impl<'r> Parser<'r> {
                     .unwrap_or_default();
                 match gi.next() {
                     Some(n) => {
-                        let count: usize = n
-                            .as_str()
-                            .parse()
-                            .map_err(|_| self.err(&n, "bad result count"))?;
+                        // `%r:0x2` too, as upstream; past usize is past 4096.
+                        let count = parse_int_as::<usize>(n.as_str()).unwrap_or(usize::MAX);
                         if count == 0 || count > 4096 {
                             return Err(
                                 self.err(&n, "result pack count must be between 1 and 4096")
@@ -788,8 +789,14 @@ impl<'r> Parser<'r> {
                     None => None,
                 };
                 let text = num.as_str();
-                let is_float_text = text.contains('.') || text.contains('e') || text.contains('E');
+                // `0x1e5` is an integer: hex digits include `e`.
+                let is_float_text = !is_int_literal(text);
                 match ty {
+                    // A hex literal of a float type is its bit pattern, as upstream reads it.
+                    Some(t) if t.is_float() && is_hex_literal(text) => Attribute::Float {
+                        value: float_from_hex(text, &t).map_err(|m| self.err(&num, m))?,
+                        ty: t,
+                    },
                     Some(t) if t.is_float() => Attribute::Float {
                         value: finite_float(text).map_err(|m| self.err(&num, m))?,
                         ty: t,
@@ -800,19 +807,14 @@ impl<'r> Parser<'r> {
                         )
                     }
                     Some(t) => Attribute::Integer {
-                        value: text
-                            .parse()
-                            .map_err(|_| self.err(&num, "integer out of range"))?,
+                        value: int_attr(text).map_err(|m| self.err(&num, m))?,
                         ty: t,
                     },
                     None if is_float_text => Attribute::Float {
                         value: finite_float(text).map_err(|m| self.err(&num, m))?,
                         ty: Type::F64,
                     },
-                    None => Attribute::int(
-                        text.parse()
-                            .map_err(|_| self.err(&num, "integer out of range"))?,
-                    ),
+                    None => Attribute::int(int_attr(text).map_err(|m| self.err(&num, m))?),
                 }
             }
             Rule::type_attr => {
@@ -959,9 +961,17 @@ impl<'r> Parser<'r> {
     }
 }
 
+/// An integer attribute's value: attributes hold an i64, so a literal past it (decimal or hex;
+/// upstream would take `0xFFFFFFFFFFFFFFFF` as the bit pattern -1) is out of range, never wrapped.
+fn int_attr(text: &str) -> Result<i64, String> {
+    parse_i64(text).map_err(|m| format!("integer out of range: {m}"))
+}
+
 /// A float literal's value; one that overflows to infinity (`1e309`) is refused, since the
-/// printer could only write it back as a hex bit pattern, which no attribute syntax reads
-/// (found by mercury-fuzz; regression tools/mercury-fuzz/corpus/parser/float-overflow.mlir).
+/// printer could only write it back as an f64 hex bit pattern, which an f32 (or narrower) does
+/// not read back (found by mercury-fuzz; regression
+/// tools/mercury-fuzz/corpus/parser/float-overflow.mlir). `int_literal::float_from_hex` refuses
+/// an infinity or a NaN spelled in hex for the same reason.
 pub(crate) fn finite_float(text: &str) -> Result<f64, &'static str> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
