@@ -34,7 +34,7 @@ use mercury_commir::Kernel;
 use mercury_ir::pass::PassInfo;
 use mercury_ir::{Attribute, Diagnostic, Location, Operation, Type, Value, ValueId};
 use mercury_plan::tile::{BinaryFn, RowReduceKind, UnaryFn};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 mercury_ir::pass_options! {
     /// The options of `patch`.
@@ -151,11 +151,12 @@ fn patch_blocks(
                 }
             }
             if p.kernel != "attention" {
+                let probabilities = softmax_probabilities(&block.ops);
                 for o in &mut block.ops {
                     if MatmulOp::cast(&*o).is_none() {
                         continue;
                     }
-                    match gemm_fits(o, m) {
+                    match gemm_fits(o, m, &probabilities) {
                         Ok(()) => {
                             to_gemm(o);
                             found.1 += 1;
@@ -184,8 +185,30 @@ fn tile<'a>(m: &'a Kernel, v: &Value) -> Option<&'a Tile> {
 
 // ---- gemm ----------------------------------------------------------------------------------
 
-/// Whether the matmul `o` is what the gemm patch computes; the error says why not.
-fn gemm_fits(o: &Operation, m: &Kernel) -> Result<(), Diagnostic> {
+/// The values of a block that are exponentials (`unary exp`), or casts of them: a softmax's
+/// probabilities, whose product with the values is attention's second matmul.
+fn softmax_probabilities(ops: &[Operation]) -> HashSet<ValueId> {
+    let mut out = HashSet::new();
+    for o in ops {
+        let exp = UnaryOp::cast(o).and_then(|x| x.kind()) == Some(UnaryFn::Exp);
+        let cast = CastOp::cast(o).is_some() && out.contains(&o.operands[0].id);
+        if exp || cast {
+            out.insert(result(o).id);
+        }
+    }
+    out
+}
+
+/// Whether the matmul `o` is what the gemm patch computes; the error says why not. A product of
+/// softmax probabilities (`probabilities`) is not: it is attention's `matmul p, v`, which only
+/// the attention patch takes whole (a gemm of it alone would leave the softmax pair `o = u / l`
+/// without its `u`, and the gemm patch does not merge the blockwise results a split key axis
+/// gives).
+fn gemm_fits(
+    o: &Operation,
+    m: &Kernel,
+    probabilities: &HashSet<ValueId>,
+) -> Result<(), Diagnostic> {
     let mm = MatmulOp::cast(o).expect("matmul");
     let fail = |why: String| {
         Diagnostic::error(
@@ -198,6 +221,11 @@ fn gemm_fits(o: &Operation, m: &Kernel) -> Result<(), Diagnostic> {
     };
     if mm.transpose_a().unwrap_or(false) || mm.transpose_b().unwrap_or(false) {
         return Err(fail("it transposes an operand".into()));
+    }
+    if probabilities.contains(&o.operands[0].id) {
+        return Err(fail(
+            "its left operand is a softmax's probabilities (unary exp): it is attention's matmul p, v, which the attention patch takes with the rest of the softmax".into(),
+        ));
     }
     let (Some(a), Some(b)) = (tile(m, &o.operands[0]), tile(m, &o.operands[1])) else {
         return Err(fail("its operands have no tile".into()));
@@ -304,6 +332,10 @@ fn result(o: &Operation) -> &Value {
 /// u = matmul (p | cast p), v;  o = binary div u, l;  [lse = binary add m, (unary log l)]
 /// ```
 ///
+/// or the softmax without the shift, `p = unary exp s` and `[lse = unary log l]`: the same
+/// probabilities and log-sum-exp, which the patch computes shifted (exactly, and without the
+/// overflow of `exp s` for large scores).
+///
 /// Every intermediate must be used only inside the pattern, and q, k, v must have the
 /// attention patch's tile roles (`contract("attention", ..)`), o its output tile. Errors are
 /// located at the op where the body departs from the pattern and say what was expected there.
@@ -361,7 +393,8 @@ fn match_attention(
         break;
     }
     let scores = result(&ops[s]).clone();
-    // m = row max of the scores; d = scores - m; p = exp d.
+    // m = row max of the scores; d = scores - m; p = exp d. Or p = exp(scores), no shift: the
+    // same probabilities, and lse = log l below (the patch computes the shifted form).
     let users = u.users(&scores);
     let row_reduce = |users: &[usize], k: RowReduceKind| {
         users
@@ -369,34 +402,44 @@ fn match_attention(
             .copied()
             .find(|&x| RowReduceOp::cast(&ops[x]).and_then(|r| r.kind()) == Some(k))
     };
-    let Some(rmax) = row_reduce(&users, RowReduceKind::Max) else {
-        return Err(fail(
-            s,
-            "the scores' row maximum (row_reduce max) is missing",
-        ));
+    let is_exp = |x: usize| UnaryOp::cast(&ops[x]).and_then(|y| y.kind()) == Some(UnaryFn::Exp);
+    // The row maximum (its op and value) and the subtraction, when the softmax is shifted.
+    let (shift, exp) = match row_reduce(&users, RowReduceKind::Max) {
+        Some(rmax) => {
+            let mval = result(&ops[rmax]).clone();
+            let sub = users.iter().copied().find(|&x| {
+                BinaryOp::cast(&ops[x]).and_then(|b| b.kind()) == Some(BinaryFn::Sub)
+                    && ops[x].operands[0].id == scores.id
+                    && ops[x].operands[1].id == mval.id
+            });
+            let Some(sub) = sub else {
+                return Err(fail(
+                    rmax,
+                    "the scores minus their row maximum (binary sub %s, %m) is missing",
+                ));
+            };
+            if !u.only_used_by(&scores, &[rmax, sub]) {
+                return Err(fail(
+                    s,
+                    "the scores are used by other ops than their row maximum and the subtraction",
+                ));
+            }
+            let exp = only_user(result(&ops[sub]), sub, "the shifted scores")?;
+            if !is_exp(exp) {
+                return Err(fail(exp, "the shifted scores must go through 'unary exp'"));
+            }
+            (Some((rmax, mval, sub)), exp)
+        }
+        None => match users.as_slice() {
+            [x] if is_exp(*x) && u.only_used_by(&scores, &[*x]) => (None, *x),
+            _ => {
+                return Err(fail(
+                    s,
+                    "the scores' row maximum (row_reduce max) is missing, and the scores are not only exponentiated (unary exp, a softmax without the shift)",
+                ))
+            }
+        },
     };
-    let mval = result(&ops[rmax]).clone();
-    let sub = users.iter().copied().find(|&x| {
-        BinaryOp::cast(&ops[x]).and_then(|b| b.kind()) == Some(BinaryFn::Sub)
-            && ops[x].operands[0].id == scores.id
-            && ops[x].operands[1].id == mval.id
-    });
-    let Some(sub) = sub else {
-        return Err(fail(
-            rmax,
-            "the scores minus their row maximum (binary sub %s, %m) is missing",
-        ));
-    };
-    if !u.only_used_by(&scores, &[rmax, sub]) {
-        return Err(fail(
-            s,
-            "the scores are used by other ops than their row maximum and the subtraction",
-        ));
-    }
-    let exp = only_user(result(&ops[sub]), sub, "the shifted scores")?;
-    if UnaryOp::cast(&ops[exp]).and_then(|x| x.kind()) != Some(UnaryFn::Exp) {
-        return Err(fail(exp, "the shifted scores must go through 'unary exp'"));
-    }
     let p = result(&ops[exp]).clone();
     // l = row sum of p; u = matmul(p or cast p, v).
     let users = u.users(&p);
@@ -452,7 +495,7 @@ fn match_attention(
         ));
     }
     let o = result(&ops[div]).clone();
-    // Optional lse = m + log l.
+    // Optional lse = m + log l (lse = log l without the shift).
     let l_users = u.users(&lval);
     let log = l_users
         .iter()
@@ -462,16 +505,25 @@ fn match_attention(
     let mut lse_ops = vec![];
     if let Some(log) = log {
         let ll = result(&ops[log]).clone();
-        let add = only_user(&ll, log, "the log of the row sum")?;
-        let ok = BinaryOp::cast(&ops[add]).and_then(|b| b.kind()) == Some(BinaryFn::Add) && {
-            let ids = [ops[add].operands[0].id, ops[add].operands[1].id];
-            ids == [mval.id, ll.id] || ids == [ll.id, mval.id]
-        };
-        if !ok {
-            return Err(fail(add, "the log-sum-exp must be the row maximum plus the log of the row sum (binary add %m, %log_l)"));
+        match &shift {
+            Some((_, mval, _)) => {
+                let add = only_user(&ll, log, "the log of the row sum")?;
+                let ok = BinaryOp::cast(&ops[add]).and_then(|b| b.kind()) == Some(BinaryFn::Add)
+                    && {
+                        let ids = [ops[add].operands[0].id, ops[add].operands[1].id];
+                        ids == [mval.id, ll.id] || ids == [ll.id, mval.id]
+                    };
+                if !ok {
+                    return Err(fail(add, "the log-sum-exp must be the row maximum plus the log of the row sum (binary add %m, %log_l)"));
+                }
+                lse = Some(result(&ops[add]).clone());
+                lse_ops = vec![log, add];
+            }
+            None => {
+                lse = Some(ll);
+                lse_ops = vec![log];
+            }
         }
-        lse = Some(result(&ops[add]).clone());
-        lse_ops = vec![log, add];
     }
     if !u.only_used_by(
         &lval,
@@ -485,17 +537,19 @@ fn match_attention(
             "the row sum is used by other ops than the normalisation and the log-sum-exp",
         ));
     }
-    if !u.only_used_by(
-        &mval,
-        &[sub]
-            .into_iter()
-            .chain(lse_ops.get(1).copied())
-            .collect::<Vec<_>>(),
-    ) {
-        return Err(fail(
-            rmax,
-            "the row maximum is used by other ops than the subtraction and the log-sum-exp",
-        ));
+    if let Some((rmax, mval, sub)) = &shift {
+        if !u.only_used_by(
+            mval,
+            &[*sub]
+                .into_iter()
+                .chain(lse_ops.get(1).copied())
+                .collect::<Vec<_>>(),
+        ) {
+            return Err(fail(
+                *rmax,
+                "the row maximum is used by other ops than the subtraction and the log-sum-exp",
+            ));
+        }
     }
     // The roles: the attention patch's tile contract on q, k, v.
     let (Some(tq), Some(tk), Some(tv)) = (tile(m, &q), tile(m, &k), tile(m, &v)) else {
@@ -514,7 +568,10 @@ fn match_attention(
         ));
     }
     let scale = scale.unwrap_or(1.0);
-    taken.extend([rmax, sub, exp, rsum, pv, div]);
+    if let Some((rmax, _, sub)) = shift {
+        taken.extend([rmax, sub]);
+    }
+    taken.extend([exp, rsum, pv, div]);
     taken.extend(pv_ops);
     taken.extend(lse_ops);
     Ok(AttentionMatch {

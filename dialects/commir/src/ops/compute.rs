@@ -16,6 +16,10 @@
 //! partial sum must be reduced first). A row maximum split by a loop gives a block-local value
 //! (the blockwise softmax of naive attention); whatever is computed from it is block-local too
 //! and can only leave through `commir.reduce lse_merge`, which merges blockwise (o, lse) pairs.
+//! The softmax without the max shift (`p = exp(t)`) reaches the same pair from partial sums: the
+//! quotient of two partial sums over the same loops (`o = u / l`) and the log of a partial sum
+//! (`lse = log l`) are block-local over those loops, i.e. one block's value, which only
+//! `lse_merge` (its pair check: `body.rs`, `softmax_pair`) may combine.
 
 use super::body::tile_elem;
 use super::{BinaryOp, CastOp, MaskOp, MatmulOp, RowReduceOp, ScaleOp, UnaryOp};
@@ -23,7 +27,7 @@ use crate::expr::axis_ref;
 use crate::model::{Compute, ReduceKind, Scope, Stmt};
 use crate::tiles::{atoms_match, same_dim, At, Atom, Tile, TileDim};
 use mercury_ir::{Diagnostic, Operation, Type};
-use mercury_plan::tile::{BinaryFn, RowReduceKind};
+use mercury_plan::tile::{BinaryFn, RowReduceKind, UnaryFn};
 
 type Partial = Vec<(String, ReduceKind)>;
 
@@ -129,6 +133,11 @@ fn result_tile(c: &Compute, t: &[&Tile]) -> Result<Tile, String> {
             transpose_a,
             transpose_b,
         } => matmul(t[0], t[1], *transpose_a, *transpose_b),
+        // The log of a block's sum: its log-sum-exp when p = exp(t) has no shift.
+        Compute::Unary(UnaryFn::Log) => Ok(Tile {
+            dims: t[0].dims.clone(),
+            partial: block_local(&t[0].partial),
+        }),
         Compute::Unary(f) => {
             no_sum(t[0], &format!("'{}'", f.keyword()))?;
             Ok(t[0].clone())
@@ -206,6 +215,14 @@ fn union(a: &Partial, b: &Partial) -> Partial {
         }
     }
     out
+}
+
+/// The same loops, every partial sum among them made block-local (one block's value, combined
+/// only by `lse_merge`).
+fn block_local(p: &Partial) -> Partial {
+    p.iter()
+        .map(|(l, _)| (l.clone(), ReduceKind::LseMerge))
+        .collect()
 }
 
 fn sums(p: &Partial) -> Vec<&String> {
@@ -337,18 +354,26 @@ fn binary(f: BinaryFn, a: &Tile, b: &Tile) -> Result<Tile, String> {
         ));
     };
     let (sa, sb) = (sums(&a.partial), sums(&b.partial));
+    // A quotient of two partial sums over the same loops (`u / l` of the softmax without the max
+    // shift) is no partial sum but one block's value: block-local over those loops.
+    let ratio = f == BinaryFn::Div && !sb.is_empty() && sa == sb;
     let ok = match f {
         BinaryFn::Add | BinaryFn::Sub => sa == sb,
         BinaryFn::Mul => sa.is_empty() || sb.is_empty(),
-        BinaryFn::Div => sb.is_empty(),
+        BinaryFn::Div => sb.is_empty() || ratio,
         BinaryFn::Max => sa.is_empty() && sb.is_empty(),
     };
     if !ok {
         return Err(not_partial(f, &sa, &sb));
     }
+    let partial = union(&a.partial, &b.partial);
     Ok(Tile {
         dims: out.dims.clone(),
-        partial: union(&a.partial, &b.partial),
+        partial: if ratio {
+            block_local(&partial)
+        } else {
+            partial
+        },
     })
 }
 
