@@ -4,6 +4,11 @@
 // something else. A new-user pass found `lse = m + l` and `o = u * l` accepted, a tile of
 // @j then computing another result (relative error 0.31 and 0.67), `--emit=plan` exit 0.
 // RUN: %mercury-opt --split-input-file --verify-diagnostics %s | FileCheck %s
+// The scores must be the same in every block: t = s / m (m the row maximum) passed the check,
+// and a tile of @j computed another result (relative error 0.10, exit 0 without --check).
+// RUN: %mercury-opt %S/Inputs/lse-merge-block-scores.mlir -o /dev/null
+// RUN: not %mercury-opt %S/Inputs/lse-merge-block-scores.mlir --pass-pipeline='builtin.module(tile{axis=j factor=2})' 2>&1 | FileCheck %s --check-prefix=BLOCKSCORES
+// BLOCKSCORES: lse-merge-block-scores.mlir:22:3: error: lse_merge merges blockwise softmax pairs {{.*}}: the scores t in p = exp(t - m) are themselves block-local (over loop '@j_o'): only scores that are the same in every block merge exactly
 // CHECK: commir.kernel @right
 // CHECK: commir.kernel @unshifted
 

@@ -352,9 +352,22 @@ fn softmax_pair(scope: &Scope, o: ValueId, lse: ValueId) -> Result<(), String> {
         return Err("p is not exp(t - m)".into());
     };
     let is_log_l = |v: ValueId| matches!(def(v), Some((C::Unary(U::Log), x)) if x[0] == l);
+    // The scores t must be the same in every block (complete): the merge undoes any per-block
+    // shift m (lse = m + log l), but not scores that differ from block to block (t = s / m with m
+    // a block's maximum, say), whose blocks would merge into another result.
+    let complete = |t: ValueId| {
+        match scope.tiles.get(&t).and_then(|x| x.partial.first()) {
+        Some((loop_, _)) => Err(format!(
+            "the scores t in p = exp(t - m) are themselves block-local (over loop '{}'): only scores that are the same in every block merge exactly",
+            crate::expr::axis_ref(loop_)
+        )),
+        None => Ok(()),
+    }
+    };
     match def(d[0]) {
         // p = exp(t - m): lse = m + log l.
         Some((C::Binary(B::Sub), tm)) => {
+            complete(tm[0])?;
             let m = tm[1];
             let Some((C::Binary(B::Add), ab)) = def(lse) else {
                 return Err("lse is not a sum m + log l".into());
@@ -369,7 +382,7 @@ fn softmax_pair(scope: &Scope, o: ValueId, lse: ValueId) -> Result<(), String> {
             }
         }
         // p = exp(t), no shift (m = 0): lse = log l.
-        _ if is_log_l(lse) => Ok(()),
+        _ if is_log_l(lse) => complete(d[0]),
         _ => Err("p = exp(t) has no shift m, so lse must be log l of the l that divides o".into()),
     }
 }
