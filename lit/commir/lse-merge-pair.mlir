@@ -8,7 +8,15 @@
 // and a tile of @j computed another result (relative error 0.10, exit 0 without --check).
 // RUN: %mercury-opt %S/Inputs/lse-merge-block-scores.mlir -o /dev/null
 // RUN: not %mercury-opt %S/Inputs/lse-merge-block-scores.mlir --pass-pipeline='builtin.module(tile{axis=j factor=2})' 2>&1 | FileCheck %s --check-prefix=BLOCKSCORES
-// BLOCKSCORES: lse-merge-block-scores.mlir:22:3: error: lse_merge merges blockwise softmax pairs {{.*}}: the scores t in p = exp(t - m) are themselves block-local (over loop '@j_o'): only scores that are the same in every block merge exactly
+// BLOCKSCORES: lse-merge-block-scores.mlir:22:3: error: lse_merge merges blockwise softmax pairs {{.*}}: the scores t in p = exp(t) are themselves block-local (over loop '@j_o'): only scores and values that are the same in every block merge exactly
+// The values must be the same in every block too, and o and lse block-local over the same
+// loops (a fifteenth new-user pass: both accepted, relative error 0.23 and 0.3, exit 0).
+// RUN: %mercury-opt %S/Inputs/lse-merge-block-values.mlir -o /dev/null
+// RUN: not %mercury-opt %S/Inputs/lse-merge-block-values.mlir --pass-pipeline='builtin.module(tile{axis=k factor=2})' 2>&1 | FileCheck %s --check-prefix=BLOCKVALUES
+// BLOCKVALUES: lse-merge-block-values.mlir:31:3: error: lse_merge merges blockwise softmax pairs {{.*}}: the values v in u = matmul p, v are block-local (over loop '@k_o')
+// RUN: %mercury-opt %S/Inputs/lse-merge-pair-loops.mlir -o /dev/null
+// RUN: not %mercury-opt %S/Inputs/lse-merge-pair-loops.mlir --pass-pipeline='builtin.module(tile{axis=k factor=2},parallelize{axis=k_o level=0})' 2>&1 | FileCheck %s --check-prefix=PAIRLOOPS
+// PAIRLOOPS: lse-merge-pair-loops.mlir:32:3: error: reduce lse_merge: the output is block-local over loops [@k_o] but its log-sum-exp over []; a pair is one block's, both over the same loops
 // CHECK: commir.kernel @right
 // CHECK: commir.kernel @unshifted
 

@@ -1,6 +1,7 @@
 // --split-input-file processes each `// -----` chunk on its own and joins the outputs with
 // `// -----`. A chunk with an error is reported with its line in the whole file; the other
-// chunks are still printed, and the exit status is 1.
+// chunks are still printed, the failed one's markers kept (as mlir-opt), and the exit status
+// is 1.
 // RUN: not %mercury-opt --split-input-file %s > %t.out 2> %t.err
 // RUN: FileCheck %s --check-prefix=OUT < %t.out
 // RUN: FileCheck %s --check-prefix=ERR < %t.err
@@ -10,6 +11,7 @@
 // OUT: module {
 // OUT-NEXT: %v = "arith.constant"() {value = 1 : i32} : () -> i32
 // OUT-NEXT: }
+// OUT-NEXT: // -----
 // OUT-NEXT: // -----
 // OUT-NEXT: module {
 // OUT-NEXT: %v = "arith.constant"() {value = 3 : i32} : () -> i32

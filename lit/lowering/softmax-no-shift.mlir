@@ -39,3 +39,8 @@
 // NOGEMM: commir.matmul %p, %v
 // NOGEMM-NOT: "gemm"
 // RUN: %mercury-run %S/Inputs/softmax-no-shift-2d.mlir --backend cpu --check --pass-pipeline='builtin.module(patch,shift-shard)' | FileCheck %s --check-prefix=TREE
+// An exponential that no row sum takes is no softmax: exp(X) W stays a gemm (fifteenth pass:
+// the first version of the rule refused it as "a softmax's probabilities").
+// RUN: %mercury-opt --pass-pipeline='builtin.module(patch{kernel=gemm})' %S/../passes/Inputs/patch-exp-gemm.mlir | FileCheck %s --check-prefix=EXPGEMM
+// EXPGEMM: %e = commir.unary exp %x
+// EXPGEMM: commir.patch "gemm" (%e, %w)

@@ -23,6 +23,16 @@
 // EMPTY-DEFAULT-NEXT: // -----
 // EMPTY-DEFAULT-NEXT: module {
 // EMPTY-DEFAULT-NEXT: "a.y"() : () -> ()
+// A chunk that fails prints nothing but keeps its markers, as mlir-opt: the n-th output stays
+// after the (n-1)-th marker (a failed first chunk shifted the later outputs by one marker).
+// RUN: printf '"a.x"() : () -> ()\n// -----\n"bad\n// -----\n"a.y"() : () -> ()\n' > %t.three.mlir
+// RUN: not %mercury-opt --allow-unregistered-dialect %t.three.mlir --split-input-file 2>/dev/null | FileCheck %s --check-prefix=FAILED-CHUNK
+// FAILED-CHUNK: "a.x"
+// FAILED-CHUNK-NEXT: }
+// FAILED-CHUNK-NEXT: // -----
+// FAILED-CHUNK-NEXT: // -----
+// FAILED-CHUNK-NEXT: module {
+// FAILED-CHUNK-NEXT: "a.y"
 // RUN: not %mercury-opt --allow-unregistered-dialect %s --verify-each=yes 2>&1 | FileCheck %s --check-prefix=BOOL
 // BOOL: 'yes' is invalid value for boolean argument! Try 0 or 1
 "a.first"() : () -> ()

@@ -185,12 +185,19 @@ fn tile<'a>(m: &'a Kernel, v: &Value) -> Option<&'a Tile> {
 
 // ---- gemm ----------------------------------------------------------------------------------
 
-/// The values of a block that are exponentials (`unary exp`), or casts of them: a softmax's
-/// probabilities, whose product with the values is attention's second matmul.
+/// The values of a block that are a softmax's probabilities: exponentials (`unary exp`) whose
+/// row sum the block takes (`row_reduce sum`), and casts of them. Their product with the values
+/// is attention's second matmul; an exponential nothing sums (`exp(X) W`) is no softmax.
 fn softmax_probabilities(ops: &[Operation]) -> HashSet<ValueId> {
+    let summed: HashSet<ValueId> = ops
+        .iter()
+        .filter(|o| RowReduceOp::cast(*o).and_then(|r| r.kind()) == Some(RowReduceKind::Sum))
+        .filter_map(|o| o.operands.first().map(|v| v.id))
+        .collect();
     let mut out = HashSet::new();
     for o in ops {
-        let exp = UnaryOp::cast(o).and_then(|x| x.kind()) == Some(UnaryFn::Exp);
+        let exp = UnaryOp::cast(o).and_then(|x| x.kind()) == Some(UnaryFn::Exp)
+            && summed.contains(&result(o).id);
         let cast = CastOp::cast(o).is_some() && out.contains(&o.operands[0].id);
         if exp || cast {
             out.insert(result(o).id);
@@ -224,7 +231,7 @@ fn gemm_fits(
     }
     if probabilities.contains(&o.operands[0].id) {
         return Err(fail(
-            "its left operand is a softmax's probabilities (unary exp): it is attention's matmul p, v, which the attention patch takes with the rest of the softmax".into(),
+            "its left operand is a softmax's probabilities (an exp whose row sum the body takes): it is attention's matmul p, v, which the attention patch takes with the rest of the softmax".into(),
         ));
     }
     let (Some(a), Some(b)) = (tile(m, &o.operands[0]), tile(m, &o.operands[1])) else {

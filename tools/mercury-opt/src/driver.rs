@@ -254,17 +254,13 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
     let mut ok = true;
     let mut outputs = Vec::new();
     // On standard output each chunk's IR is printed as soon as the chunk is done, and the
-    // separator after a printed chunk before the next one runs: the reports a pass prints
-    // while it runs (--commir-print-comm-plan) sit between their chunk's separator and its IR
-    // (they all came first). A chunk that fails prints nothing, and no second separator
-    // follows.
+    // separator before each chunk but the first, before that chunk runs: the reports a pass
+    // prints while it runs (--commir-print-comm-plan) sit between their chunk's separator and
+    // its IR (they all came first). A chunk that fails prints nothing, but its separators stay,
+    // as mlir-opt writes them: the n-th output is always after the (n-1)-th marker.
     let to_stdout = o.output.as_os_str() == "-";
-    let mut separate = false;
-    for chunk in chunks {
-        if to_stdout
-            && std::mem::take(&mut separate)
-            && !out::stdout(&format!("{}\n", o.output_split_marker))
-        {
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        if to_stdout && i > 0 && !out::stdout(&format!("{}\n", o.output_split_marker)) {
             return Err(Failed);
         }
         let file = SourceFile::with_first_line(name.as_str(), chunk.text, chunk.first_line);
@@ -294,7 +290,6 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
                 if !out::stdout(&text) {
                     return Err(Failed);
                 }
-                separate = true;
             } else {
                 outputs.push(text);
             }

@@ -339,35 +339,37 @@ fn softmax_pair(scope: &Scope, o: ValueId, lse: ValueId) -> Result<(), String> {
         return Err("the divisor of o is not a row sum l = row_reduce sum p".into());
     };
     let p = pv[0];
-    match def(u) {
+    let v = match def(u) {
         Some((
             C::Matmul {
                 transpose_a: false, ..
             },
             a,
-        )) if uncast(a[0]) == p => {}
+        )) if uncast(a[0]) == p => a[1],
         _ => return Err("the dividend of o is not u = matmul p, v over the p that l sums".into()),
-    }
+    };
     let Some((C::Unary(U::Exp), d)) = def(p) else {
         return Err("p is not exp(t - m)".into());
     };
     let is_log_l = |v: ValueId| matches!(def(v), Some((C::Unary(U::Log), x)) if x[0] == l);
-    // The scores t must be the same in every block (complete): the merge undoes any per-block
-    // shift m (lse = m + log l), but not scores that differ from block to block (t = s / m with m
-    // a block's maximum, say), whose blocks would merge into another result.
-    let complete = |t: ValueId| {
-        match scope.tiles.get(&t).and_then(|x| x.partial.first()) {
-        Some((loop_, _)) => Err(format!(
-            "the scores t in p = exp(t - m) are themselves block-local (over loop '{}'): only scores that are the same in every block merge exactly",
+    // The scores t and the values v must be the same in every block (complete): the merge
+    // undoes any per-block shift m (lse = m + log l), but not scores or values that differ from
+    // block to block (t = s / m with m a block's maximum, v scaled by a sum over a split axis),
+    // whose blocks would merge into another result.
+    let complete = |x: ValueId, what: &str| -> Result<(), String> {
+        let Some((loop_, _)) = scope.tiles.get(&x).and_then(|t| t.partial.first()) else {
+            return Ok(());
+        };
+        Err(format!(
+            "{what} block-local (over loop '{}'): only scores and values that are the same in every block merge exactly",
             crate::expr::axis_ref(loop_)
-        )),
-        None => Ok(()),
-    }
+        ))
     };
+    complete(v, "the values v in u = matmul p, v are")?;
     match def(d[0]) {
         // p = exp(t - m): lse = m + log l.
         Some((C::Binary(B::Sub), tm)) => {
-            complete(tm[0])?;
+            complete(tm[0], "the scores t in p = exp(t - m) are themselves")?;
             let m = tm[1];
             let Some((C::Binary(B::Add), ab)) = def(lse) else {
                 return Err("lse is not a sum m + log l".into());
@@ -382,7 +384,7 @@ fn softmax_pair(scope: &Scope, o: ValueId, lse: ValueId) -> Result<(), String> {
             }
         }
         // p = exp(t), no shift (m = 0): lse = log l.
-        _ if is_log_l(lse) => complete(d[0]),
+        _ if is_log_l(lse) => complete(d[0], "the scores t in p = exp(t) are themselves"),
         _ => Err("p = exp(t) has no shift m, so lse must be log l of the l that divides o".into()),
     }
 }
@@ -488,6 +490,27 @@ fn check_reduce(
                 crate::expr::axis_ref(l),
                 k.keyword(),
                 kind.keyword()
+            ));
+        }
+    }
+    // An (o, lse) pair is one block's: both block-local over the same loops. An o that is
+    // block-local over a loop its lse is not would be averaged over that loop's blocks.
+    if let [o, lse] = values {
+        let loops = |t: &Tile| {
+            let mut v: Vec<String> = t
+                .partial
+                .iter()
+                .map(|(l, _)| crate::expr::axis_ref(l))
+                .collect();
+            v.sort();
+            v
+        };
+        let (lo, ll) = (loops(o), loops(lse));
+        if lo != ll {
+            return Err(format!(
+                "reduce lse_merge: the output is block-local over loops [{}] but its log-sum-exp over [{}]; a pair is one block's, both over the same loops",
+                lo.join(", "),
+                ll.join(", ")
             ));
         }
     }
