@@ -155,6 +155,18 @@ fn tile_kernel(k: &mut Operation, m: &mercury_commir::Kernel, t: &Tile) -> Resul
             ),
         ));
     }
+    // An axis that two dimensions of one value cover (Q and K both bound to one sequence axis:
+    // scores [@i, @i]) is the whole range in each of them; a loop over its blocks would pick the
+    // same block for both, computing only the diagonal blocks of that value.
+    if let Some((l, what)) = crossed_axis(m, &t.axis) {
+        return Err(Diagnostic::error(
+            l,
+            format!(
+                "tile: '@{}' covers two dimensions of {what}: a loop over its blocks would take the same block in both, only the diagonal blocks of the whole product (bind one side, e.g. the keys, to an axis of its own)",
+                t.axis
+            ),
+        ));
+    }
     // Without a loop over the axis, the new loop wraps the whole body: a reduction whose value
     // does not depend on the axis would be added once per iteration.
     if existing.is_none() {
@@ -298,6 +310,63 @@ fn repeated_reduction(m: &Kernel, axis: &str) -> Option<mercury_ir::Location> {
             if !uses && found.is_none() {
                 found = Some(access.loc.clone());
             }
+        }
+    });
+    found
+}
+
+/// The first value of `m` that `axis` crosses, with where it is defined and what it is: a
+/// compute or patch result two of whose dimensions cover `axis`, or an attention patch whose
+/// queries and keys are both positions of `axis` (its scores would be `[axis, axis]`).
+fn crossed_axis(m: &Kernel, axis: &str) -> Option<(mercury_ir::Location, String)> {
+    use mercury_commir::tiles::{Atom, TileDim};
+    let covers = |d: &TileDim| {
+        d.atoms
+            .iter()
+            .any(|a| matches!(a, Atom::Axis(n, _) if n == axis))
+    };
+    let twice = |v: &mercury_ir::ValueId| {
+        m.tiles
+            .get(v)
+            .is_some_and(|t| t.dims.iter().filter(|d| covers(d)).count() >= 2)
+    };
+    let seq = |v: &mercury_ir::ValueId| {
+        m.tiles
+            .get(v)
+            .and_then(|t| t.dims.len().checked_sub(2).map(|i| &t.dims[i]))
+            .is_some_and(covers)
+    };
+    let mut found = None;
+    m.walk(&mut |s, _| {
+        if found.is_some() {
+            return;
+        }
+        match s {
+            mercury_commir::Stmt::Compute { output, loc, .. } if twice(output) => {
+                found = Some((loc.clone(), "the value computed here".to_string()));
+            }
+            mercury_commir::Stmt::Patch {
+                kernel,
+                inputs,
+                outputs,
+                loc,
+                ..
+            } => {
+                if outputs.iter().any(twice) {
+                    found = Some((loc.clone(), format!("a result of this {kernel} patch")));
+                } else if kernel == "attention"
+                    && inputs.len() >= 2
+                    && seq(&inputs[0])
+                    && seq(&inputs[1])
+                {
+                    found = Some((
+                        loc.clone(),
+                        "this attention's scores (its queries and keys are both its positions)"
+                            .to_string(),
+                    ));
+                }
+            }
+            _ => {}
         }
     });
     found
