@@ -3,6 +3,7 @@
 // else a split over the key positions (a ring, a tile of @j) would merge the blocks into
 // something else. A new-user pass found `lse = m + l` and `o = u * l` accepted, a tile of
 // @j then computing another result (relative error 0.31 and 0.67), `--emit=plan` exit 0.
+// REQUIRES: mercury-run
 // RUN: %mercury-opt --split-input-file --verify-diagnostics %s | FileCheck %s
 // The scores must be the same in every block: t = s / m (m the row maximum) passed the check,
 // and a tile of @j computed another result (relative error 0.10, exit 0 without --check).
@@ -16,7 +17,17 @@
 // BLOCKVALUES: lse-merge-block-values.mlir:31:3: error: lse_merge merges blockwise softmax pairs {{.*}}: the values v in u = matmul p, v are block-local (over loop '@k_o')
 // RUN: %mercury-opt %S/Inputs/lse-merge-pair-loops.mlir -o /dev/null
 // RUN: not %mercury-opt %S/Inputs/lse-merge-pair-loops.mlir --pass-pipeline='builtin.module(tile{axis=k factor=2},parallelize{axis=k_o level=0})' 2>&1 | FileCheck %s --check-prefix=PAIRLOOPS
-// PAIRLOOPS: lse-merge-pair-loops.mlir:32:3: error: reduce lse_merge: the output is block-local over loops [@k_o] but its log-sum-exp over []; a pair is one block's, both over the same loops
+// PAIRLOOPS: lse-merge-pair-loops.mlir:28:3: error: reduce lse_merge: the output is block-local over loops [@k_o] but its log-sum-exp over []; a pair is one block's, both over the same loops
+// Split over keys, the shift must be the row maximum of the scores it shifts (sixteenth pass:
+// the unmasked maximum of finitely masked scores gave 0 / 0 in a fully masked block).
+// RUN: %mercury-opt %S/Inputs/lse-merge-shift-not-max.mlir -o /dev/null
+// RUN: not %mercury-opt %S/Inputs/lse-merge-shift-not-max.mlir --pass-pipeline='builtin.module(tile{axis=j factor=4})' 2>&1 | FileCheck %s --check-prefix=SHIFTMAX
+// SHIFTMAX: lse-merge-shift-not-max.mlir:30:3: error: lse_merge merges blockwise softmax pairs {{.*}}: split over keys, the shift m in p = exp(t - m) must be the row maximum of those scores (m = row_reduce max t)
+// A pair of patch results is one patch's (o, lse); a cast of its o merges too.
+// RUN: not %mercury-opt %S/Inputs/lse-merge-two-patches.mlir 2>&1 | FileCheck %s --check-prefix=TWOPATCHES
+// TWOPATCHES: lse-merge-two-patches.mlir:19:3: error: lse_merge merges blockwise softmax pairs {{.*}}: o and lse are not the output and the log-sum-exp of one attention patch (results 0 and 1 of the same commir.patch)
+// RUN: %mercury-run %S/Inputs/lse-merge-patch-cast.mlir --backend cpu --check --pass-pipeline='builtin.module(tile{axis=j factor=2})' | FileCheck %s --check-prefix=PATCHCAST
+// PATCHCAST: check @O: relative error {{.*}} ok
 // CHECK: commir.kernel @right
 // CHECK: commir.kernel @unshifted
 

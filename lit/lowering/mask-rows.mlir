@@ -35,10 +35,11 @@
 // RUN: %mercury-run %S/Inputs/mask-zero-sum.mlir --backend cpu --check --pass-pipeline='builtin.module(tile{axis=n factor=2 outer=n0 inner=nt})' | FileCheck %s --check-prefix=ZEROS
 // ZEROS: check @Y: relative error {{.*}} ok
 // - a softmax pair of unmasked scores shifted by the masked row maximum is +inf - (-inf) in a
-//   fully masked row, inf / inf computed (+inf was counted a number: NaN, exit 0): refused.
+//   fully masked row, inf / inf computed (+inf was counted a number: NaN, exit 0): refused, since
+//   2026-12-06 already by the pair check (split, the shift must be the maximum of the scores it
+//   shifts), before the mask rule sees it (its +inf class: lowering/conversion/src/mask.rs).
 // RUN: %exit-status %mercury-opt %S/Inputs/mask-shifted-max.mlir --pass-pipeline='builtin.module(tile{axis=i factor=2 outer=i0 inner=it},tile{axis=j factor=2 outer=j0 inner=jt})' --emit=plan 2>&1 | FileCheck %s --check-prefix=SHIFTED
-// SHIFTED: error: a causal mask over query positions 0..8 and key positions 8..16 masks every key of the block; this body can neither leave such rows out nor compute them
-// SHIFTED: note: here 'commir.reduce lse_merge' into '@O' gets o = NaN and lse = NaN
+// SHIFTED: mask-shifted-max.mlir:23:3: error: lse_merge merges blockwise softmax pairs {{.*}}: split over keys, the shift m in p = exp(t - m) must be the row maximum of those scores (m = row_reduce max t)
 // SHIFTED: exit status 1
 // Found by the new-user pass of 2026-12-03:
 // - masked scores stored into a temp and loaded back escaped the rules (the store counted as a

@@ -299,6 +299,10 @@ pub struct Scope<'a> {
     /// The compute op that defined each value, with its operands (what `commir.reduce
     /// lse_merge` reads back to check its pair, `ops/body.rs`).
     pub defs: HashMap<ValueId, (Compute, Vec<ValueId>)>,
+    /// The patch op that produced each value: (its first result, which names the op; the
+    /// value's position among its results). `lse_merge` checks that a pair of patch results is
+    /// one patch's (o, lse), `ops/body.rs`.
+    pub patch_results: HashMap<ValueId, (ValueId, usize)>,
 }
 
 impl Scope<'_> {
@@ -346,6 +350,7 @@ impl Kernel {
             values: HashMap::new(),
             tiles: HashMap::new(),
             defs: HashMap::new(),
+            patch_results: HashMap::new(),
         };
         let mut stack = Vec::new();
         let body = stmts(&mut scope, kernel.body(0), &mut stack)?;

@@ -253,6 +253,9 @@ impl<O: Deref<Target = Operation>> PatchOp<O> {
         for (r, t) in op.results.iter().zip(outs) {
             scope.tiles.insert(r.id, t);
         }
+        for (i, r) in op.results.iter().enumerate() {
+            scope.patch_results.insert(r.id, (op.results[0].id, i));
+        }
         Ok(kernel)
     }
 }
@@ -323,14 +326,24 @@ fn softmax_pair(scope: &Scope, o: ValueId, lse: ValueId) -> Result<(), String> {
     use crate::model::Compute as C;
     use mercury_plan::tile::{BinaryFn as B, RowReduceKind as R, UnaryFn as U};
     let def = |v: ValueId| scope.defs.get(&v);
-    // Neither defined by a compute op: the outputs of a patch (proved by `patch`) or loads.
-    if def(o).is_none() && def(lse).is_none() {
-        return Ok(());
-    }
     let uncast = |v: ValueId| match def(v) {
         Some((C::Cast, a)) => a[0],
         _ => v,
     };
+    // Neither defined by a compute op (o perhaps cast): the outputs of one attention patch (o,
+    // then lse), or loads (a pair computed elsewhere, which the kernel takes as given).
+    if def(uncast(o)).is_none() && def(lse).is_none() {
+        let o = uncast(o);
+        let (po, pl) = (scope.patch_results.get(&o), scope.patch_results.get(&lse));
+        return match (po, pl) {
+            (None, None) => Ok(()),
+            (Some((a, 0)), Some((b, 1))) if a == b => Ok(()),
+            _ => Err(
+                "o and lse are not the output and the log-sum-exp of one attention patch (results 0 and 1 of the same commir.patch)"
+                    .into(),
+            ),
+        };
+    }
     let Some((C::Binary(B::Div), ul)) = def(uncast(o)) else {
         return Err("o is not a quotient u / l".into());
     };
@@ -371,6 +384,14 @@ fn softmax_pair(scope: &Scope, o: ValueId, lse: ValueId) -> Result<(), String> {
         Some((C::Binary(B::Sub), tm)) => {
             complete(tm[0], "the scores t in p = exp(t - m) are themselves")?;
             let m = tm[1];
+            // Split over keys, each block's shift must be its row maximum: any other m leaves
+            // a block whose scores all lie far below it with exp underflowing to 0, l = 0 and
+            // o = 0 / 0 (a finite mask fill with m the maximum of the unmasked scores).
+            let block_local = scope.tiles.get(&m).is_some_and(|t| !t.partial.is_empty());
+            let max_of_t = matches!(def(m), Some((C::RowReduce(R::Max), x)) if x[0] == tm[0]);
+            if block_local && !max_of_t {
+                return Err("split over keys, the shift m in p = exp(t - m) must be the row maximum of those scores (m = row_reduce max t): another m leaves a block whose exp(t - m) all underflow, with l = 0 and o = 0 / 0".into());
+            }
             let Some((C::Binary(B::Add), ab)) = def(lse) else {
                 return Err("lse is not a sum m + log l".into());
             };

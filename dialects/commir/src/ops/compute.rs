@@ -16,10 +16,6 @@
 //! partial sum must be reduced first). A row maximum split by a loop gives a block-local value
 //! (the blockwise softmax of naive attention); whatever is computed from it is block-local too
 //! and can only leave through `commir.reduce lse_merge`, which merges blockwise (o, lse) pairs.
-//! The softmax without the max shift (`p = exp(t)`) reaches the same pair from partial sums: the
-//! quotient of two partial sums over the same loops (`o = u / l`) and the log of a partial sum
-//! (`lse = log l`) are block-local over those loops, i.e. one block's value, which only
-//! `lse_merge` (its pair check: `body.rs`, `softmax_pair`) may combine.
 
 use super::body::tile_elem;
 use super::{BinaryOp, CastOp, MaskOp, MatmulOp, RowReduceOp, ScaleOp, UnaryOp};
@@ -27,7 +23,7 @@ use crate::expr::axis_ref;
 use crate::model::{Compute, ReduceKind, Scope, Stmt};
 use crate::tiles::{atoms_match, same_dim, At, Atom, Tile, TileDim};
 use mercury_ir::{Diagnostic, Operation, Type};
-use mercury_plan::tile::{BinaryFn, RowReduceKind, UnaryFn};
+use mercury_plan::tile::{BinaryFn, RowReduceKind};
 
 type Partial = Vec<(String, ReduceKind)>;
 
@@ -133,11 +129,6 @@ fn result_tile(c: &Compute, t: &[&Tile]) -> Result<Tile, String> {
             transpose_a,
             transpose_b,
         } => matmul(t[0], t[1], *transpose_a, *transpose_b),
-        // The log of a block's sum: its log-sum-exp when p = exp(t) has no shift.
-        Compute::Unary(UnaryFn::Log) => Ok(Tile {
-            dims: t[0].dims.clone(),
-            partial: block_local(&t[0].partial),
-        }),
         Compute::Unary(f) => {
             no_sum(t[0], &format!("'{}'", f.keyword()))?;
             Ok(t[0].clone())
@@ -159,12 +150,19 @@ fn result_tile(c: &Compute, t: &[&Tile]) -> Result<Tile, String> {
 fn no_sum(t: &Tile, what: &str) -> Result<(), String> {
     match t.partial.iter().find(|(_, k)| *k == ReduceKind::Add) {
         Some((l, _)) => Err(format!(
-            "the operand is only a partial sum (its contraction is split by loop '{}'), and {what} of a partial sum is not a partial result: reduce it first",
-            axis_ref(l)
+            "the operand is only a partial sum (its contraction is split by loop '{}'), and {what} of a partial sum is not a partial result: reduce it first{}",
+            axis_ref(l),
+            if what == "'log'" { UNSHIFTED } else { "" }
         )),
         None => Ok(()),
     }
 }
+
+/// Why the softmax without the max shift (`p = exp(t)`, `o = u / l`, `lse = log l`) is not
+/// split over its keys although its blocks would merge exactly in exact arithmetic: a key block
+/// whose `exp(t)` all underflow (a finite mask fill, padding, scores far below the row's
+/// maximum) has `l = 0`, and its `0 / 0` poisons the merge (the sixteenth new-user pass).
+const UNSHIFTED: &str = " (a softmax without the max shift cannot be split over its keys: a key block whose exp(t) all underflow gives 0 / 0; subtract the row maximum, m = row_reduce max t, p = exp(t - m), lse = m + log l, or make it the attention patch with --patch)";
 
 fn same_tile(a: &Tile, b: &Tile) -> bool {
     let (da, db) = (non_unit(a), non_unit(b));
@@ -215,14 +213,6 @@ fn union(a: &Partial, b: &Partial) -> Partial {
         }
     }
     out
-}
-
-/// The same loops, every partial sum among them made block-local (one block's value, combined
-/// only by `lse_merge`).
-fn block_local(p: &Partial) -> Partial {
-    p.iter()
-        .map(|(l, _)| (l.clone(), ReduceKind::LseMerge))
-        .collect()
 }
 
 fn sums(p: &Partial) -> Vec<&String> {
@@ -354,26 +344,18 @@ fn binary(f: BinaryFn, a: &Tile, b: &Tile) -> Result<Tile, String> {
         ));
     };
     let (sa, sb) = (sums(&a.partial), sums(&b.partial));
-    // A quotient of two partial sums over the same loops (`u / l` of the softmax without the max
-    // shift) is no partial sum but one block's value: block-local over those loops.
-    let ratio = f == BinaryFn::Div && !sb.is_empty() && sa == sb;
     let ok = match f {
         BinaryFn::Add | BinaryFn::Sub => sa == sb,
         BinaryFn::Mul => sa.is_empty() || sb.is_empty(),
-        BinaryFn::Div => sb.is_empty() || ratio,
+        BinaryFn::Div => sb.is_empty(),
         BinaryFn::Max => sa.is_empty() && sb.is_empty(),
     };
     if !ok {
         return Err(not_partial(f, &sa, &sb));
     }
-    let partial = union(&a.partial, &b.partial);
     Ok(Tile {
         dims: out.dims.clone(),
-        partial: if ratio {
-            block_local(&partial)
-        } else {
-            partial
-        },
+        partial: union(&a.partial, &b.partial),
     })
 }
 
@@ -406,12 +388,17 @@ fn not_partial(f: BinaryFn, sa: &[&String], sb: &[&String]) -> String {
         }
         _ => format!("'{}' of {} and {}", f.keyword(), operand(sa), operand(sb)),
     };
+    let hint = if f == BinaryFn::Div && !sb.is_empty() && sa == sb {
+        UNSHIFTED
+    } else {
+        ""
+    };
     let them = if sa.is_empty() || sb.is_empty() || f == BinaryFn::Div {
         "it"
     } else {
         "them"
     };
-    format!("{what} is not a partial result: reduce {them} first")
+    format!("{what} is not a partial result: reduce {them} first{hint}")
 }
 
 fn row_reduce(k: RowReduceKind, t: &Tile) -> Result<Tile, String> {
