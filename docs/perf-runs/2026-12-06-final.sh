@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One GPU, end of the 2026-12-06 session: the binaries at HEAD (hex literals, the block-local
-# quotient/log rule, the pair check's complete scores, patch's no-gemm-of-probabilities):
+# One GPU, end of the 2026-12-06 session: the binaries at HEAD (hex literals, the pair checks,
+# the crossed-axis refusal of tile, patch's no-gemm-of-probabilities):
 #   A. the compiled schedules at 8 virtual ranks, --alias 2 and --alias 8 (gpu.sh parts
 #      schedules,aliased), all checked against the single-device patch;
 #   B. mercury-mgpu selfcheck --alias 2 (both transports).
