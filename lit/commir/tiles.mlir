@@ -265,7 +265,7 @@ commir.kernel @bc on @m {
     %v = commir.load @V[@i_o, @i_t] : !commir.tile<f32>
     %m = commir.row_reduce max %v : !commir.tile<f32>
     %z = commir.binary sub %m, %v : !commir.tile<f32>
-    // expected-error@+1 {{store: the value is block-local (a max, a softmax, or a quotient or log of partial sums over an axis split by loop '@i_o'); only an attention output and its log-sum-exp merge across blocks ('commir.reduce lse_merge %o, %lse'): keep that axis whole (no loop over it), or compute the (o, lse) pair}}
+    // expected-error@+1 {{store: the value is block-local (a max or softmax over an axis split by loop '@i_o'); only an attention output and its log-sum-exp merge across blocks ('commir.reduce lse_merge %o, %lse'): keep that axis whole (no loop over it), or compute the (o, lse) pair}}
     commir.store %z into @Z[@i_o, @i_t] : !commir.tile<f32>
   }
 }

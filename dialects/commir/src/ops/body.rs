@@ -555,7 +555,7 @@ fn check_store(value: &Tile, dest: &Tile, access: &Access) -> Result<(), String>
             ),
             // A max or softmax over a split axis: block-local, and only an (o, lse) pair merges.
             ReduceKind::LseMerge => format!(
-                "store: the value is block-local (a max, a softmax, or a quotient or log of partial sums over an axis split by loop '{l}'); only an attention output and its log-sum-exp merge across blocks ('commir.reduce lse_merge %o, %lse'): keep that axis whole (no loop over it), or compute the (o, lse) pair"
+                "store: the value is block-local (a max or softmax over an axis split by loop '{l}'); only an attention output and its log-sum-exp merge across blocks ('commir.reduce lse_merge %o, %lse'): keep that axis whole (no loop over it), or compute the (o, lse) pair"
             ),
         });
     }

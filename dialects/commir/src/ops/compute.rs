@@ -23,7 +23,7 @@ use crate::expr::axis_ref;
 use crate::model::{Compute, ReduceKind, Scope, Stmt};
 use crate::tiles::{atoms_match, same_dim, At, Atom, Tile, TileDim};
 use mercury_ir::{Diagnostic, Operation, Type};
-use mercury_plan::tile::{BinaryFn, RowReduceKind};
+use mercury_plan::tile::{BinaryFn, RowReduceKind, UnaryFn};
 
 type Partial = Vec<(String, ReduceKind)>;
 
@@ -130,14 +130,16 @@ fn result_tile(c: &Compute, t: &[&Tile]) -> Result<Tile, String> {
             transpose_b,
         } => matmul(t[0], t[1], *transpose_a, *transpose_b),
         Compute::Unary(f) => {
-            no_sum(t[0], &format!("'{}'", f.keyword()))?;
+            // The log of a row sum split by keys is the unshifted softmax's lse: say why not.
+            let hint = if *f == UnaryFn::Log { UNSHIFTED } else { "" };
+            no_sum(t[0], &format!("'{}'", f.keyword()), hint)?;
             Ok(t[0].clone())
         }
         Compute::Mask(_) => {
             if t[0].dims.len() < 2 {
                 return Err(format!("a mask needs [.., query, key] tiles, got {}", t[0]));
             }
-            no_sum(t[0], "a mask")?;
+            no_sum(t[0], "a mask", "")?;
             Ok(t[0].clone())
         }
         Compute::Scale(_) | Compute::Cast => Ok(t[0].clone()),
@@ -146,13 +148,12 @@ fn result_tile(c: &Compute, t: &[&Tile]) -> Result<Tile, String> {
     }
 }
 
-/// Refuses a partial sum as the operand of a nonlinear op.
-fn no_sum(t: &Tile, what: &str) -> Result<(), String> {
+/// Refuses a partial sum as the operand of a nonlinear op (`hint`: appended to the message).
+fn no_sum(t: &Tile, what: &str, hint: &str) -> Result<(), String> {
     match t.partial.iter().find(|(_, k)| *k == ReduceKind::Add) {
         Some((l, _)) => Err(format!(
-            "the operand is only a partial sum (its contraction is split by loop '{}'), and {what} of a partial sum is not a partial result: reduce it first{}",
-            axis_ref(l),
-            if what == "'log'" { UNSHIFTED } else { "" }
+            "the operand is only a partial sum (its contraction is split by loop '{}'), and {what} of a partial sum is not a partial result: reduce it first{hint}",
+            axis_ref(l)
         )),
         None => Ok(()),
     }
@@ -407,7 +408,7 @@ fn row_reduce(k: RowReduceKind, t: &Tile) -> Result<Tile, String> {
         .last()
         .ok_or_else(|| format!("a row reduction needs a tile with dimensions, got {t}"))?;
     if k == RowReduceKind::Max {
-        no_sum(t, "a row maximum")?;
+        no_sum(t, "a row maximum", "")?;
     }
     let mut out = t.without_last();
     let block =
