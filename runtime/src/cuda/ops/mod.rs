@@ -23,7 +23,8 @@ mod tests;
 pub use combine::{enqueue_add, enqueue_lse_merge};
 use cudnn::enqueue_cudnn_attention;
 pub use cudnn::{
-    cudnn_choice, cudnn_split, defer_groups, CudnnSplit, PartSlot, MAX_DEFERRED_PARTS,
+    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, CudnnSplit, PartSlot,
+    MAX_DEFERRED_PARTS,
 };
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
