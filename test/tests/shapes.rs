@@ -136,6 +136,7 @@ fn odd_shapes_without_cudnn_are_refused_naming_both_reasons() {
         .to_string();
     for want in [
         "d_qk192 d_v128",
+        ops::ATTENTION_REFUSED,
         "cuDNN refused (not loaded)",
         "d_qk 192 / d_v 128",
     ] {

@@ -109,6 +109,11 @@ pub enum AttnVia {
     Nvrtc,
 }
 
+/// The words every refusal of an attention block by the GPU patches carries (a dtype they do
+/// not compute, a shape neither cuDNN nor the NVRTC kernel takes): the tools locate such an
+/// error at the operator's attention patch.
+pub const ATTENTION_REFUSED: &str = "the GPU attention patches cannot compute it";
+
 /// The shape of an attention launch as refusals and warnings name it:
 /// `b1 hq8 hk2 sq512 sk512 d_qk64 d_v64 causal`.
 pub fn attention_shape(l: &AttnLaunch) -> String {
@@ -150,8 +155,7 @@ pub fn attention_route(
             )),
         )),
         Err(why_nvrtc) => Err(unsupported(format!(
-            "attention {shape}: no GPU patch computes it: cuDNN refused ({why_cudnn}); \
-             {why_nvrtc}"
+            "attention {shape}: {ATTENTION_REFUSED}: cuDNN refused ({why_cudnn}); {why_nvrtc}"
         ))),
     }
 }

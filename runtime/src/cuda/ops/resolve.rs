@@ -172,8 +172,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 let (le, lse, lt) = strided::<3>(mem, rank, &outputs[1], "lse")?;
                 if [qt, kt, vt] != [DType::BF16; 3] || ot != DType::F32 || lt != DType::F32 {
                     return Err(unsupported(format!(
-                        "attention patch needs bf16 q/k/v and f32 o/lse (cuDNN and the NVRTC \
-                         kernel compute bf16 inputs; declare Q, K and V bf16), got {}/{}/{} -> {}/{}",
+                        "attention: {}: cuDNN and the NVRTC kernel take bf16 q/k/v and give \
+                         f32 o/lse (declare Q, K and V bf16), got {}/{}/{} -> {}/{}",
+                        super::ATTENTION_REFUSED,
                         qt.name(),
                         kt.name(),
                         vt.name(),

@@ -175,10 +175,12 @@ fn attention_resolution() {
             v(7, &[0, 0, 0], &[1, 4, 256]),
         ],
     };
-    assert!(matches!(
-        resolve(&t, 0, &bad),
-        Err(RuntimeError::Unsupported(_))
-    ));
+    match resolve(&t, 0, &bad) {
+        Err(RuntimeError::Unsupported(m)) => {
+            assert!(m.contains(ATTENTION_REFUSED) && m.contains("bf16"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// The cuDNN form of causal blocks: which rows see no key, the shift cuDNN gets, and the
@@ -343,12 +345,7 @@ fn attention_routing_falls_back_or_refuses_with_both_reasons() {
         let nvrtc = l.validate().map_err(|e| e.to_string());
         let e = attention_route(&l, cudnn, nvrtc).unwrap_err().to_string();
         let shape = format!("b1 hq4 hk2 sq256 sk512 d_qk{dqk} d_v{dv}");
-        for want in [
-            shape.as_str(),
-            cudnn_why,
-            nvrtc_why,
-            "no GPU patch computes it",
-        ] {
+        for want in [shape.as_str(), cudnn_why, nvrtc_why, ATTENTION_REFUSED] {
             assert!(e.contains(want), "{e} lacks {want}");
         }
     }
