@@ -183,6 +183,10 @@ fn flops(plan: &Plan) -> f64 {
                             // q k^T is d wide, p v is dv wide.
                             f += 2.0 * bh * sq * sk * (d + dv) * if *causal { 0.5 } else { 1.0 };
                         }
+                        PatchKind::AttentionBwd { .. } => {
+                            let shapes: Vec<Vec<usize>> = (0..inputs.len()).map(e).collect();
+                            f += (patch.spec().flops)(patch, &shapes);
+                        }
                     }
                 }
                 // Compiled tile ops (a tile matmul of the unpatched single-device operator, an
@@ -311,6 +315,8 @@ fn spot_check(
                 });
             }
         }
+        // No spot check of a backward yet: --check compares every gradient with the CPU.
+        PatchKind::AttentionBwd { .. } => return None,
         PatchKind::Gemm { epilogue, .. } => {
             let (an, ash) = &ops[0];
             let (bn, bsh) = &ops[1];

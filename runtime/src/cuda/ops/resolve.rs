@@ -228,6 +228,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     via: AttnVia::Undecided,
                 })
             }
+            PatchKind::AttentionBwd { .. } => Err(unsupported(
+                "the attention_bwd patch has no CUDA implementation yet (cuDNN's fused backward, issue 38 item 3); run it on the CPU executor (--backend cpu)".into(),
+            )),
         },
         ComputeOp::Combine { kind, acc, part } => match kind {
             CombineKind::Add => {
