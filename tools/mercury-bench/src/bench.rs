@@ -1108,6 +1108,7 @@ impl Bench {
                 sk,
                 d,
             },
+            dv: d,
             params: AttnParams {
                 causal,
                 scale: 0.09,
@@ -1648,6 +1649,7 @@ fn dense_attn(
             sk: sq,
             d,
         },
+        dv: d,
         params: AttnParams {
             causal,
             scale,
