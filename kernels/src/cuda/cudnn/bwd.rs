@@ -23,12 +23,14 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// One fused attention backward: Q `[b, hq, sq, dqk]`, K `[b, hk, sk, dqk]`, V `[b, hk, sk, dv]`,
-/// O and dO `[b, hq, sq, dv]` in `io`; Stats `[b, hq, sq, 1]` f32 (the forward's natural-log
+/// O and dO `[b, hq, sq, dv]` in `io` (O optionally f32); Stats `[b, hq, sq, 1]` f32 (the forward's natural-log
 /// LSE of the scaled logits); dQ, dK, dV shaped as Q, K, V, written as [`GradMode`] says.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SdpaBwdCall {
     pub io: IoType,
     pub grads: GradMode,
+    /// O in f32 (as the executor's accumulators hold it) instead of `io`.
+    pub o_f32: bool,
     pub b: usize,
     pub hq: usize,
     pub hk: usize,
@@ -69,6 +71,7 @@ impl SdpaBwdCall {
             route,
             io: self.io,
             grads: self.grads,
+            o_f32: self.o_f32,
             b: i(self.b, "b")?,
             hq: i(self.hq, "h_q")?,
             hk: i(self.hk, "h_k")?,
@@ -315,6 +318,7 @@ mod tests {
         SdpaBwdCall {
             io: IoType::Bf16,
             grads: GradMode::Io,
+            o_f32: false,
             b: 1,
             hq: 4,
             hk,

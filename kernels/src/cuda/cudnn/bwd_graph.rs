@@ -95,6 +95,8 @@ pub struct SdpaBwdKey {
     pub route: Route,
     pub io: IoType,
     pub grads: GradMode,
+    /// O in f32 instead of the io type (it only enters D = rowsum(dO ∘ O)).
+    pub o_f32: bool,
     pub b: i64,
     pub hq: i64,
     pub hk: i64,
@@ -121,7 +123,7 @@ impl fmt::Display for SdpaBwdKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "backward {:?} {} b{} hq{} hk{} sq{} sk{} d_qk{} d_v{} {:?} grads {:?}",
+            "backward {:?} {} b{} hq{} hk{} sq{} sk{} d_qk{} d_v{} {:?} grads {:?}{}",
             self.route,
             self.io.name(),
             self.b,
@@ -132,7 +134,8 @@ impl fmt::Display for SdpaBwdKey {
             self.dqk,
             self.dv,
             self.mask,
-            self.grads
+            self.grads,
+            if self.o_f32 { " o=f32" } else { "" }
         )
     }
 }
@@ -154,7 +157,7 @@ impl SdpaBwdKey {
             ("q", self.q, 8),
             ("k", self.k, 8),
             ("v", self.v, 8),
-            ("o", self.o, 8),
+            ("o", self.o, if self.o_f32 { 4 } else { 8 }),
             ("dO", self.d_o, 8),
             ("dQ", self.dq, grad_align),
             ("dK", self.dk, grad_align),
@@ -207,7 +210,8 @@ pub fn sdpa_bwd_graph(key: &SdpaBwdKey) -> GraphDesc {
     let mut g = Builder::new();
     let (b, hq, hk, sq, sk, dqk, dv) = (key.b, key.hq, key.hk, key.sq, key.sk, key.dqk, key.dv);
     let q = g.bound(uid::Q, io, vec![b, hq, sq, dqk], key.q.to_vec());
-    let o = g.bound(uid::O, io, vec![b, hq, sq, dv], key.o.to_vec());
+    let o_type = if key.o_f32 { DataType::F32 } else { io };
+    let o = g.bound(uid::O, o_type, vec![b, hq, sq, dv], key.o.to_vec());
     let d_o = g.bound(bwd_uid::DO, io, vec![b, hq, sq, dv], key.d_o.to_vec());
     let stats = g.bound_aligned(
         uid::STATS,
@@ -408,6 +412,7 @@ mod tests {
             route,
             io: IoType::Bf16,
             grads,
+            o_f32: false,
             b,
             hq,
             hk,

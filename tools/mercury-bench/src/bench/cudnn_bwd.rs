@@ -34,6 +34,8 @@ pub(super) struct BwdCase {
     pub route: Option<Route>,
     /// `[b, s, h, d]` memory order for every tensor.
     pub bshd: bool,
+    /// O handed to the backward in f32 (the forward's bf16 O widened).
+    pub o_f32: bool,
     pub timed: bool,
 }
 
@@ -58,6 +60,7 @@ const fn case(
         grads: GradMode::Io,
         route: None,
         bshd: false,
+        o_f32: false,
         timed,
     }
 }
@@ -166,6 +169,12 @@ fn odd_cases() -> Vec<BwdCase> {
             v.push(c);
         }
     }
+    for (suffix, causal) in [("noncausal", None), ("causal", Some(0))] {
+        let id = leak(format!("odd.o_f32.gqa.{suffix}"));
+        let mut c = case(id, (1, 8, 2, 512, 512), (128, 128), causal, false);
+        c.o_f32 = true;
+        v.push(c);
+    }
     for (suffix, hk) in [("mha", 8), ("gqa", 2)] {
         let mut c = case(
             leak(format!("odd.route_unified.{suffix}")),
@@ -265,9 +274,25 @@ impl Bench {
         self.poison(&stats, DType::F32)?;
         // SAFETY: the buffers cover the views of `fwd`.
         unsafe { cudnn.forward(&s, &fwd)? };
+        // O in f32 for the backward: the forward's widened (dense BHSD only).
+        let o32 = if c.o_f32 {
+            let n = c.b * c.hq * c.sq * c.dv;
+            let o32 = dev_alloc(&s, n * 4)?;
+            let dk = DeviceKernels::load(&self.ctx, &self.dk_ptx)?;
+            // SAFETY: n bf16 values widened into n f32.
+            unsafe { dk.cast(&s, false, o32.ptr, o.ptr, n)? };
+            Some(o32)
+        } else {
+            None
+        };
+        let o_bwd = match &o32 {
+            Some(b) => Tensor4::dense(b.ptr, [c.b, c.hq, c.sq, c.dv]),
+            None => fwd.o,
+        };
         let bwd = SdpaBwdCall {
             io: c.io,
             grads: c.grads,
+            o_f32: c.o_f32,
             b: c.b,
             hq: c.hq,
             hk: c.hk,
@@ -278,7 +303,7 @@ impl Bench {
             q: fwd.q,
             k: fwd.k,
             v: fwd.v,
-            o: fwd.o,
+            o: o_bwd,
             d_o: t(&d_o, c.hq, c.sq, c.dv),
             stats: stats_t,
             grad_q: t(&dq, c.hq, c.sq, c.dqk),
@@ -289,7 +314,7 @@ impl Bench {
             route: c.route,
         };
         Ok(BwdBufs {
-            _inputs: vec![q, k, v, o, d_o, stats],
+            _inputs: [q, k, v, o, d_o, stats].into_iter().chain(o32).collect(),
             dq,
             dk,
             dv,
@@ -343,7 +368,7 @@ impl Bench {
         let planes = |t: Tensor4, d: usize| -> Result<Vec<Plane>> {
             heads
                 .clone()
-                .map(|h| self.plane(t, false, c.io, bi, h, c.sq, d))
+                .map(|h| self.plane(t, t.ptr == call.o.ptr && call.o_f32, c.io, bi, h, c.sq, d))
                 .collect()
         };
         let lse = heads
@@ -440,7 +465,7 @@ impl Bench {
             Err(e) => {
                 // A mode or route the library refuses is a located refusal, not a failure, for
                 // the probes; the default mode must work.
-                let probe = c.grads != GradMode::Io || c.route.is_some();
+                let probe = c.grads != GradMode::Io || c.route.is_some() || c.o_f32;
                 let msg = if probe {
                     format!("refused: {e}")
                 } else {
