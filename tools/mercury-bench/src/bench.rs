@@ -14,7 +14,9 @@
 //! GPU reference (‖out − ref‖ / ‖ref‖) and spot-checks a few against `kernels::cpu` in f64.
 //! Timing: CUDA events, warm-up, median of the repetitions.
 
+mod attn_bwd_ref;
 pub mod cudnn;
+pub mod cudnn_bwd;
 mod rates;
 pub use rates::RateGrid;
 
