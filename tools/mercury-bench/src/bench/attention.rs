@@ -308,6 +308,7 @@ impl Bench {
                 sk,
                 d,
             },
+            dv: d,
             params: AttnParams {
                 causal,
                 scale: 0.09,
@@ -570,6 +571,7 @@ pub(super) fn dense_attn(
             sk: sq,
             d,
         },
+        dv: d,
         params: AttnParams {
             causal,
             scale,
