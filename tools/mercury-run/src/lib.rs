@@ -160,7 +160,12 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
             None => None,
         };
     let schedule = Schedule {
-        shift_shard: a.shift_shard,
+        shift_shard: a
+            .shift_shard
+            .as_deref()
+            .map(|o| mercury_driver::cli::pass_options("shift-shard", o))
+            .transpose()
+            .map_err(Failure::Input)?,
         script,
         script_name: a.schedule.as_ref().map(|s| s.display().to_string()),
         pipeline: a.pass_pipeline.clone(),
