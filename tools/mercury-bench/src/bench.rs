@@ -1106,6 +1106,7 @@ impl Bench {
                 sk,
                 d,
             },
+            dv: d,
             params: AttnParams {
                 causal,
                 scale: 0.09,
@@ -1646,6 +1647,7 @@ fn dense_attn(
             sk: sq,
             d,
         },
+        dv: d,
         params: AttnParams {
             causal,
             scale,

@@ -172,14 +172,16 @@ fn flops(plan: &Plan) -> f64 {
                                 * (b.iter().product::<usize>() as f64 / kd);
                         }
                         PatchKind::Attention { causal, .. } => {
-                            let (q, kk) = (e(0), e(1));
-                            let (sq, sk, d) = (
+                            let (q, kk, v) = (e(0), e(1), e(2));
+                            let (sq, sk, d, dv) = (
                                 q[q.len() - 2] as f64,
                                 kk[kk.len() - 2] as f64,
                                 q[q.len() - 1] as f64,
+                                v[v.len() - 1] as f64,
                             );
                             let bh = q[..q.len() - 2].iter().product::<usize>() as f64;
-                            f += 4.0 * bh * sq * sk * d * if *causal { 0.5 } else { 1.0 };
+                            // q k^T is d wide, p v is dv wide.
+                            f += 2.0 * bh * sq * sk * (d + dv) * if *causal { 0.5 } else { 1.0 };
                         }
                     }
                 }
@@ -247,7 +249,7 @@ fn spot_check(
         PatchKind::Attention { causal, scale, .. } => {
             let (qn, qs) = &ops[0];
             let (kn, ks) = &ops[1];
-            let vn = &ops[2].0;
+            let (vn, vs) = &ops[2];
             let four = |s: &Vec<usize>| {
                 if s.len() == 3 {
                     vec![1, s[0], s[1], s[2]]
@@ -257,6 +259,8 @@ fn spot_check(
             };
             let (qs, ks) = (four(qs), four(ks));
             let (b, hq, sq, d, hk, sk) = (qs[0], qs[1], qs[2], qs[3], ks[1], ks[2]);
+            // The value head dim (multi-head latent attention: dv != d).
+            let dv = *vs.last()?;
             let group = hq / hk.max(1);
             for _ in 0..4 {
                 let (bi, h, row) = (
@@ -267,8 +271,8 @@ fn spot_check(
                 let kh = h / group;
                 let q = inputs[qn].slice_f64(((bi * hq + h) * sq + row) * d, d);
                 let kk = inputs[kn].slice_f64(((bi * hk + kh) * sk) * d, sk * d);
-                let vv = inputs[vn].slice_f64(((bi * hk + kh) * sk) * d, sk * d);
-                let (mut o, mut lse) = (vec![0.0; d], vec![0.0; 1]);
+                let vv = inputs[vn].slice_f64(((bi * hk + kh) * sk) * dv, sk * dv);
+                let (mut o, mut lse) = (vec![0.0; dv], vec![0.0; 1]);
                 let dims = k::AttnDims {
                     b: 1,
                     hq: 1,
@@ -277,13 +281,14 @@ fn spot_check(
                     sk,
                     d,
                 };
-                k::attention(
+                k::attention_dv(
                     &q,
                     &kk,
                     &vv,
                     &mut o,
                     &mut lse,
                     dims,
+                    dv,
                     k::AttnParams {
                         causal: *causal,
                         scale: *scale,
@@ -291,7 +296,7 @@ fn spot_check(
                         k_offset: 0,
                     },
                 );
-                let g = got.slice_f64(((bi * hq + h) * sq + row) * d, d);
+                let g = got.slice_f64(((bi * hq + h) * sq + row) * dv, dv);
                 let num: f64 = g
                     .iter()
                     .zip(&o)

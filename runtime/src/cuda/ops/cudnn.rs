@@ -30,7 +30,7 @@ pub struct CudnnSplit {
     pub part: Option<PartSlot>,
 }
 
-/// A deferred block's place in its group's part buffer. Parts are `[b, hq, sq, d]` bf16 O and
+/// A deferred block's place in its group's part buffer. Parts are `[b, hq, sq, dv]` bf16 O and
 /// `[b, hq, sq]` f32 lse over the accumulator's full rows (rows that see no key keep lse -inf).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartSlot {
@@ -145,6 +145,9 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
     let i = |x: usize| {
         i64::try_from(x).map_err(|_| unsupported(format!("attention offset {x} too large")))
     };
+    if !(p.scale as f32).is_finite() {
+        return Err(unsupported(format!("scale {} not finite in f32", p.scale)));
+    }
     let delta = i(p.q_offset)? - i(p.k_offset)?;
     let masked = if d.sk == 0 {
         d.sq
@@ -164,7 +167,7 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
         sq: rows,
         sk: d.sk,
         dqk: d.d,
-        dv: d.d,
+        dv: l.dv,
         q: Tensor4 {
             ptr: l.q.ptr + (masked as i64 * l.q.sr * 2) as u64,
             strides: st(&l.q),
@@ -177,7 +180,7 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
             ptr: l.v.ptr,
             strides: st(&l.v),
         },
-        o: Tensor4::dense(0, [d.b, d.hq, rows, d.d]),
+        o: Tensor4::dense(0, [d.b, d.hq, rows, l.dv]),
         stats: Tensor4::dense(0, [d.b, d.hq, rows, 1]),
         scale: p.scale as f32,
         causal_delta: p.causal.then_some(delta + masked as i64),
@@ -188,7 +191,7 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
         b: d.b,
         hq: d.hq,
         sq: d.sq,
-        d: d.d,
+        d: l.dv,
         o_strides: [l.o.sb, l.o.sh, l.o.sr],
         lse_strides: [l.lse.sb, l.lse.sh],
     };

@@ -108,6 +108,53 @@ pub enum AttnVia {
     Nvrtc,
 }
 
+/// The shape of an attention launch as refusals and warnings name it:
+/// `b1 hq8 hk2 sq512 sk512 d_qk64 d_v64 causal`.
+pub fn attention_shape(l: &AttnLaunch) -> String {
+    let d = l.dims;
+    format!(
+        "b{} hq{} hk{} sq{} sk{} d_qk{} d_v{}{}",
+        d.b,
+        d.hq,
+        d.hk,
+        d.sq,
+        d.sk,
+        d.d,
+        l.dv,
+        if l.params.causal { " causal" } else { "" }
+    )
+}
+
+/// The patch that computes an attention launch: the cuDNN patch where it takes the launch
+/// (`cudnn`: its split, or why not, or why no cuDNN patch is loaded), else the NVRTC kernel
+/// where it can compute it (`nvrtc`: [`AttnLaunch::validate`]'s verdict; head dim 128 only).
+/// Returns the choice and, when cuDNN refused and the NVRTC kernel computes the block, a
+/// warning naming the shape and cuDNN's reason. Where neither can, the error names the shape
+/// and both reasons.
+pub fn attention_route(
+    launch: &AttnLaunch,
+    cudnn: std::result::Result<CudnnSplit, String>,
+    nvrtc: std::result::Result<(), String>,
+) -> Result<(AttnVia, Option<String>)> {
+    let why_cudnn = match cudnn {
+        Ok(split) => return Ok((AttnVia::Cudnn(Box::new(split)), None)),
+        Err(e) => e,
+    };
+    let shape = attention_shape(launch);
+    match nvrtc {
+        Ok(()) => Ok((
+            AttnVia::Nvrtc,
+            Some(format!(
+                "attention {shape}: cuDNN refused ({why_cudnn}); using the NVRTC kernel"
+            )),
+        )),
+        Err(why_nvrtc) => Err(unsupported(format!(
+            "attention {shape}: no GPU patch computes it: cuDNN refused ({why_cudnn}); \
+             {why_nvrtc}"
+        ))),
+    }
+}
+
 /// The patches and kernels a compute stream launches with.
 pub struct Patches<'a> {
     pub dk: &'a DeviceKernels,

@@ -180,10 +180,13 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                         lt.name()
                     )));
                 }
-                if ke != ve
-                    || oe != qe
+                // q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv], o [b, hq, sq, dv],
+                // lse [b, hq, sq]: the value head dim may differ (multi-head latent attention).
+                if ke[..3] != ve[..3]
+                    || oe[..3] != qe[..3]
                     || ke[0] != qe[0]
                     || ke[3] != qe[3]
+                    || oe[3] != ve[3]
                     || le != [qe[0], qe[1], qe[2]]
                 {
                     return Err(RuntimeError::Schedule(format!(
@@ -199,6 +202,7 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                         sk: ke[2],
                         d: qe[3],
                     },
+                    dv: ve[3],
                     params: AttnParams {
                         causal: *causal,
                         scale: *scale,
@@ -214,7 +218,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     // temporary.
                     accumulate: *accumulate,
                 };
-                launch.validate()?;
+                // Which patch computes it (and whether any does) is decided when the executor
+                // is built (`ops::attention_route`): cuDNN where it takes the shape, else the
+                // NVRTC kernel where it can.
                 Ok(ComputeLaunch::Attention {
                     launch,
                     via: AttnVia::Undecided,
