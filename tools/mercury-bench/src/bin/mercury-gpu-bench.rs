@@ -440,7 +440,10 @@ mod tests {
             Args::try_parse_from(argv)
                 .map(|a| a.sections().iter().map(|s| s.name).collect::<Vec<_>>())
         };
-        assert_eq!(only(&["b"]).unwrap(), ["P0", "P1", "P2", "P2c", "P2b", "P3"]);
+        assert_eq!(
+            only(&["b"]).unwrap(),
+            ["P0", "P1", "P2", "P2c", "P2b", "P3"]
+        );
         assert_eq!(only(&["b", "--only", "p2c,P3"]).unwrap(), ["P2c", "P3"]);
         assert_eq!(only(&["b", "--only", "P3,p0"]).unwrap(), ["P0", "P3"]);
         assert!(only(&["b", "--only", "P0,,P1"]).is_err());
