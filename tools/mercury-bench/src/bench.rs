@@ -116,11 +116,10 @@ pub struct BenchOptions {
 
 /// How a case's timed calls find the GPU. An H200 under cuDNN or a large GEMM runs at its
 /// power limit, and its clocks fall within about a second of load: the same call timed after
-/// an idle gap and after a second of load differs by up to 12% (docs/perf.md, "Where a ring
-/// step's excess went"), and after an idle gap the clock controller undershoots its steady
-/// state for several seconds of load (docs/perf.md, "P2c against torch in one regime"). Two
-/// measurements are comparable only with the same history: `scripts/sdpa_baseline.py
-/// --regime` takes the same values for torch's side.
+/// an idle gap and after a second of load differs by up to 12%, and after an idle gap the
+/// clock controller undershoots its steady state for several seconds of load (docs/perf.md,
+/// "Method"). Two measurements are comparable only with the same history:
+/// `scripts/sdpa_baseline.py --regime` takes the same values for torch's side.
 ///
 /// Written `back-to-back`, `idle=MS`, `sustained=MS` or `idle=MS,sustained=MS`: first the
 /// stream is drained and the host sleeps `idle_ms`, then the warm-up calls run, then the call
@@ -214,8 +213,7 @@ struct DevBuf {
 /// Where a bench buffer's memory comes from: the stream-ordered pool (`cuMemAllocAsync`, as
 /// the executor allocates its slots), or with `MERCURY_BENCH_ALLOC=sync` `cuMemAlloc`, as
 /// PyTorch's caching allocator takes its segments: an experiment on whether the physical
-/// placement of the memory moves a kernel's time (docs/perf.md, "P2c against torch in one
-/// regime").
+/// placement of the memory moves a kernel's time (docs/perf.md, "Method").
 enum Alloc {
     Pool(#[allow(dead_code)] CudaSlice<u8>),
     Sync(u64),
