@@ -1,13 +1,18 @@
-//! GPU benchmarks with numerical checks (used by the `mercury-gpu-bench` binary).
+//! GPU benchmarks with numerical checks (used by the `mercury-gpu-bench` binary), one section
+//! per file under `bench/`, registered in [`SECTIONS`]:
 //!
-//! * P0: executor self-checks: small plans exercising every collective, strided views,
-//!   copies, casts and a GEMM through the plan, compared with host f64 results.
-//! * P1: the GEMM patch (cuBLASLt) against `cublasGemmEx` at 8192^3 bf16.
-//! * P2: the attention patch at B1 H32 S32K D128 (causal and not), GQA 32q/8kv S32K and
-//!   B16 H32 S4K, plus correctness-only odd shapes (ragged sizes, tile views, fully masked rows).
-//! * P2c: the cuDNN attention patch alone (`bench/cudnn.rs`): benchmark shapes beside torch's
-//!   cuDNN, and check-only shapes (every head dim, d_v != d_qk, f16, shifted diagonals, views).
-//! * P3: RingAttention on 8 virtual ranks (the `ring` plan) against the single-device patch.
+//! * P0 (`executor.rs`, plans in `selfcheck.rs`): executor self-checks: small plans exercising
+//!   every collective, strided views, copies, casts and a GEMM through the plan, compared with
+//!   host f64 results.
+//! * P1 (`gemm.rs`): the GEMM patch (cuBLASLt) against `cublasGemmEx` at 8192^3 bf16.
+//! * P2 (`attention.rs`): the NVRTC attention patch at B1 H32 S32K D128 (causal and not), GQA
+//!   32q/8kv S32K and B16 H32 S4K, plus correctness-only odd shapes (ragged sizes, tile views,
+//!   fully masked rows).
+//! * P2c (`cudnn.rs`): the cuDNN attention patch alone: benchmark shapes beside torch's cuDNN,
+//!   and check-only shapes (every head dim, d_v != d_qk, f16, shifted diagonals, views).
+//! * P2b (`cudnn_bwd.rs`): the cuDNN attention backward patch.
+//! * P3 (`ring_attention.rs`): RingAttention on 8 virtual ranks (the `ring` plan) against the
+//!   single-device patch.
 //!
 //! Every check draws fresh random inputs (seeded from the clock), poisons outputs with NaN,
 //! counts non-finite values over the whole output, compares sampled rows/entries with an f32
@@ -15,7 +20,9 @@
 //! Timing: CUDA events, warm-up, median of the repetitions.
 
 mod attention;
+mod attn_bwd_ref;
 pub mod cudnn;
+pub mod cudnn_bwd;
 mod executor;
 mod gemm;
 mod rates;
@@ -94,6 +101,7 @@ pub const SECTIONS: &[Section] = &[
     Section::new("P1", "The GEMM patch against cuBLAS", |b, a| b.p1_gemm(a.gemm_size)),
     Section::new("P2", "The NVRTC attention patch", |b, _| b.p2_attention()),
     Section::new("P2c", "The cuDNN attention patch", |b, _| b.p2_cudnn()),
+    Section::new("P2b", "The cuDNN attention backward patch", |b, _| b.p2_cudnn_bwd()),
     Section::new("P3", "RingAttention on virtual ranks against the single-device patch",
                  |b, a| b.p3_ring(a.ring_ranks, a.ring_seq)),
 ];

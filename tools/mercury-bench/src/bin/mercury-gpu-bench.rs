@@ -54,7 +54,7 @@ impl TypedValueParser for SectionParser {
 #[command(
     name = "mercury-gpu-bench",
     version,
-    about = "GPU checks and benchmarks of the CUDA backend (P0 executor self-checks, P1 GEMM, P2/P2c attention patches, P3 RingAttention on virtual ranks)"
+    about = "GPU checks and benchmarks of the CUDA backend (P0 executor self-checks, P1 GEMM, P2/P2c attention patches, P2b attention backward, P3 RingAttention on virtual ranks)"
 )]
 struct Args {
     /// Skip the numerical checks.
@@ -79,8 +79,9 @@ struct Args {
     /// timed alike.
     #[arg(long, value_name = "REGIME", default_value = "back-to-back")]
     regime: Regime,
-    /// P2c: only the timed cases with these ids (comma-separated, as in
-    /// `scripts/sdpa_baseline.py`), without the check-only shapes and the ring steps.
+    /// P2c and P2b: only the timed cases with these ids (comma-separated, as in
+    /// `scripts/sdpa_baseline.py`), without the check-only shapes, the ring steps and the
+    /// accumulation rows.
     #[arg(long, value_name = "IDS", value_delimiter = ',')]
     p2c_cases: Vec<String>,
     /// Base seed of the random inputs (default: a fresh one every run).
@@ -94,9 +95,10 @@ struct Args {
     /// compiling it here; read before any GPU is looked for.
     #[arg(long, value_name = "FILE")]
     device_kernels_ptx: Option<PathBuf>,
-    /// torch SDPA medians (`scripts/sdpa_baseline.py --out`): the attention rows get ratios.
+    /// torch SDPA medians (`scripts/sdpa_baseline.py --out`, `scripts/sdpa_bwd_baseline.py
+    /// --out`; may be given more than once): the attention rows get ratios.
     #[arg(long, value_name = "FILE")]
-    sdpa_json: Option<PathBuf>,
+    sdpa_json: Vec<PathBuf>,
     /// Write the summary's rows as JSON.
     #[arg(long, value_name = "FILE")]
     json_out: Option<PathBuf>,
@@ -238,13 +240,28 @@ fn main() -> ExitCode {
         regime: None,
         inputs: OUR_INPUTS.to_string(),
     };
-    let sdpa = match &args.sdpa_json {
-        Some(p) => load_sdpa(p).unwrap_or_else(|e| {
-            eprintln!("warning: SDPA baselines not loaded: {e}");
-            none()
-        }),
-        None => none(),
-    };
+    // Several files merge; the regime and inputs are the files' when they agree (else none:
+    // the ratios are marked unalike).
+    let mut sdpa = none();
+    for (i, p) in args.sdpa_json.iter().enumerate() {
+        match load_sdpa(p) {
+            Ok(f) => {
+                if i == 0 {
+                    sdpa.regime = f.regime;
+                    sdpa.inputs = f.inputs;
+                } else {
+                    if sdpa.regime != f.regime {
+                        sdpa.regime = None;
+                    }
+                    if sdpa.inputs != f.inputs {
+                        sdpa.inputs = format!("{} and {}", sdpa.inputs, f.inputs);
+                    }
+                }
+                sdpa.ms.extend(f.ms);
+            }
+            Err(e) => eprintln!("warning: SDPA baselines not loaded: {e}"),
+        }
+    }
     // A ratio against torch's times means something only when both sides were timed alike,
     // on inputs of alike bits.
     let timed_alike = sdpa.regime == Some(args.regime);
@@ -302,6 +319,20 @@ fn main() -> ExitCode {
                     if !inputs_alike {
                         ratio.push_str(" (inputs unalike)");
                     }
+                }
+            }
+        } else if let Some(case) = r.id.strip_prefix("P2b.") {
+            // scripts/sdpa_bwd_baseline.py: torch's cuDNN backward alone, same shape.
+            if let (Some(c), true) = (
+                sdpa.ms.get(&(case.to_string(), "CUDNN_BWD".to_string())),
+                r.median_ms > 0.0,
+            ) {
+                ratio = format!("{:.3}x cuDNN bwd", c / r.median_ms);
+                if !timed_alike {
+                    ratio.push_str(" (timed unalike)");
+                }
+                if !inputs_alike {
+                    ratio.push_str(" (inputs unalike)");
                 }
             }
         } else if r.id.starts_with("P3.") && !r.id.ends_with(".single_device") {
@@ -409,7 +440,10 @@ mod tests {
             Args::try_parse_from(argv)
                 .map(|a| a.sections().iter().map(|s| s.name).collect::<Vec<_>>())
         };
-        assert_eq!(only(&["b"]).unwrap(), ["P0", "P1", "P2", "P2c", "P3"]);
+        assert_eq!(
+            only(&["b"]).unwrap(),
+            ["P0", "P1", "P2", "P2c", "P2b", "P3"]
+        );
         assert_eq!(only(&["b", "--only", "p2c,P3"]).unwrap(), ["P2c", "P3"]);
         assert_eq!(only(&["b", "--only", "P3,p0"]).unwrap(), ["P0", "P3"]);
         assert!(only(&["b", "--only", "P0,,P1"]).is_err());
