@@ -43,6 +43,7 @@ pub mod cpu;
 pub mod gpu;
 #[cfg(feature = "cuda")]
 pub mod launched;
+pub mod train;
 
 use mercury_driver::{Compiler, Schedule, ScheduleError};
 use mercury_ir::{Diagnostic, Operation};
@@ -121,14 +122,23 @@ pub fn diag(d: Diagnostic) -> Failure {
     Failure::Located(d.render())
 }
 
-/// Parses, verifies and schedules the input (the compile path, `mercury_driver`).
-pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure> {
+/// Reads, parses and verifies the input: the module and its kernels' models.
+pub fn parse_input(
+    a: &args::Args,
+    compiler: &Compiler,
+) -> Result<(Operation, Vec<mercury_commir::Kernel>), Failure> {
     let text = std::fs::read_to_string(&a.input)
         .map_err(|e| Failure::Input(format!("cannot read '{}': {e}", a.input.display())))?;
     let module = compiler
         .parse(&a.input.display().to_string(), &text)
         .map_err(diag)?;
     let kernels = mercury_commir::kernels(&module).map_err(diag)?;
+    Ok((module, kernels))
+}
+
+/// Parses, verifies and schedules the input (the compile path, `mercury_driver`).
+pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure> {
+    let (module, kernels) = parse_input(a, compiler)?;
     let kernel = match &a.kernel {
         Some(k) => kernels
             .iter()
