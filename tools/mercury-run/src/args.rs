@@ -55,9 +55,10 @@ pub struct Args {
     /// A pass pipeline applied after the schedule script.
     #[arg(long, value_name = "PIPELINE")]
     pub pass_pipeline: Option<String>,
-    /// Apply the shift-shard schedule first.
+    /// Apply the shift-shard schedule first; its options as in mercury-opt
+    /// (`--shift-shard="balance=false"`, `mercury-opt --list-passes`).
     #[arg(long)]
-    pub shift_shard: bool,
+    pub shift_shard: Option<String>,
     /// The kernel to schedule and run when the input has several: the schedule's passes
     /// transform it alone (those that do not name a kernel with their own option).
     #[arg(long)]
@@ -208,7 +209,10 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     use clap::{CommandFactory, FromArgMatches};
-    let m = Args::command().try_get_matches_from(argv)?;
+    // --shift-shard takes its options as every tool's pass flag does (mercury_driver::cli).
+    let m = Args::command()
+        .mut_arg("shift_shard", mercury_driver::cli::pass_flag)
+        .try_get_matches_from(argv)?;
     let a = Args::from_arg_matches(&m)?;
     if a.launcher.is_some() {
         if a.backend == Backend::Cpu {

@@ -14,9 +14,6 @@ use std::collections::HashMap;
 /// The largest relative error of the check in the plans' dtypes: the GPU check's default.
 const STORED_TOLERANCE: f64 = 2e-2;
 
-/// Elements the CPU executor accepts per run (all ranks' slots together).
-const LIMIT: usize = 1 << 26;
-
 /// Runs the plan (and `--check`s it); returns the executor's time in seconds.
 pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
     fits(a, plan)?;
@@ -38,17 +35,7 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
 
 /// Refuses a plan too large for the CPU executor, or of another rank count than `--ranks`.
 pub(crate) fn fits(a: &Args, plan: &Plan) -> Result<(), Failure> {
-    let elements: usize = plan
-        .ranks
-        .iter()
-        .flat_map(|r| &r.slots)
-        .map(|s| s.shape.iter().product::<usize>())
-        .sum();
-    if elements > LIMIT {
-        return Err(Failure::Input(format!(
-            "the plan holds {elements} elements over its ranks, too many for the CPU executor (limit {LIMIT}); use small shapes or --backend cuda"
-        )));
-    }
+    mercury::cpu::check_size(plan)?;
     if let Some(n) = a.ranks {
         if n != plan.num_ranks() {
             return Err(Failure::Input(format!(

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         // The one place errors are printed: `file:line:col: error: ...` or
         // `mercury-run: error: ...` (`Failure::render`).
         Err(f) => {
-            eprint!("{}", f.render());
+            eprint!("{}", f.render(mercury_run::TOOL));
             ExitCode::from(f.exit_status())
         }
     }

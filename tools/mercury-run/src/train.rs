@@ -37,7 +37,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     ba.kernel = Some(bwd);
     if let Some(s) = &a.backward_schedule {
         ba.schedule = Some(s.clone());
-        ba.shift_shard = false;
+        ba.shift_shard = None;
         ba.pass_pipeline = None;
     }
     let fc = compile(&fa, &compiler)?;
@@ -117,7 +117,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
 /// The forward's and the backward's kernel names: `--kernel` (or the input's only other
 /// kernel) and `--backward`.
 fn kernel_pair(a: &Args, compiler: &Compiler) -> Result<(String, String), Failure> {
-    let (_, kernels) = crate::parse_input(a, compiler)?;
+    let kernels = crate::input_kernels(a, compiler)?;
     let names = || mercury_commir::kernel_names(&kernels);
     let bwd = a
         .backward

@@ -23,7 +23,8 @@ mod tests;
 pub use combine::{enqueue_add, enqueue_lse_merge};
 use cudnn::enqueue_cudnn_attention;
 pub use cudnn::{
-    cudnn_choice, cudnn_split, defer_groups, CudnnSplit, PartSlot, MAX_DEFERRED_PARTS,
+    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, CudnnSplit, PartSlot,
+    MAX_DEFERRED_PARTS,
 };
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
@@ -106,6 +107,57 @@ pub enum AttnVia {
     Cudnn(Box<CudnnSplit>),
     /// The NVRTC kernel (merges in its own epilogue).
     Nvrtc,
+}
+
+/// The words every refusal of an attention block by the GPU patches carries (a dtype they do
+/// not compute, a shape neither cuDNN nor the NVRTC kernel takes): the tools locate such an
+/// error at the operator's attention patch.
+pub const ATTENTION_REFUSED: &str = "the GPU attention patches cannot compute it";
+
+/// The shape of an attention launch as refusals and warnings name it:
+/// `b1 hq8 hk2 sq512 sk512 d_qk64 d_v64 causal`.
+pub fn attention_shape(l: &AttnLaunch) -> String {
+    let d = l.dims;
+    format!(
+        "b{} hq{} hk{} sq{} sk{} d_qk{} d_v{}{}",
+        d.b,
+        d.hq,
+        d.hk,
+        d.sq,
+        d.sk,
+        d.d,
+        l.dv,
+        if l.params.causal { " causal" } else { "" }
+    )
+}
+
+/// The patch that computes an attention launch: the cuDNN patch where it takes the launch
+/// (`cudnn`: its split, or why not, or why no cuDNN patch is loaded), else the NVRTC kernel
+/// where it can compute it (`nvrtc`: [`AttnLaunch::validate`]'s verdict; head dim 128 only).
+/// Returns the choice and, when cuDNN refused and the NVRTC kernel computes the block, a
+/// warning naming the shape and cuDNN's reason. Where neither can, the error names the shape
+/// and both reasons.
+pub fn attention_route(
+    launch: &AttnLaunch,
+    cudnn: std::result::Result<CudnnSplit, String>,
+    nvrtc: std::result::Result<(), String>,
+) -> Result<(AttnVia, Option<String>)> {
+    let why_cudnn = match cudnn {
+        Ok(split) => return Ok((AttnVia::Cudnn(Box::new(split)), None)),
+        Err(e) => e,
+    };
+    let shape = attention_shape(launch);
+    match nvrtc {
+        Ok(()) => Ok((
+            AttnVia::Nvrtc,
+            Some(format!(
+                "attention {shape}: cuDNN refused ({why_cudnn}); using the NVRTC kernel"
+            )),
+        )),
+        Err(why_nvrtc) => Err(unsupported(format!(
+            "attention {shape}: {ATTENTION_REFUSED}: cuDNN refused ({why_cudnn}); {why_nvrtc}"
+        ))),
+    }
 }
 
 /// The patches and kernels a compute stream launches with.

@@ -2,10 +2,10 @@
 //! uninitialised slots NaN-poisoned) and compares the outputs with the reference kernels, so
 //! the plans the cost model times are real schedules.
 
-use mercury_bench::fixtures::{attention_plan, attention_schedules, gemm_plan, GemmSchedule};
 use mercury_kernels::cpu;
 use mercury_plan::{ComputeOp, Plan};
 use mercury_search::operator::{AttentionShape, GemmShape};
+use mercury_study::fixtures::{attention_plan, attention_schedules, gemm_plan, GemmSchedule};
 use std::collections::{BTreeMap, HashMap};
 
 /// Runs `plan` on the global inputs given by buffer index; returns the outputs by index.

@@ -1,13 +1,13 @@
-//! The cost model on the FIXTURE plans (`mercury_bench::fixtures`): closed forms of a ring
+//! The cost model on the FIXTURE plans (`mercury_study::fixtures`): closed forms of a ring
 //! on one node and across nodes, NIC sharing, causal tiles, bad plans, collective GEMMs.
 
-use mercury_bench::fixtures::{
-    attention_plan, attention_schedules, gemm_plan, AttnSchedule, GemmSchedule, LevelRole, RingMode,
-};
 use mercury_plan::{CommOp, ComputeOp, Plan};
 use mercury_search::operator::{AttentionShape, GemmShape};
 use mercury_search::sim::{simulate, SimError, SimOptions};
 use mercury_search::Topology;
+use mercury_study::fixtures::{
+    attention_plan, attention_schedules, gemm_plan, AttnSchedule, GemmSchedule, LevelRole, RingMode,
+};
 
 fn topo(name: &str) -> Topology {
     Topology::preset(name).unwrap().unwrap()

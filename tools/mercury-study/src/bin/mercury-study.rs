@@ -1,10 +1,11 @@
 //! `mercury-study`: prints the predicted-latency tables of `docs/simulation.md` (every plan
 //! CommIR-generated, except the cross-check against the FIXTURE plans, which says so):
-//! `cargo run --release -p mercury-bench --bin mercury-study`. `--no-timing` leaves out the
+//! `cargo run --release -p mercury-study`. `--no-timing` leaves out the
 //! last section (wall times, which vary from run to run). Needs no GPU. Another argument, or
 //! `--no-timing` given twice, is a usage error (exit 1).
 
 use clap::Parser;
+use std::io::Write as _;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
@@ -25,6 +26,11 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
-    mercury_bench::out!("{}", mercury_bench::study::full_study(!args.no_timing));
+    // A standard output closed early (`mercury-study | head`) stops the print quietly.
+    let _ = write!(
+        std::io::stdout(),
+        "{}",
+        mercury_study::study::full_study(!args.no_timing)
+    );
     ExitCode::SUCCESS
 }
