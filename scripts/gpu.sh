@@ -6,9 +6,11 @@
 #   bash scripts/gpu.sh --help     # this text (any other argument is an error: nothing is built)
 #   MERCURY_GPU_PARTS=schedules bash scripts/gpu.sh --remote   # only the compiled schedules
 #   MERCURY_GPU_CASES='causal|tree' ...                         # only cases matching a regex
+#                                     # (the odd shapes of examples/shapes/cases.txt among them)
 #   MERCURY_GPU_PARTS=aliased ...     # the same schedules on 2 and 8 device ids aliasing GPU 0
 #                                     # (mercury-run --alias K): the multi-GPU peer-copy and
-#                                     # spanning-group paths, checked, on one GPU (not default)
+#                                     # spanning-group paths, checked, on one GPU (not default;
+#                                     # MERCURY_GPU_ALIAS='2' for the 2 device ids only)
 #   MERCURY_GPU_PARTS=mgpu bash scripts/gpu.sh --remote         # only the multi-GPU section
 #   MERCURY_GPU_PARTS=baselines ...   # PyTorch baselines on every GPU (scripts/baselines, >= 2 GPUs)
 #   MERCURY_BENCH_ONLY=P2c,P3 ...     # bench sections; MERCURY_SDPA_CASES=regex: SDPA baseline ids
@@ -207,6 +209,23 @@ run_case gemv-k    examples/weighted_sum.mlir \
 PTX=$C/mlp_kernels.ptx run_case mlp-megatron examples/mlp.mlir --schedule examples/schedules/mlp_megatron.sched
 PTX=$C/mlp_kernels.ptx run_case mlp-overlap  examples/mlp.mlir --schedule examples/schedules/mlp_overlap.sched
 PTX=$C/mlp_kernels.ptx run_case mlp-ag-rs    examples/mlp.mlir --schedule examples/schedules/mlp_ag_rs.sched
+odd_shape_cases
+}
+# Attention at the shapes other than Llama-3's D128 (examples/shapes/cases.txt: head dims 32,
+# 64, 96 and 256, MLA 192/128 and 24/16, GQA D64 on a 3-level mesh, 3-D [h, s, d] tiles,
+# cross-attention, decoding), each under a shipped schedule; small inputs (the 21 cases ran in
+# 22 s on 8 virtual ranks of one H100). MERCURY_GPU_CASES selects among them by name as among
+# the others.
+odd_shape_cases() {
+  local name file sched
+  while read -r name file sched; do
+    [[ -z "$name" || "$name" == \#* ]] && continue
+    if [[ "$sched" == --* ]]; then
+      run_case "$name" "examples/shapes/$file" "$sched" < /dev/null
+    else
+      run_case "$name" "examples/shapes/$file" --schedule "examples/schedules/$sched" < /dev/null
+    fi
+  done < examples/shapes/cases.txt
 }
 : > "$out/table.md"
 summary_title="8 virtual ranks on one GPU"
@@ -217,7 +236,7 @@ fi
 # transfer between ids takes the placed executor's peer-copy paths, and collectives whose group
 # spans ids take the spanning (pull) paths, as on 2 or 8 GPUs; times are still one GPU's.
 if [[ ",$parts," == *",aliased,"* ]]; then
-  for k in 2 8; do PLACE="--alias $k" TAG="alias$k" schedule_cases; done
+  for k in ${MERCURY_GPU_ALIAS:-2 8}; do PLACE="--alias $k" TAG="alias$k" schedule_cases; done
   if [[ ",$parts," == *",schedules,"* ]]; then
     summary_title="8 virtual ranks on one GPU, then (aliasK) the ranks on K device ids aliasing it"
   else

@@ -143,6 +143,19 @@ fn combine(kind: CombineKind, acc: &mut [Vec<f64>], part: &[Vec<f64>]) {
     }
 }
 
+/// The kernel dimensions of attention views `q` and `k` made 4-D
+/// (`mercury_plan::patch::attention_shapes`).
+fn attn_dims(qs: [usize; 4], ks: [usize; 4]) -> k::AttnDims {
+    k::AttnDims {
+        b: qs[0],
+        hq: qs[1],
+        hk: ks[1],
+        sq: qs[2],
+        sk: ks[2],
+        d: qs[3],
+    }
+}
+
 fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(), String> {
     match op {
         ComputeOp::Patch {
@@ -182,14 +195,7 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 // q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv], o [b, hq, sq, dv],
                 // lse [b, hq, sq] (3-D tiles have a batch of one).
                 let [qs, ks, vs, _] = mercury_plan::patch::attention_views(inputs, outputs)?;
-                let dims = k::AttnDims {
-                    b: qs[0],
-                    hq: qs[1],
-                    hk: ks[1],
-                    sq: qs[2],
-                    sk: ks[2],
-                    d: qs[3],
-                };
+                let dims = attn_dims(qs, ks);
                 let (q, kk, v) = (
                     mem.read(plan, r, &inputs[0]),
                     mem.read(plan, r, &inputs[1]),
@@ -224,6 +230,51 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 } else {
                     mem.write(plan, r, &outputs[0], &o);
                     mem.write(plan, r, &outputs[1], &lse);
+                }
+            }
+            PatchKind::AttentionBwd {
+                causal,
+                scale,
+                q_offset,
+                k_offset,
+                accumulate,
+            } => {
+                let [qs, ks, vs, _] = mercury_plan::patch::attention_bwd_views(inputs, outputs)?;
+                let dims = attn_dims(qs, ks);
+                let x: Vec<Vec<f64>> = inputs.iter().map(|v| mem.read(plan, r, v)).collect();
+                let mut g: Vec<Vec<f64>> = if *accumulate {
+                    outputs.iter().map(|v| mem.read(plan, r, v)).collect()
+                } else {
+                    outputs
+                        .iter()
+                        .map(|v| vec![0.0; v.region.numel()])
+                        .collect()
+                };
+                let [dq, dk, dv] = g.as_mut_slice() else {
+                    unreachable!("attention_bwd_views checked three outputs")
+                };
+                k::attention_bwd(
+                    k::AttnBwdInputs {
+                        q: &x[0],
+                        k: &x[1],
+                        v: &x[2],
+                        o: &x[3],
+                        d_o: &x[4],
+                        lse: &x[5],
+                    },
+                    k::AttnGrads { dq, dk, dv },
+                    dims,
+                    vs[3],
+                    k::AttnParams {
+                        causal: *causal,
+                        scale: *scale,
+                        q_offset: *q_offset,
+                        k_offset: *k_offset,
+                    },
+                    *accumulate,
+                );
+                for (v, vals) in outputs.iter().zip(&g) {
+                    mem.write(plan, r, v, vals);
                 }
             }
         },

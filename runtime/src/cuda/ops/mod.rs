@@ -23,7 +23,8 @@ mod tests;
 pub use combine::{enqueue_add, enqueue_lse_merge};
 use cudnn::enqueue_cudnn_attention;
 pub use cudnn::{
-    cudnn_choice, cudnn_split, defer_groups, CudnnSplit, PartSlot, MAX_DEFERRED_PARTS,
+    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, CudnnSplit, PartSlot,
+    MAX_DEFERRED_PARTS,
 };
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
@@ -108,6 +109,11 @@ pub enum AttnVia {
     Nvrtc,
 }
 
+/// The words every refusal of an attention block by the GPU patches carries (a dtype they do
+/// not compute, a shape neither cuDNN nor the NVRTC kernel takes): the tools locate such an
+/// error at the operator's attention patch.
+pub const ATTENTION_REFUSED: &str = "the GPU attention patches cannot compute it";
+
 /// The shape of an attention launch as refusals and warnings name it:
 /// `b1 hq8 hk2 sq512 sk512 d_qk64 d_v64 causal`.
 pub fn attention_shape(l: &AttnLaunch) -> String {
@@ -149,8 +155,7 @@ pub fn attention_route(
             )),
         )),
         Err(why_nvrtc) => Err(unsupported(format!(
-            "attention {shape}: no GPU patch computes it: cuDNN refused ({why_cudnn}); \
-             {why_nvrtc}"
+            "attention {shape}: {ATTENTION_REFUSED}: cuDNN refused ({why_cudnn}); {why_nvrtc}"
         ))),
     }
 }

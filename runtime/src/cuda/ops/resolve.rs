@@ -172,7 +172,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 let (le, lse, lt) = strided::<3>(mem, rank, &outputs[1], "lse")?;
                 if [qt, kt, vt] != [DType::BF16; 3] || ot != DType::F32 || lt != DType::F32 {
                     return Err(unsupported(format!(
-                        "attention patch needs bf16 q/k/v and f32 o/lse, got {}/{}/{} -> {}/{}",
+                        "attention: {}: cuDNN and the NVRTC kernel take bf16 q/k/v and give \
+                         f32 o/lse (declare Q, K and V bf16), got {}/{}/{} -> {}/{}",
+                        super::ATTENTION_REFUSED,
                         qt.name(),
                         kt.name(),
                         vt.name(),
@@ -226,6 +228,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     via: AttnVia::Undecided,
                 })
             }
+            PatchKind::AttentionBwd { .. } => Err(unsupported(
+                "the attention_bwd patch has no CUDA implementation yet (cuDNN's fused backward, issue 38 item 3); run it on the CPU executor (--backend cpu)".into(),
+            )),
         },
         ComputeOp::Combine { kind, acc, part } => match kind {
             CombineKind::Add => {
