@@ -40,7 +40,8 @@
 //! unwritten and none for causal GQA; an ADD of the outputs' old values before each output
 //! (accumulating in place) builds a plan that fails at execution (`nullptr == dq_ptr`) or none;
 //! an f32 O (only read for D) gives wrong gradients (relative error 0.04 to 0.6). So a block's
-//! f32 accumulation is the caller's (see `bwd.rs`: dQ in f32 is left in the workspace).
+//! f32 accumulation is the caller's: it adds the io-typed parts (the f32 dQ_accum scratch does
+//! not hold dQ after the call: see `bwd.rs`).
 //!
 //! The engines picked (heuristics mode A, the first that finalises) are the ones PyTorch gets
 //! for the same graph: global index 6 or 7, knob KERNEL_CFG 26, pattern `SDPA_BWD`.

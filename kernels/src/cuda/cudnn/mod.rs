@@ -23,7 +23,7 @@ pub mod graph;
 pub mod loader;
 
 pub use backend::{CudnnError, ExecPlan};
-pub use bwd::{BwdWorkspace, SdpaBwdCall};
+pub use bwd::SdpaBwdCall;
 pub use bwd_graph::SdpaBwdKey;
 pub use graph::{IoType, Mask, Route, SdpaKey, Strides4};
 pub use loader::{version_string, CudnnLib};

@@ -7,10 +7,9 @@
 //! strides) is converted into dense bf16 scratch first. The leading query rows of a causal block
 //! that see no key (`q_offset < k_offset`) are not given to cuDNN: their dQ is zero (written
 //! when the patch overwrites) and they add nothing to dK, dV. The gradients come back as dense
-//! parts, dK and dV in bf16, dQ in f32 (as cuDNN accumulated it, from its workspace: see
-//! `kernels/src/cuda/cudnn/bwd.rs`), and are added into the outputs (`accumulate`) or written
-//! to them (converted), through the combine kernels, strided outputs included. cuDNN 9.19
-//! cannot accumulate into f32 outputs itself (`kernels/src/cuda/cudnn/bwd_graph.rs`).
+//! bf16 parts and are added into the outputs (`accumulate`) or written to them (converted),
+//! through the combine kernels, strided outputs included. cuDNN 9.19 cannot accumulate into f32
+//! outputs itself, nor write f32 gradients (`kernels/src/cuda/cudnn/bwd_graph.rs`).
 
 use super::combine::enqueue_add;
 use super::resolve::unsupported;
@@ -350,18 +349,13 @@ pub unsafe fn enqueue_attention_bwd(
         *p = cx.scratch.take(n * 2)?;
     }
     let call = l.call(ptrs);
-    let ws = cudnn.prepare_backward(&call)?;
-    let w = cx.scratch.take(ws.bytes)?;
+    let ws_bytes = cudnn.prepare_backward(&call)?;
+    let w = cx.scratch.take(ws_bytes)?;
     // SAFETY: inputs in place or in scratch, the parts and the workspace in this stream's
     // scratch, sized above.
-    unsafe { cudnn.backward_ws(cx.stream, &call, w, ws.bytes)? };
-    // dQ as cuDNN accumulated it, in f32, where the workspace has it.
-    let dq_part = match ws.dq_f32 {
-        Some(off) => Loc::dense(w + off as u64, DType::F32, n[0]),
-        None => Loc::dense(ptrs[6], DType::BF16, n[0]),
-    };
+    unsafe { cudnn.backward_ws(cx.stream, &call, w, ws_bytes)? };
     let parts = [
-        dq_part,
+        Loc::dense(ptrs[6], DType::BF16, n[0]),
         Loc::dense(ptrs[7], DType::BF16, n[1]),
         Loc::dense(ptrs[8], DType::BF16, n[2]),
     ];

@@ -11,7 +11,7 @@
 use super::attn_bwd_ref::{Group, Plane};
 use super::{dev_alloc, fmt_err, Bench, DevBuf};
 use mercury_kernels::cuda::check::{bf16_to_f64, compare, dtoh};
-use mercury_kernels::cuda::cudnn::{BwdWorkspace, IoType, Route, SdpaBwdCall, SdpaCall, Tensor4};
+use mercury_kernels::cuda::cudnn::{IoType, Route, SdpaBwdCall, SdpaCall, Tensor4};
 use mercury_kernels::cuda::{CudnnAttention, ElemType};
 use mercury_plan::DType;
 use mercury_runtime::cuda::device_kernels::DeviceKernels;
@@ -173,10 +173,9 @@ struct BwdBufs {
     bwd: SdpaBwdCall,
 }
 
-/// A workspace of the bench's for `call` (so that dQ in f32 can be read back).
+/// A workspace of the bench's for `call` (allocated outside the timed calls).
 struct BwdWs {
     buf: DevBuf,
-    layout: BwdWorkspace,
 }
 
 fn strides(c: &BwdCase, h: usize, s: usize, d: usize) -> [i64; 4] {
@@ -376,15 +375,14 @@ impl Bench {
     }
 
     /// Sampled gradient rows of group (`bi`, `kh`): [got, given reference, exact reference
-    /// (empty unless asked), dQ f32 got (when `dq_f32` points at it), its given reference].
+    /// (empty unless asked)].
     fn bwd_compare(
         &mut self,
         c: &BwdCase,
         call: &SdpaBwdCall,
-        dq_f32: Option<Tensor4>,
         (bi, kh): (usize, usize),
         exact: bool,
-    ) -> Result<[Vec<f64>; 5]> {
+    ) -> Result<[Vec<f64>; 3]> {
         let grp = self.bwd_group(c, call, bi, kh)?;
         let g = c.hq / c.hk;
         let mut rows = |n: usize, count: usize| -> Vec<usize> {
@@ -405,15 +403,10 @@ impl Bench {
         let krows = rows(c.sk, if c.timed { 6 } else { 12 });
         let terms = grp.terms(false);
         let exact_terms = exact.then(|| grp.terms(true));
-        let mut out: [Vec<f64>; 5] = Default::default();
+        let mut out: [Vec<f64>; 3] = Default::default();
         for &(h, r) in &qrows {
-            let want = grp.dq_row(&terms, h, r);
             out[0].extend(self.row(call.grad_q, false, c.io, bi, kh * g + h, r, c.dqk)?);
-            if let Some(t) = dq_f32 {
-                out[3].extend(self.row(t, true, c.io, bi, kh * g + h, r, c.dqk)?);
-                out[4].extend_from_slice(&want);
-            }
-            out[1].extend(want);
+            out[1].extend(grp.dq_row(&terms, h, r));
             if let Some(t) = &exact_terms {
                 out[2].extend(grp.dq_row(t, h, r));
             }
@@ -439,10 +432,9 @@ impl Bench {
 
     /// A workspace of the bench's for `call`.
     fn bwd_ws(&self, cudnn: &CudnnAttention, call: &SdpaBwdCall) -> Result<BwdWs> {
-        let layout = cudnn.prepare_backward(call)?;
+        let bytes = cudnn.prepare_backward(call)?;
         Ok(BwdWs {
-            buf: dev_alloc(&self.stream, layout.bytes)?,
-            layout,
+            buf: dev_alloc(&self.stream, bytes)?,
         })
     }
 
@@ -486,21 +478,14 @@ impl Bench {
                 msgs.push(format!("non-finite {bad}"));
                 ok &= bad == 0;
             }
-            let dq_f32 = ws
-                .layout
-                .dq_f32
-                .map(|off| Tensor4::dense(ws.buf.ptr + off as u64, [c.b, c.hq, c.sq, c.dqk]));
             let exact = !c.timed;
             let mut groups = vec![(0, 0)];
             if c.b * c.hk > 1 {
                 groups.push((c.b - 1, c.hk - 1));
             }
-            let mut all: [Vec<f64>; 5] = Default::default();
+            let mut all: [Vec<f64>; 3] = Default::default();
             for grp in groups {
-                for (a, v) in all
-                    .iter_mut()
-                    .zip(self.bwd_compare(c, &call, dq_f32, grp, exact)?)
-                {
+                for (a, v) in all.iter_mut().zip(self.bwd_compare(c, &call, grp, exact)?) {
                     a.extend(v);
                 }
             }
@@ -511,11 +496,6 @@ impl Bench {
                 let (m2, ok2) = fmt_err("vs f64 exact", &compare(&all[0], &all[2]), 3e-2);
                 msgs.push(m2);
                 ok &= ok2;
-            }
-            if dq_f32.is_some() {
-                let (m3, ok3) = fmt_err("dQ f32 vs f64 given", &compare(&all[3], &all[4]), 2e-2);
-                msgs.push(m3);
-                ok &= ok3;
             }
         }
         let times = if c.timed {
@@ -594,8 +574,8 @@ impl Bench {
 
     /// The cost of a ring block's gradients into f32 accumulators, at one block of S32K over
     /// 8 ranks (B1 H32 4K x 4K D128), timed alternating: the backward alone, then the adds of
-    /// its io-typed dQ, dK, dV into f32 accumulators (`mercury_add_bf16_f32`), or of dQ in f32
-    /// from the workspace (`mercury_add_f32`, unrounded) with dK, dV as before.
+    /// its bf16 dQ, dK, dV into f32 accumulators (`mercury_add_bf16_f32`), as the executor
+    /// does them (cuDNN 9.19 has no f32 or accumulating gradient output: `bwd_graph.rs`).
     fn bwd_accumulate(
         &mut self,
         cudnn: &CudnnAttention,
@@ -622,7 +602,6 @@ impl Bench {
                     .fill_random_f32(&s, a.ptr, a.bytes / 4, seed, -1.0, 1.0)?
             };
         }
-        let dq32 = ws.buf.ptr + ws.layout.dq_f32.unwrap_or(0) as u64;
         let t = self.time_alternating(&mut [
             &mut || {
                 // SAFETY: the buffers cover the call's views; the workspace is the plan's.
@@ -637,23 +616,14 @@ impl Bench {
                     dk.add(&s, acc[2].ptr, bufs.dv.ptr, n_kv, true)
                 }
             },
-            &mut || {
-                // SAFETY: dQ in f32 in the workspace (dense, n_q values) and the bf16 parts.
-                unsafe {
-                    dk.add_f32(&s, acc[0].ptr, dq32, n_q)?;
-                    dk.add(&s, acc[1].ptr, bufs.dk.ptr, n_kv, true)?;
-                    dk.add(&s, acc[2].ptr, bufs.dv.ptr, n_kv, true)
-                }
-            },
         ])?;
-        let (plain, adds, adds32) = (t[0].0, t[1].0, t[2].0);
+        let (plain, adds) = (t[0].0, t[1].0);
         // The adds move the parts and read and write the f32 accumulators.
         let bytes = ((n_q + 2 * n_kv) * (2 + 4 + 4)) as f64;
         let msg = format!(
-            "backward {plain:.3} ms + bf16 parts' adds {adds:.3} ms ({:.0} GB/s) = {:.3}x the backward; with dQ in f32 from the workspace {adds32:.3} ms = {:.3}x",
+            "backward {plain:.3} ms + bf16 parts' adds {adds:.3} ms ({:.0} GB/s) = {:.3}x the backward",
             bytes / (adds * 1e-3) / 1e9,
-            (plain + adds) / plain,
-            (plain + adds32) / plain
+            (plain + adds) / plain
         );
         drop((bufs, ws, acc));
         self.push(
