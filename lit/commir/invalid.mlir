@@ -238,7 +238,7 @@ commir.kernel @k on @m {
   commir.axis @i = 32 spatial
   commir.buffer @A : [@i] f32 in
   %a = commir.load @A[@i] : !commir.tile<f32>
-  // expected-error@+1 {{unknown patch kernel 'conv' (known: gemm, attention)}}
+  // expected-error@+1 {{unknown patch kernel 'conv' (known: gemm, attention, attention_bwd)}}
   %c = commir.patch "conv" (%a) : (!commir.tile<f32>) -> !commir.tile<f32>
 }
 

@@ -1,7 +1,9 @@
 //! The attention forward patch: a FlashAttention-2 style kernel (`attention.cu`) compiled at
-//! run time by NVRTC. Semantics are those of [`crate::cpu::attention`]: bf16 q/k/v, head dim
-//! 128, GQA, causal masking with global offsets, f32 normalised output and natural-log lse,
-//! fully masked rows give o = 0 and lse = -inf.
+//! run time by NVRTC. Semantics are those of [`crate::cpu::attention_dv`]: bf16 q/k/v, GQA,
+//! causal masking with global offsets, f32 normalised output and natural-log lse, fully masked
+//! rows give o = 0 and lse = -inf. An [`AttnLaunch`] describes any head dims (`dims.d` for q/k,
+//! [`AttnLaunch::dv`] for v/o, as the cuDNN patch takes them); this kernel computes head dim
+//! 128 with `dv == d` only ([`AttnLaunch::validate`] says why it refuses a launch).
 //!
 //! With [`AttnLaunch::accumulate`], o and lse are an accumulator that the tile's result is
 //! merged into in the kernel's epilogue (the log-sum-exp merge of [`crate::cpu::lse_merge`]):
@@ -71,7 +73,7 @@ impl AttnVariant {
         }
     }
 }
-/// The only head dimension the kernel supports.
+/// The only head dimension the NVRTC kernel supports (q/k and v/o alike).
 pub const HEAD_DIM: usize = 128;
 /// Query rows per thread block.
 pub const BLOCK_M: usize = 128;
@@ -100,18 +102,22 @@ impl Strided3 {
     }
 }
 
-/// One launch of the attention patch.
+/// One attention forward over strided tensors: what the NVRTC kernel ([`AttentionPatch`]) and
+/// the cuDNN patch (through the runtime's split) launch.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttnLaunch {
+    /// Sizes; `dims.d` is the query/key head dim.
     pub dims: AttnDims,
+    /// Value/output head dim (multi-head latent attention: `dv != dims.d`).
+    pub dv: usize,
     pub params: AttnParams,
     /// bf16 `[b, hq, sq, d]`.
     pub q: Strided3,
     /// bf16 `[b, hk, sk, d]`.
     pub k: Strided3,
-    /// bf16 `[b, hk, sk, d]`.
+    /// bf16 `[b, hk, sk, dv]`.
     pub v: Strided3,
-    /// f32 `[b, hq, sq, d]`.
+    /// f32 `[b, hq, sq, dv]`.
     pub o: Strided3,
     /// f32 `[b, hq, sq]` (`sr` must be 1).
     pub lse: Strided3,
@@ -159,7 +165,8 @@ pub(crate) struct AttnArgsDev {
 unsafe impl DeviceRepr for AttnArgsDev {}
 
 impl AttnLaunch {
-    /// FLOPs of the two matrix products over the *visible* (query, key) pairs: 4 d per pair.
+    /// FLOPs of the two matrix products over the *visible* (query, key) pairs: `2 (d + dv)`
+    /// per pair.
     pub fn flops_visible(&self) -> f64 {
         let d = &self.dims;
         let heads = (d.b * d.hq) as f64;
@@ -174,17 +181,25 @@ impl AttnLaunch {
         } else {
             d.sq as f64 * d.sk as f64
         };
-        4.0 * heads * pairs * d.d as f64
+        2.0 * heads * pairs * (d.d + self.dv) as f64
     }
 
-    /// Checks sizes, strides and alignment against what the kernel needs.
+    /// Checks sizes, strides and alignment against what the NVRTC kernel needs (head dim 128
+    /// for q, k, v and o); the error says which does not hold.
     pub fn validate(&self) -> Result<()> {
         let d = &self.dims;
-        ensure(d.d == HEAD_DIM, || {
-            format!(
-                "attention patch supports head dim {HEAD_DIM} only, got {}",
-                d.d
-            )
+        ensure(d.d == HEAD_DIM && self.dv == HEAD_DIM, || {
+            if self.dv == d.d {
+                format!(
+                    "the NVRTC kernel computes head dim {HEAD_DIM} only, got {}",
+                    d.d
+                )
+            } else {
+                format!(
+                    "the NVRTC kernel computes head dim {HEAD_DIM} only, got d_qk {} / d_v {}",
+                    d.d, self.dv
+                )
+            }
         })?;
         ensure(d.hk > 0 && d.hq.is_multiple_of(d.hk), || {
             format!("query heads {} not a multiple of key heads {}", d.hq, d.hk)
@@ -403,6 +418,7 @@ mod tests {
         };
         AttnLaunch {
             dims,
+            dv: 128,
             params: AttnParams {
                 causal,
                 scale: 0.125,
@@ -436,7 +452,15 @@ mod tests {
         assert!(launch(true).validate().is_ok());
         let mut bad = launch(false);
         bad.dims.d = 64;
-        assert!(bad.validate().is_err());
+        bad.dv = 64;
+        assert!(bad.validate().unwrap_err().to_string().contains("got 64"));
+        let mut bad = launch(false);
+        bad.dv = 64;
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("d_qk 128 / d_v 64"));
         let mut bad = launch(false);
         bad.dims.hk = 3;
         assert!(bad.validate().is_err());
@@ -468,6 +492,12 @@ mod tests {
         l.dims.sq = 64;
         l.dims.sk = 64;
         assert_eq!(l.flops_visible(), 4.0 * 16.0 * (64.0 * 65.0 / 2.0) * 128.0);
+        // MLA: the value product is dv wide.
+        l.dv = 64;
+        assert_eq!(
+            l.flops_visible(),
+            2.0 * 16.0 * (64.0 * 65.0 / 2.0) * (128.0 + 64.0)
+        );
         // Keys entirely in the future: nothing visible.
         l.params.k_offset = 1000;
         assert_eq!(l.flops_visible(), 0.0);

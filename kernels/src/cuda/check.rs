@@ -30,6 +30,16 @@ pub struct CheckKernels {
     rand_f16: CudaFunction,
 }
 
+/// What the reference rows kernel computes: head dims up to 256, `hq` a multiple of `hk`.
+fn ref_dims(dqk: usize, dv: usize, hq: usize, hk: usize) -> Result<()> {
+    ensure(dqk <= 256 && dv <= 256, || {
+        format!("reference: head dims {dqk} / {dv} above 256")
+    })?;
+    ensure(hk > 0 && hq.is_multiple_of(hk), || {
+        format!("reference: h_q {hq} not a multiple of h_k {hk}")
+    })
+}
+
 /// Kernel parameter block of `mercury_check_ref_sdpa_rows`; must match `struct SdpaRefArgs` in
 /// `check.cu`.
 #[repr(C)]
@@ -423,8 +433,8 @@ impl CheckKernels {
         args: &AttnLaunch,
         rows: &[i64],
     ) -> Result<RowsCheck> {
-        args.validate()?;
         let d = args.dims;
+        ref_dims(d.d, args.dv, d.hq, d.hk)?;
         let p = args.params;
         let s3 = |t: &super::attention::Strided3| [t.sb, t.sh, t.sr];
         let dev = SdpaRefArgsDev {
@@ -445,14 +455,14 @@ impl CheckKernels {
             sq: d.sq as i32,
             sk: d.sk as i32,
             dqk: d.d as i32,
-            dv: d.d as i32,
+            dv: args.dv as i32,
             causal: p.causal as i32,
             io: 0,
             o_f32: 1,
             scale: p.scale as f32,
         };
         // SAFETY: per the caller.
-        unsafe { self.ref_rows(stream, &dev, d.b * d.hq * d.sq, d.d, rows) }
+        unsafe { self.ref_rows(stream, &dev, d.b * d.hq * d.sq, args.dv, rows) }
     }
 
     /// Plain f32 attention for the query rows `rows` (`(bi * hq + h) * sq + r`) of the cuDNN
@@ -468,12 +478,7 @@ impl CheckKernels {
         call: &SdpaCall,
         rows: &[i64],
     ) -> Result<RowsCheck> {
-        ensure(call.dqk <= 256 && call.dv <= 256 && call.hk > 0, || {
-            format!("reference: head dims {} / {} above 256", call.dqk, call.dv)
-        })?;
-        ensure(call.hq.is_multiple_of(call.hk), || {
-            "reference: h_q % h_k != 0".into()
-        })?;
+        ref_dims(call.dqk, call.dv, call.hq, call.hk)?;
         let s3 = |s: [i64; 4]| [s[0], s[1], s[2]];
         let dev = SdpaRefArgsDev {
             q: call.q.ptr,

@@ -172,14 +172,20 @@ fn flops(plan: &Plan) -> f64 {
                                 * (b.iter().product::<usize>() as f64 / kd);
                         }
                         PatchKind::Attention { causal, .. } => {
-                            let (q, kk) = (e(0), e(1));
-                            let (sq, sk, d) = (
+                            let (q, kk, v) = (e(0), e(1), e(2));
+                            let (sq, sk, d, dv) = (
                                 q[q.len() - 2] as f64,
                                 kk[kk.len() - 2] as f64,
                                 q[q.len() - 1] as f64,
+                                v[v.len() - 1] as f64,
                             );
                             let bh = q[..q.len() - 2].iter().product::<usize>() as f64;
-                            f += 4.0 * bh * sq * sk * d * if *causal { 0.5 } else { 1.0 };
+                            // q k^T is d wide, p v is dv wide.
+                            f += 2.0 * bh * sq * sk * (d + dv) * if *causal { 0.5 } else { 1.0 };
+                        }
+                        PatchKind::AttentionBwd { .. } => {
+                            let shapes: Vec<Vec<usize>> = (0..inputs.len()).map(e).collect();
+                            f += (patch.spec().flops)(patch, &shapes);
                         }
                     }
                 }
@@ -247,7 +253,7 @@ fn spot_check(
         PatchKind::Attention { causal, scale, .. } => {
             let (qn, qs) = &ops[0];
             let (kn, ks) = &ops[1];
-            let vn = &ops[2].0;
+            let (vn, vs) = &ops[2];
             let four = |s: &Vec<usize>| {
                 if s.len() == 3 {
                     vec![1, s[0], s[1], s[2]]
@@ -257,6 +263,8 @@ fn spot_check(
             };
             let (qs, ks) = (four(qs), four(ks));
             let (b, hq, sq, d, hk, sk) = (qs[0], qs[1], qs[2], qs[3], ks[1], ks[2]);
+            // The value head dim (multi-head latent attention: dv != d).
+            let dv = *vs.last()?;
             let group = hq / hk.max(1);
             for _ in 0..4 {
                 let (bi, h, row) = (
@@ -267,8 +275,8 @@ fn spot_check(
                 let kh = h / group;
                 let q = inputs[qn].slice_f64(((bi * hq + h) * sq + row) * d, d);
                 let kk = inputs[kn].slice_f64(((bi * hk + kh) * sk) * d, sk * d);
-                let vv = inputs[vn].slice_f64(((bi * hk + kh) * sk) * d, sk * d);
-                let (mut o, mut lse) = (vec![0.0; d], vec![0.0; 1]);
+                let vv = inputs[vn].slice_f64(((bi * hk + kh) * sk) * dv, sk * dv);
+                let (mut o, mut lse) = (vec![0.0; dv], vec![0.0; 1]);
                 let dims = k::AttnDims {
                     b: 1,
                     hq: 1,
@@ -277,13 +285,14 @@ fn spot_check(
                     sk,
                     d,
                 };
-                k::attention(
+                k::attention_dv(
                     &q,
                     &kk,
                     &vv,
                     &mut o,
                     &mut lse,
                     dims,
+                    dv,
                     k::AttnParams {
                         causal: *causal,
                         scale: *scale,
@@ -291,7 +300,7 @@ fn spot_check(
                         k_offset: 0,
                     },
                 );
-                let g = got.slice_f64(((bi * hq + h) * sq + row) * d, d);
+                let g = got.slice_f64(((bi * hq + h) * sq + row) * dv, dv);
                 let num: f64 = g
                     .iter()
                     .zip(&o)
@@ -306,6 +315,8 @@ fn spot_check(
                 });
             }
         }
+        // No spot check of a backward yet: --check compares every gradient with the CPU.
+        PatchKind::AttentionBwd { .. } => return None,
         PatchKind::Gemm { epilogue, .. } => {
             let (an, ash) = &ops[0];
             let (bn, bsh) = &ops[1];
@@ -428,8 +439,31 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     }
     let b = checked_bench(a, plan, || crate::reference_plan(a, c), &mut |l| {
         outln!("{l}")
-    })?;
+    })
+    .map_err(|f| locate_attention_refusal(c, f))?;
     Ok(a.bench.then_some(b.median_ms * 1e-3))
+}
+
+/// A refusal of an attention block by every GPU patch (`ops::ATTENTION_REFUSED`: a dtype they
+/// do not compute, a shape neither cuDNN nor the NVRTC kernel takes), located at the
+/// operator's attention patch; any other failure as it is.
+fn locate_attention_refusal(c: &Compiled, f: Failure) -> Failure {
+    let Failure::Input(m) = &f else { return f };
+    if !m.contains(mercury_runtime::cuda::ops::ATTENTION_REFUSED) {
+        return f;
+    }
+    let mut at = None;
+    c.declared.walk(&mut |s, _| {
+        if let mercury_commir::Stmt::Patch { kernel, loc, .. } = s {
+            if kernel == "attention" && at.is_none() {
+                at = Some(loc.clone());
+            }
+        }
+    });
+    match at {
+        Some(loc) => crate::diag(mercury_ir::Diagnostic::error(loc, m.clone())),
+        None => f,
+    }
 }
 
 /// What [`checked_bench`] measured.

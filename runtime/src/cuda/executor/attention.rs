@@ -1,7 +1,7 @@
 //! Attention patch selection: the per-process caches of the cuDNN and NVRTC patches, the
 //! choice of a patch per block, and the part buffers of deferred-merge groups.
 
-use super::{alloc, DeviceRes, ExecOptions};
+use super::{alloc, AttnBackend, DeviceRes, ExecOptions};
 use crate::cuda::error::{Result, RuntimeError};
 use crate::cuda::ops::{self, AttnVia, ComputeLaunch};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
@@ -135,8 +135,9 @@ fn defer_group(
     Ok(Some(buf))
 }
 
-/// Picks the patch of each attention block of one rank on `dev`: the cuDNN patch where it takes
-/// the block, else the NVRTC kernel (compiled on first need; one warning per refused shape).
+/// Picks the patch of each attention block of one rank on `dev` ([`ops::attention_route`]): the
+/// cuDNN patch where it takes the block, else the NVRTC kernel where it computes it (compiled
+/// on first need; one warning per shape cuDNN refused); a block neither computes is an error.
 /// With [`ExecOptions::defer_merges`], ring steps into one accumulator keep each block's part
 /// and merge the group in one pass at its last block (reads every part once, the accumulator
 /// once); returns the part buffers of those groups.
@@ -152,31 +153,26 @@ pub(super) fn choose_attention(
         let ComputeLaunch::Attention { launch, via } = op else {
             continue;
         };
-        let refusal = match &dev.cudnn {
-            Some(c) => match ops::cudnn_choice(c, launch) {
-                Ok(split) => {
-                    *via = AttnVia::Cudnn(Box::new(split));
-                    continue;
-                }
-                Err(e) => Some(e),
-            },
-            None => None,
+        let cudnn = match &dev.cudnn {
+            Some(c) => ops::cudnn_choice(c, launch),
+            None if opts.attention == AttnBackend::Nvrtc => {
+                Err("not used: the NVRTC kernel was asked for (--attention nvrtc)".into())
+            }
+            // Why the library did not load (the per-context cache keeps the reason).
+            None => Err(cudnn_patch(&dev.ctx)
+                .err()
+                .unwrap_or_else(|| "not loaded".into())),
         };
-        if dev.attention.is_none() {
+        let nvrtc = launch.validate().map_err(|e| e.to_string());
+        let (choice, warning) = ops::attention_route(launch, cudnn, nvrtc)?;
+        if choice == AttnVia::Nvrtc && dev.attention.is_none() {
             dev.attention = Some(attention_patch(&dev.ctx, opts.attention_variant)?);
         }
-        if let Some(why) = refusal {
-            let d = launch.dims;
-            let w = format!(
-                "attention b{} hq{} hk{} sq{} sk{} d{}: cuDNN refused ({why}); using the NVRTC kernel",
-                d.b, d.hq, d.hk, d.sq, d.sk, d.d
-            );
-            if !warnings.contains(&w) {
-                tracing::warn!("{w}");
-                warnings.push(w);
-            }
+        if let Some(w) = warning.filter(|w| !warnings.contains(w)) {
+            tracing::warn!("{w}");
+            warnings.push(w);
         }
-        *via = AttnVia::Nvrtc;
+        *via = choice;
     }
     // Ring steps into one accumulator: keep each block's part and merge the group in one
     // pass at its last block (reads every part once, the accumulator once).

@@ -6,7 +6,7 @@ use super::resolve::unsupported;
 use crate::cuda::device_kernels::AttnAcc;
 use crate::cuda::error::Result;
 use crate::cuda::mem::CopyCx;
-use mercury_kernels::cuda::cudnn::IoType;
+use mercury_kernels::cuda::cudnn::{IoType, Route};
 use mercury_kernels::cuda::{AttnLaunch, CudnnAttention, SdpaCall, Strided3, Tensor4};
 use mercury_plan::{ComputeOp, PatchKind, View};
 
@@ -30,7 +30,7 @@ pub struct CudnnSplit {
     pub part: Option<PartSlot>,
 }
 
-/// A deferred block's place in its group's part buffer. Parts are `[b, hq, sq, d]` bf16 O and
+/// A deferred block's place in its group's part buffer. Parts are `[b, hq, sq, dv]` bf16 O and
 /// `[b, hq, sq]` f32 lse over the accumulator's full rows (rows that see no key keep lse -inf).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartSlot {
@@ -145,6 +145,15 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
     let i = |x: usize| {
         i64::try_from(x).map_err(|_| unsupported(format!("attention offset {x} too large")))
     };
+    if !(p.scale as f32).is_finite() {
+        return Err(unsupported(format!("scale {} not finite in f32", p.scale)));
+    }
+    if l.lse.sr != 1 {
+        return Err(unsupported(format!(
+            "lse row stride {} (the merge kernels take unit row strides)",
+            l.lse.sr
+        )));
+    }
     let delta = i(p.q_offset)? - i(p.k_offset)?;
     let masked = if d.sk == 0 {
         d.sq
@@ -164,7 +173,7 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
         sq: rows,
         sk: d.sk,
         dqk: d.d,
-        dv: d.d,
+        dv: l.dv,
         q: Tensor4 {
             ptr: l.q.ptr + (masked as i64 * l.q.sr * 2) as u64,
             strides: st(&l.q),
@@ -177,7 +186,7 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
             ptr: l.v.ptr,
             strides: st(&l.v),
         },
-        o: Tensor4::dense(0, [d.b, d.hq, rows, d.d]),
+        o: Tensor4::dense(0, [d.b, d.hq, rows, l.dv]),
         stats: Tensor4::dense(0, [d.b, d.hq, rows, 1]),
         scale: p.scale as f32,
         causal_delta: p.causal.then_some(delta + masked as i64),
@@ -188,7 +197,7 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
         b: d.b,
         hq: d.hq,
         sq: d.sq,
-        d: d.d,
+        d: l.dv,
         o_strides: [l.o.sb, l.o.sh, l.o.sr],
         lse_strides: [l.lse.sb, l.lse.sh],
     };
@@ -201,18 +210,42 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
     })
 }
 
-/// Whether the cuDNN patch computes `launch`: its split, or why not.
+/// What can be known without the library of whether the cuDNN patch computes `launch`: its
+/// split, whose call (with stand-in scratch addresses, 256-byte aligned like the scratch
+/// allocator's) passes the fused kernels' checks ([`SdpaKey::validate`]: head dims multiples
+/// of 8 up to 256, GQA, strides); or why not. Whether the loaded library builds a plan for it
+/// is [`cudnn_choice`]'s question.
+///
+/// [`SdpaKey::validate`]: mercury_kernels::cuda::cudnn::SdpaKey::validate
+pub fn cudnn_host_check(launch: &AttnLaunch) -> std::result::Result<CudnnSplit, String> {
+    let split = cudnn_split(launch).map_err(|e| e.to_string())?;
+    if let Some(call) = &split.call {
+        let key = probe(call)
+            .key(Route::Composite)
+            .map_err(|e| e.to_string())?;
+        key.validate()
+            .map_err(|m| format!("cuDNN attention {key}: {m}"))?;
+    }
+    Ok(split)
+}
+
+/// `call` with stand-in O and Stats addresses (the executor points them at scratch later).
+fn probe(call: &SdpaCall) -> SdpaCall {
+    let mut p = *call;
+    p.o.ptr = 256;
+    p.stats.ptr = 256;
+    p
+}
+
+/// Whether the cuDNN patch computes `launch`: its split, or why not ([`cudnn_host_check`],
+/// then the loaded library's plan for it, built and cached here).
 pub fn cudnn_choice(
     cudnn: &CudnnAttention,
     launch: &AttnLaunch,
 ) -> std::result::Result<CudnnSplit, String> {
-    let split = cudnn_split(launch).map_err(|e| e.to_string())?;
+    let split = cudnn_host_check(launch)?;
     if let Some(call) = &split.call {
-        // Stand-in scratch addresses (256-byte aligned, like the scratch allocator's).
-        let mut probe = *call;
-        probe.o.ptr = 256;
-        probe.stats.ptr = 256;
-        cudnn.support(&probe)?;
+        cudnn.support(&probe(call))?;
     }
     Ok(split)
 }

@@ -172,7 +172,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 let (le, lse, lt) = strided::<3>(mem, rank, &outputs[1], "lse")?;
                 if [qt, kt, vt] != [DType::BF16; 3] || ot != DType::F32 || lt != DType::F32 {
                     return Err(unsupported(format!(
-                        "attention patch needs bf16 q/k/v and f32 o/lse, got {}/{}/{} -> {}/{}",
+                        "attention: {}: cuDNN and the NVRTC kernel take bf16 q/k/v and give \
+                         f32 o/lse (declare Q, K and V bf16), got {}/{}/{} -> {}/{}",
+                        super::ATTENTION_REFUSED,
                         qt.name(),
                         kt.name(),
                         vt.name(),
@@ -180,10 +182,13 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                         lt.name()
                     )));
                 }
-                if ke != ve
-                    || oe != qe
+                // q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv], o [b, hq, sq, dv],
+                // lse [b, hq, sq]: the value head dim may differ (multi-head latent attention).
+                if ke[..3] != ve[..3]
+                    || oe[..3] != qe[..3]
                     || ke[0] != qe[0]
                     || ke[3] != qe[3]
+                    || oe[3] != ve[3]
                     || le != [qe[0], qe[1], qe[2]]
                 {
                     return Err(RuntimeError::Schedule(format!(
@@ -199,6 +204,7 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                         sk: ke[2],
                         d: qe[3],
                     },
+                    dv: ve[3],
                     params: AttnParams {
                         causal: *causal,
                         scale: *scale,
@@ -214,12 +220,28 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     // temporary.
                     accumulate: *accumulate,
                 };
-                launch.validate()?;
+                // Which patch computes it (and whether any does) is decided when the executor
+                // is built (`ops::attention_route`): cuDNN where it takes the shape, else the
+                // NVRTC kernel where it can.
                 Ok(ComputeLaunch::Attention {
                     launch,
                     via: AttnVia::Undecided,
                 })
             }
+            PatchKind::AttentionBwd {
+                causal,
+                scale,
+                q_offset,
+                k_offset,
+                accumulate,
+            } => super::resolve_attention_bwd(
+                mem,
+                rank,
+                inputs,
+                outputs,
+                (*causal, *scale, *q_offset, *k_offset, *accumulate),
+            )
+            .map(|l| ComputeLaunch::AttentionBwd(Box::new(l))),
         },
         ComputeOp::Combine { kind, acc, part } => match kind {
             CombineKind::Add => {

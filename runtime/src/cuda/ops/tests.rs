@@ -175,10 +175,12 @@ fn attention_resolution() {
             v(7, &[0, 0, 0], &[1, 4, 256]),
         ],
     };
-    assert!(matches!(
-        resolve(&t, 0, &bad),
-        Err(RuntimeError::Unsupported(_))
-    ));
+    match resolve(&t, 0, &bad) {
+        Err(RuntimeError::Unsupported(m)) => {
+            assert!(m.contains(ATTENTION_REFUSED) && m.contains("bf16"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// The cuDNN form of causal blocks: which rows see no key, the shift cuDNN gets, and the
@@ -195,6 +197,7 @@ fn cudnn_split_of_causal_blocks() {
             sk: 64,
             d: 128,
         },
+        dv: 128,
         params: AttnParams {
             causal,
             scale: 0.1,
@@ -230,6 +233,155 @@ fn cudnn_split_of_causal_blocks() {
     let mut l = launch(0, 0, false);
     l.o.ptr += 8;
     assert!(cudnn_split(&l).is_err());
+}
+
+/// One attention block of `b1 hq4 hk2 sq256 sk512` with head dims `dqk` / `dv` on slots of its
+/// own, resolved (nothing decided yet).
+fn resolved_block(dqk: usize, dv: usize, causal: bool) -> AttnLaunch {
+    let s = |ptr, dtype, shape: &[usize]| SlotInfo {
+        ptr,
+        dtype,
+        shape: shape.to_vec(),
+    };
+    let t = MemTable {
+        ranks: vec![vec![
+            s(0x100000, DType::BF16, &[1, 4, 256, dqk]),
+            s(0x200000, DType::BF16, &[1, 2, 512, dqk]),
+            s(0x300000, DType::BF16, &[1, 2, 512, dv]),
+            s(0x400000, DType::F32, &[1, 4, 256, dv]),
+            s(0x500000, DType::F32, &[1, 4, 256]),
+        ]],
+        ..MemTable::default()
+    };
+    let op = ComputeOp::Patch {
+        patch: PatchKind::Attention {
+            causal,
+            scale: 0.1,
+            q_offset: 256,
+            k_offset: 0,
+            accumulate: true,
+        },
+        inputs: vec![
+            v(0, &[0, 0, 0, 0], &[1, 4, 256, dqk]),
+            v(1, &[0, 0, 0, 0], &[1, 2, 512, dqk]),
+            v(2, &[0, 0, 0, 0], &[1, 2, 512, dv]),
+        ],
+        outputs: vec![
+            v(3, &[0, 0, 0, 0], &[1, 4, 256, dv]),
+            v(4, &[0, 0, 0], &[1, 4, 256]),
+        ],
+    };
+    match resolve(&t, 0, &op) {
+        Ok(ComputeLaunch::Attention {
+            launch,
+            via: AttnVia::Undecided,
+        }) => launch,
+        other => panic!("d_qk {dqk} / d_v {dv}: {other:?}"),
+    }
+}
+
+/// Every head dim the cuDNN patch takes resolves and routes to it (no head-dim assumption
+/// before the choice), MLA included: its O and the accumulator take the value head dim.
+#[test]
+fn odd_head_dims_route_to_cudnn() {
+    for (dqk, dv) in [
+        (32, 32),
+        (64, 64),
+        (96, 96),
+        (128, 128),
+        (256, 256),
+        (192, 128),
+        (128, 64),
+        (24, 16),
+    ] {
+        for causal in [false, true] {
+            let l = resolved_block(dqk, dv, causal);
+            assert_eq!((l.dims.d, l.dv), (dqk, dv));
+            assert_eq!(l.o.sr, dv as i64);
+            let split = cudnn_host_check(&l).unwrap();
+            let call = split.call.as_ref().unwrap();
+            assert_eq!((call.dqk, call.dv), (dqk, dv));
+            assert_eq!(
+                call.o.strides,
+                [(4 * 256 * dv) as i64, (256 * dv) as i64, dv as i64, 1]
+            );
+            // The merge kernels walk rows of the value head dim.
+            assert_eq!(split.acc.d, dv);
+            let nvrtc = l.validate().map_err(|e| e.to_string());
+            assert_eq!(nvrtc.is_ok(), dqk == 128 && dv == 128);
+            let (via, warning) = attention_route(&l, Ok(split), nvrtc).unwrap();
+            assert!(matches!(via, AttnVia::Cudnn(_)));
+            assert_eq!(warning, None);
+        }
+    }
+}
+
+/// Where cuDNN refuses, the NVRTC kernel takes head dim 128 (with a warning naming the shape
+/// and cuDNN's reason); a shape neither computes is refused naming the shape and both reasons.
+#[test]
+fn attention_routing_falls_back_or_refuses_with_both_reasons() {
+    let l = resolved_block(128, 128, true);
+    let (via, w) = attention_route(&l, Err("no plan".into()), Ok(())).unwrap();
+    assert_eq!(via, AttnVia::Nvrtc);
+    let w = w.unwrap();
+    assert!(
+        w.contains("b1 hq4 hk2 sq256 sk512 d_qk128 d_v128 causal"),
+        "{w}"
+    );
+    assert!(w.contains("cuDNN refused (no plan)"), "{w}");
+    // Head dims cuDNN's fused kernels do not take (not a multiple of 8, above 256): refused
+    // by both, each reason named.
+    for (dqk, dv, cudnn_why, nvrtc_why) in [
+        (100, 100, "d_qk = 100", "head dim 128 only, got 100"),
+        (264, 264, "d_qk = 264", "head dim 128 only, got 264"),
+        (128, 12, "d_v = 12", "d_qk 128 / d_v 12"),
+    ] {
+        let l = resolved_block(dqk, dv, false);
+        let cudnn = cudnn_host_check(&l);
+        assert!(
+            cudnn.as_ref().is_err_and(|e| e.contains(cudnn_why)),
+            "{cudnn:?}"
+        );
+        let nvrtc = l.validate().map_err(|e| e.to_string());
+        let e = attention_route(&l, cudnn, nvrtc).unwrap_err().to_string();
+        let shape = format!("b1 hq4 hk2 sq256 sk512 d_qk{dqk} d_v{dv}");
+        for want in [shape.as_str(), cudnn_why, nvrtc_why, ATTENTION_REFUSED] {
+            assert!(e.contains(want), "{e} lacks {want}");
+        }
+    }
+}
+
+/// The value head dim must agree between v and o, and q/k between q and k.
+#[test]
+fn attention_shapes_disagreeing_are_refused() {
+    let t = table();
+    let op = |v_ext: &[usize], o_ext: &[usize]| ComputeOp::Patch {
+        patch: PatchKind::Attention {
+            causal: false,
+            scale: 0.1,
+            q_offset: 0,
+            k_offset: 0,
+            accumulate: false,
+        },
+        inputs: vec![
+            v(3, &[0, 0, 0, 0], &[1, 4, 256, 128]),
+            v(4, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+            v(5, &[0, 0, 0, 0], v_ext),
+        ],
+        outputs: vec![v(6, &[0, 0, 0, 0], o_ext), v(7, &[0, 0, 0], &[1, 4, 256])],
+    };
+    // o narrower than v.
+    assert!(matches!(
+        resolve(&t, 0, &op(&[1, 2, 512, 128], &[1, 4, 256, 64])),
+        Err(RuntimeError::Schedule(_))
+    ));
+    // v over other keys than k.
+    assert!(matches!(
+        resolve(&t, 0, &op(&[1, 2, 256, 128], &[1, 4, 256, 128])),
+        Err(RuntimeError::Schedule(_))
+    ));
+    // A narrower v and o of the same width (MLA) resolve.
+    assert!(resolve(&t, 0, &op(&[1, 2, 512, 64], &[1, 4, 256, 64])).is_ok());
 }
 
 /// The ring's blocks into one accumulator form one deferral group per rank; another

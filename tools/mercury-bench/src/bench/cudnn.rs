@@ -498,6 +498,7 @@ impl Bench {
                 sk: c.sk,
                 d: 128,
             },
+            dv: 128,
             params: AttnParams {
                 causal: c.causal.is_some(),
                 scale: call.scale as f64,
