@@ -76,28 +76,71 @@ fn compile(
     Compiler::new().compile(example, &text, &schedule)
 }
 
-/// The kernels of `example` when it has several (each scheduled and lowered on its own, as
-/// `--kernel NAME` does), else `[None]`.
-fn kernels_of(example: &str) -> Vec<Option<String>> {
+/// The kernels of `example` (`None` for an example of one kernel; several are each scheduled
+/// and lowered on their own, as `--kernel NAME` does), each with whether it is an attention
+/// backward: the `_bwd` scripts are written for those, the others for the rest.
+fn kernels_of(example: &str) -> Vec<(Option<String>, bool)> {
     let text = std::fs::read_to_string(repo().join(example)).expect("example");
     let module = Compiler::new()
         .parse(example, &text)
         .expect("example parses");
     let kernels = mercury_commir::kernels(&module).expect("example verifies");
-    if kernels.len() < 2 {
-        return vec![None];
-    }
-    kernels.into_iter().map(|k| Some(k.name)).collect()
+    let several = kernels.len() > 1;
+    kernels
+        .into_iter()
+        .map(|k| {
+            let mut bwd = false;
+            k.walk(&mut |s, _| {
+                bwd |= matches!(s, mercury_commir::Stmt::Patch { kernel, .. } if kernel == "attention_bwd");
+            });
+            (several.then_some(k.name), bwd)
+        })
+        .collect()
 }
 
-/// The plan's JSON, or its digest when it is over [`LARGEST_KEPT`] bytes.
+/// Whether `schedule` is written for a backward kernel (a `_bwd` script) or for the others;
+/// `None` (no schedule) and `shift-shard` are for every kernel.
+fn schedule_for(schedule: Option<&str>, backward: bool) -> bool {
+    match schedule {
+        None | Some("shift-shard") => true,
+        Some(s) => s.ends_with("_bwd.sched") == backward,
+    }
+}
+
+/// Backward plans larger than this are kept as a digest: nine buffers and their causal blocks
+/// make hundreds of KiB of JSON per plan; each is checked numerically in
+/// lowering/conversion/tests/backward.rs, and the digest guards that it does not change.
+const LARGEST_KEPT_BACKWARD: usize = 64 << 10;
+
+/// Whether `plan` runs an attention backward.
+fn backward(plan: &Plan) -> bool {
+    plan.ranks.iter().flat_map(|r| &r.stages).any(|st| {
+        st.compute.iter().any(|op| {
+            matches!(
+                op,
+                ComputeOp::Patch {
+                    patch: mercury_plan::PatchKind::AttentionBwd { .. },
+                    ..
+                }
+            )
+        })
+    })
+}
+
+/// The plan's JSON, or its digest when it is over [`LARGEST_KEPT`] bytes
+/// ([`LARGEST_KEPT_BACKWARD`] for a backward).
 fn plan_json(plan: &Plan) -> String {
     let json = plan.to_json() + "\n";
-    if json.len() <= LARGEST_KEPT {
+    let largest = if backward(plan) {
+        LARGEST_KEPT_BACKWARD
+    } else {
+        LARGEST_KEPT
+    };
+    if json.len() <= largest {
         return json;
     }
     format!(
-        "plan JSON of {} bytes (over {LARGEST_KEPT}, kept as a digest), FNV-1a 64 {:016x}\n{}",
+        "plan JSON of {} bytes (over {largest}, kept as a digest), FNV-1a 64 {:016x}\n{}",
         json.len(),
         fnv1a(json.as_bytes()),
         mercury_conversion::report::comm_plan(plan, false)
@@ -292,10 +335,12 @@ fn plans_of_every_example_and_schedule() {
     let mut cases = 0;
     let (mut violations, mut narrowings) = (Vec::new(), 0);
     for example in examples() {
-        for (kernel, schedule) in kernels_of(&example)
-            .into_iter()
-            .flat_map(|k| schedules().into_iter().map(move |s| (k.clone(), s)))
-        {
+        for (kernel, schedule) in kernels_of(&example).into_iter().flat_map(|(k, bwd)| {
+            schedules()
+                .into_iter()
+                .filter(move |s| schedule_for(s.as_deref(), bwd))
+                .map(move |s| (k.clone(), s))
+        }) {
             let stem = |p: &str| {
                 Path::new(p)
                     .file_stem()
