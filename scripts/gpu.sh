@@ -37,6 +37,11 @@
 #                                          # measured rankings of the templates and the pick,
 #                                          # then every candidate profiled in both processes
 #                                          # (the model's best MERCURY_TWOTIER_PROFILE_TOP, default 6)
+#   MERCURY_GPU_PARTS=torch bash scripts/gpu.sh --remote  # the mercury Python package on CUDA
+#                                          # tensors (issue 37): world size 1 and op(**inputs) on
+#                                          # virtual ranks against torch; 2 processes sharing GPU 0
+#                                          # over NCCL sockets; mercury.attention vs torch's cuDNN
+#                                          # SDPA on the P2c shapes (scripts/torch_gpu.py)
 #   MERCURY_GPU_PARTS=tune bash scripts/gpu.sh --remote  # profile-guided search (not default):
 #                                          # mercury-tune --profile-top 4, one line per case
 #
@@ -53,6 +58,7 @@
 #   sdpa_bwd_baseline.py torch's cuDNN SDPA backward alone on the same shapes (P2b's ratios)
 #   mercury-mgpu        release: multi-GPU self-checks and link measurements (docs/multi-gpu.md)
 #   mercury-tune        release, CUDA backend, no MLIR: the search with --profile-top (part tune)
+#   mercury_rs-*.whl    the mercury Python package (abi3, release; part torch) and torch_gpu.py
 # Every check draws fresh random inputs (seeded from the clock) and poisons outputs first.
 # Timings are medians of CUDA-event-timed runs after warm-up; no timing is asserted.
 set -euo pipefail
@@ -111,6 +117,10 @@ if [[ "${1:-}" != "--remote" ]]; then
   echo "== building mercury-tune (CUDA backend, no MLIR: --device-kernels)"
   cargo build --release -p mercury-tune --no-default-features --features cuda
   cp "$CARGO_TARGET_DIR/release/mercury-tune" .carry/
+  echo "== the mercury Python package (abi3 wheel, release) and scripts/torch_gpu.py"
+  rm -f .carry/mercury_rs-*.whl
+  python3 -m pip wheel -q --no-deps -w .carry ./python
+  cp scripts/torch_gpu.py .carry/
   du -sh .carry
   exit 0
 fi
@@ -128,7 +138,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$out/gpu.txt"
 status=0
-parts="${MERCURY_GPU_PARTS:-bench,backward,schedules,mgpu,baselines}"
+parts="${MERCURY_GPU_PARTS:-bench,backward,schedules,mgpu,baselines,torch}"
 
 if [[ ",$parts," == *",bench,"* ]]; then
 echo "== torch SDPA baseline"
@@ -843,6 +853,29 @@ if [[ ",$parts," == *",twotier,"* ]]; then
   fi
   # Logs, the search's outputs: one archive (the device tool brings back few files).
   tar czf "$out/twotier.tgz" -C "$out" twotier && rm -rf "$tdir"
+fi
+
+# ==== torch: the mercury Python package on CUDA tensors (issue 37; scripts/torch_gpu.py) =======
+# The staged wheel installed into a folder of its own (no index, no dependencies: torch is the
+# machine's); the executor's device kernels from device_kernels.ptx.
+if [[ ",$parts," == *",torch,"* ]]; then
+  site="$out/torch-site"
+  rm -rf "$site"
+  if ! python3 -m pip install -q --no-index --no-deps --target "$site" $C/mercury_rs-*.whl > "$out/torch-install.log" 2>&1; then
+    echo "== torch: the wheel did not install"; tail -5 "$out/torch-install.log"; status=1
+  else
+    tenv=(env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" MERCURY_DEVICE_KERNELS="$PWD/$C/device_kernels.ptx"
+          MERCURY_CACHE_DIR="$out/torch-schedules" MERCURY_ROOT="$PWD" PYTHONUNBUFFERED=1)
+    echo "== torch 1/3: world size 1 and op(**inputs) on virtual ranks, against torch"
+    timeout 600 "${tenv[@]}" python3 $C/torch_gpu.py world1 > "$out/torch-world1.log" 2>&1 || status=1
+    grep -E '^(device|check|note|[0-9]+ failed)|Error|error' "$out/torch-world1.log" | sed 's/^/   /' || true
+    echo "== torch 2/3: two processes sharing GPU 0 over NCCL sockets (nccl_pair)"
+    nccl_pair "$out" torch-pair 300 "${tenv[@]}" python3 $C/torch_gpu.py pair || { echo "   pair exit statuses: $pair_rc"; status=1; }
+    for r in 0 1; do grep -E '^(check|note|[0-9]+ failed)|Error|error' "$out/torch-pair-r$r.log" | sed 's/^/   /' || true; done
+    echo "== torch 3/3: mercury.attention vs torch cuDNN SDPA, world size 1, P2c shapes (d 128), timed alike"
+    timeout 900 "${tenv[@]}" python3 $C/torch_gpu.py bench > "$out/torch-bench.log" 2>&1 || status=1
+    grep -E '^(device|\||check|[0-9]+ failed)|Error|error' "$out/torch-bench.log" || true
+  fi
 fi
 
 # ==== PyTorch baselines on every GPU (scripts/baselines; issue 13's side-by-side suite) ========

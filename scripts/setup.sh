@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Mercury-rs needs, and only what is missing:
 #   - LLVM/MLIR 22 from apt (lit, FileCheck and mlir-opt for the tests; the MLIR libraries that
-#     lowering/ links through melior), plus a C/C++ toolchain and python3 for lit;
+#     lowering/ links through melior), plus a C/C++ toolchain and python3 for lit (and python3-venv
+#     for the Python package's tests: scripts/test_python.sh);
 #   - rustfmt and clippy (rustup components); rustup itself if there is no cargo at all.
 # Safe to run again: with everything present it installs nothing. Installing needs root (or
 # sudo). Tested on Debian 12; on a distribution without llvm-22 packages it adds apt.llvm.org.
@@ -9,7 +10,7 @@ set -euo pipefail
 
 packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools libclang-22-dev libpolly-22-dev
-  libzstd-dev libz3-dev libxml2-dev zlib1g-dev build-essential python3
+  libzstd-dev libz3-dev libxml2-dev zlib1g-dev build-essential python3 python3-venv
 )
 
 say() { printf '== setup: %s\n' "$*"; }

@@ -20,4 +20,8 @@ step "cargo build --workspace --bins"
 cargo build --workspace --bins
 step "cargo test --workspace"
 cargo test --workspace
+# The Python package (python/): pip install ./python into a kept virtual environment with torch,
+# then ruff and pytest (scripts/test_python.sh).
+step "python: pip install ./python, ruff, pytest"
+bash scripts/test_python.sh
 step "all checks passed"

@@ -55,9 +55,13 @@ const LARGEST_KEPT: usize = 1 << 20;
 
 /// Parse, verify, schedule and lower `example` as `mercury-opt [schedule] --emit=plan` does
 /// (through the compile path, `mercury_driver`).
-fn compile(example: &str, schedule: Option<&str>) -> Result<Plan, Diagnostic> {
+fn compile(
+    example: &str,
+    kernel: Option<&str>,
+    schedule: Option<&str>,
+) -> Result<Plan, Diagnostic> {
     let text = std::fs::read_to_string(repo().join(example)).expect("example");
-    let schedule = match schedule {
+    let mut schedule = match schedule {
         None => Schedule::default(),
         Some("shift-shard") => Schedule::shift_shard(),
         Some(script) => {
@@ -68,7 +72,22 @@ fn compile(example: &str, schedule: Option<&str>) -> Result<Plan, Diagnostic> {
             }
         }
     };
+    schedule.kernel = kernel.map(str::to_string);
     Compiler::new().compile(example, &text, &schedule)
+}
+
+/// The kernels of `example` when it has several (each scheduled and lowered on its own, as
+/// `--kernel NAME` does), else `[None]`.
+fn kernels_of(example: &str) -> Vec<Option<String>> {
+    let text = std::fs::read_to_string(repo().join(example)).expect("example");
+    let module = Compiler::new()
+        .parse(example, &text)
+        .expect("example parses");
+    let kernels = mercury_commir::kernels(&module).expect("example verifies");
+    if kernels.len() < 2 {
+        return vec![None];
+    }
+    kernels.into_iter().map(|k| Some(k.name)).collect()
 }
 
 /// The plan's JSON, or its digest when it is over [`LARGEST_KEPT`] bytes.
@@ -273,7 +292,10 @@ fn plans_of_every_example_and_schedule() {
     let mut cases = 0;
     let (mut violations, mut narrowings) = (Vec::new(), 0);
     for example in examples() {
-        for schedule in schedules() {
+        for (kernel, schedule) in kernels_of(&example)
+            .into_iter()
+            .flat_map(|k| schedules().into_iter().map(move |s| (k.clone(), s)))
+        {
             let stem = |p: &str| {
                 Path::new(p)
                     .file_stem()
@@ -283,11 +305,12 @@ fn plans_of_every_example_and_schedule() {
             };
             let ex = example.trim_start_matches("examples/").replace('/', "_");
             let name = format!(
-                "{}__{}",
+                "{}{}__{}",
                 stem(&ex),
+                kernel.as_deref().map_or(String::new(), |k| format!(".{k}")),
                 schedule.as_deref().map_or("none".to_string(), stem)
             );
-            let snapshot = match compile(&example, schedule.as_deref()) {
+            let snapshot = match compile(&example, kernel.as_deref(), schedule.as_deref()) {
                 Ok(plan) => {
                     compiled += 1;
                     let (bad, n) = narrowing_violations(&plan);

@@ -45,115 +45,39 @@ pub mod cpu;
 pub mod gpu;
 #[cfg(feature = "cuda")]
 pub mod launched;
+pub mod train;
 
-use mercury_driver::{Compiler, Schedule, ScheduleError};
-use mercury_ir::{Diagnostic, Operation};
+use mercury_driver::{Compiler, Schedule};
+use mercury_ir::Diagnostic;
 
-/// What went wrong, with the exit status it maps to. The messages of `Input`, `Check` and
-/// `NoDevice` have no place in a file and no prefix: [`Failure::render`] prints them as
-/// `mercury-run: error: <message>`, the one place the prefix is added. `Located` holds a
-/// rendered diagnostic (`file:line:col: error: ...`, the source line and a caret), printed as
-/// it stands.
-pub enum Failure {
-    /// Bad input or arguments (exit 1), without a source location.
-    Input(String),
-    /// Bad input at a place in a file (exit 1): a rendered diagnostic ([`diag`]).
-    Located(String),
-    /// A numerics check failed (exit 1).
-    Check(String),
-    /// No usable GPU or library (exit 2).
-    NoDevice(String),
-}
+/// What went wrong, with the exit status it maps to (the library face's error:
+/// [`mercury::Error`]); `mercury-run` prints it with [`TOOL`]'s prefix.
+pub use mercury::Error as Failure;
+pub use mercury::{diag, single_device, Compiled};
 
-/// The prefix of mercury-run's messages that have no place in a file: [`Failure::render`]
+/// The prefix of mercury-run's messages that have no place in a file: `Failure::render(TOOL)`
 /// puts `mercury-run: error: ` before every unlocated message (the messages themselves never
 /// start with it).
 pub const TOOL: &str = "mercury-run";
 
-impl Failure {
-    /// The message as it stands: a rendered diagnostic, or the words without a prefix.
-    pub fn message(&self) -> &str {
-        match self {
-            Failure::Input(m) | Failure::Located(m) | Failure::Check(m) | Failure::NoDevice(m) => m,
-        }
-    }
-
-    /// The exit status: 2 without a usable GPU, 1 otherwise.
-    pub fn exit_status(&self) -> u8 {
-        match self {
-            Failure::NoDevice(_) => 2,
-            _ => mercury_driver::cli::BAD_INPUT,
-        }
-    }
-
-    /// The complete text mercury-run prints to standard error, ending in a newline: a located
-    /// diagnostic as it stands, anything else as `mercury-run: error: <message>`.
-    pub fn render(&self) -> String {
-        let text = match self {
-            Failure::Located(m) => m.trim_end().to_string(),
-            other => format!("{TOOL}: error: {}", other.message().trim_end()),
-        };
-        text + "\n"
-    }
-}
-
-/// The module, scheduled and verified, and the unscheduled reference module.
-pub struct Compiled {
-    pub scheduled: Operation,
-    pub reference: Operation,
-    pub kernel: String,
-    /// The kernel as the input declares it (before scheduling): its outputs' placements are
-    /// what `--check` holds each rank to. When the schedule re-shapes the mesh to another
-    /// device count, the declared kernel re-shaped the same way (`reshape-mesh`).
-    pub declared: mercury_commir::Kernel,
-}
-
-/// A diagnostic as an input failure: located when it has a place in a file; without one, its
-/// message (and notes) as an unlocated input failure (`mercury-run: error: ...`, not
-/// `<unknown>: error: ...`).
-pub fn diag(d: Diagnostic) -> Failure {
-    if d.loc == mercury_ir::Location::Unknown {
-        let mut m = d.message;
-        for n in &d.notes {
-            m.push('\n');
-            m.push_str(n.render().trim_end());
-        }
-        return Failure::Input(m);
-    }
-    Failure::Located(d.render())
-}
-
-/// Parses, verifies and schedules the input (the compile path, `mercury_driver`).
-pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure> {
+/// Reads, parses and verifies the input: its kernels' models.
+pub fn input_kernels(
+    a: &args::Args,
+    compiler: &Compiler,
+) -> Result<Vec<mercury_commir::Kernel>, Failure> {
     let text = std::fs::read_to_string(&a.input)
         .map_err(|e| Failure::Input(format!("cannot read '{}': {e}", a.input.display())))?;
     let module = compiler
         .parse(&a.input.display().to_string(), &text)
         .map_err(diag)?;
-    let kernels = mercury_commir::kernels(&module).map_err(diag)?;
-    let kernel = match &a.kernel {
-        Some(k) => kernels
-            .iter()
-            .find(|x| x.name == k.trim_start_matches('@'))
-            .map(|x| x.name.clone())
-            .ok_or_else(|| {
-                Failure::Input(format!(
-                    "no kernel '@{}' in the input (it has {})",
-                    k.trim_start_matches('@'),
-                    mercury_commir::kernel_names(&kernels)
-                ))
-            })?,
-        None => match kernels.as_slice() {
-            [k] => k.name.clone(),
-            [] => return Err(Failure::Input("the input has no commir.kernel".into())),
-            ks => {
-                return Err(Failure::Input(format!(
-                    "the input has several kernels ({}); choose one with --kernel NAME",
-                    mercury_commir::kernel_names(ks)
-                )))
-            }
-        },
-    };
+    mercury_commir::kernels(&module).map_err(diag)
+}
+
+/// Parses, verifies and schedules the input (the compile path of the library face,
+/// [`mercury::compile`]), printing its notes.
+pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure> {
+    let text = std::fs::read_to_string(&a.input)
+        .map_err(|e| Failure::Input(format!("cannot read '{}': {e}", a.input.display())))?;
     let script =
         match &a.schedule {
             Some(s) => Some(std::fs::read_to_string(s).map_err(|e| {
@@ -162,97 +86,28 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
             None => None,
         };
     let schedule = Schedule {
-        shift_shard: a.shift_shard,
+        shift_shard: a
+            .shift_shard
+            .as_deref()
+            .map(|o| mercury_driver::cli::pass_options("shift-shard", o))
+            .transpose()
+            .map_err(Failure::Input)?,
         script,
         script_name: a.schedule.as_ref().map(|s| s.display().to_string()),
         pipeline: a.pass_pipeline.clone(),
-        // --kernel limits the schedule to that kernel (passes that name none), as it limits
-        // the run.
-        kernel: a.kernel.as_ref().map(|_| kernel.clone()),
+        kernel: None,
     };
-    let mut pm = compiler.pass_manager(&schedule).map_err(|e| match e {
-        ScheduleError::ShiftShard(m) => Failure::Input(m),
-        ScheduleError::Script(d) | ScheduleError::Pipeline(d) => diag(d),
-    })?;
-    let mut scheduled = module.clone();
-    pm.run(&mut scheduled, &compiler.registry).map_err(diag)?;
-    let mut declared = kernels
-        .into_iter()
-        .find(|k| k.name == kernel)
-        .expect("the kernel was chosen from this list");
-    // A schedule that re-shapes the mesh to another device count (`reshape-mesh`, as
-    // mercury-tune --refactor-mesh writes for a topology of another size) holds every rank to
-    // the declared placements re-expressed on the new mesh, as `reshape-mesh` re-expresses
-    // them (the contract the search checked the schedule against), and says so.
-    let now: Vec<usize> = mercury_commir::kernels(&scheduled)
-        .map_err(diag)?
-        .into_iter()
-        .find(|k| k.name == kernel)
-        .map(|k| k.mesh.shape)
-        .unwrap_or_else(|| declared.mesh.shape.clone());
-    if now.iter().product::<usize>() != declared.mesh.shape.iter().product::<usize>() {
-        let mut m = module.clone();
-        if now.iter().product::<usize>() == 1 {
-            // `single-device`: the declared operator on one device (what reshape-mesh cannot
-            // say of a buffer replicated over some level: it would become sharded).
-            mercury_passes::mesh::single_device(&mut m);
-        } else {
-            mercury_passes::mesh::reshape_mesh(&mut m, &now, &kernel).map_err(diag)?;
-        }
-        if let Some(k) = mercury_commir::kernels(&m)
-            .map_err(diag)?
-            .into_iter()
-            .find(|k| k.name == kernel)
-        {
-            outln!("{}", reexpressed(&declared, &k));
-            declared = k;
-        }
+    let c = mercury::compile(
+        compiler,
+        &a.input.display().to_string(),
+        &text,
+        a.kernel.as_deref(),
+        schedule,
+    )?;
+    for n in &c.notes {
+        outln!("{n}");
     }
-    Ok(Compiled {
-        scheduled,
-        reference: single_device(&module),
-        kernel,
-        declared,
-    })
-}
-
-/// The line telling that `--check` holds the ranks to `now`'s output placements (the declared
-/// kernel re-shaped to the schedule's mesh) instead of `declared`'s: "declared placement
-/// re-expressed on mesh [16]: @O 'sharding [..]' (declared 'sharding [..]' on mesh [2, 8])",
-/// one entry per output.
-fn reexpressed(declared: &mercury_commir::Kernel, now: &mercury_commir::Kernel) -> String {
-    use mercury_commir::Role;
-    use mercury_passes::util::describe;
-    let outputs: Vec<String> = now
-        .buffers
-        .iter()
-        .filter(|b| matches!(b.role, Role::Out | Role::InOut))
-        .map(|b| {
-            let was = declared
-                .buffer(&b.name)
-                .map(|d| describe(&d.placement()))
-                .unwrap_or_else(|| "nothing".into());
-            format!(
-                "@{} {} (declared {was} on mesh {:?})",
-                b.name,
-                describe(&b.placement()),
-                declared.mesh.shape
-            )
-        })
-        .collect();
-    format!(
-        "declared placement re-expressed on mesh {:?}: {}",
-        now.mesh.shape,
-        outputs.join("; ")
-    )
-}
-
-/// The operator on one device (the `single-device` pass): its plan is the single-device patch
-/// the schedules are checked and timed against.
-pub fn single_device(module: &Operation) -> Operation {
-    let mut m = module.clone();
-    mercury_passes::mesh::single_device(&mut m);
-    m
+    Ok(c)
 }
 
 /// The single-device plan of the operator (the reference of `--check` and `--bench`).

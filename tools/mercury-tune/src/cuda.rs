@@ -124,7 +124,7 @@ impl Measure for CudaMeasure {
             }),
             Err(Failure::Check(m)) => Err(MeasureError::Check(format!("{m} ({})", tail()))),
             Err(Failure::NoDevice(m)) => Err(MeasureError::NoDevice(m)),
-            Err(Failure::Input(m) | Failure::Located(m)) => {
+            Err(Failure::Input(m) | Failure::Located(m) | Failure::Device(m)) => {
                 Err(MeasureError::Run(m.trim_end().to_string()))
             }
         }

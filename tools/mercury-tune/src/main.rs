@@ -22,12 +22,10 @@
 //! a list of candidates); see [`source_for_file`].
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mercury_search::operator::OperatorSpec;
+use mercury::auto::{operator_source, SourceKind, TuneSource};
 use mercury_search::profile::{CpuMeasure, Measure};
 use mercury_search::report::{fmt_s, write_outputs};
-use mercury_search::search::{
-    tune, CandidateSource, PlanListSource, Progress, SourceError, TuneError, TuneOptions,
-};
+use mercury_search::search::{tune, Progress, SourceError, TuneError, TuneOptions};
 use mercury_search::templates::template_of;
 use mercury_search::topology::{Topology, TopologyError};
 use std::io::IsTerminal;
@@ -140,78 +138,33 @@ struct Args {
     cache: Option<PathBuf>,
 }
 
-/// The candidate source for an operator file (by its extension), the single-device reference
-/// plan that profiled candidates are checked against (`None` for plans given as JSON), and the
-/// operator text the transform scripts apply to when the input is not CommIR (`.toml`).
-struct Operator {
-    source: Box<dyn CandidateSource>,
-    reference: Option<Result<mercury_plan::Plan, SourceError>>,
-    generated_text: Option<String>,
-}
-
+/// The candidate source of an operator file (by its extension: the library face's
+/// [`mercury::auto::operator_source`], which `schedule="auto"` uses too).
 fn source_for_file(
     path: &Path,
     refactor_mesh: bool,
     max_levels: Option<usize>,
     kernel: Option<&str>,
     devices: usize,
-) -> Result<Operator, SourceError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| SourceError::new(format!("cannot read '{}': {e}", path.display())))?;
+) -> Result<TuneSource, SourceError> {
     let origin = path.display().to_string();
     let ext = path.extension().and_then(|e| e.to_str());
-    let bounded = |src: mercury_search::commir_source::CommirSource| match max_levels {
-        Some(n) => src.with_max_levels(n),
-        None => src,
-    };
-    if let (Some(n), Some("json")) = (max_levels, ext) {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SourceError::new(format!("cannot read '{}': {e}", path.display())))?;
+    let Some(kind) = SourceKind::of_extension(ext) else {
         return Err(SourceError::new(format!(
-            "--max-mesh-levels {n}: '{origin}' gives plans, their meshes are set; the option bounds the meshes the CommIR generator enumerates (.toml, or .mlir with --refactor-mesh)"
-        )));
-    }
-    if let (Some(n), Some("mlir"), false) = (max_levels, ext, refactor_mesh) {
-        return Err(SourceError::new(format!(
-            "--max-mesh-levels {n}: without --refactor-mesh the search keeps the operator's declared mesh; add --refactor-mesh to enumerate meshes of up to {n} levels"
-        )));
-    }
-    if let (Some(k), false) = (kernel, ext == Some("mlir")) {
-        return Err(SourceError::new(format!(
-            "--kernel {k}: only a CommIR operator (.mlir) names its kernels; '{origin}' is not one"
-        )));
-    }
-    match ext {
-        // A shape description declares no mesh: it is written for the topology's devices,
-        // and they are factored.
-        Some("toml") => {
-            let src = bounded(OperatorSpec::parse_on(&text, &origin, devices)?.source()?);
-            Ok(Operator {
-                reference: Some(src.reference_plan()),
-                generated_text: Some(src.operator_text()),
-                source: Box::new(src),
-            })
-        }
-        Some("json") => Ok(Operator {
-            source: Box::new(PlanListSource::from_json(&text, &origin)?),
-            reference: None,
-            generated_text: None,
-        }),
-        Some("mlir") => {
-            let mut src =
-                mercury_search::commir_source::CommirSource::from_text(&text, &origin, kernel)?;
-            if !refactor_mesh {
-                src = src.keep_declared_mesh();
-            }
-            src = bounded(src);
-            Ok(Operator {
-                reference: Some(src.reference_plan()),
-                generated_text: None,
-                source: Box::new(src),
-            })
-        }
-        _ => Err(SourceError::new(format!(
             "{origin}: unknown operator file type (expected .toml, .json or .mlir)"
-        ))),
-    }
+        )));
+    };
+    operator_source(
+        &text,
+        &origin,
+        kind,
+        refactor_mesh,
+        max_levels,
+        kernel,
+        devices,
+    )
 }
 
 /// Why a run failed: its exit status and the complete message, either `mercury-tune: error:
@@ -284,7 +237,7 @@ fn run_flags(args: &Args) -> Vec<String> {
 /// has no GPU (never a silent fallback), 1 for unusable input.
 fn measure_backend(
     args: &Args,
-    op: &mut Operator,
+    op: &mut TuneSource,
     topo: &Topology,
 ) -> Result<Box<dyn Measure>, Failure> {
     let reference = match op.reference.take() {

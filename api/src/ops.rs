@@ -1,0 +1,240 @@
+//! The distributed operators of the Python package, written as CommIR operators for one
+//! shape, dtype and world size: the text then compiles like any other operator (its schedule
+//! `"auto"` by default), so `mercury.attention` runs the same plans `mercury-run` does.
+//!
+//! Every operator is global (unsharded) over a one-level mesh of `world` devices, its inputs
+//! and outputs placed as the callers hold them: attention's q, k, v and o sharded along the
+//! sequence (contiguous, or ring-flash-attn's zigzag: rank r holds chunks r and 2W-1-r of 2W),
+//! the all-gather GEMM's `x` by rows and `w`, `out` by columns (AsyncTP's
+//! `fused_all_gather_matmul`), the GEMM reduce-scatter's `x` by columns, `w` by rows and `out`
+//! by rows (`fused_matmul_reduce_scatter`).
+
+use crate::error::Error;
+use mercury_plan::DType;
+use std::fmt::Write as _;
+
+/// Attention `O = softmax(Q K^T * scale) V` per head, with grouped-query heads (`heads` a
+/// multiple of `kv_heads`) and a value head dim of its own (MLA: `v_head_dim != head_dim`).
+/// Buffers `Q [batch, heads, seq, head_dim]`, `K [batch, kv_heads, seq, head_dim]`,
+/// `V [batch, kv_heads, seq, v_head_dim]`, `O [batch, heads, seq, v_head_dim]`, `seq` the
+/// global sequence length.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionSpec {
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    /// Tokens of the whole sequence (all ranks' shards).
+    pub seq: usize,
+    pub head_dim: usize,
+    pub v_head_dim: usize,
+    /// Query i sees keys j <= i (positions in the whole sequence).
+    pub causal: bool,
+    /// The softmax scale (`None`: the patch's default, `1 / sqrt(head_dim)`).
+    pub scale: Option<f64>,
+    pub dtype: DType,
+    /// Devices of the mesh (ranks of the group).
+    pub world: usize,
+    /// The shards are ring-flash-attn's zigzag layout instead of contiguous blocks.
+    pub zigzag: bool,
+}
+
+/// The tile type the patches compute in: f64 for f64 operands, f32 otherwise.
+fn acc(dtype: DType) -> &'static str {
+    if dtype == DType::F64 {
+        "f64"
+    } else {
+        "f32"
+    }
+}
+
+impl AttentionSpec {
+    /// Refuses what the operator cannot describe, naming the value.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |m: String| Err(Error::Input(m));
+        for (what, v) in [
+            ("batch", self.batch),
+            ("heads", self.heads),
+            ("kv_heads", self.kv_heads),
+            ("seq", self.seq),
+            ("head_dim", self.head_dim),
+            ("v_head_dim", self.v_head_dim),
+            ("world", self.world),
+        ] {
+            if v == 0 {
+                return bad(format!("attention: {what} is 0"));
+            }
+        }
+        if !self.heads.is_multiple_of(self.kv_heads) {
+            return bad(format!(
+                "attention: q has {} heads, k and v {}: grouped-query attention needs the query heads to be a multiple of the key/value heads",
+                self.heads, self.kv_heads
+            ));
+        }
+        let blocks = if self.zigzag {
+            2 * self.world
+        } else {
+            self.world
+        };
+        if !self.seq.is_multiple_of(blocks) {
+            return bad(format!(
+                "attention: the sequence of {} tokens does not split into {blocks} equal {} over {} ranks",
+                self.seq,
+                if self.zigzag { "zigzag chunks" } else { "shards" },
+                self.world
+            ));
+        }
+        if let Some(s) = self.scale {
+            if !(s.is_finite() && s > 0.0) {
+                return bad(format!(
+                    "attention: softmax_scale {s} must be positive and finite"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The operator as CommIR text (kernel `@attention`).
+    pub fn commir(&self) -> Result<String, Error> {
+        self.validate()?;
+        let (dt, acc) = (self.dtype.name(), acc(self.dtype));
+        let g = self.heads / self.kv_heads;
+        let seq_sharding = if self.zigzag { "S(zigzag(0))" } else { "S(0)" };
+        let sh = format!("sharding [R, R, {seq_sharding}, R]");
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "commir.mesh @mesh shape [{}] names [\"gpu\"]",
+            self.world
+        );
+        let _ = writeln!(s, "commir.kernel @attention on @mesh {{");
+        let _ = writeln!(s, "  commir.axis @b = {} spatial", self.batch);
+        let (qh, qidx, kh) = if g == 1 {
+            let _ = writeln!(s, "  commir.axis @h = {} spatial", self.heads);
+            ("@h", "@b, @h, @i", "@h")
+        } else {
+            let _ = writeln!(s, "  commir.axis @hk = {} spatial", self.kv_heads);
+            let _ = writeln!(s, "  commir.axis @g = {g} spatial");
+            ("@hk * @g", "@b, @hk, @g, @i", "@hk")
+        };
+        let _ = writeln!(s, "  commir.axis @i = {} spatial", self.seq);
+        let _ = writeln!(s, "  commir.axis @j = {} managed", self.seq);
+        let (d, dv) = (self.head_dim, self.v_head_dim);
+        let _ = writeln!(s, "  commir.buffer @Q : [@b, {qh}, @i, {d}] {dt} in {sh}");
+        let _ = writeln!(s, "  commir.buffer @K : [@b, {kh}, @j, {d}] {dt} in {sh}");
+        let _ = writeln!(s, "  commir.buffer @V : [@b, {kh}, @j, {dv}] {dt} in {sh}");
+        let _ = writeln!(s, "  commir.buffer @O : [@b, {qh}, @i, {dv}] {dt} out {sh}");
+        let t = format!("!commir.tile<{dt}>");
+        let a = format!("!commir.tile<{acc}>");
+        let _ = writeln!(s, "  %q = commir.load @Q[{qidx}] : {t}");
+        let _ = writeln!(s, "  %k = commir.load @K[@b, {kh}, @j] : {t}");
+        let _ = writeln!(s, "  %v = commir.load @V[@b, {kh}, @j] : {t}");
+        let scale = self
+            .scale
+            .map(|x| format!(", scale = {x:?}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "  %o, %lse = commir.patch \"attention\" (%q, %k, %v) {{causal = {}{scale}}} : ({t}, {t}, {t}) -> ({a}, {a})",
+            self.causal
+        );
+        let _ = writeln!(
+            s,
+            "  commir.reduce lse_merge %o, %lse into @O[{qidx}] : {a}, {a}"
+        );
+        let _ = writeln!(s, "}}");
+        Ok(s)
+    }
+}
+
+/// Which of AsyncTP's two GEMMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmKind {
+    /// `out[:, cols_r] = all_gather(x)[m, k] @ w_r[k, n / W]`: `X` sharded by rows, `W` and
+    /// `OUT` by columns.
+    AllGather,
+    /// `out_r[m / W, n] = rows_r(sum_r x_r[m, k / W] @ w_r[k / W, n])`: `X` sharded by
+    /// columns, `W` by rows, `OUT` by rows.
+    ReduceScatter,
+}
+
+/// `OUT[m, n] = X[m, k] W[k, n]` over `world` devices, placed as `kind` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemmSpec {
+    pub kind: GemmKind,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub dtype: DType,
+    pub world: usize,
+}
+
+impl GemmSpec {
+    /// The operator as CommIR text (kernel `@all_gather_matmul` or `@matmul_reduce_scatter`).
+    pub fn commir(&self) -> Result<String, Error> {
+        for (what, v) in [
+            ("m", self.m),
+            ("k", self.k),
+            ("n", self.n),
+            ("world", self.world),
+        ] {
+            if v == 0 {
+                return Err(Error::Input(format!("matmul: {what} is 0")));
+            }
+        }
+        let (name, split, xs, ws, os) = match self.kind {
+            GemmKind::AllGather => (
+                "all_gather_matmul",
+                [
+                    ("m (the gathered rows)", self.m),
+                    ("n (w's columns)", self.n),
+                ],
+                "[S(0), R]",
+                "[R, S(0)]",
+                "[R, S(0)]",
+            ),
+            GemmKind::ReduceScatter => (
+                "matmul_reduce_scatter",
+                [
+                    ("k (the reduced dimension)", self.k),
+                    ("m (the scattered rows)", self.m),
+                ],
+                "[R, S(0)]",
+                "[S(0), R]",
+                "[S(0), R]",
+            ),
+        };
+        for (what, v) in split {
+            if !v.is_multiple_of(self.world) {
+                return Err(Error::Input(format!(
+                    "{name}: {what} = {v} does not split into {} equal shards",
+                    self.world
+                )));
+            }
+        }
+        let (dt, acc) = (self.dtype.name(), acc(self.dtype));
+        let t = format!("!commir.tile<{dt}>");
+        let a = format!("!commir.tile<{acc}>");
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "commir.mesh @mesh shape [{}] names [\"gpu\"]",
+            self.world
+        );
+        let _ = writeln!(s, "commir.kernel @{name} on @mesh {{");
+        let _ = writeln!(s, "  commir.axis @m = {} spatial", self.m);
+        let _ = writeln!(s, "  commir.axis @k = {} managed", self.k);
+        let _ = writeln!(s, "  commir.axis @n = {} spatial", self.n);
+        let _ = writeln!(s, "  commir.buffer @X : [@m, @k] {dt} in sharding {xs}");
+        let _ = writeln!(s, "  commir.buffer @W : [@k, @n] {dt} in sharding {ws}");
+        let _ = writeln!(s, "  commir.buffer @OUT : [@m, @n] {dt} out sharding {os}");
+        let _ = writeln!(s, "  %x = commir.load @X[@m, @k] : {t}");
+        let _ = writeln!(s, "  %w = commir.load @W[@k, @n] : {t}");
+        let _ = writeln!(
+            s,
+            "  %c = commir.patch \"gemm\" (%x, %w) : ({t}, {t}) -> {a}"
+        );
+        let _ = writeln!(s, "  commir.reduce add %c into @OUT[@m, @n] : {a}");
+        let _ = writeln!(s, "}}");
+        Ok(s)
+    }
+}

@@ -1,0 +1,31 @@
+"""Mercury-rs from PyTorch.
+
+- ``mercury.compile(source, *, kernel=None, schedule="auto", topology=None)``: any CommIR
+  operator, compiled with a schedule (the search's pick by default); ``op(**inputs)`` runs it on
+  full tensors (CPU: the f64 reference executor).
+- ``mercury.attention``, ``mercury.all_gather_matmul``, ``mercury.matmul_reduce_scatter``: the
+  distributed operators, each rank passing its own shard (world size 1 needs no process group).
+- ``mercury.shard_sequence`` / ``mercury.unshard_sequence``: contiguous or zigzag sequence
+  shards, as ring-flash-attn lays them out.
+
+The API reference is ``docs/python.md``.
+"""
+
+from ._compile import Op, compile, schedule_cache_dir
+from ._mercury import CompileError, __version__
+from ._ops import all_gather_matmul, attention, matmul_reduce_scatter, synchronize
+from ._sequence import shard_sequence, unshard_sequence
+
+__all__ = [
+    "CompileError",
+    "Op",
+    "__version__",
+    "all_gather_matmul",
+    "attention",
+    "compile",
+    "matmul_reduce_scatter",
+    "schedule_cache_dir",
+    "shard_sequence",
+    "synchronize",
+    "unshard_sequence",
+]
