@@ -470,17 +470,20 @@ if [[ ",$parts," == *",backward,"* ]]; then
   $C/mercury-gpu-bench --device-kernels-ptx $C/device_kernels.ptx --sdpa-json "$out/sdpa_bwd.json" \
     --regime "$regime" --only P2b --json-out "$out/bench_bwd.json" > "$out/bench_bwd.log" 2>&1 || status=1
   sed -n '/==== summary/,$p' "$out/bench_bwd.log" | cut -c1-240
-  # The ring backward on 8 virtual ranks (--shift-shard: K and V travel, dK/dV partials return
-  # to their owners) against the single-device backward, checked and timed side by side.
-  run_case ring-bwd-mha           scripts/gpu_cases/attention_bwd.mlir --shift-shard
-  run_case ring-bwd-gqa           scripts/gpu_cases/attention_bwd_gqa.mlir --shift-shard
-  run_case zigzag-bwd-mha-causal  scripts/gpu_cases/attention_bwd_causal_zigzag.mlir --shift-shard
-  # The ring's gradients as the ring grows (MERCURY_BWD_RANKS, default 2 4 16 32 64 virtual ranks):
-  # mercury-run --check's relative difference from the single-device cuDNN backward on the
-  # same inputs (a difference, not an error against f64: P2b's rows give that of one call).
+  # The ring backward on 8 virtual ranks (examples/attention_bwd.mlir; --shift-shard: K and V
+  # travel, dK/dV partials return to their owners; causal: zigzag placement) against the
+  # single-device backward, checked (also f64 rows) and timed side by side.
+  sed 's/causal = true/causal = false/' examples/attention_bwd.mlir > "$out/attention_bwd_noncausal.mlir"
+  run_case ring-bwd-mha            "$out/attention_bwd_noncausal.mlir" --kernel attention_bwd --shift-shard
+  run_case zigzag-bwd-mha-causal   examples/attention_bwd.mlir --kernel attention_bwd --shift-shard
+  run_case zigzag-bwd-gqa-causal   examples/attention_bwd.mlir --kernel attention_bwd_gqa --shift-shard
+  run_case zigzag-bwd-mla-causal   examples/attention_bwd.mlir --kernel attention_bwd_mla --shift-shard
+  # The ring's gradients as the ring grows (MERCURY_BWD_RANKS, default 2 4 16 32 64 virtual
+  # ranks; 8 is above): the difference from the single-device cuDNN backward on the same
+  # inputs and the f64 rows' error, from mercury-run --check.
   for n in ${MERCURY_BWD_RANKS:-2 4 16 32 64}; do
-    sed "s/shape \[8\]/shape [$n]/" scripts/gpu_cases/attention_bwd.mlir > "$out/attention_bwd_r$n.mlir"
-    run_case "ring-bwd-mha-r$n" "$out/attention_bwd_r$n.mlir" --shift-shard
+    sed "s/shape \[8\]/shape [$n]/" "$out/attention_bwd_noncausal.mlir" > "$out/attention_bwd_r$n.mlir"
+    run_case "ring-bwd-mha-r$n" "$out/attention_bwd_r$n.mlir" --kernel attention_bwd --shift-shard
   done
   echo "| case | schedule ms | single-device ms | ratio | check rel. difference | |"; grep -- "-bwd-" "$out/table.md" || true
 fi
