@@ -146,8 +146,8 @@ def test_bf16_outputs_are_rounded_once():
     a, b = fresh(64, 32, dtype=torch.bfloat16), fresh(32, 48, dtype=torch.bfloat16)
     out = op(A=a, B=b)["C"]
     assert out.dtype == torch.bfloat16
-    # Each element is the f64 product rounded once to bf16: within half a bf16 ulp (2^-9
+    # Each element is the f64 product rounded once to bf16: within half a bf16 ulp (2^-8
     # relative) of the exact value. (Not bit-equal to torch's rounding of its own f64 sum: the
     # two f64 sums differ in their last bit, which can fall on either side of a tie.)
     exact = a.double() @ b.double()
-    torch.testing.assert_close(out.double(), exact, rtol=2**-9, atol=1e-30)
+    torch.testing.assert_close(out.double(), exact, rtol=2**-8, atol=1e-30)
