@@ -17,8 +17,9 @@ use std::sync::Arc;
 /// How a module is scheduled: the pieces apply in this order (as `mercury-run` takes them).
 #[derive(Debug, Clone, Default)]
 pub struct Schedule {
-    /// The `shift-shard` pass first (`--shift-shard`).
-    pub shift_shard: bool,
+    /// The `shift-shard` pass first, with these options (`--shift-shard="balance=false"`:
+    /// `[("balance", "false")]`, read by [`cli::pass_options`]); `None`: not applied.
+    pub shift_shard: Option<Vec<(String, String)>>,
     /// A schedule script: one pass per line, `#` comments (`--schedule FILE`'s text).
     pub script: Option<String>,
     /// The name the script's diagnostics use (`FILE`; `<schedule>` when unset).
@@ -38,10 +39,10 @@ impl Schedule {
             ..Schedule::default()
         }
     }
-    /// The `shift-shard` schedule.
+    /// The `shift-shard` schedule, with its default options.
     pub fn shift_shard() -> Schedule {
         Schedule {
-            shift_shard: true,
+            shift_shard: Some(vec![]),
             ..Schedule::default()
         }
     }
@@ -127,8 +128,8 @@ impl Compiler {
     pub fn pass_manager(&self, schedule: &Schedule) -> Result<PassManager, ScheduleError> {
         let mut pm = PassManager::new();
         pm.default_target = schedule.kernel.clone();
-        if schedule.shift_shard {
-            pm.add_pipeline(&self.passes, "builtin.module(shift-shard)")
+        if let Some(options) = &schedule.shift_shard {
+            pm.add(&self.passes, "shift-shard", options)
                 .map_err(ScheduleError::ShiftShard)?;
         }
         if let Some(script) = &schedule.script {
@@ -160,11 +161,12 @@ impl Compiler {
         lower(module, kernel)
     }
 
-    /// Parse, verify, schedule and lower: the plan of `text` under `schedule`.
+    /// Parse, verify, schedule and lower: the plan of `text` under `schedule` (of the kernel
+    /// `schedule.kernel` names, else of the only kernel).
     pub fn compile(&self, name: &str, text: &str, schedule: &Schedule) -> Result<Plan, Diagnostic> {
         let mut module = self.parse(name, text)?;
         self.schedule(&mut module, schedule)?;
-        self.lower(&module, None)
+        self.lower(&module, schedule.kernel.as_deref())
     }
 }
 

@@ -131,6 +131,124 @@ pub fn attention_dv(
     }
 }
 
+/// The forward's tensors an attention backward reads: q `[b, hq, sq, d]`, k `[b, hk, sk, d]`,
+/// v `[b, hk, sk, dv]`, the forward's normalised output o and its gradient d_o `[b, hq, sq, dv]`,
+/// and the forward's log-sum-exp lse `[b, hq, sq]` (natural log of the softmax denominator of
+/// the scaled logits, over *every* key of the row, not only this call's).
+#[derive(Debug, Clone, Copy)]
+pub struct AttnBwdInputs<'a> {
+    pub q: &'a [f64],
+    pub k: &'a [f64],
+    pub v: &'a [f64],
+    pub o: &'a [f64],
+    pub d_o: &'a [f64],
+    pub lse: &'a [f64],
+}
+
+/// The gradients an attention backward writes: dq `[b, hq, sq, d]`, dk `[b, hk, sk, d]`, dv
+/// `[b, hk, sk, dv]` (the key/value gradients summed over each group's query heads).
+#[derive(Debug)]
+pub struct AttnGrads<'a> {
+    pub dq: &'a mut [f64],
+    pub dk: &'a mut [f64],
+    pub dv: &'a mut [f64],
+}
+
+/// Attention backward on one (query block, key block) tile, given the forward's output and
+/// log-sum-exp over all keys (FlashAttention-2's backward, Dao 2023, Algorithm 2, in f64):
+///
+/// - `P = exp(scale * q k^T - lse)`: the probabilities themselves, exact in every key block
+///   because `lse` covers the whole row (entries the causal mask hides are 0; a row whose lse
+///   is `-inf`, fully masked in the forward, has `P = 0` and contributes nothing: zero
+///   gradients, never NaN);
+/// - `dV = P^T dO`, `dP = dO V^T`, `D = rowsum(dO * O)` (once per query row of the call),
+///   `dS = P * (dP - D)`, `dQ = scale * dS K`, `dK = scale * dS^T Q`;
+/// - grouped-query attention: query head `h` reads key/value head `h / (hq / hk)`, and dK, dV
+///   sum over the group's query heads; v may have another head dim `dv` than q and k (MLA).
+///
+/// So dQ is a partial sum over key blocks and dK, dV partial sums over query blocks: a
+/// schedule adds the calls' results. With `accumulate` the gradients are added to `g`'s
+/// contents, otherwise `g` is overwritten. Causal: key `k_offset + c` is visible to query
+/// `q_offset + r` iff it is not larger (the forward's rule). Panics if a slice is shorter than
+/// its shape says.
+pub fn attention_bwd(
+    x: AttnBwdInputs,
+    g: AttnGrads,
+    dims: AttnDims,
+    dv: usize,
+    p: AttnParams,
+    accumulate: bool,
+) {
+    let AttnDims {
+        b,
+        hq,
+        hk,
+        sq,
+        sk,
+        d,
+    } = dims;
+    assert!(
+        hk > 0 && hq % hk == 0,
+        "query heads must be a multiple of key heads"
+    );
+    let (rows_q, rows_k) = (b * hq * sq, b * hk * sk);
+    assert!(
+        x.q.len() >= rows_q * d
+            && x.k.len() >= rows_k * d
+            && x.v.len() >= rows_k * dv
+            && x.o.len() >= rows_q * dv
+            && x.d_o.len() >= rows_q * dv
+            && x.lse.len() >= rows_q
+            && g.dq.len() >= rows_q * d
+            && g.dk.len() >= rows_k * d
+            && g.dv.len() >= rows_k * dv,
+        "attention backward operand too small"
+    );
+    if !accumulate {
+        g.dq[..rows_q * d].iter_mut().for_each(|x| *x = 0.0);
+        g.dk[..rows_k * d].iter_mut().for_each(|x| *x = 0.0);
+        g.dv[..rows_k * dv].iter_mut().for_each(|x| *x = 0.0);
+    }
+    let group = hq / hk;
+    for bi in 0..b {
+        for h in 0..hq {
+            let kh = h / group;
+            for r in 0..sq {
+                let row = (bi * hq + h) * sq + r;
+                let lse = x.lse[row];
+                if lse == f64::NEG_INFINITY {
+                    continue;
+                }
+                let qrow = &x.q[row * d..][..d];
+                let orow = &x.o[row * dv..][..dv];
+                let dorow = &x.d_o[row * dv..][..dv];
+                let delta: f64 = dorow.iter().zip(orow).map(|(a, b)| a * b).sum();
+                for c in 0..sk {
+                    if p.causal && p.k_offset + c > p.q_offset + r {
+                        break;
+                    }
+                    let kr = (bi * hk + kh) * sk + c;
+                    let krow = &x.k[kr * d..][..d];
+                    let vrow = &x.v[kr * dv..][..dv];
+                    let s = p.scale * qrow.iter().zip(krow).map(|(a, b)| a * b).sum::<f64>();
+                    let prob = (s - lse).exp();
+                    let dp: f64 = dorow.iter().zip(vrow).map(|(a, b)| a * b).sum();
+                    let ds = prob * (dp - delta) * p.scale;
+                    for (y, a) in g.dv[kr * dv..][..dv].iter_mut().zip(dorow) {
+                        *y += prob * a;
+                    }
+                    for (y, a) in g.dq[row * d..][..d].iter_mut().zip(krow) {
+                        *y += ds * a;
+                    }
+                    for (y, a) in g.dk[kr * d..][..d].iter_mut().zip(qrow) {
+                        *y += ds * a;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Merges a partial softmax result into an accumulator: rows of `d` values with one lse each.
 pub fn lse_merge(
     o_acc: &mut [f64],
@@ -262,6 +380,214 @@ mod tests {
         );
         assert_eq!(o, vec![0.0, 0.0]);
         assert!(l.iter().all(|x| *x == f64::NEG_INFINITY));
+    }
+
+    /// Deterministic pseudo-random values in [-1, 1).
+    fn vals(n: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+            })
+            .collect()
+    }
+
+    /// `sum(dO * O(q, k, v))`: the loss whose gradient the backward computes.
+    fn loss(
+        q: &[f64],
+        k: &[f64],
+        v: &[f64],
+        d_o: &[f64],
+        dims: AttnDims,
+        dv: usize,
+        p: AttnParams,
+    ) -> f64 {
+        let rows = dims.b * dims.hq * dims.sq;
+        let (mut o, mut l) = (vec![0.0; rows * dv], vec![0.0; rows]);
+        attention_dv(q, k, v, &mut o, &mut l, dims, dv, p);
+        o.iter().zip(d_o).map(|(a, b)| a * b).sum()
+    }
+
+    /// The backward's gradients against central differences of the forward, for causal
+    /// grouped-query attention with another value head dim, and with a query row no key is
+    /// visible to (zero gradient, not NaN).
+    #[test]
+    fn backward_matches_finite_differences() {
+        let dims = AttnDims {
+            b: 2,
+            hq: 4,
+            hk: 2,
+            sq: 3,
+            sk: 5,
+            d: 3,
+        };
+        let dv = 2;
+        for (causal, q_offset, k_offset) in [(false, 0, 0), (true, 2, 0), (true, 0, 1)] {
+            let p = AttnParams {
+                causal,
+                scale: 0.6,
+                q_offset,
+                k_offset,
+            };
+            let rq = dims.b * dims.hq * dims.sq;
+            let rk = dims.b * dims.hk * dims.sk;
+            let (q, k, v, d_o) = (
+                vals(rq * dims.d, 1),
+                vals(rk * dims.d, 2),
+                vals(rk * dv, 3),
+                vals(rq * dv, 4),
+            );
+            let (mut o, mut lse) = (vec![0.0; rq * dv], vec![0.0; rq]);
+            attention_dv(&q, &k, &v, &mut o, &mut lse, dims, dv, p);
+            let (mut dq, mut dk, mut dvv) =
+                (vec![7.0; q.len()], vec![7.0; k.len()], vec![7.0; v.len()]);
+            attention_bwd(
+                AttnBwdInputs {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    o: &o,
+                    d_o: &d_o,
+                    lse: &lse,
+                },
+                AttnGrads {
+                    dq: &mut dq,
+                    dk: &mut dk,
+                    dv: &mut dvv,
+                },
+                dims,
+                dv,
+                p,
+                false,
+            );
+            let h = 1e-6;
+            let check = |which: usize, grad: &[f64]| {
+                let base = [&q, &k, &v][which];
+                for i in 0..base.len() {
+                    let mut plus = [q.clone(), k.clone(), v.clone()];
+                    let mut minus = plus.clone();
+                    plus[which][i] += h;
+                    minus[which][i] -= h;
+                    let num = (loss(&plus[0], &plus[1], &plus[2], &d_o, dims, dv, p)
+                        - loss(&minus[0], &minus[1], &minus[2], &d_o, dims, dv, p))
+                        / (2.0 * h);
+                    assert!(
+                        (num - grad[i]).abs() < 1e-7,
+                        "causal {causal} offsets {q_offset}/{k_offset}: d{} [{i}] {} vs numerical {num}",
+                        ["q", "k", "v"][which],
+                        grad[i]
+                    );
+                }
+            };
+            check(0, &dq);
+            check(1, &dk);
+            check(2, &dvv);
+            assert!(dq.iter().chain(&dk).chain(&dvv).all(|x| x.is_finite()));
+            if causal && k_offset == 1 {
+                // Query 0 sees no key: its lse is -inf and its gradient zero.
+                assert_eq!(lse[0], f64::NEG_INFINITY);
+                assert!(dq[..dims.d].iter().all(|x| *x == 0.0));
+            }
+        }
+    }
+
+    /// dQ summed over key blocks and dK, dV over query blocks equal the whole tile's, with
+    /// the forward's lse over all keys and causal offsets per block.
+    #[test]
+    fn backward_blocks_sum_to_whole() {
+        let dims = AttnDims {
+            b: 1,
+            hq: 2,
+            hk: 1,
+            sq: 4,
+            sk: 4,
+            d: 2,
+        };
+        let dv = 3;
+        let p = AttnParams {
+            causal: true,
+            scale: 0.9,
+            q_offset: 0,
+            k_offset: 0,
+        };
+        let (q, k, v, d_o) = (vals(16, 5), vals(8, 6), vals(12, 7), vals(24, 8));
+        let (mut o, mut lse) = (vec![0.0; 24], vec![0.0; 8]);
+        attention_dv(&q, &k, &v, &mut o, &mut lse, dims, dv, p);
+        let x = AttnBwdInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            o: &o,
+            d_o: &d_o,
+            lse: &lse,
+        };
+        let (mut dq, mut dk, mut dvv) = (vec![0.0; 16], vec![0.0; 8], vec![0.0; 12]);
+        attention_bwd(
+            x,
+            AttnGrads {
+                dq: &mut dq,
+                dk: &mut dk,
+                dv: &mut dvv,
+            },
+            dims,
+            dv,
+            p,
+            false,
+        );
+        // Blocks of 2 queries x 2 keys, per head (rows of q are [h, s]).
+        let (mut bq, mut bk, mut bv) = (vec![0.0; 16], vec![0.0; 8], vec![0.0; 12]);
+        let block = AttnDims {
+            hq: 1,
+            hk: 1,
+            sq: 2,
+            sk: 2,
+            ..dims
+        };
+        for h in 0..2 {
+            for qb in 0..2 {
+                for kb in 0..2 {
+                    let qr = h * 4 + qb * 2;
+                    let (mut gq, mut gk, mut gv) = (vec![0.0; 4], vec![0.0; 4], vec![0.0; 6]);
+                    attention_bwd(
+                        AttnBwdInputs {
+                            q: &q[qr * 2..][..4],
+                            k: &k[kb * 4..][..4],
+                            v: &v[kb * 6..][..6],
+                            o: &o[qr * 3..][..6],
+                            d_o: &d_o[qr * 3..][..6],
+                            lse: &lse[qr..][..2],
+                        },
+                        AttnGrads {
+                            dq: &mut gq,
+                            dk: &mut gk,
+                            dv: &mut gv,
+                        },
+                        block,
+                        dv,
+                        AttnParams {
+                            q_offset: qb * 2,
+                            k_offset: kb * 2,
+                            ..p
+                        },
+                        false,
+                    );
+                    add(&mut bq[qr * 2..][..4], &gq);
+                    add(&mut bk[kb * 4..][..4], &gk);
+                    add(&mut bv[kb * 6..][..6], &gv);
+                }
+            }
+        }
+        for (a, b) in dq
+            .iter()
+            .zip(&bq)
+            .chain(dk.iter().zip(&bk))
+            .chain(dvv.iter().zip(&bv))
+        {
+            assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+        }
     }
 
     #[test]

@@ -119,6 +119,11 @@ fn parse_dims(tok: &Tok) -> Result<Attribute, String> {
     Ok(dims_to_attr(&dims))
 }
 
+/// Buffer dimensions in the custom form: `[@b, @hk * @g, 128]`.
+pub(crate) fn dims_to_custom(dims: &[DimBinding]) -> String {
+    print_dims(&dims_to_attr(dims))
+}
+
 fn print_dims(a: &Attribute) -> String {
     match dims_from_attr(a) {
         Ok(dims) => {

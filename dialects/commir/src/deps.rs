@@ -131,21 +131,29 @@ pub fn build(k: &Kernel) -> DepGraph {
             .unwrap_or(usize::MAX)
     };
     k.walk(&mut |s, stack| {
-        let (acc, kind) = match s {
-            Stmt::Load { access, .. } => (access, AccessKind::Read),
-            Stmt::Store { access, .. } => (access, AccessKind::Write),
-            Stmt::Reduce { access, kind, .. } => (access, AccessKind::Reduce(*kind)),
+        // A reduction that keeps its log-sum-exp (`lse @L`) reduces into `@L` too.
+        let accesses: Vec<(&crate::Access, AccessKind)> = match s {
+            Stmt::Load { access, .. } => vec![(access, AccessKind::Read)],
+            Stmt::Store { access, .. } => vec![(access, AccessKind::Write)],
+            Stmt::Reduce {
+                access, kind, lse, ..
+            } => std::iter::once(access)
+                .chain(lse)
+                .map(|a| (a, AccessKind::Reduce(*kind)))
+                .collect(),
             _ => return,
         };
-        let n = g.add_node(AccessNode {
-            buffer: acc.buffer.clone(),
-            kind,
-            indices: acc.indices.clone(),
-            loops: stack.iter().map(|l| l.axis.clone()).collect(),
-            loop_ids: stack.iter().map(|l| id(l)).collect(),
-            loc: acc.loc.clone(),
-        });
-        nodes.push(n);
+        for (acc, kind) in accesses {
+            let n = g.add_node(AccessNode {
+                buffer: acc.buffer.clone(),
+                kind,
+                indices: acc.indices.clone(),
+                loops: stack.iter().map(|l| l.axis.clone()).collect(),
+                loop_ids: stack.iter().map(|l| id(l)).collect(),
+                loc: acc.loc.clone(),
+            });
+            nodes.push(n);
+        }
     });
     for (i, &a) in nodes.iter().enumerate() {
         for &b in &nodes[i..] {

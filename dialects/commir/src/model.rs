@@ -194,6 +194,9 @@ pub enum Stmt {
         kind: ReduceKind,
         values: Vec<ValueId>,
         access: Access,
+        /// `lse @L` of an `lse_merge`: the buffer that keeps the merged log-sum-exp, indexed as
+        /// the output without its last dimension (`ReduceOp::verify`).
+        lse: Option<Access>,
     },
     Store {
         value: ValueId,
@@ -355,7 +358,7 @@ impl Kernel {
         let mut stack = Vec::new();
         let body = stmts(&mut scope, kernel.body(0), &mut stack)?;
         let tiles = scope.tiles;
-        Ok(Kernel {
+        let k = Kernel {
             name,
             mesh,
             axes,
@@ -363,7 +366,53 @@ impl Kernel {
             body,
             loc: kernel.loc.clone(),
             tiles,
-        })
+        };
+        k.check_kept_lse()?;
+        Ok(k)
+    }
+
+    /// A buffer that keeps a merged log-sum-exp (`commir.reduce lse_merge ... into @O lse @L`)
+    /// is written by nothing else: no store or reduction into it, and the log-sum-exp of no
+    /// other output (each would keep part of the story).
+    fn check_kept_lse(&self) -> Result<(), Diagnostic> {
+        let mut kept: Vec<(&str, &str, &Location)> = Vec::new();
+        self.walk(&mut |s, _| {
+            if let Stmt::Reduce {
+                access,
+                lse: Some(l),
+                ..
+            } = s
+            {
+                kept.push((&l.buffer, &access.buffer, &l.loc));
+            }
+        });
+        let mut result = Ok(());
+        self.walk(&mut |s, _| {
+            let written = match s {
+                Stmt::Reduce { access, .. } | Stmt::Store { access, .. } => access,
+                _ => return,
+            };
+            let Some((l, o, loc)) = kept.iter().find(|(l, _, _)| *l == written.buffer) else {
+                return;
+            };
+            if result.is_ok() {
+                result = Err(err(
+                    &written.loc,
+                    format!("'@{l}' keeps the log-sum-exp of '@{o}' (lse @{l}); it cannot be written otherwise"),
+                )
+                .with_note((*loc).clone(), "the log-sum-exp is kept here"));
+            }
+        });
+        for (i, (l, o, loc)) in kept.iter().enumerate() {
+            if let Some((_, o2, loc2)) = kept[..i].iter().find(|(l2, o2, _)| l2 == l && o2 != o) {
+                return Err(err(
+                    loc,
+                    format!("'@{l}' keeps the log-sum-exp of '@{o2}' already; '@{o}' needs a buffer of its own"),
+                )
+                .with_note((*loc2).clone(), "the first is kept here"));
+            }
+        }
+        result
     }
 }
 
@@ -425,11 +474,12 @@ fn stmts(
         } else if let Some(c) = crate::ops::compute_stmt(scope, op)? {
             out.push(c);
         } else if let Some(r) = ReduceOp::cast(op) {
-            let (kind, access) = r.verify(scope, stack)?;
+            let (kind, access, lse) = r.verify(scope, stack)?;
             out.push(Stmt::Reduce {
                 kind,
                 values: op.operands.iter().map(|v| v.id).collect(),
                 access,
+                lse,
             });
         } else if let Some(st) = StoreOp::cast(op) {
             let (value, access) = st.verify(scope, stack)?;

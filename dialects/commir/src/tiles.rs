@@ -259,6 +259,7 @@ pub fn contract(kernel: &str, inputs: &[&Tile]) -> Result<Vec<Tile>, String> {
     match kernel {
         "gemm" => gemm(inputs),
         "attention" => attention(inputs),
+        "attention_bwd" => attention_bwd(inputs),
         other => Err(format!("no tile contract for patch '{other}'")),
     }
 }
@@ -446,6 +447,76 @@ fn attention(t: &[&Tile]) -> Result<Vec<Tile>, String> {
         },
         Tile { dims: lse, partial },
     ])
+}
+
+/// Attention backward on the forward's tiles: q, k, v as [`attention`]'s operands; o and do
+/// the forward's output tile (q's leading dimensions and v's head dim) and lse its row tile
+/// (q without its head dim), all complete (the forward's merged results, not a block's). The
+/// gradients have their operands' tiles: dq is a partial sum over the loops that split the
+/// key positions (the softmax rows are exact in every key block, since lse covers them all),
+/// dk and dv over the loops that split the query positions and the query heads of a group
+/// (grouped-query attention sums a key/value head's gradient over its query heads).
+fn attention_bwd(t: &[&Tile]) -> Result<Vec<Tile>, String> {
+    let names = ["q", "k", "v", "o", "do", "lse"];
+    let fwd = attention(&t[..3]).map_err(|m| m.replacen("attention:", "attention_bwd:", 1))?;
+    let (q, k, v) = (t[0], t[1], t[2]);
+    for (i, x) in t.iter().enumerate().skip(3) {
+        if let Some((l, _)) = x.partial.first() {
+            return Err(format!(
+                "attention_bwd: {} is a partial result (split over loop '{}'); the backward needs the forward's complete output, its gradient and its log-sum-exp",
+                nth(&names, i),
+                crate::expr::axis_ref(l)
+            ));
+        }
+    }
+    for (i, want) in [(3, &fwd[0]), (4, &fwd[0]), (5, &fwd[1])] {
+        let x = t[i];
+        let same = x.dims.len() == want.dims.len()
+            && x.dims.iter().zip(&want.dims).all(|(a, b)| same_dim(a, b));
+        if !same {
+            let target = if i == 5 {
+                "q's tile without its head dim (the forward's log-sum-exp)"
+            } else {
+                "the forward's output tile: q's with v's head dim"
+            };
+            return Err(format!(
+                "attention_bwd: {} is a {x} tile; it must be {want}, {target}, at the same blocks",
+                nth(&names, i)
+            ));
+        }
+    }
+    let r = q.dims.len();
+    let (h, s) = (r - 3, r - 2);
+    let mut dq = vec![];
+    add_split(
+        &mut dq,
+        &k.dims[s].at,
+        ReduceKind::Add,
+        "attention_bwd",
+        "the key positions",
+    )?;
+    let mut dkv = vec![];
+    add_split(
+        &mut dkv,
+        &q.dims[s].at,
+        ReduceKind::Add,
+        "attention_bwd",
+        "the query positions",
+    )?;
+    // The query heads past the key/value heads' slots: the group, summed into dk and dv.
+    let group_at = &q.dims[h].at[k.dims[h].at.len()..];
+    add_split(
+        &mut dkv,
+        group_at,
+        ReduceKind::Add,
+        "attention_bwd",
+        "the query heads of a key/value group",
+    )?;
+    let grad = |x: &Tile, partial: &Vec<(String, ReduceKind)>| Tile {
+        dims: x.dims.clone(),
+        partial: partial.clone(),
+    };
+    Ok(vec![grad(q, &dq), grad(k, &dkv), grad(v, &dkv)])
 }
 
 /// Whether two dimensions cover the same elements at the same block.

@@ -94,6 +94,45 @@ impl Lowering<'_> {
         epi
     }
 
+    /// Kept log-sum-exps (`commir.reduce lse_merge ... into @O lse @L`): once the partial
+    /// results are combined, each rank's merged log-sum-exp accumulator of an `@O` tile is its
+    /// finished tile of `@L` (the box without its last dimension; `@L`'s dimensions are bound
+    /// to `@O`'s axes, so they share the lowering's orders), which the end reshards and the
+    /// delivery move like any output's.
+    pub(crate) fn keep_lse(&mut self) {
+        let mut kept: Vec<(String, String)> = Vec::new();
+        self.k.walk(&mut |s, _| {
+            if let Stmt::Reduce {
+                access,
+                lse: Some(l),
+                ..
+            } = s
+            {
+                kept.push((access.buffer.clone(), l.buffer.clone()));
+            }
+        });
+        if kept.is_empty() {
+            return;
+        }
+        for rb in &mut self.ranks {
+            let tiles: Vec<_> = rb
+                .acc
+                .iter()
+                .filter_map(|((o, _), (bx, slots, kind))| {
+                    let (_, l) = kept.iter().find(|(out, _)| out == o)?;
+                    let lse = *slots.get(1).filter(|_| *kind == ReduceKind::LseMerge)?;
+                    let n = bx.rank().checked_sub(1)?;
+                    let lb = Region {
+                        offset: bx.offset[..n].to_vec(),
+                        extent: bx.extent[..n].to_vec(),
+                    };
+                    Some(((l.clone(), key(&lb)), (lb, vec![lse], ReduceKind::LseMerge)))
+                })
+                .collect();
+            rb.acc.extend(tiles);
+        }
+    }
+
     /// The reshards at the kernel's end, from stage `epi` on: every rank must hold exactly its
     /// shard of the current placement (slicing what it holds beyond it first, and casting a
     /// finished f32 tile of a bf16 output to bf16, in one copy a stage before the move).

@@ -83,6 +83,7 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     let base = cx.prologue(&begin)?;
     cx.compute_stages(base)?;
     let epi = cx.combine_partials();
+    cx.keep_lse();
     cx.end_reshards(&end, epi)?;
     let mut pieces = cx.deliver_outputs()?;
     cx.fuse_gemm_epilogues(&pieces);

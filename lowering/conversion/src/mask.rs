@@ -232,6 +232,7 @@ pub(crate) fn mask_rows(k: &Kernel, mask: ValueId) -> MaskRows {
             kind,
             values,
             access,
+            ..
         } => {
             let got: Vec<Option<Held>> = values.iter().map(|v| held.get(v).copied()).collect();
             if got.iter().all(Option::is_none) {

@@ -31,9 +31,12 @@ impl Lowering<'_> {
         let (patch, out_shapes) = patch_kind(kernel, &shapes, attrs, (offset(0), offset(1)), loc)?;
         // Causal attention: the tile's (query run, key run) blocks, empty ones skipped.
         let blocks = match (&patch, segs(0), segs(1)) {
-            (PatchKind::Attention { causal: true, .. }, Some(q), Some(k)) => {
-                Some(causal_blocks(&q, &k).map_err(|m| err(loc, m))?)
-            }
+            (
+                PatchKind::Attention { causal: true, .. }
+                | PatchKind::AttentionBwd { causal: true, .. },
+                Some(q),
+                Some(k),
+            ) => Some(causal_blocks(&q, &k).map_err(|m| err(loc, m))?),
             _ => None,
         };
         // A GEMM's product lies where its operands' rows and columns do (A's leading
@@ -51,23 +54,32 @@ impl Lowering<'_> {
                 }
             }
         }
-        let PatchKind::Attention {
-            scale, accumulate, ..
-        } = patch
-        else {
-            return self.emit_patch(cx, kernel, outputs, patch, views, out_shapes);
-        };
         let Some(blocks) = blocks else {
             return self.emit_patch(cx, kernel, outputs, patch, views, out_shapes);
         };
         let sq = shapes[0][shapes[0].len() - 2];
         let sk = shapes[1][shapes[1].len() - 2];
-        let attention = |b: &Block| PatchKind::Attention {
-            causal: b.causal,
-            scale,
-            q_offset: b.q_offset,
-            k_offset: b.k_offset,
-            accumulate,
+        // The patch of one block: the tile's patch with the block's mask and offsets.
+        let attention = |b: &Block| match patch.clone() {
+            PatchKind::Attention {
+                scale, accumulate, ..
+            } => PatchKind::Attention {
+                causal: b.causal,
+                scale,
+                q_offset: b.q_offset,
+                k_offset: b.k_offset,
+                accumulate,
+            },
+            PatchKind::AttentionBwd {
+                scale, accumulate, ..
+            } => PatchKind::AttentionBwd {
+                causal: b.causal,
+                scale,
+                q_offset: b.q_offset,
+                k_offset: b.k_offset,
+                accumulate,
+            },
+            other => other,
         };
         match blocks.as_slice() {
             [] => {
@@ -79,6 +91,9 @@ impl Lowering<'_> {
             }
             [b] if b.q == (0, sq) && b.k == (0, sk) => {
                 self.emit_patch(cx, kernel, outputs, attention(b), views, out_shapes)
+            }
+            _ if matches!(patch, PatchKind::AttentionBwd { .. }) => {
+                self.emit_bwd_blocks(cx, outputs, &blocks, &attention, views, out_shapes)
             }
             _ => self.emit_blocks(cx, outputs, &blocks, &attention, views, out_shapes),
         }
@@ -220,6 +235,63 @@ impl Lowering<'_> {
         }
         if let Some(o) = outputs.first() {
             cx.blocks.insert(*o, ops);
+        }
+        Ok(())
+    }
+}
+
+impl Lowering<'_> {
+    /// A causal attention backward tile cut into blocks: every block adds its gradients into
+    /// temporaries zeroed for this stage, dq on the block's query rows, dk and dv on its keys
+    /// (several blocks add into one row or key), and a reduction adds the temporaries into
+    /// its accumulators as it would a whole tile's.
+    fn emit_bwd_blocks(
+        &mut self,
+        cx: &mut StageCx,
+        outputs: &[ValueId],
+        blocks: &[Block],
+        patch_of: &dyn Fn(&Block) -> PatchKind,
+        views: Vec<View>,
+        out_shapes: Vec<Vec<usize>>,
+    ) -> Result<(), Diagnostic> {
+        let (r, ps) = (cx.r, cx.ps);
+        let mut outs = Vec::new();
+        for (i, (o, sh)) in outputs.iter().zip(&out_shapes).enumerate() {
+            let s = self.ranks[r].slot(
+                format!("attention_bwd.blocks{i}.{ps}"),
+                DType::F32,
+                sh.clone(),
+                SlotInit::Zero,
+            );
+            let v = self.ranks[r].whole(s);
+            cx.values.insert(*o, v.clone());
+            outs.push(v);
+        }
+        let qd = views[0].region.rank() - 2;
+        let kd = views[1].region.rank() - 2;
+        for b in blocks {
+            let mut patch = patch_of(b);
+            patch.fold(mercury_plan::CombineKind::Add);
+            // q, o, do and lse along the query rows (lse's sequence dimension is q's too: it
+            // is q's tile without the head dim), k and v along the keys.
+            let inputs = views
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match i {
+                    1 | 2 => narrow(v, kd, b.k),
+                    _ => narrow(v, qd, b.q),
+                })
+                .collect();
+            let outputs = vec![
+                narrow(&outs[0], qd, b.q),
+                narrow(&outs[1], kd, b.k),
+                narrow(&outs[2], kd, b.k),
+            ];
+            self.ranks[r].stage(ps).compute.push(ComputeOp::Patch {
+                patch,
+                inputs,
+                outputs,
+            });
         }
         Ok(())
     }

@@ -32,6 +32,17 @@ impl<'k> Lowering<'k> {
                 format!("'@{}' is inout: the lowering has no in-place buffers yet; declare an 'in' buffer and an 'out' buffer instead", b.name),
             ));
         }
+        // An operator with no output computes nothing: the user's input, refused at the
+        // kernel (the plan verifier, which requires an output, would call it an internal error).
+        if !k.buffers.iter().any(|b| b.role == Role::Out) {
+            return Err(err(
+                &k.loc,
+                format!(
+                    "kernel '@{}' has no output: nothing to compute; declare a buffer 'out' and store or reduce into it",
+                    k.name
+                ),
+            ));
+        }
         let buffers: Vec<GlobalBuffer> = k
             .buffers
             .iter()

@@ -162,6 +162,7 @@ pub(crate) fn trace(
                     kind,
                     values,
                     access,
+                    ..
                 } => {
                     let (bx, shifted) =
                         access_box(k, &access.buffer, &access.indices, env, &access.loc)?;

@@ -41,6 +41,29 @@ pub enum PatchKind {
         #[serde(default)]
         accumulate: bool,
     },
+    /// Attention backward on one (query block, key block) tile (FlashAttention-2's backward):
+    /// inputs `[q, k, v, o, do, lse]` with q `[b, hq, sq, d]`, k `[b, hk, sk, d]`, v
+    /// `[b, hk, sk, dv]`, the forward's output o and its gradient do `[b, hq, sq, dv]`, and
+    /// the forward's lse `[b, hq, sq]` over *all* keys of each row (as [`PatchKind::Attention`]
+    /// writes it: natural log, scaled logits); outputs `[dq, dk, dv]` of q's, k's and v's
+    /// shapes. With `P = exp(scale * q k^T - lse)` (0 where masked, and in a row whose lse is
+    /// `-inf`), `D = rowsum(do * o)` (computed inside the patch, once per query row of the
+    /// call), `dS = P * (do v^T - D)`: `dv = P^T do`, `dq = scale * dS k`, `dk = scale * dS^T q`,
+    /// dk and dv summed over each key/value head's group of query heads. dq is a partial sum
+    /// over key blocks and dk, dv over query blocks: a tile's results are summed
+    /// ([`CombineKind::Add`]); with `accumulate`, the patch adds them into its outputs (f32
+    /// accumulators), otherwise it overwrites them. `causal`, `q_offset` and `k_offset` as the
+    /// forward's (global positions of the tile's first query and key). A fully masked row
+    /// gives zero gradients, never NaN. The f64 reference is
+    /// `mercury_kernels::cpu::attention_bwd`.
+    AttentionBwd {
+        causal: bool,
+        scale: f64,
+        q_offset: usize,
+        k_offset: usize,
+        #[serde(default)]
+        accumulate: bool,
+    },
 }
 
 /// A CommIR attribute a patch reads, and what the verifier requires of it.
@@ -89,7 +112,7 @@ pub struct PatchSpec {
 }
 
 /// Every patch kind, in the order of the [`PatchKind`] variants.
-pub static PATCHES: &[&PatchSpec] = &[&GEMM, &ATTENTION];
+pub static PATCHES: &[&PatchSpec] = &[&GEMM, &ATTENTION, &ATTENTION_BWD];
 
 /// The spec of the CommIR patch `name`, if there is one.
 pub fn spec(name: &str) -> Option<&'static PatchSpec> {
@@ -111,14 +134,15 @@ impl PatchKind {
         match self {
             PatchKind::Gemm { .. } => &GEMM,
             PatchKind::Attention { .. } => &ATTENTION,
+            PatchKind::AttentionBwd { .. } => &ATTENTION_BWD,
         }
     }
     /// Whether the op adds its result into its outputs (it reads them too).
     pub fn accumulates(&self) -> bool {
         match self {
-            PatchKind::Gemm { accumulate, .. } | PatchKind::Attention { accumulate, .. } => {
-                *accumulate
-            }
+            PatchKind::Gemm { accumulate, .. }
+            | PatchKind::Attention { accumulate, .. }
+            | PatchKind::AttentionBwd { accumulate, .. } => *accumulate,
         }
     }
     /// Makes the op fold a `kind` combine into its outputs; false when it cannot (a GEMM with
@@ -136,16 +160,36 @@ impl PatchKind {
             return false;
         }
         match self {
-            PatchKind::Gemm { accumulate, .. } | PatchKind::Attention { accumulate, .. } => {
-                *accumulate = true
-            }
+            PatchKind::Gemm { accumulate, .. }
+            | PatchKind::Attention { accumulate, .. }
+            | PatchKind::AttentionBwd { accumulate, .. } => *accumulate = true,
         }
         true
     }
     /// Whether the instance does no work at all (a causal block entirely above the
     /// diagonal); `q_rows` is the query tile's sequence length.
     pub fn is_empty(&self, q_rows: usize) -> bool {
-        matches!(self, PatchKind::Attention { causal: true, q_offset, k_offset, .. } if *k_offset >= q_offset + q_rows)
+        self.causal_offsets()
+            .is_some_and(|(q_offset, k_offset)| k_offset >= q_offset + q_rows)
+    }
+    /// The `(q_offset, k_offset)` of a causal attention patch (forward or backward); `None`
+    /// for any other patch.
+    pub fn causal_offsets(&self) -> Option<(usize, usize)> {
+        match self {
+            PatchKind::Attention {
+                causal: true,
+                q_offset,
+                k_offset,
+                ..
+            }
+            | PatchKind::AttentionBwd {
+                causal: true,
+                q_offset,
+                k_offset,
+                ..
+            } => Some((*q_offset, *k_offset)),
+            _ => None,
+        }
     }
 }
 
@@ -265,6 +309,37 @@ pub fn attention_views(
     }
 }
 
+/// The extents of an attention backward's views, made 4-D ([`attention_bhsd`]): inputs q,
+/// k, v, o, do, lse and outputs dq, dk, dv (see [`PatchKind::AttentionBwd`]): q, k, v, o and
+/// lse as the forward's ([`attention_shapes`]), do of o's shape, and each gradient of its
+/// operand's shape. Returns `[q, k, v, o]`; `Err` names every shape.
+pub fn attention_bwd_views(
+    inputs: &[crate::View],
+    outputs: &[crate::View],
+) -> Result<[[usize; 4]; 4], String> {
+    let ([q, k, v, o, d_o, lse], [dq, dk, dv]) = (inputs, outputs) else {
+        return Err(format!(
+            "an attention_bwd patch takes 6 inputs (q, k, v, o, do, lse) and 3 outputs (dq, dk, dv), not {} and {}",
+            inputs.len(),
+            outputs.len()
+        ));
+    };
+    let e = |v: &crate::View| v.region.extent.clone();
+    let bad = || {
+        format!(
+            "attention_bwd shapes do not agree: q {:?}, k {:?}, v {:?}, o {:?}, do {:?}, lse {:?} -> dq {:?}, dk {:?}, dv {:?}",
+            e(q), e(k), e(v), e(o), e(d_o), e(lse), e(dq), e(dk), e(dv)
+        )
+    };
+    let shapes = attention_shapes(&e(q), &e(k), &e(v), &e(o), &e(lse)).map_err(|_| bad())?;
+    let same = |a: &crate::View, b: &crate::View| attention_bhsd(&e(a)) == attention_bhsd(&e(b));
+    if same(d_o, o) && same(dq, q) && same(dk, k) && same(dv, v) {
+        Ok(shapes)
+    } else {
+        Err(bad())
+    }
+}
+
 /// `out[m, n] = a[m, k] * b[k, n]`.
 pub static GEMM: PatchSpec = PatchSpec {
     name: "gemm",
@@ -307,9 +382,7 @@ pub static ATTENTION: PatchSpec = PatchSpec {
         if !(q.len() == 4 && s[1].len() == 4 || q.len() == 3 && s[1].len() == 3) {
             return Err("attention tiles must be [batch, heads, sequence, head_dim] or [heads, sequence, head_dim]".into());
         }
-        let d = *q.last().unwrap_or(&1);
-        let causal = (a.bool_attr)("causal") == Some(true);
-        let scale = (a.float_attr)("scale").unwrap_or(1.0 / (d as f64).sqrt());
+        let (causal, scale) = attention_attrs(a);
         Ok((
             PatchKind::Attention {
                 causal,
@@ -332,15 +405,7 @@ pub static ATTENTION: PatchSpec = PatchSpec {
         let (Some(q), Some(k)) = (attention_bhsd(&s[0]), attention_bhsd(&s[1])) else {
             return 0.0;
         };
-        let pairs = match p {
-            PatchKind::Attention {
-                causal: true,
-                q_offset,
-                k_offset,
-                ..
-            } => visible_pairs(q[2], k[2], *q_offset, *k_offset),
-            _ => q[2] as f64 * k[2] as f64,
-        };
+        let pairs = attention_pairs(p, q[2], k[2]);
         4.0 * q[0] as f64 * q[1] as f64 * q[3] as f64 * pairs
     },
     contracted: |s| {
@@ -351,6 +416,85 @@ pub static ATTENTION: PatchSpec = PatchSpec {
         ]
     },
 };
+
+/// Attention backward: the gradients of q, k and v from the forward's output, its gradient
+/// and its log-sum-exp ([`PatchKind::AttentionBwd`]).
+pub static ATTENTION_BWD: PatchSpec = PatchSpec {
+    name: "attention_bwd",
+    inputs: 6,
+    outputs: 3,
+    attrs: &[PatchAttr::Bool("causal"), PatchAttr::Positive("scale")],
+    folds: Some(CombineKind::Add),
+    build: |a| {
+        let s = a.shapes;
+        let r = s[0].len();
+        let lse_rank = s.get(5).map_or(0, Vec::len);
+        if !(r == 3 || r == 4) || s[..5].iter().any(|x| x.len() != r) || lse_rank + 1 != r {
+            return Err("attention_bwd tiles must be q, k, v, o, do [batch, heads, sequence, head_dim] (or all without the batch) and lse [batch, heads, sequence]".into());
+        }
+        let (causal, scale) = attention_attrs(a);
+        Ok((
+            PatchKind::AttentionBwd {
+                causal,
+                scale,
+                q_offset: a.offsets.0,
+                k_offset: a.offsets.1,
+                accumulate: false,
+            },
+            vec![s[0].clone(), s[1].clone(), s[2].clone()],
+        ))
+    },
+    flops: |p, s| {
+        let (Some(q), Some(k), Some(v)) = (
+            attention_bhsd(&s[0]),
+            attention_bhsd(&s[1]),
+            s.get(2).and_then(|v| attention_bhsd(v)),
+        ) else {
+            return 0.0;
+        };
+        let pairs = attention_pairs(p, q[2], k[2]);
+        // Five products per visible pair: q k^T again (d), do v^T (dv), P^T do (dv),
+        // dS k (d), dS^T q (d); the forward's two are 4 d per pair: 2.5x at d = dv.
+        2.0 * q[0] as f64 * q[1] as f64 * (3.0 * q[3] as f64 + 2.0 * v[3] as f64) * pairs
+    },
+    contracted: |s| {
+        // The positions (second to last) and the head dim (last).
+        let both = |x: &Vec<usize>| vec![x.len().saturating_sub(2), x.len().saturating_sub(1)];
+        vec![
+            both(&s[0]),
+            both(&s[1]),
+            both(&s[2]),
+            both(&s[3]),
+            both(&s[4]),
+            vec![],
+        ]
+    },
+};
+
+/// The `causal` and `scale` attributes of an attention patch (forward or backward): not causal
+/// and `1/sqrt(d)` of q's head dim by default.
+fn attention_attrs(a: &PatchArgs) -> (bool, f64) {
+    let d = a
+        .shapes
+        .first()
+        .and_then(|q| q.last())
+        .copied()
+        .unwrap_or(1);
+    let causal = (a.bool_attr)("causal") == Some(true);
+    (
+        causal,
+        (a.float_attr)("scale").unwrap_or(1.0 / (d as f64).sqrt()),
+    )
+}
+
+/// The query/key pairs an attention patch (forward or backward) on `sq` queries and `sk` keys
+/// computes: all of them, or those its causal mask leaves visible.
+fn attention_pairs(p: &PatchKind, sq: usize, sk: usize) -> f64 {
+    match p.causal_offsets() {
+        Some((q_offset, k_offset)) => visible_pairs(sq, sk, q_offset, k_offset),
+        None => sq as f64 * sk as f64,
+    }
+}
 
 /// Query/key pairs a causal mask leaves visible in a tile of `sq` queries from position
 /// `q_off` and `sk` keys from position `k_off` (key `k_off + c` is visible to query
@@ -408,6 +552,41 @@ mod tests {
         assert_eq!(attention_bhsd(&[128, 32]), None);
     }
 
+    fn view(extent: &[usize]) -> crate::View {
+        crate::View {
+            slot: 0,
+            region: crate::Region::full(extent),
+        }
+    }
+
+    #[test]
+    fn attention_bwd_views_agree() {
+        // GQA (4 query heads on 2 key/value heads) with another value head dim (MLA).
+        let ins = [
+            view(&[1, 4, 8, 16]),
+            view(&[1, 2, 6, 16]),
+            view(&[1, 2, 6, 8]),
+            view(&[1, 4, 8, 8]),
+            view(&[1, 4, 8, 8]),
+            view(&[1, 4, 8]),
+        ];
+        let outs = [
+            view(&[1, 4, 8, 16]),
+            view(&[1, 2, 6, 16]),
+            view(&[1, 2, 6, 8]),
+        ];
+        assert!(attention_bwd_views(&ins, &outs).is_ok());
+        // dv of k's head dim instead of v's, a missing lse.
+        let bad = [
+            view(&[1, 4, 8, 16]),
+            view(&[1, 2, 6, 16]),
+            view(&[1, 2, 6, 16]),
+        ];
+        let e = attention_bwd_views(&ins, &bad).unwrap_err();
+        assert!(e.contains("dv [1, 2, 6, 16]"), "{e}");
+        assert!(attention_bwd_views(&ins[..5], &outs).is_err());
+    }
+
     #[test]
     fn every_kind_has_its_spec() {
         let gemm = PatchKind::Gemm {
@@ -427,7 +606,30 @@ mod tests {
         assert_eq!((GEMM.flops)(&gemm, &[vec![2, 3], vec![3, 4]]), 48.0);
         let mut g = gemm.clone();
         assert!(!g.fold(CombineKind::LseMerge) && g.fold(CombineKind::Add) && g.accumulates());
-        assert_eq!(known(), "gemm, attention");
+        assert_eq!(known(), "gemm, attention, attention_bwd");
+        // The backward: 2.5x the forward's FLOPs at d = dv, the same causal pairs, folds adds.
+        let bwd = PatchKind::AttentionBwd {
+            causal: true,
+            scale: 1.0,
+            q_offset: 0,
+            k_offset: 4,
+            accumulate: false,
+        };
+        let s = [vec![2, 8, 16], vec![2, 8, 16], vec![2, 8, 16]];
+        let fwd = PatchKind::Attention {
+            causal: true,
+            scale: 1.0,
+            q_offset: 0,
+            k_offset: 4,
+            accumulate: false,
+        };
+        assert_eq!(
+            (ATTENTION_BWD.flops)(&bwd, &s),
+            2.5 * (ATTENTION.flops)(&fwd, &s)
+        );
+        assert!(bwd.is_empty(4) && !bwd.is_empty(5));
+        let mut b = bwd.clone();
+        assert!(!b.fold(CombineKind::LseMerge) && b.fold(CombineKind::Add) && b.accumulates());
         assert!(spec("conv").is_none());
     }
 }

@@ -158,6 +158,9 @@ fn check_patch(
     if let PatchKind::Attention { .. } = patch {
         crate::patch::attention_views(inputs, outputs)?;
     }
+    if let PatchKind::AttentionBwd { .. } = patch {
+        crate::patch::attention_bwd_views(inputs, outputs)?;
+    }
     if let PatchKind::Gemm {
         accumulate,
         epilogue,

@@ -18,7 +18,7 @@
 //! - [`templates`]: which known schedule (ring, ulysses, usp, ...) a candidate is.
 //!
 //! The simulation study and the hand-written FIXTURE plans it cross-checks against are in
-//! `tools/mercury-bench` (not product code).
+//! `tools/mercury-study` (not product code).
 
 pub mod cache;
 pub mod commir_source;

@@ -11,30 +11,40 @@ use mercury_commir::ops::BufferOp;
 use mercury_commir::pass::{kernel_mut, model, KernelPass};
 use mercury_commir::placement::flatten_splits;
 use mercury_commir::{DimBinding, Kernel, Placement, Role, Split, Stmt};
-use mercury_ir::{Diagnostic, Operation};
+use mercury_ir::{Diagnostic, Operation, ValueId};
 
-/// The sequence dimensions of a causal attention patch.
+/// The sequence dimensions of a causal attention patch (forward or backward).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CausalSeq {
     /// The (outermost) axis of the query positions (Q's and the output's sequence dimension).
     pub q_axis: String,
     /// The (outermost) axis of the key positions (K's and V's).
     pub k_axis: String,
-    /// (buffer, dimension) of Q, K, V and the output, in that order.
+    /// (buffer, dimension) of every buffer that holds query or key positions: Q, K, V and the
+    /// output (and the log-sum-exp it keeps) of a forward; Q, K, V, O, dO, LSE and the
+    /// gradients dQ, dK, dV of a backward; in that order.
     pub dims: Vec<(String, usize)>,
 }
 
-/// The causal attention patch of `m` (the first one), if any: its Q, K, V and output buffers
-/// with their sequence dimensions (the second-to-last), each bound to axes (the first names
-/// the positions: `@i` before tiling, `@i0` after).
+/// The causal attention patch of `m` (the first forward or backward one), if any: the buffers
+/// it loads and reduces into with their sequence dimensions (the dimension bound first to
+/// the query or key axis: `@i` before tiling, `@i0` after).
 pub fn causal_attention(m: &Kernel) -> Option<CausalSeq> {
     let mut loads = Vec::new();
     let mut reduces = Vec::new();
     let mut patch = None;
     m.walk(&mut |s, _| match s {
         Stmt::Load { result, access } => loads.push((*result, access.buffer.clone())),
-        Stmt::Reduce { values, access, .. } => {
-            reduces.push((values.clone(), access.buffer.clone()))
+        Stmt::Reduce {
+            values,
+            access,
+            lse,
+            ..
+        } => {
+            reduces.push((values.clone(), access.buffer.clone()));
+            if let Some(l) = lse {
+                reduces.push((values[1..].to_vec(), l.buffer.clone()));
+            }
         }
         Stmt::Patch {
             kernel,
@@ -43,7 +53,7 @@ pub fn causal_attention(m: &Kernel) -> Option<CausalSeq> {
             attrs,
             ..
         } if patch.is_none()
-            && kernel == "attention"
+            && (kernel == "attention" || kernel == "attention_bwd")
             && attrs.get("causal").and_then(|a| a.as_bool()) == Some(true) =>
         {
             patch = Some((inputs.clone(), outputs.clone()))
@@ -51,32 +61,44 @@ pub fn causal_attention(m: &Kernel) -> Option<CausalSeq> {
         _ => {}
     });
     let (inputs, outputs) = patch?;
-    let load = |v| loads.iter().find(|(r, _)| *r == v).map(|(_, b)| b.clone());
-    let (q, k, v) = (
-        load(*inputs.first()?)?,
-        load(*inputs.get(1)?)?,
-        load(*inputs.get(2)?)?,
-    );
-    let o = reduces
-        .iter()
-        .find(|(vals, _)| vals.first() == outputs.first())
-        .map(|(_, b)| b.clone())?;
-    let seq = |b: &str| -> Option<(usize, String)> {
+    let load = |v: &ValueId| loads.iter().find(|(r, _)| r == v).map(|(_, b)| b.clone());
+    let reduced = |v: &ValueId| {
+        reduces
+            .iter()
+            .find(|(vals, _)| vals.first() == Some(v))
+            .map(|(_, b)| b.clone())
+    };
+    // The axis the (outermost) sequence dimension of a 3- or 4-D tile's buffer is bound to.
+    let seq_axis = |b: &str| -> Option<String> {
         let buf = m.buffer(b)?;
-        let d = buf.dims.len().checked_sub(2)?;
-        match &buf.dims[d] {
-            DimBinding::Axes(ax) => Some((d, ax[0].clone())),
+        match &buf.dims[buf.dims.len().checked_sub(2)?] {
+            DimBinding::Axes(ax) => Some(ax[0].clone()),
             _ => None,
         }
     };
-    let (qd, qa) = seq(&q)?;
-    let (kd, ka) = seq(&k)?;
-    let (vd, va) = seq(&v)?;
-    let (od, oa) = seq(&o)?;
-    (qa == oa && ka == va).then(|| CausalSeq {
-        q_axis: qa,
-        k_axis: ka,
-        dims: vec![(q, qd), (k, kd), (v, vd), (o, od)],
+    let q_axis = seq_axis(&load(inputs.first()?)?)?;
+    let k_axis = seq_axis(&load(inputs.get(1)?)?)?;
+    // Query-side and key-side buffers: the forward's q; k, v; o (and its kept lse); the
+    // backward's q; k, v; o, do, lse; dq; dk, dv.
+    let mut bufs: Vec<String> = inputs.iter().filter_map(load).collect();
+    bufs.extend(outputs.iter().filter_map(reduced));
+    let mut dims = Vec::new();
+    for b in bufs {
+        let buf = m.buffer(&b)?;
+        let d = buf.dims.iter().position(
+            |d| matches!(d, DimBinding::Axes(ax) if ax[0] == q_axis || ax[0] == k_axis),
+        )?;
+        if !dims.iter().any(|(x, _)| *x == b) {
+            dims.push((b, d));
+        }
+    }
+    // The forward needs q, k, v and its output; the backward q, k, v, o, do, lse and its
+    // three gradients.
+    let want = if outputs.len() == 3 { 9 } else { 4 };
+    (dims.len() >= want).then_some(CausalSeq {
+        q_axis,
+        k_axis,
+        dims,
     })
 }
 

@@ -61,6 +61,64 @@ fn tile_over_mesh(
     Ok(loops)
 }
 
+/// Why no spatial axis of the outputs can be distributed over the `n` devices: the axes that
+/// divide by `n` but into blocks below their declared minimum (`min B`; a note at each such
+/// declaration), then those that do not divide. Located at the kernel.
+fn no_axis_fits(m: &Kernel, outputs: &[&mercury_commir::Buffer], n: usize) -> Diagnostic {
+    let (small, uneven): (Vec<&mercury_commir::Axis>, Vec<&mercury_commir::Axis>) = m
+        .axes
+        .iter()
+        .filter(|a| a.kind == AxisKind::Spatial && outputs.iter().any(|b| b.uses_axis(&a.name)))
+        .partition(|a| a.extent.is_multiple_of(n));
+    let mesh = &m.mesh.name;
+    let listed = |axes: &[&mercury_commir::Axis]| {
+        axes.iter()
+            .map(|a| format!("'@{}' = {}", a.name, a.extent))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let message = if small.is_empty() {
+        let why = if uneven.is_empty() {
+            "the output has no spatial axis".to_string()
+        } else {
+            format!("{} not a multiple of {n}", listed(&uneven))
+        };
+        format!("shift-shard: no spatial axis of the output divides over the {n} devices of '@{mesh}': {why}")
+    } else {
+        let blocks = small
+            .iter()
+            .map(|a| {
+                format!(
+                    "'@{}' = {} divides into blocks of {}, below its minimum block of {} ('min {}')",
+                    a.name,
+                    a.extent,
+                    a.extent / n,
+                    a.min_block,
+                    a.min_block
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let others = if uneven.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the other spatial axes of the output ({}) are not multiples of {n}",
+                listed(&uneven)
+            )
+        };
+        format!("shift-shard: no spatial axis of the output can be distributed over the {n} devices of '@{mesh}': {blocks}{others}")
+    };
+    small
+        .iter()
+        .fold(Diagnostic::error(m.loc.clone(), message), |d, a| {
+            d.with_note(
+                a.loc.clone(),
+                format!("'@{}' declares its minimum block here", a.name),
+            )
+        })
+}
+
 impl KernelPass for ShiftShard {
     fn apply(&self, module: &mut Operation, m: &Kernel) -> Result<(), Diagnostic> {
         if !m.loops().is_empty() {
@@ -95,10 +153,19 @@ impl KernelPass for ShiftShard {
                 None => m
                     .axes
                     .iter()
-                    .filter(|a| a.kind == AxisKind::Spatial && outputs.iter().any(|b| b.uses_axis(&a.name)) && fits(a))
-                    .max_by_key(|a| (a.extent, std::cmp::Reverse(m.axes.iter().position(|x| x.name == a.name))))
+                    .filter(|a| {
+                        a.kind == AxisKind::Spatial
+                            && outputs.iter().any(|b| b.uses_axis(&a.name))
+                            && fits(a)
+                    })
+                    .max_by_key(|a| {
+                        (
+                            a.extent,
+                            std::cmp::Reverse(m.axes.iter().position(|x| x.name == a.name)),
+                        )
+                    })
                     .map(|a| a.name.clone())
-                    .ok_or_else(|| Diagnostic::error(m.loc.clone(), format!("shift-shard: no spatial axis of the output divides over the {n} devices of '@{}'", m.mesh.name)))?,
+                    .ok_or_else(|| no_axis_fits(m, &outputs, n))?,
             }
         } else {
             let a = m.axis(&self.axis).ok_or_else(|| {

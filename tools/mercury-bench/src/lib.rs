@@ -1,13 +1,18 @@
-//! Benchmarks and GPU self-checks of the CUDA backend, kept out of the product libraries:
-//! `bench` (the `mercury-gpu-bench` binary: P0 executor self-checks, P1 GEMM, P2/P2c attention
-//! patches, P3 RingAttention), `mgpu` (multi-device self-checks) and `links` (link
-//! measurements and the topology file they make; both behind the `mercury-mgpu` binary), and
-//! `ring` (the hand-written RingAttention plan of P3); `study` (the predicted-latency tables of
-//! `docs/simulation.md`, the `mercury-study` binary) and `fixtures` (hand-written attention and
-//! GEMM plans the study cross-checks the lowering against).
-//! `args` holds what the binaries' clap command lines share (value parsers that refuse a count
-//! of 0 or a number out of range, the `--device-kernels-ptx` file read before any GPU).
-//! Every GPU test skips with a message where no GPU or library is present.
+//! GPU benchmarks and self-checks of the CUDA backend, the ones `scripts/gpu.sh` runs, kept out
+//! of the product libraries:
+//! - `bench`: the `mercury-gpu-bench` binary. Its sections are registered in one table,
+//!   [`bench::SECTIONS`] (P0 executor self-checks, P1 GEMM patch vs cuBLAS, P2 NVRTC and P2c
+//!   cuDNN attention patches, P2b the attention backward, P3 RingAttention on virtual ranks);
+//!   a new bench is a file under `bench/` with an `impl Bench` method and one line in that
+//!   table;
+//! - `mgpu` (multi-device self-checks) and `links` (link measurements and the topology file
+//!   they make), both behind the `mercury-mgpu` binary;
+//! - `ring`: the hand-written RingAttention plan of P3;
+//! - `args`: what the binaries' clap command lines share (value parsers that refuse a count of
+//!   0 or a number out of range, the `--device-kernels-ptx` file read before any GPU).
+//!
+//! Every GPU test skips with a message where no GPU or library is present. The one-time
+//! simulation study and its FIXTURE plans are in `tools/mercury-study` (CPU only).
 
 // Check closures and row tables read clearer spelled out than behind aliases.
 #![allow(clippy::type_complexity)]
@@ -33,11 +38,9 @@ macro_rules! out {
 
 pub mod args;
 pub mod bench;
-pub mod fixtures;
 pub mod links;
 pub mod mgpu;
 pub mod ring;
-pub mod study;
 
 /// Library warnings (`tracing`: the CUDA executor's) go to stderr: `warn` and above, or the
 /// level named in `RUST_LOG` (`error`, `warn`, `info`, `debug`, `trace`).

@@ -2,7 +2,8 @@
 //! added at run time from the pass registry. Pass flags run in the order they are given.
 
 use clap::{Arg, ArgAction, CommandFactory, FromArgMatches, Parser, ValueEnum};
-use mercury_ir::pass::{parse_pipeline, PassRegistry};
+use mercury_driver::cli::{pass_flag, pass_options};
+use mercury_ir::pass::PassRegistry;
 use mercury_ir::syntax::split::DEFAULT_SPLIT_MARKER;
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -69,6 +70,10 @@ pub struct Options {
     /// Print every operation in the generic form.
     #[arg(long)]
     pub mlir_print_op_generic: bool,
+
+    /// Print the location of every operation and block argument (`loc(...)`).
+    #[arg(long)]
+    pub mlir_print_debuginfo: bool,
 
     /// Accept operations of dialects that are not registered.
     #[arg(long)]
@@ -159,17 +164,13 @@ pub fn command(passes: &PassRegistry) -> (clap::Command, Vec<&'static str>) {
         }
         taken.push(p.name.to_string());
         added.push(p.name);
-        cmd = cmd.arg(
+        cmd = cmd.arg(pass_flag(
             Arg::new(p.name)
                 .long(p.name)
-                .value_name("OPTIONS")
-                .num_args(0..=1)
-                .require_equals(true)
-                .default_missing_value("")
                 .action(ArgAction::Append)
                 .help(p.summary)
                 .help_heading("Passes"),
-        );
+        ));
     }
     (cmd, added)
 }
@@ -197,22 +198,6 @@ fn normalize_single_dash(args: Vec<OsString>, longs: &[&str]) -> Vec<OsString> {
         out.push(rewritten.unwrap_or(a));
     }
     out
-}
-
-/// `key=value key2=value2` (the value of `--<pass>=...`) as option pairs, with the pipeline
-/// grammar's rules.
-fn pass_flag_options(name: &str, value: &str) -> Result<Vec<(String, String)>, String> {
-    if value.trim().is_empty() {
-        return Ok(vec![]);
-    }
-    let entries = parse_pipeline(&format!("{name}{{{value}}}"))
-        .map_err(|e| format!("bad options for --{name}: {e}"))?;
-    match entries.as_slice() {
-        [one] if one.name == name => Ok(one.options.clone()),
-        _ => Err(format!(
-            "bad options for --{name}: '{value}' (expected key=value pairs separated by spaces)"
-        )),
-    }
 }
 
 /// Parses the command line.
@@ -287,7 +272,7 @@ pub fn parse(
             continue;
         };
         for (index, value) in indices.zip(values) {
-            let options = pass_flag_options(name, value).map_err(CliError::Message)?;
+            let options = pass_options(name, value).map_err(CliError::Message)?;
             flags.push((index, PassFlag { name, options }));
         }
     }

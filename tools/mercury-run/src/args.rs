@@ -40,7 +40,7 @@ pub enum LauncherArg {
     Env,
 }
 
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     name = "mercury-run",
     version,
@@ -55,13 +55,30 @@ pub struct Args {
     /// A pass pipeline applied after the schedule script.
     #[arg(long, value_name = "PIPELINE")]
     pub pass_pipeline: Option<String>,
-    /// Apply the shift-shard schedule first.
+    /// Apply the shift-shard schedule first; its options as in mercury-opt
+    /// (`--shift-shard="balance=false"`, `mercury-opt --list-passes`).
     #[arg(long)]
-    pub shift_shard: bool,
+    pub shift_shard: Option<String>,
     /// The kernel to schedule and run when the input has several: the schedule's passes
     /// transform it alone (those that do not name a kernel with their own option).
     #[arg(long)]
     pub kernel: Option<String>,
+    /// A training step: run the forward (the kernel --kernel names, or the input's other
+    /// kernel) and then its backward, the kernel NAME. The backward's inputs named as a
+    /// forward buffer come from the forward (its inputs; its outputs, such as O and the
+    /// log-sum-exp it keeps), and must be declared alike in both (shape, element type,
+    /// placement: the forward leaves them where the backward reads them); the others (the
+    /// loss's gradient dO) are fresh random inputs. --schedule, --shift-shard and
+    /// --pass-pipeline schedule both kernels (a pass with its own kernel option, its kernel);
+    /// --backward-schedule gives the backward a script of its own. --check holds the
+    /// forward's and the backward's outputs (dQ, dK, dV) to the single-device step. CPU
+    /// backend.
+    #[arg(long, value_name = "NAME")]
+    pub backward: Option<String>,
+    /// With --backward: the backward's schedule script (the forward keeps --schedule,
+    /// --shift-shard and --pass-pipeline).
+    #[arg(long, value_name = "FILE", requires = "backward")]
+    pub backward_schedule: Option<PathBuf>,
     /// Where to run.
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
@@ -192,7 +209,10 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     use clap::{CommandFactory, FromArgMatches};
-    let m = Args::command().try_get_matches_from(argv)?;
+    // --shift-shard takes its options as every tool's pass flag does (mercury_driver::cli).
+    let m = Args::command()
+        .mut_arg("shift_shard", mercury_driver::cli::pass_flag)
+        .try_get_matches_from(argv)?;
     let a = Args::from_arg_matches(&m)?;
     if a.launcher.is_some() {
         if a.backend == Backend::Cpu {
@@ -234,6 +254,24 @@ where
             clap::error::ErrorKind::ArgumentConflict,
             "--no-run compiles only; --check, --bench, --cache-file, --launcher and --inject-fault need a run\n",
         ));
+    }
+    if a.backward.is_some() {
+        let gpu_only = given_flags(
+            &m,
+            &["bench", "cache_file", "launcher", "emit_plan", "predict"],
+        );
+        if a.backend != Backend::Cpu {
+            return Err(conflict(
+                "--backward runs a training step on the CPU executor (--backend cpu): the CUDA backend has no attention_bwd patch yet\n".into(),
+            ));
+        }
+        if !gpu_only.is_empty() {
+            return Err(conflict(format!(
+                "--backward runs a training step of two plans; {} read one plan: drop {}\n",
+                gpu_only.join(", "),
+                pick(&gpu_only, "it", "them")
+            )));
+        }
     }
     if a.iters == 0 {
         return Err(clap::Error::raw(

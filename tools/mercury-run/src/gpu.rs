@@ -183,6 +183,10 @@ fn flops(plan: &Plan) -> f64 {
                             // q k^T is d wide, p v is dv wide.
                             f += 2.0 * bh * sq * sk * (d + dv) * if *causal { 0.5 } else { 1.0 };
                         }
+                        PatchKind::AttentionBwd { .. } => {
+                            let shapes: Vec<Vec<usize>> = (0..inputs.len()).map(e).collect();
+                            f += (patch.spec().flops)(patch, &shapes);
+                        }
                     }
                 }
                 // Compiled tile ops (a tile matmul of the unpatched single-device operator, an
@@ -311,6 +315,25 @@ fn spot_check(
                 });
             }
         }
+        PatchKind::AttentionBwd { causal, scale, .. } => {
+            // The gradients: the output buffers in declaration order (dQ, dK, dV).
+            let outs: Vec<&HostBuffer> = reference
+                .buffers
+                .iter()
+                .filter(|b| b.role == Role::Output)
+                .map(|b| out.get(&b.name))
+                .collect::<Option<_>>()?;
+            let [dq, dk, dv] = outs.as_slice() else {
+                return None;
+            };
+            return crate::bwd_check::attention_bwd_rows(
+                &ops,
+                [dq, dk, dv],
+                inputs,
+                (*causal, *scale),
+                &mut rng,
+            );
+        }
         PatchKind::Gemm { epilogue, .. } => {
             let (an, ash) = &ops[0];
             let (bn, bsh) = &ops[1];
@@ -433,8 +456,31 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
     }
     let b = checked_bench(a, plan, || crate::reference_plan(a, c), &mut |l| {
         outln!("{l}")
-    })?;
+    })
+    .map_err(|f| locate_attention_refusal(c, f))?;
     Ok(a.bench.then_some(b.median_ms * 1e-3))
+}
+
+/// A refusal of an attention block by every GPU patch (`ops::ATTENTION_REFUSED`: a dtype they
+/// do not compute, a shape neither cuDNN nor the NVRTC kernel takes), located at the
+/// operator's attention patch; any other failure as it is.
+fn locate_attention_refusal(c: &Compiled, f: Failure) -> Failure {
+    let Failure::Input(m) = &f else { return f };
+    if !m.contains(mercury_runtime::cuda::ops::ATTENTION_REFUSED) {
+        return f;
+    }
+    let mut at = None;
+    c.declared.walk(&mut |s, _| {
+        if let mercury_commir::Stmt::Patch { kernel, loc, .. } = s {
+            if kernel == "attention" && at.is_none() {
+                at = Some(loc.clone());
+            }
+        }
+    });
+    match at {
+        Some(loc) => crate::diag(mercury_ir::Diagnostic::error(loc, m.clone())),
+        None => f,
+    }
 }
 
 /// What [`checked_bench`] measured.

@@ -37,12 +37,15 @@ pub fn stdout_failure() -> Option<String> {
 }
 
 pub mod args;
+#[cfg(feature = "cuda")]
+mod bwd_check;
 pub mod check;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 #[cfg(feature = "cuda")]
 pub mod launched;
+pub mod train;
 
 use mercury_driver::{Compiler, Schedule};
 use mercury_ir::Diagnostic;
@@ -57,6 +60,19 @@ pub use mercury::{diag, single_device, Compiled};
 /// start with it).
 pub const TOOL: &str = "mercury-run";
 
+/// Reads, parses and verifies the input: its kernels' models.
+pub fn input_kernels(
+    a: &args::Args,
+    compiler: &Compiler,
+) -> Result<Vec<mercury_commir::Kernel>, Failure> {
+    let text = std::fs::read_to_string(&a.input)
+        .map_err(|e| Failure::Input(format!("cannot read '{}': {e}", a.input.display())))?;
+    let module = compiler
+        .parse(&a.input.display().to_string(), &text)
+        .map_err(diag)?;
+    mercury_commir::kernels(&module).map_err(diag)
+}
+
 /// Parses, verifies and schedules the input (the compile path of the library face,
 /// [`mercury::compile`]), printing its notes.
 pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure> {
@@ -70,7 +86,12 @@ pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure>
             None => None,
         };
     let schedule = Schedule {
-        shift_shard: a.shift_shard,
+        shift_shard: a
+            .shift_shard
+            .as_deref()
+            .map(|o| mercury_driver::cli::pass_options("shift-shard", o))
+            .transpose()
+            .map_err(Failure::Input)?,
         script,
         script_name: a.schedule.as_ref().map(|s| s.display().to_string()),
         pipeline: a.pass_pipeline.clone(),

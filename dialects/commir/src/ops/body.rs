@@ -267,7 +267,7 @@ impl<O: Deref<Target = Operation>> ReduceOp<O> {
         &self,
         scope: &Scope,
         stack: &[(String, Option<usize>)],
-    ) -> Result<(ReduceKind, Access), Diagnostic> {
+    ) -> Result<(ReduceKind, Access, Option<Access>), Diagnostic> {
         let op = self.op();
         let kind = self
             .read_kind()
@@ -312,7 +312,69 @@ impl<O: Deref<Target = Operation>> ReduceOp<O> {
                 )
             })?;
         }
-        Ok((kind, access))
+        let lse = self.verify_lse(scope, stack, kind, buf, &access)?;
+        Ok((kind, access, lse))
+    }
+
+    /// `lse @L`: the buffer that keeps the merged log-sum-exp of an `lse_merge` (the forward's
+    /// statistics a backward reads). `@L` is an `out` buffer of f32 or f64 (a log-sum-exp in
+    /// bf16 would shift every probability the backward recomputes from it by up to 3%),
+    /// bound to the output's dimensions without the last one; its tile is the output's
+    /// without the last dimension, which must be whole (no loop picks a block of it). Returns
+    /// its access: the output's indices without those of its last dimension.
+    fn verify_lse(
+        &self,
+        scope: &Scope,
+        stack: &[(String, Option<usize>)],
+        kind: ReduceKind,
+        out: &Buffer,
+        access: &Access,
+    ) -> Result<Option<Access>, Diagnostic> {
+        let op = self.op();
+        let Some(name) = self.read_lse().map_err(|m| err(&op.loc, m))? else {
+            return Ok(None);
+        };
+        if kind != ReduceKind::LseMerge {
+            return Err(err(&op.loc, format!("'lse @{name}' keeps the log-sum-exp of an lse_merge; a reduction '{}' has none", kind.keyword())));
+        }
+        let buf = scope
+            .buffers
+            .iter()
+            .find(|b| b.name == name)
+            .ok_or_else(|| err(&op.loc, format!("'@{name}' is not a buffer of this kernel")))?;
+        if buf.role != Role::Out {
+            return Err(err(&op.loc, format!("'lse @{name}': the log-sum-exp is written into an 'out' buffer, not an '{}' one", buf.role.keyword())));
+        }
+        if !matches!(buf.dtype, Type::F32 | Type::F64) {
+            return Err(err(&op.loc, format!("'lse @{name}' must be f32 or f64, not {} (a log-sum-exp rounded to a 16-bit type shifts every probability exp(s - lse) a backward recomputes from it by up to 3%)", buf.dtype)));
+        }
+        let Some((last, lead)) = out.dims.split_last() else {
+            return Err(err(
+                &op.loc,
+                format!("'lse @{name}': '@{}' has no dimension", out.name),
+            ));
+        };
+        if buf.dims != lead {
+            let dims = |d: &[DimBinding]| crate::attrs::dims_to_custom(d);
+            return Err(err(&op.loc, format!("'lse @{name}' must have the dimensions of '@{}' without the last one, {}, not {}", out.name, dims(lead), dims(&buf.dims))));
+        }
+        let tail = match last {
+            DimBinding::Axes(ax) => ax.len(),
+            DimBinding::Fixed(_) => 0,
+        };
+        let keep = access.indices.len() - tail;
+        let looped: Vec<&str> = stack.iter().map(|(a, _)| a.as_str()).collect();
+        if let Some(e) = access.indices[keep..]
+            .iter()
+            .find(|e| e.axes().iter().any(|a| looped.contains(a)))
+        {
+            return Err(err(&op.loc, format!("'lse @{name}': the last dimension of '@{}' is split (index '{}'); the log-sum-exp covers whole rows", out.name, e.to_custom())));
+        }
+        Ok(Some(Access {
+            buffer: name,
+            indices: access.indices[..keep].to_vec(),
+            loc: op.loc.clone(),
+        }))
     }
 }
 

@@ -270,13 +270,13 @@ commir_ops! {
     }
     /// An accumulation into a buffer tile.
     ReduceOp = "commir.reduce" {
-        summary: "Combines tiles into a buffer tile (add, or the softmax lse merge).",
+        summary: "Combines tiles into a buffer tile (add, or the softmax lse merge; its merged log-sum-exp kept in the buffer `lse` names).",
         operands: [ArgDef::many("values")],
         results: [],
-        attrs: { req kind: ReduceKind, req buffer: SymRef, req indices: Indices },
+        attrs: { req kind: ReduceKind, req buffer: SymRef, req indices: Indices, opt lse: SymRef },
         regions: [],
         traits: [],
-        format: "$kind $values `into` $buffer $indices attr-dict `:` type($values)",
+        format: "$kind $values `into` $buffer $indices (`lse` $lse^)? attr-dict `:` type($values)",
         verify: verify_in_kernel,
     }
     /// A write of a buffer tile.

@@ -200,6 +200,7 @@ fn pw_mode(m: PwMode) -> u32 {
         PwMode::CmpGe => P::CUDNN_POINTWISE_CMP_GE,
         PwMode::GenIndex => P::CUDNN_POINTWISE_GEN_INDEX,
         PwMode::BinarySelect => P::CUDNN_POINTWISE_BINARY_SELECT,
+        PwMode::Identity => P::CUDNN_POINTWISE_IDENTITY,
     }) as u32
 }
 
@@ -278,6 +279,41 @@ pub fn build_plan(
                 d.set_descs(A::CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, &[t(*o)])?;
                 d.set_descs(A::CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, &[t(*stats)])?;
                 d.set_descs(A::CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, &[t(*scale)])?;
+                d
+            }
+            OpDesc::SdpaBwd {
+                q,
+                k,
+                v,
+                o,
+                d_o,
+                stats,
+                scale,
+                dq,
+                dk,
+                dv,
+            } => {
+                let d = Desc::new(lib, D::CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR)?;
+                for (name, u) in [
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, q),
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC, k),
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC, v),
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC, o),
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC, d_o),
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, stats),
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC, scale),
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC, dq),
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, dk),
+                    (A::CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, dv),
+                ] {
+                    d.set_descs(name, &[t(*u)])?;
+                }
+                d
+            }
+            OpDesc::Reshape { x, y } => {
+                let d = Desc::new(lib, D::CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR)?;
+                d.set_descs(A::CUDNN_ATTR_OPERATION_RESHAPE_XDESC, &[t(*x)])?;
+                d.set_descs(A::CUDNN_ATTR_OPERATION_RESHAPE_YDESC, &[t(*y)])?;
                 d
             }
             OpDesc::Matmul { a, b, c } => {

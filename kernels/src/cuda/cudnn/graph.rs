@@ -140,33 +140,9 @@ impl SdpaKey {
     /// a valid key (e.g. `d_v != d_qk`) is only known when its plan is finalised. Errors name
     /// the offending value; nothing is clamped or guessed.
     pub fn validate(&self) -> Result<(), String> {
-        let dims = [
-            ("b", self.b),
-            ("h_q", self.hq),
-            ("h_k", self.hk),
-            ("s_q", self.sq),
-            ("s_kv", self.sk),
-            ("d_qk", self.dqk),
-            ("d_v", self.dv),
-        ];
-        for (n, v) in dims {
-            if v <= 0 {
-                return Err(format!("{n} = {v} must be positive"));
-            }
-        }
-        if self.hq % self.hk != 0 {
-            return Err(format!(
-                "h_q = {} is not a multiple of h_k = {}",
-                self.hq, self.hk
-            ));
-        }
-        for (n, d) in [("d_qk", self.dqk), ("d_v", self.dv)] {
-            if d % 8 != 0 || d > MAX_HEAD_DIM {
-                return Err(format!(
-                    "{n} = {d}: cuDNN fused attention needs a multiple of 8 up to {MAX_HEAD_DIM}"
-                ));
-            }
-        }
+        validate_sizes([
+            self.b, self.hq, self.hk, self.sq, self.sk, self.dqk, self.dv,
+        ])?;
         for (n, s) in [("q", self.q), ("k", self.k), ("v", self.v), ("o", self.o)] {
             if s[3] != 1 {
                 return Err(format!("{n} innermost stride {} is not 1", s[3]));
@@ -197,23 +173,46 @@ impl SdpaKey {
                 self.o
             ));
         }
-        if ![4, 8, 16].contains(&self.stats_align) {
-            return Err(format!(
-                "stats alignment {} is not 4, 8 or 16 bytes",
-                self.stats_align
-            ));
-        }
-        if self.stats[2] != 1 || self.stats[3] != 1 || self.stats[..2].iter().any(|x| *x < 0) {
-            return Err(format!(
-                "stats strides {:?} must be [sb, sh, 1, 1]",
-                self.stats
-            ));
-        }
+        validate_stats(self.stats, self.stats_align)?;
         if self.route == Route::Unified && self.mask != Mask::None {
             return Err("the unified SDPA operation takes no mask on this cuDNN".into());
         }
         Ok(())
     }
+}
+
+/// Sizes `[b, h_q, h_k, s_q, s_kv, d_qk, d_v]`: positive, `h_q % h_k == 0`, head dims
+/// multiples of 8 up to [`MAX_HEAD_DIM`] (cudnn-frontend's support surface on Hopper).
+pub(super) fn validate_sizes(sizes: [i64; 7]) -> Result<(), String> {
+    let names = ["b", "h_q", "h_k", "s_q", "s_kv", "d_qk", "d_v"];
+    for (n, v) in names.iter().zip(sizes) {
+        if v <= 0 {
+            return Err(format!("{n} = {v} must be positive"));
+        }
+    }
+    let [_, hq, hk, _, _, dqk, dv] = sizes;
+    if hq % hk != 0 {
+        return Err(format!("h_q = {hq} is not a multiple of h_k = {hk}"));
+    }
+    for (n, d) in [("d_qk", dqk), ("d_v", dv)] {
+        if d % 8 != 0 || d > MAX_HEAD_DIM {
+            return Err(format!(
+                "{n} = {d}: cuDNN fused attention needs a multiple of 8 up to {MAX_HEAD_DIM}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Stats `[b, h_q, s_q, 1]` strides `[sb, sh, 1, 1]` and a declared alignment of 4, 8 or 16.
+pub(super) fn validate_stats(strides: Strides4, align: i64) -> Result<(), String> {
+    if ![4, 8, 16].contains(&align) {
+        return Err(format!("stats alignment {align} is not 4, 8 or 16 bytes"));
+    }
+    if strides[2] != 1 || strides[3] != 1 || strides[..2].iter().any(|x| *x < 0) {
+        return Err(format!("stats strides {strides:?} must be [sb, sh, 1, 1]"));
+    }
+    Ok(())
 }
 
 /// Unique ids of the tensors the caller binds (the variant pack).
@@ -260,6 +259,8 @@ pub enum PwMode {
     CmpGe,
     GenIndex,
     BinarySelect,
+    /// `y = x` (a cast when the types differ).
+    Identity,
 }
 
 /// Reduction operators used by the graphs.
@@ -293,8 +294,24 @@ pub enum OpDesc {
         y: i64,
         axis: Option<i64>,
     },
-    /// `y = reduce(x)` over the dims where `y` has extent 1; f32 compute.
+    /// `y = reduce(x)` over the dims where `y` has extent 1 (or a divisor of `x`'s: groups
+    /// of heads summed); f32 compute.
     Reduction { op: RedOp, x: i64, y: i64 },
+    /// `y` is `x` seen with other dims and strides (no data moves; a transpose view).
+    Reshape { x: i64, y: i64 },
+    /// The unified SDPA backward operation (`CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR`).
+    SdpaBwd {
+        q: i64,
+        k: i64,
+        v: i64,
+        o: i64,
+        d_o: i64,
+        stats: i64,
+        scale: i64,
+        dq: i64,
+        dk: i64,
+        dv: i64,
+    },
 }
 
 /// A whole operation graph.
@@ -324,7 +341,7 @@ impl GraphDesc {
     }
 }
 
-fn dense(dims: &[i64]) -> Vec<i64> {
+pub(super) fn dense(dims: &[i64]) -> Vec<i64> {
     let mut s = vec![1; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * dims[i + 1];
@@ -332,18 +349,40 @@ fn dense(dims: &[i64]) -> Vec<i64> {
     s
 }
 
-struct Builder {
-    tensors: Vec<TensorDesc>,
-    ops: Vec<OpDesc>,
-    next: i64,
+/// Builds a [`GraphDesc`]: tensors with fresh virtual ids, operations in program order.
+pub(super) struct Builder {
+    pub(super) tensors: Vec<TensorDesc>,
+    pub(super) ops: Vec<OpDesc>,
+    pub(super) next: i64,
 }
 
 impl Builder {
-    fn bound(&mut self, uid: i64, dtype: DataType, dims: Vec<i64>, strides: Vec<i64>) -> i64 {
+    pub(super) fn new() -> Self {
+        Builder {
+            tensors: Vec::new(),
+            ops: Vec::new(),
+            next: uid::FIRST_VIRTUAL,
+        }
+    }
+
+    pub(super) fn finish(self) -> GraphDesc {
+        GraphDesc {
+            tensors: self.tensors,
+            ops: self.ops,
+        }
+    }
+
+    pub(super) fn bound(
+        &mut self,
+        uid: i64,
+        dtype: DataType,
+        dims: Vec<i64>,
+        strides: Vec<i64>,
+    ) -> i64 {
         self.bound_aligned(uid, dtype, dims, strides, 16)
     }
 
-    fn bound_aligned(
+    pub(super) fn bound_aligned(
         &mut self,
         uid: i64,
         dtype: DataType,
@@ -363,7 +402,7 @@ impl Builder {
         uid
     }
 
-    fn scalar(&mut self, uid: i64, dtype: DataType) -> i64 {
+    pub(super) fn scalar(&mut self, uid: i64, dtype: DataType) -> i64 {
         self.tensors.push(TensorDesc {
             uid,
             dtype,
@@ -376,7 +415,7 @@ impl Builder {
         uid
     }
 
-    fn virt(&mut self, dtype: DataType, dims: &[i64]) -> i64 {
+    pub(super) fn virt(&mut self, dtype: DataType, dims: &[i64]) -> i64 {
         let uid = self.next;
         self.next += 1;
         self.tensors.push(TensorDesc {
@@ -391,7 +430,7 @@ impl Builder {
         uid
     }
 
-    fn pw(&mut self, mode: PwMode, prec: DataType, x: i64, b: Option<i64>, y: i64) {
+    pub(super) fn pw(&mut self, mode: PwMode, prec: DataType, x: i64, b: Option<i64>, y: i64) {
         self.ops.push(OpDesc::Pointwise {
             mode,
             prec,
@@ -404,15 +443,60 @@ impl Builder {
     }
 }
 
+impl Builder {
+    /// `x` with the logits `mask` hides set to the by-value fill ([`uid::FILL`], -inf): row and
+    /// column indices (GEN_INDEX on axes 2 and 3), the row shifted by the by-value INT32
+    /// [`uid::DELTA`] for [`Mask::CausalShifted`], `row >= col` kept (BINARY_SELECT).
+    /// `Mask::None` returns `x` itself.
+    pub(super) fn causal_mask(&mut self, x: i64, mask: Mask, full: &[i64]) -> i64 {
+        if mask == Mask::None {
+            return x;
+        }
+        let fill = self.scalar(uid::FILL, DataType::F32);
+        let index = |g: &mut Builder, axis: i64| {
+            let y = g.virt(DataType::I32, full);
+            g.ops.push(OpDesc::Pointwise {
+                mode: PwMode::GenIndex,
+                prec: DataType::F32,
+                x,
+                b: None,
+                t: None,
+                y,
+                axis: Some(axis),
+            });
+            y
+        };
+        let r = index(self, 2);
+        let c = index(self, 3);
+        let r = if mask == Mask::CausalShifted {
+            let delta = self.scalar(uid::DELTA, DataType::I32);
+            let rs = self.virt(DataType::I32, full);
+            self.pw(PwMode::Add, DataType::I32, r, Some(delta), rs);
+            rs
+        } else {
+            r
+        };
+        let keep = self.virt(DataType::Bool, full);
+        self.pw(PwMode::CmpGe, DataType::Bool, r, Some(c), keep);
+        let y = self.virt(DataType::F32, full);
+        self.ops.push(OpDesc::Pointwise {
+            mode: PwMode::BinarySelect,
+            prec: DataType::F32,
+            x,
+            b: Some(fill),
+            t: Some(keep),
+            y,
+            axis: None,
+        });
+        y
+    }
+}
+
 /// The graph that computes `key` (see the module docs for the two routes).
 pub fn sdpa_graph(key: &SdpaKey) -> GraphDesc {
     let io = DataType::from(key.io);
     let o_type = if key.o_f32 { DataType::F32 } else { io };
-    let mut g = Builder {
-        tensors: Vec::new(),
-        ops: Vec::new(),
-        next: uid::FIRST_VIRTUAL,
-    };
+    let mut g = Builder::new();
     let (b, hq, hk, sq, sk, dqk, dv) = (key.b, key.hq, key.hk, key.sq, key.sk, key.dqk, key.dv);
     let q = g.bound(uid::Q, io, vec![b, hq, sq, dqk], key.q.to_vec());
     let v = g.bound(uid::V, io, vec![b, hk, sk, dv], key.v.to_vec());
@@ -451,52 +535,7 @@ pub fn sdpa_graph(key: &SdpaKey) -> GraphDesc {
             g.ops.push(OpDesc::Matmul { a: q, b: kt, c: s });
             let s1 = g.virt(DataType::F32, &full);
             g.pw(PwMode::Mul, DataType::F32, s, Some(scale), s1);
-            let logits = if key.mask == Mask::None {
-                s1
-            } else {
-                let fill = g.scalar(uid::FILL, DataType::F32);
-                let r = g.virt(DataType::I32, &full);
-                g.ops.push(OpDesc::Pointwise {
-                    mode: PwMode::GenIndex,
-                    prec: DataType::F32,
-                    x: s1,
-                    b: None,
-                    t: None,
-                    y: r,
-                    axis: Some(2),
-                });
-                let c = g.virt(DataType::I32, &full);
-                g.ops.push(OpDesc::Pointwise {
-                    mode: PwMode::GenIndex,
-                    prec: DataType::F32,
-                    x: s1,
-                    b: None,
-                    t: None,
-                    y: c,
-                    axis: Some(3),
-                });
-                let r = if key.mask == Mask::CausalShifted {
-                    let delta = g.scalar(uid::DELTA, DataType::I32);
-                    let rs = g.virt(DataType::I32, &full);
-                    g.pw(PwMode::Add, DataType::I32, r, Some(delta), rs);
-                    rs
-                } else {
-                    r
-                };
-                let keep = g.virt(DataType::Bool, &full);
-                g.pw(PwMode::CmpGe, DataType::Bool, r, Some(c), keep);
-                let s2 = g.virt(DataType::F32, &full);
-                g.ops.push(OpDesc::Pointwise {
-                    mode: PwMode::BinarySelect,
-                    prec: DataType::F32,
-                    x: s1,
-                    b: Some(fill),
-                    t: Some(keep),
-                    y: s2,
-                    axis: None,
-                });
-                s2
-            };
+            let logits = g.causal_mask(s1, key.mask, &full);
             let m = g.virt(DataType::F32, &row);
             g.ops.push(OpDesc::Reduction {
                 op: RedOp::Max,
@@ -523,14 +562,11 @@ pub fn sdpa_graph(key: &SdpaKey) -> GraphDesc {
             g.ops.push(OpDesc::Matmul { a: p, b: v, c: o });
         }
     }
-    GraphDesc {
-        tensors: g.tensors,
-        ops: g.ops,
-    }
+    g.finish()
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::collections::HashSet;
 
@@ -559,7 +595,7 @@ mod tests {
 
     /// Every op reads tensors defined earlier (bound or written by an earlier op), writes a
     /// tensor nobody else writes, and every virtual tensor is written before it is read.
-    fn check_topological(g: &GraphDesc) {
+    pub(in crate::cuda::cudnn) fn check_topological(g: &GraphDesc) {
         let mut defined: HashSet<i64> = g
             .tensors
             .iter()
@@ -583,7 +619,22 @@ mod tests {
                     i.extend(b.iter().chain(t.iter()));
                     (i, vec![*y])
                 }
-                OpDesc::Reduction { x, y, .. } => (vec![*x], vec![*y]),
+                OpDesc::Reduction { x, y, .. } | OpDesc::Reshape { x, y } => (vec![*x], vec![*y]),
+                OpDesc::SdpaBwd {
+                    q,
+                    k,
+                    v,
+                    o,
+                    d_o,
+                    stats,
+                    scale,
+                    dq,
+                    dk,
+                    dv,
+                } => (
+                    vec![*q, *k, *v, *o, *d_o, *stats, *scale],
+                    vec![*dq, *dk, *dv],
+                ),
             };
             for i in ins {
                 assert!(defined.contains(&i), "{op:?} reads {i} before it exists");

@@ -6,7 +6,9 @@
 //!   Python package) and its entry points;
 //! * [`backend`]: descriptors, heuristics, execution plans, variant packs;
 //! * [`CudnnAttention`] (here): one handle per CUDA context, plans cached per [`SdpaKey`],
-//!   a workspace per stream, and [`CudnnAttention::forward`] for one block.
+//!   a workspace per stream, and [`CudnnAttention::forward`] for one block;
+//! * [`bwd_graph`] and `bwd.rs`: the backward (dQ, dK, dV from Q, K, V, O, dO and the
+//!   forward's Stats), plans cached per [`SdpaBwdKey`], [`CudnnAttention::backward`].
 //!
 //! Semantics are those of [`crate::cpu::attention`] for rows that see at least one key: O is the
 //! softmax-weighted sum of V rows, Stats the natural-log LSE of the scaled (masked) logits, one
@@ -15,10 +17,14 @@
 //! Source: cudnn-frontend's SDPA nodes and `../shared/docs/cudnn-sdpa-notes.md`.
 
 pub mod backend;
+mod bwd;
+pub mod bwd_graph;
 pub mod graph;
 pub mod loader;
 
 pub use backend::{CudnnError, ExecPlan};
+pub use bwd::SdpaBwdCall;
+pub use bwd_graph::SdpaBwdKey;
 pub use graph::{IoType, Mask, Route, SdpaKey, Strides4};
 pub use loader::{version_string, CudnnLib};
 
@@ -76,18 +82,7 @@ pub struct SdpaCall {
 impl SdpaCall {
     /// The mask this call needs (a shift past the last key needs none).
     pub fn mask(&self) -> Result<Mask> {
-        match self.causal_delta {
-            None => Ok(Mask::None),
-            Some(d) if d < 0 => Err(KernelError::Invalid(format!(
-                "causal shift {d} < 0 leaves query rows with no visible key; split the block"
-            ))),
-            Some(d) if d >= self.sk as i64 - 1 => Ok(Mask::None),
-            Some(0) => Ok(Mask::Causal),
-            Some(d) if d > i32::MAX as i64 => Err(KernelError::Invalid(format!(
-                "causal shift {d} does not fit cuDNN's INT32 index arithmetic"
-            ))),
-            Some(_) => Ok(Mask::CausalShifted),
-        }
+        mask_for(self.causal_delta, self.sk)
     }
 
     /// The plan-cache key of this call on `route`.
@@ -118,13 +113,37 @@ impl SdpaCall {
 
     /// FLOPs of the two matrix products over the visible (query, key) pairs.
     pub fn flops(&self) -> f64 {
-        let pairs: f64 = match self.causal_delta {
-            None => self.sq as f64 * self.sk as f64,
-            Some(delta) => (0..self.sq as i64)
-                .map(|i| (i + delta + 1).clamp(0, self.sk as i64) as f64)
-                .sum(),
-        };
+        let pairs = visible_pairs(self.causal_delta, self.sq, self.sk);
         2.0 * (self.b * self.hq) as f64 * pairs * (self.dqk + self.dv) as f64
+    }
+}
+
+/// The mask of a block of `sk` keys with causal shift `causal_delta` (see
+/// [`SdpaCall::causal_delta`]): none past the last key, an error below 0 (rows with no visible
+/// key: the caller splits the block).
+pub fn mask_for(causal_delta: Option<i64>, sk: usize) -> Result<Mask> {
+    match causal_delta {
+        None => Ok(Mask::None),
+        Some(d) if d < 0 => Err(KernelError::Invalid(format!(
+            "causal shift {d} < 0 leaves query rows with no visible key; split the block"
+        ))),
+        Some(d) if d >= sk as i64 - 1 => Ok(Mask::None),
+        Some(0) => Ok(Mask::Causal),
+        Some(d) if d > i32::MAX as i64 => Err(KernelError::Invalid(format!(
+            "causal shift {d} does not fit cuDNN's INT32 index arithmetic"
+        ))),
+        Some(_) => Ok(Mask::CausalShifted),
+    }
+}
+
+/// The (query, key) pairs of one (batch, head) that a block of `sq` queries and `sk` keys
+/// computes: all of them, or under a causal shift those with `i + delta >= j`.
+pub fn visible_pairs(causal_delta: Option<i64>, sq: usize, sk: usize) -> f64 {
+    match causal_delta {
+        None => sq as f64 * sk as f64,
+        Some(delta) => (0..sq as i64)
+            .map(|i| (i + delta + 1).clamp(0, sk as i64) as f64)
+            .sum(),
     }
 }
 
@@ -155,7 +174,46 @@ struct State {
     plans: HashMap<SdpaKey, std::result::Result<Arc<ExecPlan>, String>>,
     /// Workspace per stream (`CUstream` address).
     workspaces: HashMap<usize, CudaSlice<u8>>,
+    /// Backward plans, as `plans`.
+    bwd_plans: HashMap<SdpaBwdKey, std::result::Result<Arc<ExecPlan>, String>>,
+    /// Backward workspace and scratch per stream.
+    bwd_workspaces: HashMap<usize, CudaSlice<u8>>,
     stats: PlanStats,
+}
+
+/// The cached plan of `key` in `plans`, built from `graph()` on first use; a failed build is
+/// cached too (with its reason), so no key is tried twice.
+fn cached_plan<K: std::hash::Hash + Eq + Copy + std::fmt::Display>(
+    lib: &'static CudnnLib,
+    handle: *mut c_void,
+    plans: &mut HashMap<K, std::result::Result<Arc<ExecPlan>, String>>,
+    stats: &mut PlanStats,
+    key: K,
+    graph: impl FnOnce() -> graph::GraphDesc,
+) -> std::result::Result<Arc<ExecPlan>, String> {
+    if let Some(e) = plans.get(&key) {
+        stats.hits += 1;
+        return e.clone();
+    }
+    let built = backend::build_plan(lib, handle, &graph())
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
+    match &built {
+        Ok(p) => {
+            stats.built += 1;
+            tracing::debug!(
+                "cuDNN plan for {key}: engine {}, workspace {} B",
+                p.engine,
+                p.workspace
+            );
+        }
+        Err(e) => {
+            stats.failed += 1;
+            tracing::debug!("cuDNN plan for {key} failed: {e}");
+        }
+    }
+    plans.insert(key, built.clone());
+    built
 }
 
 /// Counters of the plan cache (for reports and tests on the GPU).
@@ -200,6 +258,8 @@ impl CudnnAttention {
                 handle: Handle { lib, raw },
                 plans: HashMap::new(),
                 workspaces: HashMap::new(),
+                bwd_plans: HashMap::new(),
+                bwd_workspaces: HashMap::new(),
                 stats: PlanStats::default(),
             }),
         })
@@ -232,34 +292,14 @@ impl CudnnAttention {
             let key = call.key(route)?;
             key.validate()
                 .map_err(|m| KernelError::Invalid(format!("cuDNN attention {key}: {m}")))?;
-            let entry = match st.plans.get(&key) {
-                Some(e) => {
-                    st.stats.hits += 1;
-                    e.clone()
-                }
-                None => {
-                    let built =
-                        backend::build_plan(self.lib, st.handle.raw, &graph::sdpa_graph(&key))
-                            .map(Arc::new)
-                            .map_err(|e| e.to_string());
-                    match &built {
-                        Ok(p) => {
-                            st.stats.built += 1;
-                            tracing::debug!(
-                                "cuDNN plan for {key}: engine {}, workspace {} B",
-                                p.engine,
-                                p.workspace
-                            );
-                        }
-                        Err(e) => {
-                            st.stats.failed += 1;
-                            tracing::debug!("cuDNN plan for {key} failed: {e}");
-                        }
-                    }
-                    st.plans.insert(key, built.clone());
-                    built
-                }
-            };
+            let entry = cached_plan(
+                self.lib,
+                st.handle.raw,
+                &mut st.plans,
+                &mut st.stats,
+                key,
+                || graph::sdpa_graph(&key),
+            );
             match entry {
                 Ok(p) => return Ok((p, key)),
                 Err(e) => reasons.push(format!("{route:?}: {e}")),

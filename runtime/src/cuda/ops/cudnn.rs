@@ -6,7 +6,7 @@ use super::resolve::unsupported;
 use crate::cuda::device_kernels::AttnAcc;
 use crate::cuda::error::Result;
 use crate::cuda::mem::CopyCx;
-use mercury_kernels::cuda::cudnn::IoType;
+use mercury_kernels::cuda::cudnn::{IoType, Route};
 use mercury_kernels::cuda::{AttnLaunch, CudnnAttention, SdpaCall, Strided3, Tensor4};
 use mercury_plan::{ComputeOp, PatchKind, View};
 
@@ -148,6 +148,12 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
     if !(p.scale as f32).is_finite() {
         return Err(unsupported(format!("scale {} not finite in f32", p.scale)));
     }
+    if l.lse.sr != 1 {
+        return Err(unsupported(format!(
+            "lse row stride {} (the merge kernels take unit row strides)",
+            l.lse.sr
+        )));
+    }
     let delta = i(p.q_offset)? - i(p.k_offset)?;
     let masked = if d.sk == 0 {
         d.sq
@@ -204,18 +210,42 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
     })
 }
 
-/// Whether the cuDNN patch computes `launch`: its split, or why not.
+/// What can be known without the library of whether the cuDNN patch computes `launch`: its
+/// split, whose call (with stand-in scratch addresses, 256-byte aligned like the scratch
+/// allocator's) passes the fused kernels' checks ([`SdpaKey::validate`]: head dims multiples
+/// of 8 up to 256, GQA, strides); or why not. Whether the loaded library builds a plan for it
+/// is [`cudnn_choice`]'s question.
+///
+/// [`SdpaKey::validate`]: mercury_kernels::cuda::cudnn::SdpaKey::validate
+pub fn cudnn_host_check(launch: &AttnLaunch) -> std::result::Result<CudnnSplit, String> {
+    let split = cudnn_split(launch).map_err(|e| e.to_string())?;
+    if let Some(call) = &split.call {
+        let key = probe(call)
+            .key(Route::Composite)
+            .map_err(|e| e.to_string())?;
+        key.validate()
+            .map_err(|m| format!("cuDNN attention {key}: {m}"))?;
+    }
+    Ok(split)
+}
+
+/// `call` with stand-in O and Stats addresses (the executor points them at scratch later).
+fn probe(call: &SdpaCall) -> SdpaCall {
+    let mut p = *call;
+    p.o.ptr = 256;
+    p.stats.ptr = 256;
+    p
+}
+
+/// Whether the cuDNN patch computes `launch`: its split, or why not ([`cudnn_host_check`],
+/// then the loaded library's plan for it, built and cached here).
 pub fn cudnn_choice(
     cudnn: &CudnnAttention,
     launch: &AttnLaunch,
 ) -> std::result::Result<CudnnSplit, String> {
-    let split = cudnn_split(launch).map_err(|e| e.to_string())?;
+    let split = cudnn_host_check(launch)?;
     if let Some(call) = &split.call {
-        // Stand-in scratch addresses (256-byte aligned, like the scratch allocator's).
-        let mut probe = *call;
-        probe.o.ptr = 256;
-        probe.stats.ptr = 256;
-        cudnn.support(&probe)?;
+        cudnn.support(&probe(call))?;
     }
     Ok(split)
 }

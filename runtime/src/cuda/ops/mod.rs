@@ -3,7 +3,8 @@
 //! launch on a rank's compute stream.
 //!
 //! Files: `resolve.rs` (a `ComputeOp` against the slot addresses), `cudnn.rs` (the cuDNN
-//! attention path: [`CudnnSplit`], deferred-merge groups, its enqueue), `combine.rs` (the
+//! attention path: [`CudnnSplit`], deferred-merge groups, its enqueue), `cudnn_bwd.rs` (the
+//! attention backward: [`AttnBwdLaunch`], its resolution and enqueue), `combine.rs` (the
 //! combine kernels: lse merge, add); this file holds the resolved ops and [`enqueue`].
 
 use super::device_kernels::DeviceKernels;
@@ -16,6 +17,7 @@ use mercury_kernels::cuda::{
 
 mod combine;
 mod cudnn;
+mod cudnn_bwd;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -23,7 +25,12 @@ mod tests;
 pub use combine::{enqueue_add, enqueue_lse_merge};
 use cudnn::enqueue_cudnn_attention;
 pub use cudnn::{
-    cudnn_choice, cudnn_split, defer_groups, CudnnSplit, PartSlot, MAX_DEFERRED_PARTS,
+    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, CudnnSplit, PartSlot,
+    MAX_DEFERRED_PARTS,
+};
+pub use cudnn_bwd::{
+    attention_bwd_support, enqueue_attention_bwd, resolve_attention_bwd, AttnBwdLaunch, BwdOperand,
+    ATTENTION_BWD_REFUSED,
 };
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
@@ -52,6 +59,8 @@ pub enum ComputeLaunch {
         launch: AttnLaunch,
         via: AttnVia,
     },
+    /// An attention backward block (cuDNN only; `ops/cudnn_bwd.rs`).
+    AttentionBwd(Box<AttnBwdLaunch>),
     Add(Vec<(Loc, Loc)>),
     LseMerge {
         o_acc: Loc,
@@ -108,6 +117,11 @@ pub enum AttnVia {
     Nvrtc,
 }
 
+/// The words every refusal of an attention block by the GPU patches carries (a dtype they do
+/// not compute, a shape neither cuDNN nor the NVRTC kernel takes): the tools locate such an
+/// error at the operator's attention patch.
+pub const ATTENTION_REFUSED: &str = "the GPU attention patches cannot compute it";
+
 /// The shape of an attention launch as refusals and warnings name it:
 /// `b1 hq8 hk2 sq512 sk512 d_qk64 d_v64 causal`.
 pub fn attention_shape(l: &AttnLaunch) -> String {
@@ -149,8 +163,7 @@ pub fn attention_route(
             )),
         )),
         Err(why_nvrtc) => Err(unsupported(format!(
-            "attention {shape}: no GPU patch computes it: cuDNN refused ({why_cudnn}); \
-             {why_nvrtc}"
+            "attention {shape}: {ATTENTION_REFUSED}: cuDNN refused ({why_cudnn}); {why_nvrtc}"
         ))),
     }
 }
@@ -222,6 +235,13 @@ pub unsafe fn enqueue(
                 "attention launch enqueued before the executor chose its patch".into(),
             )),
         },
+        ComputeLaunch::AttentionBwd(l) => {
+            let cudnn = p.cudnn.ok_or_else(|| {
+                unsupported("cuDNN attention backward patch not initialised".into())
+            })?;
+            // SAFETY: the launch was resolved against live slot memory.
+            unsafe { enqueue_attention_bwd(cx, cudnn, l) }
+        }
         ComputeLaunch::Add(pairs) => {
             for (a, q) in pairs {
                 // SAFETY: per the caller.

@@ -172,7 +172,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 let (le, lse, lt) = strided::<3>(mem, rank, &outputs[1], "lse")?;
                 if [qt, kt, vt] != [DType::BF16; 3] || ot != DType::F32 || lt != DType::F32 {
                     return Err(unsupported(format!(
-                        "attention patch needs bf16 q/k/v and f32 o/lse, got {}/{}/{} -> {}/{}",
+                        "attention: {}: cuDNN and the NVRTC kernel take bf16 q/k/v and give \
+                         f32 o/lse (declare Q, K and V bf16), got {}/{}/{} -> {}/{}",
+                        super::ATTENTION_REFUSED,
                         qt.name(),
                         kt.name(),
                         vt.name(),
@@ -226,6 +228,20 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     via: AttnVia::Undecided,
                 })
             }
+            PatchKind::AttentionBwd {
+                causal,
+                scale,
+                q_offset,
+                k_offset,
+                accumulate,
+            } => super::resolve_attention_bwd(
+                mem,
+                rank,
+                inputs,
+                outputs,
+                (*causal, *scale, *q_offset, *k_offset, *accumulate),
+            )
+            .map(|l| ComputeLaunch::AttentionBwd(Box::new(l))),
         },
         ComputeOp::Combine { kind, acc, part } => match kind {
             CombineKind::Add => {

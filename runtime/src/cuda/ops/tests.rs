@@ -175,10 +175,12 @@ fn attention_resolution() {
             v(7, &[0, 0, 0], &[1, 4, 256]),
         ],
     };
-    assert!(matches!(
-        resolve(&t, 0, &bad),
-        Err(RuntimeError::Unsupported(_))
-    ));
+    match resolve(&t, 0, &bad) {
+        Err(RuntimeError::Unsupported(m)) => {
+            assert!(m.contains(ATTENTION_REFUSED) && m.contains("bf16"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// The cuDNN form of causal blocks: which rows see no key, the shift cuDNN gets, and the
@@ -278,19 +280,6 @@ fn resolved_block(dqk: usize, dv: usize, causal: bool) -> AttnLaunch {
     }
 }
 
-/// What the cuDNN patch's host-side checks say of a launch (the part of
-/// `CudnnAttention::support` that needs no GPU: the split, then the call's key).
-fn cudnn_host_verdict(l: &AttnLaunch) -> Result<CudnnSplit, String> {
-    use mercury_kernels::cuda::cudnn::Route;
-    let split = cudnn_split(l).map_err(|e| e.to_string())?;
-    let mut call = split.call.expect("rows to compute");
-    (call.o.ptr, call.stats.ptr) = (256, 256);
-    call.key(Route::Composite)
-        .map_err(|e| e.to_string())?
-        .validate()?;
-    Ok(split)
-}
-
 /// Every head dim the cuDNN patch takes resolves and routes to it (no head-dim assumption
 /// before the choice), MLA included: its O and the accumulator take the value head dim.
 #[test]
@@ -309,7 +298,7 @@ fn odd_head_dims_route_to_cudnn() {
             let l = resolved_block(dqk, dv, causal);
             assert_eq!((l.dims.d, l.dv), (dqk, dv));
             assert_eq!(l.o.sr, dv as i64);
-            let split = cudnn_host_verdict(&l).unwrap();
+            let split = cudnn_host_check(&l).unwrap();
             let call = split.call.as_ref().unwrap();
             assert_eq!((call.dqk, call.dv), (dqk, dv));
             assert_eq!(
@@ -348,7 +337,7 @@ fn attention_routing_falls_back_or_refuses_with_both_reasons() {
         (128, 12, "d_v = 12", "d_qk 128 / d_v 12"),
     ] {
         let l = resolved_block(dqk, dv, false);
-        let cudnn = cudnn_host_verdict(&l);
+        let cudnn = cudnn_host_check(&l);
         assert!(
             cudnn.as_ref().is_err_and(|e| e.contains(cudnn_why)),
             "{cudnn:?}"
@@ -356,12 +345,7 @@ fn attention_routing_falls_back_or_refuses_with_both_reasons() {
         let nvrtc = l.validate().map_err(|e| e.to_string());
         let e = attention_route(&l, cudnn, nvrtc).unwrap_err().to_string();
         let shape = format!("b1 hq4 hk2 sq256 sk512 d_qk{dqk} d_v{dv}");
-        for want in [
-            shape.as_str(),
-            cudnn_why,
-            nvrtc_why,
-            "no GPU patch computes it",
-        ] {
+        for want in [shape.as_str(), cudnn_why, nvrtc_why, ATTENTION_REFUSED] {
             assert!(e.contains(want), "{e} lacks {want}");
         }
     }

@@ -9,34 +9,52 @@
 //! `--device-kernels-ptx`: said by clap, `error: ...`, before any GPU is looked for), 2 when
 //! no GPU was usable.
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Parser;
 use mercury_bench::args::{at_least_one, read_ptx};
-use mercury_bench::bench::{Bench, BenchOptions, BenchRow, Regime};
+use mercury_bench::bench::{Bench, BenchOptions, BenchRow, Regime, Section, SectionArgs, SECTIONS};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// The sections `--only` names, in the order they run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-#[value(rename_all = "verbatim")]
-enum Section {
-    /// Executor self-checks.
-    P0,
-    /// The GEMM patch against cuBLAS.
-    P1,
-    /// The NVRTC attention patch.
-    P2,
-    /// The cuDNN attention patch.
-    P2c,
-    /// RingAttention on virtual ranks against the single-device patch.
-    P3,
+/// `--only`'s values: the names of [`SECTIONS`] in any case, each read as its index there.
+#[derive(Debug, Clone, Copy)]
+struct SectionParser;
+
+impl SectionParser {
+    fn names() -> impl Iterator<Item = PossibleValue> {
+        SECTIONS
+            .iter()
+            .map(|s| PossibleValue::new(s.name).help(s.about))
+    }
+}
+
+impl TypedValueParser for SectionParser {
+    type Value = usize;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<usize, clap::Error> {
+        let name = PossibleValuesParser::new(Self::names()).parse_ref(cmd, arg, value)?;
+        SECTIONS
+            .iter()
+            .position(|s| s.name.eq_ignore_ascii_case(&name))
+            .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidValue).with_cmd(cmd))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(Self::names()))
+    }
 }
 
 #[derive(Debug, Parser)]
 #[command(
     name = "mercury-gpu-bench",
     version,
-    about = "GPU checks and benchmarks of the CUDA backend (P0 executor self-checks, P1 GEMM, P2/P2c attention patches, P3 RingAttention on virtual ranks)"
+    about = "GPU checks and benchmarks of the CUDA backend (P0 executor self-checks, P1 GEMM, P2/P2c attention patches, P2b attention backward, P3 RingAttention on virtual ranks)"
 )]
 struct Args {
     /// Skip the numerical checks.
@@ -61,25 +79,26 @@ struct Args {
     /// timed alike.
     #[arg(long, value_name = "REGIME", default_value = "back-to-back")]
     regime: Regime,
-    /// P2c: only the timed cases with these ids (comma-separated, as in
-    /// `scripts/sdpa_baseline.py`), without the check-only shapes and the ring steps.
+    /// P2c and P2b: only the timed cases with these ids (comma-separated, as in
+    /// `scripts/sdpa_baseline.py`), without the check-only shapes, the ring steps and the
+    /// accumulation rows.
     #[arg(long, value_name = "IDS", value_delimiter = ',')]
     p2c_cases: Vec<String>,
     /// Base seed of the random inputs (default: a fresh one every run).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     seed: Option<u64>,
-    /// The sections to run, comma-separated, any case.
-    #[arg(long, value_enum, value_name = "SECTIONS", value_delimiter = ',', ignore_case = true,
-          action = clap::ArgAction::Set,
-          default_values_t = [Section::P0, Section::P1, Section::P2, Section::P2c, Section::P3])]
-    only: Vec<Section>,
+    /// The sections to run, comma-separated, any case (default: every one, in this order).
+    #[arg(long, value_name = "SECTIONS", value_delimiter = ',', ignore_case = true,
+          action = clap::ArgAction::Set, value_parser = SectionParser)]
+    only: Vec<usize>,
     /// The device kernels' PTX (from `mercury-opt --emit=ptx --all-device-kernels`) instead of
     /// compiling it here; read before any GPU is looked for.
     #[arg(long, value_name = "FILE")]
     device_kernels_ptx: Option<PathBuf>,
-    /// torch SDPA medians (`scripts/sdpa_baseline.py --out`): the attention rows get ratios.
+    /// torch SDPA medians (`scripts/sdpa_baseline.py --out`, `scripts/sdpa_bwd_baseline.py
+    /// --out`; may be given more than once): the attention rows get ratios.
     #[arg(long, value_name = "FILE")]
-    sdpa_json: Option<PathBuf>,
+    sdpa_json: Vec<PathBuf>,
     /// Write the summary's rows as JSON.
     #[arg(long, value_name = "FILE")]
     json_out: Option<PathBuf>,
@@ -120,6 +139,16 @@ fn parse() -> Result<Args, clap::Error> {
 }
 
 impl Args {
+    /// The sections to run, in the order of [`SECTIONS`].
+    fn sections(&self) -> Vec<&'static Section> {
+        SECTIONS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.only.is_empty() || self.only.contains(i))
+            .map(|(_, s)| s)
+            .collect()
+    }
+
     /// The options of the benchmark, the seed a fresh one unless given.
     fn options(&self) -> BenchOptions {
         BenchOptions {
@@ -137,7 +166,7 @@ impl Args {
 /// draws with every mantissa bit random, rounded to the 16-bit type (`fill_random_bf16`).
 /// Under the H200's power limit the clock follows the data's bits: torch's `bf16-rand` inputs
 /// (256 levels) ran 1.2-2.5% faster than `f32-rand` on the same kernel (docs/perf.md,
-/// "P2c against torch in one regime").
+/// "Method").
 const OUR_INPUTS: &str = "f32-rand";
 
 /// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON, the regime
@@ -195,30 +224,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let want = |s: Section| args.only.contains(&s);
-    if want(Section::P0) {
-        if let Err(e) = bench.p0_executor() {
-            bench.record_error("P0", &e);
-        }
-    }
-    if want(Section::P1) {
-        if let Err(e) = bench.p1_gemm(args.gemm_size) {
-            bench.record_error("P1", &e);
-        }
-    }
-    if want(Section::P2) {
-        if let Err(e) = bench.p2_attention() {
-            bench.record_error("P2", &e);
-        }
-    }
-    if want(Section::P2c) {
-        if let Err(e) = bench.p2_cudnn() {
-            bench.record_error("P2c", &e);
-        }
-    }
-    if want(Section::P3) {
-        if let Err(e) = bench.p3_ring(args.ring_ranks, args.ring_seq) {
-            bench.record_error("P3", &e);
+    let section_args = SectionArgs {
+        gemm_size: args.gemm_size,
+        ring_ranks: args.ring_ranks,
+        ring_seq: args.ring_seq,
+    };
+    for section in args.sections() {
+        if let Err(e) = (section.run)(&mut bench, &section_args) {
+            bench.record_error(section.name, &e);
         }
     }
 
@@ -227,13 +240,28 @@ fn main() -> ExitCode {
         regime: None,
         inputs: OUR_INPUTS.to_string(),
     };
-    let sdpa = match &args.sdpa_json {
-        Some(p) => load_sdpa(p).unwrap_or_else(|e| {
-            eprintln!("warning: SDPA baselines not loaded: {e}");
-            none()
-        }),
-        None => none(),
-    };
+    // Several files merge; the regime and inputs are the files' when they agree (else none:
+    // the ratios are marked unalike).
+    let mut sdpa = none();
+    for (i, p) in args.sdpa_json.iter().enumerate() {
+        match load_sdpa(p) {
+            Ok(f) => {
+                if i == 0 {
+                    sdpa.regime = f.regime;
+                    sdpa.inputs = f.inputs;
+                } else {
+                    if sdpa.regime != f.regime {
+                        sdpa.regime = None;
+                    }
+                    if sdpa.inputs != f.inputs {
+                        sdpa.inputs = format!("{} and {}", sdpa.inputs, f.inputs);
+                    }
+                }
+                sdpa.ms.extend(f.ms);
+            }
+            Err(e) => eprintln!("warning: SDPA baselines not loaded: {e}"),
+        }
+    }
     // A ratio against torch's times means something only when both sides were timed alike,
     // on inputs of alike bits.
     let timed_alike = sdpa.regime == Some(args.regime);
@@ -293,6 +321,20 @@ fn main() -> ExitCode {
                     }
                 }
             }
+        } else if let Some(case) = r.id.strip_prefix("P2b.") {
+            // scripts/sdpa_bwd_baseline.py: torch's cuDNN backward alone, same shape.
+            if let (Some(c), true) = (
+                sdpa.ms.get(&(case.to_string(), "CUDNN_BWD".to_string())),
+                r.median_ms > 0.0,
+            ) {
+                ratio = format!("{:.3}x cuDNN bwd", c / r.median_ms);
+                if !timed_alike {
+                    ratio.push_str(" (timed unalike)");
+                }
+                if !inputs_alike {
+                    ratio.push_str(" (inputs unalike)");
+                }
+            }
         } else if r.id.starts_with("P3.") && !r.id.ends_with(".single_device") {
             let base = r.id.trim_end_matches(".peers");
             if let Some(s) = find(&rows, &format!("{base}.single_device")) {
@@ -315,7 +357,7 @@ fn main() -> ExitCode {
     }
     if !sdpa.ms.is_empty() && !timed_alike {
         mercury_bench::outln!(
-            "note: torch's times were taken {}, ours {:?}: the H200's clocks move 2-12% with the load before a call, so a ratio marked 'timed unalike' is not a comparison within that (give both --regime alike; docs/perf.md, \"P2c against torch in one regime\")",
+            "note: torch's times were taken {}, ours {:?}: the H200's clocks move 2-12% with the load before a call, so a ratio marked 'timed unalike' is not a comparison within that (give both --regime alike; docs/perf.md, \"Method\")",
             sdpa.regime.map_or("by do_bench".to_string(), |g| format!("{g:?}")),
             args.regime
         );
@@ -394,21 +436,16 @@ mod tests {
 
     #[test]
     fn sections_are_read_in_any_case_and_every_one_runs_by_default() {
-        let only = |argv: &[&str]| Args::try_parse_from(argv).map(|a| a.only);
+        let only = |argv: &[&str]| {
+            Args::try_parse_from(argv)
+                .map(|a| a.sections().iter().map(|s| s.name).collect::<Vec<_>>())
+        };
         assert_eq!(
             only(&["b"]).unwrap(),
-            [
-                Section::P0,
-                Section::P1,
-                Section::P2,
-                Section::P2c,
-                Section::P3
-            ]
+            ["P0", "P1", "P2", "P2c", "P2b", "P3"]
         );
-        assert_eq!(
-            only(&["b", "--only", "p2c,P3"]).unwrap(),
-            [Section::P2c, Section::P3]
-        );
+        assert_eq!(only(&["b", "--only", "p2c,P3"]).unwrap(), ["P2c", "P3"]);
+        assert_eq!(only(&["b", "--only", "P3,p0"]).unwrap(), ["P0", "P3"]);
         assert!(only(&["b", "--only", "P0,,P1"]).is_err());
         assert!(only(&["b", "--only", ""]).is_err());
     }

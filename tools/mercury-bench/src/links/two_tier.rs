@@ -23,9 +23,8 @@
 //! bandwidth are divided by `ranks_per_gpu` (every rank's compute runs on the same SMs), which
 //! is the model's only way to say so; the file states it.
 
-use super::{
-    fit_text, p2p, rate_toml, size_label, time_us, toml_str, Dev, Method, Rates, Sample, Sweep,
-};
+use super::report::{fit_text, rate_toml, toml_str};
+use super::{p2p, size_label, time_us, Dev, Method, Rates, Sample, Sweep};
 use cudarc::driver::CudaContext;
 use mercury_runtime::cuda::error::{Result, RuntimeError};
 use mercury_runtime::cuda::launcher::{LaunchEnv, World};
