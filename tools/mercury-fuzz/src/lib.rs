@@ -92,9 +92,10 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Failure> {
     })
 }
 
-/// Whether a diagnostic and all its notes carry a source location.
+/// Whether a diagnostic and all its notes carry a source location: a place in the parsed
+/// buffer, or the file position a location in the IR gives (`loc("f.mlir":3:4)`).
 pub fn located(d: &mercury_ir::Diagnostic) -> bool {
-    matches!(d.loc, mercury_ir::Location::File { .. }) && d.notes.iter().all(located)
+    d.loc.line().is_some() && d.notes.iter().all(located)
 }
 
 /// Counts of one run of a target.

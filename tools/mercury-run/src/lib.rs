@@ -37,6 +37,8 @@ pub fn stdout_failure() -> Option<String> {
 }
 
 pub mod args;
+#[cfg(feature = "cuda")]
+mod bwd_check;
 pub mod check;
 pub mod cpu;
 #[cfg(feature = "cuda")]
