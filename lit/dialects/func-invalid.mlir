@@ -7,7 +7,7 @@ func.func @public_declaration(i32)
 // -----
 
 func.func @wrong_return(%a: i32) -> f32 {
-  // expected-error@+1 {{type of return operand 0 (i32) doesn't match function result type (f32) in function @wrong_return}}
+  // expected-error@+1 {{type of return operand 0 ('i32') doesn't match function result type ('f32') in function @wrong_return}}
   return %a : i32
 }
 

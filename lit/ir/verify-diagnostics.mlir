@@ -29,7 +29,7 @@
 // -----
 
 // @below: the next line that carries no annotation.
-// expected-error@below {{'arith.addf' expects 2 operands, got 0}}
+// expected-error@below {{'arith.addf' op requires one result}}
 "arith.addf"() : () -> ()
 
 // -----
@@ -38,7 +38,7 @@
 "func.func"() ({
 ^bb0(%a: i32):
   func.return %a : i32
-  // expected-error@above {{type of return operand 0 (i32) doesn't match function result type (f32) in function @g}}
+  // expected-error@above {{type of return operand 0 ('i32') doesn't match function result type ('f32') in function @g}}
 }) {sym_name = "g", function_type = (i32) -> f32} : () -> ()
 
 // -----
