@@ -1,5 +1,6 @@
 // The generic verifier's words are upstream's (OpDefinition.cpp's operand, result and region
-// counts, in its order of traits: regions, results, operands; a missing inherent attribute),
+// counts, in its order of traits: regions, results, operands; a missing inherent attribute;
+// a symbol defined twice; a name bound to an op without results),
 // and so are func's type mismatches (types quoted, as MLIR's diagnostics print
 // them): the same annotations hold in mlir-opt-22, so upstream test files' expected errors
 // match ours.
@@ -80,3 +81,22 @@ func.func @return_type(%a: i32) -> f32 {
   "func.return"() : () -> ()
 }) : () -> ()
 
+
+// -----
+
+func.func @twice() {
+  return
+}
+// expected-note@-3 {{see existing symbol definition here}}
+// expected-error@+1 {{redefinition of symbol named 'twice'}}
+func.func @twice() {
+  return
+}
+
+// -----
+
+func.func @named_nothing() {
+  // expected-error@+1 {{cannot name an operation with no results}}
+  %0 = "func.call"() <{callee = @named_nothing}> : () -> ()
+  return
+}

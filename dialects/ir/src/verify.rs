@@ -229,9 +229,9 @@ fn verify_op<'a>(
                 if let Some(prev) = table.insert(name.to_string(), child) {
                     return Err(Diagnostic::error(
                         child.loc.clone(),
-                        format!("redefinition of symbol '@{name}'"),
+                        format!("redefinition of symbol named '{name}'"),
                     )
-                    .with_note(prev.loc.clone(), "previous definition is here"));
+                    .with_note(prev.loc.clone(), "see existing symbol definition here"));
                 }
             }
         }

@@ -101,13 +101,16 @@ impl Parser<'_> {
             };
         }
         if op.results.len() != nresults && !groups.is_empty() {
-            return Err(self.err_at(
-                start,
+            // Upstream's words for each case.
+            let msg = if op.results.is_empty() {
+                "cannot name an operation with no results".to_string()
+            } else {
                 format!(
                     "operation defines {} results but was provided {nresults} to bind",
                     op.results.len()
-                ),
-            ));
+                )
+            };
+            return Err(self.err_at(start, msg));
         }
         let mut k = 0;
         for (name, count, at) in groups {
