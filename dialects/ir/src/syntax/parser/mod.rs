@@ -464,43 +464,37 @@ impl<'a> Parser<'a> {
             if !self.is(TokenKind::BareIdent) {
                 return Err(self.err_here("expected identifier key in file metadata dictionary"));
             }
-            let key = self.bump().text(self.text);
-            if !self.eat(TokenKind::Colon) {
-                return Err(self.err_here("expected ':'"));
-            }
+            let key_tok = self.bump();
+            let key = key_tok.text(self.text);
+            self.expect(TokenKind::Colon, "':'")?;
             match key {
                 "dialect_resources" => self.resource_section(true)?,
                 "external_resources" => self.resource_section(false)?,
                 _ => {
-                    return Err(
-                        self.err_here(format!("unknown key '{key}' in file metadata dictionary"))
-                    )
+                    return Err(self.err_at(
+                        key_tok.start,
+                        format!("unknown key '{key}' in file metadata dictionary"),
+                    ))
                 }
             }
             if !self.eat(TokenKind::Comma) && !self.is(TokenKind::FileMetadataEnd) {
-                return Err(self.err_here("expected '#-}'"));
+                return Err(self.err("expected ',' or '#-}'"));
             }
         }
     }
 
     fn resource_section(&mut self, dialect: bool) -> Result<(), Diagnostic> {
-        if !self.eat(TokenKind::LBrace) {
-            return Err(self.err_here("expected '{'"));
-        }
+        self.expect(TokenKind::LBrace, "'{'")?;
         self.comma_list(TokenKind::RBrace, "}", |p| {
             if !p.is(TokenKind::BareIdent) {
                 return Err(p.err_here("expected identifier key for 'resource' entry"));
             }
             let owner_tok = p.bump();
             let owner = owner_tok.text(p.text).to_string();
-            if !p.eat(TokenKind::Colon) {
-                return Err(p.err_here("expected ':'"));
-            }
+            p.expect(TokenKind::Colon, "':'")?;
+            p.expect(TokenKind::LBrace, "'{'")?;
             if dialect && !p.registry.dialect_registered(&owner) {
                 return Err(p.err_at(owner_tok.start, format!("dialect '{owner}' is unknown")));
-            }
-            if !p.eat(TokenKind::LBrace) {
-                return Err(p.err_here("expected '{'"));
             }
             p.comma_list(TokenKind::RBrace, "}", |p| {
                 if !p.is(TokenKind::BareIdent) && !p.is(TokenKind::String) {
@@ -508,9 +502,7 @@ impl<'a> Parser<'a> {
                 }
                 let key_tok = p.bump();
                 let key = key_tok.text(p.text).to_string();
-                if !p.eat(TokenKind::Colon) {
-                    return Err(p.err_here("expected ':'"));
-                }
+                p.expect(TokenKind::Colon, "':'")?;
                 let value_tok = p.tok;
                 match value_tok.kind {
                     TokenKind::String => {
