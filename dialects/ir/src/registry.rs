@@ -126,6 +126,9 @@ pub enum Trait {
     /// Its single-block regions end in an implicit terminator that only the generic form
     /// spells out (as this upstream op, so that upstream MLIR accepts the region).
     ImplicitTerminator(&'static str),
+    /// Custom-form ops in its regions written without a dialect prefix are of this dialect
+    /// (MLIR's `OpAsmOpInterface::getDefaultDialect`: `builtin` for `builtin.module`).
+    DefaultDialect(&'static str),
 }
 
 pub type VerifyFn = fn(&Operation, &VerifyContext) -> Result<(), Diagnostic>;
@@ -153,6 +156,13 @@ impl OpDef {
     pub fn implicit_terminator(&self) -> Option<&'static str> {
         self.traits.iter().find_map(|t| match t {
             Trait::ImplicitTerminator(n) => Some(*n),
+            _ => None,
+        })
+    }
+    /// The default dialect of its regions ([`Trait::DefaultDialect`]), if it sets one.
+    pub fn default_dialect(&self) -> Option<&'static str> {
+        self.traits.iter().find_map(|t| match t {
+            Trait::DefaultDialect(d) => Some(*d),
             _ => None,
         })
     }

@@ -2,7 +2,7 @@
 //! own verifier.
 
 use crate::attributes::Attribute;
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, Location};
 use crate::ir::{Operation, ValueId};
 use crate::registry::{AttrKind, OpDef, Registry, Trait, VerifyContext};
 use std::collections::{HashMap, HashSet};
@@ -14,8 +14,22 @@ pub fn verify(registry: &Registry, op: &Operation) -> Result<(), Diagnostic> {
         symbols: Vec::new(),
         parents: Vec::new(),
     };
-    let mut defined = vec![HashSet::new()];
+    let mut defined = Scopes {
+        visible: vec![HashSet::new()],
+        hidden: Vec::new(),
+        isolated: Vec::new(),
+    };
     verify_op(op, &mut ctx, &mut defined)
+}
+
+/// The values an op may use: those of the enclosing blocks that dominate it (`visible`, one
+/// set a block, innermost last), and those beyond an enclosing op isolated from above
+/// (`hidden`: a use of one is refused as upstream refuses it).
+struct Scopes {
+    visible: Vec<HashSet<ValueId>>,
+    hidden: Vec<HashSet<ValueId>>,
+    /// The enclosing ops isolated from above, innermost last.
+    isolated: Vec<Location>,
 }
 
 /// Checks that an attribute value has the shape its definition's kind requires.
@@ -164,10 +178,24 @@ fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
 fn verify_op<'a>(
     op: &'a Operation,
     ctx: &mut VerifyContext<'a>,
-    defined: &mut Vec<HashSet<ValueId>>,
+    defined: &mut Scopes,
 ) -> Result<(), Diagnostic> {
     for (i, v) in op.operands.iter().enumerate() {
-        if !defined.iter().any(|s| s.contains(&v.id)) {
+        if defined.hidden.iter().any(|s| s.contains(&v.id)) {
+            return Err(Diagnostic::error(
+                op.loc.clone(),
+                format!("'{}' op using value defined outside the region", op.name),
+            )
+            .with_note(
+                defined
+                    .isolated
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| op.loc.clone()),
+                "required by region isolation constraints",
+            ));
+        }
+        if !defined.visible.iter().any(|s| s.contains(&v.id)) {
             return Err(Diagnostic::error(
                 op.loc.clone(),
                 format!("operand #{i} of '{}' does not dominate this use", op.name),
@@ -224,7 +252,11 @@ fn verify_op<'a>(
         .is_some_and(|r| r.def.has_trait(Trait::IsolatedFromAbove));
     ctx.parents.push(op);
     let saved = if isolated {
-        Some(std::mem::take(defined))
+        let n = defined.hidden.len();
+        let mut outer = std::mem::take(&mut defined.visible);
+        defined.hidden.append(&mut outer);
+        defined.isolated.push(op.loc.clone());
+        Some(n)
     } else {
         None
     };
@@ -254,7 +286,7 @@ fn verify_op<'a>(
                         .flat_map(|o| o.results.iter().map(|r| r.id)),
                 );
             }
-            defined.push(scope);
+            defined.visible.push(scope);
             for (i, child) in block.ops.iter().enumerate() {
                 let terminator = ctx
                     .registry
@@ -273,13 +305,13 @@ fn verify_op<'a>(
                     result = verify_op(child, ctx, defined);
                 }
                 if result.is_err() {
-                    defined.pop();
+                    defined.visible.pop();
                     break 'regions;
                 }
-                let last = defined.last_mut().expect("scope");
+                let last = defined.visible.last_mut().expect("scope");
                 last.extend(child.results.iter().map(|r| r.id));
             }
-            defined.pop();
+            defined.visible.pop();
         }
         // The terminators, once the ops are verified (as upstream's order reports them).
         if result.is_ok() {
@@ -290,7 +322,8 @@ fn verify_op<'a>(
         }
     }
     if let Some(s) = saved {
-        *defined = s;
+        defined.visible = defined.hidden.split_off(s);
+        defined.isolated.pop();
     }
     ctx.parents.pop();
     if is_table {

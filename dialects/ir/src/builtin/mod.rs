@@ -33,6 +33,7 @@ pub static BUILTIN: Dialect = Dialect {
                 Trait::SingleBlock,
                 Trait::NoRegionArguments,
                 Trait::NoTerminator,
+                Trait::DefaultDialect("builtin"),
             ],
             format: Some("($sym_name^)? attr-dict-with-keyword $body"),
             verify: Some(verify_module),

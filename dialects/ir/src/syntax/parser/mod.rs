@@ -64,10 +64,11 @@ pub(crate) enum AliasValue {
     Loc(Location),
 }
 
-/// One SSA name's values: a result group `%x:2` has two.
-#[derive(Debug, Default)]
+/// One SSA name's values (a result group `%x:2` has two) and where it was defined.
+#[derive(Debug)]
 struct NameEntry {
     values: Vec<Option<Value>>,
+    at: Location,
 }
 
 /// The SSA names of one isolated-from-above region (and the regions nested in it that are not
@@ -661,6 +662,21 @@ impl<'a> Parser<'a> {
         Ok(e.values[u.number].clone())
     }
 
+    /// Where `%name` was defined, or else first used, if it was (upstream's
+    /// `getReferenceLoc`).
+    pub(crate) fn reference_loc(&mut self, name: &str) -> Option<Location> {
+        let scope = self.scope();
+        if let Some(e) = scope.names.get(name) {
+            return Some(e.at.clone());
+        }
+        scope
+            .forward
+            .iter()
+            .filter(|((n, _), _)| n == name)
+            .map(|(_, (_, l))| l.clone())
+            .min_by_key(|l| (l.line(), l.to_string()))
+    }
+
     /// Defines `%name` as `values` (a result group when more than one); a forward reference
     /// to it takes the definition's value. `at` locates errors.
     pub(crate) fn define(
@@ -669,11 +685,12 @@ impl<'a> Parser<'a> {
         values: &mut [Value],
         at: &Location,
     ) -> Result<(), Diagnostic> {
-        if self.scope().names.contains_key(name) {
+        if let Some(prev) = self.scope().names.get(name) {
             return Err(Diagnostic::error(
                 at.clone(),
                 format!("redefinition of SSA value '%{name}'"),
-            ));
+            )
+            .with_note(prev.at.clone(), "previously defined here"));
         }
         for (i, v) in values.iter_mut().enumerate() {
             if let Some((fwd, used_at)) = self.scope().forward.remove(&(name.to_string(), i)) {
@@ -700,6 +717,7 @@ impl<'a> Parser<'a> {
             name.to_string(),
             NameEntry {
                 values: values.iter().cloned().map(Some).collect(),
+                at: at.clone(),
             },
         );
         if let Some(defs) = scope.region_defs.last_mut() {
