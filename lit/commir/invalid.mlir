@@ -276,8 +276,8 @@ commir.axis @i = 32 spatial
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 32 spatial
-  // expected-note@-1 {{previous definition is here}}
-  // expected-error@+1 {{redefinition of symbol '@i'}}
+  // expected-note@-1 {{see existing symbol definition here}}
+  // expected-error@+1 {{redefinition of symbol named 'i'}}
   commir.axis @i = 16 spatial
 }
 

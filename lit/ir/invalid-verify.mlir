@@ -102,11 +102,11 @@
 
 // -----
 
-// expected-note@+1 {{previous definition is here}}
+// expected-note@+1 {{see existing symbol definition here}}
 "func.func"() ({
   func.return
 }) {sym_name = "f", function_type = () -> ()} : () -> ()
-// expected-error@+1 {{redefinition of symbol '@f'}}
+// expected-error@+1 {{redefinition of symbol named 'f'}}
 "func.func"() ({
   func.return
 }) {sym_name = "f", function_type = () -> ()} : () -> ()

@@ -20,8 +20,8 @@
   func.return
 }) {sym_name = "f", function_type = () -> ()} : () -> ()
 // @-N: N lines above; a note attached to an error is matched as well.
-// expected-error@+2 {{redefinition of symbol '@f'}}
-// expected-note@-5 {{previous definition is here}}
+// expected-error@+2 {{redefinition of symbol named 'f'}}
+// expected-note@-5 {{see existing symbol definition here}}
 "func.func"() ({
   func.return
 }) {sym_name = "f", function_type = () -> ()} : () -> ()

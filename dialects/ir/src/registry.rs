@@ -174,16 +174,19 @@ impl OpDef {
 /// What op verifiers can look up: the registry and the symbols visible from the op.
 pub struct VerifyContext<'a> {
     pub registry: &'a Registry,
-    /// Symbol name -> defining op, for every enclosing symbol table (innermost last).
+    /// Symbol name -> defining op, for every enclosing symbol table (innermost last); the
+    /// innermost is where a flat reference (`@f`) resolves.
     pub symbols: Vec<HashMap<String, &'a Operation>>,
     /// Enclosing ops, outermost first.
     pub parents: Vec<&'a Operation>,
 }
 
 impl<'a> VerifyContext<'a> {
-    /// Resolves a symbol through the enclosing symbol tables, innermost first.
+    /// Resolves a flat symbol reference `@name` in the nearest enclosing symbol table, as
+    /// upstream's `SymbolTable::lookupNearestSymbolFrom` does: the symbols of an outer table
+    /// are not visible from inside a nested one (`builtin.module @m { ... }`).
     pub fn lookup(&self, name: &str) -> Option<&'a Operation> {
-        self.symbols.iter().rev().find_map(|t| t.get(name).copied())
+        self.symbols.last().and_then(|t| t.get(name).copied())
     }
     pub fn parent(&self) -> Option<&'a Operation> {
         self.parents.last().copied()

@@ -204,7 +204,10 @@ fn verify_op<'a>(
     }
     let reg = ctx.registry.lookup(&op.name).cloned();
     match &reg {
-        Some(r) => verify_against_def(op, &r.def)?,
+        Some(r) => {
+            verify_against_def(op, &r.def)?;
+            verify_symbol_parent(op, &r.def, ctx)?;
+        }
         None => {
             let d = op.dialect();
             if !d.is_empty() && ctx.registry.dialect_registered(d) {
@@ -226,17 +229,15 @@ fn verify_op<'a>(
             .flat_map(|r| &r.blocks)
             .flat_map(|b| &b.ops)
         {
-            let defines = ctx
-                .registry
-                .lookup(&child.name)
-                .is_some_and(|r| r.def.has_trait(Trait::Symbol));
-            if let (true, Some(name)) = (defines, child.symbol_name()) {
+            // Every op with a string `sym_name` is a symbol of the table, registered or not,
+            // as upstream's verifySymbolTable and SymbolTable count them.
+            if let Some(name) = child.symbol_name() {
                 if let Some(prev) = table.insert(name.to_string(), child) {
                     return Err(Diagnostic::error(
                         child.loc.clone(),
-                        format!("redefinition of symbol '@{name}'"),
+                        format!("redefinition of symbol named '{name}'"),
                     )
-                    .with_note(prev.loc.clone(), "previous definition is here"));
+                    .with_note(prev.loc.clone(), "see existing symbol definition here"));
                 }
             }
         }
@@ -330,6 +331,29 @@ fn verify_op<'a>(
         ctx.symbols.pop();
     }
     result
+}
+
+/// A symbol's parent op, if registered, is a symbol table (upstream's `SymbolOpInterface`
+/// verifier: a symbol inside an unregistered op is not checked, since that op may be a table).
+fn verify_symbol_parent(
+    op: &Operation,
+    def: &OpDef,
+    ctx: &VerifyContext,
+) -> Result<(), Diagnostic> {
+    if !def.has_trait(Trait::Symbol) {
+        return Ok(());
+    }
+    let parent_def = ctx.parent().and_then(|p| ctx.registry.lookup(&p.name));
+    if parent_def.is_some_and(|p| !p.def.has_trait(Trait::SymbolTable)) {
+        return Err(Diagnostic::error(
+            op.loc.clone(),
+            format!(
+                "'{}' op symbol's parent must have the SymbolTable trait",
+                op.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Upstream's block rules for one region of `op` (`def`: its definition, if registered),
