@@ -73,3 +73,21 @@ func.func @f() {
   }) : () -> ()
   return
 }
+
+// -----
+
+// A module is a symbol when it has a name: then its parent is a symbol table too.
+func.func @f() {
+  // expected-error@+1 {{'builtin.module' op symbol's parent must have the SymbolTable trait}}
+  builtin.module @m {
+  }
+  return
+}
+
+// -----
+
+func.func @f() {
+  builtin.module {
+  }
+  return
+}

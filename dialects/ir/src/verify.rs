@@ -334,13 +334,14 @@ fn verify_op<'a>(
 }
 
 /// A symbol's parent op, if registered, is a symbol table (upstream's `SymbolOpInterface`
-/// verifier: a symbol inside an unregistered op is not checked, since that op may be a table).
+/// verifier: a symbol inside an unregistered op is not checked, since that op may be a table;
+/// an op whose symbol name is optional, `builtin.module`, is a symbol only when named).
 fn verify_symbol_parent(
     op: &Operation,
     def: &OpDef,
     ctx: &VerifyContext,
 ) -> Result<(), Diagnostic> {
-    if !def.has_trait(Trait::Symbol) {
+    if !def.has_trait(Trait::Symbol) || op.symbol_name().is_none() {
         return Ok(());
     }
     let parent_def = ctx.parent().and_then(|p| ctx.registry.lookup(&p.name));

@@ -28,6 +28,8 @@ pub static BUILTIN: Dialect = Dialect {
             ],
             regions: &["body"],
             traits: &[
+                // An optional symbol: a symbol when it has a name (`builtin.module @m`).
+                Trait::Symbol,
                 Trait::SymbolTable,
                 Trait::IsolatedFromAbove,
                 Trait::SingleBlock,
