@@ -2,7 +2,7 @@
 //! own verifier.
 
 use crate::attributes::Attribute;
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, Location};
 use crate::ir::{Operation, ValueId};
 use crate::registry::{AttrKind, OpDef, Registry, Trait, VerifyContext};
 use std::collections::{HashMap, HashSet};
@@ -14,8 +14,22 @@ pub fn verify(registry: &Registry, op: &Operation) -> Result<(), Diagnostic> {
         symbols: Vec::new(),
         parents: Vec::new(),
     };
-    let mut defined = vec![HashSet::new()];
+    let mut defined = Scopes {
+        visible: vec![HashSet::new()],
+        hidden: Vec::new(),
+        isolated: Vec::new(),
+    };
     verify_op(op, &mut ctx, &mut defined)
+}
+
+/// The values an op may use: those of the enclosing blocks that dominate it (`visible`, one
+/// set a block, innermost last), and those beyond an enclosing op isolated from above
+/// (`hidden`: a use of one is refused as upstream refuses it).
+struct Scopes {
+    visible: Vec<HashSet<ValueId>>,
+    hidden: Vec<HashSet<ValueId>>,
+    /// The enclosing ops isolated from above, innermost last.
+    isolated: Vec<Location>,
 }
 
 /// Checks that an attribute value has the shape its definition's kind requires.
@@ -170,10 +184,24 @@ fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
 fn verify_op<'a>(
     op: &'a Operation,
     ctx: &mut VerifyContext<'a>,
-    defined: &mut Vec<HashSet<ValueId>>,
+    defined: &mut Scopes,
 ) -> Result<(), Diagnostic> {
     for (i, v) in op.operands.iter().enumerate() {
-        if !defined.iter().any(|s| s.contains(&v.id)) {
+        if defined.hidden.iter().any(|s| s.contains(&v.id)) {
+            return Err(Diagnostic::error(
+                op.loc.clone(),
+                format!("'{}' op using value defined outside the region", op.name),
+            )
+            .with_note(
+                defined
+                    .isolated
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| op.loc.clone()),
+                "required by region isolation constraints",
+            ));
+        }
+        if !defined.visible.iter().any(|s| s.contains(&v.id)) {
             return Err(Diagnostic::error(
                 op.loc.clone(),
                 format!("operand #{i} does not dominate this use"),
@@ -182,7 +210,10 @@ fn verify_op<'a>(
     }
     let reg = ctx.registry.lookup(&op.name).cloned();
     match &reg {
-        Some(r) => verify_against_def(op, &r.def)?,
+        Some(r) => {
+            verify_against_def(op, &r.def)?;
+            verify_symbol_parent(op, &r.def, ctx)?;
+        }
         None => {
             let d = op.dialect();
             if !d.is_empty() && ctx.registry.dialect_registered(d) {
@@ -221,11 +252,9 @@ fn verify_op<'a>(
             .flat_map(|r| &r.blocks)
             .flat_map(|b| &b.ops)
         {
-            let defines = ctx
-                .registry
-                .lookup(&child.name)
-                .is_some_and(|r| r.def.has_trait(Trait::Symbol));
-            if let (true, Some(name)) = (defines, child.symbol_name()) {
+            // Every op with a string `sym_name` is a symbol of the table, registered or not,
+            // as upstream's verifySymbolTable and SymbolTable count them.
+            if let Some(name) = child.symbol_name() {
                 if let Some(prev) = table.insert(name.to_string(), child) {
                     return Err(Diagnostic::error(
                         child.loc.clone(),
@@ -247,7 +276,11 @@ fn verify_op<'a>(
         .is_some_and(|r| r.def.has_trait(Trait::IsolatedFromAbove));
     ctx.parents.push(op);
     let saved = if isolated {
-        Some(std::mem::take(defined))
+        let n = defined.hidden.len();
+        let mut outer = std::mem::take(&mut defined.visible);
+        defined.hidden.append(&mut outer);
+        defined.isolated.push(op.loc.clone());
+        Some(n)
     } else {
         None
     };
@@ -277,7 +310,7 @@ fn verify_op<'a>(
                         .flat_map(|o| o.results.iter().map(|r| r.id)),
                 );
             }
-            defined.push(scope);
+            defined.visible.push(scope);
             for (i, child) in block.ops.iter().enumerate() {
                 let terminator = ctx
                     .registry
@@ -296,13 +329,13 @@ fn verify_op<'a>(
                     result = verify_op(child, ctx, defined);
                 }
                 if result.is_err() {
-                    defined.pop();
+                    defined.visible.pop();
                     break 'regions;
                 }
-                let last = defined.last_mut().expect("scope");
+                let last = defined.visible.last_mut().expect("scope");
                 last.extend(child.results.iter().map(|r| r.id));
             }
-            defined.pop();
+            defined.visible.pop();
         }
         // The terminators, once the ops are verified (as upstream's order reports them).
         if result.is_ok() {
@@ -313,13 +346,38 @@ fn verify_op<'a>(
         }
     }
     if let Some(s) = saved {
-        *defined = s;
+        defined.visible = defined.hidden.split_off(s);
+        defined.isolated.pop();
     }
     ctx.parents.pop();
     if is_table {
         ctx.symbols.pop();
     }
     result
+}
+
+/// A symbol's parent op, if registered, is a symbol table (upstream's `SymbolOpInterface`
+/// verifier: a symbol inside an unregistered op is not checked, since that op may be a table;
+/// an op whose symbol name is optional, `builtin.module`, is a symbol only when named).
+fn verify_symbol_parent(
+    op: &Operation,
+    def: &OpDef,
+    ctx: &VerifyContext,
+) -> Result<(), Diagnostic> {
+    if !def.has_trait(Trait::Symbol) || op.symbol_name().is_none() {
+        return Ok(());
+    }
+    let parent_def = ctx.parent().and_then(|p| ctx.registry.lookup(&p.name));
+    if parent_def.is_some_and(|p| !p.def.has_trait(Trait::SymbolTable)) {
+        return Err(Diagnostic::error(
+            op.loc.clone(),
+            format!(
+                "'{}' op symbol's parent must have the SymbolTable trait",
+                op.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Upstream's block rules for one region of `op` (`def`: its definition, if registered),

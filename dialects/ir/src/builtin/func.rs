@@ -427,7 +427,7 @@ fn parse_func(p: &mut Parser, op: &mut Operation, _: usize) -> Result<(), Diagno
     if p.is(K::LBrace) {
         let at = p.tok.start;
         // Unnamed arguments: the body names them in its entry block's label.
-        let body = p.region(&args, true, Some("func"))?;
+        let body = p.region(&args, false, Some("func"))?;
         if body.blocks.is_empty() {
             return Err(p.err_at(at, "expected non-empty function body"));
         }
