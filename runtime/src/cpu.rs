@@ -16,6 +16,8 @@ pub enum ExecError {
     Plan(#[from] PlanError),
     #[error("input '{0}' is missing or has the wrong size")]
     Input(String),
+    #[error("document boundaries '{0}': {1}")]
+    Documents(String, String),
     #[error("stage {stage}: {what}")]
     Stage { stage: usize, what: String },
 }
@@ -156,7 +158,25 @@ fn attn_dims(qs: [usize; 4], ks: [usize; 4]) -> k::AttnDims {
     }
 }
 
-fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(), String> {
+/// The tile-relative keys query row `r` of a patch sees under `m`: its first query at position
+/// `q_offset`, its first key at `k_offset`.
+fn tile_keys(
+    m: &mask::MaskCx,
+    q_offset: usize,
+    k_offset: usize,
+    r: usize,
+) -> std::ops::Range<usize> {
+    let ks = m.keys(q_offset + r);
+    ks.start.max(k_offset) - k_offset..ks.end.max(k_offset) - k_offset
+}
+
+fn run_compute(
+    plan: &Plan,
+    mem: &mut Mem,
+    r: usize,
+    op: &ComputeOp,
+    docs: &[mask::Boundaries],
+) -> Result<(), String> {
     match op {
         ComputeOp::Patch {
             patch,
@@ -190,8 +210,10 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 scale,
                 q_offset,
                 k_offset,
+                mask,
                 accumulate,
             } => {
+                let m = mask::MaskCx::new(*causal, mask, docs)?;
                 // q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv], o [b, hq, sq, dv],
                 // lse [b, hq, sq] (3-D tiles have a batch of one).
                 let [qs, ks, vs, _] = mercury_plan::patch::attention_views(inputs, outputs)?;
@@ -204,21 +226,9 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 let dv = vs[3];
                 let mut o = vec![0.0; q.len() / dims.d.max(1) * dv];
                 let mut lse = vec![0.0; q.len() / dims.d.max(1)];
-                k::attention_dv(
-                    &q,
-                    &kk,
-                    &v,
-                    &mut o,
-                    &mut lse,
-                    dims,
-                    dv,
-                    k::AttnParams {
-                        causal: *causal,
-                        scale: *scale,
-                        q_offset: *q_offset,
-                        k_offset: *k_offset,
-                    },
-                );
+                k::attention_rows(&q, &kk, &v, &mut o, &mut lse, dims, dv, *scale, &|row| {
+                    tile_keys(&m, *q_offset, *k_offset, row)
+                });
                 if *accumulate {
                     let mut acc = vec![
                         mem.read(plan, r, &outputs[0]),
@@ -237,8 +247,10 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 scale,
                 q_offset,
                 k_offset,
+                mask,
                 accumulate,
             } => {
+                let m = mask::MaskCx::new(*causal, mask, docs)?;
                 let [qs, ks, vs, _] = mercury_plan::patch::attention_bwd_views(inputs, outputs)?;
                 let dims = attn_dims(qs, ks);
                 let x: Vec<Vec<f64>> = inputs.iter().map(|v| mem.read(plan, r, v)).collect();
@@ -253,7 +265,7 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                 let [dq, dk, dv] = g.as_mut_slice() else {
                     unreachable!("attention_bwd_views checked three outputs")
                 };
-                k::attention_bwd(
+                k::attention_bwd_rows(
                     k::AttnBwdInputs {
                         q: &x[0],
                         k: &x[1],
@@ -265,12 +277,8 @@ fn run_compute(plan: &Plan, mem: &mut Mem, r: usize, op: &ComputeOp) -> Result<(
                     k::AttnGrads { dq, dk, dv },
                     dims,
                     vs[3],
-                    k::AttnParams {
-                        causal: *causal,
-                        scale: *scale,
-                        q_offset: *q_offset,
-                        k_offset: *k_offset,
-                    },
+                    *scale,
+                    &|row| tile_keys(&m, *q_offset, *k_offset, row),
                     *accumulate,
                 );
                 for (v, vals) in outputs.iter().zip(&g) {
@@ -548,6 +556,7 @@ pub fn execute_pieces_with(
             _ => return Err(ExecError::Input(b.name.clone())),
         }
     }
+    let docs = documents(plan, inputs)?;
     let mut mem = Mem {
         slots: Vec::new(),
         storage,
@@ -596,7 +605,7 @@ pub fn execute_pieces_with(
         for r in &plan.ranks {
             if let Some(st) = r.stages.get(s) {
                 for op in &st.compute {
-                    run_compute(plan, &mut mem, r.rank, op)
+                    run_compute(plan, &mut mem, r.rank, op, &docs)
                         .map_err(|w| serr(format!("rank {}: {w}", r.rank)))?;
                 }
             }
@@ -672,6 +681,65 @@ pub fn execute_pieces_with(
     Ok(held)
 }
 
+/// The run's document boundaries (`inputs` by the plan's [`Documents`] names), checked
+/// (`mask::Boundaries::from_f64`).
+pub fn documents(
+    plan: &Plan,
+    inputs: &HashMap<String, Vec<f64>>,
+) -> Result<Vec<mask::Boundaries>, ExecError> {
+    plan.documents
+        .iter()
+        .map(|d| {
+            let v = inputs
+                .get(&d.name)
+                .ok_or_else(|| ExecError::Documents(d.name.clone(), "missing".into()))?;
+            mask::Boundaries::from_f64(v, d.positions)
+                .map_err(|m| ExecError::Documents(d.name.clone(), m))
+        })
+        .collect()
+}
+
+/// Fresh random document boundaries for every [`Documents`] input of a plan (by name), all
+/// with one number of documents (so that any two pair up as a cross-attention's queries' and
+/// keys'), deterministic in `seed`: few long documents (longer than a shard), many short ones,
+/// or one token each, with empty documents and a padding tail (positions in no document) at
+/// times. Values as f64, as [`execute`] takes its inputs.
+pub fn random_documents(plan: &Plan, seed: u64) -> HashMap<String, Vec<f64>> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(u64::MAX);
+    let Some(fewest) = plan.documents.iter().map(|d| d.positions).min() else {
+        return HashMap::new();
+    };
+    let n = match rng.gen_range(0..10) {
+        0..4 => rng.gen_range(1..=4.min(fewest)),
+        4..8 => rng.gen_range(1..=fewest),
+        _ => fewest,
+    };
+    plan.documents
+        .iter()
+        .map(|d| {
+            let end = if rng.gen_range(0..4) == 0 {
+                rng.gen_range(d.positions / 2..=d.positions)
+            } else {
+                d.positions
+            };
+            let mut cuts: Vec<usize> = if n == d.positions && end == n {
+                (1..n).collect()
+            } else {
+                (1..n).map(|_| rng.gen_range(0..=end)).collect()
+            };
+            cuts.sort_unstable();
+            let b: Vec<f64> = std::iter::once(0)
+                .chain(cuts)
+                .chain(std::iter::once(end))
+                .map(|x| x as f64)
+                .collect();
+            (d.name.clone(), b)
+        })
+        .collect()
+}
+
 /// Fresh random inputs for every input buffer of a plan: uniform in [-1, 1), each value
 /// rounded to nearest in its buffer's dtype (so in [-1, 1]), so a device holds exactly these
 /// numbers and a reference computed from them in f64 needs no second rounding.
@@ -680,9 +748,11 @@ pub fn execute_pieces_with(
 /// drawn from the `i`-th 64-bit word pair of ChaCha8 stream `k`, whatever the number of
 /// threads drawing them (the buffers of 512K-token attention hold 2^31 values each and are
 /// drawn in parallel chunks, each seeking to its offset). Processes of one launched run that
-/// pass the same seed hold the same inputs.
+/// pass the same seed hold the same inputs. A plan's document boundaries are drawn too
+/// ([`random_documents`]).
 pub fn random_inputs(plan: &Plan, seed: u64) -> HashMap<String, Vec<f64>> {
-    plan.buffers
+    let mut out: HashMap<String, Vec<f64>> = plan
+        .buffers
         .iter()
         .filter(|b| b.role == Role::Input)
         .enumerate()
@@ -691,7 +761,9 @@ pub fn random_inputs(plan: &Plan, seed: u64) -> HashMap<String, Vec<f64>> {
             draw_input(seed, k, &mut v, |x| round_to(b.dtype, x));
             (b.name.clone(), v)
         })
-        .collect()
+        .collect();
+    out.extend(random_documents(plan, seed));
+    out
 }
 
 /// Fills `out` with the draws of input stream `k` of `seed`, uniform in [-1, 1) before `f`
@@ -881,6 +953,7 @@ commir.kernel @g on @m {
                 buffer("Y", 8, DType::F32, Role::Output),
                 buffer("Z", 4, DType::BF16, Role::Output),
             ],
+            documents: vec![],
             ranks: vec![
                 RankProgram {
                     rank: 0,
@@ -1004,6 +1077,7 @@ commir.kernel @g on @m {
                     role: Role::Output,
                 },
             ],
+            documents: vec![],
             ranks,
         };
         // Rank r holds (r + 1) + i 2^-9: the sums are 6 + 3 i 2^-9, f32 numbers; bf16 (an
@@ -1080,6 +1154,7 @@ commir.kernel @g on @m {
             name: "attn".into(),
             mesh: vec![1],
             buffers: vec![],
+            documents: vec![],
             ranks: vec![RankProgram {
                 rank: 0,
                 coords: vec![0],
@@ -1097,6 +1172,7 @@ commir.kernel @g on @m {
                             scale: 0.5,
                             q_offset: 0,
                             k_offset: 0,
+                            mask: Default::default(),
                             accumulate: false,
                         },
                         inputs: vec![view4(0), view4(1), view4(2)],

@@ -326,6 +326,14 @@ impl Lowering<'_> {
             name: k.name.clone(),
             mesh: self.mesh,
             buffers: self.buffers,
+            documents: k
+                .documents
+                .iter()
+                .map(|d| mercury_plan::Documents {
+                    name: d.name.clone(),
+                    positions: d.positions,
+                })
+                .collect(),
             ranks: plan_ranks,
         };
         verify(&plan).map_err(|e| {

@@ -156,8 +156,15 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 scale,
                 q_offset,
                 k_offset,
+                mask,
                 accumulate,
             } => {
+                if !mask.is_none() {
+                    return Err(unsupported(format!(
+                        "attention: {}: a sliding window or document boundaries ({mask:?}) have no CUDA patch yet (issue 43 item 5); run it on the CPU executor (--backend cpu)",
+                        super::ATTENTION_REFUSED
+                    )));
+                }
                 if inputs.len() != 3 || outputs.len() != 2 {
                     return Err(RuntimeError::Schedule(format!(
                         "attention takes [q, k, v] -> [o, lse], got {} / {}",

@@ -99,6 +99,7 @@ fn attention_resolution() {
             scale: 0.088,
             q_offset: 256,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: false,
         },
         inputs: vec![
@@ -135,6 +136,7 @@ fn attention_resolution() {
             scale: 0.088,
             q_offset: 0,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: true,
         },
         inputs: vec![
@@ -163,6 +165,7 @@ fn attention_resolution() {
             scale: 1.0,
             q_offset: 0,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: false,
         },
         inputs: vec![
@@ -259,6 +262,7 @@ fn resolved_block(dqk: usize, dv: usize, causal: bool) -> AttnLaunch {
             scale: 0.1,
             q_offset: 256,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: true,
         },
         inputs: vec![
@@ -361,6 +365,7 @@ fn attention_shapes_disagreeing_are_refused() {
             scale: 0.1,
             q_offset: 0,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: false,
         },
         inputs: vec![
