@@ -1,5 +1,5 @@
-# Sourced (never run) on the GPU machine, by `scripts/gpu.sh --remote` and by the one-off call
-# scripts of docs/perf-runs/ (from 2026-12-02 late on; the older ones repeat these lines):
+# Sourced (never run) on the GPU machine, by `scripts/gpu.sh --remote` and by the benchmark
+# commands of scripts/bench/:
 #   - NVLink multicast off, for this shell and every process it starts (NCCL, torch, NVSHMEM);
 #   - CUDA's own library directories on LD_LIBRARY_PATH, where they exist;
 #   - MERCURY_CUDNN_LIB: the cuDNN PyTorch uses (the nvidia-cudnn package in its venv), not the

@@ -25,6 +25,10 @@
 #   MERCURY_GPU_PARTS=faults bash scripts/gpu.sh --remote       # fault handling (not default): 2 GPUs,
 #                                     # or 2 processes sharing 1 GPU over NCCL sockets
 #   MERCURY_GPU_PARTS=rates bash scripts/gpu.sh --remote        # the patches' rate tables (one GPU)
+#   MERCURY_GPU_PARTS=backward bash scripts/gpu.sh --remote     # the attention backward (issue 38):
+#                                     # the cuDNN backward patch checked (f64 rows) and timed
+#                                     # beside torch's cuDNN backward (scripts/sdpa_bwd_baseline.py)
+#                                     # in one regime (MERCURY_REGIME, default sustained=1500)
 #   MERCURY_GPU_PARTS=suite,baselines ...  # issue 13's side-by-side suite: ours on every GPU, the
 #                                          # PyTorch baselines, one joined table (>= 2 GPUs);
 #                                          # MERCURY_SUITE_SEQS, _CASES, _ITERS (5), _WARMUP (2)
@@ -51,6 +55,7 @@
 #   mlp_kernels.ptx     the same plus the generated tile kernels of the MLP examples (GeLU + cast
 #                       epilogue), mercury-opt --emit=ptx on examples/mlp.mlir
 #   sdpa_baseline.py    torch SDPA (FA2 and cuDNN backends) on the same shapes
+#   sdpa_bwd_baseline.py torch's cuDNN SDPA backward alone on the same shapes (P2b's ratios)
 #   mercury-mgpu        release: multi-GPU self-checks and link measurements (docs/multi-gpu.md)
 #   mercury-tune        release, CUDA backend, no MLIR: the search with --profile-top (part tune)
 #   mercury_rs-*.whl    the mercury Python package (abi3, release; part torch) and torch_gpu.py
@@ -85,7 +90,7 @@ if [[ "${1:-}" != "--remote" ]]; then
   cargo build --release -p mercury-bench --bin mercury-gpu-bench
   cargo build --release -p mercury-opt
   cp "$CARGO_TARGET_DIR/release/mercury-run" "$CARGO_TARGET_DIR/release/mercury-gpu-bench" .carry/
-  cp scripts/sdpa_baseline.py .carry/
+  cp scripts/sdpa_baseline.py scripts/sdpa_bwd_baseline.py .carry/
   echo "== device kernels: mercury-opt --emit=ptx --all-device-kernels"
   "$CARGO_TARGET_DIR/release/mercury-opt" --emit=ptx --all-device-kernels --chip=sm_90 examples/attention.mlir > .carry/device_kernels.ptx
   grep -c '\.visible \.entry' .carry/device_kernels.ptx | sed 's/^/   entry points: /'
@@ -133,7 +138,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$out/gpu.txt"
 status=0
-parts="${MERCURY_GPU_PARTS:-bench,schedules,mgpu,baselines,torch}"
+parts="${MERCURY_GPU_PARTS:-bench,backward,schedules,mgpu,baselines,torch}"
 
 if [[ ",$parts," == *",bench,"* ]]; then
 echo "== torch SDPA baseline"
@@ -446,6 +451,41 @@ else
   echo "(last lines of every log: $out/faults.log)"
   echo
 fi
+fi
+
+# ==== the attention backward (issue 38) =====================================================
+# The cuDNN backward patch (mercury-gpu-bench P2b): fresh random inputs, gradients poisoned,
+# non-finite counts over every gradient, sampled rows against f64 on the host (on the very O and
+# lse the backward read, and end to end with the forward recomputed in f64), the awkward lengths
+# of the known NaN traps (s % 128 == 64); then timed beside torch's cuDNN backward on the same
+# shapes and inputs, both sides in one regime (ratio > 1: ours faster), and the cost of a ring
+# block's adds into f32 accumulators.
+if [[ ",$parts," == *",backward,"* ]]; then
+  regime="${MERCURY_REGIME:-sustained=1500}"
+  echo "== torch cuDNN SDPA backward baseline (--regime $regime)"
+  PYTHONUNBUFFERED=1 python3 $C/sdpa_bwd_baseline.py ${MERCURY_SDPA_CASES:+--cases "$MERCURY_SDPA_CASES"} \
+    --regime "$regime" --out "$out/sdpa_bwd.json" > "$out/sdpa_bwd.log" 2>&1 \
+    || { echo "sdpa backward baseline failed"; tail -5 "$out/sdpa_bwd.log"; }
+  echo "== mercury-gpu-bench --only P2b (--regime $regime)"
+  $C/mercury-gpu-bench --device-kernels-ptx $C/device_kernels.ptx --sdpa-json "$out/sdpa_bwd.json" \
+    --regime "$regime" --only P2b --json-out "$out/bench_bwd.json" > "$out/bench_bwd.log" 2>&1 || status=1
+  sed -n '/==== summary/,$p' "$out/bench_bwd.log" | cut -c1-240
+  # The ring backward on 8 virtual ranks (examples/attention_bwd.mlir; --shift-shard: K and V
+  # travel, dK/dV partials return to their owners; causal: zigzag placement) against the
+  # single-device backward, checked (also f64 rows) and timed side by side.
+  sed 's/causal = true/causal = false/' examples/attention_bwd.mlir > "$out/attention_bwd_noncausal.mlir"
+  run_case ring-bwd-mha            "$out/attention_bwd_noncausal.mlir" --kernel attention_bwd --shift-shard
+  run_case zigzag-bwd-mha-causal   examples/attention_bwd.mlir --kernel attention_bwd --shift-shard
+  run_case zigzag-bwd-gqa-causal   examples/attention_bwd.mlir --kernel attention_bwd_gqa --shift-shard
+  run_case zigzag-bwd-mla-causal   examples/attention_bwd.mlir --kernel attention_bwd_mla --shift-shard
+  # The ring's gradients as the ring grows (MERCURY_BWD_RANKS, default 2 4 16 32 64 virtual
+  # ranks; 8 is above): the difference from the single-device cuDNN backward on the same
+  # inputs and the f64 rows' error, from mercury-run --check.
+  for n in ${MERCURY_BWD_RANKS:-2 4 16 32 64}; do
+    sed "s/shape \[8\]/shape [$n]/" "$out/attention_bwd_noncausal.mlir" > "$out/attention_bwd_r$n.mlir"
+    run_case "ring-bwd-mha-r$n" "$out/attention_bwd_r$n.mlir" --kernel attention_bwd --shift-shard
+  done
+  echo "| case | schedule ms | single-device ms | ratio | check rel. difference | |"; grep -- "-bwd-" "$out/table.md" || true
 fi
 
 # ==== the patches' rate tables (only with MERCURY_GPU_PARTS=rates; any number of GPUs) =======

@@ -11,7 +11,7 @@ and writes it to --out when given. The ids match mercury-gpu-bench's P2 case ids
 
 With --regime (back-to-back, idle=MS, sustained=MS, idle=MS,sustained=MS) the calls are timed as mercury-gpu-bench
 --regime times ours, instead of do_bench: the H200's clocks fall under load, so two sides are
-compared only when timed in one regime (docs/perf.md, "P2c against torch in one regime").
+compared only when timed in one regime (docs/perf.md, "Method").
 For the same reason the inputs' bits matter: --inputs f32-rand (the default) draws them as
 mercury-gpu-bench does, every mantissa bit random; the JSON records "regime" and "inputs", and
 mercury-gpu-bench marks its ratios "timed unalike" or "inputs unalike" when they differ.
@@ -165,7 +165,7 @@ def main():
         # --inputs f32-rand (the default) draws in f32 and rounds to bf16, so that every
         # mantissa bit is random, as mercury-gpu-bench's fill is; bf16-rand draws from bf16's
         # 256-level grid in [0, 1). Under the power limit the clocks follow the data's bits
-        # (docs/perf.md, "P2c against torch in one regime": 1.2-2.5% on the same kernel).
+        # (docs/perf.md, "Method": 1.2-2.5% on the same kernel).
         # f32-unit and f32-normal are the inputs of the suite's two sides (mercury-run's
         # uniform draws, the distributed baselines' normal ones), to time what their
         # distributions cost on one kernel.

@@ -43,6 +43,15 @@ def check(name, got, want, tol=TOL):
         FAILED.append(name)
 
 
+def attempt(name, fn):
+    """Runs one check; an exception is that check's failure (printed), not the end of the run."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - every failure is reported and counted
+        print(f"check {name}: raised {type(e).__name__}: {e}  FAILED")
+        FAILED.append(name)
+
+
 def rand(*shape, dtype=torch.bfloat16):
     return (torch.rand(*shape, device="cuda") * 2 - 1).to(dtype)
 
@@ -57,64 +66,73 @@ def sdpa_ref(q, k, v, causal):
 
 def world1():
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
-    for causal in (False, True):
-        b, s, h, hk, d = 1, 4096, 8, 8, 128
-        q, k, v = rand(b, s, h, d), rand(b, s, hk, d), rand(b, s, hk, d)
+
+    def attention(causal):
+        b, s, h, d = 1, 4096, 8, 128
+        q, k, v = rand(b, s, h, d), rand(b, s, h, d), rand(b, s, h, d)
         o = mercury.attention(q, k, v, causal=causal)
         want = sdpa_ref(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal)
-        check(
-            f"attention bshd s4096 h8 {'causal' if causal else 'noncausal'}",
-            o,
-            want.transpose(1, 2),
-        )
-    q, k, v = rand(1, 32, 2048, 128), rand(1, 8, 2048, 128), rand(1, 8, 2048, 128)
-    o = mercury.attention(q, k, v, causal=True, layout="bhsd")
-    check("attention gqa 32q/8kv s2048 causal bhsd", o, sdpa_ref(q, k, v, True))
-    q, k, v = (rand(1, 4096, 8, 128) for _ in range(3))
-    z = [mercury.shard_sequence(t, balance="zigzag") for t in (q, k, v)]
-    o = mercury.unshard_sequence(
-        mercury.attention(*z, causal=True, balance="zigzag"), balance="zigzag"
-    )
-    want = sdpa_ref(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), True)
-    check("attention zigzag world 1 causal", o, want.transpose(1, 2))
-    x, w = rand(4096, 4096), rand(4096, 2048)
-    check(
-        "all_gather_matmul 4096x4096x2048", mercury.all_gather_matmul(x, w), x.float() @ w.float()
-    )
-    check(
-        "matmul_reduce_scatter 4096x4096x2048",
-        mercury.matmul_reduce_scatter(x, w),
-        x.float() @ w.float(),
-    )
-    # op(**inputs): every rank a virtual rank on this GPU.
-    text = (ROOT / "examples/attention.mlir").read_text()
-    text = re.sub(r"commir\.axis @h = \d+", "commir.axis @h = 8", text)
-    text = re.sub(r"(commir\.axis @[ij] = )\d+", r"\g<1>4096", text)
-    for sched in ("ring_attention", "ulysses", "tree_attention"):
+        check(f"attention bshd s4096 h8 causal={causal}", o, want.transpose(1, 2))
+
+    def gqa():
+        q, k, v = rand(1, 32, 2048, 128), rand(1, 8, 2048, 128), rand(1, 8, 2048, 128)
+        o = mercury.attention(q, k, v, causal=True, layout="bhsd")
+        check("attention gqa 32q/8kv s2048 causal bhsd", o, sdpa_ref(q, k, v, True))
+
+    def zigzag():
+        q, k, v = (rand(1, 4096, 8, 128) for _ in range(3))
+        z = [mercury.shard_sequence(t, balance="zigzag") for t in (q, k, v)]
+        o = mercury.attention(*z, causal=True, balance="zigzag")
+        o = mercury.unshard_sequence(o, balance="zigzag")
+        want = sdpa_ref(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), True)
+        check("attention zigzag world 1 causal", o, want.transpose(1, 2))
+
+    def gemms():
+        x, w = rand(4096, 4096), rand(4096, 2048)
+        want = x.float() @ w.float()
+        check("all_gather_matmul 4096x4096x2048", mercury.all_gather_matmul(x, w), want)
+        check("matmul_reduce_scatter 4096x4096x2048", mercury.matmul_reduce_scatter(x, w), want)
+
+    def virtual(sched):
+        # op(**inputs): every rank a virtual rank on this GPU.
+        text = (ROOT / "examples/attention.mlir").read_text()
+        text = re.sub(r"commir\.axis @h = \d+", "commir.axis @h = 8", text)
+        text = re.sub(r"(commir\.axis @[ij] = )\d+", r"\g<1>4096", text)
         op = mercury.compile(text, schedule=str(ROOT / f"examples/schedules/{sched}.sched"))
         ins = {n: rand(*s) for n, (_, s) in op.inputs.items()}
         out = op(**ins)["O"]
+        want = sdpa_ref(ins["Q"], ins["K"], ins["V"], False)
         check(
-            f"op(**inputs) {sched} 8 virtual ranks s4096 ({op.last_device_ms:.3f} ms)",
-            out,
-            sdpa_ref(ins["Q"], ins["K"], ins["V"], False),
+            f"op(**inputs) {sched}, 8 virtual ranks, s4096 ({op.last_device_ms:.3f} ms)", out, want
         )
-    op = mercury.compile(
-        ROOT / "examples/ag_gemm.mlir",
-        schedule=str(ROOT / "examples/schedules/asynctp_ag_gemm.sched"),
-    )
-    a, bm = rand(8192, 8192), rand(8192, 8192)
-    check(
-        f"op(**inputs) asynctp_ag_gemm 8 virtual ranks ({op.last_device_ms or 0:.3f} ms)",
-        op(A=a, B=bm)["C"],
-        a.float() @ bm.float(),
-    )
-    try:
-        op(A=a.float(), B=bm)
-        FAILED.append("wrong dtype accepted")
-        print("check wrong dtype refused: accepted  FAILED")
-    except ValueError as e:
-        print(f"check wrong dtype refused: {e}  ok")
+
+    def asynctp():
+        op = mercury.compile(
+            ROOT / "examples/ag_gemm.mlir",
+            schedule=str(ROOT / "examples/schedules/asynctp_ag_gemm.sched"),
+        )
+        a, bm = rand(8192, 8192), rand(8192, 8192)
+        out = op(A=a, B=bm)["C"]
+        check(
+            f"op(**inputs) asynctp_ag_gemm, 8 virtual ranks ({op.last_device_ms:.3f} ms)",
+            out,
+            a.float() @ bm.float(),
+        )
+        try:
+            op(A=a.float(), B=bm)
+            FAILED.append("wrong dtype accepted")
+            print("check wrong dtype refused: accepted  FAILED")
+        except ValueError as e:
+            print(f"check wrong dtype refused: {e}  ok")
+
+    attempt("attention noncausal", lambda: attention(False))
+    attempt("attention causal", lambda: attention(True))
+    attempt("attention gqa", gqa)
+    attempt("attention zigzag", zigzag)
+    attempt("gemm ops", gemms)
+    for sched in ("ring_attention", "ulysses", "tree_attention"):
+        attempt(f"op(**inputs) {sched}", lambda sched=sched: virtual(sched))
+    attempt("op(**inputs) asynctp", asynctp)
 
 
 def pair():
@@ -174,7 +192,12 @@ def bench():
         def ours(q=q, k=k, v=v, causal=causal):
             return mercury.attention(q, k, v, causal=causal, layout="bhsd")
 
-        check(f"bench {cid}", ours(), torch_fn())
+        try:
+            check(f"bench {cid}", ours(), torch_fn())
+        except Exception as e:  # noqa: BLE001 - reported, counted, next case
+            print(f"check bench {cid}: raised {type(e).__name__}: {e}  FAILED")
+            FAILED.append(f"bench {cid}")
+            continue
         t_torch = sdpa_baseline.bench_regime(torch_fn, regime, 2, 7)
         t_ours = sdpa_baseline.bench_regime(ours, regime, 2, 7)
         n = 10

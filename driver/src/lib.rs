@@ -161,11 +161,12 @@ impl Compiler {
         lower(module, kernel)
     }
 
-    /// Parse, verify, schedule and lower: the plan of `text` under `schedule`.
+    /// Parse, verify, schedule and lower: the plan of `text` under `schedule` (of the kernel
+    /// `schedule.kernel` names, else of the only kernel).
     pub fn compile(&self, name: &str, text: &str, schedule: &Schedule) -> Result<Plan, Diagnostic> {
         let mut module = self.parse(name, text)?;
         self.schedule(&mut module, schedule)?;
-        self.lower(&module, None)
+        self.lower(&module, schedule.kernel.as_deref())
     }
 }
 

@@ -3,13 +3,12 @@
 // RUN: %mercury-opt --allow-unregistered-dialect --canonicalize %s | FileCheck %s
 // RUN: %mercury-opt --allow-unregistered-dialect --pass-pipeline='builtin.module(canonicalize)' %s | FileCheck %s
 
-// CHECK-LABEL: "func.func"() ({
-// CHECK-NEXT: ^bb0(%[[A:.*]]: i32):
-// CHECK-NEXT: %[[C:.*]] = "arith.constant"() {value = 2 : i32} : () -> i32
+// CHECK: func.func @f(%[[A:.*]]: i32) -> i32 {
+// CHECK-NEXT: %[[C:.*]] = arith.constant 2 : i32
 // CHECK-NEXT: %[[USED:.*]] = arith.muli %[[A]], %[[C]] : i32
 // CHECK-NEXT: %{{.*}} = "test.effect"(%[[A]]) : (i32) -> i32
-// CHECK-NEXT: func.return %[[USED]] : i32
-// CHECK-NEXT: }) {sym_name = "f", function_type = (i32) -> i32} : () -> ()
+// CHECK-NEXT: return %[[USED]] : i32
+// CHECK-NEXT: }
 "func.func"() ({
 ^bb0(%a: i32):
   %c = "arith.constant"() {value = 2 : i32} : () -> i32

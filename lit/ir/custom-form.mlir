@@ -3,36 +3,34 @@
 // RUN: %mercury-opt %s | %mercury-opt | FileCheck %s
 
 // CHECK-LABEL: module {
-// CHECK: ^bb0(%[[A:.*]]: i32, %[[B:.*]]: f32):
+// CHECK: func.func @f(%[[A:.*]]: i32, %[[B:.*]]: f32) -> (i32, f32) {
 // CHECK-NEXT: %[[S:.*]] = arith.addi %[[A]], %[[A]] : i32
 // CHECK-NEXT: %[[P:.*]] = arith.muli %[[S]], %[[A]] : i32
 // CHECK-NEXT: %[[F:.*]] = arith.addf %[[B]], %[[B]] : f32
-// CHECK-NEXT: %[[G:.*]] = arith.mulf %[[F]], %[[B]] {fastmath} : f32
-// CHECK-NEXT: func.return %[[P]], %[[G]] : i32, f32
+// CHECK-NEXT: %[[G:.*]] = arith.mulf %[[F]], %[[B]] fastmath<fast> : f32
+// CHECK-NEXT: return %[[P]], %[[G]] : i32, f32
 "func.func"() ({
 ^bb0(%a: i32, %b: f32):
   %s = "arith.addi"(%a, %a) : (i32, i32) -> i32
   %p = arith.muli %s, %a : i32
   %f = "arith.addf"(%b, %b) : (f32, f32) -> f32
-  %g = arith.mulf %f, %b {fastmath} : f32
+  %g = arith.mulf %f, %b fastmath<fast> : f32
   func.return %p, %g : i32, f32
 }) {sym_name = "f", function_type = (i32, f32) -> (i32, f32)} : () -> ()
 
 // A module in custom form, with a name and attributes.
-// CHECK: module @inner attributes {tag = "x"} {
-// CHECK-NEXT: "func.func"
-module @inner attributes {tag = "x"} {
+// CHECK: module @inner attributes {my.tag = "x"} {
+// CHECK-NEXT: func.func @g() {
+module @inner attributes {my.tag = "x"} {
   "func.func"() ({
     func.return
   }) {sym_name = "g", function_type = () -> ()} : () -> ()
 }
 
 // A trailing comment ends a custom-form op, whatever it contains.
-// CHECK: "func.func"() ({
-// CHECK-NEXT: ^bb0(%[[X:.*]]: i32):
+// CHECK: func.func @comments(%[[X:.*]]: i32) -> i32 {
 // CHECK-NEXT: %[[Y:.*]] = arith.addi %[[X]], %[[X]] : i32
-// CHECK-NEXT: func.return %[[Y]] : i32
-// CHECK-NEXT: }) {sym_name = "comments"
+// CHECK-NEXT: return %[[Y]] : i32
 "func.func"() ({
 ^bb0(%x: i32):
   %y = arith.addi %x, %x : i32 // a comment with {{braces}}, (parens), [brackets] and / slashes

@@ -1,7 +1,7 @@
 // Verifier errors of IR that parses but is wrongly typed or structured.
 // RUN: %mercury-opt --split-input-file --verify-diagnostics %s
 
-// expected-error@+1 {{'arith.constant' value type must match its result type}}
+// expected-error@+1 {{'arith.constant' op failed to verify that all of {value, result} have same type}}
 %0 = "arith.constant"() {value = 1 : i32} : () -> i64
 
 // -----
@@ -32,7 +32,7 @@
 
 "func.func"() ({
 ^bb0(%a: i32, %b: i64):
-  // expected-error@+1 {{'arith.addi' requires operands and result of the same type}}
+  // expected-error@+1 {{'arith.addi' op requires the same type for all operands and results}}
   %0 = "arith.addi"(%a, %b) : (i32, i64) -> i32
   func.return
 }) {sym_name = "f", function_type = (i32, i64) -> ()} : () -> ()
@@ -41,7 +41,7 @@
 
 "func.func"() ({
 ^bb0(%a: i32):
-  %0 = arith.addi %a, %a : f32 // expected-error {{'arith.addi' requires operands and result of the same type}}
+  %0 = arith.addi %a, %a : f32 // expected-error {{use of value '%a' expects different type than prior uses: 'f32' vs 'i32'}}
   func.return
 }) {sym_name = "f", function_type = (i32) -> ()} : () -> ()
 
@@ -68,14 +68,14 @@
 
 // -----
 
-// expected-error@+1 {{'func.func' needs a function type in 'function_type'}}
+// expected-error@+1 {{'func.func' op requires attribute 'function_type' to be a function type}}
 "func.func"() ({
   func.return
 }) {sym_name = "f", function_type = i32} : () -> ()
 
 // -----
 
-// expected-error@+1 {{entry block arguments do not match the function type}}
+// expected-error@+1 {{'func.func' op type of entry block argument #0(i64) must match the type of the corresponding argument in function signature(i32)}}
 "func.func"() ({
 ^bb0(%a: i64):
   func.return
@@ -85,18 +85,18 @@
 
 "func.func"() ({
 ^bb0(%a: i32):
-  func.return %a : i32 // expected-error {{returned values do not match the function result types}}
+  func.return %a : i32 // expected-error {{type of return operand 0 (i32) doesn't match function result type (f32) in function @f}}
 }) {sym_name = "f", function_type = (i32) -> f32} : () -> ()
 
 // -----
 
-// expected-error@+1 {{'func.return' must be inside 'func.func', not 'builtin.module'}}
+// expected-error@+1 {{'func.return' op expects parent op 'func.func'}}
 "func.return"() : () -> ()
 
 // -----
 
 "func.func"() ({
-  func.return // expected-error {{'func.return' must be the last operation of its block}}
+  "func.return"() : () -> () // expected-error {{'func.return' op must be the last operation in the parent block}}
   %0 = "arith.constant"() {value = 1} : () -> i64
 }) {sym_name = "f", function_type = () -> ()} : () -> ()
 

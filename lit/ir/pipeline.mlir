@@ -30,7 +30,7 @@
 // OUT: module {
 // OUT-NOT: arith.addi
 // OUT-NOT: "dead"
-// OUT: sym_name = "main"
+// OUT: func.func @main
 
 // NONE-NOT: IR Dump
 // NONE: arith.addi

@@ -17,7 +17,7 @@
 
 // CUSTOM: module {
 // CUSTOM: arith.addi %{{.*}}, %{{.*}} : i32
-// CUSTOM: func.return %{{.*}} : i32
+// CUSTOM: return %{{.*}} : i32
 module {
   "func.func"() ({
   ^bb0(%a: i32):

@@ -24,9 +24,9 @@
   dt = !foo.bar<"x", <nested>, 3>, da = #foo.baz<1 : i32>, dn = !foo.plain
 } : () -> ()
 
-// Result packs expand to one name per result; uses keep their order.
-// CHECK-NEXT: %[[A0:.*]], %[[A1:.*]] = "test.two"() : () -> (i32, f32)
-// CHECK-NEXT: %[[B:.*]] = "test.use"(%[[A1]], %[[A0]]) : (f32, i32) -> f32
+// A result group prints as a group again; uses keep their order.
+// CHECK-NEXT: %[[A:.*]]:2 = "test.two"() : () -> (i32, f32)
+// CHECK-NEXT: %[[B:.*]] = "test.use"(%[[A]]#1, %[[A]]#0) : (f32, i32) -> f32
 %a:2 = "test.two"() : () -> (i32, f32)
 %b = "test.use"(%a#1, %a#0) : (f32, i32) -> f32
 
@@ -43,12 +43,10 @@
 }) : () -> ()
 
 // Values with the same source name in sibling isolated regions stay distinct when printed.
-// CHECK: "func.func"() ({
-// CHECK-NEXT: ^bb0(%[[P:.*]]: f32):
-// CHECK-NEXT:   func.return %[[P]] : f32
-// CHECK: "func.func"() ({
-// CHECK-NEXT: ^bb0(%[[Q:.*]]: f32):
-// CHECK-NEXT:   func.return %[[Q]] : f32
+// CHECK: func.func @id1(%[[P:.*]]: f32) -> f32 {
+// CHECK-NEXT:   return %[[P]] : f32
+// CHECK: func.func @id2(%[[Q:.*]]: f32) -> f32 {
+// CHECK-NEXT:   return %[[Q]] : f32
 "func.func"() ({
 ^bb0(%p: f32):
   "func.return"(%p) : (f32) -> ()
@@ -57,5 +55,5 @@
 ^bb0(%p: f32):
   "func.return"(%p) : (f32) -> ()
 }) {sym_name = "id2", function_type = (f32) -> f32} : () -> ()
-// CHECK-NEXT: }) {sym_name = "id2", function_type = (f32) -> f32} : () -> ()
+// CHECK-NEXT: }
 // CHECK-NEXT: }

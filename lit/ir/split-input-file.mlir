@@ -1,5 +1,5 @@
-// --split-input-file processes each `// -----` chunk on its own and joins the outputs with
-// `// -----`. A chunk with an error is reported with its line in the whole file; the other
+// --split-input-file processes each chunk between split markers (`//` and five dashes) on
+// its own and joins the outputs with the marker. A chunk with an error is reported with its line in the whole file; the other
 // chunks are still printed, the failed one's markers kept (as mlir-opt), and the exit status
 // is 1.
 // RUN: not %mercury-opt --split-input-file %s > %t.out 2> %t.err
@@ -9,19 +9,19 @@
 // RUN: not %mercury-opt %s 2>&1 | FileCheck %s --check-prefix=WHOLE
 
 // OUT: module {
-// OUT-NEXT: %v = "arith.constant"() {value = 1 : i32} : () -> i32
+// OUT-NEXT: %v = arith.constant 1 : i32
 // OUT-NEXT: }
-// OUT-NEXT: // -----
-// OUT-NEXT: // -----
+// OUT-NEXT: {{//}} -----
+// OUT-NEXT: {{//}} -----
 // OUT-NEXT: module {
-// OUT-NEXT: %v = "arith.constant"() {value = 3 : i32} : () -> i32
+// OUT-NEXT: %v = arith.constant 3 : i32
 // OUT-NEXT: }
 // OUT-NOT: {{.}}
 %v = "arith.constant"() {value = 1 : i32} : () -> i32
 
 // -----
 
-// ERR: split-input-file.mlir:[[@LINE+4]]:6: error: 'arith.constant' value type must match its result type
+// ERR: split-input-file.mlir:[[@LINE+4]]:6: error: 'arith.constant' op failed to verify that all of {value, result} have same type
 // ERR-NEXT: {{^}}%v = "arith.constant"() {value = 2 : i64} : () -> i32
 // ERR-NEXT: {{^}}     ^
 // WHOLE: split-input-file.mlir:[[@LINE+1]]:1: error: redefinition of SSA value '%v'

@@ -4,12 +4,12 @@
 // RUN: %mercury-opt --allow-unregistered-dialect --symbol-dce %s | %mercury-opt --allow-unregistered-dialect --symbol-dce | FileCheck %s
 
 // CHECK-LABEL: module {
-// CHECK-DAG: sym_name = "public"
-// CHECK-DAG: sym_name = "used"
-// CHECK-DAG: sym_name = "nested_used"
-// CHECK-NOT: sym_name = "dead"
-// CHECK-NOT: sym_name = "only_used_by_dead"
-// CHECK-NOT: sym_name = "nested_dead"
+// CHECK-DAG: func.func @public
+// CHECK-DAG: func.func private @used
+// CHECK-DAG: func.func private @nested_used
+// CHECK-NOT: func.func private @dead
+// CHECK-NOT: @only_used_by_dead
+// CHECK-NOT: @nested_dead
 module {
   "func.func"() ({
     "test.call"() {callee = @used, nested = @inner::@nested_used} : () -> ()

@@ -8,13 +8,13 @@
 // -----
 
 // A diagnostic without an annotation.
-// CHECK: verify-diagnostics-failures.mlir:[[@LINE+1]]:6: error: unexpected error: 'arith.constant' value type must match its result type
+// CHECK: verify-diagnostics-failures.mlir:[[@LINE+1]]:6: error: unexpected error: 'arith.constant' op failed to verify that all of {value, result} have same type
 %0 = "arith.constant"() {value = 1 : i32} : () -> i64
 
 // -----
 
 // The right line, other text: both the diagnostic and the annotation are reported.
-// CHECK: verify-diagnostics-failures.mlir:[[@LINE+2]]:6: error: unexpected error: 'arith.constant' value type must match
+// CHECK: verify-diagnostics-failures.mlir:[[@LINE+2]]:6: error: unexpected error: 'arith.constant' op failed to verify that all of {value, result} have same type
 // CHECK: verify-diagnostics-failures.mlir:[[@LINE+1]]:58: error: expected error "some other text" was not produced
 %0 = "arith.constant"() {value = 1 : i32} : () -> i64 // expected-error {{some other text}}
 

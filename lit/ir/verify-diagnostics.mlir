@@ -6,7 +6,7 @@
 // RUN: %mercury-opt --split-input-file --verify-diagnostics %s | FileCheck %s
 
 // On the annotation's own line.
-%0 = "arith.constant"() {value = 1 : i32} : () -> i64 // expected-error {{value type must match its result type}}
+%0 = "arith.constant"() {value = 1 : i32} : () -> i64 // expected-error {{failed to verify that all of {value, result} have same type}}
 
 // -----
 
@@ -38,7 +38,7 @@
 "func.func"() ({
 ^bb0(%a: i32):
   func.return %a : i32
-  // expected-error@above {{returned values do not match the function result types}}
+  // expected-error@above {{type of return operand 0 (i32) doesn't match function result type (f32) in function @g}}
 }) {sym_name = "g", function_type = (i32) -> f32} : () -> ()
 
 // -----
@@ -49,5 +49,5 @@
 // -----
 
 // CHECK: module {
-// CHECK-NEXT: "arith.constant"() {value = 7 : i32} : () -> i32
+// CHECK-NEXT: arith.constant 7 : i32
 %ok = "arith.constant"() {value = 7 : i32} : () -> i32

@@ -8,9 +8,9 @@
 // RUN: %mercury-opt - < %s 2>&1 | FileCheck %s --check-prefix=QUIET
 // QUIET-NOT: error
 // CHECK: module {
-// CHECK-NEXT: "func.func"() ({
-// CHECK-NEXT: func.return
-// CHECK-NEXT: }) {sym_name = "io", function_type = () -> ()} : () -> ()
+// CHECK-NEXT: func.func @io() {
+// CHECK-NEXT: return
+// CHECK-NEXT: }
 // CHECK-NEXT: }
 "func.func"() ({
   func.return
@@ -47,4 +47,4 @@
 // RUN: not %mercury-opt --mlir-print-op-generic --emit=plan %s 2>&1 | FileCheck %s --check-prefix=GENERIC
 // GENERIC: mercury-opt: error: --mlir-print-op-generic prints CommIR, and --emit=plan prints none
 // RUN: not %mercury-opt --split-input-file --emit=plan %s 2>&1 | FileCheck %s --check-prefix=SPLITPLAN
-// SPLITPLAN: --split-input-file with --emit=plan would join JSON documents by '// -----' (not JSON)
+// SPLITPLAN: --split-input-file with --emit=plan would join JSON documents by '{{//}} -----' (not JSON)

@@ -1,10 +1,10 @@
 // With --split-input-file a pass's report (--commir-print-comm-plan) comes with its own
-// chunk: after the previous chunk's IR and its `// -----`, before its IR (every report came
+// chunk: after the previous chunk's IR and its split marker, before its IR (every report came
 // first, ahead of the first chunk's IR).
 // RUN: %mercury-opt --split-input-file --commir-print-comm-plan %s | FileCheck %s
 // CHECK:      // comm-plan @first: mesh [2]
 // CHECK:      commir.kernel @first
-// CHECK:      // -----
+// CHECK:      {{//}} -----
 // CHECK-NEXT: // comm-plan @second: mesh [4]
 // CHECK:      commir.kernel @second
 commir.mesh @m shape [2]

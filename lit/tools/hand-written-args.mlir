@@ -78,7 +78,7 @@
 // mercury-gpu-bench --only: unknown and empty section names.
 // RUN: %exit-status %mercury-gpu-bench --only bogus 2>&1 | FileCheck %s --check-prefix=ONLY
 // ONLY: error: invalid value 'bogus' for '--only <SECTIONS>'
-// ONLY-NEXT: [possible values: P0, P1, P2, P2c, P3]
+// ONLY-NEXT: [possible values: P0, P1, P2, P2c, P2b, P3]
 // ONLY-NOT: GPU
 // ONLY: exit status 1
 // RUN: %exit-status %mercury-gpu-bench --only P0,P4 2>&1 | FileCheck %s --check-prefix=ONLY-P4

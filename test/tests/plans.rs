@@ -55,9 +55,13 @@ const LARGEST_KEPT: usize = 1 << 20;
 
 /// Parse, verify, schedule and lower `example` as `mercury-opt [schedule] --emit=plan` does
 /// (through the compile path, `mercury_driver`).
-fn compile(example: &str, schedule: Option<&str>) -> Result<Plan, Diagnostic> {
+fn compile(
+    example: &str,
+    kernel: Option<&str>,
+    schedule: Option<&str>,
+) -> Result<Plan, Diagnostic> {
     let text = std::fs::read_to_string(repo().join(example)).expect("example");
-    let schedule = match schedule {
+    let mut schedule = match schedule {
         None => Schedule::default(),
         Some("shift-shard") => Schedule::shift_shard(),
         Some(script) => {
@@ -68,17 +72,76 @@ fn compile(example: &str, schedule: Option<&str>) -> Result<Plan, Diagnostic> {
             }
         }
     };
+    schedule.kernel = kernel.map(str::to_string);
     Compiler::new().compile(example, &text, &schedule)
 }
 
-/// The plan's JSON, or its digest when it is over [`LARGEST_KEPT`] bytes.
+/// The kernels of `example` (`None` for an example of one kernel; several are each scheduled
+/// and lowered on their own, as `--kernel NAME` does), each with whether it is an attention
+/// backward: the `_bwd` scripts are written for those, the others for the rest.
+fn kernels_of(example: &str) -> Vec<(Option<String>, bool)> {
+    let text = std::fs::read_to_string(repo().join(example)).expect("example");
+    let module = Compiler::new()
+        .parse(example, &text)
+        .expect("example parses");
+    let kernels = mercury_commir::kernels(&module).expect("example verifies");
+    let several = kernels.len() > 1;
+    kernels
+        .into_iter()
+        .map(|k| {
+            // A backward patch, or a kernel named as one (the naive backward's tile ops).
+            let mut bwd = k.name.contains("bwd");
+            k.walk(&mut |s, _| {
+                bwd |= matches!(s, mercury_commir::Stmt::Patch { kernel, .. } if kernel == "attention_bwd");
+            });
+            (several.then_some(k.name), bwd)
+        })
+        .collect()
+}
+
+/// Whether `schedule` is written for a backward kernel (a `_bwd` script) or for the others;
+/// `None` (no schedule) and `shift-shard` are for every kernel.
+fn schedule_for(schedule: Option<&str>, backward: bool) -> bool {
+    match schedule {
+        None | Some("shift-shard") => true,
+        Some(s) => s.ends_with("_bwd.sched") == backward,
+    }
+}
+
+/// Backward plans larger than this are kept as a digest: nine buffers and their causal blocks
+/// make hundreds of KiB of JSON per plan; each is checked numerically in
+/// lowering/conversion/tests/backward.rs, and the digest guards that it does not change.
+const LARGEST_KEPT_BACKWARD: usize = 64 << 10;
+
+/// Whether `plan` runs an attention backward.
+fn backward(plan: &Plan) -> bool {
+    plan.ranks.iter().flat_map(|r| &r.stages).any(|st| {
+        st.compute.iter().any(|op| {
+            matches!(
+                op,
+                ComputeOp::Patch {
+                    patch: mercury_plan::PatchKind::AttentionBwd { .. },
+                    ..
+                }
+            )
+        })
+    })
+}
+
+/// The plan's JSON, or its digest when it is over [`LARGEST_KEPT`] bytes
+/// ([`LARGEST_KEPT_BACKWARD`] for a backward).
 fn plan_json(plan: &Plan) -> String {
     let json = plan.to_json() + "\n";
-    if json.len() <= LARGEST_KEPT {
+    let largest = if backward(plan) {
+        LARGEST_KEPT_BACKWARD
+    } else {
+        LARGEST_KEPT
+    };
+    if json.len() <= largest {
         return json;
     }
     format!(
-        "plan JSON of {} bytes (over {LARGEST_KEPT}, kept as a digest), FNV-1a 64 {:016x}\n{}",
+        "plan JSON of {} bytes (over {largest}, kept as a digest), FNV-1a 64 {:016x}\n{}",
         json.len(),
         fnv1a(json.as_bytes()),
         mercury_conversion::report::comm_plan(plan, false)
@@ -273,7 +336,12 @@ fn plans_of_every_example_and_schedule() {
     let mut cases = 0;
     let (mut violations, mut narrowings) = (Vec::new(), 0);
     for example in examples() {
-        for schedule in schedules() {
+        for (kernel, schedule) in kernels_of(&example).into_iter().flat_map(|(k, bwd)| {
+            schedules()
+                .into_iter()
+                .filter(move |s| schedule_for(s.as_deref(), bwd))
+                .map(move |s| (k.clone(), s))
+        }) {
             let stem = |p: &str| {
                 Path::new(p)
                     .file_stem()
@@ -283,11 +351,12 @@ fn plans_of_every_example_and_schedule() {
             };
             let ex = example.trim_start_matches("examples/").replace('/', "_");
             let name = format!(
-                "{}__{}",
+                "{}{}__{}",
                 stem(&ex),
+                kernel.as_deref().map_or(String::new(), |k| format!(".{k}")),
                 schedule.as_deref().map_or("none".to_string(), stem)
             );
-            let snapshot = match compile(&example, schedule.as_deref()) {
+            let snapshot = match compile(&example, kernel.as_deref(), schedule.as_deref()) {
                 Ok(plan) => {
                     compiled += 1;
                     let (bad, n) = narrowing_violations(&plan);

@@ -18,7 +18,7 @@ const FUNCS: &str = r#"
 ^bb0(%a: i32, %b: f32):
   %s = "arith.addi"(%a, %a) : (i32, i32) -> i32
   %unused = "arith.muli"(%s, %s) : (i32, i32) -> i32
-  %f = "arith.mulf"(%b, %b) {fastmath} : (f32, f32) -> f32
+  %f = "arith.mulf"(%b, %b) {fastmath = #arith.fastmath<fast>} : (f32, f32) -> f32
   "func.return"(%s, %f) : (i32, f32) -> ()
 }) {sym_name = "main", function_type = (i32, f32) -> (i32, f32)} : () -> ()
 "func.func"() ({

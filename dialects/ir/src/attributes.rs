@@ -24,11 +24,31 @@ pub enum Attribute {
     /// `@a` or `@a::@b`.
     SymbolRef(Vec<String>),
     Type(Type),
-    /// `#dialect.name<body>`, body verbatim.
+    /// `#dialect.name<body>`, body verbatim; an opaque attribute `#dialect<"...">` has an
+    /// empty name.
     Dialect {
         dialect: String,
         name: String,
         body: Option<String>,
+    },
+    /// An integer too wide for [`Attribute::Integer`]'s i64 (`2^70 : i128`).
+    IntegerWide {
+        value: i128,
+        ty: Type,
+    },
+    /// An elements attribute: `dense<...>`, `sparse<...>` or `dense_resource<...>` (`text`,
+    /// validated against the type when parsed) of a shaped type.
+    Elements {
+        text: String,
+        ty: Type,
+    },
+    /// A builtin attribute the parser validates but the IR does not take apart, kept as its
+    /// text: `affine_map<...>`, `affine_set<...>`, `strided<...>`, `array<i32: ...>`.
+    Builtin(String),
+    /// `distinct[N]<attr>`: an attribute made unique by an id.
+    Distinct {
+        id: u64,
+        attr: Box<Attribute>,
     },
 }
 
@@ -48,6 +68,20 @@ impl Attribute {
     pub fn as_int(&self) -> Option<i64> {
         match self {
             Attribute::Integer { value, .. } => Some(*value),
+            _ => None,
+        }
+    }
+    /// The type of a typed attribute (integer, float, elements), if it has one.
+    pub fn typed(&self) -> Option<&Type> {
+        match self {
+            Attribute::Integer { ty, .. }
+            | Attribute::IntegerWide { ty, .. }
+            | Attribute::Float { ty, .. }
+            | Attribute::Elements { ty, .. } => Some(ty),
+            Attribute::Bool(_) => Some(&Type::Integer {
+                width: 1,
+                signedness: crate::types::Signedness::Signless,
+            }),
             _ => None,
         }
     }
@@ -175,6 +209,35 @@ pub fn write_dict(f: &mut impl fmt::Write, d: &IndexMap<String, Attribute>) -> f
     write!(f, "}}")
 }
 
+/// The bit pattern of `v` in float type `ty` as a hex literal (`0x7FC00000` for an f32 NaN),
+/// for values a decimal literal cannot spell (infinities, NaNs).
+pub fn float_hex_bits(v: f64, ty: &Type) -> String {
+    match ty {
+        Type::F32 => format!("0x{:08X}", (v as f32).to_bits()),
+        Type::F16 => format!("0x{:04X}", f64_to_f16_bits(v)),
+        Type::BF16 => format!("0x{:04X}", (v as f32).to_bits() >> 16),
+        _ => format!("0x{:016X}", v.to_bits()),
+    }
+}
+
+/// IEEE binary16 bits of a value representable as an f16 (and of infinities and NaN).
+fn f64_to_f16_bits(v: f64) -> u16 {
+    if v.is_nan() {
+        return 0x7E00;
+    }
+    let sign: u16 = if v.is_sign_negative() { 0x8000 } else { 0 };
+    let a = v.abs();
+    if a.is_infinite() || a >= 65520.0 {
+        return sign | 0x7C00;
+    }
+    if a < 2f64.powi(-14) {
+        return sign | (a / 2f64.powi(-24)).round() as u16;
+    }
+    let e = a.log2().floor() as i32;
+    let m = ((a / 2f64.powi(e) - 1.0) * 1024.0).round() as u16;
+    sign | ((((e + 15) as u16) << 10) + m)
+}
+
 /// Prints a float so that it parses back to the same value and always looks like a float.
 pub fn format_float(v: f64) -> String {
     if v.is_nan() {
@@ -208,14 +271,20 @@ impl fmt::Display for Attribute {
                 }
             }
             Attribute::Float { value, ty } => {
-                // An infinity or a NaN prints as a hex bit pattern, which without its type
-                // would read back as an i64 integer.
-                if *ty == Type::F64 && value.is_finite() {
+                // An infinity or a NaN prints as a hex bit pattern of its type, which without
+                // its type would read back as an i64 integer.
+                if !value.is_finite() {
+                    write!(f, "{} : {ty}", float_hex_bits(*value, ty))
+                } else if *ty == Type::F64 {
                     write!(f, "{}", format_float(*value))
                 } else {
                     write!(f, "{} : {ty}", format_float(*value))
                 }
             }
+            Attribute::IntegerWide { value, ty } => write!(f, "{value} : {ty}"),
+            Attribute::Elements { text, ty } => write!(f, "{text} : {ty}"),
+            Attribute::Builtin(text) => write!(f, "{text}"),
+            Attribute::Distinct { id, attr } => write!(f, "distinct[{id}]<{attr}>"),
             Attribute::String(s) => write!(f, "{}", quote(s)),
             Attribute::Bool(b) => write!(f, "{b}"),
             Attribute::Unit => write!(f, "unit"),
@@ -245,7 +314,11 @@ impl fmt::Display for Attribute {
                 name,
                 body,
             } => {
-                write!(f, "#{dialect}.{name}")?;
+                if name.is_empty() {
+                    write!(f, "#{dialect}")?;
+                } else {
+                    write!(f, "#{dialect}.{name}")?;
+                }
                 if let Some(b) = body {
                     write!(f, "<{b}>")?;
                 }

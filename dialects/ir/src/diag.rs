@@ -68,15 +68,50 @@ impl SourceFile {
     }
 }
 
-/// Where an operation came from.
+/// Where an operation came from: MLIR's location attributes.
 #[derive(Debug, Clone, Default)]
 pub enum Location {
+    /// `loc(unknown)`.
     #[default]
     Unknown,
+    /// A position in a buffer this process parsed (diagnostics show its line and a caret);
+    /// printed as `loc("name":line:col)`.
     File {
         file: Arc<SourceFile>,
         line: u32,
         col: u32,
+    },
+    /// `loc("file":line:col)` as written in the IR, with the optional end of a range
+    /// (`loc("f":1:2 to 3:4)`, `loc("f":1:2 to :4)`) and a line-only form (`loc("f":1)`).
+    FileLineCol {
+        filename: String,
+        line: u32,
+        col: Option<u32>,
+        end_line: Option<u32>,
+        end_col: Option<u32>,
+    },
+    /// `loc("name")` or `loc("name"(child))`.
+    Name {
+        name: String,
+        child: Option<Box<Location>>,
+    },
+    /// `loc(callsite(callee at caller))`.
+    CallSite {
+        callee: Box<Location>,
+        caller: Box<Location>,
+    },
+    /// `loc(fused[a, b])`, `loc(fused<metadata>[a, b])`; the metadata attribute is kept as its
+    /// text.
+    Fused {
+        metadata: Option<String>,
+        locs: Vec<Location>,
+    },
+    /// A location written in the IR that names no place in a file (`loc(unknown)`,
+    /// `loc("name")`), with the place in the parsed buffer it was written at: it prints as
+    /// written, diagnostics point at the place.
+    Written {
+        written: Box<Location>,
+        at: Box<Location>,
     },
 }
 
@@ -84,6 +119,46 @@ impl PartialEq for Location {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Location::Unknown, Location::Unknown) => true,
+            (
+                Location::FileLineCol {
+                    filename: a,
+                    line: l1,
+                    col: c1,
+                    end_line: e1,
+                    end_col: f1,
+                },
+                Location::FileLineCol {
+                    filename: b,
+                    line: l2,
+                    col: c2,
+                    end_line: e2,
+                    end_col: f2,
+                },
+            ) => a == b && l1 == l2 && c1 == c2 && e1 == e2 && f1 == f2,
+            (Location::Name { name: a, child: c1 }, Location::Name { name: b, child: c2 }) => {
+                a == b && c1 == c2
+            }
+            (
+                Location::CallSite {
+                    callee: a,
+                    caller: b,
+                },
+                Location::CallSite {
+                    callee: c,
+                    caller: d,
+                },
+            ) => a == c && b == d,
+            (
+                Location::Fused {
+                    metadata: m1,
+                    locs: l1,
+                },
+                Location::Fused {
+                    metadata: m2,
+                    locs: l2,
+                },
+            ) => m1 == m2 && l1 == l2,
+            (Location::Written { written: a, .. }, Location::Written { written: b, .. }) => a == b,
             (
                 Location::File {
                     file: a,
@@ -102,19 +177,87 @@ impl PartialEq for Location {
 }
 
 impl Location {
+    /// The line a diagnostic at this location is reported on: its own, or that of the
+    /// location it names (a name's child, a call site's callee, a fusion's first).
     pub fn line(&self) -> Option<u32> {
+        match self.primary() {
+            Location::File { line, .. } | Location::FileLineCol { line, .. } => Some(*line),
+            _ => None,
+        }
+    }
+
+    /// The file position a diagnostic points at, as upstream picks it.
+    pub fn primary(&self) -> &Location {
         match self {
-            Location::File { line, .. } => Some(*line),
-            Location::Unknown => None,
+            Location::Written { at, .. } => at.primary(),
+            Location::Name { child: Some(c), .. } => c.primary(),
+            Location::CallSite { callee, .. } => callee.primary(),
+            Location::Fused { locs, .. } => locs
+                .iter()
+                .map(Location::primary)
+                .find(|l| matches!(l, Location::File { .. } | Location::FileLineCol { .. }))
+                .unwrap_or(self),
+            _ => self,
+        }
+    }
+
+    /// The location in MLIR's syntax, inside `loc(...)`.
+    pub fn mlir(&self) -> String {
+        match self {
+            Location::Written { written, .. } => written.mlir(),
+            Location::Unknown => "unknown".into(),
+            Location::File { file, line, col } => {
+                format!("{}:{line}:{col}", crate::attributes::quote(&file.name))
+            }
+            Location::FileLineCol {
+                filename,
+                line,
+                col,
+                end_line,
+                end_col,
+            } => {
+                let mut s = format!("{}:{line}", crate::attributes::quote(filename));
+                if let Some(c) = col {
+                    s.push_str(&format!(":{c}"));
+                }
+                match (end_line, end_col) {
+                    (Some(l), Some(c)) => s.push_str(&format!(" to {l}:{c}")),
+                    (None, Some(c)) => s.push_str(&format!(" to :{c}")),
+                    (Some(l), None) => s.push_str(&format!(" to {l}:")),
+                    (None, None) => {}
+                }
+                s
+            }
+            Location::Name { name, child } => match child {
+                Some(c) => format!("{}({})", crate::attributes::quote(name), c.mlir()),
+                None => crate::attributes::quote(name),
+            },
+            Location::CallSite { callee, caller } => {
+                format!("callsite({} at {})", callee.mlir(), caller.mlir())
+            }
+            Location::Fused { metadata, locs } => {
+                let inner: Vec<String> = locs.iter().map(Location::mlir).collect();
+                match metadata {
+                    Some(m) => format!("fused<{m}>[{}]", inner.join(", ")),
+                    None => format!("fused[{}]", inner.join(", ")),
+                }
+            }
         }
     }
 }
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Location::Unknown => write!(f, "<unknown>"),
+        match self.primary() {
             Location::File { file, line, col } => write!(f, "{}:{line}:{col}", file.name),
+            Location::FileLineCol {
+                filename,
+                line,
+                col,
+                ..
+            } => write!(f, "{filename}:{line}:{}", col.unwrap_or(0)),
+            Location::Name { name, .. } => write!(f, "{}", crate::attributes::quote(name)),
+            _ => write!(f, "<unknown>"),
         }
     }
 }
@@ -197,7 +340,7 @@ impl Diagnostic {
         } else {
             let _ = writeln!(out, "{}: {}: {}", self.loc, self.severity, self.message);
         }
-        if let Location::File { file, line, col } = &self.loc {
+        if let Location::File { file, line, col } = self.loc.primary() {
             if let Some(text) = file.line_text(*line) {
                 let _ = writeln!(out, "{text}");
                 let pad: String = text

@@ -37,6 +37,9 @@ impl Value {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Block {
     pub args: Vec<Value>,
+    /// The location of each argument (`^bb0(%a: i32 loc("f":1:2))`); shorter than `args`
+    /// where arguments have none.
+    pub arg_locs: Vec<Location>,
     pub ops: Vec<Operation>,
 }
 
@@ -74,7 +77,11 @@ pub struct Operation {
     pub results: Vec<Value>,
     pub attrs: IndexMap<String, Attribute>,
     pub regions: Vec<Region>,
-    pub successors: Vec<String>,
+    /// Successor blocks, as indices into the blocks of the region that holds this op.
+    pub successors: Vec<usize>,
+    /// Properties of an op that has no definition here (`"x.y"() <{p = 1}>`); a registered
+    /// op keeps its inherent attributes in `attrs`.
+    pub properties: Option<Box<Attribute>>,
     pub loc: Location,
 }
 
@@ -87,6 +94,7 @@ impl Operation {
             attrs: IndexMap::new(),
             regions: vec![],
             successors: vec![],
+            properties: None,
             loc: Location::Unknown,
         }
     }
@@ -150,7 +158,10 @@ impl Operation {
 pub fn module(ops: Vec<Operation>) -> Operation {
     let mut m = Operation::new("builtin.module");
     m.regions.push(Region {
-        blocks: vec![Block { args: vec![], ops }],
+        blocks: vec![Block {
+            ops,
+            ..Block::default()
+        }],
     });
     m
 }

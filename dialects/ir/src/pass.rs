@@ -583,7 +583,7 @@ fn read_options(
                 entry.name,
                 match at(body_at + 1 + brace) {
                     Location::File { col, .. } => col,
-                    Location::Unknown => 0,
+                    _ => 0,
                 }
             ),
         ));

@@ -121,6 +121,8 @@ pub enum Trait {
     SingleBlock,
     /// Its regions' blocks take no arguments (MLIR's `NoRegionArguments`).
     NoRegionArguments,
+    /// Its regions' single blocks need no terminator (MLIR's `NoTerminator`: `builtin.module`).
+    NoTerminator,
     /// Its single-block regions end in an implicit terminator that only the generic form
     /// spells out (as this upstream op, so that upstream MLIR accepts the region).
     ImplicitTerminator(&'static str),
@@ -185,10 +187,21 @@ pub struct Dialect {
     pub ops: &'static [OpDef],
 }
 
+/// The hand-written custom assembly of an op whose syntax a declarative format does not say
+/// (a function's signature, `arith.constant`'s typed value, enum keywords), as upstream's
+/// C++ parsers and printers: `parse` reads what follows the op name into the op (operands,
+/// attributes, regions, result types for `nresults` results), `print` writes it.
+pub(crate) struct OpAsm {
+    pub(crate) parse:
+        fn(&mut crate::syntax::parser::Parser, &mut Operation, usize) -> Result<(), Diagnostic>,
+    pub(crate) print: fn(&Operation, &mut crate::syntax::printer::Printer) -> String,
+}
+
 /// Registered dialects and ops, with compiled formats.
 #[derive(Default, Clone)]
 pub struct Registry {
     ops: HashMap<&'static str, Arc<RegisteredOp>>,
+    asm: HashMap<&'static str, &'static OpAsm>,
     dialects: Vec<&'static str>,
     pub allow_unregistered: bool,
 }
@@ -204,7 +217,14 @@ impl Registry {
         r.register(&crate::builtin::BUILTIN);
         r.register(&crate::builtin::FUNC);
         r.register(&crate::builtin::ARITH);
+        for (name, asm) in crate::builtin::ASM {
+            r.asm.insert(name, *asm);
+        }
         r
+    }
+    /// The hand-written assembly of an op, if it has one.
+    pub(crate) fn asm(&self, name: &str) -> Option<&'static OpAsm> {
+        self.asm.get(name).copied()
     }
     /// Registers a dialect; panics on a malformed format string (a programming error in a
     /// dialect definition, caught by the dialect's own tests).

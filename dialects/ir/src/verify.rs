@@ -179,7 +179,7 @@ fn verify_op<'a>(
         Some(r) => verify_against_def(op, &r.def)?,
         None => {
             let d = op.dialect();
-            if ctx.registry.dialect_registered(d) {
+            if !d.is_empty() && ctx.registry.dialect_registered(d) {
                 return Err(Diagnostic::error(op.loc.clone(), format!("unregistered operation '{}' found in dialect ('{d}') that does not allow unknown operations", op.name)));
             }
             if !ctx.registry.allow_unregistered {
@@ -230,8 +230,31 @@ fn verify_op<'a>(
     };
     let mut result = Ok(());
     'regions: for region in &op.regions {
-        for block in &region.blocks {
-            defined.push(block.args.iter().map(|a| a.id).collect());
+        if let Err(e) = verify_blocks(op, reg.as_deref().map(|r| &r.def), region) {
+            result = Err(e);
+            break;
+        }
+        // Which values each block sees from the others: a graph region (an unregistered op's)
+        // sees every value of the region, a block of a CFG region those of the blocks that
+        // dominate it (an unreachable block: every value, as upstream).
+        let graph = reg.is_none();
+        let visible = visible_from_other_blocks(region, graph);
+        for (bi, block) in region.blocks.iter().enumerate() {
+            let mut scope: HashSet<ValueId> = block.args.iter().map(|a| a.id).collect();
+            for &other in &visible[bi] {
+                let b = &region.blocks[other];
+                scope.extend(b.args.iter().map(|a| a.id));
+                scope.extend(b.ops.iter().flat_map(|o| o.results.iter().map(|r| r.id)));
+            }
+            if graph {
+                scope.extend(
+                    block
+                        .ops
+                        .iter()
+                        .flat_map(|o| o.results.iter().map(|r| r.id)),
+                );
+            }
+            defined.push(scope);
             for (i, child) in block.ops.iter().enumerate() {
                 let terminator = ctx
                     .registry
@@ -240,7 +263,10 @@ fn verify_op<'a>(
                 if terminator && i + 1 != block.ops.len() {
                     result = Err(Diagnostic::error(
                         child.loc.clone(),
-                        format!("'{}' must be the last operation of its block", child.name),
+                        format!(
+                            "'{}' op must be the last operation in the parent block",
+                            child.name
+                        ),
                     ));
                 }
                 if result.is_ok() {
@@ -255,6 +281,13 @@ fn verify_op<'a>(
             }
             defined.pop();
         }
+        // The terminators, once the ops are verified (as upstream's order reports them).
+        if result.is_ok() {
+            result = verify_terminators(reg.as_deref().map(|r| &r.def), region, ctx.registry);
+        }
+        if result.is_err() {
+            break;
+        }
     }
     if let Some(s) = saved {
         *defined = s;
@@ -264,4 +297,156 @@ fn verify_op<'a>(
         ctx.symbols.pop();
     }
     result
+}
+
+/// Upstream's block rules for one region of `op` (`def`: its definition, if registered),
+/// checked before its ops: no empty block, unless the region is a single block of an op that
+/// needs no terminator (`NoTerminator`, an implicit terminator, or an unregistered op);
+/// successors only on the last op of a block; no branch to the entry block.
+fn verify_blocks(
+    op: &Operation,
+    def: Option<&OpDef>,
+    region: &crate::ir::Region,
+) -> Result<(), Diagnostic> {
+    let no_terminator =
+        def.is_none_or(|d| d.has_trait(Trait::NoTerminator) || d.implicit_terminator().is_some());
+    let may_skip = region.blocks.len() == 1 && no_terminator;
+    for block in &region.blocks {
+        let Some(last) = block.ops.last() else {
+            if may_skip {
+                continue;
+            }
+            return Err(Diagnostic::error(
+                op.loc.clone(),
+                "empty block: expect at least a terminator",
+            ));
+        };
+        for child in &block.ops[..block.ops.len() - 1] {
+            if !child.successors.is_empty() {
+                return Err(Diagnostic::error(
+                    child.loc.clone(),
+                    "operation with block successors must terminate its parent block",
+                ));
+            }
+        }
+        if last.successors.contains(&0) {
+            return Err(Diagnostic::error(
+                op.loc.clone(),
+                "entry block of region may not have predecessors",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every block of a region ends in a terminator, unless the region is one block of an op
+/// that needs none.
+fn verify_terminators(
+    def: Option<&OpDef>,
+    region: &crate::ir::Region,
+    registry: &Registry,
+) -> Result<(), Diagnostic> {
+    let no_terminator =
+        def.is_none_or(|d| d.has_trait(Trait::NoTerminator) || d.implicit_terminator().is_some());
+    let may_skip = region.blocks.len() == 1 && no_terminator;
+    for block in &region.blocks {
+        let Some(last) = block.ops.last() else {
+            continue;
+        };
+        if !may_skip {
+            let is_terminator = registry
+                .lookup(&last.name)
+                .is_none_or(|r| r.def.has_trait(Trait::Terminator));
+            if !is_terminator {
+                return Err(Diagnostic::error(
+                    last.loc.clone(),
+                    format!("block with no terminator, has '{}'", last.name),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// For each block, the other blocks whose values it sees: every one in a graph region;
+/// otherwise its strict dominators (every block, for a block the entry does not reach).
+fn visible_from_other_blocks(region: &crate::ir::Region, graph: bool) -> Vec<Vec<usize>> {
+    let n = region.blocks.len();
+    if graph {
+        return (0..n)
+            .map(|b| (0..n).filter(|&o| o != b).collect())
+            .collect();
+    }
+    if n <= 1 {
+        return vec![Vec::new(); n];
+    }
+    let succ: Vec<Vec<usize>> = region
+        .blocks
+        .iter()
+        .map(|b| {
+            b.ops
+                .last()
+                .map(|o| o.successors.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    let mut preds = vec![Vec::new(); n];
+    for (b, ss) in succ.iter().enumerate() {
+        for &s in ss {
+            if s < n {
+                preds[s].push(b);
+            }
+        }
+    }
+    // Reachability from the entry.
+    let mut reach = vec![false; n];
+    let mut stack = vec![0];
+    while let Some(b) = stack.pop() {
+        if std::mem::replace(&mut reach[b], true) {
+            continue;
+        }
+        stack.extend(succ[b].iter().copied().filter(|&s| s < n));
+    }
+    // Iterative dominator sets over the reachable blocks.
+    let all: HashSet<usize> = (0..n).filter(|&b| reach[b]).collect();
+    let mut dom: Vec<HashSet<usize>> = (0..n)
+        .map(|b| {
+            if b == 0 {
+                HashSet::from([0])
+            } else {
+                all.clone()
+            }
+        })
+        .collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for b in 1..n {
+            if !reach[b] {
+                continue;
+            }
+            let mut new: Option<HashSet<usize>> = None;
+            for &p in preds[b].iter().filter(|&&p| reach[p]) {
+                new = Some(match new {
+                    None => dom[p].clone(),
+                    Some(acc) => acc.intersection(&dom[p]).copied().collect(),
+                });
+            }
+            let mut new = new.unwrap_or_default();
+            new.insert(b);
+            if new != dom[b] {
+                dom[b] = new;
+                changed = true;
+            }
+        }
+    }
+    (0..n)
+        .map(|b| {
+            if reach[b] {
+                dom[b].iter().copied().filter(|&d| d != b).collect()
+            } else {
+                (0..n).filter(|&o| o != b).collect()
+            }
+        })
+        .collect()
 }

@@ -7,7 +7,7 @@ use crate::order::Seg;
 use crate::placement::BoxIndex;
 use mercury_ir::{Diagnostic, ValueId};
 use mercury_plan::{DType, View};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Where tiles lie while the compute stages are lowered, so that finding the rank that sends a
 /// shifted tile (`load.rs`) looks at the ranks holding it, not at every rank.
@@ -98,7 +98,23 @@ impl Lowering<'_> {
     /// prefetches go.
     pub(crate) fn compute_stages(&mut self, base: usize) -> Result<(), Diagnostic> {
         // Patch results that a shifted reduction may send to another rank live two stages, so
-        // they are double-buffered; the others are consumed in their stage.
+        // they are double-buffered; the others are consumed in their stage. An attention
+        // backward's gradients travel in f32 whatever their output's type: each partial
+        // rounded to bf16 on its way would add a rounding per ring step to every gradient
+        // (ring-flash-attn sends its dK/dV accumulators in f32 too).
+        let gradients: HashSet<ValueId> = self
+            .traces
+            .iter()
+            .flatten()
+            .filter_map(|(_, e)| match e {
+                Event::Patch {
+                    kernel, outputs, ..
+                } if kernel == mercury_plan::patch::ATTENTION_BWD.name => Some(outputs),
+                _ => None,
+            })
+            .flatten()
+            .copied()
+            .collect();
         for t in &self.traces {
             for (_, e) in t {
                 if let Event::Reduce {
@@ -111,6 +127,11 @@ impl Lowering<'_> {
                 {
                     let wire = crate::context::partial_sum_dtype(self.k, buffer, *kind);
                     for v in values {
+                        let wire = if gradients.contains(v) {
+                            DType::F32
+                        } else {
+                            wire
+                        };
                         let d = self.sent_values.entry(*v).or_insert(wire);
                         if *d != wire {
                             *d = DType::F32;

@@ -239,31 +239,25 @@ pub fn attention_work(plan: &Plan) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// The query-key pairs an attention patch computes (0 for other ops).
+/// The query-key pairs an attention patch (forward or backward) computes (0 for other ops).
 fn pairs(op: &ComputeOp) -> f64 {
-    let ComputeOp::Patch {
-        patch:
-            PatchKind::Attention {
-                causal,
-                q_offset,
-                k_offset,
-                ..
-            },
-        inputs,
-        ..
-    } = op
-    else {
+    let ComputeOp::Patch { patch, inputs, .. } = op else {
         return 0.0;
     };
+    if !matches!(
+        patch,
+        PatchKind::Attention { .. } | PatchKind::AttentionBwd { .. }
+    ) {
+        return 0.0;
+    }
     let (q, k) = (&inputs[0].region.extent, &inputs[1].region.extent);
     let (sq, sk) = (q[q.len() - 2], k[k.len() - 2]);
     let rows = q[..q.len() - 2].iter().product::<usize>() as f64;
-    let visible: usize = if *causal {
-        (0..sq)
-            .map(|r| (*q_offset + r + 1).saturating_sub(*k_offset).min(sk))
-            .sum()
-    } else {
-        sq * sk
+    let visible: usize = match patch.causal_offsets() {
+        Some((q_offset, k_offset)) => (0..sq)
+            .map(|r| (q_offset + r + 1).saturating_sub(k_offset).min(sk))
+            .sum(),
+        None => sq * sk,
     };
     rows * visible as f64
 }
@@ -276,15 +270,7 @@ pub fn causal_balance(plan: &Plan) -> Option<String> {
         .iter()
         .flat_map(|r| &r.stages)
         .flat_map(|st| &st.compute)
-        .any(|op| {
-            matches!(
-                op,
-                ComputeOp::Patch {
-                    patch: PatchKind::Attention { causal: true, .. },
-                    ..
-                }
-            )
-        });
+        .any(|op| matches!(op, ComputeOp::Patch { patch, .. } if patch.causal_offsets().is_some()));
     if !causal {
         return None;
     }

@@ -594,6 +594,7 @@ impl CandidateSource for CommirSource {
             mercury_ir::PrintOptions {
                 generic: true,
                 numbered: true,
+                ..Default::default()
             },
         );
         let mut s = format!(

@@ -48,8 +48,8 @@ pub fn new_for(axis: &str, body: Vec<Operation>, loc: &Location) -> Operation {
     ForOp::cast(&mut op).expect("for").set_axis(axis);
     op.regions.push(Region {
         blocks: vec![mercury_ir::Block {
-            args: vec![],
             ops: body,
+            ..Default::default()
         }],
     });
     op

@@ -1,15 +1,18 @@
-//! GPU benchmarks with numerical checks (used by the `mercury-gpu-bench` binary).
+//! GPU benchmarks with numerical checks (used by the `mercury-gpu-bench` binary), one section
+//! per file under `bench/`, registered in [`SECTIONS`]:
 //!
-//! * P0: executor self-checks: small plans exercising every collective, strided views,
-//!   copies, casts and a GEMM through the plan, compared with host f64 results.
-//! * P1: the GEMM patch (cuBLASLt) against `cublasGemmEx` at 8192^3 bf16.
-//! * P2: the attention patch at B1 H32 S32K D128 (causal and not), GQA 32q/8kv S32K and
-//!   B16 H32 S4K, plus correctness-only odd shapes (ragged sizes, tile views, fully masked rows).
-//! * P2c: the cuDNN attention patch alone (`bench/cudnn.rs`): benchmark shapes beside torch's
-//!   cuDNN, and check-only shapes (every head dim, d_v != d_qk, f16, shifted diagonals, views).
-//! * P2b: the cuDNN attention backward patch alone (`bench/cudnn_bwd.rs`) beside torch's
-//!   cuDNN backward (`scripts/sdpa_bwd_baseline.py`), and its check-only shapes.
-//! * P3: RingAttention on 8 virtual ranks (the `ring` plan) against the single-device patch.
+//! * P0 (`executor.rs`, plans in `selfcheck.rs`): executor self-checks: small plans exercising
+//!   every collective, strided views, copies, casts and a GEMM through the plan, compared with
+//!   host f64 results.
+//! * P1 (`gemm.rs`): the GEMM patch (cuBLASLt) against `cublasGemmEx` at 8192^3 bf16.
+//! * P2 (`attention.rs`): the NVRTC attention patch at B1 H32 S32K D128 (causal and not), GQA
+//!   32q/8kv S32K and B16 H32 S4K, plus correctness-only odd shapes (ragged sizes, tile views,
+//!   fully masked rows).
+//! * P2c (`cudnn.rs`): the cuDNN attention patch alone: benchmark shapes beside torch's cuDNN,
+//!   and check-only shapes (every head dim, d_v != d_qk, f16, shifted diagonals, views).
+//! * P2b (`cudnn_bwd.rs`): the cuDNN attention backward patch.
+//! * P3 (`ring_attention.rs`): RingAttention on 8 virtual ranks (the `ring` plan) against the
+//!   single-device patch.
 //!
 //! Every check draws fresh random inputs (seeded from the clock), poisons outputs with NaN,
 //! counts non-finite values over the whole output, compares sampled rows/entries with an f32
@@ -121,11 +124,10 @@ pub struct BenchOptions {
 
 /// How a case's timed calls find the GPU. An H200 under cuDNN or a large GEMM runs at its
 /// power limit, and its clocks fall within about a second of load: the same call timed after
-/// an idle gap and after a second of load differs by up to 12% (docs/perf.md, "Where a ring
-/// step's excess went"), and after an idle gap the clock controller undershoots its steady
-/// state for several seconds of load (docs/perf.md, "P2c against torch in one regime"). Two
-/// measurements are comparable only with the same history: `scripts/sdpa_baseline.py
-/// --regime` takes the same values for torch's side.
+/// an idle gap and after a second of load differs by up to 12%, and after an idle gap the
+/// clock controller undershoots its steady state for several seconds of load (docs/perf.md,
+/// "Method"). Two measurements are comparable only with the same history:
+/// `scripts/sdpa_baseline.py --regime` takes the same values for torch's side.
 ///
 /// Written `back-to-back`, `idle=MS`, `sustained=MS` or `idle=MS,sustained=MS`: first the
 /// stream is drained and the host sleeps `idle_ms`, then the warm-up calls run, then the call
@@ -219,8 +221,7 @@ struct DevBuf {
 /// Where a bench buffer's memory comes from: the stream-ordered pool (`cuMemAllocAsync`, as
 /// the executor allocates its slots), or with `MERCURY_BENCH_ALLOC=sync` `cuMemAlloc`, as
 /// PyTorch's caching allocator takes its segments: an experiment on whether the physical
-/// placement of the memory moves a kernel's time (docs/perf.md, "P2c against torch in one
-/// regime").
+/// placement of the memory moves a kernel's time (docs/perf.md, "Method").
 enum Alloc {
     Pool(#[allow(dead_code)] CudaSlice<u8>),
     Sync(u64),

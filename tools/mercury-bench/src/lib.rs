@@ -2,8 +2,9 @@
 //! of the product libraries:
 //! - `bench`: the `mercury-gpu-bench` binary. Its sections are registered in one table,
 //!   [`bench::SECTIONS`] (P0 executor self-checks, P1 GEMM patch vs cuBLAS, P2 NVRTC and P2c
-//!   cuDNN attention patches, P3 RingAttention on virtual ranks); a new bench is a file under
-//!   `bench/` with an `impl Bench` method and one line in that table;
+//!   cuDNN attention patches, P2b the attention backward, P3 RingAttention on virtual ranks);
+//!   a new bench is a file under `bench/` with an `impl Bench` method and one line in that
+//!   table;
 //! - `mgpu` (multi-device self-checks) and `links` (link measurements and the topology file
 //!   they make), both behind the `mercury-mgpu` binary;
 //! - `ring`: the hand-written RingAttention plan of P3;

@@ -92,9 +92,10 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Failure> {
     })
 }
 
-/// Whether a diagnostic and all its notes carry a source location.
+/// Whether a diagnostic and all its notes carry a source location: a place in the parsed
+/// buffer, or the file position a location in the IR gives (`loc("f.mlir":3:4)`).
 pub fn located(d: &mercury_ir::Diagnostic) -> bool {
-    matches!(d.loc, mercury_ir::Location::File { .. }) && d.notes.iter().all(located)
+    d.loc.line().is_some() && d.notes.iter().all(located)
 }
 
 /// Counts of one run of a target.
@@ -194,15 +195,21 @@ pub fn run_parser(
 }
 
 /// Runs the schedule target on `seeds`, calling `tick` after each case.
-pub fn run_schedules(
+pub fn run_schedules(seeds: impl Iterator<Item = u64>, tick: impl FnMut()) -> (Stats, Vec<Found>) {
+    run_schedules_of(seeds, None, tick)
+}
+
+/// [`run_schedules`] on operators of `family` only (any family when `None`).
+pub fn run_schedules_of(
     seeds: impl Iterator<Item = u64>,
+    family: Option<operators::Family>,
     mut tick: impl FnMut(),
 ) -> (Stats, Vec<Found>) {
     let ctx = schedule::Ctx::default();
     let mut stats = Stats::default();
     let mut found = Vec::new();
     for seed in seeds {
-        let (report, r) = schedule::run_seed(&ctx, seed);
+        let (report, r) = schedule::run_seed_of(&ctx, seed, family);
         stats.execs += 1;
         let applied = report.steps.iter().filter(|s| s.1.is_none()).count() as u64;
         stats.steps_applied += applied;

@@ -1,6 +1,6 @@
 //! Small instances of the example operators (`examples/*.mlir`) for the schedule target:
 //! multi-head, grouped-query and causal attention (patch form), naive attention written with
-//! compute ops (causal or not, MHA or GQA), the all-gather GEMM and the GEMM reduce-scatter,
+//! compute ops (causal or not, MHA or GQA), the attention backward, the all-gather GEMM and the GEMM reduce-scatter,
 //! the MLP (two matmuls, GeLU, a temp buffer) and the weighted sum. Shapes, the mesh (1 to 3
 //! levels) and each input's and output's placement (replicated, or split over every level in
 //! contiguous blocks, zigzag or striped) are drawn at random; extents are kept small so that the
@@ -19,6 +19,12 @@ pub enum Family {
     AttentionGqa,
     /// `examples/attention_naive.mlir`: attention written with compute ops.
     AttentionNaive,
+    /// `examples/attention_bwd.mlir`: the attention backward (patch form), causal or not,
+    /// multi-head or grouped-query, the value head dim sometimes another.
+    AttentionBwd,
+    /// `examples/attention_bwd_naive.mlir`: the backward written with compute ops (multi-head,
+    /// causal or not, scaled or not).
+    AttentionBwdNaive,
     /// `examples/ag_gemm.mlir`: row-sharded A, all-gather before the GEMM.
     AgGemm,
     /// `examples/gemm_rs.mlir`: contraction-sharded, reduce-scatter after the GEMM.
@@ -30,10 +36,12 @@ pub enum Family {
 }
 
 /// Every family, for draws and reports.
-pub const FAMILIES: [Family; 7] = [
+pub const FAMILIES: [Family; 9] = [
     Family::Attention,
     Family::AttentionGqa,
     Family::AttentionNaive,
+    Family::AttentionBwd,
+    Family::AttentionBwdNaive,
     Family::AgGemm,
     Family::GemmRs,
     Family::Mlp,
@@ -197,6 +205,117 @@ pub fn draw_family(rng: &mut ChaCha8Rng, family: Family) -> Operator {
                 )
             };
             head + &body
+        }
+        Family::AttentionBwd | Family::AttentionBwdNaive => {
+            let naive = family == Family::AttentionBwdNaive;
+            // The naive body casts nothing: 16-bit tiles would need casts before its matmuls.
+            let dt = if naive && dt == "bf16" { "f32" } else { dt };
+            causal = rng.gen_bool(0.5);
+            let s = n * 2 * rng.gen_range(1..=2);
+            let b = *[1usize, 2].choose(rng).unwrap();
+            let (hk, g) = if !naive && rng.gen_bool(0.4) {
+                (*[1usize, 2].choose(rng).unwrap(), 2)
+            } else {
+                (*[1usize, 2, 4].choose(rng).unwrap(), 1)
+            };
+            let d = *[2usize, 4].choose(rng).unwrap();
+            let dv = if rng.gen_bool(0.3) { d + 2 } else { d };
+            let (heads, qidx, gaxis) = if g > 1 {
+                (
+                    "@hk * @g",
+                    "@b, @hk, @g, @i",
+                    format!("  commir.axis @g = {g} spatial\n"),
+                )
+            } else {
+                ("@hk", "@b, @hk, @i", String::new())
+            };
+            // Query-side buffers (Q, O, dO, LSE, dQ) and key-side ones (K, V, dK, dV): mostly
+            // one placement per side, sometimes one per buffer.
+            let pq = placement(rng, &mesh, s);
+            let pk = if rng.gen_bool(0.6) {
+                pq.clone()
+            } else {
+                placement(rng, &mesh, s)
+            };
+            let mut side = |p: &String| {
+                if rng.gen_bool(0.8) {
+                    p.clone()
+                } else {
+                    placement(rng, &mesh, s)
+                }
+            };
+            let lt = if dt == "f64" { "f64" } else { "f32" };
+            let buf = |name: &str, dims: String, t: &str, role: &str, p: String| {
+                let rest = if dims.matches(',').count() == 3 {
+                    ", R"
+                } else {
+                    ""
+                };
+                format!(
+                    "  commir.buffer @{name} : [{dims}] {t} {role} sharding [R, R, {p}{rest}]\n"
+                )
+            };
+            let mut text = format!(
+                "{}commir.kernel @attention_bwd on @mesh {{\n  commir.axis @b = {b} spatial\n  commir.axis @hk = {hk} spatial\n{gaxis}  commir.axis @i = {s} spatial\n  commir.axis @j = {s} managed\n",
+                mesh_line(&mesh)
+            );
+            for (name, dims, t, role, p) in [
+                ("Q", format!("@b, {heads}, @i, {d}"), dt, "in", side(&pq)),
+                ("K", format!("@b, @hk, @j, {d}"), dt, "in", side(&pk)),
+                ("V", format!("@b, @hk, @j, {dv}"), dt, "in", side(&pk)),
+                ("O", format!("@b, {heads}, @i, {dv}"), dt, "in", side(&pq)),
+                ("dO", format!("@b, {heads}, @i, {dv}"), dt, "in", side(&pq)),
+                ("LSE", format!("@b, {heads}, @i"), lt, "in", side(&pq)),
+                ("dQ", format!("@b, {heads}, @i, {d}"), dt, "out", side(&pq)),
+                ("dK", format!("@b, @hk, @j, {d}"), dt, "out", side(&pk)),
+                ("dV", format!("@b, @hk, @j, {dv}"), dt, "out", side(&pk)),
+            ] {
+                text += &buf(name, dims, t, role, p);
+            }
+            let (t, l, f) = (
+                format!("!commir.tile<{dt}>"),
+                format!("!commir.tile<{lt}>"),
+                "!commir.tile<f32>",
+            );
+            text += &format!(
+                "  %q = commir.load @Q[{qidx}] : {t}\n  %k = commir.load @K[@b, @hk, @j] : {t}\n  %v = commir.load @V[@b, @hk, @j] : {t}\n  %o = commir.load @O[{qidx}] : {t}\n  %do = commir.load @dO[{qidx}] : {t}\n  %lse = commir.load @LSE[{qidx}] : {l}\n"
+            );
+            let f = if naive { t.as_str() } else { f };
+            if naive {
+                // The scores scaled (by 1/sqrt(d), or 0.5) and masked, or neither.
+                let c = *[1.0 / (d as f64).sqrt(), 0.5].choose(rng).unwrap();
+                let scaled = rng.gen_bool(0.7);
+                let mut sv = "%s".to_string();
+                if scaled {
+                    text += &format!("  %sc = commir.scale %s by {c:?} : {t}\n");
+                    sv = "%sc".into();
+                }
+                if causal {
+                    text += &format!("  %sm = commir.mask causal {sv} : {t}\n");
+                    sv = "%sm".into();
+                }
+                let ds = if scaled {
+                    format!("  %dsc = commir.scale %ds by {c:?} : {t}\n")
+                } else {
+                    format!("  %dsc = commir.scale %ds by 1.0 : {t}\n")
+                };
+                text = text.replacen(
+                    &format!("  %lse = commir.load @LSE[{qidx}] : {l}\n"),
+                    &format!("  %lse = commir.load @LSE[{qidx}] : {l}\n  %s = commir.matmul %q, %k transpose_b : ({t}, {t}) -> {t}\n"),
+                    1,
+                );
+                text += &format!(
+                    "  %z = commir.binary sub {sv}, %lse : {t}\n  %p = commir.unary exp %z : {t}\n  %dv = commir.matmul %p, %do transpose_a : ({t}, {t}) -> {t}\n  %dp = commir.matmul %do, %v transpose_b : ({t}, {t}) -> {t}\n  %od = commir.binary mul %do, %o : {t}\n  %dd = commir.row_reduce sum %od : {t}\n  %dpd = commir.binary sub %dp, %dd : {t}\n  %ds = commir.binary mul %p, %dpd : {t}\n{ds}  %dq = commir.matmul %dsc, %k : ({t}, {t}) -> {t}\n  %dk = commir.matmul %dsc, %q transpose_a : ({t}, {t}) -> {t}\n"
+                );
+            } else {
+                text += &format!(
+                    "  %dq, %dk, %dv = commir.patch \"attention_bwd\" (%q, %k, %v, %o, %do, %lse) {{causal = {causal}}} : ({t}, {t}, {t}, {t}, {t}, {l}) -> ({f}, {f}, {f})\n"
+                );
+            }
+            text += &format!(
+                "  commir.reduce add %dq into @dQ[{qidx}] : {f}\n  commir.reduce add %dk into @dK[@b, @hk, @j] : {f}\n  commir.reduce add %dv into @dV[@b, @hk, @j] : {f}\n}}\n"
+            );
+            text
         }
         Family::AgGemm | Family::GemmRs => {
             let (m, k, nn) = (

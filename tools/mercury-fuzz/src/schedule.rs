@@ -252,7 +252,7 @@ pub fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
         }
         17 => format!(
             "patch{{kernel={}}}",
-            ["attention", "gemm"].choose(rng).unwrap()
+            ["attention", "attention_bwd", "gemm"].choose(rng).unwrap()
         ),
         18 => "balance-causal".into(),
         19 => match rng.gen_range(0..3) {
@@ -435,10 +435,22 @@ pub fn compare(base: &Plan, plan: &Plan, input_seed: u64) -> Result<f64, Failure
 /// `shift-shard`, a known-good schedule, and perturb it), lowered and compared on inputs drawn
 /// from `seed`.
 pub fn run_seed(ctx: &Ctx, seed: u64) -> (Report, Result<(), Failure>) {
+    run_seed_of(ctx, seed, None)
+}
+
+/// [`run_seed`] with the operator drawn from `family` (any family when `None`).
+pub fn run_seed_of(
+    ctx: &Ctx,
+    seed: u64,
+    family: Option<operators::Family>,
+) -> (Report, Result<(), Failure>) {
     let mut report = Report::default();
     let r = catch(|| {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let op = operators::draw(&mut rng);
+        let op = match family {
+            Some(f) => operators::draw_family(&mut rng, f),
+            None => operators::draw(&mut rng),
+        };
         let head: Vec<String> = if rng.gen_bool(0.3) {
             vec!["shift-shard".to_string()]
         } else {

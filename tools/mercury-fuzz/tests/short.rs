@@ -4,8 +4,8 @@
 //! the `mercury-fuzz` binary (docs/reliability.md). `MERCURY_FUZZ_SEED` fixes the fresh seed.
 
 use mercury_fuzz::{
-    catch, corpus_dir, on_main_sized_stack, parser, run_parser, run_schedules, schedule, Failure,
-    Found, Stats,
+    catch, corpus_dir, on_main_sized_stack, operators, parser, run_parser, run_schedules,
+    run_schedules_of, schedule, Failure, Found, Stats,
 };
 
 /// The fresh seed of this run (from the clock), or `MERCURY_FUZZ_SEED`.
@@ -77,6 +77,34 @@ fn schedules_compute_the_operator_on_fixed_and_fresh_seeds() {
             assert!(
                 stats.checked * 2 > stats.execs,
                 "only {} of {} schedules were executed (seed base {base})",
+                stats.checked,
+                stats.execs
+            );
+        }
+    });
+}
+
+/// Random legal schedules of the attention backward (random shapes, GQA, value head dims,
+/// causal or not, random placements of all nine buffers), patch and naive forms, compute the
+/// unscheduled backward.
+#[test]
+fn backward_schedules_compute_the_backward_on_fixed_and_fresh_seeds() {
+    on_main_sized_stack(|| {
+        let fresh = fresh_seed();
+        for (family, base, n) in [
+            (operators::Family::AttentionBwd, 0xBAC4_0000u64, 40u64),
+            (operators::Family::AttentionBwd, fresh, 20),
+            (operators::Family::AttentionBwdNaive, 0xBAC5_0000u64, 30),
+            (operators::Family::AttentionBwdNaive, fresh, 15),
+        ] {
+            let (stats, found) = run_schedules_of(base..base + n, Some(family), || {});
+            println!("backward schedules, seed base {base}: {stats:?}");
+            if !found.is_empty() {
+                fail("schedule", base, &stats, &found);
+            }
+            assert!(
+                stats.checked * 2 > stats.execs,
+                "only {} of {} backward schedules were executed (seed base {base})",
                 stats.checked,
                 stats.execs
             );

@@ -71,6 +71,10 @@ pub struct Options {
     #[arg(long)]
     pub mlir_print_op_generic: bool,
 
+    /// Print the location of every operation and block argument (`loc(...)`).
+    #[arg(long)]
+    pub mlir_print_debuginfo: bool,
+
     /// Accept operations of dialects that are not registered.
     #[arg(long)]
     pub allow_unregistered_dialect: bool,

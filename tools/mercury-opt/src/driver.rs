@@ -54,6 +54,7 @@ fn pass_manager(
         let registry = registry.clone();
         let opts = PrintOptions {
             generic: o.mlir_print_op_generic,
+            debuginfo: o.mlir_print_debuginfo,
             ..Default::default()
         };
         pm.after_pass = Some(Box::new(move |name: &str, module: &Operation| {
@@ -248,6 +249,7 @@ pub fn run(inv: &Invocation, passes: &PassRegistry) -> Result<(), Failed> {
     };
     let print = PrintOptions {
         generic: o.mlir_print_op_generic,
+        debuginfo: o.mlir_print_debuginfo,
         ..Default::default()
     };
 

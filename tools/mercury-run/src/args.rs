@@ -40,7 +40,7 @@ pub enum LauncherArg {
     Env,
 }
 
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     name = "mercury-run",
     version,
@@ -63,6 +63,22 @@ pub struct Args {
     /// transform it alone (those that do not name a kernel with their own option).
     #[arg(long)]
     pub kernel: Option<String>,
+    /// A training step: run the forward (the kernel --kernel names, or the input's other
+    /// kernel) and then its backward, the kernel NAME. The backward's inputs named as a
+    /// forward buffer come from the forward (its inputs; its outputs, such as O and the
+    /// log-sum-exp it keeps), and must be declared alike in both (shape, element type,
+    /// placement: the forward leaves them where the backward reads them); the others (the
+    /// loss's gradient dO) are fresh random inputs. --schedule, --shift-shard and
+    /// --pass-pipeline schedule both kernels (a pass with its own kernel option, its kernel);
+    /// --backward-schedule gives the backward a script of its own. --check holds the
+    /// forward's and the backward's outputs (dQ, dK, dV) to the single-device step. CPU
+    /// backend.
+    #[arg(long, value_name = "NAME")]
+    pub backward: Option<String>,
+    /// With --backward: the backward's schedule script (the forward keeps --schedule,
+    /// --shift-shard and --pass-pipeline).
+    #[arg(long, value_name = "FILE", requires = "backward")]
+    pub backward_schedule: Option<PathBuf>,
     /// Where to run.
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
@@ -238,6 +254,24 @@ where
             clap::error::ErrorKind::ArgumentConflict,
             "--no-run compiles only; --check, --bench, --cache-file, --launcher and --inject-fault need a run\n",
         ));
+    }
+    if a.backward.is_some() {
+        let gpu_only = given_flags(
+            &m,
+            &["bench", "cache_file", "launcher", "emit_plan", "predict"],
+        );
+        if a.backend != Backend::Cpu {
+            return Err(conflict(
+                "--backward runs a training step on the CPU executor (--backend cpu): the CUDA backend has no attention_bwd patch yet\n".into(),
+            ));
+        }
+        if !gpu_only.is_empty() {
+            return Err(conflict(format!(
+                "--backward runs a training step of two plans; {} read one plan: drop {}\n",
+                gpu_only.join(", "),
+                pick(&gpu_only, "it", "them")
+            )));
+        }
     }
     if a.iters == 0 {
         return Err(clap::Error::raw(

@@ -7,14 +7,34 @@
 use crate::{args::Args, check, Compiled, Failure};
 use mercury_plan::Plan;
 use mercury_runtime::cpu::{
-    execute, execute_pieces, execute_with, random_inputs, rounded_otherwise_in, Storage,
+    execute, execute_pieces, execute_with, random_inputs, rounded_otherwise_in, HeldPiece, Storage,
 };
+use std::collections::HashMap;
 
 /// The largest relative error of the check in the plans' dtypes: the GPU check's default.
 const STORED_TOLERANCE: f64 = 2e-2;
 
 /// Runs the plan (and `--check`s it); returns the executor's time in seconds.
 pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
+    fits(a, plan)?;
+    let seed = a.seed();
+    let inputs = random_inputs(plan, seed);
+    let (held, secs) = timed(plan, &inputs, seed)?;
+    if a.check {
+        let reference = crate::reference_plan(a, c)?;
+        let bad = check(a, c, plan, &held, &inputs, &reference, &inputs)?;
+        if !bad.is_empty() {
+            return Err(Failure::Check(format!(
+                "check failed for {}",
+                bad.join(", ")
+            )));
+        }
+    }
+    Ok(secs)
+}
+
+/// Refuses a plan too large for the CPU executor, or of another rank count than `--ranks`.
+pub(crate) fn fits(a: &Args, plan: &Plan) -> Result<(), Failure> {
     mercury::cpu::check_size(plan)?;
     if let Some(n) = a.ranks {
         if n != plan.num_ranks() {
@@ -25,10 +45,18 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
             )));
         }
     }
-    let seed = a.seed();
-    let inputs = random_inputs(plan, seed);
+    Ok(())
+}
+
+/// Runs `plan` on `inputs` in f64 and prints the run's line; returns the pieces every rank
+/// holds and the executor's time in seconds.
+pub(crate) fn timed(
+    plan: &Plan,
+    inputs: &Inputs,
+    seed: u64,
+) -> Result<(Vec<HeldPiece>, f64), Failure> {
     let t = std::time::Instant::now();
-    let held = execute_pieces(plan, &inputs).map_err(|e| Failure::Input(e.to_string()))?;
+    let held = execute_pieces(plan, inputs).map_err(|e| Failure::Input(e.to_string()))?;
     let secs = t.elapsed().as_secs_f64();
     let ms = secs * 1e3;
     outln!(
@@ -36,91 +64,103 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
         plan.num_ranks(),
         plan.num_stages()
     );
-    if a.check {
-        let reference = crate::reference_plan(a, c)?;
-        let want =
-            execute(&reference, &inputs).map_err(|e| Failure::Input(format!("reference: {e}")))?;
-        let tol = a.tolerance.unwrap_or(1e-9);
-        let mut bad = Vec::new();
-        // Each rank holds exactly its shard of every output as the input declares it.
-        let declared = check::declared_outputs(&c.declared, plan.num_ranks())
-            .map_err(|e| Failure::Check(format!("check failed: {e}")))?;
-        let plan_shapes = plan
-            .buffers
-            .iter()
-            .map(|b| (b.name.clone(), b.shape.clone()))
-            .collect();
-        let ranks = mercury_runtime::check::per_rank(&declared, &plan_shapes, &held, &want)
-            .map_err(|e| Failure::Check(format!("check failed: {e}")))?;
-        for (name, rows) in group_by_buffer(&ranks) {
-            let failed: Vec<&mercury_runtime::check::RankHolding> =
-                rows.iter().copied().filter(|h| !h.ok(tol)).collect();
-            let placement = c
-                .declared
-                .buffer(&name)
-                .map(|b| mercury_passes::util::describe(&b.placement()))
-                .unwrap_or_default();
-            if failed.is_empty() {
-                outln!("check @{name}: every rank holds its shard as declared ({placement})  ok");
-                continue;
-            }
-            for h in &failed {
-                outln!(
-                    "check @{name}: rank {} holds {} of the {} elements its declared placement ({placement}) gives it and {} outside it, relative error {:.3e}  FAILED",
-                    h.rank, h.held, h.declared, h.outside, h.error
-                );
-            }
-            bad.push(format!("{name} (rank placement)"));
+    Ok((held, secs))
+}
+
+/// Buffers by name, row-major f64.
+pub(crate) type Inputs = HashMap<String, Vec<f64>>;
+
+/// `--check` of one run: `plan` ran on `inputs` and its ranks hold `held`; `reference` (the
+/// single-device plan) runs on `ref_inputs` (the same inputs, or for a training step's
+/// backward the single-device forward's outputs). Each rank must hold exactly its declared
+/// shard, every output must agree in f64 within `--tolerance`, and with every value stored in
+/// its dtype within the GPU check's tolerance. Prints a line per check; returns the names of
+/// the outputs that failed.
+pub(crate) fn check(
+    a: &Args,
+    c: &Compiled,
+    plan: &Plan,
+    held: &[HeldPiece],
+    inputs: &Inputs,
+    reference: &Plan,
+    ref_inputs: &Inputs,
+) -> Result<Vec<String>, Failure> {
+    let want =
+        execute(reference, ref_inputs).map_err(|e| Failure::Input(format!("reference: {e}")))?;
+    let tol = a.tolerance.unwrap_or(1e-9);
+    let mut bad = Vec::new();
+    // Each rank holds exactly its shard of every output as the input declares it.
+    let declared = check::declared_outputs(&c.declared, plan.num_ranks())
+        .map_err(|e| Failure::Check(format!("check failed: {e}")))?;
+    let plan_shapes = plan
+        .buffers
+        .iter()
+        .map(|b| (b.name.clone(), b.shape.clone()))
+        .collect();
+    let ranks = mercury_runtime::check::per_rank(&declared, &plan_shapes, held, &want)
+        .map_err(|e| Failure::Check(format!("check failed: {e}")))?;
+    for (name, rows) in group_by_buffer(&ranks) {
+        let failed: Vec<&mercury_runtime::check::RankHolding> =
+            rows.iter().copied().filter(|h| !h.ok(tol)).collect();
+        let placement = c
+            .declared
+            .buffer(&name)
+            .map(|b| mercury_passes::util::describe(&b.placement()))
+            .unwrap_or_default();
+        if failed.is_empty() {
+            outln!("check @{name}: every rank holds its shard as declared ({placement})  ok");
+            continue;
         }
-        let got = mercury_runtime::cpu::assemble(plan, &held);
-        for c in check::compare(&got, &want, None) {
-            let ok = c.within(tol);
+        for h in &failed {
             outln!(
-                "check @{}: {}{}{}",
-                c.name,
-                c.describe(tol),
-                if c.nonfinite > 0 {
-                    format!(", {} non-finite values", c.nonfinite)
-                } else {
-                    String::new()
-                },
-                if ok { "  ok" } else { "  FAILED" }
+                "check @{name}: rank {} holds {} of the {} elements its declared placement ({placement}) gives it and {} outside it, relative error {:.3e}  FAILED",
+                h.rank, h.held, h.declared, h.outside, h.error
             );
-            if !ok {
-                bad.push(c.name);
-            }
         }
-        // Both plans with every value stored in its dtype, as a device stores it: what the
-        // GPU check compares (the f64 run cannot see where a plan rounds).
-        let stored = execute_with(plan, &inputs, Storage::Dtype)
-            .map_err(|e| Failure::Input(e.to_string()))?;
-        let stored_want = execute_with(&reference, &inputs, Storage::Dtype)
-            .map_err(|e| Failure::Input(format!("reference: {e}")))?;
-        for c in check::compare(&stored, &stored_want, None) {
-            let ok = c.within(STORED_TOLERANCE);
-            let apart = match stored.get(&c.name) {
-                Some(x) => rounded_otherwise_in(x, stored_want.get(&c.name).map(Vec::as_slice)),
-                None => 0,
-            };
-            outln!(
-                "check @{} in its dtypes: {}, {apart} of {} elements rounded otherwise than the single-device plan{}",
-                c.name,
-                c.describe(STORED_TOLERANCE),
-                c.elements,
-                if ok { "  ok" } else { "  FAILED" }
-            );
-            if !ok {
-                bad.push(format!("{} (in its dtypes)", c.name));
-            }
-        }
-        if !bad.is_empty() {
-            return Err(Failure::Check(format!(
-                "check failed for {}",
-                bad.join(", ")
-            )));
+        bad.push(format!("{name} (rank placement)"));
+    }
+    let got = mercury_runtime::cpu::assemble(plan, held);
+    for c in check::compare(&got, &want, None) {
+        let ok = c.within(tol);
+        outln!(
+            "check @{}: {}{}{}",
+            c.name,
+            c.describe(tol),
+            if c.nonfinite > 0 {
+                format!(", {} non-finite values", c.nonfinite)
+            } else {
+                String::new()
+            },
+            if ok { "  ok" } else { "  FAILED" }
+        );
+        if !ok {
+            bad.push(c.name);
         }
     }
-    Ok(secs)
+    // Both plans with every value stored in its dtype, as a device stores it: what the
+    // GPU check compares (the f64 run cannot see where a plan rounds).
+    let stored =
+        execute_with(plan, inputs, Storage::Dtype).map_err(|e| Failure::Input(e.to_string()))?;
+    let stored_want = execute_with(reference, ref_inputs, Storage::Dtype)
+        .map_err(|e| Failure::Input(format!("reference: {e}")))?;
+    for c in check::compare(&stored, &stored_want, None) {
+        let ok = c.within(STORED_TOLERANCE);
+        let apart = match stored.get(&c.name) {
+            Some(x) => rounded_otherwise_in(x, stored_want.get(&c.name).map(Vec::as_slice)),
+            None => 0,
+        };
+        outln!(
+            "check @{} in its dtypes: {}, {apart} of {} elements rounded otherwise than the single-device plan{}",
+            c.name,
+            c.describe(STORED_TOLERANCE),
+            c.elements,
+            if ok { "  ok" } else { "  FAILED" }
+        );
+        if !ok {
+            bad.push(format!("{} (in its dtypes)", c.name));
+        }
+    }
+    Ok(bad)
 }
 
 /// The rank holdings of each output, by output name in order.

@@ -315,8 +315,25 @@ fn spot_check(
                 });
             }
         }
-        // No spot check of a backward yet: --check compares every gradient with the CPU.
-        PatchKind::AttentionBwd { .. } => return None,
+        PatchKind::AttentionBwd { causal, scale, .. } => {
+            // The gradients: the output buffers in declaration order (dQ, dK, dV).
+            let outs: Vec<&HostBuffer> = reference
+                .buffers
+                .iter()
+                .filter(|b| b.role == Role::Output)
+                .map(|b| out.get(&b.name))
+                .collect::<Option<_>>()?;
+            let [dq, dk, dv] = outs.as_slice() else {
+                return None;
+            };
+            return crate::bwd_check::attention_bwd_rows(
+                &ops,
+                [dq, dk, dv],
+                inputs,
+                (*causal, *scale),
+                &mut rng,
+            );
+        }
         PatchKind::Gemm { epilogue, .. } => {
             let (an, ash) = &ops[0];
             let (bn, bsh) = &ops[1];

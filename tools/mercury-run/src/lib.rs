@@ -37,12 +37,15 @@ pub fn stdout_failure() -> Option<String> {
 }
 
 pub mod args;
+#[cfg(feature = "cuda")]
+mod bwd_check;
 pub mod check;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 #[cfg(feature = "cuda")]
 pub mod launched;
+pub mod train;
 
 use mercury_driver::{Compiler, Schedule};
 use mercury_ir::Diagnostic;
@@ -56,6 +59,19 @@ pub use mercury::{diag, single_device, Compiled};
 /// puts `mercury-run: error: ` before every unlocated message (the messages themselves never
 /// start with it).
 pub const TOOL: &str = "mercury-run";
+
+/// Reads, parses and verifies the input: its kernels' models.
+pub fn input_kernels(
+    a: &args::Args,
+    compiler: &Compiler,
+) -> Result<Vec<mercury_commir::Kernel>, Failure> {
+    let text = std::fs::read_to_string(&a.input)
+        .map_err(|e| Failure::Input(format!("cannot read '{}': {e}", a.input.display())))?;
+    let module = compiler
+        .parse(&a.input.display().to_string(), &text)
+        .map_err(diag)?;
+    mercury_commir::kernels(&module).map_err(diag)
+}
 
 /// Parses, verifies and schedules the input (the compile path of the library face,
 /// [`mercury::compile`]), printing its notes.

@@ -11,11 +11,11 @@
 //! (`delta < 0`: the caller splits; those rows have zero gradients).
 
 use super::backend::check;
-use super::bwd_graph::{bwd_uid, sdpa_bwd_graph, GradMode, SdpaBwdKey};
+use super::bwd_graph::{bwd_uid, sdpa_bwd_graph, SdpaBwdKey};
 use super::graph::{uid, IoType, Mask, Route};
 use super::{
-    alignment, cached_plan, cudnn_err, loader, mask_for, version_string, visible_pairs,
-    CudnnAttention, ExecPlan, State, Tensor4,
+    alignment, cached_plan, cudnn_err, mask_for, version_string, visible_pairs, CudnnAttention,
+    ExecPlan, State, Tensor4,
 };
 use crate::cuda::error::{KernelError, Result};
 use cudarc::driver::{CudaStream, DevicePtr};
@@ -23,14 +23,11 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// One fused attention backward: Q `[b, hq, sq, dqk]`, K `[b, hk, sk, dqk]`, V `[b, hk, sk, dv]`,
-/// O and dO `[b, hq, sq, dv]` in `io` (O optionally f32); Stats `[b, hq, sq, 1]` f32 (the forward's natural-log
-/// LSE of the scaled logits); dQ, dK, dV shaped as Q, K, V, written as [`GradMode`] says.
+/// O and dO `[b, hq, sq, dv]` in `io`; Stats `[b, hq, sq, 1]` f32 (the forward's natural-log
+/// LSE of the scaled logits); dQ, dK, dV shaped as Q, K, V, written in `io`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SdpaBwdCall {
     pub io: IoType,
-    pub grads: GradMode,
-    /// O in f32 (as the executor's accumulators hold it) instead of `io`.
-    pub o_f32: bool,
     pub b: usize,
     pub hq: usize,
     pub hk: usize,
@@ -51,8 +48,8 @@ pub struct SdpaBwdCall {
     pub scale: f32,
     /// As [`super::SdpaCall::causal_delta`].
     pub causal_delta: Option<i64>,
-    /// `None`: the first route whose plan builds (unified where it applies, then composite).
-    /// `Some`: only that one (benchmarks compare the two).
+    /// `None`: the composite graph (the route cuDNN 9.19 takes; see `bwd_graph.rs`). `Some`:
+    /// only that one (a probe of the unified operation).
     pub route: Option<Route>,
 }
 
@@ -70,8 +67,6 @@ impl SdpaBwdCall {
         Ok(SdpaBwdKey {
             route,
             io: self.io,
-            grads: self.grads,
-            o_f32: self.o_f32,
             b: i(self.b, "b")?,
             hq: i(self.hq, "h_q")?,
             hk: i(self.hk, "h_k")?,
@@ -129,46 +124,34 @@ impl SdpaBwdCall {
     }
 }
 
-/// Where a backward's bytes of workspace go: the plan's, then the f32 D and dQ_accum scratch.
-#[derive(Debug, Clone, Copy)]
+/// Where a backward's workspace bytes go: the plan's own, then the f32 scratch the composite
+/// graph binds, D (`[b, hq, sq]`) and dQ_accum (`[b, hq, sq, dqk]`). dQ_accum does not hold
+/// dQ after the call (measured on cuDNN 9.19, H100, 2026-12-07: relative difference 1.2 from
+/// the f64 dQ, whose io-typed output is right), so only the io-typed dQ is an output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Layout {
+    bytes: usize,
     plan: usize,
     dsum: usize,
-    dq_accum: usize,
 }
 
 impl Layout {
     fn new(plan: &ExecPlan, key: &SdpaBwdKey) -> Self {
         let (dsum, dq_accum) = key.scratch_bytes();
+        let plan = plan.workspace.div_ceil(256) * 256;
         Layout {
-            plan: plan.workspace.div_ceil(256) * 256,
+            bytes: (plan + dsum + dq_accum).max(256),
+            plan,
             dsum,
-            dq_accum,
         }
-    }
-
-    fn total(&self) -> usize {
-        (self.plan + self.dsum + self.dq_accum).max(256)
     }
 }
 
 impl CudnnAttention {
-    /// The routes tried for a backward of `mask`, in order.
-    fn bwd_routes(&self, call: &SdpaBwdCall, mask: Mask) -> Vec<Route> {
-        match call.route {
-            Some(r) => vec![r],
-            None if mask == Mask::None && self.lib.version >= loader::UNIFIED_SDPA_VERSION => {
-                vec![Route::Unified, Route::Composite]
-            }
-            None => vec![Route::Composite],
-        }
-    }
-
     /// The backward plan for `call` (built and cached on first use), and its key.
     fn bwd_plan(&self, st: &mut State, call: &SdpaBwdCall) -> Result<(Arc<ExecPlan>, SdpaBwdKey)> {
-        let mask = call.mask()?;
         let mut reasons = Vec::new();
-        let routes = self.bwd_routes(call, mask);
+        let routes = [call.route.unwrap_or(Route::Composite)];
         for &route in &routes {
             let key = call.key(route)?;
             key.validate().map_err(|m| {
@@ -204,13 +187,13 @@ impl CudnnAttention {
             .map_err(|e| e.to_string())
     }
 
-    /// Builds (or finds) the backward plan for `call` and returns the bytes of workspace the
-    /// call needs (the plan's plus the f32 scratch of the composite graph: `4 b hq sq (1 +
-    /// dqk)` bytes, rounded). Call it ahead of timing.
+    /// Builds (or finds) the backward plan for `call` and returns the bytes of workspace it
+    /// needs: the plan's plus the f32 scratch of the composite graph (`4 b hq sq (1 + dqk)`
+    /// bytes, rounded). Call it ahead of timing.
     pub fn prepare_backward(&self, call: &SdpaBwdCall) -> Result<usize> {
         let mut st = self.lock()?;
         let (plan, key) = self.bwd_plan(&mut st, call)?;
-        Ok(Layout::new(&plan, &key).total())
+        Ok(Layout::new(&plan, &key).bytes)
     }
 
     /// Enqueues one fused attention backward on `stream`, with a workspace allocated once per
@@ -244,7 +227,7 @@ impl CudnnAttention {
     }
 
     /// As [`CudnnAttention::backward`] with a caller-provided workspace of `ws_bytes` at `ws`
-    /// (at least [`CudnnAttention::prepare_backward`]'s answer, 256-byte aligned).
+    /// (at least [`CudnnAttention::prepare_backward`]'s bytes, 256-byte aligned).
     ///
     /// # Safety
     /// As [`CudnnAttention::backward`]; `ws` must be `ws_bytes` bytes of device memory of this
@@ -263,10 +246,10 @@ impl CudnnAttention {
         let mut st = self.lock()?;
         let (plan, key) = self.bwd_plan(&mut st, call)?;
         let layout = Layout::new(&plan, &key);
-        if ws_bytes < layout.total() || !ws.is_multiple_of(256) {
+        if ws_bytes < layout.bytes || !ws.is_multiple_of(256) {
             return Err(KernelError::Invalid(format!(
                 "cuDNN attention backward needs a 256-byte aligned workspace of {} B, got {ws_bytes} B at {ws:#x}",
-                layout.total()
+                layout.bytes
             )));
         }
         self.ctx
@@ -295,9 +278,6 @@ impl CudnnAttention {
             (bwd_uid::DQ, dev(call.grad_q.ptr)),
             (bwd_uid::DK, dev(call.grad_k.ptr)),
             (bwd_uid::DV, dev(call.grad_v.ptr)),
-            (bwd_uid::DQ_IN, dev(call.grad_q.ptr)),
-            (bwd_uid::DK_IN, dev(call.grad_k.ptr)),
-            (bwd_uid::DV_IN, dev(call.grad_v.ptr)),
             (bwd_uid::SOFTMAX_SUM, dev(dsum)),
             (bwd_uid::DQ_ACCUM, dev(dq_accum)),
             (bwd_uid::ONE, (&mut one as *mut f32).cast()),
@@ -317,8 +297,6 @@ mod tests {
         let t = |p: u64, dims: [usize; 4]| Tensor4::dense(p, dims);
         SdpaBwdCall {
             io: IoType::Bf16,
-            grads: GradMode::Io,
-            o_f32: false,
             b: 1,
             hq: 4,
             hk,

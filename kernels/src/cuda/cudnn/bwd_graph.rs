@@ -4,8 +4,11 @@
 //! turns it into a [`GraphDesc`]. Two routes, as for the forward (`graph.rs`):
 //!
 //! * [`Route::Unified`]: one `CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR` op (Q, K, V, O, dO,
-//!   Stats, scale in; dQ, dK, dV out). No mask on the cuDNN releases that have it without
-//!   score-modifier subgraphs, so it serves non-causal blocks only.
+//!   Stats, scale in; dQ, dK, dV out), no mask. cuDNN 9.19 refuses it (the operation graph's
+//!   finalize: `CUDNN_STATUS_BAD_PARAM`, `outputGraph.buildDAG()`; measured on an H100,
+//!   2026-12-07, `mercury-gpu-bench --only P2b`, rows `odd.route_unified.*`), and PyTorch 2.11
+//!   never builds it (its backend log on 9.19 has only the composite graph), so it is tried
+//!   only when a call asks for it.
 //! * [`Route::Composite`]: the graph cudnn-frontend's `CompositeSDPABackwardNode` (1.18, the
 //!   one PyTorch 2.11 bundles) gives the backend, which fuses it into its flash backward:
 //!
@@ -32,10 +35,16 @@
 //!   K and V are bound transposed (`[b, h, d, s_kv]`, last two strides swapped: the same
 //!   memory). The mask comes after the Stats subtraction, as the frontend puts it.
 //!
-//! What the gradients are written as ([`GradMode`]): the io type (as PyTorch asks), f32, or
-//! f32 added to what the outputs hold (an extra ADD of a bound input before each output,
-//! in place). Which of these the loaded library fuses and computes correctly is measured on
-//! the GPU (`mercury-gpu-bench --only P2b`); the patch keeps what was verified.
+//! The gradients are written in the io type, as PyTorch asks for them. Measured on cuDNN 9.19
+//! (H100, 2026-12-07): declaring dQ, dK, dV f32 builds a plan for MHA that leaves most of them
+//! unwritten and none for causal GQA; an ADD of the outputs' old values before each output
+//! (accumulating in place) builds a plan that fails at execution (`nullptr == dq_ptr`) or none;
+//! an f32 O (only read for D) gives wrong gradients (relative error 0.04 to 0.6). So a block's
+//! f32 accumulation is the caller's: it adds the io-typed parts (the f32 dQ_accum scratch does
+//! not hold dQ after the call: see `bwd.rs`).
+//!
+//! The engines picked (heuristics mode A, the first that finalises) are the ones PyTorch gets
+//! for the same graph: global index 6 or 7, knob KERNEL_CFG 26, pattern `SDPA_BWD`.
 //!
 //! Source: cudnn-frontend `include/cudnn_frontend/node/scaled_dot_product_flash_attention.h`
 //! (`CompositeSDPABackwardNode::expand_node`), `node/reshape.h`,
@@ -47,27 +56,6 @@ use super::graph::{
     PwMode, RedOp, Route, Strides4,
 };
 use std::fmt;
-
-/// How dQ, dK and dV are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GradMode {
-    /// In the io type (bf16 / f16), overwriting.
-    Io,
-    /// In f32, overwriting.
-    F32,
-    /// In f32, added to the values the outputs hold (`grad += block's part`).
-    AccumulateF32,
-}
-
-impl GradMode {
-    /// Bytes per gradient element for `io`.
-    pub fn elem_bytes(self) -> usize {
-        match self {
-            GradMode::Io => 2,
-            GradMode::F32 | GradMode::AccumulateF32 => 4,
-        }
-    }
-}
 
 /// Unique ids of the backward graph's bound tensors (beyond the forward's Q, K, V, O, STATS,
 /// SCALE, FILL, DELTA of [`uid`]).
@@ -82,10 +70,6 @@ pub mod bwd_uid {
     pub const DQ_ACCUM: i64 = 25;
     /// By-value f32 1.0 (the frontend's dropout-free scale of D).
     pub const ONE: i64 = 26;
-    /// With [`super::GradMode::AccumulateF32`]: the outputs' old values (same memory).
-    pub const DQ_IN: i64 = 27;
-    pub const DK_IN: i64 = 28;
-    pub const DV_IN: i64 = 29;
 }
 
 /// Everything a backward execution plan depends on; pointers, the scale and the causal shift
@@ -94,9 +78,6 @@ pub mod bwd_uid {
 pub struct SdpaBwdKey {
     pub route: Route,
     pub io: IoType,
-    pub grads: GradMode,
-    /// O in f32 instead of the io type (it only enters D = rowsum(dO ∘ O)).
-    pub o_f32: bool,
     pub b: i64,
     pub hq: i64,
     pub hk: i64,
@@ -123,7 +104,7 @@ impl fmt::Display for SdpaBwdKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "backward {:?} {} b{} hq{} hk{} sq{} sk{} d_qk{} d_v{} {:?} grads {:?}{}",
+            "backward {:?} {} b{} hq{} hk{} sq{} sk{} d_qk{} d_v{} {:?}",
             self.route,
             self.io.name(),
             self.b,
@@ -133,9 +114,7 @@ impl fmt::Display for SdpaBwdKey {
             self.sk,
             self.dqk,
             self.dv,
-            self.mask,
-            self.grads,
-            if self.o_f32 { " o=f32" } else { "" }
+            self.mask
         )
     }
 }
@@ -152,16 +131,15 @@ impl SdpaBwdKey {
         if self.sq == 1 && self.sk == 1 {
             return Err("s_q = s_kv = 1 is not supported by cuDNN's fused backward".into());
         }
-        let grad_align = 16 / self.grads.elem_bytes() as i64;
-        for (n, s, align) in [
-            ("q", self.q, 8),
-            ("k", self.k, 8),
-            ("v", self.v, 8),
-            ("o", self.o, if self.o_f32 { 4 } else { 8 }),
-            ("dO", self.d_o, 8),
-            ("dQ", self.dq, grad_align),
-            ("dK", self.dk, grad_align),
-            ("dV", self.dv_, grad_align),
+        for (n, s) in [
+            ("q", self.q),
+            ("k", self.k),
+            ("v", self.v),
+            ("o", self.o),
+            ("dO", self.d_o),
+            ("dQ", self.dq),
+            ("dK", self.dk),
+            ("dV", self.dv_),
         ] {
             if s[3] != 1 {
                 return Err(format!("{n} innermost stride {} is not 1", s[3]));
@@ -169,9 +147,9 @@ impl SdpaBwdKey {
             if s.iter().any(|x| *x < 0) {
                 return Err(format!("{n} has a negative stride {s:?}"));
             }
-            if s[..3].iter().any(|x| x % align != 0) {
+            if s[..3].iter().any(|x| x % 8 != 0) {
                 return Err(format!(
-                    "{n} strides {s:?} are not multiples of {align} elements (16 bytes)"
+                    "{n} strides {s:?} are not multiples of 8 elements (16 bytes)"
                 ));
             }
         }
@@ -203,15 +181,10 @@ fn swap_last(s: Strides4) -> Vec<i64> {
 /// The backward graph of `key` (see the module docs).
 pub fn sdpa_bwd_graph(key: &SdpaBwdKey) -> GraphDesc {
     let io = DataType::from(key.io);
-    let gt = match key.grads {
-        GradMode::Io => io,
-        GradMode::F32 | GradMode::AccumulateF32 => DataType::F32,
-    };
     let mut g = Builder::new();
     let (b, hq, hk, sq, sk, dqk, dv) = (key.b, key.hq, key.hk, key.sq, key.sk, key.dqk, key.dv);
     let q = g.bound(uid::Q, io, vec![b, hq, sq, dqk], key.q.to_vec());
-    let o_type = if key.o_f32 { DataType::F32 } else { io };
-    let o = g.bound(uid::O, o_type, vec![b, hq, sq, dv], key.o.to_vec());
+    let o = g.bound(uid::O, io, vec![b, hq, sq, dv], key.o.to_vec());
     let d_o = g.bound(bwd_uid::DO, io, vec![b, hq, sq, dv], key.d_o.to_vec());
     let stats = g.bound_aligned(
         uid::STATS,
@@ -224,15 +197,12 @@ pub fn sdpa_bwd_graph(key: &SdpaBwdKey) -> GraphDesc {
     let dq_dims = vec![b, hq, sq, dqk];
     let dk_dims = vec![b, hk, sk, dqk];
     let dv_dims = vec![b, hk, sk, dv];
-    // The gradient outputs, and with AccumulateF32 the value each output is written from:
-    // `out = x + in` (an ADD reading the output's old values), else `x` itself.
-    let accumulate = key.grads == GradMode::AccumulateF32;
     if key.route == Route::Unified {
         let k = g.bound(uid::K, io, vec![b, hk, sk, dqk], key.k.to_vec());
         let v = g.bound(uid::V, io, vec![b, hk, sk, dv], key.v.to_vec());
-        let dq = g.bound(bwd_uid::DQ, gt, dq_dims, key.dq.to_vec());
-        let dk = g.bound(bwd_uid::DK, gt, dk_dims, key.dk.to_vec());
-        let dvt = g.bound(bwd_uid::DV, gt, dv_dims, key.dv_.to_vec());
+        let dq = g.bound(bwd_uid::DQ, io, dq_dims, key.dq.to_vec());
+        let dk = g.bound(bwd_uid::DK, io, dk_dims, key.dk.to_vec());
+        let dvt = g.bound(bwd_uid::DV, io, dv_dims, key.dv_.to_vec());
         g.ops.push(OpDesc::SdpaBwd {
             q,
             k,
@@ -294,64 +264,31 @@ pub fn sdpa_bwd_graph(key: &SdpaBwdKey) -> GraphDesc {
         g.ops.push(OpDesc::Reshape { x, y });
         y
     };
-    // `a @ b` into a gradient output: through all query heads and a sum over each group
-    // (GQA), through an ADD of the old values (accumulate), or straight.
-    let grad_out = |g: &mut Builder,
-                    a: i64,
-                    bm: i64,
-                    uid_out: i64,
-                    uid_in: i64,
-                    dims: Vec<i64>,
-                    strides: Strides4| {
-        let d = dims[3];
-        let summed = if hq != hk {
-            let fullhead = g.virt(io, &[b, hq, sk, d]);
+    // `a @ b` into a gradient output, straight or (GQA) through all query heads and a sum
+    // over each group.
+    let grad_out =
+        |g: &mut Builder, a: i64, bm: i64, uid: i64, dims: Vec<i64>, strides: Strides4| {
+            let out = g.bound(uid, io, dims.clone(), strides.to_vec());
+            if hq == hk {
+                g.ops.push(OpDesc::Matmul { a, b: bm, c: out });
+                return;
+            }
+            let fullhead = g.virt(io, &[b, hq, sk, dims[3]]);
             g.ops.push(OpDesc::Matmul {
                 a,
                 b: bm,
                 c: fullhead,
             });
-            Some(fullhead)
-        } else {
-            None
-        };
-        if !accumulate {
-            let out = g.bound(uid_out, gt, dims.clone(), strides.to_vec());
-            match summed {
-                Some(fh) => g.ops.push(OpDesc::Reduction {
-                    op: RedOp::Add,
-                    x: fh,
-                    y: out,
-                }),
-                None => g.ops.push(OpDesc::Matmul { a, b: bm, c: out }),
-            }
-            return;
-        }
-        let part = g.virt(DataType::F32, &dims);
-        match summed {
-            Some(fh) => g.ops.push(OpDesc::Reduction {
+            g.ops.push(OpDesc::Reduction {
                 op: RedOp::Add,
-                x: fh,
-                y: part,
-            }),
-            None => g.ops.push(OpDesc::Matmul { a, b: bm, c: part }),
-        }
-        let old = g.bound(uid_in, gt, dims.clone(), strides.to_vec());
-        let out = g.bound(uid_out, gt, dims, strides.to_vec());
-        g.pw(PwMode::Add, DataType::F32, part, Some(old), out);
-    };
+                x: fullhead,
+                y: out,
+            });
+        };
 
     // dV = P^T dO.
     let pt = transposed(&mut g, p);
-    grad_out(
-        &mut g,
-        pt,
-        d_o,
-        bwd_uid::DV,
-        bwd_uid::DV_IN,
-        dv_dims,
-        key.dv_,
-    );
+    grad_out(&mut g, pt, d_o, bwd_uid::DV, dv_dims, key.dv_);
 
     // dS = P ∘ (dO V^T - D) ∘ scale.
     let dp = g.virt(DataType::F32, &full);
@@ -369,7 +306,7 @@ pub fn sdpa_bwd_graph(key: &SdpaBwdKey) -> GraphDesc {
 
     // dK = dS^T Q.
     let dst = transposed(&mut g, ds);
-    grad_out(&mut g, dst, q, bwd_uid::DK, bwd_uid::DK_IN, dk_dims, key.dk);
+    grad_out(&mut g, dst, q, bwd_uid::DK, dk_dims, key.dk);
 
     // dQ = dS K, through the f32 dQ_accum scratch.
     let kr = g.virt(io, &[b, hk, sk, dqk]);
@@ -389,14 +326,8 @@ pub fn sdpa_bwd_graph(key: &SdpaBwdKey) -> GraphDesc {
         b: kr,
         c: dq_acc,
     });
-    if accumulate {
-        let old = g.bound(bwd_uid::DQ_IN, gt, dq_dims.clone(), key.dq.to_vec());
-        let out = g.bound(bwd_uid::DQ, gt, dq_dims, key.dq.to_vec());
-        g.pw(PwMode::Add, DataType::F32, dq_acc, Some(old), out);
-    } else {
-        let out = g.bound(bwd_uid::DQ, gt, dq_dims, key.dq.to_vec());
-        g.pw(PwMode::Identity, DataType::F32, dq_acc, None, out);
-    }
+    let out = g.bound(bwd_uid::DQ, io, dq_dims, key.dq.to_vec());
+    g.pw(PwMode::Identity, DataType::F32, dq_acc, None, out);
     g.finish()
 }
 
@@ -405,14 +336,12 @@ mod tests {
     use super::super::graph::tests::check_topological;
     use super::*;
 
-    fn key(route: Route, mask: Mask, hk: i64, grads: GradMode) -> SdpaBwdKey {
+    fn key(route: Route, mask: Mask, hk: i64) -> SdpaBwdKey {
         let (b, hq, sq, sk, d, dv) = (2, 8, 256, 384, 128, 64);
         let dense4 = |h: i64, s: i64, d: i64| [h * s * d, s * d, d, 1];
         SdpaBwdKey {
             route,
             io: IoType::Bf16,
-            grads,
-            o_f32: false,
             b,
             hq,
             hk,
@@ -440,7 +369,7 @@ mod tests {
 
     #[test]
     fn composite_mha_graph_has_the_frontends_ops() {
-        let k = key(Route::Composite, Mask::None, 8, GradMode::Io);
+        let k = key(Route::Composite, Mask::None, 8);
         k.validate().unwrap();
         let g = sdpa_bwd_graph(&k);
         check_topological(&g);
@@ -482,7 +411,7 @@ mod tests {
 
     #[test]
     fn gqa_sums_each_group_and_causal_masks_after_the_stats() {
-        let k = key(Route::Composite, Mask::CausalShifted, 2, GradMode::Io);
+        let k = key(Route::Composite, Mask::CausalShifted, 2);
         k.validate().unwrap();
         let g = sdpa_bwd_graph(&k);
         check_topological(&g);
@@ -501,52 +430,30 @@ mod tests {
     }
 
     #[test]
-    fn accumulate_reads_the_outputs() {
-        let k = key(Route::Composite, Mask::Causal, 2, GradMode::AccumulateF32);
-        let g = sdpa_bwd_graph(&k);
-        check_topological(&g);
-        for u in [bwd_uid::DQ_IN, bwd_uid::DK_IN, bwd_uid::DV_IN] {
-            assert_eq!(g.tensor(u).unwrap().dtype, DataType::F32);
-        }
-        assert_eq!(
-            count(&g, |o| matches!(
-                o,
-                OpDesc::Pointwise {
-                    mode: PwMode::Identity,
-                    ..
-                }
-            )),
-            0
-        );
-    }
-
-    #[test]
     fn unified_graph_is_one_op_and_takes_no_mask() {
-        let k = key(Route::Unified, Mask::None, 2, GradMode::Io);
+        let k = key(Route::Unified, Mask::None, 2);
         k.validate().unwrap();
         let g = sdpa_bwd_graph(&k);
         check_topological(&g);
         assert_eq!(g.ops.len(), 1);
         assert_eq!(k.scratch_bytes(), (0, 0));
-        assert!(key(Route::Unified, Mask::Causal, 2, GradMode::Io)
-            .validate()
-            .is_err());
+        assert!(key(Route::Unified, Mask::Causal, 2).validate().is_err());
     }
 
     #[test]
     fn validation_names_the_shape() {
-        let mut k = key(Route::Composite, Mask::None, 8, GradMode::Io);
+        let mut k = key(Route::Composite, Mask::None, 8);
         k.dv = 264;
         assert!(k.validate().unwrap_err().contains("d_v = 264"));
-        let mut k = key(Route::Composite, Mask::None, 3, GradMode::Io);
+        let mut k = key(Route::Composite, Mask::None, 3);
         k.hk = 3;
         assert!(k.validate().unwrap_err().contains("h_k = 3"));
-        let mut k = key(Route::Composite, Mask::None, 8, GradMode::Io);
+        let mut k = key(Route::Composite, Mask::None, 8);
         k.sq = 1;
         k.sk = 1;
         assert!(k.validate().unwrap_err().contains("s_q = s_kv = 1"));
-        let mut k = key(Route::Composite, Mask::None, 8, GradMode::F32);
-        k.dq[2] = 130; // f32 rows of 130 elements: not 16-byte aligned
+        let mut k = key(Route::Composite, Mask::None, 8);
+        k.dq[2] = 132; // rows of 132 bf16: not 16-byte aligned
         assert!(k.validate().unwrap_err().contains("dQ strides"));
     }
 }

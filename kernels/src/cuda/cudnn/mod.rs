@@ -24,7 +24,7 @@ pub mod loader;
 
 pub use backend::{CudnnError, ExecPlan};
 pub use bwd::SdpaBwdCall;
-pub use bwd_graph::{GradMode, SdpaBwdKey};
+pub use bwd_graph::SdpaBwdKey;
 pub use graph::{IoType, Mask, Route, SdpaKey, Strides4};
 pub use loader::{version_string, CudnnLib};
 

@@ -419,7 +419,7 @@ pub fn simulate(plan: &Plan, topo: &Topology, opts: SimOptions) -> Result<Simula
 /// same ranks before it, so a stage of local compute continues on each rank's stream without a
 /// cross-device wait, and an empty stage does nothing. (Charging the machine's slowest latency
 /// after every stage, as before 2026-12-01, priced the two-stage all-gather GEMM at M = 1024 on
-/// 2 H200s 27% slow; docs/perf.md, "The measured topology predicts the suite".)
+/// 2 H200s 27% slow; docs/perf.md, "The search's predictions".)
 fn stage_sync(plan: &Plan, topo: &Topology, si: usize) -> f64 {
     let mut slowest: Option<usize> = None;
     let mut cross = |a: usize, b: usize| {

@@ -3,6 +3,7 @@
 //! and types fail before anything runs); the progress marks and fault bookkeeping.
 
 use super::attention::{choose_attention, cudnn_patch};
+use super::attention_bwd::check_attention_bwd;
 use super::peers::enable_peer_access;
 use super::{
     alloc, new_event, AttnBackend, CudaExecutor, DeviceRes, ExecOptions, GlobalMem, InitLaunch,
@@ -205,6 +206,7 @@ impl CudaExecutor {
                 &opts,
                 &mut warnings,
             )?;
+            check_attention_bwd(&devs[rank_dev[ri]], &stages, &opts)?;
             let rank = &mut ranks[ri];
             rank._parts.extend(parts);
             rank.init = resolved.init;
@@ -342,7 +344,12 @@ impl PatchUse {
         });
         PatchUse {
             gemm: tile_matmul || patch(&|p| matches!(p, PatchKind::Gemm { .. })),
-            attention: patch(&|p| matches!(p, PatchKind::Attention { .. })),
+            attention: patch(&|p| {
+                matches!(
+                    p,
+                    PatchKind::Attention { .. } | PatchKind::AttentionBwd { .. }
+                )
+            }),
         }
     }
 }

@@ -37,6 +37,7 @@
 //! `host.rs` uploads and downloads global buffers, `peers.rs` enables peer access.
 
 mod attention;
+mod attention_bwd;
 mod build;
 mod host;
 mod peers;

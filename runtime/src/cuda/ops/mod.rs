@@ -3,7 +3,8 @@
 //! launch on a rank's compute stream.
 //!
 //! Files: `resolve.rs` (a `ComputeOp` against the slot addresses), `cudnn.rs` (the cuDNN
-//! attention path: [`CudnnSplit`], deferred-merge groups, its enqueue), `combine.rs` (the
+//! attention path: [`CudnnSplit`], deferred-merge groups, its enqueue), `cudnn_bwd.rs` (the
+//! attention backward: [`AttnBwdLaunch`], its resolution and enqueue), `combine.rs` (the
 //! combine kernels: lse merge, add); this file holds the resolved ops and [`enqueue`].
 
 use super::device_kernels::DeviceKernels;
@@ -16,6 +17,7 @@ use mercury_kernels::cuda::{
 
 mod combine;
 mod cudnn;
+mod cudnn_bwd;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -25,6 +27,10 @@ use cudnn::enqueue_cudnn_attention;
 pub use cudnn::{
     cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, CudnnSplit, PartSlot,
     MAX_DEFERRED_PARTS,
+};
+pub use cudnn_bwd::{
+    attention_bwd_support, enqueue_attention_bwd, resolve_attention_bwd, AttnBwdLaunch, BwdOperand,
+    ATTENTION_BWD_REFUSED,
 };
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
@@ -53,6 +59,8 @@ pub enum ComputeLaunch {
         launch: AttnLaunch,
         via: AttnVia,
     },
+    /// An attention backward block (cuDNN only; `ops/cudnn_bwd.rs`).
+    AttentionBwd(Box<AttnBwdLaunch>),
     Add(Vec<(Loc, Loc)>),
     LseMerge {
         o_acc: Loc,
@@ -227,6 +235,13 @@ pub unsafe fn enqueue(
                 "attention launch enqueued before the executor chose its patch".into(),
             )),
         },
+        ComputeLaunch::AttentionBwd(l) => {
+            let cudnn = p.cudnn.ok_or_else(|| {
+                unsupported("cuDNN attention backward patch not initialised".into())
+            })?;
+            // SAFETY: the launch was resolved against live slot memory.
+            unsafe { enqueue_attention_bwd(cx, cudnn, l) }
+        }
         ComputeLaunch::Add(pairs) => {
             for (a, q) in pairs {
                 // SAFETY: per the caller.

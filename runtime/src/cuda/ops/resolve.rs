@@ -235,9 +235,24 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     via: AttnVia::Undecided,
                 })
             }
-            PatchKind::AttentionBwd { .. } => Err(unsupported(
-                "the attention_bwd patch has no CUDA implementation yet (cuDNN's fused backward, issue 38 item 3); run it on the CPU executor (--backend cpu)".into(),
-            )),
+            PatchKind::AttentionBwd {
+                causal,
+                scale,
+                q_offset,
+                k_offset,
+                mask,
+                accumulate,
+            } if mask.is_none() => super::resolve_attention_bwd(
+                mem,
+                rank,
+                inputs,
+                outputs,
+                (*causal, *scale, *q_offset, *k_offset, *accumulate),
+            )
+            .map(|l| ComputeLaunch::AttentionBwd(Box::new(l))),
+            PatchKind::AttentionBwd { mask, .. } => Err(unsupported(format!(
+                "attention_bwd: a sliding window or document boundaries ({mask:?}) have no CUDA patch yet (issue 43 item 5); run it on the CPU executor (--backend cpu)"
+            ))),
         },
         ComputeOp::Combine { kind, acc, part } => match kind {
             CombineKind::Add => {

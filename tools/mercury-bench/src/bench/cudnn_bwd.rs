@@ -11,7 +11,7 @@
 use super::attn_bwd_ref::{Group, Plane};
 use super::{dev_alloc, fmt_err, Bench, DevBuf};
 use mercury_kernels::cuda::check::{bf16_to_f64, compare, dtoh};
-use mercury_kernels::cuda::cudnn::{GradMode, IoType, Route, SdpaBwdCall, SdpaCall, Tensor4};
+use mercury_kernels::cuda::cudnn::{IoType, Route, SdpaBwdCall, SdpaCall, Tensor4};
 use mercury_kernels::cuda::{CudnnAttention, ElemType};
 use mercury_plan::DType;
 use mercury_runtime::cuda::device_kernels::DeviceKernels;
@@ -30,12 +30,9 @@ pub(super) struct BwdCase {
     pub dv: usize,
     pub io: IoType,
     pub causal: Option<i64>,
-    pub grads: GradMode,
     pub route: Option<Route>,
     /// `[b, s, h, d]` memory order for every tensor.
     pub bshd: bool,
-    /// O handed to the backward in f32 (the forward's bf16 O widened).
-    pub o_f32: bool,
     pub timed: bool,
 }
 
@@ -57,10 +54,8 @@ const fn case(
         dv,
         io: IoType::Bf16,
         causal,
-        grads: GradMode::Io,
         route: None,
         bshd: false,
-        o_f32: false,
         timed,
     }
 }
@@ -83,7 +78,8 @@ fn perf() -> Vec<BwdCase> {
 }
 
 /// Check-only shapes: every head dim, GQA, d_v != d_qk, f16, shifted diagonals, BSHD, the
-/// lengths of the known NaN traps (s % 128 == 64, odd), each gradient mode, each route.
+/// lengths of the known NaN traps (s % 128 == 64, odd), and the unified operation (a probe:
+/// cuDNN 9.19 refuses it).
 fn odd_cases() -> Vec<BwdCase> {
     let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
     let mut v = Vec::new();
@@ -153,28 +149,6 @@ fn odd_cases() -> Vec<BwdCase> {
     );
     bshd.bshd = true;
     v.push(bshd);
-    for (name, grads) in [
-        ("f32", GradMode::F32),
-        ("accumulate_f32", GradMode::AccumulateF32),
-    ] {
-        for (suffix, causal, hk) in [("noncausal", None, 8), ("causal.gqa", Some(0), 2)] {
-            let mut c = case(
-                leak(format!("odd.grads_{name}.{suffix}")),
-                (1, 8, hk, 512, 512),
-                (128, 128),
-                causal,
-                false,
-            );
-            c.grads = grads;
-            v.push(c);
-        }
-    }
-    for (suffix, causal) in [("noncausal", None), ("causal", Some(0))] {
-        let id = leak(format!("odd.o_f32.gqa.{suffix}"));
-        let mut c = case(id, (1, 8, 2, 512, 512), (128, 128), causal, false);
-        c.o_f32 = true;
-        v.push(c);
-    }
     for (suffix, hk) in [("mha", 8), ("gqa", 2)] {
         let mut c = case(
             leak(format!("odd.route_unified.{suffix}")),
@@ -199,6 +173,11 @@ struct BwdBufs {
     bwd: SdpaBwdCall,
 }
 
+/// A workspace of the bench's for `call` (allocated outside the timed calls).
+struct BwdWs {
+    buf: DevBuf,
+}
+
 fn strides(c: &BwdCase, h: usize, s: usize, d: usize) -> [i64; 4] {
     let (h, s, d) = (h as i64, s as i64, d as i64);
     if c.bshd {
@@ -211,7 +190,7 @@ fn strides(c: &BwdCase, h: usize, s: usize, d: usize) -> [i64; 4] {
 impl Bench {
     fn bwd_bufs(&mut self, cudnn: &CudnnAttention, c: &BwdCase) -> Result<BwdBufs> {
         let s = self.stream.clone();
-        let gsz = c.grads.elem_bytes();
+        let gsz = 2;
         let q = dev_alloc(&s, c.b * c.hq * c.sq * c.dqk * 2)?;
         let k = dev_alloc(&s, c.b * c.hk * c.sk * c.dqk * 2)?;
         let v = dev_alloc(&s, c.b * c.hk * c.sk * c.dv * 2)?;
@@ -274,25 +253,8 @@ impl Bench {
         self.poison(&stats, DType::F32)?;
         // SAFETY: the buffers cover the views of `fwd`.
         unsafe { cudnn.forward(&s, &fwd)? };
-        // O in f32 for the backward: the forward's widened (dense BHSD only).
-        let o32 = if c.o_f32 {
-            let n = c.b * c.hq * c.sq * c.dv;
-            let o32 = dev_alloc(&s, n * 4)?;
-            let dk = DeviceKernels::load(&self.ctx, &self.dk_ptx)?;
-            // SAFETY: n bf16 values widened into n f32.
-            unsafe { dk.cast(&s, false, o32.ptr, o.ptr, n)? };
-            Some(o32)
-        } else {
-            None
-        };
-        let o_bwd = match &o32 {
-            Some(b) => Tensor4::dense(b.ptr, [c.b, c.hq, c.sq, c.dv]),
-            None => fwd.o,
-        };
         let bwd = SdpaBwdCall {
             io: c.io,
-            grads: c.grads,
-            o_f32: c.o_f32,
             b: c.b,
             hq: c.hq,
             hk: c.hk,
@@ -303,7 +265,7 @@ impl Bench {
             q: fwd.q,
             k: fwd.k,
             v: fwd.v,
-            o: o_bwd,
+            o: fwd.o,
             d_o: t(&d_o, c.hq, c.sq, c.dv),
             stats: stats_t,
             grad_q: t(&dq, c.hq, c.sq, c.dqk),
@@ -314,7 +276,7 @@ impl Bench {
             route: c.route,
         };
         Ok(BwdBufs {
-            _inputs: [q, k, v, o, d_o, stats].into_iter().chain(o32).collect(),
+            _inputs: vec![q, k, v, o, d_o, stats],
             dq,
             dk,
             dv,
@@ -368,7 +330,7 @@ impl Bench {
         let planes = |t: Tensor4, d: usize| -> Result<Vec<Plane>> {
             heads
                 .clone()
-                .map(|h| self.plane(t, t.ptr == call.o.ptr && call.o_f32, c.io, bi, h, c.sq, d))
+                .map(|h| self.plane(t, false, c.io, bi, h, c.sq, d))
                 .collect()
         };
         let lse = heads
@@ -392,19 +354,37 @@ impl Bench {
         })
     }
 
-    /// Sampled gradient rows of group (`bi`, `kh`) against both references: (got, given,
-    /// exact) with `exact` empty unless asked.
+    /// Row `r` of head `h`, batch `bi` of tensor `t` (16-bit, or f32 with `f32`) as f64.
+    #[allow(clippy::too_many_arguments)]
+    fn row(
+        &self,
+        t: Tensor4,
+        f32: bool,
+        io: IoType,
+        bi: usize,
+        h: usize,
+        r: usize,
+        d: usize,
+    ) -> Result<Vec<f64>> {
+        let [s0, s1, s2, _] = t.strides.map(|x| x as usize);
+        let at = Tensor4 {
+            ptr: t.ptr + ((bi * s0 + h * s1 + r * s2) * if f32 { 4 } else { 2 }) as u64,
+            strides: t.strides,
+        };
+        Ok(self.plane(at, f32, io, 0, 0, 1, d)?.data)
+    }
+
+    /// Sampled gradient rows of group (`bi`, `kh`): [got, given reference, exact reference
+    /// (empty unless asked)].
     fn bwd_compare(
         &mut self,
         c: &BwdCase,
         call: &SdpaBwdCall,
-        bi: usize,
-        kh: usize,
+        (bi, kh): (usize, usize),
         exact: bool,
     ) -> Result<[Vec<f64>; 3]> {
         let grp = self.bwd_group(c, call, bi, kh)?;
         let g = c.hq / c.hk;
-        let f32g = c.grads != GradMode::Io;
         let mut rows = |n: usize, count: usize| -> Vec<usize> {
             let mut v: Vec<usize> = [0, 1, 63, 64, 127, 128, n / 2, n - 1]
                 .into_iter()
@@ -423,36 +403,39 @@ impl Bench {
         let krows = rows(c.sk, if c.timed { 6 } else { 12 });
         let terms = grp.terms(false);
         let exact_terms = exact.then(|| grp.terms(true));
-        let (mut got, mut given, mut ex) = (Vec::new(), Vec::new(), Vec::new());
+        let mut out: [Vec<f64>; 3] = Default::default();
         for &(h, r) in &qrows {
-            let row = self.plane(call.grad_q, f32g, c.io, bi, kh * g + h, r + 1, c.dqk)?;
-            got.extend_from_slice(row.row(r));
-            given.extend(grp.dq_row(&terms, h, r));
+            out[0].extend(self.row(call.grad_q, false, c.io, bi, kh * g + h, r, c.dqk)?);
+            out[1].extend(grp.dq_row(&terms, h, r));
             if let Some(t) = &exact_terms {
-                ex.extend(grp.dq_row(t, h, r));
+                out[2].extend(grp.dq_row(t, h, r));
             }
         }
-        let (dk_ref, dk_ex): (Vec<_>, Vec<_>) = super::attn_bwd_ref::par_map(krows.len(), |i| {
+        let refs: Vec<_> = super::attn_bwd_ref::par_map(krows.len(), |i| {
             (
                 grp.dkdv_row(&terms, krows[i]),
                 exact_terms.as_ref().map(|t| grp.dkdv_row(t, krows[i])),
             )
-        })
-        .into_iter()
-        .unzip();
-        for (i, &j) in krows.iter().enumerate() {
-            let dk = self.plane(call.grad_k, f32g, c.io, bi, kh, j + 1, c.dqk)?;
-            let dv = self.plane(call.grad_v, f32g, c.io, bi, kh, j + 1, c.dv)?;
-            got.extend_from_slice(dk.row(j));
-            got.extend_from_slice(dv.row(j));
-            given.extend_from_slice(&dk_ref[i].0);
-            given.extend_from_slice(&dk_ref[i].1);
-            if let Some((a, b)) = &dk_ex[i] {
-                ex.extend_from_slice(a);
-                ex.extend_from_slice(b);
+        });
+        for (&j, ((dk, dv), ex)) in krows.iter().zip(refs) {
+            out[0].extend(self.row(call.grad_k, false, c.io, bi, kh, j, c.dqk)?);
+            out[0].extend(self.row(call.grad_v, false, c.io, bi, kh, j, c.dv)?);
+            out[1].extend(dk);
+            out[1].extend(dv);
+            if let Some((a, b)) = ex {
+                out[2].extend(a);
+                out[2].extend(b);
             }
         }
-        Ok([got, given, ex])
+        Ok(out)
+    }
+
+    /// A workspace of the bench's for `call`.
+    fn bwd_ws(&self, cudnn: &CudnnAttention, call: &SdpaBwdCall) -> Result<BwdWs> {
+        let bytes = cudnn.prepare_backward(call)?;
+        Ok(BwdWs {
+            buf: dev_alloc(&self.stream, bytes)?,
+        })
     }
 
     /// Runs and checks one case; times it when the case says so.
@@ -463,9 +446,9 @@ impl Bench {
         let route = match cudnn.support_backward(&call) {
             Ok(r) => r,
             Err(e) => {
-                // A mode or route the library refuses is a located refusal, not a failure, for
-                // the probes; the default mode must work.
-                let probe = c.grads != GradMode::Io || c.route.is_some() || c.o_f32;
+                // The unified operation is a probe: its refusal is the expected answer on
+                // cuDNN 9.19, located and named; the composite graph must work.
+                let probe = c.route == Some(Route::Unified);
                 let msg = if probe {
                     format!("refused: {e}")
                 } else {
@@ -476,84 +459,41 @@ impl Bench {
             }
         };
         let s = self.stream.clone();
-        let gdt = if c.grads == GradMode::Io {
-            DType::BF16
-        } else {
-            DType::F32
-        };
-        if c.grads == GradMode::AccumulateF32 {
-            // Random old values: the check subtracts them.
-            for b in [&bufs.dq, &bufs.dk, &bufs.dv] {
-                let seed = self.seed();
-                // SAFETY: f32 buffers of bytes / 4 values.
-                unsafe {
-                    self.check
-                        .fill_random_f32(&s, b.ptr, b.bytes / 4, seed, -1.0, 1.0)?
-                };
-            }
-        } else {
-            for b in [&bufs.dq, &bufs.dk, &bufs.dv] {
-                self.poison(b, gdt)?;
-            }
+        let ws = self.bwd_ws(cudnn, &call)?;
+        for b in [&bufs.dq, &bufs.dk, &bufs.dv] {
+            self.poison(b, DType::BF16)?;
         }
-        let old: Vec<Vec<f32>> = if c.grads == GradMode::AccumulateF32 {
-            [&bufs.dq, &bufs.dk, &bufs.dv]
-                .iter()
-                // SAFETY: f32 buffers of bytes / 4 values.
-                .map(|b| unsafe { dtoh::<f32>(&s, b.ptr, b.bytes / 4) })
-                .collect::<std::result::Result<_, _>>()?
-        } else {
-            Vec::new()
-        };
-        // SAFETY: the buffers cover the views of `call`.
-        unsafe { cudnn.backward(&s, &call)? };
+        self.poison(&ws.buf, DType::F32)?;
+        // SAFETY: the buffers cover the views of `call`; the workspace is the plan's size.
+        unsafe { cudnn.backward_ws(&s, &call, ws.buf.ptr, ws.buf.bytes)? };
         let mut msgs = vec![format!("{route:?}")];
         let mut ok = true;
         if self.opts.check {
-            if c.grads == GradMode::AccumulateF32 {
-                // Take the old values back out, so that the rows compare as a plain backward.
-                for (b, o) in [&bufs.dq, &bufs.dk, &bufs.dv].iter().zip(&old) {
-                    // SAFETY: as above.
-                    let mut now: Vec<f32> = unsafe { dtoh(&s, b.ptr, b.bytes / 4)? };
-                    for (x, y) in now.iter_mut().zip(o) {
-                        *x -= *y;
-                    }
-                    // SAFETY: the same buffer, same length.
-                    unsafe { self.htod_f32(b.ptr, &now)? };
-                }
-            }
             // Non-finite values anywhere in the gradients (poison left unwritten, NaN traps).
-            let ty = match (c.grads, c.io) {
-                (GradMode::Io, IoType::Bf16) => Some(ElemType::BF16),
-                (GradMode::Io, IoType::F16) => None,
-                _ => Some(ElemType::F32),
-            };
-            if let Some(ty) = ty {
+            if c.io == IoType::Bf16 {
                 let mut bad = 0;
                 for b in [&bufs.dq, &bufs.dk, &bufs.dv] {
-                    bad += self.nonfinite(b.ptr, b.bytes / ty.size(), ty)?;
+                    bad += self.nonfinite(b.ptr, b.bytes / 2, ElemType::BF16)?;
                 }
                 msgs.push(format!("non-finite {bad}"));
                 ok &= bad == 0;
             }
             let exact = !c.timed;
-            let groups = if c.b * c.hk > 1 {
-                vec![(0, 0), (c.b - 1, c.hk - 1)]
-            } else {
-                vec![(0, 0)]
-            };
-            let (mut got, mut given, mut ex) = (Vec::new(), Vec::new(), Vec::new());
-            for (bi, kh) in groups {
-                let [g, r, e] = self.bwd_compare(c, &call, bi, kh, exact)?;
-                got.extend(g);
-                given.extend(r);
-                ex.extend(e);
+            let mut groups = vec![(0, 0)];
+            if c.b * c.hk > 1 {
+                groups.push((c.b - 1, c.hk - 1));
             }
-            let (m1, ok1) = fmt_err("vs f64 given o/lse", &compare(&got, &given), 2e-2);
+            let mut all: [Vec<f64>; 3] = Default::default();
+            for grp in groups {
+                for (a, v) in all.iter_mut().zip(self.bwd_compare(c, &call, grp, exact)?) {
+                    a.extend(v);
+                }
+            }
+            let (m1, ok1) = fmt_err("vs f64 given o/lse", &compare(&all[0], &all[1]), 2e-2);
             msgs.push(m1);
             ok &= ok1;
             if exact {
-                let (m2, ok2) = fmt_err("vs f64 exact", &compare(&got, &ex), 3e-2);
+                let (m2, ok2) = fmt_err("vs f64 exact", &compare(&all[0], &all[2]), 3e-2);
                 msgs.push(m2);
                 ok &= ok2;
             }
@@ -561,12 +501,13 @@ impl Bench {
         let times = if c.timed {
             Some(self.time(|| {
                 // SAFETY: as above.
-                unsafe { cudnn.backward(&s, &call) }.map_err(RuntimeError::from)
+                unsafe { cudnn.backward_ws(&s, &call, ws.buf.ptr, ws.buf.bytes) }
+                    .map_err(RuntimeError::from)
             })?)
         } else {
             None
         };
-        drop(bufs);
+        drop((bufs, ws));
         self.push(&id, times, call.flops(), (msgs.join("; "), ok));
         Ok(())
     }
@@ -632,9 +573,9 @@ impl Bench {
     }
 
     /// The cost of a ring block's gradients into f32 accumulators, at one block of S32K over
-    /// 8 ranks (B1 H32 4K x 4K D128), timed alternating: the backward alone (io-typed
-    /// gradients), the three adds of its bf16 parts into f32 accumulators (`mercury_add`), and
-    /// where the library takes them the f32 and the accumulate-in-place gradient modes.
+    /// 8 ranks (B1 H32 4K x 4K D128), timed alternating: the backward alone, then the adds of
+    /// its bf16 dQ, dK, dV into f32 accumulators (`mercury_add_bf16_f32`), as the executor
+    /// does them (cuDNN 9.19 has no f32 or accumulating gradient output: `bwd_graph.rs`).
     fn bwd_accumulate(
         &mut self,
         cudnn: &CudnnAttention,
@@ -644,6 +585,8 @@ impl Bench {
     ) -> Result<()> {
         let c = case("", (1, 32, 32, 4096, 4096), (128, 128), causal, true);
         let bufs = self.bwd_bufs(cudnn, &c)?;
+        let call = bufs.bwd;
+        let ws = self.bwd_ws(cudnn, &call)?;
         let s = self.stream.clone();
         let n_q = c.b * c.hq * c.sq * c.dqk;
         let n_kv = c.b * c.hk * c.sk * c.dqk;
@@ -659,77 +602,34 @@ impl Bench {
                     .fill_random_f32(&s, a.ptr, a.bytes / 4, seed, -1.0, 1.0)?
             };
         }
-        let io = bufs.bwd;
-        let with = |grads: GradMode| {
-            let mut call = io;
-            call.grads = grads;
-            call.grad_q.ptr = acc[0].ptr;
-            call.grad_k.ptr = acc[1].ptr;
-            call.grad_v.ptr = acc[2].ptr;
-            call
-        };
-        let (f32c, accc) = (with(GradMode::F32), with(GradMode::AccumulateF32));
-        let f32_ok = cudnn.support_backward(&f32c).is_ok();
-        let acc_ok = cudnn.support_backward(&accc).is_ok();
-        let parts = [
-            (acc[0].ptr, bufs.dq.ptr, n_q),
-            (acc[1].ptr, bufs.dk.ptr, n_kv),
-            (acc[2].ptr, bufs.dv.ptr, n_kv),
-        ];
-        let mut fs: Vec<Box<dyn FnMut() -> Result<()> + '_>> = vec![
-            Box::new(|| {
-                // SAFETY: the buffers cover the call's views.
-                unsafe { cudnn.backward(&s, &io) }.map_err(RuntimeError::from)
-            }),
-            Box::new(|| {
-                for (a, p, n) in parts {
-                    // SAFETY: f32 accumulators and bf16 parts of `n` elements.
-                    unsafe { dk.add(&s, a, p, n, true)? };
+        let t = self.time_alternating(&mut [
+            &mut || {
+                // SAFETY: the buffers cover the call's views; the workspace is the plan's.
+                unsafe { cudnn.backward_ws(&s, &call, ws.buf.ptr, ws.buf.bytes) }
+                    .map_err(RuntimeError::from)
+            },
+            &mut || {
+                // SAFETY: f32 accumulators and bf16 parts of these many elements.
+                unsafe {
+                    dk.add(&s, acc[0].ptr, bufs.dq.ptr, n_q, true)?;
+                    dk.add(&s, acc[1].ptr, bufs.dk.ptr, n_kv, true)?;
+                    dk.add(&s, acc[2].ptr, bufs.dv.ptr, n_kv, true)
                 }
-                Ok(())
-            }),
-        ];
-        if f32_ok {
-            fs.push(Box::new(|| {
-                // SAFETY: as above; the accumulators are f32 views of the same shapes.
-                unsafe { cudnn.backward(&s, &f32c) }.map_err(RuntimeError::from)
-            }));
-        }
-        if acc_ok {
-            fs.push(Box::new(|| {
-                // SAFETY: as above.
-                unsafe { cudnn.backward(&s, &accc) }.map_err(RuntimeError::from)
-            }));
-        }
-        let mut refs: Vec<&mut dyn FnMut() -> Result<()>> =
-            fs.iter_mut().map(|f| f.as_mut() as _).collect();
-        let t = self.time_alternating(&mut refs)?;
+            },
+        ])?;
         let (plain, adds) = (t[0].0, t[1].0);
-        // The adds move the bf16 parts and read and write the f32 accumulators.
+        // The adds move the parts and read and write the f32 accumulators.
         let bytes = ((n_q + 2 * n_kv) * (2 + 4 + 4)) as f64;
-        let mut msg = format!(
-            "backward {plain:.3} ms + adds {adds:.3} ms ({:.0} GB/s) = {:.3}x the backward",
+        let msg = format!(
+            "backward {plain:.3} ms + bf16 parts' adds {adds:.3} ms ({:.0} GB/s) = {:.3}x the backward",
             bytes / (adds * 1e-3) / 1e9,
             (plain + adds) / plain
         );
-        let mut i = 2;
-        for (ok, name) in [(f32_ok, "f32 grads"), (acc_ok, "accumulate in place")] {
-            if ok {
-                msg.push_str(&format!(
-                    "; {name} {:.3} ms = {:.3}x",
-                    t[i].0,
-                    t[i].0 / plain
-                ));
-                i += 1;
-            } else {
-                msg.push_str(&format!("; {name}: refused"));
-            }
-        }
-        drop(fs);
+        drop((bufs, ws, acc));
         self.push(
             id,
             Some((plain + adds, t[0].1 + t[1].1)),
-            io.flops(),
+            call.flops(),
             (msg, true),
         );
         Ok(())

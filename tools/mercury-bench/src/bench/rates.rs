@@ -12,7 +12,7 @@
 //!   no mask and with the causal mask on the diagonal. TFLOP/s per visible FLOP (`4 heads d
 //!   visible`, visible = `s^2` or `s (s + 1) / 2`).
 //!
-//! How a point is timed matters as much as the shape (docs/perf.md, "Rate tables by shape"):
+//! How a point is timed matters as much as the shape (docs/perf.md, "Method"):
 //! on an H200 the 8192^3 GEMM runs at 658 TFLOP/s timed back to back (power-limited clocks),
 //! 749 with 2 ms of idle before each call, 781 inside a plan run; a 0.05 ms GEMM falls from
 //! 646 to 397 with the idle gap. By default a point is timed as one run of a plan sees the

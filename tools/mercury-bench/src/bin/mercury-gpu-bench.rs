@@ -166,7 +166,7 @@ impl Args {
 /// draws with every mantissa bit random, rounded to the 16-bit type (`fill_random_bf16`).
 /// Under the H200's power limit the clock follows the data's bits: torch's `bf16-rand` inputs
 /// (256 levels) ran 1.2-2.5% faster than `f32-rand` on the same kernel (docs/perf.md,
-/// "P2c against torch in one regime").
+/// "Method").
 const OUR_INPUTS: &str = "f32-rand";
 
 /// SDPA medians by (case id, backend) from `scripts/sdpa_baseline.py`'s JSON, the regime
@@ -357,7 +357,7 @@ fn main() -> ExitCode {
     }
     if !sdpa.ms.is_empty() && !timed_alike {
         mercury_bench::outln!(
-            "note: torch's times were taken {}, ours {:?}: the H200's clocks move 2-12% with the load before a call, so a ratio marked 'timed unalike' is not a comparison within that (give both --regime alike; docs/perf.md, \"P2c against torch in one regime\")",
+            "note: torch's times were taken {}, ours {:?}: the H200's clocks move 2-12% with the load before a call, so a ratio marked 'timed unalike' is not a comparison within that (give both --regime alike; docs/perf.md, \"Method\")",
             sdpa.regime.map_or("by do_bench".to_string(), |g| format!("{g:?}")),
             args.regime
         );

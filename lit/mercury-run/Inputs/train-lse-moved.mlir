@@ -1,0 +1,44 @@
+commir.mesh @mesh shape [8] names ["gpu"] bandwidth [450.0]
+
+commir.kernel @attention on @mesh {
+  commir.axis @b = 1 spatial
+  commir.axis @h = 4 spatial
+  commir.axis @i = 256 spatial
+  commir.axis @j = 256 managed
+  commir.buffer @Q : [@b, @h, @i, 16] f32 in sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @K : [@b, @h, @j, 16] f32 in sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @V : [@b, @h, @j, 16] f32 in sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @O : [@b, @h, @i, 16] f32 out sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @LSE : [@b, @h, @i] f32 out sharding [R, R, S(zigzag(0))]
+  %q = commir.load @Q[@b, @h, @i] : !commir.tile<f32>
+  %k = commir.load @K[@b, @h, @j] : !commir.tile<f32>
+  %v = commir.load @V[@b, @h, @j] : !commir.tile<f32>
+  %o, %lse = commir.patch "attention" (%q, %k, %v) {causal = true} : (!commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>) -> (!commir.tile<f32>, !commir.tile<f32>)
+  commir.reduce lse_merge %o, %lse into @O[@b, @h, @i] lse @LSE : !commir.tile<f32>, !commir.tile<f32>
+}
+
+commir.kernel @attention_bwd on @mesh {
+  commir.axis @b = 1 spatial
+  commir.axis @h = 4 spatial
+  commir.axis @i = 256 spatial
+  commir.axis @j = 256 managed
+  commir.buffer @Q : [@b, @h, @i, 16] f32 in sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @K : [@b, @h, @j, 16] f32 in sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @V : [@b, @h, @j, 16] f32 in sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @O : [@b, @h, @i, 16] f32 in sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @dO : [@b, @h, @i, 16] f32 in sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @LSE : [@b, @h, @i] f32 in sharding [R, R, S(0)]
+  commir.buffer @dQ : [@b, @h, @i, 16] f32 out sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @dK : [@b, @h, @j, 16] f32 out sharding [R, R, S(zigzag(0)), R]
+  commir.buffer @dV : [@b, @h, @j, 16] f32 out sharding [R, R, S(zigzag(0)), R]
+  %q = commir.load @Q[@b, @h, @i] : !commir.tile<f32>
+  %k = commir.load @K[@b, @h, @j] : !commir.tile<f32>
+  %v = commir.load @V[@b, @h, @j] : !commir.tile<f32>
+  %o = commir.load @O[@b, @h, @i] : !commir.tile<f32>
+  %do = commir.load @dO[@b, @h, @i] : !commir.tile<f32>
+  %lse = commir.load @LSE[@b, @h, @i] : !commir.tile<f32>
+  %dq, %dk, %dv = commir.patch "attention_bwd" (%q, %k, %v, %o, %do, %lse) {causal = true} : (!commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>) -> (!commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>)
+  commir.reduce add %dq into @dQ[@b, @h, @i] : !commir.tile<f32>
+  commir.reduce add %dk into @dK[@b, @h, @j] : !commir.tile<f32>
+  commir.reduce add %dv into @dV[@b, @h, @j] : !commir.tile<f32>
+}

@@ -1,0 +1,30 @@
+// mercury-run --backward: a training step, the forward then its backward on the CPU executor,
+// checked against the single-device step (no GPU needed).
+// REQUIRES: mercury-run
+// RUN: %mercury-run %repo/examples/small/attention_train.mlir --backward attention_bwd --shift-shard --backend cpu --check --seed 5 | FileCheck %s
+// CHECK: forward @attention:
+// CHECK: backward @attention_bwd:
+// CHECK: step: the backward reads @O, @LSE where the forward leaves them
+// CHECK: check of the forward @attention:
+// CHECK-DAG: check @O: relative error {{.*}} ok
+// CHECK-DAG: check @LSE: relative error {{.*}} ok
+// CHECK: check of the backward @attention_bwd:
+// CHECK-DAG: check @dQ: every rank holds its shard as declared ('sharding [R, R, S(zigzag(0)), R]')  ok
+// CHECK-DAG: check @dQ: relative error {{.*}} ok
+// CHECK-DAG: check @dK: relative error {{.*}} ok
+// CHECK-DAG: check @dV: relative error {{.*}} ok
+// CHECK-DAG: check @dV in its dtypes: {{.*}} ok
+//
+// The backward reading the log-sum-exp elsewhere than the forward leaves it is refused.
+// RUN: not %mercury-run %S/Inputs/train-lse-moved.mlir --backward attention_bwd --backend cpu 2>&1 | FileCheck %s --check-prefix=MOVED
+// MOVED: train-lse-moved.mlir:{{[0-9]+}}:3: error: the backward reads '@LSE' in 'sharding [R, R, S(0)]' but the forward '@attention' leaves it in 'sharding [R, R, S(zigzag(0))]': declare them alike, so that nothing moves between the kernels
+// MOVED: note: '@LSE' of the forward '@attention'
+//
+// A training step needs its forward, and runs on the CPU executor.
+// RUN: not %mercury-run %repo/examples/small/attention_bwd.mlir --backward attention_bwd --backend cpu 2>&1 | FileCheck %s --check-prefix=PAIR
+// PAIR: error: the input has several kernels (@attention_bwd, @attention_bwd_gqa, @attention_bwd_gqa_kv4, @attention_bwd_mla); name the forward with --kernel NAME
+// RUN: not %mercury-run %repo/examples/small/attention_train.mlir --backward attention_bwd 2>&1 | FileCheck %s --check-prefix=CUDA
+// CUDA: error: --backward runs a training step on the CPU executor (--backend cpu): the CUDA backend has no attention_bwd patch yet
+// RUN: not %mercury-run %repo/examples/small/attention_bwd.mlir --kernel attention_bwd_gqa --backward attention_bwd --backend cpu 2>&1 | FileCheck %s --check-prefix=NOOUT
+// NOOUT: attention_bwd.mlir:{{[0-9]+}}:3: error: '@K' is [1, 4, 256, 16] f32 here and [1, 2, 256, 16] f32 in the forward '@attention_bwd_gqa'
+// NOOUT: note: '@K' of the forward '@attention_bwd_gqa'
