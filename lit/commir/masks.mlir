@@ -66,4 +66,19 @@ commir.kernel @bwd on @mesh {
 // RUN: %mercury-run %s --kernel bwd --shift-shard --backend cpu --check | FileCheck %s --check-prefix=EXEC
 // RUN: %mercury-run %repo/examples/small/attention_documents.mlir --shift-shard --backend cpu --check | FileCheck %s --check-prefix=EXEC
 // RUN: %mercury-run %repo/examples/small/attention_window.mlir --shift-shard --backend cpu --check | FileCheck %s --check-prefix=EXEC
+// RUN: %mercury-run %repo/examples/small/attention_window.mlir --shift-shard --backend cpu 2>&1 | FileCheck %s --check-prefix=WINDOW
+// RUN: %mercury-run %repo/examples/small/attention_documents.mlir --shift-shard --backend cpu --seed 7 2>&1 | FileCheck %s --check-prefix=BATCH
 // EXEC: check @{{.*}}: relative error {{.*}} ok
+
+// A causal window of 16 inside 32-position shards: shift-shard keeps the positions contiguous
+// and starts each rank's ring at its predecessor's piece; no block of the rank reads the rest,
+// so one neighbour exchange of K and V is all that is sent (56 KiB each; the dense ring of
+// examples/small/attention.mlir sends 448 KiB each), rank 0 receiving nothing.
+// WINDOW: @K: ring p2p, 7 ops in 1 stages, 56.0 KiB sent in total
+// WINDOW: @V: ring p2p, 7 ops in 1 stages, 56.0 KiB sent in total
+// WINDOW: masked attention work: busiest rank
+
+// The documents' work is known per batch: the band's, then this batch's.
+// BATCH: masked attention work (band only: the documents are known at run time)
+// BATCH: // documents @docs: {{[0-9]+}} in this batch, the longest {{[0-9]+}} of 256 positions
+// BATCH: attention work of this batch: busiest rank {{[0-9.]+}}x the mean

@@ -195,6 +195,28 @@ impl PatchKind {
             PatchKind::Gemm { .. } => None,
         }
     }
+    /// The band of an attention patch (forward or backward) at its positions: `causal` and the
+    /// mask's window ([`AttnMask::band`]), with its first query and key positions
+    /// `(q_offset, k_offset)`; `None` for any other patch.
+    pub fn attention_band(&self) -> Option<(crate::mask::Band, usize, usize)> {
+        match self {
+            PatchKind::Attention {
+                causal,
+                q_offset,
+                k_offset,
+                mask,
+                ..
+            }
+            | PatchKind::AttentionBwd {
+                causal,
+                q_offset,
+                k_offset,
+                mask,
+                ..
+            } => Some((mask.band(*causal), *q_offset, *k_offset)),
+            PatchKind::Gemm { .. } => None,
+        }
+    }
     /// The `(q_offset, k_offset)` of a causal attention patch (forward or backward); `None`
     /// for any other patch.
     pub fn causal_offsets(&self) -> Option<(usize, usize)> {
@@ -563,25 +585,10 @@ pub fn window(w: &[i64]) -> Result<(Option<usize>, Option<usize>), String> {
 /// computes: all of them, or those its causal mask and window leave visible (documents are
 /// known only at run time: this counts the band's pairs, at most the batch's).
 fn attention_pairs(p: &PatchKind, sq: usize, sk: usize) -> f64 {
-    let (PatchKind::Attention {
-        causal,
-        q_offset,
-        k_offset,
-        mask,
-        ..
+    match p.attention_band() {
+        Some((band, q0, k0)) => band.pairs(q0..q0 + sq, k0..k0 + sk, 0) as f64,
+        None => sq as f64 * sk as f64,
     }
-    | PatchKind::AttentionBwd {
-        causal,
-        q_offset,
-        k_offset,
-        mask,
-        ..
-    }) = p
-    else {
-        return sq as f64 * sk as f64;
-    };
-    mask.band(*causal)
-        .pairs(*q_offset..q_offset + sq, *k_offset..k_offset + sk, 0) as f64
 }
 
 /// Query/key pairs a causal mask leaves visible in a tile of `sq` queries from position
