@@ -90,7 +90,10 @@ impl PatchAttr {
     /// The attribute's name.
     pub fn name(&self) -> &'static str {
         match self {
-            PatchAttr::Bool(n) | PatchAttr::Positive(n) => n,
+            PatchAttr::Bool(n)
+            | PatchAttr::Positive(n)
+            | PatchAttr::Window(n)
+            | PatchAttr::Documents(n) => n,
         }
     }
 }
