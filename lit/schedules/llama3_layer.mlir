@@ -5,6 +5,7 @@
 // REQUIRES: mercury-run
 // RUN: %mercury-run %repo/examples/small/llama3_layer.mlir --module --schedule %repo/examples/schedules/llama3_layer_cp.sched --backend cpu --check | FileCheck %s --check-prefixes=CHECK,CP
 // RUN: %mercury-run %repo/examples/small/llama3_layer.mlir --module --schedule %repo/examples/schedules/llama3_layer_tp.sched --backend cpu --check | FileCheck %s --check-prefixes=CHECK,TP
+// RUN: %mercury-run %repo/examples/small/llama3_layer.mlir --module --schedule %repo/examples/schedules/llama3_layer_ulysses.sched --backend cpu --check | FileCheck %s --check-prefixes=CHECK,UL
 //
 // CP: // comm-plan @attn_norm: mesh [8], 8 ranks
 // CP-NEXT: //   no communication
@@ -13,6 +14,13 @@
 // CP-DAG: //   @V: ring p2p, 56 ops in 7 stages
 // CP: // comm-plan @o_proj
 // CP-NEXT: //   no communication
+// UL: // comm-plan @attention: mesh [8], 8 ranks
+// UL-DAG: //   @K: all_to_all, 8 ops in 1 stages
+// UL-DAG: //   @O: all_to_all, 8 ops in 1 stages
+// UL-DAG: //   @Q: all_to_all, 8 ops in 1 stages
+// UL-DAG: //   @V: all_to_all, 8 ops in 1 stages
+// UL: // comm-plan @o_proj
+// UL-NEXT: //   no communication
 // TP: // comm-plan @o_proj
 // TP-DAG: //   @A: reduce_scatter(add), 8 ops in 1 stages
 // TP: // comm-plan @gate_up

@@ -252,7 +252,7 @@ impl Emitter {
                 self.op(&format!("arith.divf {x}, {den} : f32"))
             }
             UnaryFn::Rsqrt => {
-                // 1 / sqrt(x), both correctly rounded (sqrt.rn and div.rn on the device).
+                // 1 / sqrt(x), both correctly rounded (sqrt.rn and rcp.rn on the device).
                 let r = self.op(&format!(
                     "llvm.call_intrinsic \"llvm.sqrt.f32\"({x}) : (f32) -> f32"
                 ));
