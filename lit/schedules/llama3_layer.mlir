@@ -21,12 +21,17 @@
 // UL-DAG: //   @V: all_to_all, 8 ops in 1 stages
 // UL: // comm-plan @o_proj
 // UL-NEXT: //   no communication
+// TP: // comm-plan @attention: mesh [8], 8 ranks
+// TP-DAG: //   @Q: all_to_all, 8 ops in 1 stages
+// TP-DAG: //   @O: all_to_all, 8 ops in 1 stages
 // TP: // comm-plan @o_proj
 // TP-DAG: //   @A: reduce_scatter(add), 8 ops in 1 stages
+// TP-DAG: //   @O: all_to_all, 8 ops in 1 stages
 // TP: // comm-plan @gate_up
 // TP-DAG: //   @Hn: all_gather, 8 ops in 1 stages
 // TP: // comm-plan @down
 // TP-DAG: //   @D: reduce_scatter(add), 8 ops in 1 stages
+// TP-DAG: //   @Z: all_to_all, 8 ops in 1 stages
 // CHECK: edge @H: from @ffn_norm, placed alike ('sharding [R, S(0), R]'): nothing moves
 // CHECK: check of @attn_norm:
 // CHECK: check @Xn: relative error {{.*}} ok
