@@ -78,35 +78,41 @@ fn kind_name(kind: AttrKind) -> &'static str {
 
 fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
     let err = |m: String| Diagnostic::error(op.loc.clone(), m);
+    // The counts in upstream's words (OpDefinition.cpp's verifyZeroOperands, verifyNOperands,
+    // verifyAtLeastNOperands and their result and region kin), so that upstream test files'
+    // expected errors match; checked against mlir-opt-22.
+    let count = |what: &str, want: usize, at_least: bool, got: usize| -> Option<String> {
+        if at_least {
+            return (got < want).then(|| {
+                let found = if what == "operand" {
+                    format!(", but found {got}")
+                } else {
+                    String::new()
+                };
+                format!("expected {want} or more {what}s{found}")
+            });
+        }
+        if got == want {
+            return None;
+        }
+        Some(match (what, want) {
+            (_, 0) => format!("requires zero {what}s"),
+            ("operand", 1) => "requires a single operand".to_string(),
+            (_, 1) => format!("requires one {what}"),
+            ("operand", _) => format!("expected {want} operands, but found {got}"),
+            _ => format!("expected {want} {what}s"),
+        })
+    };
     let fixed = def.operands.iter().filter(|a| !a.variadic).count();
     let variadic = def.operands.iter().any(|a| a.variadic);
-    if op.operands.len() < fixed || (!variadic && op.operands.len() != fixed) {
-        return Err(err(format!(
-            "'{}' expects {}{} operands, got {}",
-            op.name,
-            if variadic { "at least " } else { "" },
-            fixed,
-            op.operands.len()
-        )));
-    }
     let rfixed = def.results.iter().filter(|a| !a.variadic).count();
     let rvariadic = def.results.iter().any(|a| a.variadic);
-    if op.results.len() < rfixed || (!rvariadic && op.results.len() != rfixed) {
-        return Err(err(format!(
-            "'{}' expects {}{} results, got {}",
-            op.name,
-            if rvariadic { "at least " } else { "" },
-            rfixed,
-            op.results.len()
-        )));
-    }
-    if op.regions.len() != def.regions.len() {
-        return Err(err(format!(
-            "'{}' expects {} regions, got {}",
-            op.name,
-            def.regions.len(),
-            op.regions.len()
-        )));
+    // In upstream's order of an op's traits: regions, results, operands.
+    if let Some(m) = count("region", def.regions.len(), false, op.regions.len())
+        .or_else(|| count("result", rfixed, rvariadic, op.results.len()))
+        .or_else(|| count("operand", fixed, variadic, op.operands.len()))
+    {
+        return Err(err(format!("'{}' op {m}", op.name)));
     }
     // A block carries no location: a diagnostic about one points at its first op, if any.
     let at_block = |b: &crate::Block| b.ops.first().map_or(op.loc.clone(), |o| o.loc.clone());
@@ -149,7 +155,7 @@ fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
         match op.attr(a.name) {
             None if !a.optional => {
                 return Err(err(format!(
-                    "'{}' requires attribute '{}'",
+                    "'{}' op requires attribute '{}'",
                     op.name, a.name
                 )))
             }
@@ -170,7 +176,7 @@ fn verify_op<'a>(
         if !defined.iter().any(|s| s.contains(&v.id)) {
             return Err(Diagnostic::error(
                 op.loc.clone(),
-                format!("operand #{i} of '{}' does not dominate this use", op.name),
+                format!("operand #{i} does not dominate this use"),
             ));
         }
     }
@@ -184,6 +190,23 @@ fn verify_op<'a>(
             }
             if !ctx.registry.allow_unregistered {
                 return Err(Diagnostic::error(op.loc.clone(), format!("operation '{}' belongs to the unregistered dialect '{d}' (use --allow-unregistered-dialect)", op.name)));
+            }
+        }
+    }
+    // A symbol lives in a symbol table: inside a registered op that is none (a func.func in
+    // a func.func) nothing could name it. An unregistered parent may be one, as upstream
+    // assumes.
+    if reg.as_ref().is_some_and(|r| r.def.has_trait(Trait::Symbol)) {
+        if let Some(parent) = ctx.parents.last() {
+            let table = ctx
+                .registry
+                .lookup(&parent.name)
+                .map(|p| p.def.has_trait(Trait::SymbolTable));
+            if table == Some(false) {
+                return Err(crate::builtin::op_error(
+                    op,
+                    "symbol's parent must have the SymbolTable trait",
+                ));
             }
         }
     }
@@ -206,9 +229,9 @@ fn verify_op<'a>(
                 if let Some(prev) = table.insert(name.to_string(), child) {
                     return Err(Diagnostic::error(
                         child.loc.clone(),
-                        format!("redefinition of symbol '@{name}'"),
+                        format!("redefinition of symbol named '{name}'"),
                     )
-                    .with_note(prev.loc.clone(), "previous definition is here"));
+                    .with_note(prev.loc.clone(), "see existing symbol definition here"));
                 }
             }
         }

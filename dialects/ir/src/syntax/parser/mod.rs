@@ -319,6 +319,12 @@ impl<'a> Parser<'a> {
                 _ => ops.push(self.operation()?),
             }
         }
+        // The top level is the implicit module's one block, where no block can be defined: a
+        // successor there names none (it used to be taken for the entry block, refused
+        // unlocated as a predecessor of it).
+        if let Some(at) = self.blocks.first_undefined() {
+            return Err(Diagnostic::error(at, "reference to an undefined block"));
+        }
         self.finish_scope()?;
         if ops.len() == 1 && ops[0].name == "builtin.module" {
             return Ok(ops.pop().expect("one op"));

@@ -20,6 +20,14 @@ pub(crate) struct BlockTable {
     first_use: Vec<Location>,
 }
 
+impl BlockTable {
+    /// Where the first block referenced but not defined was first used.
+    pub(crate) fn first_undefined(&self) -> Option<Location> {
+        let id = self.defined.iter().position(Option::is_none)?;
+        Some(self.first_use[id].clone())
+    }
+}
+
 /// A region argument a custom syntax defines (`func.func @f(%a: i32 loc(...))`).
 #[derive(Debug, Clone)]
 pub(crate) struct RegionArg {
@@ -93,13 +101,16 @@ impl Parser<'_> {
             };
         }
         if op.results.len() != nresults && !groups.is_empty() {
-            return Err(self.err_at(
-                start,
+            // Upstream's words for each case.
+            let msg = if op.results.is_empty() {
+                "cannot name an operation with no results".to_string()
+            } else {
                 format!(
                     "operation defines {} results but was provided {nresults} to bind",
                     op.results.len()
-                ),
-            ));
+                )
+            };
+            return Err(self.err_at(start, msg));
         }
         let mut k = 0;
         for (name, count, at) in groups {
@@ -358,13 +369,8 @@ impl Parser<'_> {
             return Err(self.err("expected '}' to end a region"));
         }
         // Every referenced block must be defined; successors become block positions.
-        for (id, def) in self.blocks.defined.iter().enumerate() {
-            if def.is_none() {
-                return Err(Diagnostic::error(
-                    self.blocks.first_use[id].clone(),
-                    "reference to an undefined block",
-                ));
-            }
+        if let Some(at) = self.blocks.first_undefined() {
+            return Err(Diagnostic::error(at, "reference to an undefined block"));
         }
         let map: Vec<usize> = self.blocks.defined.iter().map(|d| d.unwrap_or(0)).collect();
         for b in &mut region.blocks {
