@@ -92,7 +92,8 @@ irdl.dialect @commir {
     %log = irdl.is "log"
     %gelu = irdl.is "gelu"
     %silu = irdl.is "silu"
-    %kind = irdl.any_of(%exp, %log, %gelu, %silu)
+    %rsqrt = irdl.is "rsqrt"
+    %kind = irdl.any_of(%exp, %log, %gelu, %silu, %rsqrt)
     irdl.attributes {"kind" = %kind}
     %input = irdl.base @commir::@tile
     irdl.operands(input: %input)
@@ -118,6 +119,22 @@ irdl.dialect @commir {
   irdl.operation @scale {
     %float = irdl.base "#builtin.float"
     irdl.attributes {"factor" = %float}
+    %input = irdl.base @commir::@tile
+    irdl.operands(input: %input)
+    %result = irdl.base @commir::@tile
+    irdl.results(result: %result)
+  }
+
+  irdl.operation @add_scalar {
+    %float = irdl.base "#builtin.float"
+    irdl.attributes {"value" = %float}
+    %input = irdl.base @commir::@tile
+    irdl.operands(input: %input)
+    %result = irdl.base @commir::@tile
+    irdl.results(result: %result)
+  }
+
+  irdl.operation @rotate_half {
     %input = irdl.base @commir::@tile
     irdl.operands(input: %input)
     %result = irdl.base @commir::@tile

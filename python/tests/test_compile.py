@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import EXAMPLES, SCHEDULES, fresh, sdpa64, small
+from test_llama_layer import LAYER_SCHEDULES
 
 import mercury
 
@@ -58,6 +59,7 @@ BACKWARD_SCHEDULES = {
 
 def test_every_shipped_schedule_is_tested():
     tested = {s for s, *_ in ATTENTION_SCHEDULES} | {s for s, *_ in GEMM_SCHEDULES}
+    tested |= set(LAYER_SCHEDULES)
     shipped = {p.name for p in SCHEDULES.glob("*.sched")} - BACKWARD_SCHEDULES
     assert shipped == tested
 

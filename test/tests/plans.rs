@@ -108,9 +108,28 @@ fn schedule_for(schedule: Option<&str>, backward: bool) -> bool {
     }
 }
 
-/// Backward plans larger than this are kept as a digest: nine buffers and their causal blocks
-/// make hundreds of KiB of JSON per plan; each is checked numerically in
-/// lowering/conversion/tests/backward.rs, and the digest guards that it does not change.
+/// Whether `example` is a decoder layer (`llama3_layer*.mlir`: a module of eight kernels).
+fn is_layer(example: &str) -> bool {
+    Path::new(example)
+        .file_name()
+        .is_some_and(|f| f.to_string_lossy().starts_with("llama3_layer"))
+}
+
+/// Whether `schedule` is for a decoder layer's kernels (`llama3_layer_*.sched`, whose passes
+/// name their kernels) or for the operators; a layer's kernels are otherwise only lowered as
+/// written (`None`).
+fn layer_for(schedule: Option<&str>, layer: bool) -> bool {
+    match schedule {
+        None => true,
+        Some(s) => s.starts_with("llama3_layer_") == layer,
+    }
+}
+
+/// Backward and decoder-layer plans larger than this are kept as a digest: nine buffers and
+/// their causal blocks make hundreds of KiB of JSON per backward plan, a layer's kernels as
+/// much; each is checked numerically (lowering/conversion/tests/backward.rs;
+/// lit/schedules/llama3_layer.mlir and python/tests/test_llama_layer.py), and the digest
+/// guards that it does not change.
 const LARGEST_KEPT_BACKWARD: usize = 64 << 10;
 
 /// Whether `plan` runs an attention backward.
@@ -130,9 +149,9 @@ fn backward(plan: &Plan) -> bool {
 
 /// The plan's JSON, or its digest when it is over [`LARGEST_KEPT`] bytes
 /// ([`LARGEST_KEPT_BACKWARD`] for a backward).
-fn plan_json(plan: &Plan) -> String {
+fn plan_json(plan: &Plan, layer: bool) -> String {
     let json = plan.to_json() + "\n";
-    let largest = if backward(plan) {
+    let largest = if backward(plan) || layer {
         LARGEST_KEPT_BACKWARD
     } else {
         LARGEST_KEPT
@@ -336,10 +355,11 @@ fn plans_of_every_example_and_schedule() {
     let mut cases = 0;
     let (mut violations, mut narrowings) = (Vec::new(), 0);
     for example in examples() {
+        let layer = is_layer(&example);
         for (kernel, schedule) in kernels_of(&example).into_iter().flat_map(|(k, bwd)| {
             schedules()
                 .into_iter()
-                .filter(move |s| schedule_for(s.as_deref(), bwd))
+                .filter(move |s| schedule_for(s.as_deref(), bwd) && layer_for(s.as_deref(), layer))
                 .map(move |s| (k.clone(), s))
         }) {
             let stem = |p: &str| {
@@ -362,7 +382,7 @@ fn plans_of_every_example_and_schedule() {
                     let (bad, n) = narrowing_violations(&plan);
                     violations.extend(bad.into_iter().map(|b| format!("{name}: {b}")));
                     narrowings += n;
-                    plan_json(&plan)
+                    plan_json(&plan, layer)
                 }
                 Err(d) => format!("error\n{}", d.render()),
             };

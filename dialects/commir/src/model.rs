@@ -166,6 +166,10 @@ pub enum Compute {
     Binary(mercury_plan::tile::BinaryFn),
     /// Multiplication by a constant.
     Scale(f64),
+    /// Addition of a constant.
+    AddScalar(f64),
+    /// The halves of each row rotated: `[-x2, x1]` (rotary position embeddings).
+    RotateHalf,
     /// Conversion to the result's element type.
     Cast,
     Mask(MaskKind),

@@ -37,7 +37,7 @@ commir.kernel @k on @m {
   commir.buffer @B : [@j, @d] f32 in
   %a = commir.load @A[@i, @d] : !commir.tile<f32>
   %b = commir.load @B[@j, @d] : !commir.tile<f32>
-  // expected-error@+1 {{commir.binary: operands must have the same tile, or one the other's without its last dimension (one value per row); got [@i, @d] (8 x 4) and [@j, @d] (8 x 4)}}
+  // expected-error@+1 {{commir.binary: operands must have the same tile, one the other's without its last dimension (one value per row), or one the other's last dimensions (broadcast over the leading ones); got [@i, @d] (8 x 4) and [@j, @d] (8 x 4)}}
   %c = commir.binary add %a, %b : !commir.tile<f32>
 }
 
@@ -155,7 +155,7 @@ commir.kernel @k on @m {
   commir.axis @i = 8 spatial
   commir.buffer @A : [@i] f32 in
   %a = commir.load @A[@i] : !commir.tile<f32>
-  // expected-error@+1 {{attribute 'kind': expected one of exp, log, gelu, silu, found 'tanh'}}
+  // expected-error@+1 {{attribute 'kind': expected one of exp, log, gelu, silu, rsqrt, found 'tanh'}}
   %c = commir.unary tanh %a : !commir.tile<f32>
 }
 

@@ -54,7 +54,7 @@ fn candidate(ops: &[ComputeOp], i: usize) -> Option<(View, View, Option<UnaryFn>
         return None;
     };
     let Some(ComputeOp::Tile {
-        tile: TileOp::Elementwise { program },
+        tile: TileOp::Elementwise { program, .. },
         inputs,
         output,
     }) = ops.get(i + 1)

@@ -212,6 +212,12 @@ pub(crate) fn mask_rows(k: &Kernel, mask: ValueId) -> MaskRows {
                 Compute::Mask(_) => NegInf,
                 Compute::Cast => at(0),
                 Compute::Scale(f) => scale(at(0), *f),
+                Compute::AddScalar(c) => binary(BinaryFn::Add, at(0), constant(*c)),
+                // The row's other half, negated in the first: a -inf row gives +-inf.
+                Compute::RotateHalf => match at(0) {
+                    NegInf | PosInf => NaN,
+                    x => x,
+                },
                 Compute::Unary(f) => unary(*f, at(0)),
                 Compute::Binary(f) => binary(*f, at(0), at(1)),
                 // Over the key axis: every element of the row holds the same.
@@ -452,6 +458,19 @@ fn unary(f: UnaryFn, x: Held) -> Held {
         (UnaryFn::Gelu | UnaryFn::Silu, PosInf) => PosInf,
         (UnaryFn::Gelu | UnaryFn::Silu, Zero) => Zero,
         (UnaryFn::Gelu | UnaryFn::Silu, Number) => Number,
+        (UnaryFn::Rsqrt, Zero) => PosInf,
+        (UnaryFn::Rsqrt, PosInf) => Zero,
+        (UnaryFn::Rsqrt, NegInf) => NaN,
+        (UnaryFn::Rsqrt, Number) => Number,
+    }
+}
+
+/// What a constant is.
+fn constant(c: f64) -> Held {
+    if c == 0.0 {
+        Zero
+    } else {
+        Number
     }
 }
 

@@ -16,7 +16,7 @@ use crate::context::{err, to_dtype, Event, Lowering};
 use crate::order::Seg;
 use mercury_commir::{Compute, MaskKind};
 use mercury_ir::{Diagnostic, ValueId};
-use mercury_plan::tile::{matmul_shape, Instr};
+use mercury_plan::tile::{matmul_batches, matmul_shape, Instr};
 use mercury_plan::{ComputeOp, SlotInit, TileOp, View};
 
 impl Lowering<'_> {
@@ -65,7 +65,17 @@ impl Lowering<'_> {
                 pos_known = known(0) && known(1);
                 let (pa, pb) = (pos(0), pos(1));
                 let (ra, rb) = (pa.len() - 2, pb.len() - 2);
-                let mut p = pa[..ra].to_vec();
+                // Batch positions from the operand the output takes each dimension from (b's
+                // where a is broadcast over it).
+                let dims =
+                    matmul_batches(&shapes[0][..ra], &shapes[1][..rb]).map_err(|m| err(loc, m))?;
+                let nb = dims.len();
+                let mut p: Vec<Option<usize>> = (0..nb)
+                    .map(|d| match (d + ra).checked_sub(nb) {
+                        Some(i) if dims[d].1 != usize::MAX => pa[i],
+                        _ => (d + rb).checked_sub(nb).map_or(Some(0), |i| pb[i]),
+                    })
+                    .collect();
                 p.push(if *transpose_a { pa[ra + 1] } else { pa[ra] });
                 p.push(if *transpose_b { pb[rb] } else { pb[rb + 1] });
                 let t = TileOp::Matmul {
@@ -93,6 +103,11 @@ impl Lowering<'_> {
                     Compute::Unary(f) => Instr::Unary { f: *f, x: 0 },
                     Compute::Binary(f) => Instr::Binary { f: *f, a: 0, b: 1 },
                     Compute::Scale(by) => Instr::Scale { by: *by, x: 0 },
+                    Compute::AddScalar(value) => Instr::AddScalar {
+                        value: *value,
+                        x: 0,
+                    },
+                    Compute::RotateHalf => Instr::RotateHalf { x: 0 },
                     Compute::Cast => Instr::Cast {
                         to: to_dtype(ty),
                         x: 0,
@@ -119,9 +134,19 @@ impl Lowering<'_> {
                     }
                     Compute::Matmul { .. } | Compute::RowReduce(_) => unreachable!(),
                 };
+                // Operands broadcast over the result's leading dimensions (a norm's weight, a
+                // rotary table), as the verifier found them.
+                let out_tile = self.k.tiles.get(output);
+                let trailing = (0..inputs.len())
+                    .filter(|&i| match (self.k.tiles.get(&inputs[i]), out_tile) {
+                        (Some(t), Some(o)) => mercury_commir::trailing_operand(t, o),
+                        _ => false,
+                    })
+                    .collect();
                 (
                     TileOp::Elementwise {
                         program: vec![instr],
+                        trailing,
                     },
                     s,
                     p,
@@ -190,11 +215,19 @@ impl Lowering<'_> {
         tile: &TileOp,
         out: &View,
     ) -> bool {
-        let TileOp::Elementwise { program: new } = tile else {
+        let TileOp::Elementwise {
+            program: new,
+            trailing: new_trailing,
+        } = tile
+        else {
             return false;
         };
         let Some(ComputeOp::Tile {
-            tile: TileOp::Elementwise { program },
+            tile:
+                TileOp::Elementwise {
+                    program,
+                    trailing: prev_trailing,
+                },
             inputs: prev_inputs,
             output: prev_out,
         }) = self.ranks[cx.r].stage(cx.ps).compute.last_mut()
@@ -204,7 +237,18 @@ impl Lowering<'_> {
         let Some(k) = views.iter().position(|v| v == prev_out) else {
             return false;
         };
-        if uses(cx, inputs[k]) != 1 || prev_out.region.extent != out.region.extent {
+        if uses(cx, inputs[k]) != 1
+            || prev_out.region.extent != out.region.extent
+            || new_trailing.contains(&k)
+        {
+            return false;
+        }
+        // A rotation reads other elements of its operand's row: that must be an input, not a
+        // value the program computes element by element.
+        if new
+            .iter()
+            .any(|i| matches!(i, Instr::RotateHalf { x } if *x == k))
+        {
             return false;
         }
         // Value numbers: the old inputs, the new ones (all but the fused), the old
@@ -226,6 +270,13 @@ impl Lowering<'_> {
             }));
         }
         *program = joined;
+        prev_trailing.extend(
+            extra
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| new_trailing.contains(i))
+                .map(|(j, _)| pn + j),
+        );
         prev_inputs.extend(extra.iter().map(|&i| views[i].clone()));
         *prev_out = out.clone();
         true

@@ -251,6 +251,14 @@ impl Emitter {
                 let den = self.op(&format!("arith.addf {one}, {e} : f32"));
                 self.op(&format!("arith.divf {x}, {den} : f32"))
             }
+            UnaryFn::Rsqrt => {
+                // 1 / sqrt(x), both correctly rounded (sqrt.rn and rcp.rn on the device).
+                let r = self.op(&format!(
+                    "llvm.call_intrinsic \"llvm.sqrt.f32\"({x}) : (f32) -> f32"
+                ));
+                let one = self.cf(1.0);
+                self.op(&format!("arith.divf {one}, {r} : f32"))
+            }
         }
     }
 
@@ -327,6 +335,7 @@ pub(crate) fn body(k: &TileKernel, flavor: Flavor) -> String {
                 vals.push(em.load(&name, &idx, *dt));
             }
             let mut mask = 0;
+            let n_inputs = inputs.len();
             for ins in program {
                 let v = match *ins {
                     Instr::Unary { f, x } => em.unary(f, &vals[x]),
@@ -338,6 +347,35 @@ pub(crate) fn body(k: &TileKernel, flavor: Flavor) -> String {
                         let c = em.cf(by);
                         let x = vals[x].clone();
                         em.op(&format!("arith.mulf {x}, {c} : f32"))
+                    }
+                    Instr::AddScalar { value, x } => {
+                        let c = em.cf(value);
+                        let x = vals[x].clone();
+                        em.op(&format!("arith.addf {x}, {c} : f32"))
+                    }
+                    Instr::RotateHalf { x } if x < n_inputs => {
+                        // Input x again at column (i2 + cols/2) mod cols, negated in the
+                        // first half of the row.
+                        let name = format!("in{x}");
+                        let c2 = em.op("arith.constant 2 : i64");
+                        let half = em.op(&format!("arith.divui %cols, {c2} : i64"));
+                        let up = em.op(&format!("arith.addi %i2, {half} : i64"));
+                        let wrap = em.op(&format!("arith.cmpi uge, {up}, %cols : i64"));
+                        let down = em.op(&format!("arith.subi %i2, {half} : i64"));
+                        let col = em.op(&format!("arith.select {wrap}, {down}, {up} : i64"));
+                        let a0 = em.op(&format!("arith.muli %i0, %{name}_s0 : i64"));
+                        let a1 = em.op(&format!("arith.muli %i1, %{name}_s1 : i64"));
+                        let a2 = em.op(&format!("arith.muli {col}, %{name}_s2 : i64"));
+                        let s01 = em.op(&format!("arith.addi {a0}, {a1} : i64"));
+                        let idx = em.op(&format!("arith.addi {s01}, {a2} : i64"));
+                        let v = em.load(&name, &idx, inputs[x]);
+                        let neg = em.op(&format!("arith.negf {v} : f32"));
+                        em.op(&format!("arith.select {wrap}, {v}, {neg} : f32"))
+                    }
+                    Instr::RotateHalf { .. } => {
+                        // TileOp::check refuses a rotation of a computed value; a kernel of
+                        // one would read garbage, so it computes NaN instead.
+                        em.cf(f64::NAN)
                     }
                     Instr::Cast { to, x } => {
                         let x = vals[x].clone();

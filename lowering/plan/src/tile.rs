@@ -11,10 +11,15 @@
 //!   with `a`'s from the right (missing ones count as 1) and each divides `a`'s: batch index
 //!   `x` of `a` reads index `x / (a_size / b_size)` of `b` (a broadcast when `b`'s is 1, the
 //!   query heads of one key/value head in grouped-query attention otherwise).
+//!   `a`'s batch dimensions may also be missing or of one element where `b`'s are not: `a` is
+//!   then broadcast over them (one projection matrix per head applied to the same rows), and
+//!   the output takes `b`'s.
 //! - [`TileOp::RowReduce`]: `x [.., n]` to out `[..]` (the last dimension reduced).
-//! - [`TileOp::Elementwise`]: out has the view's shape; each input has that shape or is a
-//!   *row* operand of the shape without its last dimension (one value per row, broadcast
-//!   along it), told apart by element count.
+//! - [`TileOp::Elementwise`]: out has the view's shape; each input has that shape, is a *row*
+//!   operand of the shape without its last dimension (one value per row, broadcast along it),
+//!   told apart by element count, or, when listed in `trailing`, a *trailing* operand: the
+//!   output's last dimensions (as many as its element count covers), broadcast over the
+//!   leading ones (a norm's weight over the rows, a rotary table over the heads).
 
 use crate::DType;
 use serde::{Deserialize, Serialize};
@@ -32,6 +37,8 @@ pub enum UnaryFn {
     Gelu,
     /// SiLU (swish): `x / (1 + e^-x)`.
     Silu,
+    /// Reciprocal square root `1 / sqrt(x)` (RMSNorm's scale; NaN below 0, `inf` at 0).
+    Rsqrt,
 }
 
 /// An elementwise function of two values.
@@ -93,6 +100,7 @@ keywords!(UnaryFn {
     Log = "log",
     Gelu = "gelu",
     Silu = "silu",
+    Rsqrt = "rsqrt",
 });
 keywords!(BinaryFn {
     Add = "add",
@@ -114,6 +122,7 @@ impl UnaryFn {
             UnaryFn::Log => x.ln(),
             UnaryFn::Gelu => 0.5 * x * (1.0 + (GELU_C * (x + GELU_A * x * x * x)).tanh()),
             UnaryFn::Silu => x / (1.0 + (-x).exp()),
+            UnaryFn::Rsqrt => 1.0 / x.sqrt(),
         }
     }
 }
@@ -161,6 +170,18 @@ pub enum Instr {
         by: f64,
         x: usize,
     },
+    /// `x + value` (RMSNorm's epsilon).
+    AddScalar {
+        value: f64,
+        x: usize,
+    },
+    /// The rotation of rotary position embeddings (`rotate_half` of the Llama and GPT-NeoX
+    /// code): element `c` of a row of `n` is `-x[c + n/2]` for `c < n/2` and `x[c - n/2]`
+    /// after. `x` must be a program input of the output's shape (it reads another element of
+    /// the row), and `n` even.
+    RotateHalf {
+        x: usize,
+    },
     /// Rounds to `to` on a device (the CPU executor's f64 run keeps full precision, its run in
     /// the plan's dtypes rounds; a backend stores the output in its slot's type either way).
     Cast {
@@ -182,6 +203,8 @@ impl Instr {
         match self {
             Instr::Unary { x, .. }
             | Instr::Scale { x, .. }
+            | Instr::AddScalar { x, .. }
+            | Instr::RotateHalf { x }
             | Instr::Cast { x, .. }
             | Instr::CausalMask { x, .. } => vec![*x],
             Instr::Binary { a, b, .. } => vec![*a, *b],
@@ -193,6 +216,8 @@ impl Instr {
         match &mut i {
             Instr::Unary { x, .. }
             | Instr::Scale { x, .. }
+            | Instr::AddScalar { x, .. }
+            | Instr::RotateHalf { x }
             | Instr::Cast { x, .. }
             | Instr::CausalMask { x, .. } => *x = f(*x),
             Instr::Binary { a, b, .. } => {
@@ -217,8 +242,13 @@ pub enum TileOp {
     },
     /// A reduction of every row (the last dimension).
     RowReduce { reduce: RowReduceKind },
-    /// A fused elementwise program over inputs of the output's shape or row operands.
-    Elementwise { program: Vec<Instr> },
+    /// A fused elementwise program over inputs of the output's shape, row operands and the
+    /// trailing operands `trailing` lists (input indices, increasing).
+    Elementwise {
+        program: Vec<Instr>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        trailing: Vec<usize>,
+    },
 }
 
 fn is_false(b: &bool) -> bool {
@@ -269,11 +299,23 @@ impl TileOp {
                 }
                 Ok(())
             }
-            TileOp::Elementwise { program } => {
+            TileOp::Elementwise { program, trailing } => {
                 let n = numel(output);
                 let row = n / output.last().copied().unwrap_or(1).max(1);
+                if trailing.iter().any(|&i| i >= inputs.len()) {
+                    return Err(format!(
+                        "elementwise: trailing operand {trailing:?} of {} inputs",
+                        inputs.len()
+                    ));
+                }
                 for (i, x) in inputs.iter().enumerate() {
-                    if numel(x) != n && numel(x) != row {
+                    if trailing.contains(&i) {
+                        if trailing_dims(output, numel(x)).is_none() {
+                            return Err(format!(
+                                "elementwise input {i} {x:?} is listed as trailing but covers no run of the last dimensions of the output {output:?}"
+                            ));
+                        }
+                    } else if numel(x) != n && numel(x) != row {
                         return Err(format!(
                             "elementwise input {i} {x:?} is neither the output's shape {output:?} nor one value per row"
                         ));
@@ -287,6 +329,19 @@ impl TileOp {
                         return Err(format!(
                             "elementwise instruction {k} reads a value not defined before it"
                         ));
+                    }
+                    if let Instr::RotateHalf { x } = ins {
+                        let cols = output.last().copied().unwrap_or(1);
+                        if *x >= inputs.len() || trailing.contains(x) || numel(&inputs[*x]) != n {
+                            return Err(format!(
+                                "elementwise instruction {k}: rotate_half reads value {x}, which is not an input of the output's shape"
+                            ));
+                        }
+                        if cols % 2 != 0 {
+                            return Err(format!(
+                                "elementwise instruction {k}: rotate_half needs rows of an even length, the output's are {cols}"
+                            ));
+                        }
                     }
                 }
                 Ok(())
@@ -310,9 +365,59 @@ impl TileOp {
                 2.0 * numel(output) * k as f64
             }
             TileOp::RowReduce { .. } => inputs.first().map_or(0.0, |x| numel(x)),
-            TileOp::Elementwise { program } => numel(output) * program.len() as f64,
+            TileOp::Elementwise { program, .. } => numel(output) * program.len() as f64,
         }
     }
+}
+
+/// How many of the last dimensions of `output` an operand of `numel` elements covers (the
+/// fewest whose product is `numel`; 0 for a single value), or `None` when no run does.
+pub fn trailing_dims(output: &[usize], numel: usize) -> Option<usize> {
+    let mut p = 1usize;
+    if numel == 1 {
+        return Some(0);
+    }
+    for (k, e) in output.iter().rev().enumerate() {
+        p = p.saturating_mul(*e);
+        if p == numel {
+            return Some(k + 1);
+        }
+        if p > numel {
+            return None;
+        }
+    }
+    None
+}
+
+/// The batch dimensions of a matmul's output and, per output batch dimension, how `a` and
+/// `b` index theirs: `(out, a_div, b_div)` where output batch index `x` along a dimension
+/// reads index `x / a_div` of `a` (`usize::MAX`: `a` has no such dimension or one element,
+/// index 0) and `x / b_div` of `b` (likewise). Shapes are the batch dimensions only,
+/// aligned from the right.
+pub fn matmul_batches(a: &[usize], b: &[usize]) -> Result<Vec<(usize, usize, usize)>, String> {
+    let n = a.len().max(b.len());
+    let mut out = Vec::with_capacity(n);
+    for d in 0..n {
+        let x = (d + a.len()).checked_sub(n).map(|i| a[i]);
+        let y = (d + b.len()).checked_sub(n).map(|i| b[i]);
+        let (xv, yv) = (x.unwrap_or(1), y.unwrap_or(1));
+        if yv == 0 || xv == 0 {
+            return Err(format!("matmul: empty batch dimension ({xv} and {yv})"));
+        }
+        if xv % yv == 0 {
+            // b's dimension is a's, a leading part of it (grouped heads) or one element.
+            let b_div = if yv == 1 { usize::MAX } else { xv / yv };
+            out.push((xv, 1, b_div));
+        } else if xv == 1 {
+            // a is broadcast over b's dimension.
+            out.push((yv, usize::MAX, 1));
+        } else {
+            return Err(format!(
+                "matmul: batch dimension of size {yv} of b neither divides {xv} of a nor meets one element of a"
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// The output shape of a batched matmul (see the module docs), or why the operands do not fit.
@@ -338,20 +443,11 @@ pub fn matmul_shape(a: &[usize], b: &[usize], ta: bool, tb: bool) -> Result<Vec<
             "matmul contracts {ka} elements of {a:?} with {kb} of {b:?}"
         ));
     }
-    if rb > ra {
-        return Err(format!(
-            "matmul: b {b:?} has more batch dimensions than a {a:?}"
-        ));
-    }
-    for i in 0..rb {
-        let (x, y) = (a[ra - rb + i], b[i]);
-        if y == 0 || x % y != 0 {
-            return Err(format!(
-                "matmul: batch dimension of size {y} of b does not divide {x} of a"
-            ));
-        }
-    }
-    let mut out = a[..ra].to_vec();
+    let mut out: Vec<usize> = matmul_batches(&a[..ra], &b[..rb])
+        .map_err(|e| format!("{e} ({a:?} and {b:?})"))?
+        .into_iter()
+        .map(|(o, _, _)| o)
+        .collect();
     out.extend([m, n]);
     Ok(out)
 }
@@ -366,6 +462,7 @@ mod tests {
         assert!(BinaryFn::Max.apply(f64::NAN, 2.0).is_nan());
         assert!((UnaryFn::Gelu.apply(1.0) - 0.841_191_990).abs() < 1e-8);
         assert!((UnaryFn::Silu.apply(1.0) - 0.731_058_579).abs() < 1e-8);
+        assert_eq!(UnaryFn::Rsqrt.apply(4.0), 0.5);
         assert_eq!(UnaryFn::Log.apply(0.0), f64::NEG_INFINITY);
     }
 
@@ -381,14 +478,49 @@ mod tests {
         );
         assert!(matmul_shape(&[1, 6, 4, 16], &[1, 4, 16, 6], false, false).is_err());
         assert!(matmul_shape(&[4, 5], &[6, 7], false, false).is_err());
+        // a broadcast over b's heads: rows [1, i, e] times per-head weights [h, e, d].
+        assert_eq!(
+            matmul_shape(&[1, 4, 5], &[3, 5, 2], false, false).unwrap(),
+            vec![3, 4, 2]
+        );
+        assert_eq!(
+            matmul_shape(&[4, 5], &[2, 3, 5, 2], false, false).unwrap(),
+            vec![2, 3, 4, 2]
+        );
+        assert!(matmul_shape(&[2, 4, 5], &[3, 5, 2], false, false).is_err());
         let op = TileOp::Elementwise {
             program: vec![Instr::Binary {
                 f: BinaryFn::Sub,
                 a: 0,
                 b: 1,
             }],
+            trailing: vec![],
         };
         assert!(op.check(&[vec![2, 3], vec![2]], &[2, 3]).is_ok());
         assert!(op.check(&[vec![2, 3], vec![3]], &[2, 3]).is_err());
+        let t = TileOp::Elementwise {
+            program: vec![Instr::Binary {
+                f: BinaryFn::Mul,
+                a: 0,
+                b: 1,
+            }],
+            trailing: vec![1],
+        };
+        assert!(t.check(&[vec![2, 3, 4], vec![3, 4]], &[2, 3, 4]).is_ok());
+        assert!(t.check(&[vec![2, 3, 4], vec![5]], &[2, 3, 4]).is_err());
+        assert_eq!(trailing_dims(&[2, 3, 4], 4), Some(1));
+        assert_eq!(trailing_dims(&[2, 3, 4], 12), Some(2));
+        assert_eq!(trailing_dims(&[2, 3, 4], 6), None);
+        let rot = TileOp::Elementwise {
+            program: vec![Instr::RotateHalf { x: 0 }],
+            trailing: vec![],
+        };
+        assert!(rot.check(&[vec![2, 4]], &[2, 4]).is_ok());
+        assert!(rot.check(&[vec![2, 3]], &[2, 3]).is_err());
+        let rot_row = TileOp::Elementwise {
+            program: vec![Instr::RotateHalf { x: 0 }],
+            trailing: vec![],
+        };
+        assert!(rot_row.check(&[vec![2]], &[2, 4]).is_err());
     }
 }

@@ -8,8 +8,11 @@
 //! last extent of the output view, `d1` the one before (1 when there is none), `d0` the
 //! product of the others. Every pointer operand is addressed as
 //! `ptr[i0 * s0 + i1 * s1 + i2 * s2]` with its own element strides (`i64`, non-negative):
-//! a row operand of an elementwise program (one value per row) has `s2 = 0`, which is all the
-//! row broadcasting there is. The runtime passes the strides of a view in its slot when the
+//! a row operand of an elementwise program (one value per row) has `s2 = 0`, and a trailing
+//! operand (`TileOp::Elementwise::trailing`: the output's last dimensions) has `s0 = 0` (and
+//! `s1 = 0` when it covers the last dimension only), which is all the broadcasting there is.
+//! An [`Instr::RotateHalf`] of input `x` loads `x` a second time at column
+//! `(i2 + cols/2) mod cols`. The runtime passes the strides of a view in its slot when the
 //! view has that form, and packs the view into scratch (dense strides) otherwise.
 //!
 //! | kernel | parameters, in order | work items | effect |
@@ -84,7 +87,7 @@ impl TileKernel {
                 input: *inputs.first()?,
                 output,
             }),
-            TileOp::Elementwise { program } => Some(TileKernel::Elementwise {
+            TileOp::Elementwise { program, .. } => Some(TileKernel::Elementwise {
                 program: program
                     .iter()
                     .map(|i| match i {
@@ -117,6 +120,10 @@ impl TileKernel {
                         Instr::Unary { f, x } => format!("{}({x})", f.keyword()),
                         Instr::Binary { f, a, b } => format!("{}({a},{b})", f.keyword()),
                         Instr::Scale { by, x } => format!("scale<{:016x}>({x})", by.to_bits()),
+                        Instr::AddScalar { value, x } => {
+                            format!("add<{:016x}>({x})", value.to_bits())
+                        }
+                        Instr::RotateHalf { x } => format!("rotate_half({x})"),
                         Instr::Cast { to, x } => format!("cast<{}>({x})", to.name()),
                         Instr::CausalMask { x, .. } => format!("causal({x})"),
                     };
@@ -271,6 +278,7 @@ mod tests {
                     x: 3,
                 },
             ],
+            trailing: vec![],
         };
         let a = TileKernel::of(&prog(0), &[DType::F32, DType::F32], DType::BF16).unwrap();
         let b = TileKernel::of(&prog(64), &[DType::F32, DType::F32], DType::BF16).unwrap();

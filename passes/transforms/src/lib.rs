@@ -13,6 +13,7 @@ pub mod patch;
 pub mod reorder;
 pub mod replicate;
 pub mod reshard;
+pub mod reshard_edges;
 pub mod shard;
 pub mod shift;
 pub mod shift_shard;
@@ -34,6 +35,7 @@ pub static PASSES: &[&PassInfo] = &[
     &mesh::SINGLE_DEVICE,
     &mesh::RESHAPE_MESH,
     &reshard::INFO,
+    &reshard_edges::INFO,
     &shift_shard::INFO,
     &balance::INFO,
     &patch::INFO,

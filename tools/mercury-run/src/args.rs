@@ -79,6 +79,15 @@ pub struct Args {
     /// --shift-shard and --pass-pipeline).
     #[arg(long, value_name = "FILE", requires = "backward")]
     pub backward_schedule: Option<PathBuf>,
+    /// Run every kernel of the input in module order as one program (a decoder layer):
+    /// a kernel's input named as an earlier kernel's output is that output, resharded at the
+    /// reader's start where the two placements differ (the `reshard-edges` pass); the other
+    /// inputs are fresh random values shared by every kernel that reads them. --schedule is
+    /// one script for the module (a pass with `kernel=NAME` transforms that kernel, one
+    /// without transforms every kernel). --check holds every kernel's outputs to the
+    /// single-device module in f64. CPU backend.
+    #[arg(long, conflicts_with_all = ["kernel", "backward", "shift_shard", "pass_pipeline"])]
+    pub module: bool,
     /// Where to run.
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
@@ -254,6 +263,25 @@ where
             clap::error::ErrorKind::ArgumentConflict,
             "--no-run compiles only; --check, --bench, --cache-file, --launcher and --inject-fault need a run\n",
         ));
+    }
+    if a.module {
+        let one_plan = given_flags(
+            &m,
+            &["bench", "cache_file", "launcher", "emit_plan", "predict"],
+        );
+        if a.backend != Backend::Cpu {
+            return Err(conflict(
+                "--module runs a module of several kernels on the CPU executor (--backend cpu)\n"
+                    .into(),
+            ));
+        }
+        if !one_plan.is_empty() {
+            return Err(conflict(format!(
+                "--module runs a plan per kernel; {} read one plan: drop {}\n",
+                one_plan.join(", "),
+                pick(&one_plan, "it", "them")
+            )));
+        }
     }
     if a.backward.is_some() {
         let gpu_only = given_flags(

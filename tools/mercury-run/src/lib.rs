@@ -45,6 +45,7 @@ pub mod cpu;
 pub mod gpu;
 #[cfg(feature = "cuda")]
 pub mod launched;
+pub mod module;
 pub mod train;
 
 use mercury_driver::{Compiler, Schedule};
@@ -73,18 +74,23 @@ pub fn input_kernels(
     mercury_commir::kernels(&module).map_err(diag)
 }
 
+/// The text of `--schedule`, if given.
+pub(crate) fn read_schedule(a: &args::Args) -> Result<Option<String>, Failure> {
+    a.schedule
+        .as_ref()
+        .map(|s| {
+            std::fs::read_to_string(s)
+                .map_err(|e| Failure::Input(format!("cannot read schedule '{}': {e}", s.display())))
+        })
+        .transpose()
+}
+
 /// Parses, verifies and schedules the input (the compile path of the library face,
 /// [`mercury::compile`]), printing its notes.
 pub fn compile(a: &args::Args, compiler: &Compiler) -> Result<Compiled, Failure> {
     let text = std::fs::read_to_string(&a.input)
         .map_err(|e| Failure::Input(format!("cannot read '{}': {e}", a.input.display())))?;
-    let script =
-        match &a.schedule {
-            Some(s) => Some(std::fs::read_to_string(s).map_err(|e| {
-                Failure::Input(format!("cannot read schedule '{}': {e}", s.display()))
-            })?),
-            None => None,
-        };
+    let script = read_schedule(a)?;
     let schedule = Schedule {
         shift_shard: a
             .shift_shard

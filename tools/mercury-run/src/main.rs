@@ -47,6 +47,9 @@ fn run(a: &args::Args) -> Result<(), Failure> {
     if a.backward.is_some() {
         return mercury_run::train::run(a);
     }
+    if a.module {
+        return mercury_run::module::run(a);
+    }
     let compiler = Compiler::new();
     let c = compile(a, &compiler)?;
     let plan = mercury_driver::lower(&c.scheduled, Some(&c.kernel)).map_err(diag)?;

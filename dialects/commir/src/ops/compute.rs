@@ -5,10 +5,13 @@
 //!
 //! Shapes: a matmul contracts `a`'s last dimension (second to last with `transpose_a`) with
 //! `b`'s second to last (last with `transpose_b`), which must cover the same elements at the
-//! same block; `b`'s batch dimensions, aligned from the right, are each `a`'s, a leading part of
-//! it (grouped-query heads) or of one element. Elementwise ops take tiles of one shape, or a tile
-//! and a *row* tile (the other without its last dimension, e.g. a row maximum), broadcast
-//! along the row. A row reduction drops the last dimension.
+//! same block; the batch dimensions align from the right: each of `b`'s is `a`'s, a leading
+//! part of it (grouped-query heads) or of one element, or `a`'s is of one element (or missing)
+//! and the product takes `b`'s (rows times one weight matrix per head). Elementwise ops take
+//! tiles of one shape, a tile and a *row* tile (the other without its last dimension, e.g. a
+//! row maximum), broadcast along the row, or a tile and a *trailing* tile (the other's last
+//! dimensions, e.g. a norm's weight or a rotary table), broadcast over the leading ones. A row
+//! reduction drops the last dimension; `rotate_half` needs the last dimension whole and even.
 //!
 //! Partial results (`Tile::partial`): a contraction (matmul) or a row sum split by a loop gives
 //! a partial sum (`add`): linear ops keep it (scale, cast, sums of partials over the same loops,
@@ -18,7 +21,9 @@
 //! and can only leave through `commir.reduce lse_merge`, which merges blockwise (o, lse) pairs.
 
 use super::body::tile_elem;
-use super::{BinaryOp, CastOp, MaskOp, MatmulOp, RowReduceOp, ScaleOp, UnaryOp};
+use super::{
+    AddScalarOp, BinaryOp, CastOp, MaskOp, MatmulOp, RotateHalfOp, RowReduceOp, ScaleOp, UnaryOp,
+};
 use crate::expr::axis_ref;
 use crate::model::{Compute, ReduceKind, Scope, Stmt};
 use crate::tiles::{atoms_match, same_dim, At, Atom, Tile, TileDim};
@@ -49,6 +54,14 @@ pub fn compute_stmt(scope: &mut Scope, op: &Operation) -> Result<Option<Stmt>, D
             .filter(|f| f.is_finite())
             .ok_or_else(|| err(op, "'factor' must be a finite number"))?;
         Compute::Scale(f)
+    } else if let Some(s) = AddScalarOp::cast(op) {
+        let v = s
+            .value()
+            .filter(|f| f.is_finite())
+            .ok_or_else(|| err(op, "'value' must be a finite number"))?;
+        Compute::AddScalar(v)
+    } else if RotateHalfOp::cast(op).is_some() {
+        Compute::RotateHalf
     } else if CastOp::cast(op).is_some() {
         Compute::Cast
     } else if let Some(m) = MaskOp::cast(op) {
@@ -143,6 +156,29 @@ fn result_tile(c: &Compute, t: &[&Tile]) -> Result<Tile, String> {
             Ok(t[0].clone())
         }
         Compute::Scale(_) | Compute::Cast => Ok(t[0].clone()),
+        Compute::AddScalar(_) => {
+            no_sum(t[0], "a constant added to it", "")?;
+            Ok(t[0].clone())
+        }
+        Compute::RotateHalf => {
+            let last = t[0]
+                .dims
+                .last()
+                .ok_or_else(|| format!("rotate_half needs a tile with dimensions, got {}", t[0]))?;
+            if let Some(a) = last.at.first() {
+                return Err(format!(
+                    "rotate_half pairs the two halves of each row, and the last dimension ({last}) is split by the index '{}': keep it whole",
+                    a.index
+                ));
+            }
+            if last.size() % 2 != 0 {
+                return Err(format!(
+                    "rotate_half needs rows of an even length; the last dimension covers {last} ({} elements)",
+                    last.size()
+                ));
+            }
+            Ok(t[0].clone())
+        }
         Compute::Binary(f) => binary(*f, t[0], t[1]),
         Compute::RowReduce(k) => row_reduce(*k, t[0]),
     }
@@ -168,6 +204,29 @@ const UNSHIFTED: &str = " (a softmax without the max shift cannot be split over 
 fn same_tile(a: &Tile, b: &Tile) -> bool {
     let (da, db) = (non_unit(a), non_unit(b));
     da.len() == db.len() && da.iter().zip(&db).all(|(x, y)| same_dim(x, y))
+}
+
+/// Whether `t` enters an elementwise op whose result is `of` as a *trailing* operand (the
+/// result's last dimensions, broadcast over its leading ones) rather than a row operand or
+/// one of the result's shape: what the lowering records for the generated kernels.
+pub fn trailing_operand(t: &Tile, of: &Tile) -> bool {
+    let row = !of.dims.is_empty() && same_tile(&of.without_last(), t);
+    !row && !same_tile(t, of) && trailing_of(t, of)
+}
+
+/// Whether `t` is a *trailing* tile of `of`: the last non-unit dimensions of `of`, fewer
+/// than all of them (a norm's weight `[e]` of rows `[b, i, e]`, a rotary table `[i, d]` of
+/// heads `[h, i, d]`), and a complete value (a partial sum broadcast would be added once per
+/// leading element).
+fn trailing_of(t: &Tile, of: &Tile) -> bool {
+    let (dt, dof) = (non_unit(t), non_unit(of));
+    !dt.is_empty()
+        && dt.len() < dof.len()
+        && dt
+            .iter()
+            .zip(&dof[dof.len() - dt.len()..])
+            .all(|(x, y)| same_dim(x, y))
+        && t.partial.is_empty()
 }
 
 /// The dimensions of more than one element, or with a block.
@@ -287,24 +346,34 @@ fn matmul(a: &Tile, b: &Tile, ta: bool, tb: bool) -> Result<Tile, String> {
             at_text(&kb.at)
         ));
     }
-    if rb - 2 > ra - 2 {
-        return Err(format!("b {b} has more batch dimensions than a {a}"));
-    }
-    for i in 0..rb - 2 {
-        let (x, y) = (&a.dims[ra - rb + i], &b.dims[i]);
-        let xa: Vec<Atom> = x.atoms.iter().filter(|t| t.size() != 1).cloned().collect();
-        let ya: Vec<Atom> = y.atoms.iter().filter(|t| t.size() != 1).cloned().collect();
-        let lead = ya.len() <= xa.len() && atoms_match(&ya, &xa[..ya.len()]);
-        let blocks =
-            y.at.len() <= x.at.len() && y.at.iter().zip(&x.at).all(|(p, q)| p.index == q.index);
-        if !(y.size() == 1 && y.at.is_empty() || lead && blocks && x.size() % y.size().max(1) == 0)
-        {
-            return Err(format!(
-                "batch dimension {} of b covers {y} at [{}], which is neither a's ({x} at [{}]), a leading part of it (grouped heads), nor one element",
-                i,
-                at_text(&y.at),
-                at_text(&x.at)
-            ));
+    // Batch dimensions aligned from the right: b's is a's, a leading part of it (grouped
+    // heads) or one element; or a's is one element (or missing) and a is broadcast over b's.
+    let nb = (ra - 2).max(rb - 2);
+    let mut batch: Vec<TileDim> = Vec::with_capacity(nb);
+    for d in 0..nb {
+        let x = (d + ra - 2).checked_sub(nb).map(|i| &a.dims[i]);
+        let y = (d + rb - 2).checked_sub(nb).map(|i| &b.dims[i]);
+        let unit = |t: Option<&TileDim>| t.is_none_or(|t| t.size() == 1 && t.at.is_empty());
+        match (x, y) {
+            (Some(x), y) if unit(y) => batch.push(x.clone()),
+            (x, Some(y)) if unit(x) => batch.push(y.clone()),
+            (Some(x), Some(y)) => {
+                let xa: Vec<Atom> = x.atoms.iter().filter(|t| t.size() != 1).cloned().collect();
+                let ya: Vec<Atom> = y.atoms.iter().filter(|t| t.size() != 1).cloned().collect();
+                let lead = ya.len() <= xa.len() && atoms_match(&ya, &xa[..ya.len()]);
+                let blocks = y.at.len() <= x.at.len()
+                    && y.at.iter().zip(&x.at).all(|(p, q)| p.index == q.index);
+                if !(lead && blocks && x.size() % y.size().max(1) == 0) {
+                    return Err(format!(
+                        "batch dimension {} of b covers {y} at [{}], which is neither a's ({x} at [{}]), a leading part of it (grouped heads), nor one element, and a's is not one element either",
+                        d + rb - 2 - nb,
+                        at_text(&y.at),
+                        at_text(&x.at)
+                    ));
+                }
+                batch.push(x.clone());
+            }
+            _ => unreachable!("a missing dimension is one element"),
         }
     }
     let both: Vec<&String> = sums(&a.partial)
@@ -324,20 +393,23 @@ fn matmul(a: &Tile, b: &Tile, ta: bool, tb: bool) -> Result<Tile, String> {
         .chain(&b.partial)
         .any(|(_, k)| *k == ReduceKind::LseMerge);
     add_split(&mut partial, &ka.at, block, "the contracted dimension")?;
-    let mut dims: Vec<TileDim> = a.dims[..ra - 2].to_vec();
+    let mut dims: Vec<TileDim> = batch;
     dims.push(a.dims[am].clone());
     dims.push(b.dims[bn].clone());
     Ok(Tile { dims, partial })
 }
 
 fn binary(f: BinaryFn, a: &Tile, b: &Tile) -> Result<Tile, String> {
-    let out = if same_tile(a, b) || !a.dims.is_empty() && same_tile(&a.without_last(), b) {
+    let out = if same_tile(a, b)
+        || !a.dims.is_empty() && same_tile(&a.without_last(), b)
+        || trailing_of(b, a)
+    {
         a
-    } else if !b.dims.is_empty() && same_tile(&b.without_last(), a) {
+    } else if !b.dims.is_empty() && same_tile(&b.without_last(), a) || trailing_of(a, b) {
         b
     } else {
         return Err(format!(
-            "operands must have the same tile, or one the other's without its last dimension (one value per row); got {}{} and {}{}",
+            "operands must have the same tile, one the other's without its last dimension (one value per row), or one the other's last dimensions (broadcast over the leading ones); got {}{} and {}{}",
             a,
             blocks_text(a),
             b,

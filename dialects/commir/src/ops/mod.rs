@@ -9,7 +9,7 @@ mod compute;
 mod decl;
 mod loops;
 
-pub use compute::compute_stmt;
+pub use compute::{compute_stmt, trailing_operand};
 pub use decl::{check_placement, check_sharding, MAX_DEVICES, MAX_EXTENT};
 
 use crate::attrs::{
@@ -215,7 +215,7 @@ commir_ops! {
     }
     /// An elementwise function of one tile.
     UnaryOp = "commir.unary" {
-        summary: "An elementwise function of a tile: exp, log, gelu (tanh form), silu.",
+        summary: "An elementwise function of a tile: exp, log, gelu (tanh form), silu, rsqrt.",
         operands: [ArgDef::one("input")],
         results: [ArgDef::one("result")],
         attrs: { req kind: UnaryAttr },
@@ -226,7 +226,7 @@ commir_ops! {
     }
     /// An elementwise function of two tiles.
     BinaryOp = "commir.binary" {
-        summary: "An elementwise function of two tiles (add, sub, mul, div, max); a tile without the other's last dimension is broadcast along it.",
+        summary: "An elementwise function of two tiles (add, sub, mul, div, max); a tile without the other's last dimension is broadcast along it, a tile of the other's last dimensions over its leading ones.",
         operands: [ArgDef::one("lhs"), ArgDef::one("rhs")],
         results: [ArgDef::one("result")],
         attrs: { req kind: BinaryAttr },
@@ -244,6 +244,28 @@ commir_ops! {
         regions: [],
         traits: [Trait::Pure, Trait::SameOperandsAndResultType],
         format: "$input `by` $factor attr-dict `:` type($input)",
+        verify: verify_in_kernel,
+    }
+    /// A tile plus a constant.
+    AddScalarOp = "commir.add_scalar" {
+        summary: "Adds a constant to every element of a tile (RMSNorm's epsilon).",
+        operands: [ArgDef::one("input")],
+        results: [ArgDef::one("result")],
+        attrs: { req value: Float },
+        regions: [],
+        traits: [Trait::Pure, Trait::SameOperandsAndResultType],
+        format: "$input `,` $value attr-dict `:` type($input)",
+        verify: verify_in_kernel,
+    }
+    /// The rotation of rotary position embeddings.
+    RotateHalfOp = "commir.rotate_half" {
+        summary: "Rotates the halves of each row of a tile: [-x2, x1] for a row [x1, x2] (rotary position embeddings).",
+        operands: [ArgDef::one("input")],
+        results: [ArgDef::one("result")],
+        attrs: {},
+        regions: [],
+        traits: [Trait::Pure, Trait::SameOperandsAndResultType],
+        format: "$input attr-dict `:` type($input)",
         verify: verify_in_kernel,
     }
     /// A conversion of a tile's element type.

@@ -138,22 +138,38 @@ fn tolerance(dts: &[DType], program: &[Instr]) -> f64 {
     }
 }
 
-/// One elementwise case: `program` over `inputs` (their types; `true` = a row operand, one
-/// value per row) into an `out`-typed output of view shape `shape`.
+/// How an input of a case is shaped against the output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Opd {
+    /// The output's shape.
+    Full,
+    /// One value per row.
+    Row,
+    /// The output's last dimension only, broadcast over the others (a trailing operand).
+    Trail,
+}
+use Opd::{Full, Row, Trail};
+
+/// One elementwise case: `program` over `inputs` (their types and shapes) into an `out`-typed
+/// output of view shape `shape`.
 #[allow(clippy::too_many_arguments)]
 fn run_case(
     engine: &ExecutionEngine,
     rng: &mut ChaCha8Rng,
     program: &[Instr],
-    inputs: &[(DType, bool)],
+    inputs: &[(DType, Opd)],
     out: DType,
     shape: &[usize],
     range: (f64, f64),
     masks: &[(usize, usize)],
 ) {
     let [d0, d1, cols] = mercury_plan::tile_kernel::geometry(shape);
+    let trailing: Vec<usize> = (0..inputs.len())
+        .filter(|i| inputs[*i].1 == Trail)
+        .collect();
     let op = TileOp::Elementwise {
         program: program.to_vec(),
+        trailing: trailing.clone(),
     };
     let dts: Vec<DType> = inputs.iter().map(|i| i.0).collect();
     let k = TileKernel::of(&op, &dts, out).unwrap();
@@ -174,18 +190,23 @@ fn run_case(
     let mut bufs = Vec::new();
     let mut vals = Vec::new();
     let mut shapes = Vec::new();
-    for (n, &(dt, row)) in inputs.iter().enumerate() {
-        let c = if row { 1 } else { cols };
+    for (n, &(dt, kind)) in inputs.iter().enumerate() {
+        let (e0, e1, c) = match kind {
+            Row => (d0, d1, 1),
+            Full => (d0, d1, cols),
+            Trail => (1, 1, cols),
+        };
         // Padded, transposed (column-major within a batch) or broadcast strides.
-        let strides = match (row, n % 2) {
-            (true, _) => [d1 + 3, 1, 0],
-            (false, 0) => [d1 * (cols + 2) + 5, cols + 2, 1],
-            (false, _) => [d1 * cols + 1, 1, d1],
+        let strides = match (kind, n % 2) {
+            (Row, _) => [d1 + 3, 1, 0],
+            (Trail, _) => [0, 0, 2],
+            (Full, 0) => [d1 * (cols + 2) + 5, cols + 2, 1],
+            (Full, _) => [d1 * cols + 1, 1, d1],
         };
         let mut b = Buf::new(dt, [d0, d1, c], strides);
         let mut v = Vec::new();
-        for i0 in 0..d0 {
-            for i1 in 0..d1 {
+        for i0 in 0..e0 {
+            for i1 in 0..e1 {
                 for i2 in 0..c {
                     let k = b.at([i0, i1, i2]);
                     v.push(b.set(k, rng.gen_range(range.0..range.1)));
@@ -193,15 +214,22 @@ fn run_case(
             }
         }
         let mut s = shape.to_vec();
-        if row {
-            s.pop();
+        match kind {
+            Row => {
+                s.pop();
+            }
+            Trail => s = vec![cols],
+            Full => {}
         }
         shapes.push(s);
         vals.push(v);
         bufs.push(b);
     }
     let want = run_tile(
-        &TileOp::Elementwise { program: prog },
+        &TileOp::Elementwise {
+            program: prog,
+            trailing,
+        },
         &vals,
         &shapes,
         shape,
@@ -270,7 +298,7 @@ fn host_elementwise_kernels_match_the_f64_reference() {
     use DType::{BF16, F16, F32};
     type Case = (
         Vec<Instr>,
-        Vec<(DType, bool)>,
+        Vec<(DType, Opd)>,
         DType,
         (f64, f64),
         Vec<(usize, usize)>,
@@ -290,7 +318,7 @@ fn host_elementwise_kernels_match_the_f64_reference() {
             (F32, BF16),
             (F32, F16),
         ] {
-            cases.push((vec![un(*f, 0)], vec![(i, false)], o, range, vec![]));
+            cases.push((vec![un(*f, 0)], vec![(i, Full)], o, range, vec![]));
         }
     }
     // Every binary function, full and row operands, mixed types.
@@ -298,21 +326,21 @@ fn host_elementwise_kernels_match_the_f64_reference() {
         let range = (-3.0, 3.0);
         cases.push((
             vec![bin(*f, 0, 1)],
-            vec![(F32, false), (F32, false)],
+            vec![(F32, Full), (F32, Full)],
             F32,
             range,
             vec![],
         ));
         cases.push((
             vec![bin(*f, 0, 1)],
-            vec![(BF16, false), (F32, true)],
+            vec![(BF16, Full), (F32, Row)],
             F32,
             range,
             vec![],
         ));
         cases.push((
             vec![bin(*f, 1, 0)],
-            vec![(F16, false), (BF16, true)],
+            vec![(F16, Full), (BF16, Row)],
             BF16,
             range,
             vec![],
@@ -321,7 +349,7 @@ fn host_elementwise_kernels_match_the_f64_reference() {
     // Scale, casts, the causal mask at several offsets, and the MLP epilogue and softmax chains.
     cases.push((
         vec![Instr::Scale { by: 0.088, x: 0 }],
-        vec![(F32, false)],
+        vec![(F32, Full)],
         F32,
         (-5.0, 5.0),
         vec![],
@@ -329,7 +357,7 @@ fn host_elementwise_kernels_match_the_f64_reference() {
     for to in [BF16, F16, F32] {
         cases.push((
             vec![Instr::Cast { to, x: 0 }],
-            vec![(F32, false)],
+            vec![(F32, Full)],
             F32,
             (-100.0, 100.0),
             vec![],
@@ -342,7 +370,7 @@ fn host_elementwise_kernels_match_the_f64_reference() {
                 row_offset: 0,
                 col_offset: 0,
             }],
-            vec![(F32, false)],
+            vec![(F32, Full)],
             F32,
             (-2.0, 2.0),
             vec![m],
@@ -350,7 +378,7 @@ fn host_elementwise_kernels_match_the_f64_reference() {
     }
     cases.push((
         vec![un(UnaryFn::Gelu, 0), Instr::Cast { to: BF16, x: 1 }],
-        vec![(F32, false)],
+        vec![(F32, Full)],
         BF16,
         (-5.0, 5.0),
         vec![],
@@ -366,7 +394,7 @@ fn host_elementwise_kernels_match_the_f64_reference() {
             bin(BinaryFn::Sub, 3, 1),
             un(UnaryFn::Exp, 4),
         ],
-        vec![(F32, false), (F32, true)],
+        vec![(F32, Full), (F32, Row)],
         F32,
         (-4.0, 4.0),
         vec![(4, 2)],
@@ -375,7 +403,11 @@ fn host_elementwise_kernels_match_the_f64_reference() {
         .iter()
         .map(|(p, ins, o, _, _)| {
             let dts: Vec<DType> = ins.iter().map(|i| i.0).collect();
-            TileKernel::of(&TileOp::Elementwise { program: p.clone() }, &dts, *o).unwrap()
+            let op = TileOp::Elementwise {
+                program: p.clone(),
+                trailing: vec![],
+            };
+            TileKernel::of(&op, &dts, *o).unwrap()
         })
         .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(0x7469_6c65);
@@ -383,6 +415,72 @@ fn host_elementwise_kernels_match_the_f64_reference() {
         for (p, ins, o, range, masks) in &cases {
             for shape in [vec![3usize, 7, 9], vec![1, 13], vec![2, 2, 4, 5], vec![6]] {
                 run_case(engine, &mut rng, p, ins, *o, &shape, *range, masks);
+            }
+        }
+    });
+}
+
+/// The layer's epilogues: RMSNorm's `x * rsqrt(mean + eps) * w` with a row operand and a
+/// trailing weight, and rotary embeddings `x cos + rotate_half(x) sin` with trailing tables.
+#[test]
+fn host_norm_and_rotary_kernels_match_the_f64_reference() {
+    use DType::{BF16, F32};
+    let norm = vec![
+        Instr::Scale { by: 0.25, x: 1 },
+        Instr::AddScalar { value: 1e-5, x: 3 },
+        un(UnaryFn::Rsqrt, 4),
+        bin(BinaryFn::Mul, 0, 5),
+        bin(BinaryFn::Mul, 6, 2),
+    ];
+    let rope = vec![
+        bin(BinaryFn::Mul, 0, 1),
+        Instr::RotateHalf { x: 0 },
+        bin(BinaryFn::Mul, 4, 2),
+        bin(BinaryFn::Add, 3, 5),
+    ];
+    type Case = (Vec<Instr>, Vec<(DType, Opd)>, DType, (f64, f64));
+    let cases: Vec<Case> = vec![
+        (
+            norm.clone(),
+            vec![(F32, Full), (F32, Row), (F32, Trail)],
+            F32,
+            (0.1, 3.0),
+        ),
+        (
+            norm,
+            vec![(BF16, Full), (F32, Row), (BF16, Trail)],
+            BF16,
+            (0.1, 3.0),
+        ),
+        (
+            rope.clone(),
+            vec![(F32, Full), (F32, Trail), (F32, Trail)],
+            F32,
+            (-2.0, 2.0),
+        ),
+        (
+            rope,
+            vec![(BF16, Full), (F32, Trail), (F32, Trail)],
+            BF16,
+            (-2.0, 2.0),
+        ),
+    ];
+    let tiles: Vec<TileKernel> = cases
+        .iter()
+        .map(|(p, ins, o, _)| {
+            let dts: Vec<DType> = ins.iter().map(|i| i.0).collect();
+            let op = TileOp::Elementwise {
+                program: p.clone(),
+                trailing: vec![],
+            };
+            TileKernel::of(&op, &dts, *o).unwrap()
+        })
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(0x726f_7065);
+    with_jit(&tiles, 5, |engine| {
+        for (p, ins, o, range) in &cases {
+            for shape in [vec![3usize, 7, 8], vec![1, 4], vec![2, 2, 4, 6]] {
+                run_case(engine, &mut rng, p, ins, *o, &shape, *range, &[]);
             }
         }
     });
@@ -463,6 +561,7 @@ fn ptx_of_generated_kernels() {
                     x: 1,
                 },
             ],
+            trailing: vec![],
         },
         &[DType::F32],
         DType::BF16,
@@ -480,6 +579,10 @@ fn ptx_of_generated_kernels() {
     let mut all = vec![gelu.clone(), rmax.clone(), gelu.clone()];
     let mut progs: Vec<Vec<Instr>> = UnaryFn::ALL.iter().map(|f| vec![un(*f, 0)]).collect();
     progs.extend(BinaryFn::ALL.iter().map(|f| vec![bin(*f, 0, 1)]));
+    progs.push(vec![
+        Instr::RotateHalf { x: 0 },
+        Instr::AddScalar { value: 1e-5, x: 2 },
+    ]);
     progs.push(vec![
         Instr::Scale { by: 0.5, x: 0 },
         Instr::Cast {
@@ -499,7 +602,10 @@ fn ptx_of_generated_kernels() {
     ]);
     for p in progs {
         for (i, o) in [(DType::F32, DType::BF16), (DType::F16, DType::F16)] {
-            let op = TileOp::Elementwise { program: p.clone() };
+            let op = TileOp::Elementwise {
+                program: p.clone(),
+                trailing: vec![],
+            };
             all.push(TileKernel::of(&op, &[i, DType::BF16], o).unwrap());
         }
     }

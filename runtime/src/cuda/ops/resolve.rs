@@ -361,7 +361,10 @@ fn resolve_tile(
         )));
     }
     let [d0, d1, cols] = dims;
-    let operand = |v: &View, target: [usize; 3], row: bool| -> Result<TileOperand> {
+    // `target`: the operand's extents over the kernel's `[d0, d1, cols]`; a dimension of 1
+    // where the kernel's is longer is broadcast (stride 0: a row operand's columns, a
+    // trailing operand's leading dimensions).
+    let operand = |v: &View, target: [usize; 3]| -> Result<TileOperand> {
         let loc = mem.loc(rank, v)?;
         let s = mem.slot(rank, v.slot)?;
         let direct = as_3d(&s.shape, &v.region, target).map(|(off, st)| {
@@ -371,11 +374,8 @@ fn resolve_tile(
             )
         });
         // Dense strides of a packed copy (row-major over the target).
-        let packed = [
-            (target[1] * target[2]) as i64,
-            target[2] as i64,
-            if row { 0 } else { 1 },
-        ];
+        let dense = [(target[1] * target[2]) as i64, target[2] as i64, 1];
+        let packed = [0, 1, 2].map(|k| if target[k] == 1 { 0 } else { dense[k] });
         Ok(TileOperand {
             loc,
             direct,
@@ -384,20 +384,39 @@ fn resolve_tile(
     };
     let (out, ins) = match tile {
         TileOp::RowReduce { .. } => (
-            operand(output, [d0, d1, 1], true)?,
-            vec![operand(&inputs[0], dims, false)?],
+            operand(output, [d0, d1, 1])?,
+            vec![operand(&inputs[0], dims)?],
         ),
         _ => {
+            let trailing: &[usize] = match tile {
+                TileOp::Elementwise { trailing, .. } => trailing,
+                _ => &[],
+            };
             let mut ins = Vec::with_capacity(inputs.len());
-            for v in inputs {
-                let row = v.region.numel() != d0 * d1 * cols;
-                ins.push(if row {
-                    operand(v, [d0, d1, 1], true)?
+            for (i, v) in inputs.iter().enumerate() {
+                let n = v.region.numel();
+                let target = if trailing.contains(&i) {
+                    if n == cols {
+                        [1, 1, cols]
+                    } else if n == d1 * cols {
+                        [1, d1, cols]
+                    } else if n == d0 * d1 * cols {
+                        dims
+                    } else {
+                        return Err(unsupported(format!(
+                            "tile op {}: trailing operand {i} of {n} elements spans more than the last two dimensions of the output {:?}; the generated kernels broadcast over at most the leading ones",
+                            tile.name(),
+                            output.region.extent
+                        )));
+                    }
+                } else if n != d0 * d1 * cols {
+                    [d0, d1, 1]
                 } else {
-                    operand(v, dims, false)?
-                });
+                    dims
+                };
+                ins.push(operand(v, target)?);
             }
-            (operand(output, dims, false)?, ins)
+            (operand(output, dims)?, ins)
         }
     };
     // An output that overlaps an input is only safe when it is the same view (each element
@@ -416,7 +435,7 @@ fn resolve_tile(
         }
     }
     let masks = match tile {
-        TileOp::Elementwise { program } => program
+        TileOp::Elementwise { program, .. } => program
             .iter()
             .filter_map(|i| match i {
                 Instr::CausalMask {
