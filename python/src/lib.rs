@@ -54,9 +54,78 @@ fn describe(b: &GlobalBuffer) -> (String, String, Vec<usize>) {
 #[pyclass(name = "Operator", module = "mercury._mercury", frozen)]
 struct PyOperator {
     op: Operator,
-    /// The executor of each GPU this operator ran on (built on first use, then reused).
-    #[cfg(feature = "cuda")]
-    runners: std::sync::Mutex<HashMap<usize, mercury::cuda::DeviceRunner>>,
+}
+
+/// An operator's executor on one GPU (`Operator.cuda_runner`): its buffers are bound to the
+/// caller's tensors and each run is enqueued on the caller's stream.
+#[cfg(feature = "cuda")]
+#[pyclass(name = "Runner", module = "mercury._mercury", frozen)]
+struct PyRunner {
+    runner: std::sync::Mutex<mercury::cuda::DeviceRunner>,
+    buffers: Vec<(String, bool)>,
+}
+
+#[cfg(feature = "cuda")]
+impl PyRunner {
+    fn new(runner: mercury::cuda::DeviceRunner) -> PyRunner {
+        let buffers = runner
+            .buffers()
+            .into_iter()
+            .map(|(_, name, role)| (name, role == mercury_plan::Role::Output))
+            .collect();
+        PyRunner {
+            runner: std::sync::Mutex::new(runner),
+            buffers,
+        }
+    }
+
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, mercury::cuda::DeviceRunner>> {
+        self.runner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("a previous use of this executor panicked"))
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[pymethods]
+impl PyRunner {
+    /// `[(name, is_output)]` of the global buffers, in the order `launch` takes addresses.
+    #[getter]
+    fn buffers(&self) -> Vec<(String, bool)> {
+        self.buffers.clone()
+    }
+
+    /// Sets the layout of buffer `index`'s memory: `[(offsets, extents, element strides)]`,
+    /// one per region of the buffer the caller's memory holds.
+    fn set_layout(
+        &self,
+        index: usize,
+        regions: Vec<(Vec<usize>, Vec<usize>, Vec<usize>)>,
+    ) -> PyResult<()> {
+        self.lock()?.set_layout(index, regions).map_err(py_err)
+    }
+
+    /// Binds the buffers to `ptrs` (one device address per region of the layouts, buffers in
+    /// order) and enqueues a run after the work on `stream` (PyTorch's `cuda_stream`), which
+    /// then waits for the run. Returns without waiting for the device; faults the device has
+    /// reported of earlier runs are raised here.
+    ///
+    /// The addresses must hold the regions as laid out, on this executor's GPU, in the
+    /// buffers' dtypes (outputs dense and not aliased), and stay valid until `stream` has
+    /// passed the run: the Python package passes `data_ptr()`s of tensors it checked and
+    /// allocated on that stream.
+    fn launch(&self, py: Python<'_>, ptrs: Vec<u64>, stream: u64) -> PyResult<()> {
+        py.detach(|| {
+            let mut r = self.lock()?;
+            // SAFETY: per the doc comment (the Python package's contract).
+            unsafe { r.launch(&ptrs, stream) }.map_err(py_err)
+        })
+    }
+
+    /// Waits for the last launched run (faults raised) and returns its device time in ms.
+    fn wait(&self, py: Python<'_>) -> PyResult<f64> {
+        py.detach(|| self.lock()?.wait().map_err(py_err))
+    }
 }
 
 #[pymethods]
@@ -133,42 +202,15 @@ impl PyOperator {
         mercury::cpu::check_inputs(&self.op.plan, &given).map_err(py_err)
     }
 
-    /// Runs the plan on GPU `ordinal` (every rank a virtual rank there) on device memory:
-    /// `inputs` and `outputs` are `[(name, address)]` of dense row-major buffers in their
-    /// dtypes, ordered after the work on `stream` (torch's `cuda_stream`), which then waits
-    /// for the outputs. The executor is built on the first call of each GPU (with the device
-    /// kernels `ptx`) and reused. Returns the run's device time in milliseconds.
-    ///
-    /// The addresses must be device memory of the buffers' sizes on that GPU, kept alive by
-    /// the caller until its stream has passed the outputs (the Python package passes the
-    /// `data_ptr()`s of tensors it holds and records them on the stream).
+    /// The plan's executor on GPU `ordinal` (every rank a virtual rank there), built with the
+    /// device kernels `ptx`, its global buffers bound to the caller's memory at each launch.
     #[cfg(feature = "cuda")]
-    fn run_cuda(
-        &self,
-        py: Python<'_>,
-        inputs: Vec<(String, u64)>,
-        outputs: Vec<(String, u64)>,
-        stream: u64,
-        ordinal: usize,
-        ptx: &str,
-    ) -> PyResult<f64> {
+    fn cuda_runner(&self, py: Python<'_>, ordinal: usize, ptx: &str) -> PyResult<PyRunner> {
         let plan = &self.op.plan;
-        py.detach(|| {
-            let mut runners = self
-                .runners
-                .lock()
-                .map_err(|_| Error::Device("a previous run panicked".into()))?;
-            let runner = match runners.entry(ordinal) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(mercury::cuda::DeviceRunner::new(plan, ordinal, ptx)?)
-                }
-            };
-            // SAFETY: the Python package passes data_ptr()s of CUDA tensors of the buffers'
-            // dtypes and sizes on GPU `ordinal` that it keeps alive (see the doc comment).
-            unsafe { runner.run(&inputs, &outputs, stream) }
-        })
-        .map_err(py_err)
+        let runner = py
+            .detach(|| mercury::cuda::DeviceRunner::new(plan, ordinal, ptx))
+            .map_err(py_err)?;
+        Ok(PyRunner::new(runner))
     }
 
     /// Runs the plan on the CPU reference executor (f64). `inputs`: `[(name, address,
@@ -268,16 +310,14 @@ fn compile(
     let op = py
         .detach(|| Operator::compile(name, text, kernel, &spec, &opts))
         .map_err(py_err)?;
-    Ok(PyOperator {
-        op,
-        #[cfg(feature = "cuda")]
-        runners: Default::default(),
-    })
+    Ok(PyOperator { op })
 }
 
-/// The CommIR text of attention for a shape (see `mercury::ops::AttentionSpec`).
+/// The CommIR text of attention for a shape (see `mercury::ops::AttentionSpec`): the forward
+/// (with `lse`, its log-sum-exp kept in an output `L`), or with `backward` its backward, and
+/// the backward's schedule (`"none"` at world size 1).
 #[pyfunction]
-#[pyo3(signature = (*, batch, heads, kv_heads, seq, head_dim, v_head_dim, causal, scale, dtype, world, zigzag))]
+#[pyo3(signature = (*, batch, heads, kv_heads, seq, head_dim, v_head_dim, causal, scale, dtype, world, zigzag, lse=false, backward=false))]
 #[allow(clippy::too_many_arguments)]
 fn attention_commir(
     batch: usize,
@@ -291,10 +331,12 @@ fn attention_commir(
     dtype: &str,
     world: usize,
     zigzag: bool,
-) -> PyResult<String> {
+    lse: bool,
+    backward: bool,
+) -> PyResult<(String, String)> {
     let dtype = dtype_of(dtype)
         .ok_or_else(|| PyValueError::new_err(format!("attention: dtype {dtype} is not a floating-point type mercury computes in (float64, float32, float16, bfloat16)")))?;
-    mercury::ops::AttentionSpec {
+    let spec = mercury::ops::AttentionSpec {
         batch,
         heads,
         kv_heads,
@@ -306,9 +348,14 @@ fn attention_commir(
         dtype,
         world,
         zigzag,
-    }
-    .commir()
-    .map_err(py_err)
+        lse,
+    };
+    let text = if backward {
+        spec.backward_commir()
+    } else {
+        spec.commir()
+    };
+    Ok((text.map_err(py_err)?, spec.backward_schedule().to_string()))
 }
 
 /// The CommIR text of AsyncTP's GEMMs (`kind`: "all_gather" or "reduce_scatter") for
@@ -352,6 +399,8 @@ fn topology_presets() -> Vec<&'static str> {
 fn _mercury(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CompileError", m.py().get_type::<CompileError>())?;
     m.add_class::<PyOperator>()?;
+    #[cfg(feature = "cuda")]
+    m.add_class::<PyRunner>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(attention_commir, m)?)?;
     m.add_function(wrap_pyfunction!(gemm_commir, m)?)?;
