@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import os
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+
+from . import _mercury
 
 _PTX_HELP = (
     "set MERCURY_DEVICE_KERNELS to the PTX of "
@@ -118,12 +121,30 @@ class Bound:
         return self.native.wait()
 
 
+def _torch_alloc(size: int, device: int, stream: int) -> int:
+    return torch.cuda.caching_allocator_alloc(size, device, stream)
+
+
+def _torch_free(ptr: int) -> None:
+    torch.cuda.caching_allocator_delete(ptr)
+
+
+@functools.lru_cache(maxsize=1)
+def use_torch_allocator() -> None:
+    """Every device allocation of the executors (slots, scratch, cuDNN and cuBLASLt
+    workspaces) from torch's caching allocator, each block on the stream that uses it; at
+    interpreter exit the allocator is closed (frees then skipped: the process is ending)."""
+    _mercury.use_allocator(_torch_alloc, _torch_free)
+    atexit.register(_mercury.use_allocator)
+
+
 def runner(op, ordinal: int) -> Bound:
     """The executor of ``op`` (a :class:`mercury.Op`) on GPU ``ordinal``, every rank a virtual
     rank there, built on first use."""
     r = op._runners.get(ordinal)
     if r is None:
         _point_at_torch_cudnn()
+        use_torch_allocator()
         with torch.cuda.device(ordinal):
             r = Bound(op._native.cuda_runner(ordinal, device_kernels()))
         op._runners[ordinal] = r

@@ -389,6 +389,83 @@ fn gemm_commir(
     .map_err(py_err)
 }
 
+/// PyTorch's caching allocator, through the Python callables the package passes
+/// (`torch.cuda.caching_allocator_alloc` / `caching_allocator_delete`): the executors' slots,
+/// scratch and workspaces come from torch's pool, which `torch.cuda.memory_allocated` counts.
+#[cfg(feature = "cuda")]
+struct TorchAllocator {
+    alloc: Py<PyAny>,
+    free: Py<PyAny>,
+    /// Set at interpreter exit: later frees are skipped (the process is ending) and
+    /// allocations refused.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(feature = "cuda")]
+impl mercury_kernels::cuda::DeviceAllocator for TorchAllocator {
+    fn alloc(&self, ordinal: usize, bytes: usize, stream: usize) -> Result<u64, String> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err("the Python interpreter is exiting".into());
+        }
+        Python::attach(|py| {
+            self.alloc
+                .call1(py, (bytes, ordinal, stream))
+                .and_then(|p| p.extract::<u64>(py))
+                .map_err(|e| format!("torch's caching allocator: {e}"))
+        })
+    }
+
+    fn free(&self, _ordinal: usize, ptr: u64) {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        Python::attach(|py| {
+            if let Err(e) = self.free.call1(py, (ptr,)) {
+                tracing::warn!("torch's caching allocator refused to free {ptr:#x}: {e}");
+            }
+        });
+    }
+}
+
+#[cfg(feature = "cuda")]
+static TORCH_ALLOCATOR: std::sync::Mutex<Option<std::sync::Arc<TorchAllocator>>> =
+    std::sync::Mutex::new(None);
+
+/// Makes every later device allocation of Mercury-rs in this process go through `alloc(bytes,
+/// device, stream) -> address` and `free(address)` (PyTorch's caching allocator), or with
+/// `None` back to the CUDA driver's; the allocator replaced is closed (its frees skipped: what
+/// the package does at interpreter exit).
+#[cfg(feature = "cuda")]
+#[pyfunction]
+#[pyo3(signature = (alloc=None, free=None))]
+fn use_allocator(alloc: Option<Py<PyAny>>, free: Option<Py<PyAny>>) -> PyResult<()> {
+    let mut slot = TORCH_ALLOCATOR
+        .lock()
+        .map_err(|_| PyRuntimeError::new_err("the allocator lock is poisoned"))?;
+    if let Some(old) = slot.take() {
+        old.closed.store(true, std::sync::atomic::Ordering::Release);
+    }
+    let new = match (alloc, free) {
+        (Some(alloc), Some(free)) => Some(std::sync::Arc::new(TorchAllocator {
+            alloc,
+            free,
+            closed: std::sync::atomic::AtomicBool::new(false),
+        })),
+        (None, None) => None,
+        _ => {
+            return Err(PyValueError::new_err(
+                "use_allocator takes both alloc and free, or neither",
+            ))
+        }
+    };
+    mercury_kernels::cuda::set_allocator(
+        new.clone()
+            .map(|a| a as std::sync::Arc<dyn mercury_kernels::cuda::DeviceAllocator>),
+    );
+    *slot = new;
+    Ok(())
+}
+
 /// The names of the embedded topology presets.
 #[pyfunction]
 fn topology_presets() -> Vec<&'static str> {
@@ -401,6 +478,8 @@ fn _mercury(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyOperator>()?;
     #[cfg(feature = "cuda")]
     m.add_class::<PyRunner>()?;
+    #[cfg(feature = "cuda")]
+    m.add_function(wrap_pyfunction!(use_allocator, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(attention_commir, m)?)?;
     m.add_function(wrap_pyfunction!(gemm_commir, m)?)?;

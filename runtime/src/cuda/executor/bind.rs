@@ -258,7 +258,11 @@ mod tests {
         // Rank 1 of 2 holds sequence rows 4..8 of [1, 2, 8, 4], its tensor dense [1, 2, 4, 4].
         let g = GlobalMem {
             own: None,
-            pieces: vec![bound(reg(&[0, 0, 4, 0], &[1, 2, 4, 4]), 0x2000, &[32, 16, 4, 1])],
+            pieces: vec![bound(
+                reg(&[0, 0, 4, 0], &[1, 2, 4, 4]),
+                0x2000,
+                &[32, 16, 4, 1],
+            )],
             dtype: DType::F32,
             shape: vec![1, 2, 8, 4],
             role: Role::Input,

@@ -23,7 +23,8 @@ use crate::cuda::schedule::StageWaits;
 use crate::cuda::transport::{CopyTransport, Transport, Work};
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use cudarc::driver::{CudaEvent, CudaStream};
+use mercury_kernels::cuda::DeviceBuffer;
 use mercury_kernels::cuda::{GemmPatch, GemmWorkspace};
 use mercury_plan::{ComputeOp, PatchKind, Plan, Region, Role, SlotInit};
 use std::sync::Arc;
@@ -783,7 +784,7 @@ fn hang_word(
     ctxs: &[Arc<CudaContext>],
     devs: &[DeviceRes],
     rank_dev: &[usize],
-) -> Result<Option<(CudaSlice<u8>, u64)>> {
+) -> Result<Option<(DeviceBuffer, u64)>> {
     let Some(f) = &opts.fault else {
         return Ok(None);
     };

@@ -68,9 +68,10 @@ use crate::cuda::placement::DeviceMap;
 use crate::cuda::schedule::{Schedule, StageSync, StageWaits};
 use crate::cuda::transport::Transport;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use mercury_kernels::cuda::{
-    AttentionPatch, AttnVariant, CudnnAttention, GemmPatch, GemmWorkspace,
+    alloc_bytes, AttentionPatch, AttnVariant, CudnnAttention, DeviceBuffer, GemmPatch,
+    GemmWorkspace,
 };
 use mercury_plan::{DType, Plan, Region, Role};
 use std::sync::Arc;
@@ -224,7 +225,7 @@ impl BoundRegion {
 
 struct GlobalMem {
     /// The executor's own allocation (`ExecOptions::own_globals`).
-    own: Option<CudaSlice<u8>>,
+    own: Option<DeviceBuffer>,
     /// The memory the buffer's regions are read from or written to: the own allocation, or
     /// the caller's (never empty: an unbound buffer has one placeholder at address 0 and is
     /// not `ready`).
@@ -286,9 +287,9 @@ struct RankState {
     ev_transfer: CudaEvent,
     scratch: Scratch,
     ws: Option<GemmWorkspace>,
-    _slots: Vec<CudaSlice<u8>>,
+    _slots: Vec<DeviceBuffer>,
     /// Part buffers of the attention blocks whose merges are deferred (one per group).
-    _parts: Vec<CudaSlice<u8>>,
+    _parts: Vec<DeviceBuffer>,
     init: Vec<InitLaunch>,
     stages: Vec<Vec<ComputeLaunch>>,
     outputs: Vec<(Loc, Loc)>,
@@ -410,7 +411,7 @@ pub struct CudaExecutor {
     /// Per rank, how reports name it: `rank 1 (GPU 1)` or `rank 1 (process 1)`.
     labels: Vec<String>,
     /// A device word that stays 0: an injected hang waits for it to become 1.
-    hang_word: Option<(CudaSlice<u8>, u64)>,
+    hang_word: Option<(DeviceBuffer, u64)>,
     /// The injected fault fired already (it fires once).
     injected: bool,
     /// Runs started (the current run's number, from 1).
@@ -447,14 +448,12 @@ fn new_event(ctx: &Arc<CudaContext>, timing: bool) -> Result<CudaEvent> {
     .map_err(RuntimeError::driver("create event"))
 }
 
-fn alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<(CudaSlice<u8>, u64)> {
+/// `bytes` of device memory for `stream` (torch's caching allocator inside a PyTorch program,
+/// see `mercury_kernels::cuda::alloc`).
+fn alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<(DeviceBuffer, u64)> {
     // SAFETY: contents are initialised (copied, filled or poisoned) before any use.
-    let buf = unsafe { stream.alloc::<u8>(bytes.max(256)) }
-        .map_err(RuntimeError::driver("cuMemAlloc (slot)"))?;
-    let ptr = {
-        let (p, _sync) = buf.device_ptr(stream);
-        p
-    };
+    let buf = unsafe { alloc_bytes(stream, bytes.max(256), "allocate a slot") }?;
+    let ptr = buf.ptr();
     Ok((buf, ptr))
 }
 
