@@ -86,3 +86,10 @@ func.func @constants() {
   %10 = arith.constant sparse<[[0, 1]], [7]> : tensor<2x2xi64>
   return
 }
+
+// CHECK-LABEL: func.func @wide
+func.func @wide() -> i128 {
+  // CHECK: arith.constant -1 : i128
+  %0 = arith.constant 340282366920938463463374607431768211455 : i128
+  return %0 : i128
+}

@@ -22,7 +22,7 @@
 //
 // A training step needs its forward, and runs on the CPU executor.
 // RUN: not %mercury-run %repo/examples/small/attention_bwd.mlir --backward attention_bwd --backend cpu 2>&1 | FileCheck %s --check-prefix=PAIR
-// PAIR: error: the input has several kernels (@attention_bwd, @attention_bwd_gqa, @attention_bwd_mla); name the forward with --kernel NAME
+// PAIR: error: the input has several kernels (@attention_bwd, @attention_bwd_gqa, @attention_bwd_gqa_kv4, @attention_bwd_mla); name the forward with --kernel NAME
 // RUN: not %mercury-run %repo/examples/small/attention_train.mlir --backward attention_bwd 2>&1 | FileCheck %s --check-prefix=CUDA
 // CUDA: error: --backward runs a training step on the CPU executor (--backend cpu): the CUDA backend has no attention_bwd patch yet
 // RUN: not %mercury-run %repo/examples/small/attention_bwd.mlir --kernel attention_bwd_gqa --backward attention_bwd --backend cpu 2>&1 | FileCheck %s --check-prefix=NOOUT

@@ -13,7 +13,7 @@
 // RUN: %mercury-opt --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(patch{kernel=gemm})' %S/Inputs/patch-gemm.mlir | FileCheck %S/Inputs/patch-gemm.mlir --check-prefix=GEMM
 // RUN: not %mercury-opt --pass-pipeline='builtin.module(patch{kernel=conv})' %s 2>&1 | FileCheck %s --check-prefix=BADKERNEL
 
-// BADKERNEL: patch: unknown kernel 'conv' (known: attention, gemm)
+// BADKERNEL: patch: unknown kernel 'conv' (known: attention, attention_bwd, gemm)
 
 // Causal grouped-query attention with an explicit scale (the mask before the scale), the
 // log-sum-exp written m + log l the other way round.

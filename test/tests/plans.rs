@@ -89,7 +89,8 @@ fn kernels_of(example: &str) -> Vec<(Option<String>, bool)> {
     kernels
         .into_iter()
         .map(|k| {
-            let mut bwd = false;
+            // A backward patch, or a kernel named as one (the naive backward's tile ops).
+            let mut bwd = k.name.contains("bwd");
             k.walk(&mut |s, _| {
                 bwd |= matches!(s, mercury_commir::Stmt::Patch { kernel, .. } if kernel == "attention_bwd");
             });

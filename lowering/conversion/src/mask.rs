@@ -222,6 +222,10 @@ pub(crate) fn mask_rows(k: &Kernel, mask: ValueId) -> MaskRows {
                         // keys: a row of zeros gives zeros, anything else is not followed.
                         (Some(Zero), None) if !transpose_a => Zero,
                         (Some(Number), None) if !transpose_a => Number,
+                        // Transposed, contracted over the masked rows themselves (the
+                        // backward's P^T dO, dS^T Q): a row of zeros adds nothing to the
+                        // product, which is zero when every row of the block is masked.
+                        (Some(Zero), None) => Zero,
                         _ => NaN,
                     }
                 }

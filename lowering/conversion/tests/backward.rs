@@ -7,10 +7,12 @@
 
 mod common;
 
-use common::{computes, scaled, scaled_schedule};
+use common::{computes, scaled, scaled_schedule, stored_tolerance};
 use mercury_driver::{Compiler, Schedule};
 use mercury_plan::Plan;
-use mercury_runtime::cpu::{assemble, execute, execute_pieces, random_inputs, relative_error};
+use mercury_runtime::cpu::{
+    assemble, execute, execute_pieces, execute_with, random_inputs, relative_error, Storage,
+};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -26,18 +28,26 @@ fn example() -> String {
 /// The plan of `kernel` of `text` under `schedule` (a script of examples/schedules, or
 /// `shift-shard`), and its single-device plan.
 fn plans(text: &str, kernel: &str, schedule: &str) -> (Plan, Plan) {
+    plans_after(text, kernel, "", schedule)
+}
+
+/// [`plans`] with the script `prefix` (e.g. `patch`) run before the schedule (`""`: none;
+/// the schedule may be `""` too).
+fn plans_after(text: &str, kernel: &str, prefix: &str, schedule: &str) -> (Plan, Plan) {
     let c = Compiler::new();
     let m = c
         .parse("attention_bwd.mlir", text)
         .unwrap_or_else(|d| panic!("{}", d.render()));
     let base = mercury_conversion::lower_module(&m, Some(kernel))
         .unwrap_or_else(|d| panic!("{kernel}: {}", d.render()));
-    let mut sched = if schedule == "shift-shard" {
-        Schedule::shift_shard()
-    } else {
-        let path = format!("{ROOT}/examples/schedules/{schedule}");
-        Schedule::script(&scaled_schedule(&std::fs::read_to_string(path).unwrap()))
+    let script = match schedule {
+        "shift-shard" | "" => String::new(),
+        s => scaled_schedule(
+            &std::fs::read_to_string(format!("{ROOT}/examples/schedules/{s}")).unwrap(),
+        ),
     };
+    let mut sched = Schedule::script(&format!("{prefix}\n{script}"));
+    sched.shift_shard = (schedule == "shift-shard").then(Vec::new);
     sched.kernel = Some(kernel.to_string());
     let mut m2 = m.clone();
     c.schedule(&mut m2, &sched)
@@ -216,5 +226,62 @@ fn fully_masked_rows_give_zero_gradients() {
         }
         let e = relative_error(&got, &want);
         assert!(e < 1e-12, "{schedule}: relative error {e}");
+    }
+}
+
+/// The naive backward (examples/attention_bwd_naive.mlir, scaled down) computes what the
+/// attention_bwd patch computes: `patch` rewrites its tile ops into the patch, and the patched
+/// body, unscheduled and through the ring backward, equals the unpatched body in f64 (stored
+/// in bf16 they differ where the naive body casts the probabilities and dS to bf16 before
+/// their matmuls and the patch does not); the unpatched body through the ring too (its dK/dV
+/// partial sums travel in bf16 there).
+#[test]
+fn naive_backward_is_the_patch() {
+    let text = scaled(
+        &std::fs::read_to_string(format!("{ROOT}/examples/attention_bwd_naive.mlir")).unwrap(),
+    );
+    let why = Some("the patch keeps P and dS unrounded; the naive body casts them to bf16");
+    for (prefix, schedule, otherwise) in [
+        ("patch", "", why),
+        (
+            "patch{kernel=attention_bwd}",
+            "ring_attention_bwd.sched",
+            why,
+        ),
+        ("", "ring_attention_bwd.sched", None),
+    ] {
+        let (plan, base) = plans_after(&text, "attention_bwd", prefix, schedule);
+        let patched = plan.ranks.iter().flat_map(|r| &r.stages).any(|st| {
+            st.compute.iter().any(|op| {
+                matches!(
+                    op,
+                    mercury_plan::ComputeOp::Patch {
+                        patch: mercury_plan::PatchKind::AttentionBwd { .. },
+                        ..
+                    }
+                )
+            })
+        });
+        assert_eq!(patched, !prefix.is_empty(), "{prefix:?} {schedule:?}");
+        for seed in [1, 2] {
+            let case = format!("naive {prefix:?} {schedule:?} (seed {seed})");
+            if !patched && !schedule.is_empty() {
+                // Unpatched, dK and dV are tile matmuls' partial sums: a shift-reduce sends
+                // them in the output's bf16, as any matmul's (gemm_rs.mlir's
+                // shift_reduce.sched), while dQ rounds where the single-device body does;
+                // the f64 data flow is the same, and stored in bf16 within two units.
+                let inputs = random_inputs(&base, seed);
+                let run = |p: &Plan, st| execute_with(p, &inputs, st).unwrap();
+                let e = relative_error(&run(&plan, Storage::F64), &run(&base, Storage::F64));
+                assert!(e < 1e-12, "{case}: relative error {e} in f64");
+                let e = relative_error(&run(&plan, Storage::Dtype), &run(&base, Storage::Dtype));
+                assert!(
+                    e < stored_tolerance(mercury_plan::DType::BF16),
+                    "{case}: {e} stored"
+                );
+                continue;
+            }
+            computes(&case, &plan, &base, seed, otherwise).unwrap_or_else(|m| panic!("{m}"));
+        }
     }
 }

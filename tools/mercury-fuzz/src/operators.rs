@@ -22,6 +22,9 @@ pub enum Family {
     /// `examples/attention_bwd.mlir`: the attention backward (patch form), causal or not,
     /// multi-head or grouped-query, the value head dim sometimes another.
     AttentionBwd,
+    /// `examples/attention_bwd_naive.mlir`: the backward written with compute ops (multi-head,
+    /// causal or not, scaled or not).
+    AttentionBwdNaive,
     /// `examples/ag_gemm.mlir`: row-sharded A, all-gather before the GEMM.
     AgGemm,
     /// `examples/gemm_rs.mlir`: contraction-sharded, reduce-scatter after the GEMM.
@@ -33,11 +36,12 @@ pub enum Family {
 }
 
 /// Every family, for draws and reports.
-pub const FAMILIES: [Family; 8] = [
+pub const FAMILIES: [Family; 9] = [
     Family::Attention,
     Family::AttentionGqa,
     Family::AttentionNaive,
     Family::AttentionBwd,
+    Family::AttentionBwdNaive,
     Family::AgGemm,
     Family::GemmRs,
     Family::Mlp,
@@ -202,11 +206,14 @@ pub fn draw_family(rng: &mut ChaCha8Rng, family: Family) -> Operator {
             };
             head + &body
         }
-        Family::AttentionBwd => {
+        Family::AttentionBwd | Family::AttentionBwdNaive => {
+            let naive = family == Family::AttentionBwdNaive;
+            // The naive body casts nothing: 16-bit tiles would need casts before its matmuls.
+            let dt = if naive && dt == "bf16" { "f32" } else { dt };
             causal = rng.gen_bool(0.5);
             let s = n * 2 * rng.gen_range(1..=2);
             let b = *[1usize, 2].choose(rng).unwrap();
-            let (hk, g) = if rng.gen_bool(0.4) {
+            let (hk, g) = if !naive && rng.gen_bool(0.4) {
                 (*[1usize, 2].choose(rng).unwrap(), 2)
             } else {
                 (*[1usize, 2, 4].choose(rng).unwrap(), 1)
@@ -271,7 +278,42 @@ pub fn draw_family(rng: &mut ChaCha8Rng, family: Family) -> Operator {
                 "!commir.tile<f32>",
             );
             text += &format!(
-                "  %q = commir.load @Q[{qidx}] : {t}\n  %k = commir.load @K[@b, @hk, @j] : {t}\n  %v = commir.load @V[@b, @hk, @j] : {t}\n  %o = commir.load @O[{qidx}] : {t}\n  %do = commir.load @dO[{qidx}] : {t}\n  %lse = commir.load @LSE[{qidx}] : {l}\n  %dq, %dk, %dv = commir.patch \"attention_bwd\" (%q, %k, %v, %o, %do, %lse) {{causal = {causal}}} : ({t}, {t}, {t}, {t}, {t}, {l}) -> ({f}, {f}, {f})\n  commir.reduce add %dq into @dQ[{qidx}] : {f}\n  commir.reduce add %dk into @dK[@b, @hk, @j] : {f}\n  commir.reduce add %dv into @dV[@b, @hk, @j] : {f}\n}}\n"
+                "  %q = commir.load @Q[{qidx}] : {t}\n  %k = commir.load @K[@b, @hk, @j] : {t}\n  %v = commir.load @V[@b, @hk, @j] : {t}\n  %o = commir.load @O[{qidx}] : {t}\n  %do = commir.load @dO[{qidx}] : {t}\n  %lse = commir.load @LSE[{qidx}] : {l}\n"
+            );
+            let f = if naive { t.as_str() } else { f };
+            if naive {
+                // The scores scaled (by 1/sqrt(d), or 0.5) and masked, or neither.
+                let c = *[1.0 / (d as f64).sqrt(), 0.5].choose(rng).unwrap();
+                let scaled = rng.gen_bool(0.7);
+                let mut sv = "%s".to_string();
+                if scaled {
+                    text += &format!("  %sc = commir.scale %s by {c:?} : {t}\n");
+                    sv = "%sc".into();
+                }
+                if causal {
+                    text += &format!("  %sm = commir.mask causal {sv} : {t}\n");
+                    sv = "%sm".into();
+                }
+                let ds = if scaled {
+                    format!("  %dsc = commir.scale %ds by {c:?} : {t}\n")
+                } else {
+                    format!("  %dsc = commir.scale %ds by 1.0 : {t}\n")
+                };
+                text = text.replacen(
+                    &format!("  %lse = commir.load @LSE[{qidx}] : {l}\n"),
+                    &format!("  %lse = commir.load @LSE[{qidx}] : {l}\n  %s = commir.matmul %q, %k transpose_b : ({t}, {t}) -> {t}\n"),
+                    1,
+                );
+                text += &format!(
+                    "  %z = commir.binary sub {sv}, %lse : {t}\n  %p = commir.unary exp %z : {t}\n  %dv = commir.matmul %p, %do transpose_a : ({t}, {t}) -> {t}\n  %dp = commir.matmul %do, %v transpose_b : ({t}, {t}) -> {t}\n  %od = commir.binary mul %do, %o : {t}\n  %dd = commir.row_reduce sum %od : {t}\n  %dpd = commir.binary sub %dp, %dd : {t}\n  %ds = commir.binary mul %p, %dpd : {t}\n{ds}  %dq = commir.matmul %dsc, %k : ({t}, {t}) -> {t}\n  %dk = commir.matmul %dsc, %q transpose_a : ({t}, {t}) -> {t}\n"
+                );
+            } else {
+                text += &format!(
+                    "  %dq, %dk, %dv = commir.patch \"attention_bwd\" (%q, %k, %v, %o, %do, %lse) {{causal = {causal}}} : ({t}, {t}, {t}, {t}, {t}, {l}) -> ({f}, {f}, {f})\n"
+                );
+            }
+            text += &format!(
+                "  commir.reduce add %dq into @dQ[{qidx}] : {f}\n  commir.reduce add %dk into @dK[@b, @hk, @j] : {f}\n  commir.reduce add %dv into @dV[@b, @hk, @j] : {f}\n}}\n"
             );
             text
         }

@@ -252,7 +252,7 @@ pub fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
         }
         17 => format!(
             "patch{{kernel={}}}",
-            ["attention", "gemm"].choose(rng).unwrap()
+            ["attention", "attention_bwd", "gemm"].choose(rng).unwrap()
         ),
         18 => "balance-causal".into(),
         19 => match rng.gen_range(0..3) {

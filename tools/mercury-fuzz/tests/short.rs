@@ -85,14 +85,19 @@ fn schedules_compute_the_operator_on_fixed_and_fresh_seeds() {
 }
 
 /// Random legal schedules of the attention backward (random shapes, GQA, value head dims,
-/// causal or not, random placements of all nine buffers) compute the unscheduled backward.
+/// causal or not, random placements of all nine buffers), patch and naive forms, compute the
+/// unscheduled backward.
 #[test]
 fn backward_schedules_compute_the_backward_on_fixed_and_fresh_seeds() {
     on_main_sized_stack(|| {
         let fresh = fresh_seed();
-        for (base, n) in [(0xBAC4_0000u64, 40u64), (fresh, 20)] {
-            let (stats, found) =
-                run_schedules_of(base..base + n, Some(operators::Family::AttentionBwd), || {});
+        for (family, base, n) in [
+            (operators::Family::AttentionBwd, 0xBAC4_0000u64, 40u64),
+            (operators::Family::AttentionBwd, fresh, 20),
+            (operators::Family::AttentionBwdNaive, 0xBAC5_0000u64, 30),
+            (operators::Family::AttentionBwdNaive, fresh, 15),
+        ] {
+            let (stats, found) = run_schedules_of(base..base + n, Some(family), || {});
             println!("backward schedules, seed base {base}: {stats:?}");
             if !found.is_empty() {
                 fail("schedule", base, &stats, &found);

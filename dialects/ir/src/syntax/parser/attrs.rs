@@ -79,6 +79,9 @@ pub(crate) fn int_in_type(neg: bool, mag: Option<u128>, ty: &Type) -> Result<i12
     if sign == Signedness::Signless && w < 128 && w > 0 && mag >= 1u128 << (w - 1) {
         return Ok(mag as i128 - (1i128 << w));
     }
+    if sign == Signedness::Signless && w == 128 && mag > i128::MAX as u128 {
+        return Ok(mag as i128);
+    }
     i128::try_from(mag).map_err(|_| "integer constant out of range for attribute")
 }
 

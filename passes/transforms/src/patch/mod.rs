@@ -25,6 +25,8 @@
 //! stops matching, saying what the kernel computes. `on` names the `commir.kernel` (every one
 //! by default).
 
+mod backward;
+
 use mercury_commir::ops::{
     BinaryOp, CastOp, MaskOp, MatmulOp, PatchOp, RowReduceOp, ScaleOp, UnaryOp,
 };
@@ -39,7 +41,7 @@ use std::collections::{HashMap, HashSet};
 mercury_ir::pass_options! {
     /// The options of `patch`.
     pub struct Patch {
-        kernel: String = "" => "the library kernel to match: attention or gemm (default: every one that matches)",
+        kernel: String = "" => "the library kernel to match: attention, attention_bwd or gemm (default: every one that matches)",
         on: String = "" => "the commir.kernel to rewrite (every kernel when not given)",
     }
 }
@@ -47,14 +49,14 @@ mercury_ir::pass_options! {
 /// The pass's registration.
 pub static INFO: PassInfo = PassInfo {
     name: "patch",
-    summary: "Replace loop-body computations that match a library kernel (attention, gemm) by that kernel",
+    summary: "Replace loop-body computations that match a library kernel (attention, its backward, gemm) by that kernel",
     options: Patch::OPTIONS,
     target: Some("on"),
     create: |o| {
         let p = Patch::from_options(o)?;
-        if !["", "attention", "gemm"].contains(&p.kernel.as_str()) {
+        if !["", "attention", "attention_bwd", "gemm"].contains(&p.kernel.as_str()) {
             return Err(format!(
-                "patch: unknown kernel '{}' (known: attention, gemm)",
+                "patch: unknown kernel '{}' (known: attention, attention_bwd, gemm)",
                 p.kernel
             ));
         }
@@ -70,19 +72,21 @@ impl KernelPass for Patch {
         let k = kernel_mut(module, &m.name);
         let uses = use_counts(k);
         // Patches already there count: patching twice is patching once.
-        let mut found = (0, 0);
+        let mut found = Found::default();
         k.walk(
             &mut |o| match PatchOp::cast(o).and_then(|p| p.kernel()).as_deref() {
-                Some("attention") => found.0 += 1,
-                Some("gemm") => found.1 += 1,
+                Some("attention") => found.attention += 1,
+                Some("attention_bwd") => found.backward += 1,
+                Some("gemm") => found.gemm += 1,
                 _ => {}
             },
         );
         let mut first_miss = None;
         patch_blocks(k, self, m, &uses, &mut found, &mut first_miss)?;
         let missing = match self.kernel.as_str() {
-            "attention" => found.0 == 0,
-            "gemm" => found.1 == 0,
+            "attention" => found.attention == 0,
+            "attention_bwd" => found.backward == 0,
+            "gemm" => found.gemm == 0,
             _ => false,
         };
         if missing {
@@ -104,11 +108,19 @@ impl KernelPass for Patch {
 
 /// What a kernel computes, for messages.
 fn what(kernel: &str) -> &'static str {
-    if kernel == "attention" {
-        "attention computes s = matmul q, k transpose_b; m = row_reduce max s; p = exp(s - m); l = row_reduce sum p; o = matmul(p, v) / l; lse = m + log l"
-    } else {
-        "gemm computes C[m.., n..] = A[m.., k] B[k, n..]: a matmul without transposes whose right operand is a matrix"
+    match kernel {
+        "attention" => "attention computes s = matmul q, k transpose_b; m = row_reduce max s; p = exp(s - m); l = row_reduce sum p; o = matmul(p, v) / l; lse = m + log l",
+        "attention_bwd" => backward::WHAT,
+        _ => "gemm computes C[m.., n..] = A[m.., k] B[k, n..]: a matmul without transposes whose right operand is a matrix",
     }
+}
+
+/// The patches a body holds or got, per kernel.
+#[derive(Default)]
+struct Found {
+    attention: usize,
+    backward: usize,
+    gemm: usize,
 }
 
 /// How many ops read each value, anywhere in the kernel.
@@ -130,27 +142,46 @@ fn patch_blocks(
     p: &Patch,
     m: &Kernel,
     uses: &HashMap<ValueId, usize>,
-    found: &mut (usize, usize),
+    found: &mut Found,
     miss: &mut Option<Diagnostic>,
 ) -> Result<(), Diagnostic> {
     for region in &mut op.regions {
         for block in &mut region.blocks {
-            if p.kernel != "gemm" {
+            if p.kernel.is_empty() || p.kernel == "attention" {
                 loop {
                     match find_attention(&block.ops, m, uses) {
                         Ok(Some(a)) => {
                             rewrite_attention(&mut block.ops, a, m);
-                            found.0 += 1;
+                            found.attention += 1;
                         }
                         Ok(None) => break,
                         Err(d) => {
-                            miss.get_or_insert(d);
+                            if p.kernel == "attention" {
+                                miss.get_or_insert(d);
+                            }
                             break;
                         }
                     }
                 }
             }
-            if p.kernel != "attention" {
+            if p.kernel.is_empty() || p.kernel == "attention_bwd" {
+                loop {
+                    match backward::find(&block.ops, m, uses) {
+                        Ok(Some(b)) => {
+                            backward::rewrite(&mut block.ops, b, m)?;
+                            found.backward += 1;
+                        }
+                        Ok(None) => break,
+                        Err(d) => {
+                            if p.kernel == "attention_bwd" {
+                                miss.get_or_insert(d);
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
+            if p.kernel.is_empty() || p.kernel == "gemm" {
                 let probabilities = softmax_probabilities(&block.ops);
                 for o in &mut block.ops {
                     if MatmulOp::cast(&*o).is_none() {
@@ -159,7 +190,7 @@ fn patch_blocks(
                     match gemm_fits(o, m, &probabilities) {
                         Ok(()) => {
                             to_gemm(o);
-                            found.1 += 1;
+                            found.gemm += 1;
                         }
                         Err(d) => {
                             if p.kernel == "gemm" {
@@ -281,6 +312,16 @@ fn find_attention(
     m: &Kernel,
     uses: &HashMap<ValueId, usize>,
 ) -> Result<Option<AttentionMatch>, Diagnostic> {
+    first_scores_match(ops, |i| match_attention(ops, i, m, uses))
+}
+
+/// The first match `at` makes of a scores matmul of `ops` (`matmul q, k transpose_b`, the root
+/// of attention and of its backward): `Ok(None)` when there is no such matmul, `Err` (where
+/// the first candidate stops matching) when none matches.
+fn first_scores_match<T>(
+    ops: &[Operation],
+    mut at: impl FnMut(usize) -> Result<T, Diagnostic>,
+) -> Result<Option<T>, Diagnostic> {
     let mut first_err = None;
     for (i, o) in ops.iter().enumerate() {
         let Some(mm) = MatmulOp::cast(o) else {
@@ -289,17 +330,14 @@ fn find_attention(
         if !mm.transpose_b().unwrap_or(false) || mm.transpose_a().unwrap_or(false) {
             continue;
         }
-        match match_attention(ops, i, m, uses) {
+        match at(i) {
             Ok(a) => return Ok(Some(a)),
             Err(d) => {
                 first_err.get_or_insert(d);
             }
         }
     }
-    match first_err {
-        Some(d) => Err(d),
-        None => Ok(None),
-    }
+    first_err.map_or(Ok(None), Err)
 }
 
 /// The block's def-use view the matcher walks.
@@ -314,6 +352,12 @@ impl Uses<'_> {
         (0..self.ops.len())
             .filter(|&i| self.ops[i].operands.iter().any(|x| x.id == v.id))
             .collect()
+    }
+    /// The op of the block that defines `v`, if it is one of them.
+    fn def(&self, v: &Value) -> Option<usize> {
+        self.ops
+            .iter()
+            .position(|o| o.results.iter().any(|r| r.id == v.id))
     }
     /// Whether every use of `v` is by the block's ops `allowed`.
     fn only_used_by(&self, v: &Value, allowed: &[usize]) -> bool {
@@ -594,30 +638,41 @@ fn match_attention(
     })
 }
 
-/// Replaces the matched ops by the attention patch, at the position of the last of them.
-fn rewrite_attention(ops: &mut Vec<Operation>, a: AttentionMatch, m: &Kernel) {
-    let at = *a.ops.iter().max().expect("ops");
+/// A `commir.patch` of `kernel` (attention or its backward) with q's tile `q`, `causal`, and
+/// `scale` when it is not the kernel's default `1/sqrt(d)`; operands and results to be set.
+fn attention_patch(
+    kernel: &str,
+    q: &Value,
+    causal: bool,
+    scale: f64,
+    loc: &Location,
+    m: &Kernel,
+) -> Operation {
     let d = m
         .tiles
-        .get(&a.q.id)
+        .get(&q.id)
         .and_then(|t| t.dims.last())
         .map_or(1, |x| x.size());
-    let mut op = Operation::new(PatchOp::<&Operation>::NAME).with_loc(a.loc.clone());
-    PatchOp::cast(&mut op)
-        .expect("patch")
-        .set_kernel("attention");
-    op.set_attr("causal", Attribute::Bool(a.causal));
-    // The kernel's default scale is 1/sqrt(d); any other is written out.
+    let mut op = Operation::new(PatchOp::<&Operation>::NAME).with_loc(loc.clone());
+    PatchOp::cast(&mut op).expect("patch").set_kernel(kernel);
+    op.set_attr("causal", Attribute::Bool(causal));
     let default = 1.0 / (d as f64).sqrt();
-    if (a.scale - default).abs() > 1e-12 * default {
+    if (scale - default).abs() > 1e-12 * default {
         op.set_attr(
             "scale",
             Attribute::Float {
-                value: a.scale,
+                value: scale,
                 ty: Type::F64,
             },
         );
     }
+    op
+}
+
+/// Replaces the matched ops by the attention patch, at the position of the last of them.
+fn rewrite_attention(ops: &mut Vec<Operation>, a: AttentionMatch, m: &Kernel) {
+    let at = *a.ops.iter().max().expect("ops");
+    let mut op = attention_patch("attention", &a.q, a.causal, a.scale, &a.loc, m);
     op.operands = vec![a.q, a.k, a.v];
     let lse = a
         .lse
