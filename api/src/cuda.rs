@@ -7,7 +7,11 @@
 
 use crate::error::Error;
 use mercury_plan::{Plan, Region, Role};
-use mercury_runtime::cuda::{BoundRegion, CudaExecutor, ExecOptions, RuntimeError};
+use mercury_runtime::cuda::launcher::{self, IdSource, LaunchEnv, World};
+use mercury_runtime::cuda::{
+    BoundRegion, CudaExecutor, DeviceMap, ExecOptions, Placement, RuntimeError, TransportChoice,
+};
+use std::sync::Arc;
 
 /// A plan's executor on one GPU, its global buffers bound to the caller's memory.
 pub struct DeviceRunner {
@@ -28,7 +32,153 @@ fn device_err(e: RuntimeError) -> Error {
     }
 }
 
+/// The NCCL communicator of one process of a process group (the Python package makes one per
+/// torch group): process `rank` of `size`, on GPU `ordinal`, joined through a unique id the
+/// caller shared (rank 0 makes it with [`GroupComm::unique_id`], the group broadcasts it).
+/// Each executor built in the group ([`DeviceRunner::in_group`]) takes a duplicate of it
+/// (`ncclCommSplit`), so every process must build its executors in the same order.
+pub struct GroupComm {
+    world: World,
+    ctx: Arc<cudarc::driver::CudaContext>,
+    rank: usize,
+    size: usize,
+}
+
+impl std::fmt::Debug for GroupComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GroupComm(rank {} of {}, GPU {})",
+            self.rank,
+            self.size,
+            self.ctx.ordinal()
+        )
+    }
+}
+
+/// Checks what [`GroupComm::new`] is given before anything touches NCCL: `rank` inside
+/// `size`, the id 256 hex digits ([`launcher::id_to_hex`]). Returns the id.
+///
+/// # Errors
+/// [`Error::Input`] saying which.
+pub fn check_group(
+    id_hex: &str,
+    rank: usize,
+    size: usize,
+) -> Result<[std::ffi::c_char; 128], Error> {
+    if size == 0 || rank >= size {
+        return Err(Error::Input(format!(
+            "process group: rank {rank} is outside a group of size {size}"
+        )));
+    }
+    launcher::id_from_hex(id_hex).map_err(|e| Error::Input(format!("process group: {e}")))
+}
+
+/// Where the NCCL library this process uses was loaded from: `$MERCURY_NCCL_LIB`, else the
+/// `libnccl.so*` already loaded in the process (inside PyTorch, torch's), else the dynamic
+/// loader's `libnccl.so.2` (`mercury_runtime::cuda::nccl::lib`). Loads it on first use.
+///
+/// # Errors
+/// [`Error::NoDevice`] when no usable NCCL library is found (the message lists every place
+/// tried).
+pub fn nccl_library() -> Result<String, Error> {
+    mercury_runtime::cuda::nccl::lib::load()
+        .map(|l| l.origin.clone())
+        .map_err(Error::NoDevice)
+}
+
+impl GroupComm {
+    /// A fresh NCCL unique id (256 hex digits) for the group's rank 0 to share, from the NCCL
+    /// this process loaded (inside PyTorch, torch's `libnccl.so.2`).
+    ///
+    /// # Errors
+    /// [`Error::NoDevice`] without a usable NCCL library (saying where it looked);
+    /// [`Error::Device`] when NCCL fails.
+    pub fn unique_id() -> Result<String, Error> {
+        launcher::fresh_unique_id().map_err(|e| match e {
+            RuntimeError::Unsupported(m) => Error::NoDevice(m),
+            e => Error::Device(e.to_string()),
+        })
+    }
+
+    /// Joins the group's communicator as process `rank` of `size` on GPU `ordinal` with the
+    /// shared id `id_hex`. Blocks until every process of the group has joined (NCCL's
+    /// bootstrap): each must call it at the same point.
+    ///
+    /// # Errors
+    /// [`Error::Input`] for a rank outside the group or a malformed id; [`Error::NoDevice`]
+    /// without the GPU or NCCL; [`Error::Device`] when NCCL fails.
+    pub fn new(id_hex: &str, rank: usize, size: usize, ordinal: usize) -> Result<GroupComm, Error> {
+        let id = check_group(id_hex, rank, size)?;
+        let ctx = mercury_kernels::cuda::open_context(ordinal)
+            .map_err(|e| Error::NoDevice(format!("no usable GPU {ordinal}: {e}")))?;
+        let env = LaunchEnv {
+            rank,
+            world_size: size,
+            local_rank: 0,
+            id: IdSource::Given(Box::new(id)),
+        };
+        let world = World::init(&env, size, std::slice::from_ref(&ctx)).map_err(device_err)?;
+        Ok(GroupComm {
+            world,
+            ctx,
+            rank,
+            size,
+        })
+    }
+
+    /// This process's rank in the group.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The group's size.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The GPU this process's rank runs on.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+}
+
 impl DeviceRunner {
+    /// Builds the executor of `plan` for one process of `group`: plan rank `group.rank()` on
+    /// the group's GPU, the other ranks in the other processes, messages and collectives
+    /// between them over NCCL (a duplicate of the group's communicator). Like
+    /// [`DeviceRunner::new`], it allocates no global buffer: each is bound to this process's
+    /// shard of it before a run. Every process of the group must build it at the same point
+    /// (the communicator splits are collective).
+    ///
+    /// # Errors
+    /// [`Error::Input`] when the plan's rank count is not the group's size (one rank per
+    /// process); [`Error::Device`] when the executor cannot be built (a collective NCCL
+    /// cannot run between processes, a kernel the PTX lacks, NCCL failures).
+    pub fn in_group(plan: &Plan, group: &GroupComm, ptx: &str) -> Result<DeviceRunner, Error> {
+        let n = plan.num_ranks();
+        if n != group.size {
+            return Err(Error::Input(format!(
+                "the operator has {n} ranks but the process group {} processes: one rank per process",
+                group.size
+            )));
+        }
+        let world = group.world.duplicate().map_err(device_err)?;
+        let mut ordinals = vec![0; n];
+        ordinals[group.rank] = group.ordinal();
+        let opts = ExecOptions {
+            own_globals: false,
+            ..ExecOptions::default()
+        };
+        let placement = Placement::new(
+            DeviceMap::from_ordinals(ordinals),
+            TransportChoice::NcclWorld(world),
+        );
+        let exec =
+            CudaExecutor::new_placed(plan.clone(), ptx, opts, placement).map_err(device_err)?;
+        Ok(DeviceRunner::around(exec))
+    }
+
     /// Builds the executor of `plan` on GPU `ordinal`, every rank a virtual rank there, with
     /// the device kernels `ptx` (`mercury-opt --emit=ptx --all-device-kernels`, which must hold
     /// the plan's generated tile kernels if it has any). It allocates no global buffer: each is
@@ -168,5 +318,24 @@ impl DeviceRunner {
             .enumerate()
             .map(|(i, b)| (i, b.name.clone(), b.role))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_is_checked_before_nccl() {
+        let id = "ab".repeat(128);
+        assert_eq!(check_group(&id, 1, 2).unwrap()[0] as u8, 0xab);
+        let e = check_group(&id, 2, 2).unwrap_err();
+        assert!(
+            e.message().contains("rank 2 is outside a group of size 2"),
+            "{e:?}"
+        );
+        assert!(check_group(&id, 0, 0).is_err());
+        let e = check_group("abc", 0, 2).unwrap_err();
+        assert!(e.message().contains("256 hex digits"), "{e:?}");
     }
 }

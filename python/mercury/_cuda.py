@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.util
 import os
 import weakref
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from . import _mercury
+from . import _group, _mercury
 
 _PTX_HELP = (
     "set MERCURY_DEVICE_KERNELS to the PTX of "
@@ -40,16 +39,12 @@ def device_kernels() -> str:
         raise RuntimeError(f"cannot read the device kernels '{path}': {e}; {_PTX_HELP}") from e
 
 
-def _point_at_torch_cudnn() -> None:
-    """The cuDNN torch uses (the nvidia-cudnn package), unless MERCURY_CUDNN_LIB names one."""
-    if os.environ.get("MERCURY_CUDNN_LIB"):
-        return
-    spec = importlib.util.find_spec("nvidia.cudnn")
-    for base in spec.submodule_search_locations or [] if spec else []:
-        lib = Path(base) / "lib"
-        if (lib / "libcudnn.so.9").is_file():
-            os.environ["MERCURY_CUDNN_LIB"] = str(lib)
-            return
+def _load_torch_cudnn() -> None:
+    """Makes torch load its cuDNN (if it has not): the executor then finds that library in
+    this process (``/proc/self/maps``) and uses it, rather than load a second copy;
+    ``MERCURY_CUDNN_LIB`` still names another when set."""
+    if torch.backends.cudnn.is_available():
+        torch.backends.cudnn.version()
 
 
 def readable(name: str, t: torch.Tensor) -> None:
@@ -143,7 +138,7 @@ def runner(op, ordinal: int) -> Bound:
     rank there, built on first use."""
     r = op._runners.get(ordinal)
     if r is None:
-        _point_at_torch_cudnn()
+        _load_torch_cudnn()
         use_torch_allocator()
         with torch.cuda.device(ordinal):
             r = Bound(op._native.cuda_runner(ordinal, device_kernels()))
@@ -168,12 +163,79 @@ def run_bound(op, inputs: dict, outputs: dict, device: torch.device, r: Optional
     op._last_runner = r
 
 
+#: This process's NCCL communicator per process group (by group name): (communicator, GPU).
+_comms: dict = {}
+
+
+def _agree_or_raise(group, what: str, error: Optional[str], schedule: str) -> None:
+    """Every rank of ``group`` learns whether any failed ``what`` and which schedule each
+    compiled (a host all-gather over the group): all raise together, rather than some wait in
+    NCCL for ranks that gave up or pair their messages with another plan's."""
+    got = _group.all_gather_objects(group, (error, schedule))
+    bad = [(r, e) for r, (e, _) in enumerate(got) if e is not None]
+    if bad:
+        raise RuntimeError(f"{what}: " + "; ".join(f"rank {r}: {e}" for r, e in bad))
+    odd = [r for r, (_, s) in enumerate(got) if s != got[0][1]]
+    if odd:
+        raise RuntimeError(
+            f"{what}: the ranks compiled different schedules (rank 0: {got[0][1]!r}; "
+            + ", ".join(f"rank {r}: {got[r][1]!r}" for r in odd)
+            + "): give every rank the same schedule (or the same schedule cache)"
+        )
+
+
+def communicator(call, ordinal: int):
+    """The NCCL communicator of ``call``'s process group on GPU ``ordinal``, made on first use
+    from the NCCL torch loaded: rank 0 of the group makes a unique id, the group broadcasts it,
+    every rank joins (all at the same call: the ops check first that the ranks agree)."""
+    got = _comms.get(call.group_name)
+    if got is not None:
+        comm, at = got
+        if at != ordinal:
+            raise ValueError(
+                f"process group '{call.group_name}': this rank's communicator is on GPU {at}, "
+                f"the tensors on GPU {ordinal}: keep each rank's tensors on one GPU"
+            )
+        return comm
+    box = None
+    if call.rank == 0:
+        try:
+            box = ("id", _mercury.nccl_unique_id())
+        except Exception as e:  # noqa: BLE001 - sent to every rank, raised everywhere
+            box = ("error", f"{type(e).__name__}: {e}")
+    # Rank 0's id (or its error) to every rank.
+    box = _group.all_gather_objects(call.group, box)[0]
+    kind, value = box
+    if kind == "error":
+        raise RuntimeError(f"process group '{call.group_name}': rank 0 has no NCCL id: {value}")
+    with torch.cuda.device(ordinal):
+        comm = _mercury.GroupComm(value, call.rank, call.world, ordinal)
+    _comms[call.group_name] = (comm, ordinal)
+    return comm
+
+
 def run_group(call, inputs: dict, outputs: dict, device: torch.device) -> None:
-    """``call`` over its process group on CUDA tensors (world size > 1)."""
-    raise NotImplementedError(
-        f"@{call.op.kernel} over {call.world} ranks on CUDA tensors: the NCCL path from a "
-        "process group is not in this build (CPU tensors run over any group)"
-    )
+    """``call`` over its process group on CUDA tensors (world size > 1): this rank's plan rank
+    on ``device``, the others in the group's other processes, over NCCL; ``inputs`` and
+    ``outputs`` are this rank's shards, read and written where they are."""
+    ordinal = device.index if device.index is not None else torch.cuda.current_device()
+    key = ("group", call.group_name, ordinal)
+    r = call.op._runners.get(key)
+    if r is None:
+        comm = communicator(call, ordinal)
+        _load_torch_cudnn()
+        use_torch_allocator()
+        error, native = None, None
+        try:
+            with torch.cuda.device(ordinal):
+                native = call.op._native.cuda_group_runner(comm, device_kernels())
+        except Exception as e:  # noqa: BLE001 - every rank learns of it, then all raise
+            error = f"{type(e).__name__}: {e}"
+        what = f"@{call.op.kernel} over {call.world} ranks"
+        _agree_or_raise(call.group, what, error, call.op.schedule)
+        r = Bound(native, call.pieces)
+        call.op._runners[key] = r
+    run_bound(call.op, inputs, outputs, device, r)
 
 
 def run(op, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -329,6 +329,7 @@ def attention(
                 tuple(k.shape),
                 tuple(v.shape),
                 str(q.dtype),
+                q.device.type,
                 causal,
                 softmax_scale,
                 layout,
@@ -368,7 +369,7 @@ def _agreed(group, what: str, x: torch.Tensor, w: torch.Tensor, dim: int) -> Opt
     """The group's name, after checking that its ranks pass alike shapes (world size > 1)."""
     world, _, group_name = _group.resolve(group)
     if world > 1:
-        signature = (tuple(x.shape), tuple(w.shape), str(x.dtype), dim)
+        signature = (tuple(x.shape), tuple(w.shape), str(x.dtype), x.device.type, dim)
         _group.check_same_across_ranks(_group.by_name(group_name), what, signature)
     return group_name
 
@@ -476,6 +477,7 @@ class _MatmulReduceScatter(torch.autograd.Function):
 def _gemm_call(kind, fn, x, w, dim, schedule, topology, group_name, what, arg):
     x2 = _as_rows(x, dim, what, arg)
     _check_w(x2, w, what)
+    rows = _rows(kind, x, group_name)
     grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
     if not _eager():
         op = _all_gather_matmul_op if kind == "all_gather" else _matmul_reduce_scatter_op
@@ -485,7 +487,7 @@ def _gemm_call(kind, fn, x, w, dim, schedule, topology, group_name, what, arg):
         if grad
         else _gemm(kind, x2, w, schedule, topology, group_name)
     )
-    return out.reshape(_rows(kind, x, group_name), *x.shape[1:-1], w.shape[1])
+    return out.reshape(rows, *x.shape[1:-1], w.shape[1])
 
 
 def _rows(kind: str, x: torch.Tensor, group_name: Optional[str]) -> int:

@@ -128,6 +128,59 @@ impl PyRunner {
     }
 }
 
+/// The NCCL communicator of this process in a process group (`GroupComm(id, rank, size,
+/// ordinal)`): joins it, blocking until every process of the group has (the GIL released).
+#[cfg(feature = "cuda")]
+#[pyclass(name = "GroupComm", module = "mercury._mercury", frozen)]
+struct PyGroupComm {
+    comm: std::sync::Mutex<mercury::cuda::GroupComm>,
+}
+
+#[cfg(feature = "cuda")]
+#[pymethods]
+impl PyGroupComm {
+    #[new]
+    fn new(py: Python<'_>, id: &str, rank: usize, size: usize, ordinal: usize) -> PyResult<Self> {
+        mercury::cuda::check_group(id, rank, size).map_err(py_err)?;
+        let comm = py
+            .detach(|| mercury::cuda::GroupComm::new(id, rank, size, ordinal))
+            .map_err(py_err)?;
+        Ok(PyGroupComm {
+            comm: std::sync::Mutex::new(comm),
+        })
+    }
+
+    fn __repr__(&self) -> PyResult<String> {
+        Ok(format!("{:?}", *self.lock()?))
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl PyGroupComm {
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, mercury::cuda::GroupComm>> {
+        self.comm
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("a previous use of this communicator panicked"))
+    }
+}
+
+/// A fresh NCCL unique id (256 hex digits) for a group's rank 0 to broadcast, from the NCCL
+/// this process uses ([`nccl_library`]).
+#[cfg(feature = "cuda")]
+#[pyfunction]
+fn nccl_unique_id(py: Python<'_>) -> PyResult<String> {
+    py.detach(mercury::cuda::GroupComm::unique_id)
+        .map_err(py_err)
+}
+
+/// The path of the NCCL library this process uses: `$MERCURY_NCCL_LIB`, else the one already
+/// loaded (torch's), else the dynamic loader's `libnccl.so.2`.
+#[cfg(feature = "cuda")]
+#[pyfunction]
+fn nccl_library() -> PyResult<String> {
+    mercury::cuda::nccl_library().map_err(py_err)
+}
+
 #[pymethods]
 impl PyOperator {
     /// The schedule that ran, as a schedule script ("" when none).
@@ -210,6 +263,24 @@ impl PyOperator {
         let runner = py
             .detach(|| mercury::cuda::DeviceRunner::new(plan, ordinal, ptx))
             .map_err(py_err)?;
+        Ok(PyRunner::new(runner))
+    }
+
+    /// The plan's executor for this process of `group`: its rank (the group rank) on the
+    /// group's GPU, the other ranks in the group's other processes, over NCCL. Every process
+    /// of the group must build it at the same point (collective).
+    #[cfg(feature = "cuda")]
+    fn cuda_group_runner(
+        &self,
+        py: Python<'_>,
+        group: &PyGroupComm,
+        ptx: &str,
+    ) -> PyResult<PyRunner> {
+        let plan = &self.op.plan;
+        let runner = py.detach(|| {
+            let g = group.lock()?;
+            mercury::cuda::DeviceRunner::in_group(plan, &g, ptx).map_err(py_err)
+        })?;
         Ok(PyRunner::new(runner))
     }
 
@@ -478,6 +549,12 @@ fn _mercury(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyOperator>()?;
     #[cfg(feature = "cuda")]
     m.add_class::<PyRunner>()?;
+    #[cfg(feature = "cuda")]
+    m.add_class::<PyGroupComm>()?;
+    #[cfg(feature = "cuda")]
+    m.add_function(wrap_pyfunction!(nccl_unique_id, m)?)?;
+    #[cfg(feature = "cuda")]
+    m.add_function(wrap_pyfunction!(nccl_library, m)?)?;
     #[cfg(feature = "cuda")]
     m.add_function(wrap_pyfunction!(use_allocator, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;

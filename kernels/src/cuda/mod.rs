@@ -15,6 +15,7 @@ pub mod check;
 pub mod cudnn;
 pub mod error;
 pub mod gemm;
+pub mod loaded;
 pub mod nvrtc;
 
 pub use alloc::{alloc_bytes, set_allocator, DeviceAllocator, DeviceBuffer};

@@ -1,0 +1,138 @@
+"""World size > 1: the distributed operators in a process group of two processes on the CPU
+(gloo; the CPU reference executor runs every rank's plan in each process), against torch in
+float64 on the gathered tensors; ranks that disagree; and the NCCL side that needs no GPU (the
+NCCL library torch loaded is the one used, a communicator's arguments checked first)."""
+
+import datetime
+import re
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from conftest import fresh, sdpa64
+
+import mercury
+
+WORLD = 2
+
+
+def _shared(*shape):
+    """Fresh random values drawn by rank 0, the same on every rank."""
+    t = fresh(*shape)
+    dist.broadcast(t, 0)
+    return t
+
+
+def _block(t, rank, dim=0):
+    return t.chunk(WORLD, dim)[rank]
+
+
+def _attention(rank, balance):
+    q, k, v = (_shared(1, 32, 2, 8) for _ in range(3))
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    shards = [
+        mercury.shard_sequence(t.detach(), balance=balance).requires_grad_(True) for t in (q, k, v)
+    ]
+    o = mercury.attention(*shards, causal=True, balance=balance)
+    want = sdpa64(*(t.transpose(1, 2) for t in (q, k, v)), causal=True).transpose(1, 2)
+    mine = mercury.shard_sequence(want.detach(), balance=balance)
+    torch.testing.assert_close(o, mine, rtol=1e-9, atol=1e-12)
+    # Gradients: the same upstream gradient everywhere, each rank its shard of it.
+    do = _shared(*want.shape)
+    want.backward(do)
+    o.backward(mercury.shard_sequence(do, balance=balance))
+    for name, full, shard in zip("qkv", (q, k, v), shards, strict=True):
+        torch.testing.assert_close(
+            shard.grad,
+            mercury.shard_sequence(full.grad, balance=balance),
+            rtol=1e-9,
+            atol=1e-12,
+            msg=lambda m, name=name: f"rank {rank}: d{name} ({balance}): {m}",
+        )
+
+
+def _gemms(rank):
+    x, w = _shared(8, 6), _shared(6, 4)
+    # all_gather_matmul: rows of x sharded, columns of w and of the output.
+    out = mercury.all_gather_matmul(_block(x, rank), _block(w, rank, 1))
+    torch.testing.assert_close(out, _block(x @ w, rank, 1), rtol=1e-12, atol=1e-12)
+    # matmul_reduce_scatter: columns of x and rows of w sharded, the output's rows.
+    out = mercury.matmul_reduce_scatter(_block(x, rank, 1), _block(w, rank))
+    torch.testing.assert_close(out, _block(x @ w, rank), rtol=1e-12, atol=1e-12)
+
+
+def _disagreements(rank):
+    # Shapes that differ across ranks: refused on every rank before anything runs.
+    q = fresh(1, 16 if rank == 0 else 8, 2, 8)
+    with pytest.raises(ValueError, match=r"mercury.attention: the ranks disagree: rank 0 has"):
+        mercury.attention(q, q, q)
+    with pytest.raises(ValueError, match="the ranks disagree"):
+        mercury.all_gather_matmul(fresh(4, 6), fresh(6, 2 + rank))
+    # Options too (here causal).
+    q = fresh(1, 16, 2, 8)
+    with pytest.raises(ValueError, match="the ranks disagree"):
+        mercury.attention(q, q, q, causal=rank == 0)
+    # A shard the group cannot split: odd rows for the reduce-scatter.
+    with pytest.raises(ValueError, match="does not split"):
+        mercury.matmul_reduce_scatter(fresh(3, 6), fresh(6, 4))
+    # The group still works afterwards (nothing was left half-done).
+    _gemms(rank)
+
+
+def _worker(rank, init_file):
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{init_file}",
+        rank=rank,
+        world_size=WORLD,
+        timeout=datetime.timedelta(seconds=120),
+    )
+    try:
+        _attention(rank, None)
+        _attention(rank, "zigzag")
+        _gemms(rank)
+        _disagreements(rank)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.skipif(not dist.is_gloo_available(), reason="torch without gloo")
+def test_two_processes_on_the_cpu(tmp_path):
+    mp.spawn(_worker, args=(str(tmp_path / "store"),), nprocs=WORLD, join=True)
+
+
+def _mapped_nccl() -> list[str]:
+    """Paths of the libnccl.so* files mapped in this process."""
+    paths = []
+    for line in open("/proc/self/maps"):
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and re.search(r"/libnccl\.so(\.\d+)*$", fields[5].strip()):
+            paths.append(fields[5].strip())
+    return sorted(set(paths))
+
+
+def _native_cuda() -> bool:
+    return hasattr(mercury._mercury, "GroupComm")
+
+
+@pytest.mark.skipif(not _native_cuda(), reason="the package was built without CUDA")
+def test_the_nccl_torch_loaded_is_the_one_used():
+    before = _mapped_nccl()
+    if not before:
+        pytest.skip("torch loaded no NCCL in this process (a torch without CUDA)")
+    assert mercury._mercury.nccl_library() == before[0]
+    # No second NCCL was loaded.
+    assert _mapped_nccl() == before
+
+
+@pytest.mark.skipif(not _native_cuda(), reason="the package was built without CUDA")
+def test_a_communicator_checks_its_group_first():
+    with pytest.raises(ValueError, match="rank 2 is outside a group of size 2"):
+        mercury._mercury.GroupComm("ab" * 128, 2, 2, 0)
+    with pytest.raises(ValueError, match="256 hex digits"):
+        mercury._mercury.GroupComm("abc", 0, 2, 0)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no usable GPU 0"):
+            mercury._mercury.GroupComm("ab" * 128, 0, 2, 0)
