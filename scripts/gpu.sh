@@ -85,9 +85,14 @@ cd "$root"
 if [[ "${1:-}" != "--remote" ]]; then
   export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
   mkdir -p .carry
-  echo "== building mercury-run (CUDA backend, no MLIR) and mercury-gpu-bench (release)"
-  cargo build --release -p mercury-run --no-default-features --features cuda
-  cargo build --release -p mercury-bench --bin mercury-gpu-bench
+  echo "== building mercury-run, mercury-tune (CUDA backend, no MLIR), mercury-bench and the Python package's crate (release)"
+  # One invocation: features are resolved once for all of them, the same as the wheel's build
+  # below (maturin, -p mercury-python) resolves them (cargo tree: identical for every crate of
+  # the wheel's graph), so that build finds every crate built. Built in separate invocations,
+  # the wheel's pyo3 turns on syn features the binaries' graphs lack, and every proc macro and
+  # all that uses one would be built a second time.
+  cargo build --release -p mercury-run -p mercury-tune -p mercury-bench -p mercury-python \
+    --no-default-features --features mercury-run/cuda,mercury-tune/cuda,mercury-python/default
   cargo build --release -p mercury-opt
   cp "$CARGO_TARGET_DIR/release/mercury-run" "$CARGO_TARGET_DIR/release/mercury-gpu-bench" .carry/
   cp scripts/sdpa_baseline.py scripts/sdpa_bwd_baseline.py .carry/
@@ -111,12 +116,8 @@ if [[ "${1:-}" != "--remote" ]]; then
   done
   grep -o '\.entry mercury_\(ew\|row\)_[a-z0-9_]*' .carry/mlp_kernels.ptx | sed 's/^/   generated: /'
   # ---- multi-GPU staging (docs/multi-gpu.md) ----
-  echo "== building mercury-mgpu (multi-GPU self-checks, link measurements)"
-  cargo build --release -p mercury-bench --bin mercury-mgpu
-  cp "$CARGO_TARGET_DIR/release/mercury-mgpu" .carry/
-  echo "== building mercury-tune (CUDA backend, no MLIR: --device-kernels)"
-  cargo build --release -p mercury-tune --no-default-features --features cuda
-  cp "$CARGO_TARGET_DIR/release/mercury-tune" .carry/
+  echo "== mercury-mgpu (multi-GPU self-checks, link measurements), mercury-tune (built above)"
+  cp "$CARGO_TARGET_DIR/release/mercury-mgpu" "$CARGO_TARGET_DIR/release/mercury-tune" .carry/
   echo "== the mercury Python package (abi3 wheel, release) and scripts/torch_gpu.py"
   rm -f .carry/mercury_rs-*.whl
   python3 -m pip wheel -q --no-deps -w .carry ./python
