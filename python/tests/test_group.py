@@ -3,6 +3,7 @@
 float64 on the gathered tensors; ranks that disagree; and the NCCL side that needs no GPU (the
 NCCL library torch loaded is the one used, a communicator's arguments checked first)."""
 
+import contextlib
 import datetime
 import re
 
@@ -81,6 +82,52 @@ def _disagreements(rank):
     _gemms(rank)
 
 
+class _FakeCall:
+    """What ``_cuda.communicator`` reads of a prepared call."""
+
+    def __init__(self, name, rank):
+        self.group_name = name
+        self.group = dist.group.WORLD
+        self.rank = rank
+        self.world = WORLD
+
+
+def _orchestration(rank):
+    """The host side of a group's NCCL path, with the native communicator faked (no GPU):
+    rank 0's unique id reaches every rank, a rank that fails makes every rank raise, and the
+    ranks must have compiled one schedule."""
+    from mercury import _cuda
+
+    made = []
+    mp_ = pytest.MonkeyPatch()
+    mp_.setattr(torch.cuda, "device", lambda _ordinal: contextlib.nullcontext())
+    mp_.setattr(_cuda._mercury, "nccl_unique_id", lambda: "cd" * 128)
+    mp_.setattr(_cuda._mercury, "GroupComm", lambda *a: made.append(a) or ("comm", a))
+    try:
+        comm = _cuda.communicator(_FakeCall("fake-ok", rank), 0)
+        assert made == [("cd" * 128, rank, WORLD, 0)], made
+        # Made once per group: the second call runs no collective and builds nothing.
+        assert _cuda.communicator(_FakeCall("fake-ok", rank), 0) is comm and len(made) == 1
+        with pytest.raises(ValueError, match="on GPU 0, the tensors on GPU 1"):
+            _cuda.communicator(_FakeCall("fake-ok", rank), 1)
+
+        def no_nccl():
+            raise RuntimeError("no usable NCCL library")
+
+        mp_.setattr(_cuda._mercury, "nccl_unique_id", no_nccl)
+        with pytest.raises(RuntimeError, match="rank 0 has no NCCL id: .*no usable NCCL"):
+            _cuda.communicator(_FakeCall("fake-no-nccl", rank), 0)
+        assert len(made) == 1
+    finally:
+        mp_.undo()
+    group = dist.group.WORLD
+    _cuda._agree_or_raise(group, "@op over 2 ranks", None, "shift-shard")
+    with pytest.raises(RuntimeError, match="@op over 2 ranks: rank 1: boom"):
+        _cuda._agree_or_raise(group, "@op over 2 ranks", "boom" if rank == 1 else None, "s")
+    with pytest.raises(RuntimeError, match="compiled different schedules"):
+        _cuda._agree_or_raise(group, "@op over 2 ranks", None, f"schedule {rank}")
+
+
 def _worker(rank, init_file):
     dist.init_process_group(
         "gloo",
@@ -94,6 +141,7 @@ def _worker(rank, init_file):
         _attention(rank, "zigzag")
         _gemms(rank)
         _disagreements(rank)
+        _orchestration(rank)
     finally:
         dist.destroy_process_group()
 
