@@ -32,6 +32,10 @@ def pieces(shape, sharding: Sharding, world: int, rank: int) -> tuple:
         n = shape[dim] // world
         return ((at(zero, rank * n), at(shape, n), zero),)
     c = shape[dim] // (2 * world)
+    if rank == world - 1:
+        # Chunks W-1 and W are adjacent in the sequence as in the local tensor: one region (a
+        # plan reads them as one, and a use must lie inside one bound region).
+        return ((at(zero, rank * c), at(shape, 2 * c), zero),)
     return (
         (at(zero, rank * c), at(shape, c), zero),
         (at(zero, (2 * world - 1 - rank) * c), at(shape, c), at(zero, c)),

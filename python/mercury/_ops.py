@@ -105,6 +105,13 @@ def _attention_shapes(q, k, v, layout):
     return b, s, hq, hk, d, v.shape[3]
 
 
+def attention_shardings(zigzag: bool) -> dict:
+    """Sharding of every buffer of the attention operators (forward and backward): the
+    sequence (dimension 2 of the bhsd buffers), in blocks or ring-flash-attn's zigzag."""
+    kind = "zigzag" if zigzag else "block"
+    return {n: (2, kind) for n in ("Q", "K", "V", "O", "L", "dO", "dQ", "dK", "dV")}
+
+
 def _lse_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
@@ -139,9 +146,7 @@ class _Attention:
         self._bwd: Optional[Call] = None
 
     def _shardings(self) -> dict:
-        kind = "zigzag" if self.spec["zigzag"] else "block"
-        names = ("Q", "K", "V", "O", "L", "dO", "dQ", "dK", "dV")
-        return {n: (2, kind) for n in names}
+        return attention_shardings(self.spec["zigzag"])
 
     def bwd(self) -> Call:
         if self._bwd is None:

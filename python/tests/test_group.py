@@ -5,6 +5,7 @@ NCCL library torch loaded is the one used, a communicator's arguments checked fi
 
 import contextlib
 import datetime
+import json
 import re
 
 import pytest
@@ -14,6 +15,7 @@ import torch.multiprocessing as mp
 from conftest import fresh, sdpa64
 
 import mercury
+from mercury import _call, _mercury, _ops
 
 WORLD = 2
 
@@ -184,3 +186,60 @@ def test_a_communicator_checks_its_group_first():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no usable GPU 0"):
             mercury._mercury.GroupComm("ab" * 128, 0, 2, 0)
+
+
+def _found(x, key):
+    """Every value under ``key`` anywhere in the JSON value ``x``."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from ([v] if k == key else _found(v, key))
+    elif isinstance(x, list):
+        for v in x:
+            yield from _found(v, key)
+
+
+def _outside_shards(op, shardings: dict, world: int) -> list:
+    """Global regions a rank's plan reads (slot initialisations) or writes (outputs) that lie
+    inside none of the regions its process binds: under a process group each rank binds only
+    its shards, and the executor refuses a use outside them (or straddling two)."""
+    plan = json.loads(op.plan_json())
+    bufs = plan["buffers"]
+    bad = []
+    for r in plan["ranks"]:
+        uses = [(g["buffer"], g["region"]) for g in _found(r["slots"], "from_global")]
+        uses += [(o["buffer"], o["region"]) for o in r["outputs"]]
+        for b, reg in uses:
+            name, shape = bufs[b]["name"], bufs[b]["shape"]
+            held = _call.pieces(shape, shardings.get(name), world, r["rank"])
+            if not any(
+                all(
+                    po <= o and o + e <= po + pe
+                    for o, e, po, pe in zip(reg["offset"], reg["extent"], off, ext, strict=True)
+                )
+                for off, ext, _ in held
+            ):
+                bad.append((r["rank"], name, reg))
+    return bad
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_every_rank_uses_only_its_shards(world):
+    for zigzag in (False, True):
+        for causal, hk in ((True, 4), (False, 2)):
+            spec = dict(batch=1, heads=4, kv_heads=hk, seq=16 * world, head_dim=8, v_head_dim=8,
+                        causal=causal, scale=None, dtype="torch.float64", world=world,
+                        zigzag=zigzag)  # fmt: skip
+            sh = _ops.attention_shardings(zigzag)
+            text, bwd_schedule = _mercury.attention_commir(**spec, lse=True)
+            fwd = mercury.compile(text, schedule="auto")
+            assert _outside_shards(fwd, sh, world) == [], (spec, fwd.decision)
+            text, _ = _mercury.attention_commir(**spec, backward=True)
+            bwd = mercury.compile(text, schedule=bwd_schedule)
+            assert _outside_shards(bwd, sh, world) == [], (spec, bwd_schedule)
+    for kind, dims in (
+        ("all_gather", dict(m=8 * world, k=16, n=8 * world)),
+        ("reduce_scatter", dict(m=8 * world, k=8 * world, n=16)),
+    ):
+        text = _mercury.gemm_commir(kind=kind, dtype="torch.float64", world=world, **dims)
+        op = mercury.compile(text, schedule="auto")
+        assert _outside_shards(op, _ops._GEMM_SHARDINGS[kind], world) == [], (kind, op.decision)
