@@ -310,7 +310,7 @@ fn slice_held(
 }
 
 /// Reduction levels per output buffer: parallel loops around its reductions whose axis the
-/// output does not use. Ranks that differ only there hold different partial results; ranks
+/// output does not use, or uses only inside a shifted index. Ranks that differ only there hold different partial results; ranks
 /// that differ elsewhere hold copies of the same result.
 ///
 /// All reductions into one buffer share one accumulator per tile, combined over one set of
@@ -329,9 +329,21 @@ pub(crate) fn reduction_levels(k: &Kernel) -> Result<HashMap<String, Vec<usize>>
             return;
         }
         let b = k.buffer(&access.buffer).expect("buffer");
+        // A parallel axis the output uses keeps ranks' partials apart only where the index
+        // is that axis alone: under a shifted index (`(@j1 + @i1) mod 2`, @i1 sequential) a
+        // rank writes a different tile on each iteration, so ranks that differ on the axis's
+        // level meet on the same tiles and their partials must be combined.
+        let apart = |axis: &str| {
+            b.uses_axis(axis)
+                && access
+                    .indices
+                    .iter()
+                    .filter(|e| e.axes().contains(&axis))
+                    .all(|e| e.as_axis() == Some(axis))
+        };
         let mut here: Vec<usize> = stack
             .iter()
-            .filter(|l| !b.uses_axis(&l.axis))
+            .filter(|l| !apart(&l.axis))
             .filter_map(|l| l.parallel)
             .collect();
         here.sort_unstable();
