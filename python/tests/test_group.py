@@ -144,6 +144,9 @@ def _worker(rank, init_file):
         _gemms(rank)
         _disagreements(rank)
         _orchestration(rank)
+        # Both ranks done before either closes its connections (gloo aborts a process whose
+        # peer hangs up while it is still in the group).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
