@@ -140,14 +140,40 @@ DOTTED = re.compile(r"(?<![\w$.%^@#!\"-])([A-Za-z_][\w$]*)\.[A-Za-z_][\w$.]*")
 PREFIXED = re.compile(r"[!#]([A-Za-z_][\w$]*)\.")
 
 
+DIALECT_RESOURCES = re.compile(r"\bdialect_resources\s*:\s*\{")
+RESOURCE_OWNER = re.compile(r"([A-Za-z_][\w$.]*)(\s*:)?")
+
+
+def resource_dialects(text: str) -> set[str]:
+    """The dialects a `{-# dialect_resources: { DIALECT: {...}, ... } #-}` section names: the
+    keys at its first nesting level (each dialect parses its own resources)."""
+    found = set()
+    for m in DIALECT_RESOURCES.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth > 0:
+            c = text[i]
+            if c in "{}":
+                depth += 1 if c == "{" else -1
+                i += 1
+            elif depth == 1 and (w := RESOURCE_OWNER.match(text, i)):
+                if w.group(2):
+                    found.add(w.group(1))
+                i = w.end()
+            else:
+                i += 1
+    return found
+
+
 def dialects_in_text(text: str) -> set[str]:
-    """Dialect namespaces a chunk's text names: quoted op names, `!d.t` / `#d.a`, and dotted
-    bare identifiers (custom op names, dialect attribute keys)."""
+    """Dialect namespaces a chunk's text names: quoted op names, `!d.t` / `#d.a`, dotted
+    bare identifiers (custom op names, dialect attribute keys), and the dialects of a
+    `dialect_resources` file-metadata section."""
     text = COMMENT.sub("", text)
     found = {m.group(1) for m in QUOTED_OP.finditer(text)}
     bare = STRING.sub('""', text)
     found |= {m.group(1) for m in PREFIXED.finditer(bare)}
     found |= {m.group(1) for m in DOTTED.finditer(bare)}
+    found |= resource_dialects(bare)
     return found
 
 

@@ -244,6 +244,34 @@ commir.kernel @k on @m {
 
 // -----
 
+// A misspelt attribute is refused, not ignored (the attention would run without its mask);
+// a dialect attribute (discardable, as upstream's) passes: the gemm below is refused for
+// its second attribute, not its first.
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.axis @j = 32 managed
+  commir.buffer @Q : [@i, 4] f32 in
+  commir.buffer @K : [@j, 4] f32 in
+  %q = commir.load @Q[@i] : !commir.tile<f32>
+  %k = commir.load @K[@j] : !commir.tile<f32>
+  // expected-error@+1 {{patch 'attention' has no attribute 'casual' (it takes causal, scale)}}
+  %o, %l = commir.patch "attention" (%q, %k, %k) {casual = true} : (!commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>) -> (!commir.tile<f32>, !commir.tile<f32>)
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 32 spatial
+  commir.buffer @A : [@i, 4] f32 in
+  %a = commir.load @A[@i] : !commir.tile<f32>
+  // expected-error@+1 {{patch 'gemm' has no attribute 'causal' (it takes none)}}
+  %c = commir.patch "gemm" (%a, %a) {mine.note = "kept", causal = true} : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
+}
+
+// -----
+
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 32 spatial
@@ -276,8 +304,8 @@ commir.axis @i = 32 spatial
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 32 spatial
-  // expected-note@-1 {{previous definition is here}}
-  // expected-error@+1 {{redefinition of symbol '@i'}}
+  // expected-note@-1 {{see existing symbol definition here}}
+  // expected-error@+1 {{redefinition of symbol named 'i'}}
   commir.axis @i = 16 spatial
 }
 

@@ -84,6 +84,19 @@ func.func @constants() {
   %8 = arith.constant 0 : index
   %9 = arith.constant dense<"0x0100000002000000"> : tensor<2xi32>
   %10 = arith.constant sparse<[[0, 1]], [7]> : tensor<2x2xi64>
+  // NaNs keep their sign and payload, signaling ones stay signaling.
+  // CHECK: arith.constant 0x7FFFFFFF : f32
+  %11 = arith.constant 0x7fffffff : f32
+  // CHECK: arith.constant 0x7F800001 : f32
+  %12 = arith.constant 0x7F800001 : f32
+  // CHECK: arith.constant 0xFFF8000000000001 : f64
+  %13 = arith.constant 0xFFF8000000000001 : f64
+  // CHECK: arith.constant 0xFE01 : f16
+  %14 = arith.constant 0xFE01 : f16
+  // CHECK: arith.constant 0x7FC1 : bf16
+  %15 = arith.constant 0x7FC1 : bf16
+  // CHECK: arith.constant 0xFF800000 : f32
+  %16 = arith.constant 0xFF800000 : f32
   return
 }
 

@@ -7,7 +7,7 @@ func.func @public_declaration(i32)
 // -----
 
 func.func @wrong_return(%a: i32) -> f32 {
-  // expected-error@+1 {{type of return operand 0 (i32) doesn't match function result type (f32) in function @wrong_return}}
+  // expected-error@+1 {{type of return operand 0 ('i32') doesn't match function result type ('f32') in function @wrong_return}}
   return %a : i32
 }
 
@@ -64,3 +64,23 @@ func.func @empty_successor_block() {
   "foo.br"()[^bb1] : () -> ()
 ^bb1:
 }
+
+// -----
+
+// A function inside a function is in no symbol table (upstream refuses it in these words).
+func.func @outer() {
+  // expected-error@+1 {{'func.func' op symbol's parent must have the SymbolTable trait}}
+  func.func @inner() {
+    return
+  }
+  return
+}
+
+// -----
+
+// Inside an unregistered op (which may be a symbol table, as upstream assumes) it is taken.
+"test.symbol_scope"() ({
+  func.func @in_unknown() {
+    return
+  }
+}) : () -> ()

@@ -324,10 +324,12 @@ module @m @n {
 
 // -----
 
-// wrongly typed: an isolated region does not see outer values
-// CHECK: invalid-syntax.mlir:[[@LINE+5]]:17: error: use of undeclared SSA value name '%c'
+// wrongly typed: an op isolated from above does not use outer values (the parser resolves
+// the name, the verifier refuses the use, as upstream's)
+// CHECK: invalid-syntax.mlir:[[@LINE+6]]:3: error: 'func.return' op using value defined outside the region
 // CHECK-NEXT: {{^}}  "func.return"(%c) : (i32) -> (){{$}}
-// CHECK-NEXT: {{^}}                ^{{$}}
+// CHECK-NEXT: {{^}}  ^{{$}}
+// CHECK-NEXT: invalid-syntax.mlir:[[@LINE+2]]:1: note: required by region isolation constraints
 %c = "arith.constant"() {value = 1 : i32} : () -> i32
 "func.func"() ({
   "func.return"(%c) : (i32) -> ()

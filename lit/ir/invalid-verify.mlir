@@ -6,26 +6,26 @@
 
 // -----
 
-// expected-error@+1 {{'arith.constant' requires attribute 'value'}}
+// expected-error@+1 {{'arith.constant' op requires attribute 'value'}}
 %0 = "arith.constant"() : () -> i32
 
 // -----
 
-// expected-error@+1 {{'arith.constant' expects 0 regions, got 1}}
+// expected-error@+1 {{'arith.constant' op requires zero regions}}
 %0 = "arith.constant"() ({}) {value = 1} : () -> i64
 
 // -----
 
 "func.func"() ({
 ^bb0(%a: i32):
-  // expected-error@+1 {{'arith.addi' expects 1 results, got 2}}
+  // expected-error@+1 {{'arith.addi' op requires one result}}
   %0, %1 = "arith.addi"(%a, %a) : (i32, i32) -> (i32, i32)
   func.return
 }) {sym_name = "f", function_type = (i32) -> ()} : () -> ()
 
 // -----
 
-// expected-error@+1 {{'arith.addf' expects 2 operands, got 0}}
+// expected-error@+1 {{'arith.addf' op requires one result}}
 "arith.addf"() : () -> ()
 
 // -----
@@ -47,14 +47,14 @@
 
 // -----
 
-// expected-error@+1 {{'func.func' requires attribute 'sym_name'}}
+// expected-error@+1 {{'func.func' op requires attribute 'sym_name'}}
 "func.func"() ({
   func.return
 }) {function_type = () -> ()} : () -> ()
 
 // -----
 
-// expected-error@+1 {{'func.func' requires attribute 'function_type'}}
+// expected-error@+1 {{'func.func' op requires attribute 'function_type'}}
 "func.func"() ({
   func.return
 }) {sym_name = "f"} : () -> ()
@@ -75,7 +75,7 @@
 
 // -----
 
-// expected-error@+1 {{'func.func' op type of entry block argument #0(i64) must match the type of the corresponding argument in function signature(i32)}}
+// expected-error@+1 {{'func.func' op type of entry block argument #0('i64') must match the type of the corresponding argument in function signature('i32')}}
 "func.func"() ({
 ^bb0(%a: i64):
   func.return
@@ -85,7 +85,7 @@
 
 "func.func"() ({
 ^bb0(%a: i32):
-  func.return %a : i32 // expected-error {{type of return operand 0 (i32) doesn't match function result type (f32) in function @f}}
+  func.return %a : i32 // expected-error {{type of return operand 0 ('i32') doesn't match function result type ('f32') in function @f}}
 }) {sym_name = "f", function_type = (i32) -> f32} : () -> ()
 
 // -----
@@ -102,11 +102,11 @@
 
 // -----
 
-// expected-note@+1 {{previous definition is here}}
+// expected-note@+1 {{see existing symbol definition here}}
 "func.func"() ({
   func.return
 }) {sym_name = "f", function_type = () -> ()} : () -> ()
-// expected-error@+1 {{redefinition of symbol '@f'}}
+// expected-error@+1 {{redefinition of symbol named 'f'}}
 "func.func"() ({
   func.return
 }) {sym_name = "f", function_type = () -> ()} : () -> ()

@@ -10,6 +10,13 @@
 
 // -----
 
+// A successor at the top level (the implicit module's block) names no block: refused where
+// it stands, as upstream does (not as an unlocated predecessor of the entry block).
+// expected-error@+1 {{reference to an undefined block}}
+"test.br"()[^bb1] : () -> ()
+
+// -----
+
 // expected-error@+1 {{entry block of region may not have predecessors}}
 "test.region"() ({
 ^bb0:

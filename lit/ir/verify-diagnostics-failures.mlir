@@ -21,9 +21,9 @@
 // -----
 
 // The wrong line: the note points to where the diagnostic was emitted.
-// CHECK: verify-diagnostics-failures.mlir:[[@LINE+3]]:1: error: unexpected error: 'arith.addf' expects 2 operands
-// CHECK: verify-diagnostics-failures.mlir:[[@LINE+1]]:4: error: expected error "expects 2 operands" was not produced
-// expected-error@+2 {{expects 2 operands}}
+// CHECK: verify-diagnostics-failures.mlir:[[@LINE+3]]:1: error: unexpected error: 'arith.addf' op requires one result
+// CHECK: verify-diagnostics-failures.mlir:[[@LINE+1]]:4: error: expected error "requires one result" was not produced
+// expected-error@+2 {{requires one result}}
 "arith.addf"() : () -> ()
 "arith.mulf"() : () -> () // (only the first verifier error is reported)
 // CHECK: verify-diagnostics-failures.mlir:[[@LINE-2]]:1: note: a matching error was emitted here instead
@@ -31,9 +31,9 @@
 // -----
 
 // The right line and text, another severity.
-// CHECK: verify-diagnostics-failures.mlir:[[@LINE+2]]:1: error: 'error' diagnostic emitted when expecting a 'warning': 'arith.addf' expects 2 operands, got 0
-// CHECK: verify-diagnostics-failures.mlir:[[@LINE+1]]:30: error: expected warning "expects 2 operands" was not produced
-"arith.addf"() : () -> () // expected-warning {{expects 2 operands}}
+// CHECK: verify-diagnostics-failures.mlir:[[@LINE+2]]:1: error: 'error' diagnostic emitted when expecting a 'warning': 'arith.addf' op requires one result
+// CHECK: verify-diagnostics-failures.mlir:[[@LINE+1]]:30: error: expected warning "requires one result" was not produced
+"arith.addf"() : () -> () // expected-warning {{requires one result}}
 
 // -----
 

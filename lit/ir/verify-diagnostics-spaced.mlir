@@ -17,16 +17,16 @@
 // MALFORMED: malformed.mlir:[[# @LINE + 27]]:4: error: unknown line designator '@+one' in expected-{{e}}rror
 
 //--- met.mlir
-// expected-error @+1 {{'arith.addf' expects 2 operands}}
+// expected-error @+1 {{'arith.addf' op requires one result}}
 "arith.addf"() : () -> ()
 // -----
 "arith.addf"() : () -> ()
-// expected-error  @above  {{'arith.addf' expects 2 operands}}
+// expected-error  @above  {{'arith.addf' op requires one result}}
 // -----
-// expected-error @below {{'arith.addf' expects 2 operands}}
+// expected-error @below {{'arith.addf' op requires one result}}
 "arith.addf"() : () -> ()
 // -----
-"arith.addf"() : () -> () // expected-error@+0{{'arith.addf' expects 2 operands}}
+"arith.addf"() : () -> () // expected-error@+0{{'arith.addf' op requires one result}}
 
 //--- unmet.mlir
 commir.mesh @m shape [2]

@@ -20,8 +20,8 @@
   func.return
 }) {sym_name = "f", function_type = () -> ()} : () -> ()
 // @-N: N lines above; a note attached to an error is matched as well.
-// expected-error@+2 {{redefinition of symbol '@f'}}
-// expected-note@-5 {{previous definition is here}}
+// expected-error@+2 {{redefinition of symbol named 'f'}}
+// expected-note@-5 {{see existing symbol definition here}}
 "func.func"() ({
   func.return
 }) {sym_name = "f", function_type = () -> ()} : () -> ()
@@ -29,7 +29,7 @@
 // -----
 
 // @below: the next line that carries no annotation.
-// expected-error@below {{'arith.addf' expects 2 operands, got 0}}
+// expected-error@below {{'arith.addf' op requires one result}}
 "arith.addf"() : () -> ()
 
 // -----
@@ -38,7 +38,7 @@
 "func.func"() ({
 ^bb0(%a: i32):
   func.return %a : i32
-  // expected-error@above {{type of return operand 0 (i32) doesn't match function result type (f32) in function @g}}
+  // expected-error@above {{type of return operand 0 ('i32') doesn't match function result type ('f32') in function @g}}
 }) {sym_name = "g", function_type = (i32) -> f32} : () -> ()
 
 // -----

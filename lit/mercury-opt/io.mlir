@@ -18,7 +18,7 @@
 
 // Diagnostics on standard input are attributed to <stdin>.
 // RUN: cat %S/Inputs/missing-value.mlir | not %mercury-opt 2>&1 | FileCheck %s --check-prefix=STDIN
-// STDIN: <stdin>:1:6: error: 'arith.constant' requires attribute 'value'
+// STDIN: <stdin>:1:6: error: 'arith.constant' op requires attribute 'value'
 
 // RUN: printf '' | %mercury-opt | FileCheck %s --check-prefix=EMPTY
 // RUN: printf '// only a comment\n\n' | %mercury-opt | FileCheck %s --check-prefix=EMPTY

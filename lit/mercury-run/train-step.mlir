@@ -28,3 +28,10 @@
 // RUN: not %mercury-run %repo/examples/small/attention_bwd.mlir --kernel attention_bwd_gqa --backward attention_bwd --backend cpu 2>&1 | FileCheck %s --check-prefix=NOOUT
 // NOOUT: attention_bwd.mlir:{{[0-9]+}}:3: error: '@K' is [1, 4, 256, 16] f32 here and [1, 2, 256, 16] f32 in the forward '@attention_bwd_gqa'
 // NOOUT: note: '@K' of the forward '@attention_bwd_gqa'
+//
+// --schedule schedules both kernels: a backward script fails on the forward, and the message
+// says how to give the backward its own.
+// RUN: not %mercury-run %repo/examples/small/attention_train.mlir --backward attention_bwd --schedule %repo/examples/schedules/zigzag_ring_bwd.sched --backend cpu 2>&1 | FileCheck %s --check-prefix=BOTH
+// BOTH: attention_train.mlir:{{[0-9]+}}:1: error: reshard: '@dO' is not a buffer
+// BOTH: zigzag_ring_bwd.sched:{{[0-9]+}}:1: note: in pass 'reshard{buffer=dO
+// BOTH: note: --schedule '{{.*}}zigzag_ring_bwd.sched' schedules both kernels of the training step (here @attention); give the backward its own script with --backward-schedule

@@ -212,6 +212,10 @@ pub fn write_dict(f: &mut impl fmt::Write, d: &IndexMap<String, Attribute>) -> f
 /// The bit pattern of `v` in float type `ty` as a hex literal (`0x7FC00000` for an f32 NaN),
 /// for values a decimal literal cannot spell (infinities, NaNs).
 pub fn float_hex_bits(v: f64, ty: &Type) -> String {
+    if let Some(bits) = crate::syntax::int_literal::nonfinite_bits(v, ty) {
+        let digits = ty.int_or_float_width().unwrap_or(64) as usize / 4;
+        return format!("0x{bits:0digits$X}");
+    }
     match ty {
         Type::F32 => format!("0x{:08X}", (v as f32).to_bits()),
         Type::F16 => format!("0x{:04X}", f64_to_f16_bits(v)),

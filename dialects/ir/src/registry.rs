@@ -126,6 +126,9 @@ pub enum Trait {
     /// Its single-block regions end in an implicit terminator that only the generic form
     /// spells out (as this upstream op, so that upstream MLIR accepts the region).
     ImplicitTerminator(&'static str),
+    /// Custom-form ops in its regions written without a dialect prefix are of this dialect
+    /// (MLIR's `OpAsmOpInterface::getDefaultDialect`: `builtin` for `builtin.module`).
+    DefaultDialect(&'static str),
 }
 
 pub type VerifyFn = fn(&Operation, &VerifyContext) -> Result<(), Diagnostic>;
@@ -156,6 +159,13 @@ impl OpDef {
             _ => None,
         })
     }
+    /// The default dialect of its regions ([`Trait::DefaultDialect`]), if it sets one.
+    pub fn default_dialect(&self) -> Option<&'static str> {
+        self.traits.iter().find_map(|t| match t {
+            Trait::DefaultDialect(d) => Some(*d),
+            _ => None,
+        })
+    }
     pub fn attr(&self, name: &str) -> Option<&AttrDef> {
         self.attrs.iter().find(|a| a.name == name)
     }
@@ -164,16 +174,19 @@ impl OpDef {
 /// What op verifiers can look up: the registry and the symbols visible from the op.
 pub struct VerifyContext<'a> {
     pub registry: &'a Registry,
-    /// Symbol name -> defining op, for every enclosing symbol table (innermost last).
+    /// Symbol name -> defining op, for every enclosing symbol table (innermost last); the
+    /// innermost is where a flat reference (`@f`) resolves.
     pub symbols: Vec<HashMap<String, &'a Operation>>,
     /// Enclosing ops, outermost first.
     pub parents: Vec<&'a Operation>,
 }
 
 impl<'a> VerifyContext<'a> {
-    /// Resolves a symbol through the enclosing symbol tables, innermost first.
+    /// Resolves a flat symbol reference `@name` in the nearest enclosing symbol table, as
+    /// upstream's `SymbolTable::lookupNearestSymbolFrom` does: the symbols of an outer table
+    /// are not visible from inside a nested one (`builtin.module @m { ... }`).
     pub fn lookup(&self, name: &str) -> Option<&'a Operation> {
-        self.symbols.iter().rev().find_map(|t| t.get(name).copied())
+        self.symbols.last().and_then(|t| t.get(name).copied())
     }
     pub fn parent(&self) -> Option<&'a Operation> {
         self.parents.last().copied()

@@ -2,7 +2,7 @@
 //! own verifier.
 
 use crate::attributes::Attribute;
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, Location};
 use crate::ir::{Operation, ValueId};
 use crate::registry::{AttrKind, OpDef, Registry, Trait, VerifyContext};
 use std::collections::{HashMap, HashSet};
@@ -14,8 +14,22 @@ pub fn verify(registry: &Registry, op: &Operation) -> Result<(), Diagnostic> {
         symbols: Vec::new(),
         parents: Vec::new(),
     };
-    let mut defined = vec![HashSet::new()];
+    let mut defined = Scopes {
+        visible: vec![HashSet::new()],
+        hidden: Vec::new(),
+        isolated: Vec::new(),
+    };
     verify_op(op, &mut ctx, &mut defined)
+}
+
+/// The values an op may use: those of the enclosing blocks that dominate it (`visible`, one
+/// set a block, innermost last), and those beyond an enclosing op isolated from above
+/// (`hidden`: a use of one is refused as upstream refuses it).
+struct Scopes {
+    visible: Vec<HashSet<ValueId>>,
+    hidden: Vec<HashSet<ValueId>>,
+    /// The enclosing ops isolated from above, innermost last.
+    isolated: Vec<Location>,
 }
 
 /// Checks that an attribute value has the shape its definition's kind requires.
@@ -78,35 +92,41 @@ fn kind_name(kind: AttrKind) -> &'static str {
 
 fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
     let err = |m: String| Diagnostic::error(op.loc.clone(), m);
+    // The counts in upstream's words (OpDefinition.cpp's verifyZeroOperands, verifyNOperands,
+    // verifyAtLeastNOperands and their result and region kin), so that upstream test files'
+    // expected errors match; checked against mlir-opt-22.
+    let count = |what: &str, want: usize, at_least: bool, got: usize| -> Option<String> {
+        if at_least {
+            return (got < want).then(|| {
+                let found = if what == "operand" {
+                    format!(", but found {got}")
+                } else {
+                    String::new()
+                };
+                format!("expected {want} or more {what}s{found}")
+            });
+        }
+        if got == want {
+            return None;
+        }
+        Some(match (what, want) {
+            (_, 0) => format!("requires zero {what}s"),
+            ("operand", 1) => "requires a single operand".to_string(),
+            (_, 1) => format!("requires one {what}"),
+            ("operand", _) => format!("expected {want} operands, but found {got}"),
+            _ => format!("expected {want} {what}s"),
+        })
+    };
     let fixed = def.operands.iter().filter(|a| !a.variadic).count();
     let variadic = def.operands.iter().any(|a| a.variadic);
-    if op.operands.len() < fixed || (!variadic && op.operands.len() != fixed) {
-        return Err(err(format!(
-            "'{}' expects {}{} operands, got {}",
-            op.name,
-            if variadic { "at least " } else { "" },
-            fixed,
-            op.operands.len()
-        )));
-    }
     let rfixed = def.results.iter().filter(|a| !a.variadic).count();
     let rvariadic = def.results.iter().any(|a| a.variadic);
-    if op.results.len() < rfixed || (!rvariadic && op.results.len() != rfixed) {
-        return Err(err(format!(
-            "'{}' expects {}{} results, got {}",
-            op.name,
-            if rvariadic { "at least " } else { "" },
-            rfixed,
-            op.results.len()
-        )));
-    }
-    if op.regions.len() != def.regions.len() {
-        return Err(err(format!(
-            "'{}' expects {} regions, got {}",
-            op.name,
-            def.regions.len(),
-            op.regions.len()
-        )));
+    // In upstream's order of an op's traits: regions, results, operands.
+    if let Some(m) = count("region", def.regions.len(), false, op.regions.len())
+        .or_else(|| count("result", rfixed, rvariadic, op.results.len()))
+        .or_else(|| count("operand", fixed, variadic, op.operands.len()))
+    {
+        return Err(err(format!("'{}' op {m}", op.name)));
     }
     // A block carries no location: a diagnostic about one points at its first op, if any.
     let at_block = |b: &crate::Block| b.ops.first().map_or(op.loc.clone(), |o| o.loc.clone());
@@ -149,7 +169,7 @@ fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
         match op.attr(a.name) {
             None if !a.optional => {
                 return Err(err(format!(
-                    "'{}' requires attribute '{}'",
+                    "'{}' op requires attribute '{}'",
                     op.name, a.name
                 )))
             }
@@ -164,19 +184,36 @@ fn verify_against_def(op: &Operation, def: &OpDef) -> Result<(), Diagnostic> {
 fn verify_op<'a>(
     op: &'a Operation,
     ctx: &mut VerifyContext<'a>,
-    defined: &mut Vec<HashSet<ValueId>>,
+    defined: &mut Scopes,
 ) -> Result<(), Diagnostic> {
     for (i, v) in op.operands.iter().enumerate() {
-        if !defined.iter().any(|s| s.contains(&v.id)) {
+        if defined.hidden.iter().any(|s| s.contains(&v.id)) {
             return Err(Diagnostic::error(
                 op.loc.clone(),
-                format!("operand #{i} of '{}' does not dominate this use", op.name),
+                format!("'{}' op using value defined outside the region", op.name),
+            )
+            .with_note(
+                defined
+                    .isolated
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| op.loc.clone()),
+                "required by region isolation constraints",
+            ));
+        }
+        if !defined.visible.iter().any(|s| s.contains(&v.id)) {
+            return Err(Diagnostic::error(
+                op.loc.clone(),
+                format!("operand #{i} does not dominate this use"),
             ));
         }
     }
     let reg = ctx.registry.lookup(&op.name).cloned();
     match &reg {
-        Some(r) => verify_against_def(op, &r.def)?,
+        Some(r) => {
+            verify_against_def(op, &r.def)?;
+            verify_symbol_parent(op, &r.def, ctx)?;
+        }
         None => {
             let d = op.dialect();
             if !d.is_empty() && ctx.registry.dialect_registered(d) {
@@ -184,6 +221,23 @@ fn verify_op<'a>(
             }
             if !ctx.registry.allow_unregistered {
                 return Err(Diagnostic::error(op.loc.clone(), format!("operation '{}' belongs to the unregistered dialect '{d}' (use --allow-unregistered-dialect)", op.name)));
+            }
+        }
+    }
+    // A symbol lives in a symbol table: inside a registered op that is none (a func.func in
+    // a func.func) nothing could name it. An unregistered parent may be one, as upstream
+    // assumes.
+    if reg.as_ref().is_some_and(|r| r.def.has_trait(Trait::Symbol)) {
+        if let Some(parent) = ctx.parents.last() {
+            let table = ctx
+                .registry
+                .lookup(&parent.name)
+                .map(|p| p.def.has_trait(Trait::SymbolTable));
+            if table == Some(false) {
+                return Err(crate::builtin::op_error(
+                    op,
+                    "symbol's parent must have the SymbolTable trait",
+                ));
             }
         }
     }
@@ -198,17 +252,15 @@ fn verify_op<'a>(
             .flat_map(|r| &r.blocks)
             .flat_map(|b| &b.ops)
         {
-            let defines = ctx
-                .registry
-                .lookup(&child.name)
-                .is_some_and(|r| r.def.has_trait(Trait::Symbol));
-            if let (true, Some(name)) = (defines, child.symbol_name()) {
+            // Every op with a string `sym_name` is a symbol of the table, registered or not,
+            // as upstream's verifySymbolTable and SymbolTable count them.
+            if let Some(name) = child.symbol_name() {
                 if let Some(prev) = table.insert(name.to_string(), child) {
                     return Err(Diagnostic::error(
                         child.loc.clone(),
-                        format!("redefinition of symbol '@{name}'"),
+                        format!("redefinition of symbol named '{name}'"),
                     )
-                    .with_note(prev.loc.clone(), "previous definition is here"));
+                    .with_note(prev.loc.clone(), "see existing symbol definition here"));
                 }
             }
         }
@@ -224,7 +276,11 @@ fn verify_op<'a>(
         .is_some_and(|r| r.def.has_trait(Trait::IsolatedFromAbove));
     ctx.parents.push(op);
     let saved = if isolated {
-        Some(std::mem::take(defined))
+        let n = defined.hidden.len();
+        let mut outer = std::mem::take(&mut defined.visible);
+        defined.hidden.append(&mut outer);
+        defined.isolated.push(op.loc.clone());
+        Some(n)
     } else {
         None
     };
@@ -254,7 +310,7 @@ fn verify_op<'a>(
                         .flat_map(|o| o.results.iter().map(|r| r.id)),
                 );
             }
-            defined.push(scope);
+            defined.visible.push(scope);
             for (i, child) in block.ops.iter().enumerate() {
                 let terminator = ctx
                     .registry
@@ -273,13 +329,13 @@ fn verify_op<'a>(
                     result = verify_op(child, ctx, defined);
                 }
                 if result.is_err() {
-                    defined.pop();
+                    defined.visible.pop();
                     break 'regions;
                 }
-                let last = defined.last_mut().expect("scope");
+                let last = defined.visible.last_mut().expect("scope");
                 last.extend(child.results.iter().map(|r| r.id));
             }
-            defined.pop();
+            defined.visible.pop();
         }
         // The terminators, once the ops are verified (as upstream's order reports them).
         if result.is_ok() {
@@ -290,13 +346,38 @@ fn verify_op<'a>(
         }
     }
     if let Some(s) = saved {
-        *defined = s;
+        defined.visible = defined.hidden.split_off(s);
+        defined.isolated.pop();
     }
     ctx.parents.pop();
     if is_table {
         ctx.symbols.pop();
     }
     result
+}
+
+/// A symbol's parent op, if registered, is a symbol table (upstream's `SymbolOpInterface`
+/// verifier: a symbol inside an unregistered op is not checked, since that op may be a table;
+/// an op whose symbol name is optional, `builtin.module`, is a symbol only when named).
+fn verify_symbol_parent(
+    op: &Operation,
+    def: &OpDef,
+    ctx: &VerifyContext,
+) -> Result<(), Diagnostic> {
+    if !def.has_trait(Trait::Symbol) || op.symbol_name().is_none() {
+        return Ok(());
+    }
+    let parent_def = ctx.parent().and_then(|p| ctx.registry.lookup(&p.name));
+    if parent_def.is_some_and(|p| !p.def.has_trait(Trait::SymbolTable)) {
+        return Err(Diagnostic::error(
+            op.loc.clone(),
+            format!(
+                "'{}' op symbol's parent must have the SymbolTable trait",
+                op.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Upstream's block rules for one region of `op` (`def`: its definition, if registered),

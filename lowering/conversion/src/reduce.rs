@@ -35,10 +35,7 @@ impl Lowering<'_> {
                 format!("reducing into the temp buffer '@{buffer}' is not supported: store the tile into it instead (commir.store)"),
             ));
         }
-        let Some(parts) = cx.operands(vals, loc)? else {
-            // A skipped (fully masked) causal block contributes nothing.
-            return Ok(());
-        };
+        let parts = cx.operands(vals, loc)?;
         let r = cx.r;
         let owner = owner_of(
             self.k,
@@ -57,6 +54,14 @@ impl Lowering<'_> {
                 format!("this reduction into {bx} of '@{buffer}' (accumulated on rank {target}) {clash}: {PARTITION_RULE}"),
             ));
         }
+        let Some(parts) = parts else {
+            // A skipped (fully masked) causal block contributes nothing, but the tile is still
+            // an output: its accumulator starts as the reduction's identity (0, or o = 0 with
+            // lse = -inf), which is its value when every block of it is masked (the gradient
+            // of a key no query sees).
+            ensure_masked_acc(&mut self.ranks[target], buffer, bx, *kind);
+            return Ok(());
+        };
         if target == r {
             self.reduce_locally(cx, vals, parts, buffer, bx, *kind);
             return Ok(());
@@ -314,7 +319,18 @@ pub(crate) fn ensure_acc(
     kind: ReduceKind,
 ) -> Vec<View> {
     let k = (buffer.to_string(), key(bx));
-    if !rb.acc.contains_key(&k) {
+    if let Some((_, slots, _)) = rb.acc.get(&k) {
+        // A contribution to a tile whose earlier ones were all masked: an ordinary
+        // accumulator from now on.
+        for s in slots.clone() {
+            let init = &mut rb.slots[s].init;
+            match init {
+                SlotInit::MaskedZero => *init = SlotInit::Zero,
+                SlotInit::MaskedNegInf => *init = SlotInit::NegInf,
+                _ => {}
+            }
+        }
+    } else {
         let o = rb.slot(
             format!("{buffer}.acc"),
             DType::F32,
@@ -334,4 +350,23 @@ pub(crate) fn ensure_acc(
         rb.acc.insert(k.clone(), (bx.clone(), slots, kind));
     }
     rb.acc[&k].1.iter().map(|s| rb.whole(*s)).collect()
+}
+
+/// The accumulator of tile `bx` of `buffer` when a contribution to it is skipped because the
+/// causal mask hides all of it: created (if the rank has none yet) holding the reduction's
+/// identity marked final ([`SlotInit::MaskedZero`], [`SlotInit::MaskedNegInf`]), so that a
+/// tile every contribution of which is masked is delivered as 0 (o = 0, lse = -inf) rather
+/// than missing; a real contribution later ([`ensure_acc`]) makes it an ordinary one.
+fn ensure_masked_acc(rb: &mut RankBuild, buffer: &str, bx: &Region, kind: ReduceKind) {
+    if rb.acc.contains_key(&(buffer.to_string(), key(bx))) {
+        return;
+    }
+    for v in ensure_acc(rb, buffer, bx, kind) {
+        let init = &mut rb.slots[v.slot].init;
+        match init {
+            SlotInit::Zero => *init = SlotInit::MaskedZero,
+            SlotInit::NegInf => *init = SlotInit::MaskedNegInf,
+            _ => {}
+        }
+    }
 }

@@ -229,6 +229,44 @@ fn fully_masked_rows_give_zero_gradients() {
     }
 }
 
+/// Causal attention with fewer queries than keys (16 and 32 positions, 2 and 4 per rank):
+/// the keys after the last query are seen by no query, so every block of their dK/dV tiles is
+/// masked and skipped. Those tiles are still outputs: exactly 0 on the ranks that own them,
+/// under every schedule that sends them home (they were refused as never produced, and the
+/// accumulator they need is one nothing writes, which the plan marks `MaskedZero`).
+#[test]
+fn keys_no_query_sees_get_zero_gradients() {
+    let text = example().replace("@i = 32 spatial", "@i = 16 spatial");
+    for (kernel, schedule) in [
+        ("attention_bwd", "ring_attention_bwd.sched"),
+        ("attention_bwd", "zigzag_ring_bwd.sched"),
+        ("attention_bwd", "usp_bwd.sched"),
+        ("attention_bwd", "loongtrain_bwd.sched"),
+        ("attention_bwd", "shift-shard"),
+        ("attention_bwd_gqa", "ring_attention_bwd.sched"),
+        ("attention_bwd_gqa_kv4", "zigzag_ring_bwd.sched"),
+    ] {
+        let (plan, base) = plans(&text, kernel, schedule);
+        let case = format!("{kernel} {schedule}");
+        computes(&case, &plan, &base, 5, None).unwrap_or_else(|m| panic!("{m}"));
+        let out = execute(&plan, &random_inputs(&base, 6)).unwrap();
+        for name in ["dK", "dV"] {
+            let shape = &plan.buffers[plan.buffer_index(name).unwrap()].shape;
+            let (keys, d) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+            let rows: Vec<&[f64]> = out[name].chunks(d).collect();
+            for (r, row) in rows.iter().enumerate() {
+                let late = r % keys >= 16;
+                assert_eq!(
+                    row.iter().all(|x| *x == 0.0),
+                    late,
+                    "{case}: @{name} row {r} (key {}): {row:?}",
+                    r % keys
+                );
+            }
+        }
+    }
+}
+
 /// The naive backward (examples/attention_bwd_naive.mlir, scaled down) computes what the
 /// attention_bwd patch computes: `patch` rewrites its tile ops into the patch, and the patched
 /// body, unscheduled and through the ring backward, equals the unpatched body in f64 (stored

@@ -208,6 +208,14 @@ pub enum SlotInit {
     Zero,
     /// Every element minus infinity (the log-sum-exp half of an empty softmax accumulator).
     NegInf,
+    /// All zeros, and final: the accumulator of a tile every contribution of which the causal
+    /// mask skips (the gradient of a key no query sees), whose value is the reduction's
+    /// identity. Filled as [`SlotInit::Zero`]; the plan verifier refuses an output piece from
+    /// a `Zero` or `NegInf` slot nothing writes (an empty program), and takes one from this.
+    MaskedZero,
+    /// Every element minus infinity, and final: the log-sum-exp half of a
+    /// [`SlotInit::MaskedZero`] softmax accumulator (a query no key is visible to).
+    MaskedNegInf,
     /// Copy of `region` of global input buffer `buffer` (an index into `Plan::buffers`).
     FromGlobal { buffer: usize, region: Region },
     /// Copies of several regions of global input buffer `buffer`, side by side in the slot:

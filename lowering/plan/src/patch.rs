@@ -75,6 +75,15 @@ pub enum PatchAttr {
     Positive(&'static str),
 }
 
+impl PatchAttr {
+    /// The attribute's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PatchAttr::Bool(n) | PatchAttr::Positive(n) => n,
+        }
+    }
+}
+
 /// What the conversion knows about one patch instance when it builds the plan's op.
 pub struct PatchArgs<'a> {
     /// Extents of the input tiles, in operand order.

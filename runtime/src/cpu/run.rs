@@ -89,8 +89,8 @@ pub fn execute_pieces_with(
             let n: usize = s.shape.iter().product();
             let mut vals = match &s.init {
                 SlotInit::Uninit => vec![f64::NAN; n],
-                SlotInit::Zero => vec![0.0; n],
-                SlotInit::NegInf => vec![f64::NEG_INFINITY; n],
+                SlotInit::Zero | SlotInit::MaskedZero => vec![0.0; n],
+                SlotInit::NegInf | SlotInit::MaskedNegInf => vec![f64::NEG_INFINITY; n],
                 SlotInit::FromGlobal { buffer, region } => {
                     let b = &plan.buffers[*buffer];
                     gather(&inputs[&b.name], &b.shape, region)

@@ -101,7 +101,7 @@ fn exit_codes() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(
         stderr(&bad)
-            .starts_with("<stdin>:1:6: error: 'arith.constant' requires attribute 'value'\n"),
+            .starts_with("<stdin>:1:6: error: 'arith.constant' op requires attribute 'value'\n"),
         "{}",
         stderr(&bad)
     );
@@ -140,7 +140,7 @@ fn verify_diagnostics_success_is_silent() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("unexpected error: 'arith.constant' requires attribute 'value'"),
+        stderr(&o).contains("unexpected error: 'arith.constant' op requires attribute 'value'"),
         "{}",
         stderr(&o)
     );

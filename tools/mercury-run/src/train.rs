@@ -40,8 +40,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         ba.shift_shard = None;
         ba.pass_pipeline = None;
     }
-    let fc = compile(&fa, &compiler)?;
-    let bc = compile(&ba, &compiler)?;
+    let fc = compile(&fa, &compiler).map_err(|e| both_kernels_note(a, e, &fa))?;
+    let bc = compile(&ba, &compiler).map_err(|e| both_kernels_note(a, e, &ba))?;
     let sources = handoff(&fc.declared, &bc.declared)?;
     let fplan = mercury_driver::lower(&fc.scheduled, Some(&fc.kernel)).map_err(diag)?;
     let bplan = mercury_driver::lower(&bc.scheduled, Some(&bc.kernel)).map_err(diag)?;
@@ -112,6 +112,22 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+/// `e` (a failure to schedule kernel `k.kernel`) with a note when `--schedule` scheduled both
+/// kernels of the step: a backward script (`ring_attention_bwd.sched`) names buffers the
+/// forward does not have, and the forward's script the backward's, so the message says how
+/// to give each kernel its own.
+fn both_kernels_note(a: &Args, e: Failure, k: &Args) -> Failure {
+    match (e, &a.schedule, &a.backward_schedule) {
+        (Failure::Located(m), Some(s), None) => Failure::Located(format!(
+            "{}\nnote: --schedule '{}' schedules both kernels of the training step (here @{}); give the backward its own script with --backward-schedule (e.g. --schedule ring_attention.sched --backward-schedule ring_attention_bwd.sched)\n",
+            m.trim_end(),
+            s.display(),
+            k.kernel.as_deref().unwrap_or_default()
+        )),
+        (e, _, _) => e,
+    }
 }
 
 /// The forward's and the backward's kernel names: `--kernel` (or the input's only other

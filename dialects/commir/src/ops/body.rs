@@ -220,6 +220,25 @@ impl<O: Deref<Target = Operation>> PatchOp<O> {
             }
             scope.values.insert(r.id, r.ty.clone());
         }
+        // An attribute the patch does not take is refused, not ignored: `{casual = true}`
+        // would run the attention without its mask. Dialect attributes (`name.attr`) are
+        // discardable, as upstream MLIR's, and pass.
+        if let Some(other) = op.attrs.keys().find(|n| {
+            *n != "kernel" && !n.contains('.') && !spec.attrs.iter().any(|a| a.name() == n.as_str())
+        }) {
+            let takes: Vec<&str> = spec.attrs.iter().map(PatchAttr::name).collect();
+            return Err(err(
+                &op.loc,
+                format!(
+                    "patch '{kernel}' has no attribute '{other}' (it takes {})",
+                    if takes.is_empty() {
+                        "none".to_string()
+                    } else {
+                        takes.join(", ")
+                    }
+                ),
+            ));
+        }
         for a in spec.attrs {
             match *a {
                 PatchAttr::Bool(name) => {

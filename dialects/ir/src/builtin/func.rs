@@ -121,7 +121,7 @@ fn verify_func(op: &Operation, _: &VerifyContext) -> Result<(), Diagnostic> {
                     return Err(op_error(
                         op,
                         format!(
-                            "type of entry block argument #{i}({}) must match the type of the corresponding argument in function signature({t})",
+                            "type of entry block argument #{i}('{}') must match the type of the corresponding argument in function signature('{t}')",
                             a.ty
                         ),
                     ));
@@ -204,7 +204,7 @@ fn verify_return(op: &Operation, ctx: &VerifyContext) -> Result<(), Diagnostic> 
                 return Err(Diagnostic::error(
                     op.loc.clone(),
                     format!(
-                        "type of return operand {i} ({}) doesn't match function result type ({t}) in function @{name}",
+                        "type of return operand {i} ('{}') doesn't match function result type ('{t}') in function @{name}",
                         v.ty
                     ),
                 ));
@@ -427,7 +427,7 @@ fn parse_func(p: &mut Parser, op: &mut Operation, _: usize) -> Result<(), Diagno
     if p.is(K::LBrace) {
         let at = p.tok.start;
         // Unnamed arguments: the body names them in its entry block's label.
-        let body = p.region(&args, true, Some("func"))?;
+        let body = p.region(&args, false, Some("func"))?;
         if body.blocks.is_empty() {
             return Err(p.err_at(at, "expected non-empty function body"));
         }

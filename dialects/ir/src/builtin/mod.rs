@@ -28,11 +28,14 @@ pub static BUILTIN: Dialect = Dialect {
             ],
             regions: &["body"],
             traits: &[
+                // An optional symbol: a symbol when it has a name (`builtin.module @m`).
+                Trait::Symbol,
                 Trait::SymbolTable,
                 Trait::IsolatedFromAbove,
                 Trait::SingleBlock,
                 Trait::NoRegionArguments,
                 Trait::NoTerminator,
+                Trait::DefaultDialect("builtin"),
             ],
             format: Some("($sym_name^)? attr-dict-with-keyword $body"),
             verify: Some(verify_module),

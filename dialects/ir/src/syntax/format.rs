@@ -330,10 +330,11 @@ fn any_attr(tok: &Tok) -> Result<Attribute, String> {
 // ---------------------------------------------------------------------------------------------
 // Printing a custom-form op.
 
-/// Hooks the printer supplies: how to name a value and print a region.
+/// Hooks the printer supplies: how to name a value and print a region (`dialect`: the
+/// default dialect of the ops inside, if the op sets one).
 pub trait CustomPrinter {
     fn value(&mut self, v: &Value) -> String;
-    fn region(&mut self, r: &Region) -> String;
+    fn region(&mut self, r: &Region, dialect: Option<&'static str>) -> String;
 }
 
 /// Prints the part of a custom-form op after its name.
@@ -427,7 +428,7 @@ fn print_elems(
             }
             FmtElem::Region(i) => {
                 if let Some(r) = op.regions.get(*i) {
-                    out.push(p.region(r));
+                    out.push(p.region(r, def.default_dialect()));
                 }
             }
             FmtElem::OperandType(i) => {

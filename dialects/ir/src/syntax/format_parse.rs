@@ -202,8 +202,7 @@ fn parse_elems(
                 if !p.is(K::LBrace) {
                     return Err(expected(p, "a region"));
                 }
-                let isolated = def.has_trait(Trait::IsolatedFromAbove);
-                st.regions[*i] = Some(p.region(&[], isolated, None)?);
+                st.regions[*i] = Some(p.region(&[], false, def.default_dialect())?);
             }
             FmtElem::OperandType(i) => {
                 let n = st.operands[*i].len().max(1);

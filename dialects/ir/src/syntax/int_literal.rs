@@ -104,8 +104,9 @@ pub fn parse_i64(n: &str) -> Result<i64, String> {
 
 /// A hexadecimal integer literal given a float type: the bit pattern of a value of that type,
 /// as upstream reads `0x3F800000 : f32` (1.0). Upstream's errors for a leading `-` and for
-/// bits past the type's width. An infinity or a NaN is refused, as a decimal literal that
-/// overflows is (`parser::finite_float`): the printer could not write it back with its type.
+/// bits past the type's width. An infinity or a NaN is refused here, as a decimal literal that
+/// overflows is (`parser::finite_float`); a typed attribute reads one through
+/// [`nonfinite_from_hex`], which keeps its exact bits for the printer.
 pub fn float_from_hex(text: &str, ty: &Type) -> Result<f64, String> {
     if text.starts_with('-') {
         return Err("hexadecimal float literal should not have a leading minus".into());
@@ -133,6 +134,59 @@ pub fn float_from_hex(text: &str, ty: &Type) -> Result<f64, String> {
             "hexadecimal float constant '{text}' is an infinity or a NaN, which is not supported"
         ))
     }
+}
+
+/// `(width, mantissa bits)` of the float types whose hex literals are read as bit patterns:
+/// f16, bf16, f32 and f64.
+fn ieee_layout(ty: &Type) -> Option<(u32, u32)> {
+    match ty {
+        Type::F16 => Some((16, 10)),
+        Type::BF16 => Some((16, 7)),
+        Type::F32 => Some((32, 23)),
+        Type::F64 => Some((64, 52)),
+        _ => None,
+    }
+}
+
+/// The value of a hex literal that [`float_from_hex`] refuses as an infinity or a NaN of `ty`
+/// (f16, bf16, f32, f64), as an f64. A NaN keeps its sign and payload, carried exactly at the
+/// top of the f64's mantissa by bit operations (a float conversion may quiet a signaling NaN),
+/// so [`nonfinite_bits`] gives the literal's bits back, as upstream's APFloat keeps them
+/// (`0x7FFFFFFF : f32` prints as written, not as the canonical `0x7FC00000`). `None` for a
+/// literal that is not such a bit pattern of `ty`.
+pub fn nonfinite_from_hex(text: &str, ty: &Type) -> Option<f64> {
+    let (width, mant) = ieee_layout(ty)?;
+    let bits = parse_int_as::<u64>(text).ok()?;
+    if width < 64 && bits >> width != 0 {
+        return None;
+    }
+    let exp_mask = (1u64 << (width - 1 - mant)) - 1;
+    if (bits >> mant) & exp_mask != exp_mask {
+        return None;
+    }
+    let sign = (bits >> (width - 1)) & 1;
+    let payload = bits & ((1u64 << mant) - 1);
+    Some(f64::from_bits(
+        sign << 63 | 0x7ff << 52 | payload << (52 - mant),
+    ))
+}
+
+/// The bit pattern in `ty` (f16, bf16, f32, f64) of an infinity or a NaN: the inverse of
+/// [`nonfinite_from_hex`]. A NaN whose payload does not fit `ty`'s mantissa (one computed in
+/// f64) becomes `ty`'s quiet NaN of the same sign. `None` for a finite value or another type.
+pub fn nonfinite_bits(v: f64, ty: &Type) -> Option<u64> {
+    let (width, mant) = ieee_layout(ty)?;
+    if v.is_finite() {
+        return None;
+    }
+    let b = v.to_bits();
+    let sign = b >> 63;
+    let mut payload = (b & ((1u64 << 52) - 1)) >> (52 - mant);
+    if v.is_nan() && payload == 0 {
+        payload = 1 << (mant - 1);
+    }
+    let exp_mask = (1u64 << (width - 1 - mant)) - 1;
+    Some(sign << (width - 1) | exp_mask << mant | payload)
 }
 
 /// The value of IEEE binary16 bits (exact in an f64).
@@ -271,5 +325,27 @@ mod tests {
             let e = float_from_hex(text, &ty).unwrap_err();
             assert!(e.contains(why), "{text} : {ty}: {e}");
         }
+        // NaN payloads, signaling NaNs and infinities keep their bits.
+        for (text, ty) in [
+            ("0x7FFFFFFF", Type::F32),
+            ("0x7F800001", Type::F32),
+            ("0xFFC00000", Type::F32),
+            ("0x7F800000", Type::F32),
+            ("0xFF800000", Type::F32),
+            ("0x7C01", Type::F16),
+            ("0xFE00", Type::F16),
+            ("0x7F81", Type::BF16),
+            ("0x7FF0000000000001", Type::F64),
+            ("0xFFF8000000000000", Type::F64),
+        ] {
+            let v = nonfinite_from_hex(text, &ty).expect(text);
+            let bits = u64::from_str_radix(&text[2..], 16).unwrap();
+            assert_eq!(nonfinite_bits(v, &ty), Some(bits), "{text} : {ty}");
+        }
+        assert_eq!(nonfinite_from_hex("0x3F800000", &Type::F32), None);
+        assert_eq!(nonfinite_from_hex("0x17F800000", &Type::F32), None);
+        // A NaN computed in f64 whose payload is below f32's mantissa: f32's quiet NaN.
+        let low = f64::from_bits(0x7FF0_0000_0000_0001);
+        assert_eq!(nonfinite_bits(low, &Type::F32), Some(0x7FC0_0000));
     }
 }

@@ -2,6 +2,16 @@
 //! so that upstream `mlir-opt` reads it back as the same IR: result groups as `%0:2` and
 //! `%0#1`, successors as `^bbN` of their region, properties of unregistered ops as
 //! `<{...}>`, a region of one empty block as `^bb0:`, and (`debuginfo`) every location.
+//!
+//! Value names are scoped per region as upstream's `SSANameState` (mlir/lib/IR/AsmPrinter.cpp)
+//! scopes them: every value of a region (its blocks' arguments, then its ops' results, block
+//! by block) is named before anything nested in it, and each nested region starts from the
+//! counters its parent region ended with, so every function of a module starts again at
+//! `%arg0` and `%0`, and two sibling regions may use the same names. Entry block arguments
+//! without a name are `%argN`; other unnamed values, arguments of other blocks included, are
+//! `%N`. A name the source gave is kept (a digit-only one is renumbered); where it would shadow
+//! a name visible in an enclosing region it takes a suffix `_K`, `K` from a counter scoped as
+//! the others, as upstream's `uniqueValueName` does.
 
 use crate::attributes::write_dict;
 use crate::diag::Location;
@@ -14,9 +24,9 @@ use std::collections::{HashMap, HashSet};
 pub struct PrintOptions {
     /// Print every op in the generic form (`--mlir-print-op-generic`).
     pub generic: bool,
-    /// Name every value `%0`, `%1`, ... in the order it is printed, ignoring the names the
-    /// source gave: two modules that differ only in their value names print the same (the
-    /// schedule cache's key).
+    /// Name every value by number (`%0`, `%arg0`; scoped per region as upstream numbers
+    /// them), ignoring the names the source gave: two modules that differ only in their value
+    /// names print the same (the schedule cache's key).
     pub numbered: bool,
     /// Print the location of every op and block argument (`--mlir-print-debuginfo`).
     pub debuginfo: bool,
@@ -29,8 +39,9 @@ pub fn print_op(registry: &Registry, op: &Operation, opts: PrintOptions) -> Stri
         opts,
         names: HashMap::new(),
         used: HashSet::new(),
-        next: 0,
-        next_arg: 0,
+        counters: Counters::default(),
+        regions: HashMap::new(),
+        made: Vec::new(),
         indent: 0,
         default_dialects: Vec::new(),
     };
@@ -44,12 +55,39 @@ pub(crate) struct Printer<'r> {
     pub(crate) registry: &'r Registry,
     pub(crate) opts: PrintOptions,
     names: HashMap<ValueId, String>,
+    /// The names visible where printing is: those of the regions it is in.
     used: HashSet<String>,
-    next: usize,
-    next_arg: usize,
+    /// The naming counters of the region being named or printed.
+    counters: Counters,
+    /// Regions named before their op printed (keyed by address): where their counters ended
+    /// and the names they define.
+    regions: HashMap<usize, NamedRegion>,
+    /// Every name [`Printer::fresh`] made, in order (a region's are split off when it is named).
+    made: Vec<String>,
     indent: usize,
     /// Dialects whose ops print without their prefix here, innermost last.
     default_dialects: Vec<&'static str>,
+}
+
+/// The counters a region's names are drawn from (upstream's `nextValueID`, `nextArgumentID`,
+/// `nextConflictID`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    next: usize,
+    next_arg: usize,
+    next_conflict: usize,
+}
+
+/// A region whose values are named: the counters after its last value, and its names.
+#[derive(Debug)]
+struct NamedRegion {
+    end: Counters,
+    names: Vec<String>,
+}
+
+/// A region's key in [`Printer::regions`].
+fn region_key(r: &Region) -> usize {
+    std::ptr::from_ref(r) as usize
 }
 
 /// A value name hint as an MLIR suffix id (`[a-zA-Z$._-][a-zA-Z0-9$._-]*` or digits).
@@ -73,48 +111,58 @@ fn sanitize(hint: &str) -> String {
     }
 }
 
-/// Whether an op's results came from one result group (`%x:2`: each has the hint `x`): they
-/// print as one group again.
-fn shares_one_name(op: &Operation) -> bool {
+/// Whether an op's results print as one group `%x:2` (used as `%x#k`): they came from one
+/// (each has the hint `x`), or none has a name of its own (as upstream names the results of
+/// an op: one number for all). Results the source named each (`%o, %lse = `) keep their names.
+fn one_group(op: &Operation, numbered: bool) -> bool {
     let first = &op.results[0].name;
-    first.is_some() && op.results.iter().all(|r| &r.name == first)
+    let own_name = |r: &Value| {
+        r.name
+            .as_deref()
+            .is_some_and(|h| !h.chars().all(|c| c.is_ascii_digit()))
+    };
+    numbered
+        || !op.results.iter().any(own_name)
+        || (first.is_some() && op.results.iter().all(|r| &r.name == first))
 }
 
 impl<'r> Printer<'r> {
-    /// A fresh name from a hint (or a number), unique in what is printed.
+    /// A fresh name from a hint (or a number), unique among the visible names; `arg` for an
+    /// entry block argument (`argN`).
     fn fresh(&mut self, hint: Option<&str>, arg: bool) -> String {
+        let c = &mut self.counters;
         let name = match hint {
             Some(h) if !self.opts.numbered && !h.chars().all(|c| c.is_ascii_digit()) => {
                 let base = sanitize(h);
                 let mut cand = base.clone();
-                let mut k = 1;
                 while self.used.contains(&cand) {
-                    cand = format!("{base}_{k}");
-                    k += 1;
+                    cand = format!("{base}_{}", c.next_conflict);
+                    c.next_conflict += 1;
                 }
                 cand
             }
             _ if arg => loop {
-                let cand = format!("arg{}", self.next_arg);
-                self.next_arg += 1;
+                let cand = format!("arg{}", c.next_arg);
+                c.next_arg += 1;
                 if !self.used.contains(&cand) {
                     break cand;
                 }
             },
             _ => loop {
-                let cand = self.next.to_string();
-                self.next += 1;
+                let cand = c.next.to_string();
+                c.next += 1;
                 if !self.used.contains(&cand) {
                     break cand;
                 }
             },
         };
         self.used.insert(name.clone());
+        self.made.push(name.clone());
         name
     }
 
-    /// The name a value prints as (`%x`, `%0#1`); one not named yet (a value defined later,
-    /// in a graph region, or not at all) gets a name now.
+    /// The name a value prints as (`%x`, `%0#1`); one not named yet (a value of no region
+    /// printed, or not defined at all) gets a name now.
     pub(crate) fn name_of(&mut self, v: &Value) -> String {
         if let Some(n) = self.names.get(&v.id) {
             return n.clone();
@@ -124,7 +172,7 @@ impl<'r> Printer<'r> {
         n
     }
 
-    /// Names a block argument (`%arg0` when the source gave none).
+    /// The name of an entry block argument (`%argN` when the source gave none).
     pub(crate) fn arg_name(&mut self, v: &Value) -> String {
         if let Some(n) = self.names.get(&v.id) {
             return n.clone();
@@ -134,28 +182,100 @@ impl<'r> Printer<'r> {
         n
     }
 
-    /// The text of a result list, `%0 = `, `%a, %b = ` as a group `%a:2 = `.
-    fn results(&mut self, op: &Operation) -> String {
-        match op.results.len() {
-            0 => String::new(),
-            1 => format!("{} = ", self.name_of(&op.results[0])),
-            _ if self.opts.numbered || !shares_one_name(op) => {
-                // Each its own name, as the source named them (`%o, %lse =`).
-                let names: Vec<String> = op.results.iter().map(|r| self.name_of(r)).collect();
-                format!("{} = ", names.join(", "))
+    /// Names an op's results: one group (`%x:2`, as the source wrote it) is `%x#k`, else each
+    /// its own name.
+    fn name_results(&mut self, op: &Operation) {
+        if op.results.is_empty() || self.names.contains_key(&op.results[0].id) {
+            return;
+        }
+        if op.results.len() > 1 && one_group(op, self.opts.numbered) {
+            let base = self.fresh(op.results[0].name.as_deref(), false);
+            for (k, r) in op.results.iter().enumerate() {
+                self.names.insert(r.id, format!("%{base}#{k}"));
             }
-            n => {
-                // One group (`%x:2 =`, as written): the uses are `%x#k`.
-                let base = match self.names.get(&op.results[0].id) {
-                    Some(b) => b.trim_start_matches('%').to_string(),
-                    None => self.fresh(op.results[0].name.as_deref(), false),
-                };
-                for (k, r) in op.results.iter().enumerate() {
-                    self.names.insert(r.id, format!("%{base}#{k}"));
-                }
-                format!("%{base}:{n} = ")
+        } else {
+            for r in &op.results {
+                self.name_of(r);
             }
         }
+    }
+
+    /// Names every value of region `r` (not of the regions nested in it), from the current
+    /// counters, which it advances; returns the names it made visible.
+    fn name_region(&mut self, r: &Region) -> Vec<String> {
+        let start = self.made.len();
+        for (i, b) in r.blocks.iter().enumerate() {
+            for a in &b.args {
+                if i == 0 {
+                    self.arg_name(a);
+                } else {
+                    self.name_of(a);
+                }
+            }
+            for op in &b.ops {
+                self.name_results(op);
+            }
+        }
+        self.made.split_off(start)
+    }
+
+    /// Names the values of each region of `op` before it prints (its syntax may print a
+    /// region's arguments before the region, as `func.func` does): each region from the
+    /// counters of the region `op` is in, as upstream's `SSANameState` does.
+    fn name_regions_of(&mut self, op: &Operation) {
+        let base = self.counters;
+        for r in &op.regions {
+            if self.regions.contains_key(&region_key(r)) {
+                continue;
+            }
+            self.counters = base;
+            let names = self.name_region(r);
+            for n in &names {
+                self.used.remove(n);
+            }
+            let end = self.counters;
+            self.regions
+                .insert(region_key(r), NamedRegion { end, names });
+        }
+        self.counters = base;
+    }
+
+    /// Enters region `key` to print it: its names become visible and its counters current
+    /// (a region not named beforehand is named now). Returns what [`Printer::leave`] restores.
+    fn enter(&mut self, key: usize, r: &Region) -> (Counters, Vec<String>) {
+        let saved = self.counters;
+        let names = match self.regions.get(&key) {
+            Some(named) => {
+                self.counters = named.end;
+                for n in &named.names {
+                    self.used.insert(n.clone());
+                }
+                named.names.clone()
+            }
+            None => self.name_region(r),
+        };
+        (saved, names)
+    }
+
+    fn leave(&mut self, (saved, names): (Counters, Vec<String>)) {
+        for n in &names {
+            self.used.remove(n);
+        }
+        self.counters = saved;
+    }
+
+    /// The text of a result list, `%0 = `, `%a, %b = `, a group `%a:2 = `.
+    fn results(&mut self, op: &Operation) -> String {
+        if op.results.is_empty() {
+            return String::new();
+        }
+        self.name_results(op);
+        let first = self.name_of(&op.results[0]);
+        if let Some(base) = first.strip_suffix("#0") {
+            return format!("{base}:{} = ", op.results.len());
+        }
+        let names: Vec<String> = op.results.iter().map(|r| self.name_of(r)).collect();
+        format!("{} = ", names.join(", "))
     }
 
     pub(crate) fn pad(&self) -> String {
@@ -173,6 +293,7 @@ impl<'r> Printer<'r> {
 
     pub(crate) fn op(&mut self, op: &Operation) -> String {
         let mut out = self.results(op);
+        self.name_regions_of(op);
         let reg = self.registry.lookup(&op.name).cloned();
         let asm = if self.opts.generic {
             None
@@ -232,8 +353,9 @@ impl<'r> Printer<'r> {
             let def = self.registry.lookup(&op.name).map(|r| r.def);
             let terminator = def.and_then(|d| d.implicit_terminator());
             out.push_str(" (");
-            // In the generic form no op is written without its dialect.
-            let saved = std::mem::take(&mut self.default_dialects);
+            // The ops inside keep the default dialect of where this op is (a generic op sets
+            // none, as upstream's printGenericOp): `builtin.module` inside a `func.func` keeps
+            // its prefix, which the parser needs there.
             for (i, r) in op.regions.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
@@ -242,7 +364,7 @@ impl<'r> Printer<'r> {
                     Some(t) => {
                         let mut with_term = r.clone();
                         with_term.entry_mut().ops.push(Operation::new(t));
-                        self.region_generic(&with_term)
+                        self.region_keyed(region_key(r), &with_term, true, None)
                     }
                     // An empty body of a single-block op (`module {}`) is one empty block,
                     // which the generic form spells `^bb0:` as MLIR prints it: `({\n})` is a
@@ -252,11 +374,10 @@ impl<'r> Printer<'r> {
                     {
                         format!("{{\n{}^bb0:\n{}}}", self.pad(), self.pad())
                     }
-                    None => self.region_generic(r),
+                    None => self.region_with(r, true, None),
                 };
                 out.push_str(&text);
             }
-            self.default_dialects = saved;
             out.push(')');
         }
         if !op.attrs.is_empty() {
@@ -274,11 +395,6 @@ impl<'r> Printer<'r> {
         out
     }
 
-    /// A region with every block label (the generic form).
-    fn region_generic(&mut self, r: &Region) -> String {
-        self.region_with(r, true, None)
-    }
-
     /// A region; `entry_label` prints the entry block's label when it has arguments (a
     /// custom syntax that defines them itself passes false); `dialect` is a default dialect
     /// for the ops inside.
@@ -288,9 +404,22 @@ impl<'r> Printer<'r> {
         entry_label: bool,
         dialect: Option<&'static str>,
     ) -> String {
+        self.region_keyed(region_key(r), r, entry_label, dialect)
+    }
+
+    /// [`Printer::region_with`] of `r`, named as the region `key` (a copy of that region with
+    /// its implicit terminator prints with the original's names and counters).
+    fn region_keyed(
+        &mut self,
+        key: usize,
+        r: &Region,
+        entry_label: bool,
+        dialect: Option<&'static str>,
+    ) -> String {
         if r.blocks.is_empty() {
             return "{\n".to_string() + &self.pad() + "}";
         }
+        let scope = self.enter(key, r);
         if let Some(d) = dialect {
             self.default_dialects.push(d);
         }
@@ -307,6 +436,7 @@ impl<'r> Printer<'r> {
         if dialect.is_some() {
             self.default_dialects.pop();
         }
+        self.leave(scope);
         out.push_str(&self.pad());
         out.push('}');
         out
@@ -347,7 +477,7 @@ impl CustomPrinter for Printer<'_> {
     fn value(&mut self, v: &Value) -> String {
         self.name_of(v)
     }
-    fn region(&mut self, r: &Region) -> String {
+    fn region(&mut self, r: &Region, dialect: Option<&'static str>) -> String {
         // A custom form's body of empty blocks prints as `{}` (its op's syntax reads that
         // back as the block it needs).
         if r.blocks
@@ -356,6 +486,48 @@ impl CustomPrinter for Printer<'_> {
         {
             return "{\n".to_string() + &self.pad() + "}";
         }
-        self.region_with(r, true, None)
+        self.region_with(r, true, dialect)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{print_op, PrintOptions};
+    use crate::ir::{module, Operation, Region, Value};
+    use crate::registry::Registry;
+    use crate::types::Type;
+
+    /// An unregistered op `test.<name>` with one result named `hint`, using `uses`.
+    fn op(name: &str, hint: &str, uses: &[&Value]) -> Operation {
+        let mut o = Operation::new(format!("test.{name}"));
+        o.operands = uses.iter().map(|v| (*v).clone()).collect();
+        o.results.push(Value::new(Type::i(32), Some(hint)));
+        o
+    }
+
+    /// Names a pass gave twice (which no parsed input has) take upstream's `_K` suffixes,
+    /// from one counter; a nested region sees the names around it, its sibling's are free.
+    #[test]
+    fn names_that_would_shadow_take_suffixes() {
+        let a = op("a", "x", &[]);
+        let b = op("b", "x", &[&a.results[0]]);
+        let mut c = op("c", "y", &[]);
+        for name in ["r1", "r2"] {
+            let mut r = Region::default();
+            r.entry_mut().ops.push(op(name, "x", &[]));
+            c.regions.push(r);
+        }
+        let m = module(vec![a, b, c]);
+        let mut reg = Registry::new();
+        reg.allow_unregistered = true;
+        let text = print_op(&reg, &m, PrintOptions::default());
+        for want in [
+            "%x = \"test.a\"()",
+            "%x_0 = \"test.b\"(%x)",
+            "%x_1 = \"test.r1\"()",
+            "%x_1 = \"test.r2\"()",
+        ] {
+            assert!(text.contains(want), "{want} not in\n{text}");
+        }
     }
 }

@@ -31,7 +31,8 @@ pub(super) fn check_outputs_delivered(plan: &Plan) -> Result<(), PlanError> {
     for r in &plan.ranks {
         // An output delivered from a slot nothing writes holds only its initial value
         // (undefined, zeros or -inf): a plan given as JSON with empty programs delivered its
-        // zeroed accumulators, priced at 0 us (new-user pass, 2026-12-03).
+        // zeroed accumulators, priced at 0 us. A tile the causal mask leaves empty says so
+        // (`SlotInit::MaskedZero`, `MaskedNegInf`).
         let unset = |o: &&crate::OutputPiece| {
             r.slots.get(o.src.slot).is_some_and(|slot| {
                 matches!(

@@ -328,6 +328,12 @@ fn malformed_plans_are_refused_before_counting() {
         e,
         "rank 0: output piece [0:1] comes from slot 'done.src' [0:1], which nothing writes"
     );
+    // The same slot marked as a tile the causal mask leaves empty (its final value is its
+    // initial one) is delivered.
+    let mut p = reduce_plan();
+    let n = p.ranks[0].slots.len() - 1;
+    p.ranks[0].slots[n].init = SlotInit::MaskedZero;
+    verify(&p).unwrap();
 }
 
 /// A reduce is checked per member (root in the group, a destination on the root only, of

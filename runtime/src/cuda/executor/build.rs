@@ -634,8 +634,8 @@ impl Resolved {
             init.push(match &s.init {
                 SlotInit::Uninit if opts.poison_uninit => InitLaunch::Poison,
                 SlotInit::Uninit => InitLaunch::Nothing,
-                SlotInit::Zero => InitLaunch::Zero,
-                SlotInit::NegInf => {
+                SlotInit::Zero | SlotInit::MaskedZero => InitLaunch::Zero,
+                SlotInit::NegInf | SlotInit::MaskedNegInf => {
                     mem::neg_inf_pattern(s.dtype)?;
                     InitLaunch::NegInf(Loc::of(info.ptr, s.dtype, &s.shape, &full)?)
                 }

@@ -6,7 +6,7 @@
 use super::{AliasValue, Parser};
 use crate::attributes::Attribute;
 use crate::diag::Diagnostic;
-use crate::syntax::int_literal::float_from_hex;
+use crate::syntax::int_literal::{float_from_hex, nonfinite_from_hex};
 use crate::syntax::lexer::TokenKind as K;
 use crate::types::{Signedness, Type};
 use indexmap::IndexMap;
@@ -340,11 +340,9 @@ impl Parser<'_> {
                 ));
             }
             let value = float_from_hex(text, &ty).or_else(|m| {
-                if m.contains("infinity or a NaN") {
-                    Ok(nonfinite_from_hex(text, &ty))
-                } else {
-                    Err(m)
-                }
+                nonfinite_from_hex(text, &ty)
+                    .filter(|_| m.contains("infinity or a NaN"))
+                    .ok_or(m)
             });
             let value = value.map_err(|m| self.err_at(start, m))?;
             return Ok(Attribute::Float { value, ty });
@@ -868,26 +866,5 @@ fn elem_bits(t: &Type) -> Option<u32> {
         Type::Index => Some(64),
         Type::Complex(inner) => elem_bits(inner).map(|b| 2 * b),
         _ => t.int_or_float_width(),
-    }
-}
-
-/// The value of a hex literal spelling an infinity or a NaN of a float type.
-fn nonfinite_from_hex(text: &str, ty: &Type) -> f64 {
-    let bits = u64::from_str_radix(text.trim_start_matches("0x"), 16).unwrap_or(0);
-    let neg = match ty {
-        Type::F16 | Type::BF16 => bits & 0x8000 != 0,
-        Type::F32 => bits & 0x8000_0000 != 0,
-        _ => bits >> 63 != 0,
-    };
-    let mantissa_zero = match ty {
-        Type::F16 => bits & 0x3ff == 0,
-        Type::BF16 => bits & 0x7f == 0,
-        Type::F32 => bits & 0x7f_ffff == 0,
-        _ => bits & 0xf_ffff_ffff_ffff == 0,
-    };
-    match (mantissa_zero, neg) {
-        (true, false) => f64::INFINITY,
-        (true, true) => f64::NEG_INFINITY,
-        _ => f64::NAN,
     }
 }

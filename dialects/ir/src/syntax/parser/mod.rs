@@ -64,10 +64,11 @@ pub(crate) enum AliasValue {
     Loc(Location),
 }
 
-/// One SSA name's values: a result group `%x:2` has two.
-#[derive(Debug, Default)]
+/// One SSA name's values (a result group `%x:2` has two) and where it was defined.
+#[derive(Debug)]
 struct NameEntry {
     values: Vec<Option<Value>>,
+    at: Location,
 }
 
 /// The SSA names of one isolated-from-above region (and the regions nested in it that are not
@@ -319,6 +320,12 @@ impl<'a> Parser<'a> {
                 _ => ops.push(self.operation()?),
             }
         }
+        // The top level is the implicit module's one block, where no block can be defined: a
+        // successor there names none (it used to be taken for the entry block, refused
+        // unlocated as a predecessor of it).
+        if let Some(at) = self.blocks.first_undefined() {
+            return Err(Diagnostic::error(at, "reference to an undefined block"));
+        }
         self.finish_scope()?;
         if ops.len() == 1 && ops[0].name == "builtin.module" {
             return Ok(ops.pop().expect("one op"));
@@ -464,43 +471,37 @@ impl<'a> Parser<'a> {
             if !self.is(TokenKind::BareIdent) {
                 return Err(self.err_here("expected identifier key in file metadata dictionary"));
             }
-            let key = self.bump().text(self.text);
-            if !self.eat(TokenKind::Colon) {
-                return Err(self.err_here("expected ':'"));
-            }
+            let key_tok = self.bump();
+            let key = key_tok.text(self.text);
+            self.expect(TokenKind::Colon, "':'")?;
             match key {
                 "dialect_resources" => self.resource_section(true)?,
                 "external_resources" => self.resource_section(false)?,
                 _ => {
-                    return Err(
-                        self.err_here(format!("unknown key '{key}' in file metadata dictionary"))
-                    )
+                    return Err(self.err_at(
+                        key_tok.start,
+                        format!("unknown key '{key}' in file metadata dictionary"),
+                    ))
                 }
             }
             if !self.eat(TokenKind::Comma) && !self.is(TokenKind::FileMetadataEnd) {
-                return Err(self.err_here("expected '#-}'"));
+                return Err(self.err("expected ',' or '#-}'"));
             }
         }
     }
 
     fn resource_section(&mut self, dialect: bool) -> Result<(), Diagnostic> {
-        if !self.eat(TokenKind::LBrace) {
-            return Err(self.err_here("expected '{'"));
-        }
+        self.expect(TokenKind::LBrace, "'{'")?;
         self.comma_list(TokenKind::RBrace, "}", |p| {
             if !p.is(TokenKind::BareIdent) {
                 return Err(p.err_here("expected identifier key for 'resource' entry"));
             }
             let owner_tok = p.bump();
             let owner = owner_tok.text(p.text).to_string();
-            if !p.eat(TokenKind::Colon) {
-                return Err(p.err_here("expected ':'"));
-            }
+            p.expect(TokenKind::Colon, "':'")?;
+            p.expect(TokenKind::LBrace, "'{'")?;
             if dialect && !p.registry.dialect_registered(&owner) {
                 return Err(p.err_at(owner_tok.start, format!("dialect '{owner}' is unknown")));
-            }
-            if !p.eat(TokenKind::LBrace) {
-                return Err(p.err_here("expected '{'"));
             }
             p.comma_list(TokenKind::RBrace, "}", |p| {
                 if !p.is(TokenKind::BareIdent) && !p.is(TokenKind::String) {
@@ -508,9 +509,7 @@ impl<'a> Parser<'a> {
                 }
                 let key_tok = p.bump();
                 let key = key_tok.text(p.text).to_string();
-                if !p.eat(TokenKind::Colon) {
-                    return Err(p.err_here("expected ':'"));
-                }
+                p.expect(TokenKind::Colon, "':'")?;
                 let value_tok = p.tok;
                 match value_tok.kind {
                     TokenKind::String => {
@@ -669,6 +668,21 @@ impl<'a> Parser<'a> {
         Ok(e.values[u.number].clone())
     }
 
+    /// Where `%name` was defined, or else first used, if it was (upstream's
+    /// `getReferenceLoc`).
+    pub(crate) fn reference_loc(&mut self, name: &str) -> Option<Location> {
+        let scope = self.scope();
+        if let Some(e) = scope.names.get(name) {
+            return Some(e.at.clone());
+        }
+        scope
+            .forward
+            .iter()
+            .filter(|((n, _), _)| n == name)
+            .map(|(_, (_, l))| l.clone())
+            .min_by_key(|l| (l.line(), l.to_string()))
+    }
+
     /// Defines `%name` as `values` (a result group when more than one); a forward reference
     /// to it takes the definition's value. `at` locates errors.
     pub(crate) fn define(
@@ -677,11 +691,12 @@ impl<'a> Parser<'a> {
         values: &mut [Value],
         at: &Location,
     ) -> Result<(), Diagnostic> {
-        if self.scope().names.contains_key(name) {
+        if let Some(prev) = self.scope().names.get(name) {
             return Err(Diagnostic::error(
                 at.clone(),
                 format!("redefinition of SSA value '%{name}'"),
-            ));
+            )
+            .with_note(prev.at.clone(), "previously defined here"));
         }
         for (i, v) in values.iter_mut().enumerate() {
             if let Some((fwd, used_at)) = self.scope().forward.remove(&(name.to_string(), i)) {
@@ -708,6 +723,7 @@ impl<'a> Parser<'a> {
             name.to_string(),
             NameEntry {
                 values: values.iter().cloned().map(Some).collect(),
+                at: at.clone(),
             },
         );
         if let Some(defs) = scope.region_defs.last_mut() {

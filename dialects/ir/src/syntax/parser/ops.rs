@@ -4,7 +4,6 @@
 use super::{OperandUse, Parser};
 use crate::diag::{Diagnostic, Location};
 use crate::ir::{Block, Operation, Region, Value};
-use crate::registry::Trait;
 use crate::syntax::lexer::TokenKind as K;
 use crate::types::Type;
 use std::collections::HashMap;
@@ -18,6 +17,14 @@ pub(crate) struct BlockTable {
     defined: Vec<Option<usize>>,
     /// For each id: where it was first used (for "undefined block" errors).
     first_use: Vec<Location>,
+}
+
+impl BlockTable {
+    /// Where the first block referenced but not defined was first used.
+    pub(crate) fn first_undefined(&self) -> Option<Location> {
+        let id = self.defined.iter().position(Option::is_none)?;
+        Some(self.first_use[id].clone())
+    }
 }
 
 /// A region argument a custom syntax defines (`func.func @f(%a: i32 loc(...))`).
@@ -93,13 +100,16 @@ impl Parser<'_> {
             };
         }
         if op.results.len() != nresults && !groups.is_empty() {
-            return Err(self.err_at(
-                start,
+            // Upstream's words for each case.
+            let msg = if op.results.is_empty() {
+                "cannot name an operation with no results".to_string()
+            } else {
                 format!(
                     "operation defines {} results but was provided {nresults} to bind",
                     op.results.len()
-                ),
-            ));
+                )
+            };
+            return Err(self.err_at(start, msg));
         }
         let mut k = 0;
         for (name, count, at) in groups {
@@ -124,9 +134,6 @@ impl Parser<'_> {
         let loc = self.loc_at(name_tok.start);
         let mut op = Operation::new(name.clone()).with_loc(loc);
         let reg = self.registry.lookup(&name).cloned();
-        let isolated = reg
-            .as_ref()
-            .is_some_and(|r| r.def.has_trait(Trait::IsolatedFromAbove));
         self.expect(K::LParen, "'(' to start operand list")?;
         let mut uses = Vec::new();
         self.comma_list(K::RParen, ")", |p| {
@@ -152,7 +159,7 @@ impl Parser<'_> {
         if self.is(K::LParen) {
             self.bump();
             loop {
-                op.regions.push(self.region(&[], isolated, None)?);
+                op.regions.push(self.region(&[], false, None)?);
                 if self.eat(K::Comma) {
                     continue;
                 }
@@ -203,7 +210,8 @@ impl Parser<'_> {
     }
 
     /// The registered op a custom-form name stands for: the name itself, or (without a
-    /// dialect prefix) an op of the innermost default dialect or of `builtin`.
+    /// dialect prefix) an op of the innermost default dialect (`builtin` outside any op that
+    /// sets one), as upstream resolves it.
     pub(crate) fn resolve_op_name(&self, name: &str) -> Option<String> {
         if self.registry.lookup(name).is_some() {
             return Some(name.to_string());
@@ -274,22 +282,25 @@ impl Parser<'_> {
     // ---- regions and blocks -------------------------------------------------------------
 
     /// A region `{ ... }`. `args` are the entry block's arguments a custom syntax defined;
-    /// `isolated` regions see no values from outside; `dialect` is a default dialect for the
-    /// ops inside.
+    /// `shadowing` opens a new name scope, where names from outside are not seen and may be
+    /// defined again (upstream's `enableNameShadowing`, which only some custom parsers pass:
+    /// none of builtin, func and arith, nor the generic form, even for an op isolated from
+    /// above, whose uses of outer values the verifier refuses); `dialect` is a default dialect
+    /// for the ops inside.
     pub(crate) fn region(
         &mut self,
         args: &[RegionArg],
-        isolated: bool,
+        shadowing: bool,
         dialect: Option<&'static str>,
     ) -> Result<Region, Diagnostic> {
         if let Some(d) = dialect {
             self.default_dialects.push(d);
         }
-        self.push_scope(isolated);
+        self.push_scope(shadowing);
         let saved = std::mem::take(&mut self.blocks);
         let r = self.region_body(args);
         self.blocks = saved;
-        let popped = self.pop_scope(isolated);
+        let popped = self.pop_scope(shadowing);
         if dialect.is_some() {
             self.default_dialects.pop();
         }
@@ -305,6 +316,7 @@ impl Parser<'_> {
         if self.eat(K::RBrace) {
             if !args.is_empty() {
                 let mut entry = Block::default();
+                self.check_entry_args(args)?;
                 self.define_args(&mut entry, args)?;
                 region.blocks.push(entry);
             }
@@ -315,6 +327,7 @@ impl Parser<'_> {
         }
         if !self.is(K::CaretIdent) {
             let mut entry = Block::default();
+            self.check_entry_args(args)?;
             self.define_args(&mut entry, args)?;
             self.block_ops(&mut entry)?;
             region.blocks.push(entry);
@@ -358,13 +371,8 @@ impl Parser<'_> {
             return Err(self.err("expected '}' to end a region"));
         }
         // Every referenced block must be defined; successors become block positions.
-        for (id, def) in self.blocks.defined.iter().enumerate() {
-            if def.is_none() {
-                return Err(Diagnostic::error(
-                    self.blocks.first_use[id].clone(),
-                    "reference to an undefined block",
-                ));
-            }
+        if let Some(at) = self.blocks.first_undefined() {
+            return Err(Diagnostic::error(at, "reference to an undefined block"));
         }
         let map: Vec<usize> = self.blocks.defined.iter().map(|d| d.unwrap_or(0)).collect();
         for b in &mut region.blocks {
@@ -375,6 +383,21 @@ impl Parser<'_> {
             }
         }
         Ok(region)
+    }
+
+    /// Refuses entry block arguments a custom syntax read (`func.func @f(%a: i32)`) whose
+    /// name is already defined or used where the region is, as upstream refuses them.
+    fn check_entry_args(&mut self, args: &[RegionArg]) -> Result<(), Diagnostic> {
+        for a in args {
+            if let Some(prev) = self.reference_loc(&a.name) {
+                return Err(Diagnostic::error(
+                    a.at.clone(),
+                    format!("region entry argument '%{}' is already in use", a.name),
+                )
+                .with_note(prev, "previously referenced here"));
+            }
+        }
+        Ok(())
     }
 
     fn define_args(&mut self, block: &mut Block, args: &[RegionArg]) -> Result<(), Diagnostic> {
