@@ -49,6 +49,12 @@ irdl.dialect @commir {
     irdl.attributes {"sym_name" = %str, "dims" = %arr, "dtype" = %type, "role" = %role}
   }
 
+  irdl.operation @documents {
+    %str = irdl.base "#builtin.string"
+    %int = irdl.base "#builtin.integer"
+    irdl.attributes {"sym_name" = %str, "positions" = %int}
+  }
+
   irdl.operation @for {
     %sym = irdl.base "#builtin.symbol_ref"
     irdl.attributes {"axis" = %sym}

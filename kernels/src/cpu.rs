@@ -66,6 +66,39 @@ pub fn attention_dv(
     dv: usize,
     p: AttnParams,
 ) {
+    attention_rows(q, k, v, o, lse, dims, dv, p.scale, &|r| p.keys(r, dims.sk))
+}
+
+impl AttnParams {
+    /// The keys (tile rows `c`) query row `r` of a tile of `sk` keys sees under this causal
+    /// mask: all of them, or those at positions up to the query's.
+    pub fn keys(&self, r: usize, sk: usize) -> std::ops::Range<usize> {
+        if self.causal {
+            0..(self.q_offset + r + 1)
+                .saturating_sub(self.k_offset)
+                .min(sk)
+        } else {
+            0..sk
+        }
+    }
+}
+
+/// [`attention_dv`] under any mask whose visible keys of a row are one run: `keys(r)` is the
+/// run of key rows query row `r` sees (a run past `sk` is cut to it; an empty one gives o = 0
+/// and lse = -inf), `scale` multiplies the logits. Panics if a slice is shorter than its shape
+/// says.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_rows(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    o: &mut [f64],
+    lse: &mut [f64],
+    dims: AttnDims,
+    dv: usize,
+    scale: f64,
+    keys: &dyn Fn(usize) -> std::ops::Range<usize>,
+) {
     let AttnDims {
         b,
         hq,
@@ -96,13 +129,14 @@ pub fn attention_dv(
             for r in 0..sq {
                 let qrow = &q[((bi * hq + h) * sq + r) * d..][..d];
                 let mut m = f64::NEG_INFINITY;
+                let seen = keys(r);
                 for (c, l) in logits.iter_mut().enumerate() {
-                    if p.causal && p.k_offset + c > p.q_offset + r {
+                    if !seen.contains(&c) {
                         *l = f64::NEG_INFINITY;
                         continue;
                     }
                     let krow = &k[((bi * hk + kh) * sk + c) * d..][..d];
-                    *l = p.scale * qrow.iter().zip(krow).map(|(x, y)| x * y).sum::<f64>();
+                    *l = scale * qrow.iter().zip(krow).map(|(x, y)| x * y).sum::<f64>();
                     m = m.max(*l);
                 }
                 let orow = &mut o[((bi * hq + h) * sq + r) * dv..][..dv];
@@ -179,6 +213,20 @@ pub fn attention_bwd(
     p: AttnParams,
     accumulate: bool,
 ) {
+    attention_bwd_rows(x, g, dims, dv, p.scale, &|r| p.keys(r, dims.sk), accumulate)
+}
+
+/// [`attention_bwd`] under any mask whose visible keys of a row are one run (`keys`, as
+/// [`attention_rows`] reads it: the forward's mask).
+pub fn attention_bwd_rows(
+    x: AttnBwdInputs,
+    g: AttnGrads,
+    dims: AttnDims,
+    dv: usize,
+    scale: f64,
+    keys: &dyn Fn(usize) -> std::ops::Range<usize>,
+    accumulate: bool,
+) {
     let AttnDims {
         b,
         hq,
@@ -223,17 +271,15 @@ pub fn attention_bwd(
                 let orow = &x.o[row * dv..][..dv];
                 let dorow = &x.d_o[row * dv..][..dv];
                 let delta: f64 = dorow.iter().zip(orow).map(|(a, b)| a * b).sum();
-                for c in 0..sk {
-                    if p.causal && p.k_offset + c > p.q_offset + r {
-                        break;
-                    }
+                let seen = keys(r);
+                for c in seen.start.min(sk)..seen.end.min(sk) {
                     let kr = (bi * hk + kh) * sk + c;
                     let krow = &x.k[kr * d..][..d];
                     let vrow = &x.v[kr * dv..][..dv];
-                    let s = p.scale * qrow.iter().zip(krow).map(|(a, b)| a * b).sum::<f64>();
+                    let s = scale * qrow.iter().zip(krow).map(|(a, b)| a * b).sum::<f64>();
                     let prob = (s - lse).exp();
                     let dp: f64 = dorow.iter().zip(vrow).map(|(a, b)| a * b).sum();
-                    let ds = prob * (dp - delta) * p.scale;
+                    let ds = prob * (dp - delta) * scale;
                     for (y, a) in g.dv[kr * dv..][..dv].iter_mut().zip(dorow) {
                         *y += prob * a;
                     }

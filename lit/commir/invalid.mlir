@@ -255,7 +255,7 @@ commir.kernel @k on @m {
   commir.buffer @K : [@j, 4] f32 in
   %q = commir.load @Q[@i] : !commir.tile<f32>
   %k = commir.load @K[@j] : !commir.tile<f32>
-  // expected-error@+1 {{patch 'attention' has no attribute 'casual' (it takes causal, scale)}}
+  // expected-error@+1 {{patch 'attention' has no attribute 'casual' (it takes causal, scale, window, documents, lower_right)}}
   %o, %l = commir.patch "attention" (%q, %k, %k) {casual = true} : (!commir.tile<f32>, !commir.tile<f32>, !commir.tile<f32>) -> (!commir.tile<f32>, !commir.tile<f32>)
 }
 

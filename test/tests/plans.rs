@@ -451,6 +451,7 @@ fn narrowing_violations_are_found() {
             dtype: DType::BF16,
             role: Role::Output,
         }],
+        documents: vec![],
         ranks: vec![rank(0, r0), rank(1, r1)],
     };
     let send = CommOp::Send {

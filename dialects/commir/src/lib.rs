@@ -14,8 +14,8 @@ pub mod tiles;
 pub use attrs::DimBinding;
 pub use expr::IndexExpr;
 pub use model::{
-    kernel_names, kernels, Access, Axis, AxisKind, Buffer, Compute, ForLoop, Kernel, MaskKind,
-    Mesh, ReduceKind, Role, Stmt,
+    kernel_names, kernels, Access, Axis, AxisKind, Buffer, Compute, DocumentsDecl, ForLoop, Kernel,
+    MaskKind, Mesh, ReduceKind, Role, Stmt,
 };
 pub use ops::{MAX_DEVICES, MAX_EXTENT};
 pub use placement::{Placement, Split};

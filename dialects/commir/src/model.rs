@@ -7,7 +7,8 @@ pub use crate::ops::{check_placement, check_sharding};
 use crate::attrs::DimBinding;
 use crate::expr::IndexExpr;
 use crate::ops::{
-    AxisOp, BufferOp, ForOp, KernelOp, LoadOp, MeshOp, PatchOp, ReduceOp, ReshardOp, StoreOp,
+    AxisOp, BufferOp, DocumentsOp, ForOp, KernelOp, LoadOp, MeshOp, PatchOp, ReduceOp, ReshardOp,
+    StoreOp,
 };
 use crate::placement::{Placement, Split};
 use mercury_ir::{AttrDict, Diagnostic, Location, Operation, Type, ValueId};
@@ -123,6 +124,16 @@ impl Buffer {
     }
 }
 
+/// `commir.documents @name positions N`: run-time document boundaries (prefix sums over `N`
+/// positions) that attention masks read (`mercury_plan::mask`); an input of every run, by
+/// name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentsDecl {
+    pub name: String,
+    pub positions: usize,
+    pub loc: Location,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Access {
     pub buffer: String,
@@ -225,6 +236,8 @@ pub struct Kernel {
     pub mesh: Mesh,
     pub axes: Vec<Axis>,
     pub buffers: Vec<Buffer>,
+    /// Run-time document boundaries, in declaration order.
+    pub documents: Vec<DocumentsDecl>,
     pub body: Vec<Stmt>,
     pub loc: Location,
     /// The tile every value of the body holds (`tiles.rs`): what passes prove matches with.
@@ -295,6 +308,7 @@ fn err(loc: &Location, msg: impl Into<String>) -> Diagnostic {
 pub struct Scope<'a> {
     pub axes: &'a [Axis],
     pub buffers: &'a [Buffer],
+    pub documents: &'a [DocumentsDecl],
     pub mesh: &'a Mesh,
     pub values: HashMap<ValueId, Type>,
     /// The tile each value holds (`tiles.rs`).
@@ -339,16 +353,20 @@ impl Kernel {
         let mesh = mesh_op.verify()?;
         let mut axes: Vec<Axis> = Vec::new();
         let mut buffers: Vec<Buffer> = Vec::new();
+        let mut documents: Vec<DocumentsDecl> = Vec::new();
         for op in kernel.body(0) {
             if let Some(a) = AxisOp::cast(op) {
                 axes.push(a.verify()?);
             } else if let Some(b) = BufferOp::cast(op) {
                 buffers.push(b.verify(&axes, &mesh)?);
+            } else if let Some(d) = DocumentsOp::cast(op) {
+                documents.push(d.verify()?);
             }
         }
         let mut scope = Scope {
             axes: &axes,
             buffers: &buffers,
+            documents: &documents,
             mesh: &mesh,
             values: HashMap::new(),
             tiles: HashMap::new(),
@@ -363,6 +381,7 @@ impl Kernel {
             mesh,
             axes,
             buffers,
+            documents,
             body,
             loc: kernel.loc.clone(),
             tiles,
@@ -435,7 +454,7 @@ fn stmts(
 ) -> Result<Vec<Stmt>, Diagnostic> {
     let mut out = Vec::new();
     for op in ops {
-        if AxisOp::cast(op).is_some() || BufferOp::cast(op).is_some() {
+        if crate::ops::is_decl(op) {
             if !stack.is_empty() {
                 return Err(err(
                     &op.loc,

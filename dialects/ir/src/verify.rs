@@ -224,23 +224,6 @@ fn verify_op<'a>(
             }
         }
     }
-    // A symbol lives in a symbol table: inside a registered op that is none (a func.func in
-    // a func.func) nothing could name it. An unregistered parent may be one, as upstream
-    // assumes.
-    if reg.as_ref().is_some_and(|r| r.def.has_trait(Trait::Symbol)) {
-        if let Some(parent) = ctx.parents.last() {
-            let table = ctx
-                .registry
-                .lookup(&parent.name)
-                .map(|p| p.def.has_trait(Trait::SymbolTable));
-            if table == Some(false) {
-                return Err(crate::builtin::op_error(
-                    op,
-                    "symbol's parent must have the SymbolTable trait",
-                ));
-            }
-        }
-    }
     let is_table = reg
         .as_ref()
         .is_some_and(|r| r.def.has_trait(Trait::SymbolTable));

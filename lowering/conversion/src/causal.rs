@@ -6,19 +6,27 @@
 //! (within a rank the order is increasing, so the local mask is the plain causal one), every
 //! other step one full patch (both query chunks against the first key chunk, or the second
 //! query chunk against both key chunks).
+//!
+//! A tile whose mask has a window or documents (`mercury_plan::mask`) is cut into one block per
+//! (query run, key run) pair at the runs' real positions ([`mask_blocks`]): the band (causal
+//! and window) decides which blocks are empty for every batch, the documents decide the rest
+//! at run time.
 
 use crate::order::Seg;
+use mercury_plan::mask::Band;
 
 /// Largest number of (query run, key run) blocks of one tile.
 pub(crate) const MAX_BLOCKS: usize = 1 << 22;
 
 /// One patch of a tile: query rows `q.0 .. q.0 + q.1` and keys `k.0 .. k.0 + k.1` of the tile,
-/// causal or not; with `causal`, key `k_offset + c` is visible to query `q_offset + r`.
+/// masked or not; masked, it applies the tile's mask with its first query at position
+/// `q_offset` and its first key at `k_offset` (for a causal tile: key `k_offset + c` is visible
+/// to query `q_offset + r` iff not larger).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Block {
     pub q: (usize, usize),
     pub k: (usize, usize),
-    pub causal: bool,
+    pub masked: bool,
     pub q_offset: usize,
     pub k_offset: usize,
 }
@@ -108,6 +116,46 @@ pub(crate) fn causal_blocks(q: &[Seg], k: &[Seg]) -> Result<Vec<Block>, String> 
             None => out.extend(cx.cut_row(i, a, b)),
         }
         i = end + 1;
+    }
+    Ok(out)
+}
+
+/// The blocks of a tile with query runs `q` and key runs `k` under a mask with a window or
+/// documents: one per (query run, key run) pair at their real positions, without those the
+/// `band` leaves empty when `band_decides` (no documents, or one set of boundaries for queries
+/// and keys: a document's anchors coincide, so the band alone empties a block). A block the
+/// band leaves full and no documents cut runs unmasked (`documents`: the run decides).
+/// `Err` when the tile has more than [`MAX_BLOCKS`] pairs of runs.
+pub(crate) fn mask_blocks(
+    q: &[Seg],
+    k: &[Seg],
+    band: Band,
+    band_decides: bool,
+    documents: bool,
+) -> Result<Vec<Block>, String> {
+    if q.len().saturating_mul(k.len()) > MAX_BLOCKS {
+        return Err(format!(
+            "a masked attention tile has {} x {} runs of positions; tile along the placement's runs",
+            q.len(),
+            k.len()
+        ));
+    }
+    let mut out = Vec::new();
+    for qs in q {
+        for ks in k {
+            let (qr, kr) = (qs.pos..qs.pos + qs.len, ks.pos..ks.pos + ks.len);
+            let pairs = band.pairs(qr, kr, 0);
+            if band_decides && pairs == 0 {
+                continue;
+            }
+            out.push(Block {
+                q: (qs.at, qs.len),
+                k: (ks.at, ks.len),
+                masked: documents || pairs != (qs.len as u64) * (ks.len as u64),
+                q_offset: qs.pos,
+                k_offset: ks.pos,
+            });
+        }
     }
     Ok(out)
 }
@@ -211,7 +259,7 @@ impl Cover<'_> {
             return Some(Block {
                 q,
                 k,
-                causal: false,
+                masked: false,
                 q_offset: self.q[i0].pos,
                 k_offset: self.k[j0].pos,
             });
@@ -231,7 +279,7 @@ impl Cover<'_> {
         Some(Block {
             q,
             k,
-            causal: true,
+            masked: true,
             q_offset,
             k_offset,
         })
@@ -294,7 +342,7 @@ mod tests {
         for b in &blocks {
             for r in 0..b.q.1 {
                 for c in 0..b.k.1 {
-                    if !b.causal || b.k_offset + c <= b.q_offset + r {
+                    if !b.masked || b.k_offset + c <= b.q_offset + r {
                         seen[b.q.0 + r][b.k.0 + c] += 1;
                     }
                 }
@@ -314,11 +362,11 @@ mod tests {
         // 4 ranks, chunks of 4: rank 1 holds 4..8 and 24..28.
         let mine = segs(&[(4, 4), (24, 4)]);
         assert_eq!(check(&mine, &mine), 1);
-        assert!(causal_blocks(&mine, &mine).unwrap()[0].causal);
+        assert!(causal_blocks(&mine, &mine).unwrap()[0].masked);
         for other in [[(0, 4), (28, 4)], [(8, 4), (20, 4)], [(12, 4), (16, 4)]] {
             let b = causal_blocks(&mine, &segs(&other)).unwrap();
             assert_eq!(b.len(), 1);
-            assert!(!b[0].causal);
+            assert!(!b[0].masked);
             assert_eq!(b[0].q.1 * b[0].k.1, 32, "{b:?}");
             check(&mine, &segs(&other));
         }

@@ -322,12 +322,32 @@ impl Lowering<'_> {
             });
         }
         let k = self.k;
-        let plan = Plan {
+        let mut plan = Plan {
             name: k.name.clone(),
             mesh: self.mesh,
             buffers: self.buffers,
+            documents: k
+                .documents
+                .iter()
+                .map(|d| mercury_plan::Documents {
+                    name: d.name.clone(),
+                    positions: d.positions,
+                })
+                .collect(),
             ranks: plan_ranks,
         };
+        // A mask beyond causal: the K/V pieces no remaining block reads are not sent.
+        let masked = plan
+            .ranks
+            .iter()
+            .flat_map(|r| &r.stages)
+            .flat_map(|st| &st.compute)
+            .any(|op| {
+                matches!(op, ComputeOp::Patch { patch, .. } if patch.mask().is_some_and(|m| !m.is_none()))
+            });
+        if masked {
+            crate::dead_transfers::drop_dead_transfers(&mut plan);
+        }
         verify(&plan).map_err(|e| {
             err(
                 &k.loc,

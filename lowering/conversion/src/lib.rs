@@ -49,6 +49,7 @@ mod activation;
 mod causal;
 mod compute;
 mod context;
+mod dead_transfers;
 mod deliver;
 mod epilogue;
 mod load;

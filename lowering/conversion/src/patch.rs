@@ -3,7 +3,7 @@
 //! blocks of its real positions (`causal.rs`): blocks entirely above the diagonal are skipped,
 //! blocks below it run without a mask.
 
-use crate::causal::{causal_blocks, Block};
+use crate::causal::{causal_blocks, mask_blocks, Block};
 use crate::compute::StageCx;
 use crate::context::{err, Event, Lowering};
 use mercury_ir::{Attribute, Diagnostic, Location, ValueId};
@@ -28,12 +28,48 @@ impl Lowering<'_> {
         let shapes: Vec<Vec<usize>> = views.iter().map(|v| v.region.extent.clone()).collect();
         let segs = |i: usize| inputs.get(i).and_then(|v| cx.seq.get(v)).cloned();
         let offset = |i: usize| segs(i).and_then(|s| s.first().map(|x| x.pos)).unwrap_or(0);
-        let (patch, out_shapes) = patch_kind(kernel, &shapes, attrs, (offset(0), offset(1)), loc)?;
-        // Causal attention: the tile's (query run, key run) blocks, empty ones skipped.
-        let blocks = match (&patch, segs(0), segs(1)) {
+        let documents = self.documents_of(attrs, loc)?;
+        let (patch, out_shapes) = patch_kind(
+            kernel,
+            &shapes,
+            attrs,
+            documents,
+            (offset(0), offset(1)),
+            loc,
+        )?;
+        // A window or documents: the tile's (query run, key run) blocks at their real
+        // positions, those the band empties for every batch skipped.
+        let masked = match &patch {
+            PatchKind::Attention { causal, mask, .. }
+            | PatchKind::AttentionBwd { causal, mask, .. }
+                if !mask.is_none() =>
+            {
+                Some((*causal, *mask))
+            }
+            _ => None,
+        };
+        let blocks = match (&patch, masked, segs(0), segs(1)) {
+            (_, Some((causal, mask)), Some(q), Some(k)) => Some(
+                mask_blocks(
+                    &q,
+                    &k,
+                    mask.band(causal),
+                    mask.is_static(),
+                    mask.documents.is_some(),
+                )
+                .map_err(|m| err(loc, m))?,
+            ),
+            (_, Some(_), _, _) => {
+                return Err(err(
+                    loc,
+                    "an attention patch with a window or documents needs the positions of its q and k tiles: give it tiles loaded from their buffers (a cast of one keeps them)",
+                ))
+            }
+            // Causal attention: the tile's (query run, key run) blocks, empty ones skipped.
             (
                 PatchKind::Attention { causal: true, .. }
                 | PatchKind::AttentionBwd { causal: true, .. },
+                None,
                 Some(q),
                 Some(k),
             ) => Some(causal_blocks(&q, &k).map_err(|m| err(loc, m))?),
@@ -59,27 +95,33 @@ impl Lowering<'_> {
         };
         let sq = shapes[0][shapes[0].len() - 2];
         let sk = shapes[1][shapes[1].len() - 2];
-        // The patch of one block: the tile's patch with the block's mask and offsets.
-        let attention = |b: &Block| match patch.clone() {
-            PatchKind::Attention {
-                scale, accumulate, ..
-            } => PatchKind::Attention {
-                causal: b.causal,
-                scale,
-                q_offset: b.q_offset,
-                k_offset: b.k_offset,
-                accumulate,
-            },
-            PatchKind::AttentionBwd {
-                scale, accumulate, ..
-            } => PatchKind::AttentionBwd {
-                causal: b.causal,
-                scale,
-                q_offset: b.q_offset,
-                k_offset: b.k_offset,
-                accumulate,
-            },
-            other => other,
+        // The patch of one block: the tile's patch with its offsets, masked (the tile's mask)
+        // or not.
+        let attention = |b: &Block| {
+            let mut p = patch.clone();
+            if let PatchKind::Attention {
+                causal,
+                q_offset,
+                k_offset,
+                mask,
+                ..
+            }
+            | PatchKind::AttentionBwd {
+                causal,
+                q_offset,
+                k_offset,
+                mask,
+                ..
+            } = &mut p
+            {
+                *causal = *causal && b.masked;
+                if !b.masked {
+                    *mask = mercury_plan::AttnMask::default();
+                }
+                *q_offset = b.q_offset;
+                *k_offset = b.k_offset;
+            }
+            p
         };
         match blocks.as_slice() {
             [] => {
@@ -308,13 +350,44 @@ pub(crate) fn narrow(v: &View, d: usize, (off, len): (usize, usize)) -> View {
     }
 }
 
+impl Lowering<'_> {
+    /// The plan's document boundaries (indices of the kernel's `commir.documents`, which the
+    /// plan keeps in order) that a patch's `documents` attribute names: `@D` for queries and
+    /// keys, or `[@Dq, @Dk]` (the verifier checked them).
+    fn documents_of(
+        &self,
+        attrs: &[(String, Attribute)],
+        loc: &Location,
+    ) -> Result<Option<[usize; 2]>, Diagnostic> {
+        let Some((_, a)) = attrs.iter().find(|(n, _)| n == "documents") else {
+            return Ok(None);
+        };
+        let syms: Vec<&str> = match a {
+            Attribute::Array(v) => v.iter().filter_map(Attribute::as_symbol).collect(),
+            a => a.as_symbol().into_iter().chain(a.as_symbol()).collect(),
+        };
+        let index = |s: &str| self.k.documents.iter().position(|d| d.name == s);
+        match syms.as_slice() {
+            [q, k] => match (index(q), index(k)) {
+                (Some(q), Some(k)) => Ok(Some([q, k])),
+                _ => Err(err(
+                    loc,
+                    "'documents' names no commir.documents declaration",
+                )),
+            },
+            _ => Err(err(loc, "'documents' must be @D or [@Dq, @Dk]")),
+        }
+    }
+}
+
 /// The plan patch for `kernel` on tiles of `shapes`, and its output shapes (from the patch's
 /// spec). `offsets` are the sequence offsets of the first two inputs (attention's query and key
-/// positions).
+/// positions); `documents` the plan's boundaries its `documents` attribute names.
 fn patch_kind(
     kernel: &str,
     shapes: &[Vec<usize>],
     attrs: &[(String, Attribute)],
+    documents: Option<[usize; 2]>,
     offsets: (usize, usize),
     loc: &Location,
 ) -> Result<(PatchKind, Vec<Vec<usize>>), Diagnostic> {
@@ -323,11 +396,14 @@ fn patch_kind(
     let attr = |name: &str| attrs.iter().find(|(a, _)| a == name).map(|(_, v)| v);
     let bool_attr = |name: &str| attr(name).and_then(Attribute::as_bool);
     let float_attr = |name: &str| attr(name).and_then(Attribute::as_float);
+    let ints_attr = |name: &str| attr(name).and_then(Attribute::as_int_array);
     (spec.build)(&PatchArgs {
         shapes,
         offsets,
         bool_attr: &bool_attr,
         float_attr: &float_attr,
+        ints_attr: &ints_attr,
+        documents,
     })
     .map_err(|m| err(loc, m))
 }

@@ -2,8 +2,7 @@
 
 use mercury_commir::{Kernel, Stmt};
 use mercury_plan::{
-    collective_send_bytes, Collective, CombineKind, CommOp, ComputeOp, PatchKind, Plan,
-    RankProgram, View,
+    collective_send_bytes, Collective, CombineKind, CommOp, ComputeOp, Plan, RankProgram, View,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
@@ -226,55 +225,54 @@ pub fn placements(k: &Kernel) -> String {
 }
 
 /// Attention work of every rank at every stage: the query-key pairs the patches' masks leave,
-/// summed over heads and batch (`[rank][stage]`).
+/// summed over heads and batch (`[rank][stage]`). A mask with documents counts its band only
+/// (the documents are known at run time: [`attention_work_for`]).
 pub fn attention_work(plan: &Plan) -> Vec<Vec<f64>> {
+    attention_work_for(plan, None)
+}
+
+/// [`attention_work`] for one batch of document boundaries (`docs`: the plan's
+/// [`mercury_plan::Documents`] inputs in order, `mercury_plan::mask::Boundaries`): the pairs
+/// the masks leave for that batch.
+pub fn attention_work_for(
+    plan: &Plan,
+    docs: Option<&[mercury_plan::mask::Boundaries]>,
+) -> Vec<Vec<f64>> {
     plan.ranks
         .iter()
         .map(|r| {
             r.stages
                 .iter()
-                .map(|st| st.compute.iter().map(pairs).sum())
+                .map(|st| st.compute.iter().map(|op| pairs(op, docs)).sum())
                 .collect()
         })
         .collect()
 }
 
-/// The query-key pairs an attention patch (forward or backward) computes (0 for other ops).
-fn pairs(op: &ComputeOp) -> f64 {
+/// The query-key pairs an attention patch (forward or backward) computes (0 for other ops):
+/// its mask's band, and with `docs` its documents too.
+fn pairs(op: &ComputeOp, docs: Option<&[mercury_plan::mask::Boundaries]>) -> f64 {
     let ComputeOp::Patch { patch, inputs, .. } = op else {
         return 0.0;
     };
-    if !matches!(
-        patch,
-        PatchKind::Attention { .. } | PatchKind::AttentionBwd { .. }
-    ) {
+    let (Some((band, q0, k0)), Some(mask)) = (patch.attention_band(), patch.mask()) else {
         return 0.0;
-    }
+    };
     let (q, k) = (&inputs[0].region.extent, &inputs[1].region.extent);
     let (sq, sk) = (q[q.len() - 2], k[k.len() - 2]);
     let rows = q[..q.len() - 2].iter().product::<usize>() as f64;
-    let visible: usize = match patch.causal_offsets() {
-        Some((q_offset, k_offset)) => (0..sq)
-            .map(|r| (q_offset + r + 1).saturating_sub(k_offset).min(sk))
-            .sum(),
-        None => sq * sk,
+    let (qr, kr) = (q0..q0 + sq, k0..k0 + sk);
+    let causal = patch.causal_offsets().is_some();
+    let visible = match docs.and_then(|d| mercury_plan::mask::MaskCx::new(causal, mask, d).ok()) {
+        Some(m) => m.pairs(qr, kr),
+        None => band.pairs(qr, kr, 0),
     };
     rows * visible as f64
 }
 
-/// Causal attention work per rank ([`attention_work`]): how the busiest rank compares with
-/// the mean over the whole plan and in the worst stage. `None` without causal attention.
-pub fn causal_balance(plan: &Plan) -> Option<String> {
-    let causal = plan
-        .ranks
-        .iter()
-        .flat_map(|r| &r.stages)
-        .flat_map(|st| &st.compute)
-        .any(|op| matches!(op, ComputeOp::Patch { patch, .. } if patch.causal_offsets().is_some()));
-    if !causal {
-        return None;
-    }
-    let work = attention_work(plan);
+/// Busiest rank / mean of `work` (`[rank][stage]`): over the whole plan, and in the worst
+/// stage.
+pub fn balance_of(work: &[Vec<f64>]) -> (f64, f64) {
     let ratio = |v: &[f64]| {
         let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
         let max = v.iter().copied().fold(0.0, f64::max);
@@ -295,10 +293,36 @@ pub fn causal_balance(plan: &Plan) -> Option<String> {
             ratio(&col)
         })
         .fold(1.0, f64::max);
+    (ratio(&totals), worst)
+}
+
+/// Masked attention work per rank ([`attention_work`]): how the busiest rank compares with
+/// the mean over the whole plan and in the worst stage. `None` without causal attention or a
+/// mask beyond it; a mask with documents is counted by its band (`documents at run time`).
+pub fn causal_balance(plan: &Plan) -> Option<String> {
+    let patches = || {
+        plan.ranks
+            .iter()
+            .flat_map(|r| &r.stages)
+            .flat_map(|st| &st.compute)
+            .filter_map(|op| match op {
+                ComputeOp::Patch { patch, .. } => Some(patch),
+                _ => None,
+            })
+    };
+    let masked = patches().any(|p| p.mask().is_some_and(|m| !m.is_none()));
+    if !masked && !patches().any(|p| p.causal_offsets().is_some()) {
+        return None;
+    }
+    let docs = patches().any(|p| p.mask().is_some_and(|m| m.documents.is_some()));
+    let (total, worst) = balance_of(&attention_work(plan));
+    let what = match (masked, docs) {
+        (false, _) => "causal attention work",
+        (true, false) => "masked attention work",
+        (true, true) => "masked attention work (band only: the documents are known at run time)",
+    };
     Some(format!(
-        "//   causal attention work: busiest rank {:.2}x the mean, {:.2}x in the worst stage\n",
-        ratio(&totals),
-        worst
+        "//   {what}: busiest rank {total:.2}x the mean, {worst:.2}x in the worst stage\n"
     ))
 }
 

@@ -15,11 +15,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub mod mask;
 pub mod patch;
 pub mod region_set;
 pub mod tile;
 pub mod tile_kernel;
 pub mod verify;
+pub use mask::{AttnMask, Documents};
 pub use patch::{PatchArgs, PatchAttr, PatchKind, PatchSpec, PATCHES};
 pub use region_set::RegionSet;
 pub use tile::TileOp;
@@ -397,6 +399,10 @@ pub struct Plan {
     /// Mesh shape, slowest level first; ranks are numbered row-major over it.
     pub mesh: Vec<usize>,
     pub buffers: Vec<GlobalBuffer>,
+    /// Run-time document boundaries the attention masks read (`mask.rs`): inputs of every
+    /// run, by name, besides the buffers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub documents: Vec<Documents>,
     pub ranks: Vec<RankProgram>,
 }
 
@@ -575,6 +581,7 @@ mod tests {
                     role: Role::Output,
                 },
             ],
+            documents: vec![],
             ranks: vec![RankProgram {
                 rank: 0,
                 coords: vec![0],

@@ -6,6 +6,7 @@
 //! (`runtime/src/cpu.rs`), its CUDA launch (`runtime/src/cuda/ops.rs`), and a lit test
 //! (`docs/extending.md`).
 
+use crate::mask::AttnMask;
 use crate::tile::UnaryFn;
 use crate::{CombineKind, DType};
 use serde::{Deserialize, Serialize};
@@ -30,14 +31,17 @@ pub enum PatchKind {
     /// `hq = hk * group`; outputs o `[b, hq, sq, d]` (normalised) and lse `[b, hq, sq]`
     /// (natural log of the softmax denominator, scaled logits). With `causal`, key position
     /// `k_offset + c` is visible to query position `q_offset + r` iff it is not larger.
-    /// Fully masked rows give o = 0 and lse = -inf. With `accumulate`, the outputs are an
-    /// accumulator `[o, lse]` that the tile's result is merged into (as `CombineKind::LseMerge`
-    /// would), so a ring step needs no separate merge pass.
+    /// `mask` adds a sliding window and run-time document boundaries at the same positions
+    /// (`crate::mask`). Fully masked rows give o = 0 and lse = -inf. With `accumulate`, the
+    /// outputs are an accumulator `[o, lse]` that the tile's result is merged into (as
+    /// `CombineKind::LseMerge` would), so a ring step needs no separate merge pass.
     Attention {
         causal: bool,
         scale: f64,
         q_offset: usize,
         k_offset: usize,
+        #[serde(default, skip_serializing_if = "AttnMask::is_none")]
+        mask: AttnMask,
         #[serde(default)]
         accumulate: bool,
     },
@@ -53,14 +57,16 @@ pub enum PatchKind {
     /// over key blocks and dk, dv over query blocks: a tile's results are summed
     /// ([`CombineKind::Add`]); with `accumulate`, the patch adds them into its outputs (f32
     /// accumulators), otherwise it overwrites them. `causal`, `q_offset` and `k_offset` as the
-    /// forward's (global positions of the tile's first query and key). A fully masked row
-    /// gives zero gradients, never NaN. The f64 reference is
+    /// forward's (global positions of the tile's first query and key), `mask` too. A fully
+    /// masked row gives zero gradients, never NaN. The f64 reference is
     /// `mercury_kernels::cpu::attention_bwd`.
     AttentionBwd {
         causal: bool,
         scale: f64,
         q_offset: usize,
         k_offset: usize,
+        #[serde(default, skip_serializing_if = "AttnMask::is_none")]
+        mask: AttnMask,
         #[serde(default)]
         accumulate: bool,
     },
@@ -73,13 +79,21 @@ pub enum PatchAttr {
     Bool(&'static str),
     /// `name = <number > 0>`.
     Positive(&'static str),
+    /// `name = [left, right]`: a sliding window, two integers `>= -1` (-1: unbounded).
+    Window(&'static str),
+    /// `name = @D` or `[@Dq, @Dk]`: run-time document boundaries, `commir.documents`
+    /// declarations of the kernel over the query's and the key's positions.
+    Documents(&'static str),
 }
 
 impl PatchAttr {
     /// The attribute's name.
     pub fn name(&self) -> &'static str {
         match self {
-            PatchAttr::Bool(n) | PatchAttr::Positive(n) => n,
+            PatchAttr::Bool(n)
+            | PatchAttr::Positive(n)
+            | PatchAttr::Window(n)
+            | PatchAttr::Documents(n) => n,
         }
     }
 }
@@ -94,6 +108,10 @@ pub struct PatchArgs<'a> {
     pub bool_attr: &'a dyn Fn(&str) -> Option<bool>,
     /// A numeric attribute of the `commir.patch` op, if present.
     pub float_attr: &'a dyn Fn(&str) -> Option<f64>,
+    /// An integer array attribute of the `commir.patch` op, if present.
+    pub ints_attr: &'a dyn Fn(&str) -> Option<Vec<i64>>,
+    /// The plan's document boundaries inputs its `documents` attribute names (queries', keys').
+    pub documents: Option<[usize; 2]>,
 }
 
 /// A plan patch op and the shapes of its output tiles.
@@ -180,6 +198,36 @@ impl PatchKind {
     pub fn is_empty(&self, q_rows: usize) -> bool {
         self.causal_offsets()
             .is_some_and(|(q_offset, k_offset)| k_offset >= q_offset + q_rows)
+    }
+    /// The mask of an attention patch (forward or backward) beyond `causal`; `None` for any
+    /// other patch.
+    pub fn mask(&self) -> Option<&AttnMask> {
+        match self {
+            PatchKind::Attention { mask, .. } | PatchKind::AttentionBwd { mask, .. } => Some(mask),
+            PatchKind::Gemm { .. } => None,
+        }
+    }
+    /// The band of an attention patch (forward or backward) at its positions: `causal` and the
+    /// mask's window ([`AttnMask::band`]), with its first query and key positions
+    /// `(q_offset, k_offset)`; `None` for any other patch.
+    pub fn attention_band(&self) -> Option<(crate::mask::Band, usize, usize)> {
+        match self {
+            PatchKind::Attention {
+                causal,
+                q_offset,
+                k_offset,
+                mask,
+                ..
+            }
+            | PatchKind::AttentionBwd {
+                causal,
+                q_offset,
+                k_offset,
+                mask,
+                ..
+            } => Some((mask.band(*causal), *q_offset, *k_offset)),
+            PatchKind::Gemm { .. } => None,
+        }
     }
     /// The `(q_offset, k_offset)` of a causal attention patch (forward or backward); `None`
     /// for any other patch.
@@ -383,7 +431,7 @@ pub static ATTENTION: PatchSpec = PatchSpec {
     name: "attention",
     inputs: 3,
     outputs: 2,
-    attrs: &[PatchAttr::Bool("causal"), PatchAttr::Positive("scale")],
+    attrs: ATTENTION_ATTRS,
     folds: Some(CombineKind::LseMerge),
     build: |a| {
         let s = a.shapes;
@@ -391,13 +439,14 @@ pub static ATTENTION: PatchSpec = PatchSpec {
         if !(q.len() == 4 && s[1].len() == 4 || q.len() == 3 && s[1].len() == 3) {
             return Err("attention tiles must be [batch, heads, sequence, head_dim] or [heads, sequence, head_dim]".into());
         }
-        let (causal, scale) = attention_attrs(a);
+        let (causal, scale, mask) = attention_attrs(a)?;
         Ok((
             PatchKind::Attention {
                 causal,
                 scale,
                 q_offset: a.offsets.0,
                 k_offset: a.offsets.1,
+                mask,
                 accumulate: false,
             },
             {
@@ -432,7 +481,7 @@ pub static ATTENTION_BWD: PatchSpec = PatchSpec {
     name: "attention_bwd",
     inputs: 6,
     outputs: 3,
-    attrs: &[PatchAttr::Bool("causal"), PatchAttr::Positive("scale")],
+    attrs: ATTENTION_ATTRS,
     folds: Some(CombineKind::Add),
     build: |a| {
         let s = a.shapes;
@@ -441,13 +490,14 @@ pub static ATTENTION_BWD: PatchSpec = PatchSpec {
         if !(r == 3 || r == 4) || s[..5].iter().any(|x| x.len() != r) || lse_rank + 1 != r {
             return Err("attention_bwd tiles must be q, k, v, o, do [batch, heads, sequence, head_dim] (or all without the batch) and lse [batch, heads, sequence]".into());
         }
-        let (causal, scale) = attention_attrs(a);
+        let (causal, scale, mask) = attention_attrs(a)?;
         Ok((
             PatchKind::AttentionBwd {
                 causal,
                 scale,
                 q_offset: a.offsets.0,
                 k_offset: a.offsets.1,
+                mask,
                 accumulate: false,
             },
             vec![s[0].clone(), s[1].clone(), s[2].clone()],
@@ -480,9 +530,22 @@ pub static ATTENTION_BWD: PatchSpec = PatchSpec {
     },
 };
 
-/// The `causal` and `scale` attributes of an attention patch (forward or backward): not causal
-/// and `1/sqrt(d)` of q's head dim by default.
-fn attention_attrs(a: &PatchArgs) -> (bool, f64) {
+/// The attributes of an attention patch (forward and backward): `causal` (a bool), `scale` (a
+/// positive number), `window = [left, right]` (integers, -1 for unbounded, flash-attn's
+/// `window_size`), `documents` (run-time boundaries, `crate::mask`) and `lower_right` (offsets
+/// from each document's end).
+pub const ATTENTION_ATTRS: &[PatchAttr] = &[
+    PatchAttr::Bool("causal"),
+    PatchAttr::Positive("scale"),
+    PatchAttr::Window("window"),
+    PatchAttr::Documents("documents"),
+    PatchAttr::Bool("lower_right"),
+];
+
+/// The `causal`, `scale` and mask attributes of an attention patch (forward or backward): not
+/// causal, `1/sqrt(d)` of q's head dim and no mask by default. `Err` for a malformed window
+/// and for `lower_right` without documents (whose anchors are the documents' ends).
+fn attention_attrs(a: &PatchArgs) -> Result<(bool, f64, AttnMask), String> {
     let d = a
         .shapes
         .first()
@@ -490,17 +553,52 @@ fn attention_attrs(a: &PatchArgs) -> (bool, f64) {
         .copied()
         .unwrap_or(1);
     let causal = (a.bool_attr)("causal") == Some(true);
-    (
+    let (left, right) = match (a.ints_attr)("window") {
+        None => (None, None),
+        Some(w) => window(&w)?,
+    };
+    let lower_right = (a.bool_attr)("lower_right") == Some(true);
+    if lower_right && a.documents.is_none() {
+        return Err(
+            "'lower_right' measures offsets from each document's end: it needs 'documents'".into(),
+        );
+    }
+    let mask = AttnMask {
+        left,
+        right,
+        documents: a.documents,
+        lower_right,
+    };
+    Ok((
         causal,
         (a.float_attr)("scale").unwrap_or(1.0 / (d as f64).sqrt()),
-    )
+        mask,
+    ))
+}
+
+/// A window attribute `[left, right]` (flash-attn's `window_size`: -1 unbounded) as the mask's
+/// bounds. `Err` unless it is two integers `>= -1`.
+pub fn window(w: &[i64]) -> Result<(Option<usize>, Option<usize>), String> {
+    let side = |x: i64| match x {
+        -1 => Ok(None),
+        x if x >= 0 => Ok(Some(x as usize)),
+        x => Err(format!("a window bound is -1 (unbounded) or >= 0, not {x}")),
+    };
+    match w {
+        [l, r] => Ok((side(*l)?, side(*r)?)),
+        _ => Err(format!(
+            "'window' is [left, right] (two integers, -1 for unbounded), not {} of them",
+            w.len()
+        )),
+    }
 }
 
 /// The query/key pairs an attention patch (forward or backward) on `sq` queries and `sk` keys
-/// computes: all of them, or those its causal mask leaves visible.
+/// computes: all of them, or those its causal mask and window leave visible (documents are
+/// known only at run time: this counts the band's pairs, at most the batch's).
 fn attention_pairs(p: &PatchKind, sq: usize, sk: usize) -> f64 {
-    match p.causal_offsets() {
-        Some((q_offset, k_offset)) => visible_pairs(sq, sk, q_offset, k_offset),
+    match p.attention_band() {
+        Some((band, q0, k0)) => band.pairs(q0..q0 + sq, k0..k0 + sk, 0) as f64,
         None => sq as f64 * sk as f64,
     }
 }
@@ -607,6 +705,7 @@ mod tests {
             scale: 1.0,
             q_offset: 0,
             k_offset: 4,
+            mask: Default::default(),
             accumulate: false,
         };
         assert_eq!(gemm.spec().name, "gemm");
@@ -622,6 +721,7 @@ mod tests {
             scale: 1.0,
             q_offset: 0,
             k_offset: 4,
+            mask: Default::default(),
             accumulate: false,
         };
         let s = [vec![2, 8, 16], vec![2, 8, 16], vec![2, 8, 16]];
@@ -630,6 +730,7 @@ mod tests {
             scale: 1.0,
             q_offset: 0,
             k_offset: 4,
+            mask: Default::default(),
             accumulate: false,
         };
         assert_eq!(

@@ -25,6 +25,9 @@ pub enum PlanError {
     /// A shape too large to count ([`crate::MAX_ELEMENTS`]).
     #[error("{0}")]
     Size(String),
+    /// Two run-time inputs of one name.
+    #[error("{0}")]
+    Inputs(String),
     #[error("stage {stage}: rank {rank}: {what}")]
     Stage {
         stage: usize,
@@ -139,6 +142,7 @@ impl<'a> Written<'a> {
 /// ([`crate::patch::gemm_dims`]), an output type the GEMM can write from its operands
 /// ([`crate::patch::gemm_writes`]), and no epilogue on an accumulating instance.
 fn check_patch(
+    plan: &Plan,
     r: &RankProgram,
     patch: &PatchKind,
     inputs: &[View],
@@ -154,6 +158,9 @@ fn check_patch(
             inputs.len(),
             outputs.len()
         ));
+    }
+    if let Some(mask) = patch.mask() {
+        check_mask(plan, mask)?;
     }
     if let PatchKind::Attention { .. } = patch {
         crate::patch::attention_views(inputs, outputs)?;
@@ -190,6 +197,24 @@ fn check_patch(
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// An attention mask names document boundaries the plan has, and aligns to documents' ends
+/// only with documents.
+fn check_mask(plan: &Plan, mask: &crate::AttnMask) -> Result<(), String> {
+    if let Some(docs) = mask.documents {
+        for d in docs {
+            if d >= plan.documents.len() {
+                return Err(format!(
+                    "the mask names document boundaries #{d}, and the plan has {}",
+                    plan.documents.len()
+                ));
+            }
+        }
+    } else if mask.lower_right {
+        return Err("a mask aligned to the documents' ends (lower_right) needs documents".into());
     }
     Ok(())
 }
@@ -372,6 +397,18 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
             });
         }
     }
+    // Run-time inputs are bound by name: a document boundaries input shares its name with no
+    // buffer and no other input.
+    for (i, d) in plan.documents.iter().enumerate() {
+        if plan.buffers.iter().any(|b| b.name == d.name)
+            || plan.documents[..i].iter().any(|e| e.name == d.name)
+        {
+            return Err(PlanError::Inputs(format!(
+                "two run-time inputs are named '{}' (document boundaries and a buffer, or two boundaries)",
+                d.name
+            )));
+        }
+    }
     let n = plan.num_ranks();
     if plan.ranks.len() != n {
         return Err(PlanError::RankCount {
@@ -476,7 +513,7 @@ pub fn verify(plan: &Plan) -> Result<(), PlanError> {
                     outputs,
                 } = op
                 {
-                    check_patch(r, patch, inputs, outputs).map_err(err)?;
+                    check_patch(plan, r, patch, inputs, outputs).map_err(err)?;
                 }
                 if let ComputeOp::Tile {
                     tile: op,

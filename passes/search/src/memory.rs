@@ -96,6 +96,7 @@ mod tests {
             name: "m".into(),
             mesh: vec![slots_per_rank.len()],
             buffers: vec![],
+            documents: vec![],
             ranks: slots_per_rank
                 .into_iter()
                 .enumerate()

@@ -7,7 +7,11 @@
 //! (LoongTrain). Causal attention gets zigzag (head-tail) placements of its query and key
 //! positions (`balance.rs`; off with `balance=false`): every rank does the same work at every
 //! step, and inputs the operator declares contiguous are permuted at the start (outputs back
-//! at the end).
+//! at the end). Attention under a window that looks back only (`window = [left, right]` with
+//! `right` 0 or `causal`, `left` finite; issue 43) keeps contiguous positions and, on a 1-D
+//! mesh, starts each rank's ring at the first piece its window reaches ([`lookback`]): the
+//! pieces after its own are seen by no query of the rank, so the lowering sends none of them
+//! (`dead_transfers.rs`), and a window inside one shard is one neighbour exchange.
 
 use crate::balance::{causal_attention, place_zigzag};
 use crate::util::{err_at, fresh_name, PlacementOption};
@@ -220,19 +224,30 @@ impl KernelPass for ShiftShard {
             }
             .apply_to(module, &m.name)?;
         }
+        let window = lookback(m);
         for (axis, bufs) in &shared_by_axis {
             // Splitting the axis may not be legal for this body (a contraction whose partial
             // sums feed an epilogue before they are reduced: gelu(A B) stored); then the
             // shared inputs are not ringed over it: every rank reads them whole.
             let before = module.clone();
-            if ring_over(module, &m.name, axis, bufs, &par_loops, &mesh).is_err() {
+            // A look-back window on a 1-D mesh: rank p starts at piece p - w, w the pieces
+            // the window reaches before the rank's own.
+            let offset = match (window, mesh.as_slice(), m.axis(axis)) {
+                (Some(left), [n], Some(a)) if *n > 1 => {
+                    let piece = (a.extent / n).max(1);
+                    let w = left.div_ceil(piece).min(n - 1);
+                    (n - w) % n
+                }
+                _ => 0,
+            };
+            if ring_over(module, &m.name, axis, bufs, &par_loops, &mesh, offset).is_err() {
                 *module = before;
                 shift_axes.retain(|a| a != axis);
             }
         }
         // Causal attention around a ring: zigzag placements give every rank the same work
         // at every step (a contiguous ring leaves the first ranks idle).
-        if self.balance && n > 1 {
+        if self.balance && n > 1 && window.is_none() {
             if let Some(seq) = causal_attention(m) {
                 if seq.q_axis == par && shift_axes.contains(&seq.k_axis) {
                     place_zigzag(module, &m.name, m, &seq)?;
@@ -241,6 +256,33 @@ impl KernelPass for ShiftShard {
         }
         Ok(())
     }
+}
+
+/// The look-back of the first attention patch (forward or backward) of `m` whose window sees
+/// no key after its query (`window = [left, right]`, `left >= 0`, and `right = 0` or
+/// `causal`): `left`. `None` for any other operator.
+fn lookback(m: &Kernel) -> Option<usize> {
+    let mut out = None;
+    let mut seen = false;
+    m.walk(&mut |s, _| {
+        if let mercury_commir::Stmt::Patch { kernel, attrs, .. } = s {
+            if seen || !(kernel == "attention" || kernel == "attention_bwd") {
+                return;
+            }
+            seen = true;
+            let causal = attrs.get("causal").and_then(|a| a.as_bool()) == Some(true);
+            if let Some([l, r]) = attrs
+                .get("window")
+                .and_then(|a| a.as_int_array())
+                .as_deref()
+            {
+                if *l >= 0 && (*r == 0 || causal) {
+                    out = Some(*l as usize);
+                }
+            }
+        }
+    });
+    out
 }
 
 /// Tiles `axis` over the mesh levels, shifts each of its loops by the parallel loop of the
@@ -253,13 +295,14 @@ fn ring_over(
     bufs: &[String],
     par_loops: &[String],
     mesh: &[usize],
+    offset: usize,
 ) -> Result<(), Diagnostic> {
     let loops = tile_over_mesh(module, kernel, axis, mesh)?;
     for (l, a) in loops.iter().enumerate() {
         Shift {
             axis: a.clone(),
             by: par_loops[l].clone(),
-            offset: 0,
+            offset,
             nth: None,
         }
         .apply_to(module, kernel)?;

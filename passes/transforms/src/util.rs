@@ -230,9 +230,9 @@ pub fn rewrite_indices(
     });
 }
 
-/// Whether `op` is a declaration (axis or buffer).
+/// Whether `op` is a declaration (axis, buffer, document boundaries).
 pub fn is_decl(op: &Operation) -> bool {
-    AxisOp::cast(op).is_some() || BufferOp::cast(op).is_some()
+    mercury_commir::ops::is_decl(op)
 }
 
 /// Whether `op` is a `commir.reshard`.

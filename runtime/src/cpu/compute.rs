@@ -29,11 +29,24 @@ pub(super) fn attn_dims(qs: [usize; 4], ks: [usize; 4]) -> k::AttnDims {
     }
 }
 
+/// The tile-relative keys query row `r` of a patch sees under `m`: its first query at position
+/// `q_offset`, its first key at `k_offset`.
+fn tile_keys(
+    m: &mask::MaskCx,
+    q_offset: usize,
+    k_offset: usize,
+    r: usize,
+) -> std::ops::Range<usize> {
+    let ks = m.keys(q_offset + r);
+    ks.start.max(k_offset) - k_offset..ks.end.max(k_offset) - k_offset
+}
+
 pub(super) fn run_compute(
     plan: &Plan,
     mem: &mut Mem,
     r: usize,
     op: &ComputeOp,
+    docs: &[mask::Boundaries],
 ) -> Result<(), String> {
     match op {
         ComputeOp::Patch {
@@ -68,8 +81,10 @@ pub(super) fn run_compute(
                 scale,
                 q_offset,
                 k_offset,
+                mask,
                 accumulate,
             } => {
+                let m = mask::MaskCx::new(*causal, mask, docs)?;
                 // q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv], o [b, hq, sq, dv],
                 // lse [b, hq, sq] (3-D tiles have a batch of one).
                 let [qs, ks, vs, _] = mercury_plan::patch::attention_views(inputs, outputs)?;
@@ -82,21 +97,9 @@ pub(super) fn run_compute(
                 let dv = vs[3];
                 let mut o = vec![0.0; q.len() / dims.d.max(1) * dv];
                 let mut lse = vec![0.0; q.len() / dims.d.max(1)];
-                k::attention_dv(
-                    &q,
-                    &kk,
-                    &v,
-                    &mut o,
-                    &mut lse,
-                    dims,
-                    dv,
-                    k::AttnParams {
-                        causal: *causal,
-                        scale: *scale,
-                        q_offset: *q_offset,
-                        k_offset: *k_offset,
-                    },
-                );
+                k::attention_rows(&q, &kk, &v, &mut o, &mut lse, dims, dv, *scale, &|row| {
+                    tile_keys(&m, *q_offset, *k_offset, row)
+                });
                 if *accumulate {
                     let mut acc = vec![
                         mem.read(plan, r, &outputs[0]),
@@ -115,8 +118,10 @@ pub(super) fn run_compute(
                 scale,
                 q_offset,
                 k_offset,
+                mask,
                 accumulate,
             } => {
+                let m = mask::MaskCx::new(*causal, mask, docs)?;
                 let [qs, ks, vs, _] = mercury_plan::patch::attention_bwd_views(inputs, outputs)?;
                 let dims = attn_dims(qs, ks);
                 let x: Vec<Vec<f64>> = inputs.iter().map(|v| mem.read(plan, r, v)).collect();
@@ -131,7 +136,7 @@ pub(super) fn run_compute(
                 let [dq, dk, dv] = g.as_mut_slice() else {
                     unreachable!("attention_bwd_views checked three outputs")
                 };
-                k::attention_bwd(
+                k::attention_bwd_rows(
                     k::AttnBwdInputs {
                         q: &x[0],
                         k: &x[1],
@@ -143,12 +148,8 @@ pub(super) fn run_compute(
                     k::AttnGrads { dq, dk, dv },
                     dims,
                     vs[3],
-                    k::AttnParams {
-                        causal: *causal,
-                        scale: *scale,
-                        q_offset: *q_offset,
-                        k_offset: *k_offset,
-                    },
+                    *scale,
+                    &|row| tile_keys(&m, *q_offset, *k_offset, row),
                     *accumulate,
                 );
                 for (v, vals) in outputs.iter().zip(&g) {

@@ -11,9 +11,11 @@ use std::collections::HashMap;
 /// drawn from the `i`-th 64-bit word pair of ChaCha8 stream `k`, whatever the number of
 /// threads drawing them (the buffers of 512K-token attention hold 2^31 values each and are
 /// drawn in parallel chunks, each seeking to its offset). Processes of one launched run that
-/// pass the same seed hold the same inputs.
+/// pass the same seed hold the same inputs. A plan's document boundaries are drawn too
+/// ([`super::random_documents`]).
 pub fn random_inputs(plan: &Plan, seed: u64) -> HashMap<String, Vec<f64>> {
-    plan.buffers
+    let mut out: HashMap<String, Vec<f64>> = plan
+        .buffers
         .iter()
         .filter(|b| b.role == Role::Input)
         .enumerate()
@@ -22,7 +24,9 @@ pub fn random_inputs(plan: &Plan, seed: u64) -> HashMap<String, Vec<f64>> {
             draw_input(seed, k, &mut v, |x| round_to(b.dtype, x));
             (b.name.clone(), v)
         })
-        .collect()
+        .collect();
+    out.extend(super::random_documents(plan, seed));
+    out
 }
 
 /// Fills `out` with the draws of input stream `k` of `seed`, uniform in [-1, 1) before `f`

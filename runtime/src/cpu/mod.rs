@@ -14,12 +14,14 @@
 
 mod collective;
 mod compute;
+mod documents;
 mod inputs;
 mod mem;
 mod run;
 #[cfg(test)]
 mod tests;
 
+pub use documents::{documents, random_documents};
 pub use inputs::{
     draw_input, random_inputs, relative_error, round_to, rounded_otherwise, rounded_otherwise_in,
 };
@@ -33,6 +35,8 @@ pub enum ExecError {
     Plan(#[from] PlanError),
     #[error("input '{0}' is missing or has the wrong size")]
     Input(String),
+    #[error("document boundaries '{0}': {1}")]
+    Documents(String, String),
     #[error("stage {stage}: {what}")]
     Stage { stage: usize, what: String },
 }

@@ -79,6 +79,7 @@ pub fn execute_pieces_with(
             _ => return Err(ExecError::Input(b.name.clone())),
         }
     }
+    let docs = super::documents(plan, inputs)?;
     let mut mem = Mem {
         slots: Vec::new(),
         storage,
@@ -127,7 +128,7 @@ pub fn execute_pieces_with(
         for r in &plan.ranks {
             if let Some(st) = r.stages.get(s) {
                 for op in &st.compute {
-                    run_compute(plan, &mut mem, r.rank, op)
+                    run_compute(plan, &mut mem, r.rank, op, &docs)
                         .map_err(|w| serr(format!("rank {}: {w}", r.rank)))?;
                 }
             }

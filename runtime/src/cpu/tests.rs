@@ -103,6 +103,7 @@ fn rounding_plan() -> Plan {
             buffer("Y", 8, DType::F32, Role::Output),
             buffer("Z", 4, DType::BF16, Role::Output),
         ],
+        documents: vec![],
         ranks: vec![
             RankProgram {
                 rank: 0,
@@ -226,6 +227,7 @@ fn reduce_sums_into_the_root_only() {
                 role: Role::Output,
             },
         ],
+        documents: vec![],
         ranks,
     };
     // Rank r holds (r + 1) + i 2^-9: the sums are 6 + 3 i 2^-9, f32 numbers; bf16 (an
@@ -302,6 +304,7 @@ fn attention_with_a_malformed_output_view_is_an_error() {
         name: "attn".into(),
         mesh: vec![1],
         buffers: vec![],
+        documents: vec![],
         ranks: vec![RankProgram {
             rank: 0,
             coords: vec![0],
@@ -319,6 +322,7 @@ fn attention_with_a_malformed_output_view_is_an_error() {
                         scale: 0.5,
                         q_offset: 0,
                         k_offset: 0,
+                        mask: Default::default(),
                         accumulate: false,
                     },
                     inputs: vec![view4(0), view4(1), view4(2)],

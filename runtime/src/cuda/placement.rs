@@ -540,6 +540,7 @@ mod tests {
             name: "g".into(),
             mesh: vec![4],
             buffers: vec![],
+            documents: vec![],
             ranks,
         };
         assert_eq!(
@@ -585,6 +586,7 @@ mod tests {
                 dtype: DType::F32,
                 role: Role::Output,
             }],
+            documents: vec![],
             ranks: (0..2)
                 .map(|r| RankProgram {
                     rank: r,

@@ -489,6 +489,7 @@ pub(crate) mod tests {
                 buffer("O", mercury_plan::Role::Output),
                 buffer("I", mercury_plan::Role::Input),
             ],
+            documents: vec![],
             ranks,
         }
     }

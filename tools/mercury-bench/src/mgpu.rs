@@ -350,6 +350,7 @@ pub fn nccl_single_rank_plan() -> SingleRankCase {
         name: "nccl_single_rank".into(),
         mesh: vec![1],
         buffers,
+        documents: vec![],
         ranks: vec![RankProgram {
             rank: 0,
             coords: vec![0],

@@ -153,6 +153,7 @@ pub fn ring_attention_plan(s: &RingSpec) -> Result<Plan, String> {
                         scale: s.scale,
                         q_offset: r * c,
                         k_offset: chunk * c,
+                        mask: Default::default(),
                         accumulate: true,
                     },
                     inputs: vec![full(0, &q_tile), full(kc, &kv_tile), full(vc, &kv_tile)],
@@ -212,6 +213,7 @@ pub fn ring_attention_plan(s: &RingSpec) -> Result<Plan, String> {
         name: "ring_attention".into(),
         mesh: vec![n],
         buffers,
+        documents: vec![],
         ranks,
     };
     mercury_plan::verify(&plan).map_err(|e| e.to_string())?;

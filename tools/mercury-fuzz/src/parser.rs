@@ -122,6 +122,7 @@ const TOKENS: &[&str] = &[
     "commir.store",
     "commir.patch",
     "commir.reshard",
+    "commir.documents",
     "commir.matmul",
     "commir.unary",
     "commir.binary",

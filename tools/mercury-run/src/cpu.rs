@@ -19,6 +19,9 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
     fits(a, plan)?;
     let seed = a.seed();
     let inputs = random_inputs(plan, seed);
+    if !plan.documents.is_empty() {
+        batch_balance(plan, &inputs);
+    }
     let (held, secs) = timed(plan, &inputs, seed)?;
     if a.check {
         let reference = crate::reference_plan(a, c)?;
@@ -31,6 +34,29 @@ pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
         }
     }
     Ok(secs)
+}
+
+/// The attention work of this run's batch of documents (drawn with the inputs): how many
+/// documents, the longest, and the busiest rank against the mean
+/// (`mercury_conversion::report::attention_work_for`).
+fn batch_balance(plan: &Plan, inputs: &HashMap<String, Vec<f64>>) {
+    let Ok(docs) = mercury_runtime::cpu::documents(plan, inputs) else {
+        return;
+    };
+    let work = mercury_conversion::report::attention_work_for(plan, Some(&docs));
+    let (total, worst) = mercury_conversion::report::balance_of(&work);
+    for (d, b) in plan.documents.iter().zip(&docs) {
+        let longest = (0..b.len()).map(|i| b.range(i).len()).max().unwrap_or(0);
+        outln!(
+            "// documents @{}: {} in this batch, the longest {longest} of {} positions",
+            d.name,
+            b.len(),
+            d.positions
+        );
+    }
+    outln!(
+        "//   attention work of this batch: busiest rank {total:.2}x the mean, {worst:.2}x in the worst stage"
+    );
 }
 
 /// Refuses a plan too large for the CPU executor, or of another rank count than `--ranks`.

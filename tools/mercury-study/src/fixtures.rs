@@ -278,6 +278,7 @@ fn finish(name: String, mesh: Vec<usize>, buffers: Vec<GlobalBuffer>, ranks: Vec
         name,
         mesh,
         buffers,
+        documents: vec![],
         ranks,
     }
 }
@@ -345,6 +346,7 @@ impl Acc {
                     scale: self.scale,
                     q_offset: qb.global,
                     k_offset: kr.global,
+                    mask: Default::default(),
                     accumulate: false,
                 };
                 let acc_views = vec![
@@ -382,6 +384,7 @@ impl Acc {
                                 scale,
                                 q_offset,
                                 k_offset,
+                                mask: Default::default(),
                                 accumulate: self.started[bi],
                             },
                             other => other,

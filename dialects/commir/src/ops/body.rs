@@ -255,6 +255,26 @@ impl<O: Deref<Target = Operation>> PatchOp<O> {
                         })?;
                     }
                 }
+                PatchAttr::Window(name) => {
+                    if let Some(w) = op.attr(name) {
+                        let w = w.as_int_array().ok_or_else(|| {
+                            err(&op.loc, format!("'{name}' must be [left, right], two integers (-1 for unbounded)"))
+                        })?;
+                        mercury_plan::patch::window(&w).map_err(|m| err(&op.loc, m))?;
+                    }
+                }
+                PatchAttr::Documents(name) => match op.attr(name) {
+                    Some(d) => {
+                        documents_of(scope, op, name, d)?;
+                    }
+                    None if op.attr("lower_right").and_then(|a| a.as_bool()) == Some(true) => {
+                        return Err(err(
+                            &op.loc,
+                            format!("'lower_right' measures offsets from each document's end: it needs '{name}'"),
+                        ))
+                    }
+                    None => {}
+                },
             }
         }
         let inputs: Vec<&Tile> = op
@@ -277,6 +297,71 @@ impl<O: Deref<Target = Operation>> PatchOp<O> {
         }
         Ok(kernel)
     }
+}
+
+/// The `commir.documents` declarations a patch's `documents` attribute names (`@D`: the
+/// queries' and the keys' boundaries; `[@Dq, @Dk]`: one each), checked: each is declared in
+/// the kernel and covers as many positions as its operand's buffer has along the sequence
+/// dimension (the tile's second from the end; q is operand 0, k operand 1).
+pub fn documents_of<'s>(
+    scope: &'s Scope,
+    op: &Operation,
+    name: &str,
+    attr: &mercury_ir::Attribute,
+) -> Result<[&'s crate::model::DocumentsDecl; 2], Diagnostic> {
+    let syms: Vec<&str> = match attr {
+        a if a.as_symbol().is_some() => vec![a.as_symbol().unwrap_or_default(); 2],
+        mercury_ir::Attribute::Array(v) => v.iter().filter_map(|x| x.as_symbol()).collect(),
+        _ => vec![],
+    };
+    if syms.len() != 2 || matches!(attr, mercury_ir::Attribute::Array(v) if v.len() != 2) {
+        return Err(err(
+            &op.loc,
+            format!("'{name}' must be @D (one set of boundaries for queries and keys) or [@Dq, @Dk]: commir.documents symbols"),
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, (s, what)) in syms.iter().zip(["query", "key"]).enumerate() {
+        let d = scope
+            .documents
+            .iter()
+            .find(|d| d.name == *s)
+            .ok_or_else(|| {
+                err(
+                    &op.loc,
+                    format!("'@{s}' does not name a commir.documents declaration of this kernel"),
+                )
+            })?;
+        let seq = op
+            .operands
+            .get(i)
+            .and_then(|v| scope.tiles.get(&v.id))
+            .and_then(|t| t.dims.len().checked_sub(2).map(|x| &t.dims[x]));
+        if let Some(dim) = seq {
+            let looped = dim.at.iter().fold(1usize, |a, at| {
+                a.saturating_mul(
+                    scope
+                        .axes
+                        .iter()
+                        .find(|x| x.name == at.slot)
+                        .map_or(1, |x| x.extent),
+                )
+            });
+            let positions = looped.saturating_mul(dim.size());
+            if positions != d.positions {
+                return Err(err(
+                    &op.loc,
+                    format!(
+                        "'@{s}' covers {} positions, and the {what} sequence has {positions}",
+                        d.positions
+                    ),
+                )
+                .with_note(d.loc.clone(), "declared here"));
+            }
+        }
+        out.push(d);
+    }
+    Ok([out[0], out[1]])
 }
 
 impl<O: Deref<Target = Operation>> ReduceOp<O> {

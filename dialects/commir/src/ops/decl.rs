@@ -1,8 +1,9 @@
-//! The rules of the declaration ops: `commir.mesh`, `commir.axis`, `commir.buffer`.
+//! The rules of the declaration ops: `commir.mesh`, `commir.axis`, `commir.buffer`,
+//! `commir.documents`.
 
-use super::{AxisOp, BufferOp, MeshOp};
+use super::{AxisOp, BufferOp, DocumentsOp, MeshOp};
 use crate::attrs::DimBinding;
-use crate::model::{Axis, Buffer, Mesh, Role};
+use crate::model::{Axis, Buffer, DocumentsDecl, Mesh, Role};
 use crate::placement::{check_dim, Placement};
 use mercury_ir::{Diagnostic, Location, Operation};
 use std::collections::HashSet;
@@ -113,6 +114,38 @@ pub const MAX_EXTENT: i64 = 1 << 40;
 
 /// The most devices a mesh may have (2^20).
 pub const MAX_DEVICES: usize = 1 << 20;
+
+impl<O: Deref<Target = Operation>> DocumentsOp<O> {
+    /// Checks the declaration (a positive number of positions, at most an axis's extent) and
+    /// returns its model. Its name is a symbol of the kernel, so no buffer shares it (a run
+    /// binds both by name).
+    pub fn verify(&self) -> Result<DocumentsDecl, Diagnostic> {
+        let op = self.op();
+        let name = op.symbol_name().unwrap_or_default().to_string();
+        let positions = self
+            .read_positions()
+            .map_err(|m| {
+                err(
+                    &op.loc,
+                    format!("documents '@{name}': attribute 'positions': {m}"),
+                )
+            })?
+            .unwrap_or(0);
+        if positions <= 0 || positions > MAX_EXTENT {
+            return Err(err(
+                &op.loc,
+                format!(
+                    "documents '@{name}' must cover between 1 and 2^40 positions, not {positions}"
+                ),
+            ));
+        }
+        Ok(DocumentsDecl {
+            name,
+            positions: positions as usize,
+            loc: op.loc.clone(),
+        })
+    }
+}
 
 impl<O: Deref<Target = Operation>> AxisOp<O> {
     /// Checks the axis (a positive extent of at most 2^40, a known kind, a minimum block within

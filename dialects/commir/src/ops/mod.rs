@@ -158,6 +158,17 @@ commir_ops! {
         format: "$sym_name `:` $dims $dtype $role (`sharding` $sharding^)? attr-dict",
         verify: verify_in_kernel,
     }
+    /// Run-time document boundaries of packed sequences.
+    DocumentsOp = "commir.documents" {
+        summary: "Run-time document boundaries (prefix sums, flash-attn's cu_seqlens) over a sequence of `positions` tokens: an input of every run, read by attention masks.",
+        operands: [],
+        results: [],
+        attrs: { req sym_name: SymName, req positions: Int },
+        regions: [],
+        traits: [Trait::Symbol],
+        format: "$sym_name `positions` $positions attr-dict",
+        verify: verify_in_kernel,
+    }
     /// A loop.
     ForOp = "commir.for" {
         summary: "A loop over an axis; optionally parallel over a mesh level or shifted by a parallel loop.",
@@ -351,6 +362,12 @@ fn verify_in_kernel(op: &Operation, ctx: &VerifyContext) -> Result<(), Diagnosti
             format!("'{}' must be inside a 'commir.kernel'", op.name),
         )),
     }
+}
+
+/// Whether `op` is a declaration of a kernel (axis, buffer, document boundaries): at the top
+/// of the kernel, before its statements.
+pub fn is_decl(op: &Operation) -> bool {
+    AxisOp::cast(op).is_some() || BufferOp::cast(op).is_some() || DocumentsOp::cast(op).is_some()
 }
 
 impl<O: Deref<Target = Operation>> KernelOp<O> {

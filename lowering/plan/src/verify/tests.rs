@@ -63,6 +63,7 @@ fn gemm_plan_bare(a: &[usize], b: &[usize], out: &[usize], accumulate: bool) -> 
         name: "g".into(),
         mesh: vec![1],
         buffers: vec![],
+        documents: vec![],
         ranks: vec![RankProgram {
             rank: 0,
             coords: vec![0],
@@ -177,6 +178,7 @@ fn receives_bare(rows: usize, extra: Option<Region>) -> crate::Plan {
         name: "p".into(),
         mesh: vec![2],
         buffers: vec![],
+        documents: vec![],
         ranks: vec![
             rank(0, vec![slot("x", &[rows, 2])], recv),
             rank(1, vec![slot("y", &[1, 2])], send),
@@ -242,6 +244,7 @@ fn reduce_plan_bare() -> crate::Plan {
         name: "r".into(),
         mesh: vec![2],
         buffers: vec![],
+        documents: vec![],
         ranks: vec![rank(0), rank(1)],
     }
 }

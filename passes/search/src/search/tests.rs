@@ -10,6 +10,7 @@ fn eval(name: &str, predicted_s: f64) -> Evaluated {
                 name: "k".into(),
                 mesh: vec![1],
                 buffers: vec![],
+                documents: vec![],
                 ranks: vec![],
             },
         },

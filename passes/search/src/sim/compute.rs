@@ -105,11 +105,7 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 })
             }
             PatchKind::Attention {
-                causal,
-                q_offset,
-                k_offset,
-                accumulate,
-                ..
+                causal, accumulate, ..
             } if patch.spec().name == "attention" => {
                 let (Some(q), Some(k), Some(v)) = (inputs.first(), inputs.get(1), inputs.get(2))
                 else {
@@ -127,11 +123,13 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                         "attention shapes do not agree: q {qe:?}, k {ke:?}"
                     )));
                 }
-                let pairs = if *causal {
-                    visible_pairs(sq, sk, *q_offset, *k_offset)
-                } else {
-                    sq as f64 * sk as f64
-                };
+                // The pairs its causal mask and window leave (a window's empty tiles cost a
+                // launch only).
+                let pairs = patch
+                    .attention_band()
+                    .map_or(sq as f64 * sk as f64, |(band, q0, k0)| {
+                        band.pairs(q0..q0 + sq, k0..k0 + sk, 0) as f64
+                    });
                 let shapes: Vec<Vec<usize>> =
                     inputs.iter().map(|v| v.region.extent.clone()).collect();
                 let flops = (patch.spec().flops)(patch, &shapes);

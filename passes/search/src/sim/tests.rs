@@ -76,6 +76,7 @@ fn overlap_takes_the_max_and_the_barrier_the_slowest_rank() {
         name: "overlap".into(),
         mesh: vec![2],
         buffers: vec![],
+        documents: vec![],
         ranks: vec![r0, r1],
     };
     let sim = simulate(&plan, &t, SimOptions { trace: true }).unwrap();
@@ -160,6 +161,7 @@ fn local_stages_pay_no_sync_and_rate_points_price_exact_shapes() {
         name: "local".into(),
         mesh: vec![2],
         buffers: vec![],
+        documents: vec![],
         ranks: vec![
             program(
                 0,

@@ -156,8 +156,15 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 scale,
                 q_offset,
                 k_offset,
+                mask,
                 accumulate,
             } => {
+                if !mask.is_none() {
+                    return Err(unsupported(format!(
+                        "attention: {}: a sliding window or document boundaries ({mask:?}) have no CUDA patch yet (issue 43 item 5); run it on the CPU executor (--backend cpu)",
+                        super::ATTENTION_REFUSED
+                    )));
+                }
                 if inputs.len() != 3 || outputs.len() != 2 {
                     return Err(RuntimeError::Schedule(format!(
                         "attention takes [q, k, v] -> [o, lse], got {} / {}",
@@ -233,8 +240,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 scale,
                 q_offset,
                 k_offset,
+                mask,
                 accumulate,
-            } => super::resolve_attention_bwd(
+            } if mask.is_none() => super::resolve_attention_bwd(
                 mem,
                 rank,
                 inputs,
@@ -242,6 +250,9 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 (*causal, *scale, *q_offset, *k_offset, *accumulate),
             )
             .map(|l| ComputeLaunch::AttentionBwd(Box::new(l))),
+            PatchKind::AttentionBwd { mask, .. } => Err(unsupported(format!(
+                "attention_bwd: a sliding window or document boundaries ({mask:?}) have no CUDA patch yet (issue 43 item 5); run it on the CPU executor (--backend cpu)"
+            ))),
         },
         ComputeOp::Combine { kind, acc, part } => match kind {
             CombineKind::Add => {

@@ -99,6 +99,7 @@ fn attention_resolution() {
             scale: 0.088,
             q_offset: 256,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: false,
         },
         inputs: vec![
@@ -135,6 +136,7 @@ fn attention_resolution() {
             scale: 0.088,
             q_offset: 0,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: true,
         },
         inputs: vec![
@@ -163,6 +165,7 @@ fn attention_resolution() {
             scale: 1.0,
             q_offset: 0,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: false,
         },
         inputs: vec![
@@ -259,6 +262,7 @@ fn resolved_block(dqk: usize, dv: usize, causal: bool) -> AttnLaunch {
             scale: 0.1,
             q_offset: 256,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: true,
         },
         inputs: vec![
@@ -361,6 +365,7 @@ fn attention_shapes_disagreeing_are_refused() {
             scale: 0.1,
             q_offset: 0,
             k_offset: 0,
+            mask: Default::default(),
             accumulate: false,
         },
         inputs: vec![
@@ -616,4 +621,60 @@ fn tile_matmul_on_the_gemm_patch() {
         resolve(&t, 0, &op),
         Err(RuntimeError::Unsupported(m)) if m.contains("batched")
     ));
+}
+
+/// A sliding window or document boundaries have no CUDA patch: the forward and the backward
+/// are refused (never run as dense or causal), saying what to use instead.
+#[test]
+fn masked_attention_is_refused() {
+    let t = table();
+    let mask = mercury_plan::AttnMask {
+        left: Some(16),
+        documents: Some([0, 0]),
+        ..Default::default()
+    };
+    let fwd = ComputeOp::Patch {
+        patch: PatchKind::Attention {
+            causal: true,
+            scale: 0.088,
+            q_offset: 0,
+            k_offset: 0,
+            mask,
+            accumulate: false,
+        },
+        inputs: vec![
+            v(3, &[0, 0, 128, 0], &[1, 4, 128, 128]),
+            v(4, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+            v(5, &[0, 0, 0, 0], &[1, 2, 512, 128]),
+        ],
+        outputs: vec![
+            v(6, &[0, 0, 128, 0], &[1, 4, 128, 128]),
+            v(7, &[0, 0, 128], &[1, 4, 128]),
+        ],
+    };
+    let ComputeOp::Patch {
+        inputs, outputs, ..
+    } = fwd.clone()
+    else {
+        unreachable!()
+    };
+    let bwd = ComputeOp::Patch {
+        patch: PatchKind::AttentionBwd {
+            causal: true,
+            scale: 0.088,
+            q_offset: 0,
+            k_offset: 0,
+            mask,
+            accumulate: false,
+        },
+        inputs,
+        outputs,
+    };
+    for op in [fwd, bwd] {
+        let e = format!("{:?}", resolve(&t, 0, &op).expect_err("masked attention"));
+        assert!(
+            e.contains("no CUDA patch yet") && e.contains("--backend cpu"),
+            "{e}"
+        );
+    }
 }

@@ -70,6 +70,7 @@ fn one_stage_plan(
         name: name.into(),
         mesh: vec![n],
         buffers,
+        documents: vec![],
         ranks: (0..n)
             .map(|r| {
                 let (slots, stage, outputs) = per_rank(r);

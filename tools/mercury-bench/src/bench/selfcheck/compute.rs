@@ -229,6 +229,7 @@ pub fn selfcheck_attention_masked_rows() -> SelfCheck {
         scale,
         q_offset: 0,
         k_offset,
+        mask: Default::default(),
         accumulate,
     };
     let inputs = |lo: usize| {
