@@ -41,7 +41,8 @@
 #                                          # tensors (issue 37): world size 1 and op(**inputs) on
 #                                          # virtual ranks against torch; 2 processes sharing GPU 0
 #                                          # over NCCL sockets; mercury.attention vs torch's cuDNN
-#                                          # SDPA on the P2c shapes (scripts/torch_gpu.py)
+#                                          # SDPA on the P2c shapes (scripts/torch_gpu.py); the
+#                                          # Llama example at world size 1 and as that pair
 #   MERCURY_GPU_PARTS=tune bash scripts/gpu.sh --remote  # profile-guided search (not default):
 #                                          # mercury-tune --profile-top 4, one line per case
 #
@@ -85,9 +86,14 @@ cd "$root"
 if [[ "${1:-}" != "--remote" ]]; then
   export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
   mkdir -p .carry
-  echo "== building mercury-run (CUDA backend, no MLIR) and mercury-gpu-bench (release)"
-  cargo build --release -p mercury-run --no-default-features --features cuda
-  cargo build --release -p mercury-bench --bin mercury-gpu-bench
+  echo "== building mercury-run, mercury-tune (CUDA backend, no MLIR), mercury-bench and the Python package's crate (release)"
+  # One invocation: features are resolved once for all of them, the same as the wheel's build
+  # below (maturin, -p mercury-python) resolves them (cargo tree: identical for every crate of
+  # the wheel's graph), so that build finds every crate built. Built in separate invocations,
+  # the wheel's pyo3 turns on syn features the binaries' graphs lack, and every proc macro and
+  # all that uses one would be built a second time.
+  cargo build --release -p mercury-run -p mercury-tune -p mercury-bench -p mercury-python \
+    --no-default-features --features mercury-run/cuda,mercury-tune/cuda,mercury-python/default
   cargo build --release -p mercury-opt
   cp "$CARGO_TARGET_DIR/release/mercury-run" "$CARGO_TARGET_DIR/release/mercury-gpu-bench" .carry/
   cp scripts/sdpa_baseline.py scripts/sdpa_bwd_baseline.py .carry/
@@ -111,12 +117,8 @@ if [[ "${1:-}" != "--remote" ]]; then
   done
   grep -o '\.entry mercury_\(ew\|row\)_[a-z0-9_]*' .carry/mlp_kernels.ptx | sed 's/^/   generated: /'
   # ---- multi-GPU staging (docs/multi-gpu.md) ----
-  echo "== building mercury-mgpu (multi-GPU self-checks, link measurements)"
-  cargo build --release -p mercury-bench --bin mercury-mgpu
-  cp "$CARGO_TARGET_DIR/release/mercury-mgpu" .carry/
-  echo "== building mercury-tune (CUDA backend, no MLIR: --device-kernels)"
-  cargo build --release -p mercury-tune --no-default-features --features cuda
-  cp "$CARGO_TARGET_DIR/release/mercury-tune" .carry/
+  echo "== mercury-mgpu (multi-GPU self-checks, link measurements), mercury-tune (built above)"
+  cp "$CARGO_TARGET_DIR/release/mercury-mgpu" "$CARGO_TARGET_DIR/release/mercury-tune" .carry/
   echo "== the mercury Python package (abi3 wheel, release) and scripts/torch_gpu.py"
   rm -f .carry/mercury_rs-*.whl
   python3 -m pip wheel -q --no-deps -w .carry ./python
@@ -869,13 +871,19 @@ if [[ ",$parts," == *",torch,"* ]]; then
   else
     tenv=(env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" MERCURY_DEVICE_KERNELS="$PWD/$C/device_kernels.ptx"
           MERCURY_CACHE_DIR="$out/torch-schedules" MERCURY_ROOT="$PWD" PYTHONUNBUFFERED=1)
-    echo "== torch 1/3: world size 1 and op(**inputs) on virtual ranks, against torch"
+    echo "== torch 1/4: world size 1 and op(**inputs) on virtual ranks, against torch"
     timeout 600 "${tenv[@]}" python3 $C/torch_gpu.py world1 > "$out/torch-world1.log" 2>&1 || status=1
     grep -E '^(device|check|note|[0-9]+ failed)|Error|error' "$out/torch-world1.log" | sed 's/^/   /' || true
-    echo "== torch 2/3: two processes sharing GPU 0 over NCCL sockets (nccl_pair)"
+    echo "== torch 2/4: two processes sharing GPU 0 over NCCL sockets (nccl_pair)"
     nccl_pair "$out" torch-pair 300 "${tenv[@]}" python3 $C/torch_gpu.py pair || { echo "   pair exit statuses: $pair_rc"; status=1; }
     for r in 0 1; do grep -E '^(check|note|[0-9]+ failed)|Error|error' "$out/torch-pair-r$r.log" | sed 's/^/   /' || true; done
-    echo "== torch 3/3: mercury.attention vs torch cuDNN SDPA, world size 1, P2c shapes (d 128), timed alike"
+    echo "== torch 3/4: examples/torch/llama_attention.py, world size 1, then two processes sharing GPU 0 (nccl_pair)"
+    timeout 300 "${tenv[@]}" python3 examples/torch/llama_attention.py > "$out/torch-llama.log" 2>&1 || status=1
+    grep -E '^(llama|check|time)|Error|error' "$out/torch-llama.log" | sed 's/^/   /' || true
+    nccl_pair "$out" torch-llama 300 env MASTER_ADDR=127.0.0.1 MASTER_PORT=29518 "${tenv[@]}" \
+      python3 examples/torch/llama_attention.py || { echo "   llama pair exit statuses: $pair_rc"; status=1; }
+    grep -hE '^(llama|check|time)|Error|error' "$out/torch-llama-r0.log" "$out/torch-llama-r1.log" | sed 's/^/   /' || true
+    echo "== torch 4/4: mercury.attention vs torch cuDNN SDPA, world size 1, P2c shapes (d 128), timed alike"
     timeout 900 "${tenv[@]}" python3 $C/torch_gpu.py bench > "$out/torch-bench.log" 2>&1 || status=1
     grep -E '^(device|\||check|[0-9]+ failed)|Error|error' "$out/torch-bench.log" || true
   fi

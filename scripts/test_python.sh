@@ -8,8 +8,11 @@
 # libraries: ~5 GB, 1-2 minutes to install), keyed by the Python version and the package's
 # requirements in python/pyproject.toml; a run with other requirements makes a new one and
 # removes the old. $MERCURY_VENV names another place. Only the package is rebuilt each run,
-# with the workspace's target directory and the dev profile (MATURIN_PEP517_ARGS), so the
-# crates `cargo build` compiled before are reused; the tests always run.
+# with the workspace's target directory and the dev profile (MATURIN_PEP517_ARGS): the crates
+# `cargo build --workspace` compiled before are reused as they are (the package is a workspace
+# member, so its dependencies' features are the workspace's; .cargo/config.toml gives cargo the
+# PyO3 settings maturin uses, so pyo3 and the package's crate are not rebuilt either); the
+# tests always run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

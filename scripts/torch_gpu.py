@@ -136,6 +136,9 @@ def world1():
 
 
 def pair():
+    """Two processes of one group (nccl_pair: both on GPU 0, NCCL's socket transport): each
+    passes its shard; the outputs and gradients are compared with torch on the gathered
+    tensors (every rank draws the same full tensors: rank 0's, broadcast)."""
     import torch.distributed as dist
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -143,25 +146,87 @@ def pair():
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", device_id=torch.device("cuda", 0))
     rank, world = dist.get_rank(), dist.get_world_size()
-    x = rand(1, 64, 4, 16)
-    dist.broadcast(x, 0)
-    for balance in (None, "zigzag"):
-        back = mercury.unshard_sequence(mercury.shard_sequence(x, balance=balance), balance=balance)
-        check(f"rank {rank}: shard/unshard {balance or 'contiguous'} over {world}", back, x, 0.0)
-    s = 64 if rank == 0 else 32
-    q = rand(1, s, 4, 16)
-    try:
-        mercury.attention(q, q, q)
-        FAILED.append("disagreeing shapes")
-        print(f"check rank {rank}: shapes that disagree across ranks: not detected  FAILED")
-    except ValueError as e:
-        print(f"check rank {rank}: shapes that disagree across ranks refused: {e}  ok")
-    q = rand(1, 64, 4, 16)
-    try:
-        mercury.attention(q, q, q)
-        print(f"check rank {rank}: attention over {world} ranks ran  ok")
-    except NotImplementedError as e:
-        print(f"note rank {rank}: attention over {world} ranks: {e}")
+    name = torch.cuda.get_device_name(0)
+    print(f"device: {name}, torch {torch.__version__}, rank {rank}/{world}")
+
+    def shared(*shape):
+        t = rand(*shape)
+        dist.broadcast(t, 0)
+        return t
+
+    def nccl_library():
+        # mercury uses the NCCL torch loaded: one libnccl file mapped in this process.
+        ours = mercury._mercury.nccl_library()
+        maps = open("/proc/self/maps").read().splitlines()
+        mapped = sorted({ln.split(maxsplit=5)[5].strip() for ln in maps if "libnccl.so" in ln})
+        ok = mapped == [ours]
+        print(f"check rank {rank}: NCCL {ours}, mapped {mapped}  {'ok' if ok else 'FAILED'}")
+        if not ok:
+            FAILED.append(f"rank {rank}: a second NCCL")
+
+    def shard_roundtrip():
+        x = shared(1, 64, 4, 16)
+        for balance in (None, "zigzag"):
+            sh = mercury.shard_sequence(x, balance=balance)
+            back = mercury.unshard_sequence(sh, balance=balance)
+            what = f"rank {rank}: shard/unshard {balance or 'contiguous'} over {world}"
+            check(what, back, x, 0.0)
+
+    def disagree():
+        q = rand(1, 64 if rank == 0 else 32, 4, 16)
+        try:
+            mercury.attention(q, q, q)
+            FAILED.append("disagreeing shapes")
+            print(f"check rank {rank}: shapes that disagree across ranks: not detected  FAILED")
+        except ValueError as e:
+            print(f"check rank {rank}: shapes that disagree across ranks refused: {e}  ok")
+
+    def attention(causal, balance, hk=8):
+        b, s, h, d = 1, 4096, 8, 128
+        q, k, v = shared(b, s, h, d), shared(b, s, hk, d), shared(b, s, hk, d)
+        z = [mercury.shard_sequence(t, balance=balance) for t in (q, k, v)]
+        o, lse = mercury.attention(*z, causal=causal, balance=balance, return_lse=True)
+        want = sdpa_ref(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal)
+        mine = mercury.shard_sequence(want.transpose(1, 2).contiguous(), balance=balance)
+        what = f"rank {rank}: attention over {world} s{s} hq{h}/hk{hk} causal={causal} {balance}"
+        check(what, o, mine)
+        if lse.shape != (b, h, s // world):
+            print(f"check {what}: lse shape {tuple(lse.shape)}  FAILED")
+            FAILED.append(f"{what} lse shape")
+
+    def attention_grad():
+        b, s, h, d = 1, 2048, 8, 128
+        q, k, v = shared(b, s, h, d), shared(b, s, h, d), shared(b, s, h, d)
+        do = shared(b, s, h, d)
+        full = [t.transpose(1, 2).float().requires_grad_(True) for t in (q, k, v)]
+        want = sdpa_ref(*full, True)
+        want.backward(do.transpose(1, 2).float())
+        z = [mercury.shard_sequence(t).requires_grad_(True) for t in (q, k, v)]
+        o = mercury.attention(*z, causal=True)
+        o.backward(mercury.shard_sequence(do))
+        for name, zt, ft in zip("qkv", z, full, strict=True):
+            ref = mercury.shard_sequence(ft.grad.transpose(1, 2).contiguous())
+            check(f"rank {rank}: d{name} over {world} s{s} causal", zt.grad, ref)
+
+    def gemms():
+        x, w = shared(4096, 4096), shared(4096, 2048)
+        want = x.float() @ w.float()
+        out = mercury.all_gather_matmul(x.chunk(world, 0)[rank], w.chunk(world, 1)[rank])
+        check(f"rank {rank}: all_gather_matmul over {world}", out, want.chunk(world, 1)[rank])
+        out = mercury.matmul_reduce_scatter(x.chunk(world, 1)[rank], w.chunk(world, 0)[rank])
+        check(f"rank {rank}: matmul_reduce_scatter over {world}", out, want.chunk(world, 0)[rank])
+
+    attempt(f"rank {rank}: shard/unshard", shard_roundtrip)
+    attempt(f"rank {rank}: disagreeing shapes", disagree)
+    attempt(f"rank {rank}: attention noncausal", lambda: attention(False, None))
+    attempt(f"rank {rank}: attention causal", lambda: attention(True, None))
+    attempt(f"rank {rank}: attention zigzag", lambda: attention(True, "zigzag"))
+    attempt(f"rank {rank}: attention gqa", lambda: attention(True, None, hk=2))
+    attempt(f"rank {rank}: attention gradients", attention_grad)
+    attempt(f"rank {rank}: gemm ops", gemms)
+    attempt(f"rank {rank}: NCCL library", nccl_library)
+    mercury.synchronize()
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -36,6 +36,9 @@ pub struct AttentionSpec {
     pub world: usize,
     /// The shards are ring-flash-attn's zigzag layout instead of contiguous blocks.
     pub zigzag: bool,
+    /// The forward keeps its log-sum-exp in an output `L [batch, heads, seq]` (f32; f64 for
+    /// f64 operands): natural log of each row's sum of `exp(scale q.k)` over the keys it sees.
+    pub lse: bool,
 }
 
 /// The tile type the patches compute in: f64 for f64 operands, f32 otherwise.
@@ -93,20 +96,31 @@ impl AttentionSpec {
         Ok(())
     }
 
-    /// The operator as CommIR text (kernel `@attention`).
-    pub fn commir(&self) -> Result<String, Error> {
-        self.validate()?;
-        let (dt, acc) = (self.dtype.name(), acc(self.dtype));
+    /// The header every attention operator shares: the mesh, the kernel line, the axes, and
+    /// the sharding of a sequence-sharded buffer of 4 and of 3 dimensions.
+    /// Returns `(text, q heads, q indices, kv heads, sharding 4-D, sharding 3-D)`.
+    fn header(
+        &self,
+        kernel: &str,
+    ) -> (
+        String,
+        &'static str,
+        &'static str,
+        &'static str,
+        String,
+        String,
+    ) {
         let g = self.heads / self.kv_heads;
         let seq_sharding = if self.zigzag { "S(zigzag(0))" } else { "S(0)" };
-        let sh = format!("sharding [R, R, {seq_sharding}, R]");
+        let sh4 = format!("sharding [R, R, {seq_sharding}, R]");
+        let sh3 = format!("sharding [R, R, {seq_sharding}]");
         let mut s = String::new();
         let _ = writeln!(
             s,
             "commir.mesh @mesh shape [{}] names [\"gpu\"]",
             self.world
         );
-        let _ = writeln!(s, "commir.kernel @attention on @mesh {{");
+        let _ = writeln!(s, "commir.kernel @{kernel} on @mesh {{");
         let _ = writeln!(s, "  commir.axis @b = {} spatial", self.batch);
         let (qh, qidx, kh) = if g == 1 {
             let _ = writeln!(s, "  commir.axis @h = {} spatial", self.heads);
@@ -118,31 +132,118 @@ impl AttentionSpec {
         };
         let _ = writeln!(s, "  commir.axis @i = {} spatial", self.seq);
         let _ = writeln!(s, "  commir.axis @j = {} managed", self.seq);
+        (s, qh, qidx, kh, sh4, sh3)
+    }
+
+    /// The patch attributes: `causal = ...` and the scale when given.
+    fn attrs(&self) -> String {
+        let scale = self
+            .scale
+            .map(|x| format!(", scale = {x:?}"))
+            .unwrap_or_default();
+        format!("{{causal = {}{scale}}}", self.causal)
+    }
+
+    /// The operator as CommIR text (kernel `@attention`): buffers `Q`, `K`, `V` in, `O` out,
+    /// and with [`AttentionSpec::lse`] the log-sum-exp `L` out.
+    pub fn commir(&self) -> Result<String, Error> {
+        self.validate()?;
+        let (dt, acc) = (self.dtype.name(), acc(self.dtype));
+        let (mut s, qh, qidx, kh, sh, sh3) = self.header("attention");
         let (d, dv) = (self.head_dim, self.v_head_dim);
         let _ = writeln!(s, "  commir.buffer @Q : [@b, {qh}, @i, {d}] {dt} in {sh}");
         let _ = writeln!(s, "  commir.buffer @K : [@b, {kh}, @j, {d}] {dt} in {sh}");
         let _ = writeln!(s, "  commir.buffer @V : [@b, {kh}, @j, {dv}] {dt} in {sh}");
         let _ = writeln!(s, "  commir.buffer @O : [@b, {qh}, @i, {dv}] {dt} out {sh}");
+        if self.lse {
+            let _ = writeln!(s, "  commir.buffer @L : [@b, {qh}, @i] {acc} out {sh3}");
+        }
         let t = format!("!commir.tile<{dt}>");
         let a = format!("!commir.tile<{acc}>");
         let _ = writeln!(s, "  %q = commir.load @Q[{qidx}] : {t}");
         let _ = writeln!(s, "  %k = commir.load @K[@b, {kh}, @j] : {t}");
         let _ = writeln!(s, "  %v = commir.load @V[@b, {kh}, @j] : {t}");
-        let scale = self
-            .scale
-            .map(|x| format!(", scale = {x:?}"))
-            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "  %o, %lse = commir.patch \"attention\" (%q, %k, %v) {{causal = {}{scale}}} : ({t}, {t}, {t}) -> ({a}, {a})",
-            self.causal
+            "  %o, %lse = commir.patch \"attention\" (%q, %k, %v) {} : ({t}, {t}, {t}) -> ({a}, {a})",
+            self.attrs()
         );
+        let keep = if self.lse { " lse @L" } else { "" };
         let _ = writeln!(
             s,
-            "  commir.reduce lse_merge %o, %lse into @O[{qidx}] : {a}, {a}"
+            "  commir.reduce lse_merge %o, %lse into @O[{qidx}]{keep} : {a}, {a}"
         );
         let _ = writeln!(s, "}}");
         Ok(s)
+    }
+
+    /// The backward of [`AttentionSpec::commir`] as CommIR text (kernel `@attention_bwd`,
+    /// `docs/dialect.md`, "Attention backward"): buffers `Q`, `K`, `V`, `O`, `dO` (the loss's
+    /// gradient with respect to `O`, O's dtype) and `L` (the forward's log-sum-exp) in, `dQ`,
+    /// `dK`, `dV` out in the operands' dtype, every one sequence-sharded as the forward's.
+    pub fn backward_commir(&self) -> Result<String, Error> {
+        self.validate()?;
+        let (dt, acc) = (self.dtype.name(), acc(self.dtype));
+        let (mut s, qh, qidx, kh, sh, sh3) = self.header("attention_bwd");
+        let (d, dv) = (self.head_dim, self.v_head_dim);
+        for (name, heads, seq, dim, role) in [
+            ("Q", qh, "@i", d, "in"),
+            ("K", kh, "@j", d, "in"),
+            ("V", kh, "@j", dv, "in"),
+            ("O", qh, "@i", dv, "in"),
+            ("dO", qh, "@i", dv, "in"),
+        ] {
+            let _ = writeln!(
+                s,
+                "  commir.buffer @{name} : [@b, {heads}, {seq}, {dim}] {dt} {role} {sh}"
+            );
+        }
+        let _ = writeln!(s, "  commir.buffer @L : [@b, {qh}, @i] {acc} in {sh3}");
+        for (name, heads, seq, dim) in [
+            ("dQ", qh, "@i", d),
+            ("dK", kh, "@j", d),
+            ("dV", kh, "@j", dv),
+        ] {
+            let _ = writeln!(
+                s,
+                "  commir.buffer @{name} : [@b, {heads}, {seq}, {dim}] {dt} out {sh}"
+            );
+        }
+        let t = format!("!commir.tile<{dt}>");
+        let a = format!("!commir.tile<{acc}>");
+        let kidx = format!("@b, {kh}, @j");
+        for (v, name, idx, ty) in [
+            ("q", "Q", qidx, &t),
+            ("k", "K", kidx.as_str(), &t),
+            ("v", "V", kidx.as_str(), &t),
+            ("o", "O", qidx, &t),
+            ("do", "dO", qidx, &t),
+            ("lse", "L", qidx, &a),
+        ] {
+            let _ = writeln!(s, "  %{v} = commir.load @{name}[{idx}] : {ty}");
+        }
+        let _ = writeln!(
+            s,
+            "  %dq, %dk, %dv = commir.patch \"attention_bwd\" (%q, %k, %v, %o, %do, %lse) {} : ({t}, {t}, {t}, {t}, {t}, {a}) -> ({a}, {a}, {a})",
+            self.attrs()
+        );
+        let _ = writeln!(s, "  commir.reduce add %dq into @dQ[{qidx}] : {a}");
+        let _ = writeln!(s, "  commir.reduce add %dk into @dK[{kidx}] : {a}");
+        let _ = writeln!(s, "  commir.reduce add %dv into @dV[{kidx}] : {a}");
+        let _ = writeln!(s, "}}");
+        Ok(s)
+    }
+
+    /// The backward schedule of this attention: none at one rank; else `shift-shard`, the
+    /// ring backward (key/value shards travel the ring, their dK/dV partials shift-reduced
+    /// home; balanced for causal attention, and on declared zigzag shards nothing is
+    /// permuted: `docs/primitives.md`).
+    pub fn backward_schedule(&self) -> &'static str {
+        if self.world == 1 {
+            "none"
+        } else {
+            "shift-shard"
+        }
     }
 }
 

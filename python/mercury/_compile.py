@@ -82,7 +82,16 @@ class Op:
 
     def __init__(self, native: _mercury.Operator):
         self._native = native
-        self.last_device_ms: float | None = None
+        #: The executor of each GPU this operator ran on (built on first use, then reused).
+        self._runners: dict = {}
+        self._last_runner = None
+
+    @property
+    def last_device_ms(self) -> float | None:
+        """The device time of the last run on CUDA tensors (its stages, CUDA events), in ms;
+        waits for that run. None before any."""
+        r = self._last_runner
+        return None if r is None else r.wait()
 
     @property
     def schedule(self) -> str:
@@ -137,9 +146,10 @@ class Op:
 
         CPU tensors run on the CPU reference executor (f64 arithmetic; outputs rounded to
         their buffers' dtypes); CUDA tensors on the CUDA executor, every rank a virtual rank on
-        the tensors' GPU (``op.last_device_ms``: the run's device time). A tensor whose dtype or
-        shape is not its buffer's, a missing or unknown name, or tensors on several devices
-        are refused with ``ValueError``.
+        the tensors' GPU, read where they are and ordered on the current stream without a host
+        synchronisation (``op.last_device_ms``: the run's device time). A tensor whose dtype or
+        shape is not its buffer's, a missing or unknown name, a zero stride, or tensors on
+        several devices are refused with ``ValueError``.
         """
         for name, t in inputs.items():
             if not isinstance(t, torch.Tensor):

@@ -1,5 +1,7 @@
-"""Process groups: world size and rank of the group an op runs in, and its name for custom ops."""
+"""Process groups: world size and rank of the group an op runs in, its name for custom ops,
+and small host values exchanged over it."""
 
+import pickle
 from typing import Optional
 
 import torch
@@ -23,6 +25,37 @@ def by_name(name: Optional[str]):
     return torch.distributed.distributed_c10d._resolve_process_group(name)
 
 
+def _device(group) -> torch.device:
+    """Where the group's collectives take tensors: the current GPU for an NCCL-only group,
+    else the CPU (gloo, or a group with a backend per device type)."""
+    backend = str(dist.get_backend(group))
+    if "nccl" in backend and "cpu" not in backend and "gloo" not in backend:
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def all_gather_objects(group, obj) -> list:
+    """Every rank's ``obj`` (picklable), in group rank order: two tensor all-gathers over the
+    group (lengths, then the padded bytes). torch's ``all_gather_object`` would do, but it
+    needs NumPy, which torch does not require."""
+    world = dist.get_world_size(group)
+    device = _device(group)
+    data = pickle.dumps(obj)
+    n = torch.tensor([len(data)], dtype=torch.int64, device=device)
+    sizes = [torch.empty_like(n) for _ in range(world)]
+    dist.all_gather(sizes, n, group=group)
+    lengths = [int(s.item()) for s in sizes]
+    buf = torch.zeros(max(lengths), dtype=torch.uint8)
+    buf[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    buf = buf.to(device)
+    parts = [torch.empty_like(buf) for _ in range(world)]
+    dist.all_gather(parts, buf, group=group)
+    return [
+        pickle.loads(bytes(p[:m].cpu().tolist()))  # noqa: S301 - the group's own ranks
+        for p, m in zip(parts, lengths, strict=True)
+    ]
+
+
 def check_same_across_ranks(group, what: str, signature: tuple) -> None:
     """Raises ValueError on every rank when the ranks of ``group`` disagree on ``signature``
     (shapes, dtypes, options): detected before anything is launched, never a hang in a
@@ -30,8 +63,7 @@ def check_same_across_ranks(group, what: str, signature: tuple) -> None:
     world = dist.get_world_size(group)
     if world == 1:
         return
-    gathered: list = [None] * world
-    dist.all_gather_object(gathered, signature, group=group)
+    gathered = all_gather_objects(group, signature)
     odd = [r for r, s in enumerate(gathered) if s != gathered[0]]
     if odd:
         raise ValueError(

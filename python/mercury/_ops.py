@@ -1,29 +1,34 @@
 """The distributed operators: attention, all-gather GEMM, GEMM reduce-scatter.
 
-Each is a ``torch.library.custom_op`` (``torch.ops.mercury.*``) with a fake implementation, so
-``torch.compile`` traces a model that calls it. Each call compiles the operator for its shapes,
-dtype, world size and schedule once (``schedule="auto"``: the search's pick, through the
-schedule cache) and keeps it: a later call with the same shapes reuses the compiled plan.
+Each call compiles the operator for its shapes, dtype, world size and schedule once
+(``schedule="auto"``: the search's pick, through the schedule cache) and keeps it with its
+executor: a later call with the same signature binds the tensors' addresses and launches, and
+nothing more. In eager mode the call goes straight to that path (autograd through
+``torch.autograd.Function`` when a gradient is wanted); under ``torch.compile`` it is the
+custom op ``torch.ops.mercury.*`` (with a fake implementation), which traces.
 """
+
+from __future__ import annotations
 
 import functools
 from typing import Optional
 
 import torch
+import torch.distributed as dist
 
-from . import _group, _mercury
+from . import _cuda, _group, _mercury
+from ._call import Call
 from ._compile import Op, compile
 
 _LAYOUTS = ("bshd", "bhsd")
-_NO_BACKWARD = (
-    "has no backward yet: Mercury-rs's attention backward patch (CommIR, lowering, executors) "
-    "is not in this build; call it under torch.no_grad() or detach its inputs"
-)
 
 
 def synchronize() -> None:
-    """Waits for the work Mercury-rs queued on the current CUDA stream (a run's faults are
-    raised by the call itself). Without CUDA, nothing to wait for."""
+    """Waits for every run Mercury-rs launched and for the current CUDA stream; a fault of a
+    run (a device error, a stall past the stage deadline, an NCCL error) is raised here as
+    ``RuntimeError`` if the next call of its operator has not raised it already. Without
+    CUDA, nothing to wait for."""
+    _cuda.synchronize()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.current_stream().synchronize()
 
@@ -36,20 +41,33 @@ def _compiled(text: str, schedule: str, topology: Optional[str]) -> Op:
 #: The compiled operator of the last call (its ``last_device_ms``: the executor's device time).
 last_op: Optional[Op] = None
 
+#: Prepared calls by signature (shapes, dtypes, devices, options, group).
+_calls: dict = {}
 
-def _run_world1(op: Op, inputs: dict, out: str) -> torch.Tensor:
-    """Every rank in this process: the CPU reference executor or the CUDA executor."""
+
+def _call(key, make) -> Call:
+    c = _calls.get(key)
+    if c is None:
+        if len(_calls) > 1024:
+            _calls.clear()
+        c = _calls[key] = make()
+    return c
+
+
+def _run(c: Call, inputs: dict, outputs: dict) -> None:
     global last_op
-    last_op = op
-    return op(**inputs)[out]
+    last_op = c.op
+    c.run(inputs, outputs)
 
 
-def _distributed(what: str, world: int) -> NotImplementedError:
-    return NotImplementedError(
-        f"{what} over {world} ranks: this build runs world size 1 only (every rank's plan in "
-        "one process: mercury.compile(...)(**inputs)); the NCCL path from a process group is "
-        "not in it yet"
-    )
+def _world(group_name: Optional[str]) -> int:
+    group = _group.by_name(group_name)
+    return 1 if group is None else dist.get_world_size(group)
+
+
+def _eager() -> bool:
+    """Not under torch.compile's tracing: the direct path (no custom-op dispatch)."""
+    return not torch.compiler.is_compiling()
 
 
 # --- attention -------------------------------------------------------------------------------
@@ -87,6 +105,145 @@ def _attention_shapes(q, k, v, layout):
     return b, s, hq, hk, d, v.shape[3]
 
 
+def attention_shardings(zigzag: bool) -> dict:
+    """Sharding of every buffer of the attention operators (forward and backward): the
+    sequence (dimension 2 of the bhsd buffers), in blocks or ring-flash-attn's zigzag."""
+    kind = "zigzag" if zigzag else "block"
+    return {n: (2, kind) for n in ("Q", "K", "V", "O", "L", "dO", "dQ", "dK", "dV")}
+
+
+def _lse_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+class _Attention:
+    """An attention signature: its forward call (with or without the log-sum-exp output) and,
+    built on first use, its backward call."""
+
+    def __init__(self, q, k, v, causal, scale, layout, balance, schedule, topology, group_name,
+                 lse):  # fmt: skip
+        b, s, hq, hk, d, dv = _attention_shapes(q, k, v, layout)
+        world = _world(group_name)
+        self.spec = dict(
+            batch=b,
+            heads=hq,
+            kv_heads=hk,
+            seq=s * world,
+            head_dim=d,
+            v_head_dim=dv,
+            causal=causal,
+            scale=scale,
+            dtype=str(q.dtype),
+            world=world,
+            zigzag=balance == "zigzag",
+        )
+        self.topology = topology
+        self.group_name = group_name
+        self.local = (b, hq, s, dv)
+        self.bshd = layout == "bshd"
+        text, self.bwd_schedule = _mercury.attention_commir(**self.spec, lse=lse)
+        self.fwd = Call(_compiled(text, schedule, topology), group_name, self._shardings())
+        self._bwd: Optional[Call] = None
+
+    def _shardings(self) -> dict:
+        return attention_shardings(self.spec["zigzag"])
+
+    def bwd(self) -> Call:
+        if self._bwd is None:
+            text, _ = _mercury.attention_commir(**self.spec, backward=True)
+            op = _compiled(text, self.bwd_schedule, self.topology)
+            self._bwd = Call(op, self.group_name, self._shardings())
+        return self._bwd
+
+    def bhsd(self, t: torch.Tensor) -> torch.Tensor:
+        return t.transpose(1, 2) if self.bshd else t
+
+    def empty(self, like: torch.Tensor, dv: int) -> torch.Tensor:
+        """A tensor of q's layout for an output of head dim ``dv``, as its buffer (bhsd)."""
+        b, h, s, _ = self.local
+        shape = (b, s, h, dv) if self.bshd else (b, h, s, dv)
+        return like.new_empty(shape)
+
+    def forward(self, q, k, v, lse: bool):
+        b, hq, s, dv = self.local
+        o = self.empty(q, dv)
+        outs = {"O": self.bhsd(o)}
+        lse_t = q.new_empty((b, hq, s), dtype=_lse_dtype(q.dtype)) if lse else None
+        if lse:
+            outs["L"] = lse_t
+        _run(self.fwd, {"Q": self.bhsd(q), "K": self.bhsd(k), "V": self.bhsd(v)}, outs)
+        return o, lse_t
+
+    def backward(self, q, k, v, o, lse, do):
+        dq, dk, dv = (x.new_empty(x.shape) for x in (q, k, v))
+        ins = {"Q": q, "K": k, "V": v, "O": o, "dO": do}
+        ins = {n: self.bhsd(t) for n, t in ins.items()}
+        ins["L"] = lse
+        _run(self.bwd(), ins, {"dQ": self.bhsd(dq), "dK": self.bhsd(dk), "dV": self.bhsd(dv)})
+        return dq, dk, dv
+
+
+def _attention_of(q, k, v, causal, scale, layout, balance, schedule, topology, group_name, lse):
+    key = (
+        "attention",
+        q.shape,
+        k.shape,
+        v.shape,
+        q.dtype,
+        k.dtype,
+        v.dtype,
+        q.device,
+        k.device,
+        v.device,
+        causal,
+        scale,
+        layout,
+        balance,
+        schedule,
+        topology,
+        group_name,
+        lse,
+    )
+    return _call(
+        key,
+        lambda: _Attention(
+            q, k, v, causal, scale, layout, balance, schedule, topology, group_name, lse
+        ),
+    )
+
+
+def _attention_fwd(q, k, v, causal, scale, layout, balance, schedule, topology, group_name, lse):
+    a = _attention_of(q, k, v, causal, scale, layout, balance, schedule, topology, group_name, lse)
+    return a.forward(q, k, v, lse)
+
+
+def _attention_bwd(args, saved, do):
+    q, k, v, o, lse = saved
+    causal, scale, layout, balance, schedule, topology, group_name = args
+    a = _attention_of(q, k, v, causal, scale, layout, balance, schedule, topology, group_name, True)
+    return a.backward(q, k, v, o, lse, _dense(do))
+
+
+class _AttentionFunction(torch.autograd.Function):
+    """Eager autograd: the forward keeps its log-sum-exp; the backward runs the backward
+    operator (``"none"`` at world size 1, else ``shift-shard``: the ring backward)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale, layout, balance, schedule, topology, group_name):
+        o, lse = _attention_fwd(
+            q, k, v, causal, scale, layout, balance, schedule, topology, group_name, True
+        )
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.args = (causal, scale, layout, balance, schedule, topology, group_name)
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        dq, dk, dv = _attention_bwd(ctx.args, ctx.saved_tensors, do)
+        return dq, dk, dv, None, None, None, None, None, None, None
+
+
 @torch.library.custom_op("mercury::attention", mutates_args=())
 def _attention_op(
     q: torch.Tensor,
@@ -99,48 +256,41 @@ def _attention_op(
     schedule: str,
     topology: Optional[str],
     group_name: Optional[str],
-) -> torch.Tensor:
-    b, s, hq, hk, d, dv = _attention_shapes(q, k, v, layout)
-    group = _group.by_name(group_name)
-    world = 1 if group is None else torch.distributed.get_world_size(group)
-    if world > 1:
-        raise _distributed("mercury.attention", world)
-    text = _mercury.attention_commir(
-        batch=b,
-        heads=hq,
-        kv_heads=hk,
-        seq=s * world,
-        head_dim=d,
-        v_head_dim=dv,
-        causal=causal,
-        scale=softmax_scale,
-        dtype=str(q.dtype),
-        world=world,
-        zigzag=balance == "zigzag",
+    return_lse: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    o, lse = _attention_fwd(
+        q, k, v, causal, softmax_scale, layout, balance, schedule, topology, group_name, return_lse
     )
-    op = _compiled(text, schedule, topology)
-    if layout == "bshd":
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-    o = _run_world1(op, {"Q": q, "K": k, "V": v}, "O")
-    return (o.transpose(1, 2) if layout == "bshd" else o).contiguous()
+    return o, (lse if lse is not None else q.new_empty((0,), dtype=_lse_dtype(q.dtype)))
 
 
 @_attention_op.register_fake
-def _(q, k, v, causal, softmax_scale, layout, balance, schedule, topology, group_name):
+def _(q, k, v, causal, softmax_scale, layout, balance, schedule, topology, group_name, return_lse):
     b, s, hq, _, _, dv = _attention_shapes(q, k, v, layout)
     shape = (b, s, hq, dv) if layout == "bshd" else (b, hq, s, dv)
-    return q.new_empty(shape)
+    lse = (b, hq, s) if return_lse else (0,)
+    return q.new_empty(shape), q.new_empty(lse, dtype=_lse_dtype(q.dtype))
 
 
-def _setup_none(ctx, inputs, output):
-    del ctx, inputs, output
+def _attention_setup(ctx, inputs, output):
+    q, k, v, causal, scale, layout, balance, schedule, topology, group_name, return_lse = inputs
+    ctx.args = (causal, scale, layout, balance, schedule, topology, group_name)
+    ctx.with_lse = return_lse
+    ctx.save_for_backward(q, k, v, *output)
 
 
-def _attention_backward(ctx, grad):
-    raise NotImplementedError(f"mercury.attention {_NO_BACKWARD}")
+def _attention_op_backward(ctx, do, _dlse):
+    if not ctx.with_lse:
+        raise RuntimeError(
+            "torch.ops.mercury.attention was traced without its log-sum-exp (return_lse=False) "
+            "but a gradient is wanted: call mercury.attention, which asks for it when any input "
+            "requires grad"
+        )
+    dq, dk, dv = _attention_bwd(ctx.args, ctx.saved_tensors, do)
+    return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
-_attention_op.register_autograd(_attention_backward, setup_context=_setup_none)
+_attention_op.register_autograd(_attention_op_backward, setup_context=_attention_setup)
 
 
 def attention(
@@ -166,26 +316,42 @@ def attention(
     ``softmax_scale`` defaults to ``1/sqrt(head_dim)``. ``balance="zigzag"``: the shards are laid
     out as :func:`mercury.shard_sequence` with ``balance="zigzag"`` makes them. ``group``
     defaults to the world group (world size 1 without torch.distributed). ``schedule`` as in
-    :func:`mercury.compile`. Returns the output in q's layout and dtype.
+    :func:`mercury.compile`. Returns the output in q's layout and dtype, and with
+    ``return_lse=True`` also the log-sum-exp ``[batch, heads, seq_local]`` (float32; float64
+    for float64 inputs): the natural log of each query row's sum of ``exp(scale q.k)`` over the
+    keys it sees (flash-attn's ``softmax_lse``). Differentiable in q, k and v.
     """
     if balance not in (None, "zigzag"):
         raise ValueError(f"balance must be None or 'zigzag', not {balance!r}")
-    if return_lse:
-        raise NotImplementedError(
-            "mercury.attention(return_lse=True): the CommIR attention operator stores O only; "
-            "the log-sum-exp output is not in this build"
-        )
     world, _, group_name = _group.resolve(group)
     if world > 1:
         _attention_shapes(q, k, v, layout)
         _group.check_same_across_ranks(
             _group.by_name(group_name),
             "mercury.attention",
-            (tuple(q.shape), tuple(k.shape), tuple(v.shape), str(q.dtype), causal, balance),
+            (
+                tuple(q.shape),
+                tuple(k.shape),
+                tuple(v.shape),
+                str(q.dtype),
+                q.device.type,
+                causal,
+                softmax_scale,
+                layout,
+                balance,
+                schedule,
+                return_lse,
+            ),
         )
-    return _attention_op(
-        q, k, v, causal, softmax_scale, layout, balance, schedule, topology, group_name
-    )
+    args = (q, k, v, causal, softmax_scale, layout, balance, schedule, topology, group_name)
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if not _eager():
+        o, lse = _attention_op(*args, return_lse or grad)
+    elif grad:
+        o, lse = _AttentionFunction.apply(*args)
+    else:
+        o, lse = _attention_fwd(*args, return_lse)
+    return (o, lse) if return_lse else o
 
 
 # --- AsyncTP's GEMMs -------------------------------------------------------------------------
@@ -208,7 +374,7 @@ def _agreed(group, what: str, x: torch.Tensor, w: torch.Tensor, dim: int) -> Opt
     """The group's name, after checking that its ranks pass alike shapes (world size > 1)."""
     world, _, group_name = _group.resolve(group)
     if world > 1:
-        signature = (tuple(x.shape), tuple(w.shape), str(x.dtype), dim)
+        signature = (tuple(x.shape), tuple(w.shape), str(x.dtype), x.device.type, dim)
         _group.check_same_across_ranks(_group.by_name(group_name), what, signature)
     return group_name
 
@@ -225,6 +391,128 @@ def _check_w(x2: torch.Tensor, w: torch.Tensor, what: str) -> None:
         raise ValueError(f"{what}: x is {x2.dtype} on {x2.device} but w is {w.dtype} on {w.device}")
 
 
+#: Sharding of X, W, OUT: AsyncTP's all-gather GEMM (X rows, W and OUT columns) and GEMM
+#: reduce-scatter (X columns, W rows, OUT rows).
+_GEMM_SHARDINGS = {
+    "all_gather": {"X": (0, "block"), "W": (1, "block"), "OUT": (1, "block")},
+    "reduce_scatter": {"X": (1, "block"), "W": (0, "block"), "OUT": (0, "block")},
+}
+
+
+def _gemm(kind: str, x2, w, schedule, topology, group_name) -> torch.Tensor:
+    """``kind``'s GEMM on this rank's 2-D ``x2`` and ``w``: this rank's 2-D output."""
+    world = _world(group_name)
+    m, k = x2.shape
+    n = w.shape[1]
+    key = ("gemm", kind, x2.shape, w.shape, x2.dtype, w.dtype, x2.device, w.device, schedule,
+           topology, group_name)  # fmt: skip
+
+    def make():
+        dims = (
+            dict(m=m * world, k=k, n=n * world)
+            if kind == "all_gather"
+            else dict(m=m, k=k * world, n=n)
+        )
+        text = _mercury.gemm_commir(kind=kind, dtype=str(x2.dtype), world=world, **dims)
+        return Call(_compiled(text, schedule, topology), group_name, _GEMM_SHARDINGS[kind])
+
+    c = _call(key, make)
+    rows = m * world if kind == "all_gather" else m // world
+    out = x2.new_empty((rows, n))
+    _run(c, {"X": x2, "W": w}, {"OUT": out})
+    return out
+
+
+def _all_gather(t: torch.Tensor, group_name: Optional[str]) -> torch.Tensor:
+    """Every rank's ``t`` stacked along dimension 0."""
+    group = _group.by_name(group_name)
+    if group is None or dist.get_world_size(group) == 1:
+        return t
+    parts = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, t.contiguous(), group=group)
+    return torch.cat(parts, 0)
+
+
+class _AllGatherMatmul(torch.autograd.Function):
+    """``out = all_gather(x) @ w``: ``dx = reduce_scatter(dout @ w^T)`` (the GEMM
+    reduce-scatter), ``dw = all_gather(x)^T @ dout``."""
+
+    @staticmethod
+    def forward(ctx, x2, w, schedule, topology, group_name):
+        ctx.save_for_backward(x2, w)
+        ctx.args = (schedule, topology, group_name)
+        return _gemm("all_gather", x2, w, schedule, topology, group_name)
+
+    @staticmethod
+    def backward(ctx, dout):
+        x2, w = ctx.saved_tensors
+        schedule, topology, group_name = ctx.args
+        dout = _dense(dout)
+        dx = dw = None
+        if ctx.needs_input_grad[0]:
+            dx = _gemm("reduce_scatter", dout, w.t(), schedule, topology, group_name)
+        if ctx.needs_input_grad[1]:
+            dw = _all_gather(x2, group_name).t() @ dout
+        return dx, dw, None, None, None
+
+
+class _MatmulReduceScatter(torch.autograd.Function):
+    """``out = reduce_scatter(x @ w)``: ``dx = all_gather(dout) @ w^T`` (the all-gather GEMM),
+    ``dw = x^T @ all_gather(dout)``."""
+
+    @staticmethod
+    def forward(ctx, x2, w, schedule, topology, group_name):
+        ctx.save_for_backward(x2, w)
+        ctx.args = (schedule, topology, group_name)
+        return _gemm("reduce_scatter", x2, w, schedule, topology, group_name)
+
+    @staticmethod
+    def backward(ctx, dout):
+        x2, w = ctx.saved_tensors
+        schedule, topology, group_name = ctx.args
+        dout = _dense(dout)
+        dx = dw = None
+        if ctx.needs_input_grad[0]:
+            dx = _gemm("all_gather", dout, w.t(), schedule, topology, group_name)
+        if ctx.needs_input_grad[1]:
+            dw = x2.t() @ _all_gather(dout, group_name)
+        return dx, dw, None, None, None
+
+
+def _gemm_call(kind, fn, x, w, dim, schedule, topology, group_name, what, arg):
+    x2 = _as_rows(x, dim, what, arg)
+    _check_w(x2, w, what)
+    rows = _rows(kind, x, group_name)
+    grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
+    if not _eager():
+        op = _all_gather_matmul_op if kind == "all_gather" else _matmul_reduce_scatter_op
+        return op(x, w, dim, schedule, topology, group_name)
+    out = (
+        fn.apply(x2, w, schedule, topology, group_name)
+        if grad
+        else _gemm(kind, x2, w, schedule, topology, group_name)
+    )
+    return out.reshape(rows, *x.shape[1:-1], w.shape[1])
+
+
+def _rows(kind: str, x: torch.Tensor, group_name: Optional[str]) -> int:
+    """Dimension 0 of the output: every rank's rows, or this rank's block of them."""
+    world = _world(group_name)
+    if kind == "all_gather":
+        return x.shape[0] * world
+    if x.shape[0] % world:
+        raise ValueError(
+            f"mercury.matmul_reduce_scatter: dimension 0 of x ({x.shape[0]}) does not split "
+            f"into {world} equal blocks"
+        )
+    return x.shape[0] // world
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or a copy when it has a zero stride (an expanded gradient such as ``sum()``'s)."""
+    return t.contiguous() if 0 in t.stride() else t
+
+
 @torch.library.custom_op("mercury::all_gather_matmul", mutates_args=())
 def _all_gather_matmul_op(
     x: torch.Tensor,
@@ -235,32 +523,31 @@ def _all_gather_matmul_op(
     group_name: Optional[str],
 ) -> torch.Tensor:
     x2 = _as_rows(x, gather_dim, "mercury.all_gather_matmul", "gather_dim")
-    _check_w(x2, w, "mercury.all_gather_matmul")
-    group = _group.by_name(group_name)
-    world = 1 if group is None else torch.distributed.get_world_size(group)
-    if world > 1:
-        raise _distributed("mercury.all_gather_matmul", world)
-    m, k = x2.shape
-    n = w.shape[1]
-    text = _mercury.gemm_commir(
-        kind="all_gather", m=m * world, k=k, n=n * world, dtype=str(x.dtype), world=world
-    )
-    out = _run_world1(_compiled(text, schedule, topology), {"X": x2, "W": w}, "OUT")
-    return out.reshape(*x.shape[:-1], n)
+    out = _gemm("all_gather", x2, w, schedule, topology, group_name)
+    return out.reshape(_rows("all_gather", x, group_name), *x.shape[1:-1], w.shape[1])
 
 
 @_all_gather_matmul_op.register_fake
 def _(x, w, gather_dim, schedule, topology, group_name):
-    group = _group.by_name(group_name)
-    world = 1 if group is None else torch.distributed.get_world_size(group)
-    return x.new_empty((x.shape[0] * world, *x.shape[1:-1], w.shape[1]))
+    return x.new_empty((x.shape[0] * _world(group_name), *x.shape[1:-1], w.shape[1]))
 
 
-def _gemm_backward(ctx, grad):
-    raise NotImplementedError(f"Mercury-rs's GEMM ops {_NO_BACKWARD}")
+def _ag_setup(ctx, inputs, output):
+    x, w, _, schedule, topology, group_name = inputs
+    ctx.save_for_backward(x, w)
+    ctx.args = (schedule, topology, group_name)
 
 
-_all_gather_matmul_op.register_autograd(_gemm_backward, setup_context=_setup_none)
+def _ag_backward(ctx, dout):
+    x, w = ctx.saved_tensors
+    schedule, topology, group_name = ctx.args
+    x2, d2 = x.reshape(-1, x.shape[-1]), _dense(dout).reshape(-1, dout.shape[-1])
+    dx = _matmul_reduce_scatter_op(d2, w.t().contiguous(), 0, schedule, topology, group_name)
+    dw = _all_gather(x2, group_name).t() @ d2
+    return dx.reshape(x.shape), dw, None, None, None, None
+
+
+_all_gather_matmul_op.register_autograd(_ag_backward, setup_context=_ag_setup)
 
 
 def all_gather_matmul(
@@ -277,10 +564,12 @@ def all_gather_matmul(
 
     ``x_shard`` is this rank's block of rows (``gather_dim=0``; leading dimensions are folded
     into the rows), ``w`` this rank's ``[k, n_local]`` weight. Returns ``[world * rows, ...,
-    n_local]``: every rank's rows times this rank's columns.
+    n_local]``: every rank's rows times this rank's columns. Differentiable in x and w.
     """
-    group_name = _agreed(group, "mercury.all_gather_matmul", x_shard, w, gather_dim)
-    return _all_gather_matmul_op(x_shard, w, gather_dim, schedule, topology, group_name)
+    what = "mercury.all_gather_matmul"
+    group_name = _agreed(group, what, x_shard, w, gather_dim)
+    return _gemm_call("all_gather", _AllGatherMatmul, x_shard, w, gather_dim, schedule, topology,
+                      group_name, what, "gather_dim")  # fmt: skip
 
 
 @torch.library.custom_op("mercury::matmul_reduce_scatter", mutates_args=())
@@ -293,28 +582,25 @@ def _matmul_reduce_scatter_op(
     group_name: Optional[str],
 ) -> torch.Tensor:
     x2 = _as_rows(x, scatter_dim, "mercury.matmul_reduce_scatter", "scatter_dim")
-    _check_w(x2, w, "mercury.matmul_reduce_scatter")
-    group = _group.by_name(group_name)
-    world = 1 if group is None else torch.distributed.get_world_size(group)
-    if world > 1:
-        raise _distributed("mercury.matmul_reduce_scatter", world)
-    m, k = x2.shape
-    n = w.shape[1]
-    text = _mercury.gemm_commir(
-        kind="reduce_scatter", m=m, k=k * world, n=n, dtype=str(x.dtype), world=world
-    )
-    out = _run_world1(_compiled(text, schedule, topology), {"X": x2, "W": w}, "OUT")
-    return out.reshape(x.shape[0] // world, *x.shape[1:-1], n)
+    out = _gemm("reduce_scatter", x2, w, schedule, topology, group_name)
+    return out.reshape(_rows("reduce_scatter", x, group_name), *x.shape[1:-1], w.shape[1])
 
 
 @_matmul_reduce_scatter_op.register_fake
 def _(x, w, scatter_dim, schedule, topology, group_name):
-    group = _group.by_name(group_name)
-    world = 1 if group is None else torch.distributed.get_world_size(group)
-    return x.new_empty((x.shape[0] // world, *x.shape[1:-1], w.shape[1]))
+    return x.new_empty((x.shape[0] // _world(group_name), *x.shape[1:-1], w.shape[1]))
 
 
-_matmul_reduce_scatter_op.register_autograd(_gemm_backward, setup_context=_setup_none)
+def _rs_backward(ctx, dout):
+    x, w = ctx.saved_tensors
+    schedule, topology, group_name = ctx.args
+    x2, d2 = x.reshape(-1, x.shape[-1]), _dense(dout).reshape(-1, dout.shape[-1])
+    dx = _all_gather_matmul_op(d2, w.t().contiguous(), 0, schedule, topology, group_name)
+    dw = x2.t() @ _all_gather(d2, group_name)
+    return dx.reshape(x.shape), dw, None, None, None, None
+
+
+_matmul_reduce_scatter_op.register_autograd(_rs_backward, setup_context=_ag_setup)
 
 
 def matmul_reduce_scatter(
@@ -331,7 +617,9 @@ def matmul_reduce_scatter(
 
     ``x`` is ``[rows, ..., k_local]`` (this rank's block of the reduced dimension), ``w`` this
     rank's ``[k_local, n]``. Returns this rank's block of rows of the sum over ranks,
-    ``[rows / world, ..., n]``.
+    ``[rows / world, ..., n]``. Differentiable in x and w.
     """
-    group_name = _agreed(group, "mercury.matmul_reduce_scatter", x, w, scatter_dim)
-    return _matmul_reduce_scatter_op(x, w, scatter_dim, schedule, topology, group_name)
+    what = "mercury.matmul_reduce_scatter"
+    group_name = _agreed(group, what, x, w, scatter_dim)
+    return _gemm_call("reduce_scatter", _MatmulReduceScatter, x, w, scatter_dim, schedule,
+                      topology, group_name, what, "scatter_dim")  # fmt: skip

@@ -54,9 +54,131 @@ fn describe(b: &GlobalBuffer) -> (String, String, Vec<usize>) {
 #[pyclass(name = "Operator", module = "mercury._mercury", frozen)]
 struct PyOperator {
     op: Operator,
-    /// The executor of each GPU this operator ran on (built on first use, then reused).
-    #[cfg(feature = "cuda")]
-    runners: std::sync::Mutex<HashMap<usize, mercury::cuda::DeviceRunner>>,
+}
+
+/// An operator's executor on one GPU (`Operator.cuda_runner`): its buffers are bound to the
+/// caller's tensors and each run is enqueued on the caller's stream.
+#[cfg(feature = "cuda")]
+#[pyclass(name = "Runner", module = "mercury._mercury", frozen)]
+struct PyRunner {
+    runner: std::sync::Mutex<mercury::cuda::DeviceRunner>,
+    buffers: Vec<(String, bool)>,
+}
+
+#[cfg(feature = "cuda")]
+impl PyRunner {
+    fn new(runner: mercury::cuda::DeviceRunner) -> PyRunner {
+        let buffers = runner
+            .buffers()
+            .into_iter()
+            .map(|(_, name, role)| (name, role == mercury_plan::Role::Output))
+            .collect();
+        PyRunner {
+            runner: std::sync::Mutex::new(runner),
+            buffers,
+        }
+    }
+
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, mercury::cuda::DeviceRunner>> {
+        self.runner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("a previous use of this executor panicked"))
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[pymethods]
+impl PyRunner {
+    /// `[(name, is_output)]` of the global buffers, in the order `launch` takes addresses.
+    #[getter]
+    fn buffers(&self) -> Vec<(String, bool)> {
+        self.buffers.clone()
+    }
+
+    /// Sets the layout of buffer `index`'s memory: `[(offsets, extents, element strides)]`,
+    /// one per region of the buffer the caller's memory holds.
+    fn set_layout(
+        &self,
+        index: usize,
+        regions: Vec<(Vec<usize>, Vec<usize>, Vec<usize>)>,
+    ) -> PyResult<()> {
+        self.lock()?.set_layout(index, regions).map_err(py_err)
+    }
+
+    /// Binds the buffers to `ptrs` (one device address per region of the layouts, buffers in
+    /// order) and enqueues a run after the work on `stream` (PyTorch's `cuda_stream`), which
+    /// then waits for the run. Returns without waiting for the device; faults the device has
+    /// reported of earlier runs are raised here.
+    ///
+    /// The addresses must hold the regions as laid out, on this executor's GPU, in the
+    /// buffers' dtypes (outputs dense and not aliased), and stay valid until `stream` has
+    /// passed the run: the Python package passes `data_ptr()`s of tensors it checked and
+    /// allocated on that stream.
+    fn launch(&self, py: Python<'_>, ptrs: Vec<u64>, stream: u64) -> PyResult<()> {
+        py.detach(|| {
+            let mut r = self.lock()?;
+            // SAFETY: per the doc comment (the Python package's contract).
+            unsafe { r.launch(&ptrs, stream) }.map_err(py_err)
+        })
+    }
+
+    /// Waits for the last launched run (faults raised) and returns its device time in ms.
+    fn wait(&self, py: Python<'_>) -> PyResult<f64> {
+        py.detach(|| self.lock()?.wait().map_err(py_err))
+    }
+}
+
+/// The NCCL communicator of this process in a process group (`GroupComm(id, rank, size,
+/// ordinal)`): joins it, blocking until every process of the group has (the GIL released).
+#[cfg(feature = "cuda")]
+#[pyclass(name = "GroupComm", module = "mercury._mercury", frozen)]
+struct PyGroupComm {
+    comm: std::sync::Mutex<mercury::cuda::GroupComm>,
+}
+
+#[cfg(feature = "cuda")]
+#[pymethods]
+impl PyGroupComm {
+    #[new]
+    fn new(py: Python<'_>, id: &str, rank: usize, size: usize, ordinal: usize) -> PyResult<Self> {
+        mercury::cuda::check_group(id, rank, size).map_err(py_err)?;
+        let comm = py
+            .detach(|| mercury::cuda::GroupComm::new(id, rank, size, ordinal))
+            .map_err(py_err)?;
+        Ok(PyGroupComm {
+            comm: std::sync::Mutex::new(comm),
+        })
+    }
+
+    fn __repr__(&self) -> PyResult<String> {
+        Ok(format!("{:?}", *self.lock()?))
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl PyGroupComm {
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, mercury::cuda::GroupComm>> {
+        self.comm
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("a previous use of this communicator panicked"))
+    }
+}
+
+/// A fresh NCCL unique id (256 hex digits) for a group's rank 0 to broadcast, from the NCCL
+/// this process uses ([`nccl_library`]).
+#[cfg(feature = "cuda")]
+#[pyfunction]
+fn nccl_unique_id(py: Python<'_>) -> PyResult<String> {
+    py.detach(mercury::cuda::GroupComm::unique_id)
+        .map_err(py_err)
+}
+
+/// The path of the NCCL library this process uses: `$MERCURY_NCCL_LIB`, else the one already
+/// loaded (torch's), else the dynamic loader's `libnccl.so.2`.
+#[cfg(feature = "cuda")]
+#[pyfunction]
+fn nccl_library() -> PyResult<String> {
+    mercury::cuda::nccl_library().map_err(py_err)
 }
 
 #[pymethods]
@@ -133,42 +255,33 @@ impl PyOperator {
         mercury::cpu::check_inputs(&self.op.plan, &given).map_err(py_err)
     }
 
-    /// Runs the plan on GPU `ordinal` (every rank a virtual rank there) on device memory:
-    /// `inputs` and `outputs` are `[(name, address)]` of dense row-major buffers in their
-    /// dtypes, ordered after the work on `stream` (torch's `cuda_stream`), which then waits
-    /// for the outputs. The executor is built on the first call of each GPU (with the device
-    /// kernels `ptx`) and reused. Returns the run's device time in milliseconds.
-    ///
-    /// The addresses must be device memory of the buffers' sizes on that GPU, kept alive by
-    /// the caller until its stream has passed the outputs (the Python package passes the
-    /// `data_ptr()`s of tensors it holds and records them on the stream).
+    /// The plan's executor on GPU `ordinal` (every rank a virtual rank there), built with the
+    /// device kernels `ptx`, its global buffers bound to the caller's memory at each launch.
     #[cfg(feature = "cuda")]
-    fn run_cuda(
+    fn cuda_runner(&self, py: Python<'_>, ordinal: usize, ptx: &str) -> PyResult<PyRunner> {
+        let plan = &self.op.plan;
+        let runner = py
+            .detach(|| mercury::cuda::DeviceRunner::new(plan, ordinal, ptx))
+            .map_err(py_err)?;
+        Ok(PyRunner::new(runner))
+    }
+
+    /// The plan's executor for this process of `group`: its rank (the group rank) on the
+    /// group's GPU, the other ranks in the group's other processes, over NCCL. Every process
+    /// of the group must build it at the same point (collective).
+    #[cfg(feature = "cuda")]
+    fn cuda_group_runner(
         &self,
         py: Python<'_>,
-        inputs: Vec<(String, u64)>,
-        outputs: Vec<(String, u64)>,
-        stream: u64,
-        ordinal: usize,
+        group: &PyGroupComm,
         ptx: &str,
-    ) -> PyResult<f64> {
+    ) -> PyResult<PyRunner> {
         let plan = &self.op.plan;
-        py.detach(|| {
-            let mut runners = self
-                .runners
-                .lock()
-                .map_err(|_| Error::Device("a previous run panicked".into()))?;
-            let runner = match runners.entry(ordinal) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(mercury::cuda::DeviceRunner::new(plan, ordinal, ptx)?)
-                }
-            };
-            // SAFETY: the Python package passes data_ptr()s of CUDA tensors of the buffers'
-            // dtypes and sizes on GPU `ordinal` that it keeps alive (see the doc comment).
-            unsafe { runner.run(&inputs, &outputs, stream) }
-        })
-        .map_err(py_err)
+        let runner = py.detach(|| {
+            let g = group.lock()?;
+            mercury::cuda::DeviceRunner::in_group(plan, &g, ptx).map_err(py_err)
+        })?;
+        Ok(PyRunner::new(runner))
     }
 
     /// Runs the plan on the CPU reference executor (f64). `inputs`: `[(name, address,
@@ -268,16 +381,14 @@ fn compile(
     let op = py
         .detach(|| Operator::compile(name, text, kernel, &spec, &opts))
         .map_err(py_err)?;
-    Ok(PyOperator {
-        op,
-        #[cfg(feature = "cuda")]
-        runners: Default::default(),
-    })
+    Ok(PyOperator { op })
 }
 
-/// The CommIR text of attention for a shape (see `mercury::ops::AttentionSpec`).
+/// The CommIR text of attention for a shape (see `mercury::ops::AttentionSpec`): the forward
+/// (with `lse`, its log-sum-exp kept in an output `L`), or with `backward` its backward, and
+/// the backward's schedule (`"none"` at world size 1).
 #[pyfunction]
-#[pyo3(signature = (*, batch, heads, kv_heads, seq, head_dim, v_head_dim, causal, scale, dtype, world, zigzag))]
+#[pyo3(signature = (*, batch, heads, kv_heads, seq, head_dim, v_head_dim, causal, scale, dtype, world, zigzag, lse=false, backward=false))]
 #[allow(clippy::too_many_arguments)]
 fn attention_commir(
     batch: usize,
@@ -291,10 +402,12 @@ fn attention_commir(
     dtype: &str,
     world: usize,
     zigzag: bool,
-) -> PyResult<String> {
+    lse: bool,
+    backward: bool,
+) -> PyResult<(String, String)> {
     let dtype = dtype_of(dtype)
         .ok_or_else(|| PyValueError::new_err(format!("attention: dtype {dtype} is not a floating-point type mercury computes in (float64, float32, float16, bfloat16)")))?;
-    mercury::ops::AttentionSpec {
+    let spec = mercury::ops::AttentionSpec {
         batch,
         heads,
         kv_heads,
@@ -306,9 +419,14 @@ fn attention_commir(
         dtype,
         world,
         zigzag,
-    }
-    .commir()
-    .map_err(py_err)
+        lse,
+    };
+    let text = if backward {
+        spec.backward_commir()
+    } else {
+        spec.commir()
+    };
+    Ok((text.map_err(py_err)?, spec.backward_schedule().to_string()))
 }
 
 /// The CommIR text of AsyncTP's GEMMs (`kind`: "all_gather" or "reduce_scatter") for
@@ -342,6 +460,83 @@ fn gemm_commir(
     .map_err(py_err)
 }
 
+/// PyTorch's caching allocator, through the Python callables the package passes
+/// (`torch.cuda.caching_allocator_alloc` / `caching_allocator_delete`): the executors' slots,
+/// scratch and workspaces come from torch's pool, which `torch.cuda.memory_allocated` counts.
+#[cfg(feature = "cuda")]
+struct TorchAllocator {
+    alloc: Py<PyAny>,
+    free: Py<PyAny>,
+    /// Set at interpreter exit: later frees are skipped (the process is ending) and
+    /// allocations refused.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(feature = "cuda")]
+impl mercury_kernels::cuda::DeviceAllocator for TorchAllocator {
+    fn alloc(&self, ordinal: usize, bytes: usize, stream: usize) -> Result<u64, String> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err("the Python interpreter is exiting".into());
+        }
+        Python::attach(|py| {
+            self.alloc
+                .call1(py, (bytes, ordinal, stream))
+                .and_then(|p| p.extract::<u64>(py))
+                .map_err(|e| format!("torch's caching allocator: {e}"))
+        })
+    }
+
+    fn free(&self, _ordinal: usize, ptr: u64) {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        Python::attach(|py| {
+            if let Err(e) = self.free.call1(py, (ptr,)) {
+                tracing::warn!("torch's caching allocator refused to free {ptr:#x}: {e}");
+            }
+        });
+    }
+}
+
+#[cfg(feature = "cuda")]
+static TORCH_ALLOCATOR: std::sync::Mutex<Option<std::sync::Arc<TorchAllocator>>> =
+    std::sync::Mutex::new(None);
+
+/// Makes every later device allocation of Mercury-rs in this process go through `alloc(bytes,
+/// device, stream) -> address` and `free(address)` (PyTorch's caching allocator), or with
+/// `None` back to the CUDA driver's; the allocator replaced is closed (its frees skipped: what
+/// the package does at interpreter exit).
+#[cfg(feature = "cuda")]
+#[pyfunction]
+#[pyo3(signature = (alloc=None, free=None))]
+fn use_allocator(alloc: Option<Py<PyAny>>, free: Option<Py<PyAny>>) -> PyResult<()> {
+    let mut slot = TORCH_ALLOCATOR
+        .lock()
+        .map_err(|_| PyRuntimeError::new_err("the allocator lock is poisoned"))?;
+    if let Some(old) = slot.take() {
+        old.closed.store(true, std::sync::atomic::Ordering::Release);
+    }
+    let new = match (alloc, free) {
+        (Some(alloc), Some(free)) => Some(std::sync::Arc::new(TorchAllocator {
+            alloc,
+            free,
+            closed: std::sync::atomic::AtomicBool::new(false),
+        })),
+        (None, None) => None,
+        _ => {
+            return Err(PyValueError::new_err(
+                "use_allocator takes both alloc and free, or neither",
+            ))
+        }
+    };
+    mercury_kernels::cuda::set_allocator(
+        new.clone()
+            .map(|a| a as std::sync::Arc<dyn mercury_kernels::cuda::DeviceAllocator>),
+    );
+    *slot = new;
+    Ok(())
+}
+
 /// The names of the embedded topology presets.
 #[pyfunction]
 fn topology_presets() -> Vec<&'static str> {
@@ -352,6 +547,16 @@ fn topology_presets() -> Vec<&'static str> {
 fn _mercury(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CompileError", m.py().get_type::<CompileError>())?;
     m.add_class::<PyOperator>()?;
+    #[cfg(feature = "cuda")]
+    m.add_class::<PyRunner>()?;
+    #[cfg(feature = "cuda")]
+    m.add_class::<PyGroupComm>()?;
+    #[cfg(feature = "cuda")]
+    m.add_function(wrap_pyfunction!(nccl_unique_id, m)?)?;
+    #[cfg(feature = "cuda")]
+    m.add_function(wrap_pyfunction!(nccl_library, m)?)?;
+    #[cfg(feature = "cuda")]
+    m.add_function(wrap_pyfunction!(use_allocator, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(attention_commir, m)?)?;
     m.add_function(wrap_pyfunction!(gemm_commir, m)?)?;

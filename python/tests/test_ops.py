@@ -61,15 +61,98 @@ def test_attention_float32_and_bfloat16():
 
 def test_attention_is_a_custom_op_with_a_fake():
     q = bshd(1, 16, 2, 8)
-    o = torch.ops.mercury.attention(q, q, q, False, None, "bshd", None, "auto", None, None)
+    args = (False, None, "bshd", None, "auto", None, None)
+    o, lse = torch.ops.mercury.attention(q, q, q, *args, False)
     torch.testing.assert_close(o, mercury.attention(q, q, q))
+    assert lse.numel() == 0
+    o, lse = torch.ops.mercury.attention(q, q, q, *args, True)
+    assert lse.shape == (1, 2, 16) and lse.dtype == torch.float64
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
         fq = torch.empty(1, 16, 2, 8, dtype=torch.float64)
         fv = torch.empty(1, 16, 2, 4, dtype=torch.float64)
-        out = torch.ops.mercury.attention(fq, fq, fv, True, None, "bshd", None, "auto", None, None)
-        assert out.shape == (1, 16, 2, 4)
+        out, lse = torch.ops.mercury.attention(fq, fq, fv, True, *args[1:], True)
+        assert out.shape == (1, 16, 2, 4) and lse.shape == (1, 2, 16)
+
+
+def lse64(q, k, *, causal=False, scale=None) -> torch.Tensor:
+    """The log-sum-exp of each query row of ``[b, h, s, d]`` attention, in float64."""
+    q, k = q.double(), k.double()
+    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal:
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        s = s.masked_fill(~mask, float("-inf"))
+    return torch.logsumexp(s, dim=-1)
+
+
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_attention_return_lse(layout):
+    b, s, hq, hk, d = 2, 32, 4, 2, 16
+    t = (lambda x: x.transpose(1, 2)) if layout == "bshd" else (lambda x: x)
+    q = t(fresh(b, hq, s, d))
+    k, v = t(fresh(b, hk, s, d)), t(fresh(b, hk, s, d))
+    o, lse = mercury.attention(q, k, v, causal=True, layout=layout, return_lse=True)
+    torch.testing.assert_close(o, mercury.attention(q, k, v, causal=True, layout=layout))
+    assert lse.shape == (b, hq, s) and lse.dtype == torch.float64
+    want = lse64(t(q), t(k), causal=True)
+    torch.testing.assert_close(lse, want, rtol=1e-12, atol=1e-12)
+    o32, lse32 = mercury.attention(q.float(), k.float(), v.float(), layout=layout, return_lse=True)
+    assert o32.dtype == torch.float32 and lse32.dtype == torch.float32
+    torch.testing.assert_close(lse32.double(), lse64(t(q), t(k)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_attention_gradients_against_torch_autograd(causal, layout):
+    b, s, hq, hk, d, dv = 1, 32, 4, 2, 16, 8
+    t = (lambda x: x.transpose(1, 2)) if layout == "bshd" else (lambda x: x)
+    q = t(fresh(b, hq, s, d)).requires_grad_()
+    k = t(fresh(b, hk, s, d)).requires_grad_()
+    v = t(fresh(b, hk, s, dv)).requires_grad_()
+    do = t(fresh(b, hq, s, dv))
+    o = mercury.attention(q, k, v, causal=causal, layout=layout, softmax_scale=0.4)
+    got = torch.autograd.grad(o, (q, k, v), do)
+    want_o = sdpa64(t(q), t(k), t(v), causal=causal, scale=0.4)
+    want = torch.autograd.grad(t(want_o), (q, k, v), do)
+    torch.testing.assert_close(o, t(want_o), rtol=1e-9, atol=1e-12)
+    for name, g, w in zip("qkv", got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == torch.float64, name
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-11, msg=f"d{name}")
+
+
+def test_attention_gradient_of_a_sum_and_zigzag_world_1():
+    q, k, v = (bshd(1, 32, 2, 8).requires_grad_() for _ in range(3))
+    mercury.attention(q, k, v, causal=True, balance="zigzag").sum().backward()
+    qs, ks, vs = (x.detach().clone().requires_grad_() for x in (q, k, v))
+    sdpa64(qs.transpose(1, 2), ks.transpose(1, 2), vs.transpose(1, 2), causal=True).sum().backward()
+    for a, b_ in ((q, qs), (k, ks), (v, vs)):
+        torch.testing.assert_close(a.grad, b_.grad, rtol=1e-9, atol=1e-11)
+
+
+def test_gemm_gradients_against_torch_autograd():
+    for fn in (mercury.all_gather_matmul, mercury.matmul_reduce_scatter):
+        x = fresh(4, 8, 24).requires_grad_()
+        w = fresh(24, 40).requires_grad_()
+        g = fresh(4, 8, 40)
+        got = torch.autograd.grad(fn(x, w), (x, w), g)
+        want = torch.autograd.grad(x @ w, (x, w), g)
+        for a, b_ in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b_, rtol=1e-12, atol=1e-12)
+
+
+def test_gradients_under_torch_compile():
+    q, k, v = (bshd(1, 16, 2, 8).requires_grad_() for _ in range(3))
+
+    def block(q, k, v):
+        return (mercury.attention(q, k, v, causal=True) * 3).sum()
+
+    compiled = torch.compile(block, backend="eager", fullgraph=True)
+    got = torch.autograd.grad(compiled(q, k, v), (q, k, v))
+    want = torch.autograd.grad(block(q, k, v), (q, k, v))
+    for a, b_ in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b_, rtol=1e-12, atol=1e-12)
 
 
 def test_attention_under_torch_compile():
@@ -80,13 +163,6 @@ def test_attention_under_torch_compile():
 
     compiled = torch.compile(block, backend="eager", fullgraph=True)
     torch.testing.assert_close(compiled(q, k, v), block(q, k, v))
-
-
-def test_backward_is_not_implemented_and_says_so():
-    q = bshd(1, 16, 2, 8).requires_grad_()
-    o = mercury.attention(q, q.detach(), q.detach())
-    with pytest.raises(NotImplementedError, match="has no backward yet"):
-        o.sum().backward()
 
 
 def test_all_gather_matmul_world_1():

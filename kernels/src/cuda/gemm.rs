@@ -9,7 +9,7 @@ use super::error::{ensure, KernelError, Result};
 use super::nvrtc::{probe, Library};
 use cudarc::cublas::{result as blas, sys as blas_sys};
 use cudarc::cublaslt::{result as lt, sys as lt_sys};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, CudaStream};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -165,7 +165,7 @@ impl GemmSpec {
 /// Device workspace of cuBLASLt. Streams that run GEMMs concurrently need one each.
 #[derive(Debug)]
 pub struct GemmWorkspace {
-    _buf: CudaSlice<u8>,
+    _buf: super::alloc::DeviceBuffer,
     ptr: u64,
     size: usize,
 }
@@ -178,12 +178,8 @@ impl GemmWorkspace {
         let size = size.max(256);
         // SAFETY: the workspace is scratch memory for cuBLASLt; its contents are never read
         // before cuBLASLt writes them.
-        let buf = unsafe { stream.alloc::<u8>(size) }
-            .map_err(KernelError::driver("alloc gemm workspace"))?;
-        let ptr = {
-            let (p, _sync) = buf.device_ptr(stream);
-            p
-        };
+        let buf = unsafe { super::alloc::alloc_bytes(stream, size, "alloc gemm workspace") }?;
+        let ptr = buf.ptr();
         Ok(GemmWorkspace {
             _buf: buf,
             ptr,

@@ -9,13 +9,16 @@
 //! Memory is passed as raw device pointers (`u64`, `CUdeviceptr`) with explicit element strides:
 //! the callers (the plan executor) own allocations and stream ordering.
 
+pub mod alloc;
 pub mod attention;
 pub mod check;
 pub mod cudnn;
 pub mod error;
 pub mod gemm;
+pub mod loaded;
 pub mod nvrtc;
 
+pub use alloc::{alloc_bytes, set_allocator, DeviceAllocator, DeviceBuffer};
 pub use attention::{AttentionPatch, AttnLaunch, AttnVariant, Strided3, ATTENTION_SOURCE};
 pub use check::CheckKernels;
 pub use cudarc::driver::CudaContext;

@@ -55,6 +55,9 @@ pub enum IdSource {
     /// `NCCL_COMM_ID` (`host:port`): every process calls `ncclGetUniqueId` itself. `set` says
     /// whether this process must set the variable (derived from `MASTER_ADDR`).
     CommId { addr: String, set: bool },
+    /// Exchanged by the caller before the world is joined (the Python package broadcasts it
+    /// through the user's process group): every process passes the same id.
+    Given(Box<[std::ffi::c_char; 128]>),
 }
 
 /// This process's place among the launcher's processes.
@@ -195,7 +198,7 @@ fn unique_id(env: &LaunchEnv, timeout: Duration) -> Result<ns::ncclUniqueId> {
         IdSource::File(path) => {
             if env.rank == 0 {
                 let id =
-                    cudarc::nccl::result::get_uniqueid().map_err(nccl_err("ncclGetUniqueId"))?;
+                    crate::cuda::nccl::lib::get_uniqueid().map_err(nccl_err("ncclGetUniqueId"))?;
                 write_id_file(path, &id_to_hex(&id.internal))?;
                 Ok(id)
             } else {
@@ -207,9 +210,23 @@ fn unique_id(env: &LaunchEnv, timeout: Duration) -> Result<ns::ncclUniqueId> {
         IdSource::CommId { .. } => {
             // With NCCL_COMM_ID set every process derives the same id; a single process makes
             // a fresh one.
-            cudarc::nccl::result::get_uniqueid().map_err(nccl_err("ncclGetUniqueId"))
+            crate::cuda::nccl::lib::get_uniqueid().map_err(nccl_err("ncclGetUniqueId"))
         }
+        IdSource::Given(id) => Ok(ns::ncclUniqueId { internal: **id }),
     }
+}
+
+/// A fresh NCCL unique id as [`id_to_hex`]'s text, for a caller that shares it itself (the
+/// Python package broadcasts it through the user's process group, then every process joins
+/// with [`IdSource::Given`]).
+///
+/// # Errors
+/// No usable NCCL library (the error says where it looked), `ncclGetUniqueId` failing.
+pub fn fresh_unique_id() -> Result<String> {
+    nccl::probe()?;
+    nccl::prepare_env();
+    let id = crate::cuda::nccl::lib::get_uniqueid().map_err(nccl_err("ncclGetUniqueId"))?;
+    Ok(id_to_hex(&id.internal))
 }
 
 /// FNV-1a (64 bit) of `bytes`: the digest [`World::agree`] compares.
@@ -227,22 +244,29 @@ fn split_handles(
     let mut raw = vec![std::ptr::null_mut(); parents.len()];
     let grouped = parents.len() > 1;
     if grouped {
-        cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+        crate::cuda::nccl::lib::group_start().map_err(nccl_err("ncclGroupStart"))?;
     }
     let mut res = Ok(());
     for (i, (p, color, key, _)) in parents.iter().enumerate() {
         // SAFETY: the parent handle is live; `raw[i]` receives the new handle (null for
         // NCCL_SPLIT_NOCOLOR); a null config asks for the parent's configuration. Inside a
         // group NCCL may write `raw[i]` up to ncclGroupEnd: `raw` is not moved before then.
-        let e =
-            unsafe { ns::ncclCommSplit(p.raw(), *color, *key, &mut raw[i], std::ptr::null_mut()) };
+        let e = unsafe {
+            crate::cuda::nccl::lib::ncclCommSplit(
+                p.raw(),
+                *color,
+                *key,
+                &mut raw[i],
+                std::ptr::null_mut(),
+            )
+        };
         if let Err(e) = e.result() {
             res = Err(nccl_err(what)(e));
             break;
         }
     }
     if grouped {
-        let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
+        let end = crate::cuda::nccl::lib::group_end().map_err(nccl_err("ncclGroupEnd"));
         res = res.and(end.map(|_| ()));
     }
     // Owned (aborted on drop) before anything can return.
@@ -341,7 +365,7 @@ impl World {
             // SAFETY: `raw` receives the handle; the id is the same in every process, and every
             // process joins with its process rank.
             unsafe {
-                cudarc::nccl::result::comm_init_rank(
+                crate::cuda::nccl::lib::comm_init_rank(
                     &mut raw,
                     env.world_size as i32,
                     id,
@@ -360,7 +384,7 @@ impl World {
         let mut raw = vec![std::ptr::null_mut(); ranks.len()];
         let grouped = ranks.len() > 1;
         if grouped {
-            cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+            crate::cuda::nccl::lib::group_start().map_err(nccl_err("ncclGroupStart"))?;
         }
         let mut res = Ok(());
         for (i, r) in ranks.clone().enumerate() {
@@ -371,7 +395,7 @@ impl World {
             }
             // SAFETY: `raw[i]` receives the handle; the id is the same in every process.
             let r = unsafe {
-                cudarc::nccl::result::comm_init_rank(&mut raw[i], nranks as i32, id, r as i32)
+                crate::cuda::nccl::lib::comm_init_rank(&mut raw[i], nranks as i32, id, r as i32)
             };
             if let Err(e) = r {
                 res = Err(nccl_err("ncclCommInitRank")(e));
@@ -379,7 +403,7 @@ impl World {
             }
         }
         if grouped {
-            let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
+            let end = crate::cuda::nccl::lib::group_end().map_err(nccl_err("ncclGroupEnd"));
             res = res.and(end.map(|_| ()));
         }
         res?;
@@ -542,7 +566,7 @@ impl World {
             let recv = stream.alloc_zeros::<u64>(n).map_err(drv("alloc"))?;
             bufs.push((stream, send, recv));
         }
-        cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+        crate::cuda::nccl::lib::group_start().map_err(nccl_err("ncclGroupStart"))?;
         let mut res = Ok(());
         for ((_, comm), (stream, send, recv)) in parts.iter().zip(bufs.iter_mut()) {
             let (ps, _gs) = send.device_ptr(stream);
@@ -550,7 +574,7 @@ impl World {
             // SAFETY: `ps` holds 8 bytes and `pr` 8 * n on the communicator's device; the
             // stream belongs to it; the buffers outlive the synchronisation below.
             let r = unsafe {
-                ns::ncclAllGather(
+                crate::cuda::nccl::lib::ncclAllGather(
                     ps as *const _,
                     pr as *mut _,
                     8,
@@ -564,7 +588,7 @@ impl World {
                 break;
             }
         }
-        let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
+        let end = crate::cuda::nccl::lib::group_end().map_err(nccl_err("ncclGroupEnd"));
         res.and(end.map(|_| ()))?;
         let (stream, _, recv) = &bufs[0];
         stream.clone_dtoh(recv).map_err(drv("dtoh"))

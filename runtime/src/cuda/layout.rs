@@ -46,9 +46,17 @@ impl StridedRegion {
         }
         let strides = row_major_strides(shape);
         let offset = region.offset.iter().zip(&strides).map(|(o, s)| o * s).sum();
-        let numel = region.numel();
+        Ok(StridedRegion::strided(offset, &region.extent, &strides))
+    }
+
+    /// `extents` elements from element `offset` of memory whose dimensions have the element
+    /// `strides` (any order, as a PyTorch tensor's: a transposed view, a slice), outermost
+    /// dimension first; unit dimensions are dropped and mergeable neighbours merged. Element
+    /// order is row-major over `extents`.
+    pub fn strided(offset: usize, extents: &[usize], strides: &[usize]) -> Self {
+        let numel = extents.iter().product();
         let mut merged: Vec<(usize, usize)> = Vec::new();
-        for (e, s) in region.extent.iter().zip(&strides).rev() {
+        for (e, s) in extents.iter().zip(strides).rev() {
             if *e == 1 {
                 continue;
             }
@@ -61,11 +69,11 @@ impl StridedRegion {
             merged.push((*e, *s));
         }
         merged.reverse();
-        Ok(StridedRegion {
+        StridedRegion {
             offset,
             dims: merged,
             numel,
-        })
+        }
     }
 
     /// The whole tensor.

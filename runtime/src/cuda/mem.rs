@@ -13,7 +13,8 @@ use super::device_kernels::DeviceKernels;
 use super::error::{check, Result, RuntimeError};
 use super::layout::{plan_copy, Block2D, CopyPlan, StridedRegion};
 use cudarc::driver::sys;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::CudaStream;
+use mercury_kernels::cuda::{alloc_bytes, DeviceBuffer};
 use mercury_plan::{DType, Region, View};
 use std::sync::Arc;
 
@@ -126,11 +127,11 @@ impl MemTable {
 /// until `release_old`, which the executor calls after the device is idle.
 pub struct Scratch {
     stream: Arc<CudaStream>,
-    cur: Option<CudaSlice<u8>>,
+    cur: Option<DeviceBuffer>,
     ptr: u64,
     cap: usize,
     used: usize,
-    old: Vec<CudaSlice<u8>>,
+    old: Vec<DeviceBuffer>,
 }
 
 impl Scratch {
@@ -156,12 +157,8 @@ impl Scratch {
         if self.used + need > self.cap {
             let cap = (2 * self.cap).max(need).max(1 << 20);
             // SAFETY: scratch contents are always written before they are read.
-            let buf = unsafe { self.stream.alloc::<u8>(cap) }
-                .map_err(RuntimeError::driver("alloc scratch"))?;
-            let ptr = {
-                let (p, _sync) = buf.device_ptr(&self.stream);
-                p
-            };
+            let buf = unsafe { alloc_bytes(&self.stream, cap, "alloc scratch") }?;
+            let ptr = buf.ptr();
             if let Some(old) = self.cur.replace(buf) {
                 self.old.push(old);
             }

@@ -28,8 +28,8 @@ pub mod transport;
 pub use device_kernels::DeviceKernels;
 pub use error::{Result, RuntimeError};
 pub use executor::{
-    AttnBackend, CudaExecutor, ExecOptions, HostBuffer, HostData, Placement, RunTiming,
-    TransportChoice,
+    AttnBackend, BoundRegion, CudaExecutor, ExecOptions, HostBuffer, HostData, Placement,
+    RunTiming, TransportChoice,
 };
 pub use placement::DeviceMap;
 pub use schedule::StageSync;

@@ -476,7 +476,7 @@ fn raw_single_rank(ordinal: usize) -> Result<String> {
         // to it; the guards keep both alive until the calls are enqueued and the stream is
         // synchronised below.
         unsafe {
-            ns::ncclAllReduce(
+            mercury_runtime::cuda::nccl::lib::ncclAllReduce(
                 pa as *const _,
                 pb as *mut _,
                 host.len(),
@@ -499,7 +499,7 @@ fn raw_single_rank(ordinal: usize) -> Result<String> {
         let s = stream.cu_stream() as ns::cudaStream_t;
         // SAFETY: as above; one member gathers 4000 bytes into a 4000-byte buffer.
         unsafe {
-            ns::ncclAllGather(
+            mercury_runtime::cuda::nccl::lib::ncclAllGather(
                 pa as *const _,
                 pb as *mut _,
                 host.len() * 4,

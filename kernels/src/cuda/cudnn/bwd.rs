@@ -18,7 +18,7 @@ use super::{
     ExecPlan, State, Tensor4,
 };
 use crate::cuda::error::{KernelError, Result};
-use cudarc::driver::{CudaStream, DevicePtr};
+use cudarc::driver::CudaStream;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -215,12 +215,12 @@ impl CudnnAttention {
                 // Free the old one first: the scratch of a long sequence is large.
                 st.bwd_workspaces.remove(&sid);
                 // SAFETY: scratch for cuDNN; never read before cuDNN writes it.
-                let buf = unsafe { stream.alloc::<u8>(need) }
-                    .map_err(KernelError::driver("alloc cuDNN backward workspace"))?;
+                let buf = unsafe {
+                    crate::cuda::alloc::alloc_bytes(stream, need, "alloc cuDNN backward workspace")
+                }?;
                 st.bwd_workspaces.insert(sid, buf);
             }
-            let (p, _sync) = st.bwd_workspaces[&sid].device_ptr(stream);
-            p
+            st.bwd_workspaces[&sid].ptr()
         };
         // SAFETY: per the caller; the workspace holds `need` bytes of this stream's memory.
         unsafe { self.backward_ws(stream, call, ws, need) }

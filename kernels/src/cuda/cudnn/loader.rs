@@ -5,10 +5,14 @@
 //! and it cannot be pointed elsewhere. So the library is opened here, by absolute path where
 //! one is known, and only cudarc's types and enum values are used. Search order:
 //!
-//! 1. `MERCURY_CUDNN_LIB`: a file, or a directory holding `libcudnn.so.9` / `libcudnn.so`;
-//! 2. the dynamic loader's usual search: `libcudnn.so.9`, then `libcudnn.so`;
-//! 3. the `nvidia-cudnn` Python package's `lib` folder (`python3 -c 'import nvidia.cudnn'`),
-//!    which is where PyTorch's cuDNN lives.
+//! 1. `MERCURY_CUDNN_LIB`: a file, or a directory holding `libcudnn.so.9` / `libcudnn.so`
+//!    (when set and unusable, nothing else is tried);
+//! 2. the `libcudnn.so*` this process has loaded already (`/proc/self/maps`): inside a
+//!    PyTorch program, the cuDNN torch uses;
+//! 3. the dynamic loader's usual search: `libcudnn.so.9`, then `libcudnn.so`;
+//! 4. only when all of those fail: the `nvidia-cudnn` Python package's `lib` folder
+//!    (`python3 -c 'import nvidia.cudnn'`, a child process), which is where PyTorch's cuDNN
+//!    lives.
 //!
 //! A candidate is taken when it loads, exports every entry point below and reports a version
 //! of at least [`MIN_VERSION`]. Opening the dispatcher by absolute path makes its `$ORIGIN`
@@ -155,26 +159,14 @@ impl CudnnLib {
     }
 }
 
-/// The candidates of the search order in the module docs, with where each came from.
+/// The candidates of the search order in the module docs but the last (the Python package,
+/// which takes a child process), with where each came from.
 pub fn candidates() -> Vec<(PathBuf, &'static str)> {
-    let mut out = Vec::new();
-    if let Some(v) = std::env::var_os("MERCURY_CUDNN_LIB") {
-        let p = PathBuf::from(v);
-        if p.is_dir() {
-            for n in ["libcudnn.so.9", "libcudnn.so"] {
-                out.push((p.join(n), "MERCURY_CUDNN_LIB"));
-            }
-        } else {
-            out.push((p, "MERCURY_CUDNN_LIB"));
-        }
-    }
-    for n in ["libcudnn.so.9", "libcudnn.so"] {
-        out.push((PathBuf::from(n), "the dynamic loader's search"));
-    }
-    if let Some(dir) = python_cudnn_dir() {
-        out.push((dir.join("libcudnn.so.9"), "the nvidia-cudnn Python package"));
-    }
-    out
+    crate::cuda::loaded::candidates(
+        "MERCURY_CUDNN_LIB",
+        "libcudnn.so",
+        &["libcudnn.so.9", "libcudnn.so"],
+    )
 }
 
 /// The `lib` folder of the `nvidia-cudnn` Python package, if `python3` finds one.
@@ -201,7 +193,12 @@ pub fn load() -> Result<&'static CudnnLib, String> {
     LIB.get_or_init(|| {
         let mut tried = Vec::new();
         let env_set = std::env::var_os("MERCURY_CUDNN_LIB").is_some();
-        for (path, from) in candidates() {
+        // The Python package's folder is asked for (a child process) only when the others
+        // fail and MERCURY_CUDNN_LIB is not set.
+        let python = std::iter::once_with(|| (!env_set).then(python_cudnn_dir).flatten())
+            .flatten()
+            .map(|d| (d.join("libcudnn.so.9"), "the nvidia-cudnn Python package"));
+        for (path, from) in candidates().into_iter().chain(python) {
             match CudnnLib::open(&path) {
                 Ok(lib) => {
                     tracing::info!(
@@ -211,14 +208,7 @@ pub fn load() -> Result<&'static CudnnLib, String> {
                     );
                     return Ok(lib);
                 }
-                Err(e) => {
-                    tried.push(format!("{} ({from}): {e}", path.display()));
-                    if env_set && from == "MERCURY_CUDNN_LIB" {
-                        // An explicit choice that fails is an error, not a reason to load
-                        // some other cuDNN silently.
-                        break;
-                    }
-                }
+                Err(e) => tried.push(format!("{} ({from}): {e}", path.display())),
             }
         }
         Err(format!("no usable cuDNN; tried: {}", tried.join("; ")))
@@ -239,9 +229,13 @@ mod tests {
 
     #[test]
     fn search_order_starts_with_the_loader_names() {
-        // Without MERCURY_CUDNN_LIB the loader's names come first, versioned name first.
-        if std::env::var_os("MERCURY_CUDNN_LIB").is_none() {
+        // Without MERCURY_CUDNN_LIB and with no cuDNN in this process, the loader's names come
+        // first, versioned name first, and nothing else (no child process).
+        if std::env::var_os("MERCURY_CUDNN_LIB").is_none()
+            && crate::cuda::loaded::loaded_library("libcudnn.so").is_none()
+        {
             let c = candidates();
+            assert_eq!(c.len(), 2);
             assert_eq!(c[0].0, PathBuf::from("libcudnn.so.9"));
             assert_eq!(c[1].0, PathBuf::from("libcudnn.so"));
         }

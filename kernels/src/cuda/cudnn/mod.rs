@@ -28,9 +28,10 @@ pub use bwd_graph::SdpaBwdKey;
 pub use graph::{IoType, Mask, Route, SdpaKey, Strides4};
 pub use loader::{version_string, CudnnLib};
 
+use super::alloc::{alloc_bytes, DeviceBuffer};
 use super::error::{KernelError, Result};
 use backend::check;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, CudaStream};
 use graph::uid;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -173,11 +174,11 @@ struct State {
     /// Built plans, and keys whose plan failed (with the reason), so no key is tried twice.
     plans: HashMap<SdpaKey, std::result::Result<Arc<ExecPlan>, String>>,
     /// Workspace per stream (`CUstream` address).
-    workspaces: HashMap<usize, CudaSlice<u8>>,
+    workspaces: HashMap<usize, DeviceBuffer>,
     /// Backward plans, as `plans`.
     bwd_plans: HashMap<SdpaBwdKey, std::result::Result<Arc<ExecPlan>, String>>,
     /// Backward workspace and scratch per stream.
-    bwd_workspaces: HashMap<usize, CudaSlice<u8>>,
+    bwd_workspaces: HashMap<usize, DeviceBuffer>,
     stats: PlanStats,
 }
 
@@ -378,12 +379,10 @@ impl CudnnAttention {
             let sid = stream.cu_stream() as usize;
             if st.workspaces.get(&sid).is_none_or(|w| w.len() < need) {
                 // SAFETY: scratch for cuDNN; never read before cuDNN writes it.
-                let buf = unsafe { stream.alloc::<u8>(need) }
-                    .map_err(KernelError::driver("alloc cuDNN workspace"))?;
+                let buf = unsafe { alloc_bytes(stream, need, "alloc cuDNN workspace") }?;
                 st.workspaces.insert(sid, buf);
             }
-            let (p, _sync) = st.workspaces[&sid].device_ptr(stream);
-            p
+            st.workspaces[&sid].ptr()
         };
         // SAFETY: per the caller; the workspace holds `need` bytes of this stream's memory.
         unsafe { self.forward_ws(stream, call, ws, need) }

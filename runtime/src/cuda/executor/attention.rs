@@ -4,7 +4,8 @@
 use super::{alloc, AttnBackend, DeviceRes, ExecOptions};
 use crate::cuda::error::{Result, RuntimeError};
 use crate::cuda::ops::{self, AttnVia, ComputeLaunch};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream};
+use mercury_kernels::cuda::DeviceBuffer;
 use mercury_kernels::cuda::{AttentionPatch, AttnVariant, CudnnAttention, Tensor4};
 use mercury_plan::RankProgram;
 use std::sync::Arc;
@@ -67,7 +68,7 @@ fn defer_group(
     stream: &Arc<CudaStream>,
     stages: &mut [Vec<ComputeLaunch>],
     members: &[(usize, usize)],
-) -> Result<Option<CudaSlice<u8>>> {
+) -> Result<Option<DeviceBuffer>> {
     let split_of = |stages: &[Vec<ComputeLaunch>], (si, oi): (usize, usize)| match &stages[si][oi] {
         ComputeLaunch::Attention {
             launch,
@@ -147,7 +148,7 @@ pub(super) fn choose_attention(
     stages: &mut [Vec<ComputeLaunch>],
     opts: &ExecOptions,
     warnings: &mut Vec<String>,
-) -> Result<Vec<CudaSlice<u8>>> {
+) -> Result<Vec<DeviceBuffer>> {
     let mut parts = Vec::new();
     for op in stages.iter_mut().flatten() {
         let ComputeLaunch::Attention { launch, via } = op else {

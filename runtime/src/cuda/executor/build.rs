@@ -4,14 +4,16 @@
 
 use super::attention::{choose_attention, cudnn_patch};
 use super::attention_bwd::check_attention_bwd;
+use super::bind::global_loc;
 use super::peers::enable_peer_access;
 use super::{
-    alloc, new_event, AttnBackend, CudaExecutor, DeviceRes, ExecOptions, GlobalMem, InitLaunch,
-    Placement, RankState, TransportChoice,
+    alloc, new_event, AttnBackend, BoundRegion, CudaExecutor, DeviceRes, ExecOptions, GlobalMem,
+    GlobalUse, InitLaunch, Placement, RankState, TransportChoice, UseAt,
 };
 use crate::cuda::device_kernels::DeviceKernels;
 use crate::cuda::error::{Result, RuntimeError};
 use crate::cuda::fault::{FaultKind, MarkTracker, Who};
+use crate::cuda::layout::row_major_strides;
 use crate::cuda::mem::{self, Loc, MemTable, Peers, Scratch, SlotInfo};
 use crate::cuda::nccl::NcclTransport;
 use crate::cuda::ops::{self, check_copy, ComputeLaunch};
@@ -21,7 +23,8 @@ use crate::cuda::schedule::StageWaits;
 use crate::cuda::transport::{CopyTransport, Transport, Work};
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use cudarc::driver::{CudaEvent, CudaStream};
+use mercury_kernels::cuda::DeviceBuffer;
 use mercury_kernels::cuda::{GemmPatch, GemmWorkspace};
 use mercury_plan::{ComputeOp, PatchKind, Plan, Region, Role, SlotInit};
 use std::sync::Arc;
@@ -180,7 +183,7 @@ impl CudaExecutor {
         } else {
             None
         };
-        let globals = alloc_globals(&ctxs[0], &hub, &plan)?;
+        let globals = alloc_globals(&ctxs[0], &hub, &plan, opts.own_globals)?;
         let RankSetup {
             mem,
             mut ranks,
@@ -212,6 +215,7 @@ impl CudaExecutor {
             rank.init = resolved.init;
             rank.stages = stages;
             rank.outputs = resolved.outputs;
+            rank.uses = resolved.uses;
         }
         for st in &schedule.stages {
             for m in &st.messages {
@@ -282,6 +286,9 @@ impl CudaExecutor {
         ];
         Ok(CudaExecutor {
             ev_barrier: new_event(main, false)?,
+            ev_caller: new_event(main, false)?,
+            pending: None,
+            last_timing: None,
             ev_time,
             devs,
             dks,
@@ -295,6 +302,7 @@ impl CudaExecutor {
             transfer_streams,
             transfer_scratch,
             globals,
+            main_dev,
             hub,
             transport,
             peer,
@@ -461,25 +469,38 @@ impl DeviceSetup {
     }
 }
 
-/// The plan's global buffers, allocated on the main device `main` through the `hub` stream.
+/// The plan's global buffers: allocated on the main device `main` through the `hub` stream
+/// when `own` is set (outputs ready, inputs waiting for an upload), else unbound (a
+/// placeholder at address 0 until [`CudaExecutor::bind_global`]).
 fn alloc_globals(
     main: &Arc<CudaContext>,
     hub: &Arc<CudaStream>,
     plan: &Plan,
+    own: bool,
 ) -> Result<Vec<GlobalMem>> {
     main.bind_to_thread()
         .map_err(RuntimeError::driver("bind context"))?;
     let mut globals = Vec::with_capacity(plan.buffers.len());
     for b in &plan.buffers {
         let bytes = b.shape.iter().product::<usize>() * b.dtype.size_bytes();
-        let (buf, ptr) = alloc(hub, bytes)?;
+        let (buf, ptr) = if own {
+            let (buf, ptr) = alloc(hub, bytes)?;
+            (Some(buf), ptr)
+        } else {
+            (None, 0)
+        };
         globals.push(GlobalMem {
-            _buf: buf,
-            ptr,
+            own: buf,
+            pieces: vec![BoundRegion {
+                region: Region::full(&b.shape),
+                ptr,
+                strides: row_major_strides(&b.shape),
+            }],
             dtype: b.dtype,
             shape: b.shape.clone(),
             role: b.role,
-            ready: false,
+            ready: own && b.role == Role::Output,
+            poison: vec![b.role == Role::Output],
         });
     }
     Ok(globals)
@@ -565,6 +586,7 @@ impl RankSetup {
                 init: Vec::new(),
                 stages: Vec::new(),
                 outputs: Vec::new(),
+                uses: Vec::new(),
             });
             out.transfer_scratch.push(Scratch::new(transfer.clone()));
             out.transfer_streams.push(transfer);
@@ -585,6 +607,7 @@ struct Resolved {
     init: Vec<InitLaunch>,
     stages: Vec<Vec<ComputeLaunch>>,
     outputs: Vec<(Loc, Loc)>,
+    uses: Vec<GlobalUse>,
 }
 
 impl Resolved {
@@ -603,6 +626,7 @@ impl Resolved {
         opts: &ExecOptions,
     ) -> Result<Resolved> {
         let mut init = Vec::with_capacity(r.slots.len());
+        let mut uses = Vec::new();
         for (si, s) in r.slots.iter().enumerate() {
             let info = &mem.ranks[ri][si];
             let full = Region::full(&s.shape);
@@ -617,18 +641,32 @@ impl Resolved {
                 }
                 SlotInit::FromGlobal { buffer, region } => {
                     let g = input_global(globals, *buffer, &s.name, ri)?;
-                    let src = Loc::of(g.ptr, g.dtype, &g.shape, region)?.on(main_dev);
+                    let (src, piece) = global_loc(g, *buffer, region)?;
+                    let src = src.on(main_dev);
                     let dst = Loc::of(info.ptr, s.dtype, &s.shape, &full)?.on(here);
                     check_copy(&src, &dst)?;
+                    uses.push(GlobalUse {
+                        buffer: *buffer,
+                        region: region.clone(),
+                        at: UseAt::Init(si, None),
+                        piece,
+                    });
                     InitLaunch::Copy { src, dst }
                 }
                 SlotInit::FromGlobalPieces { buffer, pieces } => {
                     let g = input_global(globals, *buffer, &s.name, ri)?;
                     let mut copies = Vec::with_capacity(pieces.len());
-                    for p in pieces {
-                        let src = Loc::of(g.ptr, g.dtype, &g.shape, &p.region)?.on(main_dev);
+                    for (pi, p) in pieces.iter().enumerate() {
+                        let (src, piece) = global_loc(g, *buffer, &p.region)?;
+                        let src = src.on(main_dev);
                         let dst = Loc::of(info.ptr, s.dtype, &s.shape, &p.at)?.on(here);
                         check_copy(&src, &dst)?;
+                        uses.push(GlobalUse {
+                            buffer: *buffer,
+                            region: p.region.clone(),
+                            at: UseAt::Init(si, Some(pi)),
+                            piece,
+                        });
                         copies.push((src, dst));
                     }
                     InitLaunch::Copies(copies)
@@ -662,14 +700,22 @@ impl Resolved {
                 )));
             }
             let src = mem.loc(ri, &o.src)?;
-            let dst = Loc::of(g.ptr, g.dtype, &g.shape, &o.region)?.on(main_dev);
+            let (dst, piece) = global_loc(g, o.buffer, &o.region)?;
+            let dst = dst.on(main_dev);
             check_copy(&src, &dst)?;
+            uses.push(GlobalUse {
+                buffer: o.buffer,
+                region: o.region.clone(),
+                at: UseAt::Output(outputs.len()),
+                piece,
+            });
             outputs.push((src, dst));
         }
         Ok(Resolved {
             init,
             stages,
             outputs,
+            uses,
         })
     }
 }
@@ -738,7 +784,7 @@ fn hang_word(
     ctxs: &[Arc<CudaContext>],
     devs: &[DeviceRes],
     rank_dev: &[usize],
-) -> Result<Option<(CudaSlice<u8>, u64)>> {
+) -> Result<Option<(DeviceBuffer, u64)>> {
     let Some(f) = &opts.fault else {
         return Ok(None);
     };

@@ -197,7 +197,7 @@ impl CudaExecutor {
                 data.len()
             )));
         }
-        let ptr = g.ptr;
+        let ptr = g.own_ptr(&self.plan.buffers[buffer].name)?;
         self.bind_main()?;
         self.hub
             .synchronize()
@@ -217,95 +217,6 @@ impl CudaExecutor {
         Ok(())
     }
 
-    /// Fills global input `buffer` from device memory at `src` (`bytes`, dense row-major in
-    /// the buffer's dtype, on the main device) after the work queued on the caller's stream
-    /// `after` so far: the hub stream waits for an event recorded on `after`, then copies on
-    /// the device (no host synchronisation). The source must stay valid until the run reads
-    /// it (the next [`CudaExecutor::run`] returns only when it has).
-    pub fn copy_input_from_device(
-        &mut self,
-        buffer: usize,
-        src: u64,
-        bytes: usize,
-        after: cudarc::driver::sys::CUstream,
-    ) -> Result<()> {
-        let g = self.global(buffer)?;
-        if g.role != Role::Input {
-            return Err(RuntimeError::Io(format!(
-                "buffer #{buffer} is not an input"
-            )));
-        }
-        let want = g.numel() * g.dtype.size_bytes();
-        if bytes != want {
-            return Err(RuntimeError::Io(format!(
-                "buffer #{buffer} holds {want} bytes; got {bytes}"
-            )));
-        }
-        let dst = g.ptr;
-        self.bind_main()?;
-        self.stream_waits_for(self.hub.cu_stream(), after)?;
-        // SAFETY: `dst` is the buffer's allocation on the main device (current), `bytes` its
-        // size (checked above); `src` is device memory of at least `bytes` that the caller
-        // keeps valid; the copy is ordered after the caller's stream by the wait above.
-        let r = unsafe {
-            cudarc::driver::sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.hub.cu_stream())
-        };
-        r.result()
-            .map_err(RuntimeError::driver("copy input (device to device)"))?;
-        self.globals[buffer].ready = true;
-        Ok(())
-    }
-
-    /// Copies global output `buffer` (after [`CudaExecutor::run`]) to device memory at `dst`
-    /// (`bytes`, dense row-major in the buffer's dtype) on the hub stream, and makes the
-    /// caller's stream `then` wait for the copy (no host synchronisation).
-    pub fn copy_output_to_device(
-        &self,
-        buffer: usize,
-        dst: u64,
-        bytes: usize,
-        then: cudarc::driver::sys::CUstream,
-    ) -> Result<()> {
-        let g = self.global(buffer)?;
-        let want = g.numel() * g.dtype.size_bytes();
-        if g.role != Role::Output || bytes != want {
-            return Err(RuntimeError::Io(format!(
-                "buffer #{buffer} is not an output of {want} bytes (got {bytes})"
-            )));
-        }
-        self.bind_main()?;
-        // SAFETY: `g.ptr` is the buffer's allocation (main device, current context), `bytes`
-        // its size; `dst` is device memory of at least `bytes` that the caller keeps valid
-        // until its stream `then` has used it.
-        let r = unsafe {
-            cudarc::driver::sys::cuMemcpyDtoDAsync_v2(dst, g.ptr, bytes, self.hub.cu_stream())
-        };
-        r.result()
-            .map_err(RuntimeError::driver("copy output (device to device)"))?;
-        self.stream_waits_for(then, self.hub.cu_stream())
-    }
-
-    /// Makes `waiter` wait (on the device) for the work queued on `on` so far.
-    fn stream_waits_for(
-        &self,
-        waiter: cudarc::driver::sys::CUstream,
-        on: cudarc::driver::sys::CUstream,
-    ) -> Result<()> {
-        use cudarc::driver::sys;
-        let ev = super::new_event(&self.devs[0].ctx, false)?;
-        // SAFETY: `ev` is a live event of the current context; `on` and `waiter` are streams
-        // of that context (the caller's stream is torch's on the same primary context).
-        unsafe {
-            sys::cuEventRecord(ev.cu_event(), on)
-                .result()
-                .map_err(RuntimeError::driver("record event"))?;
-            sys::cuStreamWaitEvent(waiter, ev.cu_event(), 0)
-                .result()
-                .map_err(RuntimeError::driver("stream wait event"))?;
-        }
-        Ok(())
-    }
-
     /// Uploads global input `buffer` from f64 values (converted to the buffer's dtype).
     pub fn upload_input_f64(&mut self, buffer: usize, values: &[f64]) -> Result<()> {
         let dtype = self.global(buffer)?.dtype;
@@ -318,23 +229,22 @@ impl CudaExecutor {
         let g = self.global(buffer)?;
         self.synchronize_all("synchronize before download")?;
         let n = g.numel();
+        let ptr = g.own_ptr(&self.plan.buffers[buffer].name)?;
         // SAFETY: the allocation holds `n` elements of the buffer's dtype, on the main
         // device, whose context is current.
         let r = unsafe {
             match g.dtype {
                 DType::F32 => {
                     let mut v = vec![0f32; n];
-                    cudarc::driver::result::memcpy_dtoh_sync(&mut v, g.ptr)
-                        .map(|_| HostData::F32(v))
+                    cudarc::driver::result::memcpy_dtoh_sync(&mut v, ptr).map(|_| HostData::F32(v))
                 }
                 DType::F64 => {
                     let mut v = vec![0f64; n];
-                    cudarc::driver::result::memcpy_dtoh_sync(&mut v, g.ptr)
-                        .map(|_| HostData::F64(v))
+                    cudarc::driver::result::memcpy_dtoh_sync(&mut v, ptr).map(|_| HostData::F64(v))
                 }
                 DType::BF16 | DType::F16 => {
                     let mut v = vec![0u16; n];
-                    cudarc::driver::result::memcpy_dtoh_sync(&mut v, g.ptr)
+                    cudarc::driver::result::memcpy_dtoh_sync(&mut v, ptr)
                         .map(|_| HostData::Bits16(v))
                 }
             }

@@ -17,12 +17,21 @@
 //!   touches now, so a rank's next stage starts as soon as its own inputs are ready, while
 //!   other ranks finish theirs.
 //!
-//! Slot initialisation and the output gather are fenced by full barriers in both modes. The
-//! host waits only once, at the end, by polling events (never a blocking synchronize): every
-//! stream with work in a stage records a *mark* after it, and a run that sees no mark complete
-//! for [`ExecOptions::stage_timeout`] ends with [`RuntimeError::Fault`] naming the stage, the
-//! ranks that did not finish it and their peers, after aborting the transport (NCCL:
-//! `ncclCommAbort`); NCCL's asynchronous errors are polled on the way (`cuda::fault`).
+//! Slot initialisation and the output gather are fenced by full barriers in both modes.
+//! [`CudaExecutor::run`] waits once, at the end, by polling events (never a blocking
+//! synchronize): every stream with work in a stage records a *mark* after it, and a run that
+//! sees no mark complete for [`ExecOptions::stage_timeout`] ends with [`RuntimeError::Fault`]
+//! naming the stage, the ranks that did not finish it and their peers, after aborting the
+//! transport (NCCL: `ncclCommAbort`); NCCL's asynchronous errors are polled on the way
+//! (`cuda::fault`). [`CudaExecutor::launch`] enqueues a run after the work on a caller's
+//! stream (PyTorch's current stream), makes that stream wait for the run's end and returns
+//! without waiting: the same polling happens at [`CudaExecutor::wait`], and device errors the
+//! driver has reported by then surface at the next launch.
+//!
+//! Global buffers are the executor's own allocations ([`ExecOptions::own_globals`]; uploaded
+//! and downloaded by the host) or the caller's memory, bound per run with
+//! [`CudaExecutor::bind_global`] (`bind.rs`): any strides for inputs, the whole buffer or this
+//! process's shards of it, read and written where they are.
 //!
 //! Slot initialisation: `FromGlobal` copies its region of the uploaded global input
 //! (`FromGlobalPieces` several regions side by side: a zigzag or striped shard),
@@ -34,10 +43,12 @@
 //! constructs it and resolves every operation, `attention.rs` picks the attention patch of each
 //! block and forms the deferred-merge groups, `run.rs` is the run loop with its stage
 //! synchronisation, `watch.rs` waits for a run (progress marks, faults, fault injection),
-//! `host.rs` uploads and downloads global buffers, `peers.rs` enables peer access.
+//! `host.rs` uploads and downloads global buffers, `bind.rs` binds them to a caller's memory,
+//! `peers.rs` enables peer access.
 
 mod attention;
 mod attention_bwd;
+mod bind;
 mod build;
 mod host;
 mod peers;
@@ -57,11 +68,12 @@ use crate::cuda::placement::DeviceMap;
 use crate::cuda::schedule::{Schedule, StageSync, StageWaits};
 use crate::cuda::transport::Transport;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use mercury_kernels::cuda::{
-    AttentionPatch, AttnVariant, CudnnAttention, GemmPatch, GemmWorkspace,
+    alloc_bytes, AttentionPatch, AttnVariant, CudnnAttention, DeviceBuffer, GemmPatch,
+    GemmWorkspace,
 };
-use mercury_plan::{DType, Plan, Role};
+use mercury_plan::{DType, Plan, Region, Role};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,6 +102,9 @@ pub struct ExecOptions {
     pub attention_variant: AttnVariant,
     /// How stages are ordered (both without host synchronisation).
     pub sync: StageSync,
+    /// Allocate every global buffer (off: none is, and each must be bound to the caller's
+    /// memory with [`CudaExecutor::bind_global`] before a run: the Python package's tensors).
+    pub own_globals: bool,
 }
 
 impl Default for ExecOptions {
@@ -107,6 +122,7 @@ impl Default for ExecOptions {
             // causal, 56.57 vs 56.96 ms non-causal; docs/perf.md); every P0 plan
             // passed under both.
             sync: StageSync::Peers,
+            own_globals: true,
         }
     }
 }
@@ -158,22 +174,106 @@ enum InitLaunch {
     Copies(Vec<(Loc, Loc)>),
 }
 
+/// Memory that holds a region of a global buffer: the executor's own allocation (the whole
+/// buffer, row-major), or a caller's tensor bound with [`CudaExecutor::bind_global`] (the
+/// whole buffer, or under a launcher the shard of this process's ranks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundRegion {
+    /// The region of the buffer it holds (offsets and extents in the buffer's index space).
+    pub region: Region,
+    /// Device address of the region's first element (element `region.offset`), on the main
+    /// device.
+    pub ptr: u64,
+    /// Element strides of the memory, one per buffer dimension (a PyTorch tensor's
+    /// `stride()`; any order, none zero where the extent exceeds 1).
+    pub strides: Vec<usize>,
+}
+
+impl BoundRegion {
+    /// Whether `r` lies inside this region.
+    fn contains(&self, r: &Region) -> bool {
+        self.region.offset.len() == r.offset.len()
+            && (0..r.offset.len()).all(|d| {
+                self.region.offset[d] <= r.offset[d]
+                    && r.offset[d] + r.extent[d] <= self.region.offset[d] + self.region.extent[d]
+            })
+    }
+
+    /// Whether its elements fill one run of memory without overlap: the strides are the
+    /// row-major strides of its extents in some order of the dimensions (a transposed dense
+    /// tensor, as PyTorch's "non-overlapping and dense"). Its first element is then the run's
+    /// start.
+    fn is_dense(&self) -> bool {
+        let mut dims: Vec<(usize, usize)> = self
+            .strides
+            .iter()
+            .zip(&self.region.extent)
+            .filter(|(_, e)| **e > 1)
+            .map(|(s, e)| (*s, *e))
+            .collect();
+        dims.sort_unstable();
+        let mut want = 1;
+        for (s, e) in dims {
+            if s != want {
+                return false;
+            }
+            want *= e;
+        }
+        true
+    }
+}
+
 struct GlobalMem {
-    _buf: CudaSlice<u8>,
-    ptr: u64,
+    /// The executor's own allocation (`ExecOptions::own_globals`).
+    own: Option<DeviceBuffer>,
+    /// The memory the buffer's regions are read from or written to: the own allocation, or
+    /// the caller's (never empty: an unbound buffer has one placeholder at address 0 and is
+    /// not `ready`).
+    pieces: Vec<BoundRegion>,
     dtype: DType,
     shape: Vec<usize>,
     role: Role,
+    /// Inputs: uploaded or bound; outputs: memory to write (own, or bound).
     ready: bool,
+    /// Per piece of an output: poisoned (NaN) before every run, so that an element no rank
+    /// writes reads back as NaN. Off for a bound piece the local ranks' output writes are
+    /// proven to cover (what makes a non-dense piece bindable).
+    poison: Vec<bool>,
 }
 
 impl GlobalMem {
     fn numel(&self) -> usize {
         self.shape.iter().product()
     }
-    fn bytes(&self) -> usize {
-        self.numel() * self.dtype.size_bytes()
+
+    /// The address of the executor's own allocation while the buffer is not bound to a
+    /// caller's memory.
+    fn own_ptr(&self, name: &str) -> Result<u64> {
+        match (&self.own, self.pieces.as_slice()) {
+            (Some(_), [p]) if p.region == Region::full(&self.shape) && p.ptr != 0 => Ok(p.ptr),
+            _ => Err(RuntimeError::Io(format!(
+                "global buffer '{name}' is bound to the caller's memory (or has none of the executor's own)"
+            ))),
+        }
     }
+}
+
+/// Where a rank's launches touch a global buffer: re-resolved when the buffer is bound anew.
+struct GlobalUse {
+    buffer: usize,
+    region: Region,
+    at: UseAt,
+    /// Index of the bound region (`GlobalMem::pieces`) holding `region`.
+    piece: usize,
+}
+
+/// Which location of a rank reads or writes a global buffer.
+#[derive(Clone, Copy)]
+enum UseAt {
+    /// The source of slot `slot`'s initialisation (`Some(i)`: its `i`-th piece).
+    Init(usize, Option<usize>),
+    /// The destination of output piece `i`.
+    Output(usize),
 }
 
 struct RankState {
@@ -187,12 +287,14 @@ struct RankState {
     ev_transfer: CudaEvent,
     scratch: Scratch,
     ws: Option<GemmWorkspace>,
-    _slots: Vec<CudaSlice<u8>>,
+    _slots: Vec<DeviceBuffer>,
     /// Part buffers of the attention blocks whose merges are deferred (one per group).
-    _parts: Vec<CudaSlice<u8>>,
+    _parts: Vec<DeviceBuffer>,
     init: Vec<InitLaunch>,
     stages: Vec<Vec<ComputeLaunch>>,
     outputs: Vec<(Loc, Loc)>,
+    /// Where `init` and `outputs` touch global buffers.
+    uses: Vec<GlobalUse>,
 }
 
 /// Per device: its context, the patches compiled for it and an allocation stream.
@@ -285,9 +387,17 @@ pub struct CudaExecutor {
     transfer_streams: Vec<Arc<CudaStream>>,
     transfer_scratch: Vec<Scratch>,
     globals: Vec<GlobalMem>,
+    /// Where a location of the main device lives as copies see it (`None`: unplaced).
+    main_dev: Option<usize>,
     hub: Arc<CudaStream>,
     ev_barrier: CudaEvent,
     ev_time: [CudaEvent; 4],
+    /// Recorded on a caller's stream by [`CudaExecutor::launch`]: the hub waits on it.
+    ev_caller: CudaEvent,
+    /// Marks enqueued by a launched run not yet waited for ([`CudaExecutor::wait`]).
+    pending: Option<usize>,
+    /// Device times of the last run waited for.
+    last_timing: Option<RunTiming>,
     transport: Box<dyn Transport>,
     /// Per stage: the waits and records of [`StageSync::Peers`].
     peer: Vec<StageWaits>,
@@ -301,7 +411,7 @@ pub struct CudaExecutor {
     /// Per rank, how reports name it: `rank 1 (GPU 1)` or `rank 1 (process 1)`.
     labels: Vec<String>,
     /// A device word that stays 0: an injected hang waits for it to become 1.
-    hang_word: Option<(CudaSlice<u8>, u64)>,
+    hang_word: Option<(DeviceBuffer, u64)>,
     /// The injected fault fired already (it fires once).
     injected: bool,
     /// Runs started (the current run's number, from 1).
@@ -338,14 +448,12 @@ fn new_event(ctx: &Arc<CudaContext>, timing: bool) -> Result<CudaEvent> {
     .map_err(RuntimeError::driver("create event"))
 }
 
-fn alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<(CudaSlice<u8>, u64)> {
+/// `bytes` of device memory for `stream` (torch's caching allocator inside a PyTorch program,
+/// see `mercury_kernels::cuda::alloc`).
+fn alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<(DeviceBuffer, u64)> {
     // SAFETY: contents are initialised (copied, filled or poisoned) before any use.
-    let buf = unsafe { stream.alloc::<u8>(bytes.max(256)) }
-        .map_err(RuntimeError::driver("cuMemAlloc (slot)"))?;
-    let ptr = {
-        let (p, _sync) = buf.device_ptr(stream);
-        p
-    };
+    let buf = unsafe { alloc_bytes(stream, bytes.max(256), "allocate a slot") }?;
+    let ptr = buf.ptr();
     Ok((buf, ptr))
 }
 
@@ -411,9 +519,11 @@ impl CudaExecutor {
     }
 
     /// Device address of global buffer `buffer` (dense, row-major, its dtype), on the main
-    /// device.
+    /// device: the executor's own allocation (an error for a buffer bound to the caller's
+    /// memory).
     pub fn global_ptr(&self, buffer: usize) -> Result<u64> {
-        Ok(self.global(buffer)?.ptr)
+        self.global(buffer)?
+            .own_ptr(&self.plan.buffers[buffer].name)
     }
 
     fn bind_main(&self) -> Result<()> {

@@ -129,28 +129,59 @@ impl CudaExecutor {
     }
 
     /// Runs the plan once: initialises slots, runs every stage, gathers the outputs, and
-    /// waits for the devices by polling the progress marks.
+    /// waits for the devices by polling the progress marks ([`CudaExecutor::launch`] on the
+    /// executor's own streams, then [`CudaExecutor::wait`]).
     ///
     /// # Errors
     /// [`RuntimeError::Fault`] when no stream finishes its work of a stage within
     /// [`ExecOptions::stage_timeout`] or NCCL reports an asynchronous error (the transport is
     /// aborted first, and the executor refuses further runs); CUDA and NCCL call failures;
-    /// inputs never uploaded.
+    /// inputs never uploaded or bound.
+    ///
+    /// [`ExecOptions::stage_timeout`]: super::ExecOptions::stage_timeout
     pub fn run(&mut self) -> Result<RunTiming> {
+        self.launch_after(None)?;
+        self.wait()
+    }
+
+    /// Enqueues one run ordered after the work queued so far on the caller's `stream` (a
+    /// `CUstream` of the main device's primary context, e.g. PyTorch's current stream), and
+    /// makes `stream` wait for the run's end: the caller's later work sees the outputs, and
+    /// memory the caller frees afterwards on that stream is not reused before the run is done
+    /// with it. Returns without waiting for the device (no host synchronisation); a fault of
+    /// the run surfaces at the next `launch` (when the device has reported it by then) or at
+    /// [`CudaExecutor::wait`].
+    ///
+    /// # Errors
+    /// As [`CudaExecutor::run`], for what is known when it returns: the previous launched
+    /// run's device errors, inputs not bound, enqueue failures.
+    pub fn launch(&mut self, stream: cudarc::driver::sys::CUstream) -> Result<()> {
+        self.launch_after(Some(stream))
+    }
+
+    fn launch_after(&mut self, caller: Option<cudarc::driver::sys::CUstream>) -> Result<()> {
         if self.faulted {
             return Err(RuntimeError::Unsupported(
                 "this executor stopped after a fault (its transport is aborted); build a new one"
                     .into(),
             ));
         }
-        if let Some(i) = self
-            .globals
-            .iter()
-            .position(|g| g.role == Role::Input && !g.ready)
-        {
+        self.check_pending()?;
+        if let Some(i) = self.globals.iter().position(|g| !g.ready) {
+            let b = &self.plan.buffers[i];
             return Err(RuntimeError::Io(format!(
-                "input buffer #{i} ('{}') was never uploaded",
-                self.plan.buffers[i].name
+                "{} buffer #{i} ('{}') was never {}",
+                if b.role == Role::Input {
+                    "input"
+                } else {
+                    "output"
+                },
+                b.name,
+                if b.role == Role::Input {
+                    "uploaded or bound"
+                } else {
+                    "bound"
+                }
             )));
         }
         let progress = fault::progress();
@@ -166,20 +197,121 @@ impl CudaExecutor {
         );
         self.runs += 1;
         self.cur_phase = 0;
-        match self.run_inner() {
-            Ok(t) => Ok(t),
-            Err(e @ RuntimeError::Fault(_)) => Err(e),
-            // Peers in other processes may wait on work this run never enqueued: abort the
-            // communicators, and say where it happened.
-            Err(e) if self.transport.can_abort() => {
-                Err(self.fault(self.cur_phase, &[], Cause::Failed(e.to_string())))
+        match self.enqueue(caller) {
+            Ok(enq) => {
+                self.pending = Some(enq);
+                Ok(())
             }
-            Err(e) => Err(e),
+            Err(e) => Err(self.failed(e)),
         }
     }
 
-    /// The body of [`CudaExecutor::run`] (armed, counted); keeps `cur_phase` current.
-    fn run_inner(&mut self) -> Result<RunTiming> {
+    /// An error of a run: a fault as it is; any other error, where peers in other processes
+    /// may wait on work this run never enqueued, aborts the communicators and says where.
+    fn failed(&mut self, e: RuntimeError) -> RuntimeError {
+        match e {
+            e @ RuntimeError::Fault(_) => e,
+            e if self.transport.can_abort() => {
+                self.fault(self.cur_phase, &[], Cause::Failed(e.to_string()))
+            }
+            e => e,
+        }
+    }
+
+    /// Without blocking: the device errors of the launched run not yet waited for, and, when
+    /// the device has finished it, what [`CudaExecutor::wait`] does after it (its times, the
+    /// release of replaced scratch).
+    fn check_pending(&mut self) -> Result<()> {
+        let Some(enq) = self.pending else {
+            return Ok(());
+        };
+        let mut done = true;
+        for m in &self.marks[..enq] {
+            match m.try_is_complete() {
+                Ok(true) => {}
+                Ok(false) => done = false,
+                Err(e) => {
+                    self.pending = None;
+                    let e = RuntimeError::driver("device error while running the plan")(e);
+                    return Err(self.failed(e));
+                }
+            }
+        }
+        if let Some(e) = self.transport.async_error() {
+            self.pending = None;
+            return Err(self.fault(self.cur_phase, &[], Cause::Nccl(e)));
+        }
+        if done
+            && self.ev_time[3]
+                .try_is_complete()
+                .map_err(RuntimeError::driver("device error while running the plan"))?
+        {
+            self.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the last launched run by polling its progress marks (a stall of
+    /// [`ExecOptions::stage_timeout`] or a device or NCCL error: [`RuntimeError::Fault`] under
+    /// NCCL, else the error), then returns its device times (those of the last run waited for
+    /// when none is pending).
+    ///
+    /// [`ExecOptions::stage_timeout`]: super::ExecOptions::stage_timeout
+    pub fn wait(&mut self) -> Result<RunTiming> {
+        let Some(enq) = self.pending.take() else {
+            return self.last_timing.ok_or_else(|| {
+                RuntimeError::Io("no run of this executor has been launched".into())
+            });
+        };
+        let _armed = fault::progress().arm(
+            Phase::Outputs,
+            self.opts.stage_timeout + fault::WATCHDOG_GRACE,
+            "waiting for the device (polling progress events)",
+        );
+        match self.finish(enq) {
+            Ok(t) => {
+                self.last_timing = Some(t);
+                Ok(t)
+            }
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    /// The end of [`CudaExecutor::wait`]: the marks, the last event, deferred errors, the
+    /// scratch replaced by growth, the times.
+    fn finish(&mut self, enq: usize) -> Result<RunTiming> {
+        self.wait_marks(enq)?;
+        self.wait_for(&self.ev_time[3], "the end of the run")?;
+        for d in &self.devs {
+            d.ctx
+                .check_err()
+                .map_err(RuntimeError::driver("deferred CUDA error"))?;
+        }
+        for s in self
+            .ranks
+            .iter_mut()
+            .map(|r| &mut r.scratch)
+            .chain(self.transfer_scratch.iter_mut())
+        {
+            s.release_old();
+        }
+        let el = |a: usize, b: usize| {
+            self.ev_time[a]
+                .elapsed_ms(&self.ev_time[b])
+                .map_err(RuntimeError::driver("event elapsed"))
+        };
+        Ok(RunTiming {
+            init_ms: el(0, 1)?,
+            stages_ms: el(1, 2)?,
+            outputs_ms: el(2, 3)?,
+        })
+    }
+
+    /// Enqueues a run (armed, counted), after the work on the `caller`'s stream when given,
+    /// which then waits for the run's end; keeps `cur_phase` current. Returns the number of
+    /// progress marks enqueued.
+    fn enqueue(&mut self, caller: Option<cudarc::driver::sys::CUstream>) -> Result<usize> {
+        use cudarc::driver::sys;
         let stages = self.schedule.len();
         let progress = fault::progress();
         self.tracker.reset();
@@ -188,10 +320,27 @@ impl CudaExecutor {
         self.bind_main()?;
         let rec =
             |e: &CudaEvent, s: &CudaStream| e.record(s).map_err(RuntimeError::driver("record"));
-        // Poison the outputs; everything starts after the hub's work (uploads, fills).
+        if let Some(cs) = caller {
+            // SAFETY: `ev_caller` is a live event of the main context (current); `cs` is a
+            // stream of that context (the caller's contract).
+            unsafe { sys::cuEventRecord(self.ev_caller.cu_event(), cs) }
+                .result()
+                .map_err(RuntimeError::driver(
+                    "record an event on the caller's stream",
+                ))?;
+            self.hub
+                .wait(&self.ev_caller)
+                .map_err(RuntimeError::driver("wait for the caller's stream"))?;
+        }
+        // Poison the outputs whose coverage is not proven (own allocations, dense bound
+        // pieces); everything starts after the hub's work (uploads, fills, the caller's stream).
         for g in self.globals.iter().filter(|g| g.role == Role::Output) {
-            // SAFETY: the allocation holds `bytes()` bytes (main device, current).
-            unsafe { mem::poison(&self.hub, g.ptr, g.bytes(), g.dtype)? };
+            for (p, _) in g.pieces.iter().zip(&g.poison).filter(|(_, on)| **on) {
+                let bytes = p.region.numel() * g.dtype.size_bytes();
+                // SAFETY: own allocations hold the buffer; a poisoned bound piece is dense (one
+                // run of memory from its first element) on the main device (`bind_global`).
+                unsafe { mem::poison(&self.hub, p.ptr, bytes, g.dtype)? };
+            }
         }
         rec(&self.ev_time[0], &self.hub)?;
         self.ev_barrier
@@ -297,31 +446,15 @@ impl CudaExecutor {
         self.bind_main()?;
         self.barrier()?;
         rec(&self.ev_time[3], &self.hub)?;
-        progress.doing("waiting for the device (polling progress events)");
-        self.wait_marks(enq)?;
-        self.wait_for(&self.ev_time[3], "the end of the run")?;
-        for d in &self.devs {
-            d.ctx
-                .check_err()
-                .map_err(RuntimeError::driver("deferred CUDA error"))?;
+        if let Some(cs) = caller {
+            // SAFETY: `cs` is a stream of the main context (the caller's contract); the event
+            // is live.
+            unsafe { sys::cuStreamWaitEvent(cs, self.ev_time[3].cu_event(), 0) }
+                .result()
+                .map_err(RuntimeError::driver(
+                    "make the caller's stream wait for the run",
+                ))?;
         }
-        for s in self
-            .ranks
-            .iter_mut()
-            .map(|r| &mut r.scratch)
-            .chain(self.transfer_scratch.iter_mut())
-        {
-            s.release_old();
-        }
-        let el = |a: usize, b: usize| {
-            self.ev_time[a]
-                .elapsed_ms(&self.ev_time[b])
-                .map_err(RuntimeError::driver("event elapsed"))
-        };
-        Ok(RunTiming {
-            init_ms: el(0, 1)?,
-            stages_ms: el(1, 2)?,
-            outputs_ms: el(2, 3)?,
-        })
+        Ok(enq)
     }
 }

@@ -47,29 +47,20 @@ pub(super) fn check(r: ns::ncclResult_t, what: &'static str) -> Result<()> {
     r.result().map(|_| ()).map_err(nccl_err(what))
 }
 
-/// Checks that the NCCL library can be loaded (cudarc panics on a missing library; this
-/// answers with an error instead). cudarc looks for `libnccl.so` (and versioned names such as
-/// `libnccl.so.13`, not `libnccl.so.2`): where only `libnccl.so.2` exists, put a `libnccl.so`
-/// link to it on `LD_LIBRARY_PATH` (scripts/gpu.sh does).
+/// Checks that the NCCL library can be loaded ([`super::lib`]: `MERCURY_NCCL_LIB`, the one
+/// this process has loaded already (torch's), `libnccl.so.2`, `libnccl.so`); the error says
+/// everywhere it looked.
 pub fn probe() -> Result<()> {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: `is_culib_present` only tries `dlopen` on candidate names and drops what it
-    // opened; it calls nothing in the library.
-    let ok = *PRESENT.get_or_init(|| unsafe { ns::is_culib_present() });
-    if ok {
-        Ok(())
-    } else {
-        Err(RuntimeError::Unsupported(
-            "the NCCL library (libnccl.so) cannot be loaded; put a libnccl.so (a link to libnccl.so.2 will do) on LD_LIBRARY_PATH".into(),
-        ))
-    }
+    super::lib::load()
+        .map(|_| ())
+        .map_err(RuntimeError::Unsupported)
 }
 
 /// The loaded NCCL's version as (major, minor, patch).
 pub fn version() -> Result<(i32, i32, i32)> {
     probe()?;
     prepare_env();
-    let v = cudarc::nccl::result::get_nccl_version().map_err(nccl_err("ncclGetVersion"))?;
+    let v = crate::cuda::nccl::lib::get_nccl_version().map_err(nccl_err("ncclGetVersion"))?;
     // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
     Ok(if v >= 10000 {
         (v / 10000, (v % 10000) / 100, v % 100)
@@ -104,7 +95,7 @@ impl Drop for Comm {
 /// NCCL's name of `r` and its description (`ncclGetErrorString`).
 pub fn result_text(r: ns::ncclResult_t) -> String {
     // SAFETY: ncclGetErrorString returns a static NUL-terminated string (or null).
-    let s = unsafe { ns::ncclGetErrorString(r) };
+    let s = unsafe { crate::cuda::nccl::lib::ncclGetErrorString(r) };
     if s.is_null() {
         return format!("{r:?}");
     }
@@ -127,7 +118,7 @@ impl Comm {
         }
         let mut r = ns::ncclResult_t::ncclSuccess;
         // SAFETY: `raw` is a live handle; `r` is a valid out-pointer.
-        let q = unsafe { ns::ncclCommGetAsyncError(self.raw, &mut r) };
+        let q = unsafe { crate::cuda::nccl::lib::ncclCommGetAsyncError(self.raw, &mut r) };
         if q != ns::ncclResult_t::ncclSuccess {
             return Some(format!("ncclCommGetAsyncError failed: {}", result_text(q)));
         }
@@ -138,7 +129,7 @@ impl Comm {
             return None;
         }
         // SAFETY: `raw` is live; the string is owned by NCCL and copied at once.
-        let last = unsafe { ns::ncclGetLastError(self.raw) };
+        let last = unsafe { crate::cuda::nccl::lib::ncclGetLastError(self.raw) };
         let last = if last.is_null() {
             String::new()
         } else {
@@ -160,7 +151,7 @@ impl Comm {
             return;
         }
         // SAFETY: `raw` came from a successful init or split and is aborted once (nulled).
-        let _ = unsafe { cudarc::nccl::result::comm_abort(self.raw) };
+        let _ = unsafe { crate::cuda::nccl::lib::comm_abort(self.raw) };
         self.raw = std::ptr::null_mut();
     }
 
@@ -180,7 +171,7 @@ impl Comm {
         let devs: Vec<i32> = ordinals.iter().map(|o| *o as i32).collect();
         // SAFETY: `raw` and `devs` hold `n` entries each; NCCL writes `n` handles.
         unsafe {
-            cudarc::nccl::result::comm_init_all(raw.as_mut_ptr(), n as i32, devs.as_ptr())
+            crate::cuda::nccl::lib::comm_init_all(raw.as_mut_ptr(), n as i32, devs.as_ptr())
                 .map_err(nccl_err("ncclCommInitAll"))?;
         }
         Ok(raw

@@ -170,7 +170,7 @@ pub(super) unsafe fn issue(calls: &[Call]) -> Result<()> {
     if calls.is_empty() {
         return Ok(());
     }
-    cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+    crate::cuda::nccl::lib::group_start().map_err(nccl_err("ncclGroupStart"))?;
     let mut first_err = Ok(());
     for c in calls {
         // SAFETY: per the caller.
@@ -183,7 +183,7 @@ pub(super) unsafe fn issue(calls: &[Call]) -> Result<()> {
                     comm,
                     stream,
                 } => check(
-                    ns::ncclSend(
+                    crate::cuda::nccl::lib::ncclSend(
                         buf as *const _,
                         bytes,
                         ns::ncclDataType_t::ncclUint8,
@@ -200,7 +200,7 @@ pub(super) unsafe fn issue(calls: &[Call]) -> Result<()> {
                     comm,
                     stream,
                 } => check(
-                    ns::ncclRecv(
+                    crate::cuda::nccl::lib::ncclRecv(
                         buf as *mut _,
                         bytes,
                         ns::ncclDataType_t::ncclUint8,
@@ -217,7 +217,7 @@ pub(super) unsafe fn issue(calls: &[Call]) -> Result<()> {
                     comm,
                     stream,
                 } => check(
-                    ns::ncclAllReduce(
+                    crate::cuda::nccl::lib::ncclAllReduce(
                         buf as *const _,
                         buf as *mut _,
                         count,
@@ -235,7 +235,7 @@ pub(super) unsafe fn issue(calls: &[Call]) -> Result<()> {
                     comm,
                     stream,
                 } => check(
-                    ns::ncclAllGather(
+                    crate::cuda::nccl::lib::ncclAllGather(
                         send as *const _,
                         recv as *mut _,
                         bytes,
@@ -253,7 +253,7 @@ pub(super) unsafe fn issue(calls: &[Call]) -> Result<()> {
                     comm,
                     stream,
                 } => check(
-                    ns::ncclReduceScatter(
+                    crate::cuda::nccl::lib::ncclReduceScatter(
                         send as *const _,
                         recv as *mut _,
                         count,
@@ -273,7 +273,7 @@ pub(super) unsafe fn issue(calls: &[Call]) -> Result<()> {
                     comm,
                     stream,
                 } => check(
-                    ns::ncclReduce(
+                    crate::cuda::nccl::lib::ncclReduce(
                         send as *const _,
                         recv as *mut _,
                         count,
@@ -293,7 +293,7 @@ pub(super) unsafe fn issue(calls: &[Call]) -> Result<()> {
                     comm,
                     stream,
                 } => check(
-                    ns::ncclBroadcast(
+                    crate::cuda::nccl::lib::ncclBroadcast(
                         send as *const _,
                         recv as *mut _,
                         bytes,
@@ -311,6 +311,6 @@ pub(super) unsafe fn issue(calls: &[Call]) -> Result<()> {
         }
     }
     // The group is always closed, also after a failed call.
-    let end = cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"));
+    let end = crate::cuda::nccl::lib::group_end().map_err(nccl_err("ncclGroupEnd"));
     first_err.and(end.map(|_| ()))
 }

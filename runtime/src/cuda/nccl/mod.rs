@@ -49,6 +49,7 @@ use std::collections::HashMap;
 
 mod comm;
 mod decompose;
+pub mod lib;
 mod plan;
 mod stage;
 #[cfg(test)]
