@@ -11,9 +11,10 @@
 //!   with `a`'s from the right (missing ones count as 1) and each divides `a`'s: batch index
 //!   `x` of `a` reads index `x / (a_size / b_size)` of `b` (a broadcast when `b`'s is 1, the
 //!   query heads of one key/value head in grouped-query attention otherwise).
-//!   `a`'s batch dimensions may also be missing or of one element where `b`'s are not: `a` is
-//!   then broadcast over them (one projection matrix per head applied to the same rows), and
-//!   the output takes `b`'s.
+//!   `a`'s batch dimensions may also be of one element where `b`'s are not, or all missing:
+//!   `a` is then broadcast over them (one projection matrix per head applied to the same
+//!   rows), and the output takes `b`'s; an `a` with some but fewer batch dimensions than
+//!   `b` is refused.
 //! - [`TileOp::RowReduce`]: `x [.., n]` to out `[..]` (the last dimension reduced).
 //! - [`TileOp::Elementwise`]: out has the view's shape; each input has that shape, is a *row*
 //!   operand of the shape without its last dimension (one value per row, broadcast along it),
@@ -395,6 +396,14 @@ pub fn trailing_dims(output: &[usize], numel: usize) -> Option<usize> {
 /// index 0) and `x / b_div` of `b` (likewise). Shapes are the batch dimensions only,
 /// aligned from the right.
 pub fn matmul_batches(a: &[usize], b: &[usize]) -> Result<Vec<(usize, usize, usize)>, String> {
+    // `a` broadcast over `b`'s batch dimensions (rows times per-head weights) has one
+    // element in each or none at all. An `a` with some but fewer batch dimensions than
+    // `b` is refused: a tile that lost a dimension would be misread as a broadcast.
+    if !a.is_empty() && a.len() < b.len() {
+        return Err(format!(
+            "matmul: b {b:?} has more batch dimensions than a {a:?}"
+        ));
+    }
     let n = a.len().max(b.len());
     let mut out = Vec::with_capacity(n);
     for d in 0..n {
