@@ -167,6 +167,7 @@ impl CudaExecutor {
             ));
         }
         self.check_pending()?;
+        self.check_documents()?;
         if let Some(i) = self.globals.iter().position(|g| !g.ready) {
             let b = &self.plan.buffers[i];
             return Err(RuntimeError::Io(format!(
@@ -382,6 +383,7 @@ impl CudaExecutor {
                     gemm: d.gemm.as_ref(),
                     attention: d.attention.as_deref(),
                     cudnn: d.cudnn.as_deref(),
+                    masks: d.masks.as_deref(),
                 };
                 let mut cx = CopyCx {
                     stream: &r.compute,

@@ -4,7 +4,8 @@
 //!
 //! Files: `resolve.rs` (a `ComputeOp` against the slot addresses), `cudnn.rs` (the cuDNN
 //! attention path: [`CudnnSplit`], deferred-merge groups, its enqueue), `cudnn_bwd.rs` (the
-//! attention backward: [`AttnBwdLaunch`], its resolution and enqueue), `combine.rs` (the
+//! attention backward: [`AttnBwdLaunch`], its resolution and enqueue), `masked.rs` (masked
+//! attention: sliding windows and packed documents, [`MaskedSplit`]), `combine.rs` (the
 //! combine kernels: lse merge, add); this file holds the resolved ops and [`enqueue`].
 
 use super::device_kernels::DeviceKernels;
@@ -12,12 +13,13 @@ use super::error::Result;
 use super::mem::{copy, operand, write_back, CopyCx, Loc, Operand};
 use cudarc::driver::CudaStream;
 use mercury_kernels::cuda::{
-    AttentionPatch, AttnLaunch, CudnnAttention, GemmPatch, GemmSpec, GemmWorkspace,
+    AttentionPatch, AttnLaunch, CudnnAttention, GemmPatch, GemmSpec, GemmWorkspace, MaskKernels,
 };
 
 mod combine;
 mod cudnn;
 mod cudnn_bwd;
+mod masked;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -32,6 +34,7 @@ pub use cudnn_bwd::{
     attention_bwd_support, enqueue_attention_bwd, resolve_attention_bwd, AttnBwdLaunch, BwdOperand,
     ATTENTION_BWD_REFUSED,
 };
+pub use masked::{key_bucket, pieces, row_bounds, MaskedSplit, Piece, DEFAULT_MASK_CHUNK};
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
 
@@ -115,6 +118,9 @@ pub enum AttnVia {
     Cudnn(Box<CudnnSplit>),
     /// The NVRTC kernel (merges in its own epilogue).
     Nvrtc,
+    /// A sliding window or documents: cuDNN calls under per-row key bounds plus the merge
+    /// kernels (`masked.rs`); decided when the op is resolved.
+    Masked(Box<MaskedSplit>),
 }
 
 /// The words every refusal of an attention block by the GPU patches carries (a dtype they do
@@ -174,6 +180,8 @@ pub struct Patches<'a> {
     pub gemm: Option<&'a GemmPatch>,
     pub attention: Option<&'a AttentionPatch>,
     pub cudnn: Option<&'a CudnnAttention>,
+    /// The mask helper kernel (compiled when the plan has masked attention).
+    pub masks: Option<&'a MaskKernels>,
 }
 
 /// Enqueues one resolved op on `cx.stream` (using `ws` for cuBLASLt).
@@ -215,26 +223,36 @@ pub unsafe fn enqueue(
             }
             Ok(())
         }
-        ComputeLaunch::Attention { launch, via } => match via {
-            AttnVia::Cudnn(split) => {
-                let cudnn = p
-                    .cudnn
-                    .ok_or_else(|| unsupported("cuDNN attention patch not initialised".into()))?;
-                // SAFETY: the launch was resolved against live slot memory.
-                unsafe { enqueue_cudnn_attention(cx, cudnn, split, launch.accumulate) }
+        ComputeLaunch::Attention { launch, via } => {
+            match via {
+                AttnVia::Cudnn(split) => {
+                    let cudnn = p.cudnn.ok_or_else(|| {
+                        unsupported("cuDNN attention patch not initialised".into())
+                    })?;
+                    // SAFETY: the launch was resolved against live slot memory.
+                    unsafe { enqueue_cudnn_attention(cx, cudnn, split, launch.accumulate) }
+                }
+                AttnVia::Nvrtc => {
+                    let attn = p
+                        .attention
+                        .ok_or_else(|| unsupported("attention patch not initialised".into()))?;
+                    // SAFETY: the launch was validated against live slot memory.
+                    unsafe { attn.launch(stream, launch)? };
+                    Ok(())
+                }
+                AttnVia::Masked(split) => {
+                    let (cudnn, masks) = p.cudnn.zip(p.masks).ok_or_else(|| {
+                    unsupported("masked attention: the cuDNN patch or the mask kernel is not initialised".into())
+                })?;
+                    // SAFETY: the launch was resolved against live slot memory, the bounds
+                    // allocated and uploaded by the executor.
+                    unsafe { masked::enqueue_masked(cx, cudnn, masks, launch, split) }
+                }
+                AttnVia::Undecided => Err(unsupported(
+                    "attention launch enqueued before the executor chose its patch".into(),
+                )),
             }
-            AttnVia::Nvrtc => {
-                let attn = p
-                    .attention
-                    .ok_or_else(|| unsupported("attention patch not initialised".into()))?;
-                // SAFETY: the launch was validated against live slot memory.
-                unsafe { attn.launch(stream, launch)? };
-                Ok(())
-            }
-            AttnVia::Undecided => Err(unsupported(
-                "attention launch enqueued before the executor chose its patch".into(),
-            )),
-        },
+        }
         ComputeLaunch::AttentionBwd(l) => {
             let cudnn = p.cudnn.ok_or_else(|| {
                 unsupported("cuDNN attention backward patch not initialised".into())

@@ -626,10 +626,11 @@ fn tile_matmul_on_the_gemm_patch() {
     ));
 }
 
-/// A sliding window or document boundaries have no CUDA patch: the forward and the backward
-/// are refused (never run as dense or causal), saying what to use instead.
+/// A sliding window or document boundaries resolve to the masked path (cuDNN under per-row
+/// key bounds, its calls waiting for the run's documents); the backward has no CUDA patch and
+/// is refused (never run as dense or causal), saying what to use instead.
 #[test]
-fn masked_attention_is_refused() {
+fn masked_attention_resolves_and_its_backward_is_refused() {
     let t = table();
     let mask = mercury_plan::AttnMask {
         left: Some(16),
@@ -673,11 +674,19 @@ fn masked_attention_is_refused() {
         inputs,
         outputs,
     };
-    for op in [fwd, bwd] {
-        let e = format!("{:?}", resolve(&t, 0, &op).expect_err("masked attention"));
-        assert!(
-            e.contains("no CUDA patch yet") && e.contains("--backend cpu"),
-            "{e}"
-        );
+    match resolve(&t, 0, &fwd).expect("masked forward") {
+        ComputeLaunch::Attention {
+            via: AttnVia::Masked(s),
+            ..
+        } => {
+            assert!(s.needs_documents() && s.pieces.is_none());
+            assert_eq!((s.causal, s.mask), (true, mask));
+        }
+        other => panic!("{other:?}"),
     }
+    let e = format!("{:?}", resolve(&t, 0, &bwd).expect_err("masked backward"));
+    assert!(
+        e.contains("no CUDA backward patch yet") && e.contains("--backend cpu"),
+        "{e}"
+    );
 }

@@ -316,6 +316,7 @@ impl Bench {
             },
             scale: 1.0 / (c.dqk as f32).sqrt(),
             causal_delta: c.causal,
+            rows: None,
         };
         Ok(Bufs {
             q,
