@@ -16,7 +16,6 @@ pub mod cudnn;
 pub mod error;
 pub mod gemm;
 pub mod loaded;
-pub mod mask;
 pub mod nvrtc;
 
 pub use alloc::{alloc_bytes, set_allocator, DeviceAllocator, DeviceBuffer};
@@ -26,7 +25,6 @@ pub use cudarc::driver::CudaContext;
 pub use cudnn::{CudnnAttention, SdpaCall, Tensor4};
 pub use error::{KernelError, Result};
 pub use gemm::{CublasDirect, ElemType, GemmEpilogue, GemmPatch, GemmSpec, GemmWorkspace};
-pub use mask::MaskKernels;
 pub use nvrtc::open_context;
 pub use nvrtc::{probe, Library};
 
@@ -45,7 +43,6 @@ mod tests {
         for (name, src) in [
             ("attention", attention::ATTENTION_SOURCE),
             ("check", check::CHECK_SOURCE),
-            ("mask", mask::MASK_SOURCE),
         ] {
             let ptx = match nvrtc::compile_ptx(src, (9, 0), "test") {
                 Ok(p) => p,

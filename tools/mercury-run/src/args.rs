@@ -151,10 +151,6 @@ pub struct Args {
     /// white space), instead of fresh random ones; repeat it for each input.
     #[arg(long, value_name = "NAME=FILE")]
     pub documents: Vec<String>,
-    /// GPU backend: query rows per cuDNN call of a masked attention block (sliding windows,
-    /// documents; default 1024): larger means fewer calls and more fully masked tiles computed.
-    #[arg(long, value_name = "ROWS", value_parser = clap::value_parser!(u32).range(4..))]
-    pub mask_chunk: Option<u32>,
     /// Largest relative error `--check` accepts, a positive finite number (default: 1e-9 on
     /// the CPU, 2e-2 on the GPU). The CPU's second check, with every value stored in its dtype,
     /// holds the GPU's 2e-2.

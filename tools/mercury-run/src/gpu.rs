@@ -34,17 +34,15 @@ use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The executor options of this run (`--attention`, `--stage-timeout`, `--mask-chunk`).
+/// The executor options of this run (`--attention`, `--stage-timeout`).
 pub(crate) fn exec_options(a: &Args) -> ExecOptions {
-    let d = ExecOptions::default();
     ExecOptions {
         attention: match a.attention {
             AttentionArg::Cudnn => AttnBackend::Cudnn,
             AttentionArg::Nvrtc => AttnBackend::Nvrtc,
         },
         stage_timeout: Duration::from_secs_f64(a.stage_timeout),
-        mask_chunk: a.mask_chunk.map_or(d.mask_chunk, |c| c as usize),
-        ..d
+        ..ExecOptions::default()
     }
 }
 

@@ -198,8 +198,6 @@ fn pw_mode(m: PwMode) -> u32 {
         PwMode::Exp => P::CUDNN_POINTWISE_EXP,
         PwMode::Log => P::CUDNN_POINTWISE_LOG,
         PwMode::CmpGe => P::CUDNN_POINTWISE_CMP_GE,
-        PwMode::CmpLt => P::CUDNN_POINTWISE_CMP_LT,
-        PwMode::LogicalAnd => P::CUDNN_POINTWISE_LOGICAL_AND,
         PwMode::GenIndex => P::CUDNN_POINTWISE_GEN_INDEX,
         PwMode::BinarySelect => P::CUDNN_POINTWISE_BINARY_SELECT,
         PwMode::Identity => P::CUDNN_POINTWISE_IDENTITY,

@@ -68,13 +68,6 @@ pub enum Mask {
     Causal,
     /// Shifted diagonal: visible when `i + delta >= j`, `delta > 0` passed by value at run time.
     CausalShifted,
-    /// Per-row key bounds (sliding windows, packed documents: any mask whose visible keys are
-    /// one run per query row, `mercury_plan::mask`): key `j` is visible to query `i` when
-    /// `lo[i] <= j + kbase < hi[i]`, with `lo`, `hi` INT32 device tensors `[1, 1, s_q, 1]`
-    /// (broadcast over batch and heads; global key positions) and `kbase` (the global position
-    /// of the block's first key) an INT32 passed by value. `align` is the declared byte
-    /// alignment of the `lo` / `hi` pointers (4, 8 or 16: a block may start at any row).
-    RowBounds { align: i64 },
 }
 
 /// Which cuDNN graph computes the block.
@@ -184,16 +177,6 @@ impl SdpaKey {
         if self.route == Route::Unified && self.mask != Mask::None {
             return Err("the unified SDPA operation takes no mask on this cuDNN".into());
         }
-        if let Mask::RowBounds { align } = self.mask {
-            if ![4, 8, 16].contains(&align) {
-                return Err(format!(
-                    "row bounds alignment {align} is not 4, 8 or 16 bytes"
-                ));
-            }
-            if self.sq > i32::MAX as i64 || self.sk > i32::MAX as i64 {
-                return Err("row bounds index keys in INT32".into());
-            }
-        }
         Ok(())
     }
 }
@@ -245,13 +228,6 @@ pub mod uid {
     pub const FILL: i64 = 7;
     /// By-value i32 diagonal shift of [`super::Mask::CausalShifted`].
     pub const DELTA: i64 = 8;
-    /// INT32 `[1, 1, s_q, 1]` first visible key (global position) of each row, of
-    /// [`super::Mask::RowBounds`].
-    pub const LO: i64 = 9;
-    /// INT32 `[1, 1, s_q, 1]` end of the visible keys (exclusive) of each row.
-    pub const HI: i64 = 10;
-    /// By-value i32 global position of the block's first key, of [`super::Mask::RowBounds`].
-    pub const KBASE: i64 = 11;
     /// First id of the virtual (intermediate) tensors.
     pub const FIRST_VIRTUAL: i64 = 100;
 }
@@ -281,8 +257,6 @@ pub enum PwMode {
     Exp,
     Log,
     CmpGe,
-    CmpLt,
-    LogicalAnd,
     GenIndex,
     BinarySelect,
     /// `y = x` (a cast when the types differ).
@@ -472,9 +446,8 @@ impl Builder {
 impl Builder {
     /// `x` with the logits `mask` hides set to the by-value fill ([`uid::FILL`], -inf): row and
     /// column indices (GEN_INDEX on axes 2 and 3), the row shifted by the by-value INT32
-    /// [`uid::DELTA`] for [`Mask::CausalShifted`], `row >= col` kept (BINARY_SELECT); for
-    /// [`Mask::RowBounds`] the column index plus [`uid::KBASE`] compared with the rows' bounds
-    /// [`uid::LO`] / [`uid::HI`] (LOGICAL_AND of the two compares). `Mask::None` returns `x`.
+    /// [`uid::DELTA`] for [`Mask::CausalShifted`], `row >= col` kept (BINARY_SELECT).
+    /// `Mask::None` returns `x` itself.
     pub(super) fn causal_mask(&mut self, x: i64, mask: Mask, full: &[i64]) -> i64 {
         if mask == Mask::None {
             return x;
@@ -493,46 +466,18 @@ impl Builder {
             });
             y
         };
-        let keep = if let Mask::RowBounds { align } = mask {
-            // lo[i] <= j + kbase < hi[i]: the key index made global by the by-value kbase,
-            // compared with the row's bounds (INT32 [1, 1, s_q, 1], broadcast).
-            let sq = full[2];
-            let bounds = vec![1, 1, sq, 1];
-            let strides = vec![sq, sq, 1, 1];
-            let lo = self.bound_aligned(
-                uid::LO,
-                DataType::I32,
-                bounds.clone(),
-                strides.clone(),
-                align,
-            );
-            let hi = self.bound_aligned(uid::HI, DataType::I32, bounds, strides, align);
-            let kbase = self.scalar(uid::KBASE, DataType::I32);
-            let c = index(self, 3);
-            let cg = self.virt(DataType::I32, full);
-            self.pw(PwMode::Add, DataType::I32, c, Some(kbase), cg);
-            let ge = self.virt(DataType::Bool, full);
-            self.pw(PwMode::CmpGe, DataType::Bool, cg, Some(lo), ge);
-            let lt = self.virt(DataType::Bool, full);
-            self.pw(PwMode::CmpLt, DataType::Bool, cg, Some(hi), lt);
-            let keep = self.virt(DataType::Bool, full);
-            self.pw(PwMode::LogicalAnd, DataType::Bool, ge, Some(lt), keep);
-            keep
+        let r = index(self, 2);
+        let c = index(self, 3);
+        let r = if mask == Mask::CausalShifted {
+            let delta = self.scalar(uid::DELTA, DataType::I32);
+            let rs = self.virt(DataType::I32, full);
+            self.pw(PwMode::Add, DataType::I32, r, Some(delta), rs);
+            rs
         } else {
-            let r = index(self, 2);
-            let c = index(self, 3);
-            let r = if mask == Mask::CausalShifted {
-                let delta = self.scalar(uid::DELTA, DataType::I32);
-                let rs = self.virt(DataType::I32, full);
-                self.pw(PwMode::Add, DataType::I32, r, Some(delta), rs);
-                rs
-            } else {
-                r
-            };
-            let keep = self.virt(DataType::Bool, full);
-            self.pw(PwMode::CmpGe, DataType::Bool, r, Some(c), keep);
-            keep
+            r
         };
+        let keep = self.virt(DataType::Bool, full);
+        self.pw(PwMode::CmpGe, DataType::Bool, r, Some(c), keep);
         let y = self.virt(DataType::F32, full);
         self.ops.push(OpDesc::Pointwise {
             mode: PwMode::BinarySelect,
@@ -777,50 +722,6 @@ pub(super) mod tests {
         let unmasked = sdpa_graph(&key(Route::Composite, Mask::None));
         check_topological(&unmasked);
         assert_eq!(unmasked.ops.len(), 10);
-    }
-
-    #[test]
-    fn row_bounds_mask_compares_with_the_row_tensors() {
-        let k = key(Route::Composite, Mask::RowBounds { align: 4 });
-        k.validate().unwrap();
-        let g = sdpa_graph(&k);
-        check_topological(&g);
-        // col index, + kbase, >= lo, < hi, and, select: 6 ops instead of causal's 4.
-        assert_eq!(g.ops.len(), 16);
-        for u in [uid::LO, uid::HI] {
-            let t = g.tensor(u).unwrap();
-            assert_eq!(
-                (
-                    t.dtype,
-                    t.dims.clone(),
-                    t.strides.clone(),
-                    t.align,
-                    t.by_value
-                ),
-                (
-                    DataType::I32,
-                    vec![1, 1, 256, 1],
-                    vec![256, 256, 1, 1],
-                    4,
-                    false
-                )
-            );
-        }
-        assert!(g.tensor(uid::KBASE).unwrap().by_value);
-        assert!(!g.bound_uids().contains(&uid::DELTA));
-        assert!(g.ops.iter().any(|op| matches!(
-            op,
-            OpDesc::Pointwise {
-                mode: PwMode::LogicalAnd,
-                ..
-            }
-        )));
-        let mut bad = k;
-        bad.mask = Mask::RowBounds { align: 2 };
-        assert!(bad.validate().unwrap_err().contains("alignment 2"));
-        bad.mask = Mask::RowBounds { align: 4 };
-        bad.route = Route::Unified;
-        assert!(bad.validate().is_err());
     }
 
     #[test]

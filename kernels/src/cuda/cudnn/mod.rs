@@ -26,7 +26,6 @@ pub use backend::{CudnnError, ExecPlan};
 pub use bwd::SdpaBwdCall;
 pub use bwd_graph::SdpaBwdKey;
 pub use graph::{IoType, Mask, Route, SdpaKey, Strides4};
-
 pub use loader::{version_string, CudnnLib};
 
 use super::alloc::{alloc_bytes, DeviceBuffer};
@@ -79,34 +78,12 @@ pub struct SdpaCall {
     /// `None`: every key visible. `Some(delta)`, `delta >= 0`: key `j` visible to query `i`
     /// when `i + delta >= j` (global offsets: `delta = q_offset - k_offset`).
     pub causal_delta: Option<i64>,
-    /// Per-row key bounds ([`Mask::RowBounds`]) instead of a causal shift (`causal_delta` is
-    /// then `None`): key `j` is visible to query `i` when `lo[i] <= kbase + j < hi[i]`.
-    pub rows: Option<RowBounds>,
-}
-
-/// The per-row key bounds of a [`Mask::RowBounds`] call: device pointers to `s_q` INT32 each
-/// (the call's query rows, global key positions, `hi` exclusive) and the global position of
-/// the call's first key. A row with no visible key (`max(lo, kbase) >= min(hi, kbase + s_kv)`)
-/// gets undefined O and Stats (NaN): the caller masks such rows itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RowBounds {
-    pub lo: u64,
-    pub hi: u64,
-    pub kbase: i32,
 }
 
 impl SdpaCall {
     /// The mask this call needs (a shift past the last key needs none).
     pub fn mask(&self) -> Result<Mask> {
-        match (self.rows, self.causal_delta) {
-            (Some(r), None) => Ok(Mask::RowBounds {
-                align: alignment(r.lo).min(alignment(r.hi)),
-            }),
-            (Some(_), Some(_)) => Err(KernelError::Invalid(
-                "a call takes row bounds or a causal shift, not both".into(),
-            )),
-            (None, d) => mask_for(d, self.sk),
-        }
+        mask_for(self.causal_delta, self.sk)
     }
 
     /// The plan-cache key of this call on `route`.
@@ -136,7 +113,6 @@ impl SdpaCall {
     }
 
     /// FLOPs of the two matrix products over the visible (query, key) pairs.
-    /// (Under row bounds, every pair of the block: the bounds live on the device.)
     pub fn flops(&self) -> f64 {
         let pairs = visible_pairs(self.causal_delta, self.sq, self.sk);
         2.0 * (self.b * self.hq) as f64 * pairs * (self.dqk + self.dv) as f64
@@ -376,14 +352,6 @@ impl CudnnAttention {
                 )));
             }
         }
-        if let Some(r) = call.rows {
-            if [r.lo, r.hi].iter().any(|p| *p == 0 || !p.is_multiple_of(4)) {
-                return Err(KernelError::Invalid(format!(
-                    "cuDNN attention: row bounds {:#x} / {:#x} are not 4-byte aligned",
-                    r.lo, r.hi
-                )));
-            }
-        }
         if !call.scale.is_finite() {
             return Err(KernelError::Invalid(format!(
                 "softmax scale {} is not finite",
@@ -469,12 +437,6 @@ impl CudnnAttention {
         if key.mask == Mask::CausalShifted {
             bindings.push((uid::DELTA, (&mut delta as *mut i32).cast()));
         }
-        let mut kbase = call.rows.map_or(0, |r| r.kbase);
-        if let Some(r) = call.rows {
-            bindings.push((uid::LO, dev(r.lo)));
-            bindings.push((uid::HI, dev(r.hi)));
-            bindings.push((uid::KBASE, (&mut kbase as *mut i32).cast()));
-        }
         // SAFETY: device pointers per the caller, host scalars live through this call (cuDNN
         // copies by-value scalars into the launch), the workspace is at least `plan.workspace`
         // bytes of this stream's memory.
@@ -504,7 +466,6 @@ mod tests {
             stats: Tensor4::dense(0x5000, [1, 4, 256, 1]),
             scale: 0.125,
             causal_delta: delta,
-            rows: None,
         }
     }
 

@@ -460,7 +460,6 @@ impl DeviceSetup {
                 gemm,
                 attention: None,
                 cudnn,
-                masks: None,
                 stream: ctx
                     .new_stream()
                     .map_err(RuntimeError::driver("create stream"))?,

@@ -72,7 +72,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use mercury_kernels::cuda::{
     alloc_bytes, AttentionPatch, AttnVariant, CudnnAttention, DeviceBuffer, GemmPatch,
-    GemmWorkspace, MaskKernels,
+    GemmWorkspace,
 };
 use mercury_plan::{DType, Plan, Region, Role};
 use std::sync::Arc;
@@ -106,9 +106,6 @@ pub struct ExecOptions {
     /// Allocate every global buffer (off: none is, and each must be bound to the caller's
     /// memory with [`CudaExecutor::bind_global`] before a run: the Python package's tensors).
     pub own_globals: bool,
-    /// Query rows per cuDNN call of a masked attention block (sliding windows, documents;
-    /// `ops::MaskedSplit`): larger means fewer calls and more fully masked tiles computed.
-    pub mask_chunk: usize,
 }
 
 impl Default for ExecOptions {
@@ -127,7 +124,6 @@ impl Default for ExecOptions {
             // passed under both.
             sync: StageSync::Peers,
             own_globals: true,
-            mask_chunk: crate::cuda::ops::DEFAULT_MASK_CHUNK,
         }
     }
 }
@@ -310,8 +306,6 @@ struct DeviceRes {
     gemm: Option<GemmPatch>,
     attention: Option<Arc<AttentionPatch>>,
     cudnn: Option<Arc<CudnnAttention>>,
-    /// The mask helper kernel (masked attention), compiled on first need.
-    masks: Option<Arc<MaskKernels>>,
     stream: Arc<CudaStream>,
 }
 

@@ -383,7 +383,6 @@ impl CudaExecutor {
                     gemm: d.gemm.as_ref(),
                     attention: d.attention.as_deref(),
                     cudnn: d.cudnn.as_deref(),
-                    masks: d.masks.as_deref(),
                 };
                 let mut cx = CopyCx {
                     stream: &r.compute,

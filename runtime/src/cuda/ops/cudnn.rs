@@ -190,7 +190,6 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
         stats: Tensor4::dense(0, [d.b, d.hq, rows, 1]),
         scale: p.scale as f32,
         causal_delta: p.causal.then_some(delta + masked as i64),
-        rows: None,
     });
     let acc = launch_acc(l)?;
     Ok(CudnnSplit {

@@ -13,7 +13,7 @@ use super::error::Result;
 use super::mem::{copy, operand, write_back, CopyCx, Loc, Operand};
 use cudarc::driver::CudaStream;
 use mercury_kernels::cuda::{
-    AttentionPatch, AttnLaunch, CudnnAttention, GemmPatch, GemmSpec, GemmWorkspace, MaskKernels,
+    AttentionPatch, AttnLaunch, CudnnAttention, GemmPatch, GemmSpec, GemmWorkspace,
 };
 
 mod combine;
@@ -34,7 +34,7 @@ pub use cudnn_bwd::{
     attention_bwd_support, enqueue_attention_bwd, resolve_attention_bwd, AttnBwdLaunch, BwdOperand,
     ATTENTION_BWD_REFUSED,
 };
-pub use masked::{key_bucket, pieces, row_bounds, MaskedSplit, Piece, DEFAULT_MASK_CHUNK};
+pub use masked::{row_bounds, MaskedSplit};
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
 
@@ -118,8 +118,8 @@ pub enum AttnVia {
     Cudnn(Box<CudnnSplit>),
     /// The NVRTC kernel (merges in its own epilogue).
     Nvrtc,
-    /// A sliding window or documents: cuDNN calls under per-row key bounds plus the merge
-    /// kernels (`masked.rs`); decided when the op is resolved.
+    /// A sliding window or documents: the NVRTC kernel under per-row key bounds
+    /// (`masked.rs`); decided when the op is resolved.
     Masked(Box<MaskedSplit>),
 }
 
@@ -180,8 +180,6 @@ pub struct Patches<'a> {
     pub gemm: Option<&'a GemmPatch>,
     pub attention: Option<&'a AttentionPatch>,
     pub cudnn: Option<&'a CudnnAttention>,
-    /// The mask helper kernel (compiled when the plan has masked attention).
-    pub masks: Option<&'a MaskKernels>,
 }
 
 /// Enqueues one resolved op on `cx.stream` (using `ws` for cuBLASLt).
@@ -241,12 +239,24 @@ pub unsafe fn enqueue(
                     Ok(())
                 }
                 AttnVia::Masked(split) => {
-                    let (cudnn, masks) = p.cudnn.zip(p.masks).ok_or_else(|| {
-                    unsupported("masked attention: the cuDNN patch or the mask kernel is not initialised".into())
-                })?;
-                    // SAFETY: the launch was resolved against live slot memory, the bounds
-                    // allocated and uploaded by the executor.
-                    unsafe { masked::enqueue_masked(cx, cudnn, masks, launch, split) }
+                    let attn = p.attention.ok_or_else(|| {
+                        unsupported(
+                            "masked attention: the attention kernel is not initialised".into(),
+                        )
+                    })?;
+                    let empty = split.empty.ok_or_else(|| {
+                        unsupported(
+                            "masked attention: the row bounds of this run were not uploaded \
+                         (CudaExecutor::set_documents)"
+                                .into(),
+                        )
+                    })?;
+                    if !(empty && launch.accumulate) {
+                        // SAFETY: the launch was resolved and validated against live slot memory;
+                        // its bounds were allocated and uploaded for this run by the executor.
+                        unsafe { attn.launch(stream, &split.launch(launch))? };
+                    }
+                    Ok(())
                 }
                 AttnVia::Undecided => Err(unsupported(
                     "attention launch enqueued before the executor chose its patch".into(),

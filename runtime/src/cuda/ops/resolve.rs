@@ -220,16 +220,17 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     // The kernel merges into (o, lse) in its epilogue: no LseMerge pass, no
                     // temporary.
                     accumulate: *accumulate,
+                    bounds: None,
                 };
                 // Which patch computes it (and whether any does) is decided when the executor
                 // is built (`ops::attention_route`): cuDNN where it takes the shape, else the
                 // NVRTC kernel where it can. A window or documents go to the masked path
-                // (cuDNN under per-row key bounds, `masked.rs`).
+                // (the NVRTC kernel under per-row key bounds, `masked.rs`).
                 let via = if mask.is_none() {
                     AttnVia::Undecided
                 } else {
                     AttnVia::Masked(Box::new(
-                        super::MaskedSplit::new(&launch, *causal, *mask, super::DEFAULT_MASK_CHUNK)
+                        super::MaskedSplit::new(&launch, *causal, *mask)
                             .map_err(|e| {
                                 unsupported(format!(
                                     "attention {}: {}: {e}",

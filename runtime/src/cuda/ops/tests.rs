@@ -213,6 +213,7 @@ fn cudnn_split_of_causal_blocks() {
         o: Strided3::dense(0x40000, 4, 300, 128),
         lse: Strided3::dense(0x50000, 4, 300, 1),
         accumulate: true,
+        bounds: None,
     };
     // Keys 30 positions after the queries: the first 30 rows see nothing.
     let s = cudnn_split(&launch(0, 30, true)).unwrap();
@@ -626,8 +627,8 @@ fn tile_matmul_on_the_gemm_patch() {
     ));
 }
 
-/// A sliding window or document boundaries resolve to the masked path (cuDNN under per-row
-/// key bounds, its calls waiting for the run's documents); the backward has no CUDA patch and
+/// A sliding window or document boundaries resolve to the masked path (the NVRTC kernel
+/// under per-row key bounds, waiting for the run's documents); the backward has no CUDA patch and
 /// is refused (never run as dense or causal), saying what to use instead.
 #[test]
 fn masked_attention_resolves_and_its_backward_is_refused() {
@@ -679,7 +680,7 @@ fn masked_attention_resolves_and_its_backward_is_refused() {
             via: AttnVia::Masked(s),
             ..
         } => {
-            assert!(s.needs_documents() && s.pieces.is_none());
+            assert!(s.needs_documents() && s.empty.is_none());
             assert_eq!((s.causal, s.mask), (true, mask));
         }
         other => panic!("{other:?}"),

@@ -238,6 +238,7 @@ impl Bench {
                 // Checked in P2.odd.accumulate_* and P3.
                 let acc = AttnLaunch {
                     accumulate: true,
+                    bounds: None,
                     ..args
                 };
                 let attn = &self.attention;
@@ -324,6 +325,7 @@ impl Bench {
                 ..view(lse.ptr, hq, 4, 1)
             },
             accumulate,
+            bounds: None,
         };
         Ok(OddLaunch {
             _qkv: [q, k, v],
@@ -584,5 +586,6 @@ pub(super) fn dense_attn(
         o: Strided3::dense(o, hq, sq, d),
         lse: Strided3::dense(lse, hq, sq, 1),
         accumulate: false,
+        bounds: None,
     }
 }

@@ -316,7 +316,6 @@ impl Bench {
             },
             scale: 1.0 / (c.dqk as f32).sqrt(),
             causal_delta: c.causal,
-            rows: None,
         };
         Ok(Bufs {
             q,
@@ -522,6 +521,7 @@ impl Bench {
                 sr: 1,
             },
             accumulate: false,
+            bounds: None,
         };
         // SAFETY: buffers sized for the views.
         unsafe { self.attention.launch(&s, &args)? };

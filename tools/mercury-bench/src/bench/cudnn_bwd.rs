@@ -248,7 +248,6 @@ impl Bench {
             stats: stats_t,
             scale,
             causal_delta: c.causal,
-            rows: None,
         };
         self.poison(&o, DType::BF16)?;
         self.poison(&stats, DType::F32)?;
