@@ -9,7 +9,8 @@ benchmarks) filling each total, from --seed. Shapes: batch 1, --heads query and 
 Ours: `mercury-run --backend cuda --virtual --check --bench` on a generated CommIR operator
 (causal attention with `documents = @docs`) under the ring schedule, given the same boundaries
 (`--documents docs=FILE`); its "single-device patch" row is our single-device packed attention
-(one attention patch over the whole sequence), its "schedule" row the ring on 8 virtual ranks.
+(one attention patch over the whole sequence: the NVRTC kernel under per-row key bounds), its
+"schedule" row the ring on 8 virtual ranks.
 Both are medians of CUDA-event-timed runs after warm-up, as flex's here.
 
 Useful FLOPs (both sides): 4 * H * D * pairs, pairs = sum of len * (len + 1) / 2 over documents.
