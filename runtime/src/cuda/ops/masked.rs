@@ -151,7 +151,7 @@ pub fn row_bounds(m: &MaskCx, q_offset: usize, sq: usize) -> Vec<[i32; 2]> {
 mod tests {
     use super::*;
     use mercury_kernels::cpu::AttnDims;
-    use mercury_kernels::cuda::Strided3;
+    use mercury_kernels::cuda::{ElemType, Strided3};
     use rand::{Rng, SeedableRng};
 
     /// Random boundaries over `n` positions: 1-token documents, long ones, a padding tail.
@@ -192,6 +192,7 @@ mod tests {
             v: t(3 << 20, sk),
             o: t(4 << 20, sq),
             lse: Strided3::dense(5 << 20, 1, sq, 1),
+            elem: ElemType::BF16,
             accumulate: false,
             bounds: None,
         }

@@ -13,7 +13,8 @@ use super::error::Result;
 use super::mem::{copy, operand, write_back, CopyCx, Loc, Operand};
 use cudarc::driver::CudaStream;
 use mercury_kernels::cuda::{
-    AttentionPatch, AttnLaunch, CudnnAttention, GemmPatch, GemmSpec, GemmWorkspace,
+    AttentionF32Patch, AttentionPatch, AttnLaunch, CudnnAttention, ElemType, GemmPatch, GemmSpec,
+    GemmWorkspace,
 };
 
 mod combine;
@@ -118,6 +119,8 @@ pub enum AttnVia {
     Cudnn(Box<CudnnSplit>),
     /// The NVRTC kernel (merges in its own epilogue).
     Nvrtc,
+    /// The f32 kernel (f32 q/k/v; merges in its own epilogue).
+    F32,
     /// A sliding window or documents: the NVRTC kernel under per-row key bounds
     /// (`masked.rs`); decided when the op is resolved.
     Masked(Box<MaskedSplit>),
@@ -129,11 +132,11 @@ pub enum AttnVia {
 pub const ATTENTION_REFUSED: &str = "the GPU attention patches cannot compute it";
 
 /// The shape of an attention launch as refusals and warnings name it:
-/// `b1 hq8 hk2 sq512 sk512 d_qk64 d_v64 causal`.
+/// `b1 hq8 hk2 sq512 sk512 d_qk64 d_v64 causal` (with ` f32` for f32 q/k/v).
 pub fn attention_shape(l: &AttnLaunch) -> String {
     let d = l.dims;
     format!(
-        "b{} hq{} hk{} sq{} sk{} d_qk{} d_v{}{}",
+        "b{} hq{} hk{} sq{} sk{} d_qk{} d_v{}{}{}",
         d.b,
         d.hq,
         d.hk,
@@ -141,26 +144,38 @@ pub fn attention_shape(l: &AttnLaunch) -> String {
         d.sk,
         d.d,
         l.dv,
-        if l.params.causal { " causal" } else { "" }
+        if l.params.causal { " causal" } else { "" },
+        if l.elem == ElemType::F32 { " f32" } else { "" }
     )
 }
 
-/// The patch that computes an attention launch: the cuDNN patch where it takes the launch
-/// (`cudnn`: its split, or why not, or why no cuDNN patch is loaded), else the NVRTC kernel
-/// where it can compute it (`nvrtc`: [`AttnLaunch::validate`]'s verdict; head dim 128 only).
-/// Returns the choice and, when cuDNN refused and the NVRTC kernel computes the block, a
-/// warning naming the shape and cuDNN's reason. Where neither can, the error names the shape
-/// and both reasons.
+/// The patch that computes an attention launch. f32 q/k/v: the f32 kernel (`f32`:
+/// [`validate_f32`]'s verdict). bf16: the cuDNN patch where it takes the launch (`cudnn`: its
+/// split, or why not, or why no cuDNN patch is loaded), else the NVRTC kernel where it can
+/// compute it (`nvrtc`: [`AttnLaunch::validate`]'s verdict; head dim 128 only). Returns the
+/// choice and, when cuDNN refused and the NVRTC kernel computes the block, a warning naming the
+/// shape and cuDNN's reason. Where none can, the error names the shape and the reasons.
+///
+/// [`validate_f32`]: mercury_kernels::cuda::validate_f32
 pub fn attention_route(
     launch: &AttnLaunch,
     cudnn: std::result::Result<CudnnSplit, String>,
     nvrtc: std::result::Result<(), String>,
+    f32: std::result::Result<(), String>,
 ) -> Result<(AttnVia, Option<String>)> {
+    let shape = attention_shape(launch);
+    if launch.elem == ElemType::F32 {
+        return match f32 {
+            Ok(()) => Ok((AttnVia::F32, None)),
+            Err(why) => Err(unsupported(format!(
+                "attention {shape}: {ATTENTION_REFUSED}: {why}"
+            ))),
+        };
+    }
     let why_cudnn = match cudnn {
         Ok(split) => return Ok((AttnVia::Cudnn(Box::new(split)), None)),
         Err(e) => e,
     };
-    let shape = attention_shape(launch);
     match nvrtc {
         Ok(()) => Ok((
             AttnVia::Nvrtc,
@@ -179,6 +194,7 @@ pub struct Patches<'a> {
     pub dk: &'a DeviceKernels,
     pub gemm: Option<&'a GemmPatch>,
     pub attention: Option<&'a AttentionPatch>,
+    pub attention_f32: Option<&'a AttentionF32Patch>,
     pub cudnn: Option<&'a CudnnAttention>,
 }
 
@@ -221,48 +237,52 @@ pub unsafe fn enqueue(
             }
             Ok(())
         }
-        ComputeLaunch::Attention { launch, via } => {
-            match via {
-                AttnVia::Cudnn(split) => {
-                    let cudnn = p.cudnn.ok_or_else(|| {
-                        unsupported("cuDNN attention patch not initialised".into())
-                    })?;
-                    // SAFETY: the launch was resolved against live slot memory.
-                    unsafe { enqueue_cudnn_attention(cx, cudnn, split, launch.accumulate) }
-                }
-                AttnVia::Nvrtc => {
-                    let attn = p
-                        .attention
-                        .ok_or_else(|| unsupported("attention patch not initialised".into()))?;
-                    // SAFETY: the launch was validated against live slot memory.
-                    unsafe { attn.launch(stream, launch)? };
-                    Ok(())
-                }
-                AttnVia::Masked(split) => {
-                    let attn = p.attention.ok_or_else(|| {
-                        unsupported(
-                            "masked attention: the attention kernel is not initialised".into(),
-                        )
-                    })?;
-                    let empty = split.empty.ok_or_else(|| {
-                        unsupported(
-                            "masked attention: the row bounds of this run were not uploaded \
-                         (CudaExecutor::set_documents)"
-                                .into(),
-                        )
-                    })?;
-                    if !(empty && launch.accumulate) {
-                        // SAFETY: the launch was resolved and validated against live slot memory;
-                        // its bounds were allocated and uploaded for this run by the executor.
-                        unsafe { attn.launch(stream, &split.launch(launch))? };
-                    }
-                    Ok(())
-                }
-                AttnVia::Undecided => Err(unsupported(
-                    "attention launch enqueued before the executor chose its patch".into(),
-                )),
+        ComputeLaunch::Attention { launch, via } => match via {
+            AttnVia::Cudnn(split) => {
+                let cudnn = p
+                    .cudnn
+                    .ok_or_else(|| unsupported("cuDNN attention patch not initialised".into()))?;
+                // SAFETY: the launch was resolved against live slot memory.
+                unsafe { enqueue_cudnn_attention(cx, cudnn, split, launch.accumulate) }
             }
-        }
+            AttnVia::Nvrtc => {
+                let attn = p
+                    .attention
+                    .ok_or_else(|| unsupported("attention patch not initialised".into()))?;
+                // SAFETY: the launch was validated against live slot memory.
+                unsafe { attn.launch(stream, launch)? };
+                Ok(())
+            }
+            AttnVia::F32 => {
+                let attn = p
+                    .attention_f32
+                    .ok_or_else(|| unsupported("f32 attention patch not initialised".into()))?;
+                // SAFETY: the launch was validated against live slot memory.
+                unsafe { attn.launch(stream, launch)? };
+                Ok(())
+            }
+            AttnVia::Masked(split) => {
+                let attn = p.attention.ok_or_else(|| {
+                    unsupported("masked attention: the attention kernel is not initialised".into())
+                })?;
+                let empty = split.empty.ok_or_else(|| {
+                    unsupported(
+                        "masked attention: the row bounds of this run were not uploaded \
+                         (CudaExecutor::set_documents)"
+                            .into(),
+                    )
+                })?;
+                if !(empty && launch.accumulate) {
+                    // SAFETY: the launch was resolved and validated against live slot memory;
+                    // its bounds were allocated and uploaded for this run by the executor.
+                    unsafe { attn.launch(stream, &split.launch(launch))? };
+                }
+                Ok(())
+            }
+            AttnVia::Undecided => Err(unsupported(
+                "attention launch enqueued before the executor chose its patch".into(),
+            )),
+        },
         ComputeLaunch::AttentionBwd(l) => {
             let cudnn = p.cudnn.ok_or_else(|| {
                 unsupported("cuDNN attention backward patch not initialised".into())

@@ -324,6 +324,7 @@ impl Bench {
                 sr: 1,
                 ..view(lse.ptr, hq, 4, 1)
             },
+            elem: ElemType::BF16,
             accumulate,
             bounds: None,
         };
@@ -585,6 +586,7 @@ pub(super) fn dense_attn(
         v: Strided3::dense(v, hk, sq, d),
         o: Strided3::dense(o, hq, sq, d),
         lse: Strided3::dense(lse, hq, sq, 1),
+        elem: ElemType::BF16,
         accumulate: false,
         bounds: None,
     }
