@@ -411,3 +411,75 @@ impl GemmSpec {
         Ok(s)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> AttentionSpec {
+        AttentionSpec {
+            batch: 1,
+            heads: 4,
+            kv_heads: 2,
+            seq: 12,
+            kv_seq: 16,
+            head_dim: 4,
+            v_head_dim: 6,
+            causal: true,
+            scale: None,
+            dtype: DType::F64,
+            world: 2,
+            zigzag: false,
+            lse: true,
+            window: Some((3, -1)),
+            documents: Documents::Split,
+        }
+    }
+
+    #[test]
+    fn masks_become_the_patch_attributes_and_documents_inputs() {
+        let s = spec();
+        for text in [s.commir().unwrap(), s.backward_commir().unwrap()] {
+            assert!(text.contains("commir.axis @j = 16 managed"), "{text}");
+            assert!(text.contains("commir.documents @Dq positions 12"), "{text}");
+            assert!(text.contains("commir.documents @Dk positions 16"), "{text}");
+            assert!(
+                text.contains(
+                    "{causal = true, documents = [@Dq, @Dk], lower_right = true, window = [3, -1]}"
+                ),
+                "{text}"
+            );
+        }
+        let shared = AttentionSpec {
+            kv_seq: 12,
+            documents: Documents::Shared,
+            window: Some((-1, -1)),
+            ..s
+        };
+        let text = shared.commir().unwrap();
+        assert!(text.contains("{causal = true, documents = @D}"), "{text}");
+        assert!(text.contains("commir.documents @D positions 12"), "{text}");
+    }
+
+    #[test]
+    fn what_the_mask_cannot_describe_is_refused() {
+        let cross = AttentionSpec {
+            documents: Documents::None,
+            ..spec()
+        };
+        let e = cross.commir().unwrap_err().message().to_string();
+        assert!(e.contains("per-side document boundaries"), "{e}");
+        let bad = AttentionSpec {
+            window: Some((2, -3)),
+            ..spec()
+        };
+        let e = bad.commir().unwrap_err().message().to_string();
+        assert!(e.contains("window (2, -3)"), "{e}");
+        let uneven = AttentionSpec {
+            kv_seq: 15,
+            ..spec()
+        };
+        let e = uneven.commir().unwrap_err().message().to_string();
+        assert!(e.contains("key/value sequence of 15 tokens"), "{e}");
+    }
+}
