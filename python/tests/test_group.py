@@ -7,6 +7,8 @@ import contextlib
 import datetime
 import json
 import re
+import sys
+import traceback
 
 import pytest
 import torch
@@ -210,6 +212,12 @@ def _worker(rank, init_file):
         # Both ranks done before either closes its connections (gloo aborts a process whose
         # peer hangs up while it is still in the group).
         dist.barrier()
+    except BaseException:
+        # Printed now: when this rank leaves the group, its peer's gloo aborts that process,
+        # and mp.spawn may report the abort and kill this one before its error is written.
+        traceback.print_exc()
+        sys.stderr.flush()
+        raise
     finally:
         dist.destroy_process_group()
 
