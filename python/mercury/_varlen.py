@@ -64,7 +64,8 @@ def varlen_attention(
     ``i + sk - sq - left`` to ``i + sk - sq + right`` of its sequence (``sq``, ``sk`` the
     sequence's query and key lengths: aligned at the bottom right), ``-1`` unbounded on that
     side; ``causal`` makes the right side 0. A row that sees no key has output 0 and
-    log-sum-exp ``-inf`` (log 0; flash-attn stores ``+inf`` there). ``softmax_scale`` defaults to ``1/sqrt(head_dim)``.
+    log-sum-exp ``-inf`` (log 0; flash-attn stores ``+inf`` there). ``softmax_scale``
+    defaults to ``1/sqrt(head_dim)``.
 
     Over a process group (``group``, default the world group) each rank passes its shard of
     the packed tokens: block ``rank`` of ``world`` equal blocks (``balance=None``) or chunks

@@ -108,6 +108,24 @@ def _varlen(rank, balance):
                 atol=1e-12,
                 msg=lambda m, name=name, w=what: f"{w}: d{name}: {m}",
             )
+    # Other key lengths (cu_seqlens_q != cu_seqlens_k), aligned at the bottom right.
+    cu_q, cu_k = prefix_sums([5, 1, 6, 0, 4]), prefix_sums([2, 7, 6, 3, 6])
+    q, k, v = _shared(16, 4, 8), _shared(24, 2, 8), _shared(24, 2, 6)
+    shards = [
+        mercury.shard_sequence(t, balance=balance, dim=0).requires_grad_(True) for t in (q, k, v)
+    ]
+    o = mercury.varlen_attention(*shards, cu_q, cu_k, 6, 7, causal=True, window_size=(3, -1),
+                                 balance=balance)  # fmt: skip
+    refs = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    want, _ = masked64(*refs, varlen_mask(cu_q, cu_k, causal=True, window=(3, -1)))
+    mine = mercury.shard_sequence(want.detach(), balance=balance, dim=0)
+    torch.testing.assert_close(o, mine, rtol=1e-9, atol=1e-12)
+    do = _shared(*want.shape)
+    want.backward(do)
+    o.backward(mercury.shard_sequence(do, balance=balance, dim=0))
+    for ref, shard in zip(refs, shards, strict=True):
+        mine = mercury.shard_sequence(ref.grad, balance=balance, dim=0)
+        torch.testing.assert_close(shard.grad, mine, rtol=1e-9, atol=1e-12)
     # A rank's local cu_seqlens (ring-flash-attn's per-document layout) is refused, naming it.
     q = fresh(8, 2, 8)
     local = prefix_sums([3, 5])
