@@ -120,6 +120,9 @@ def _varlen(rank, balance):
     want, _ = masked64(*refs, varlen_mask(cu_q, cu_k, causal=True, window=(3, -1)))
     mine = mercury.shard_sequence(want.detach(), balance=balance, dim=0)
     torch.testing.assert_close(o, mine, rtol=1e-9, atol=1e-12)
+    # unshard_sequence puts every rank's packed tokens back in order.
+    whole = mercury.unshard_sequence(o.detach(), balance=balance, dim=0)
+    torch.testing.assert_close(whole, want, rtol=1e-9, atol=1e-12)
     do = _shared(*want.shape)
     want.backward(do)
     o.backward(mercury.shard_sequence(do, balance=balance, dim=0))
