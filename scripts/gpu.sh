@@ -489,6 +489,12 @@ if [[ ",$parts," == *",backward,"* ]]; then
     run_case "ring-bwd-mha-r$n" "$out/attention_bwd_r$n.mlir" --kernel attention_bwd --shift-shard
   done
   echo "| case | schedule ms | single-device ms | ratio | check rel. difference | |"; grep -- "-bwd-" "$out/table.md" || true
+  # A training step (mercury-run --backward): the forward, then the backward on its outputs and
+  # a fresh dO, each checked against its single-device plan and f64 rows.
+  echo "== mercury-run --backward: examples/small/attention_train.mlir --shift-shard, 8 virtual ranks"
+  $C/mercury-run examples/small/attention_train.mlir --backward attention_bwd --shift-shard --backend cuda \
+    --virtual --check --device-kernels $C/device_kernels.ptx > "$out/train-step.log" 2>&1 || status=1
+  grep -E '^(forward|backward|check|gpu)|error' "$out/train-step.log" | sed 's/^/   /' || true
 fi
 
 # ==== the patches' rate tables (only with MERCURY_GPU_PARTS=rates; any number of GPUs) =======
