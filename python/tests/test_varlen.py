@@ -259,3 +259,15 @@ def test_under_torch_compile():
         cu = prefix_sums(lengths)
         want, _ = masked64(q, q, q, varlen_mask(cu, cu, causal=True))
         torch.testing.assert_close(f(q, cu), want, **TOL)
+
+
+def test_cuda_runs_with_boundaries_are_refused_until_the_executor_takes_them():
+    # The binding cannot hand boundaries to the CUDA executor yet: a plan the executor built
+    # (once it has a masked patch) is refused rather than run without its documents.
+    from mercury import _cuda
+
+    class FakeOp:
+        kernel = "attention"
+
+    with pytest.raises(RuntimeError, match=r"takes no document boundaries \(D\)"):
+        _cuda.run_bound(FakeOp(), {}, {}, torch.device("cuda", 0), object(), {"D": [0, 4]})
