@@ -15,16 +15,20 @@ use std::fmt::Write as _;
 
 /// Attention `O = softmax(Q K^T * scale) V` per head, with grouped-query heads (`heads` a
 /// multiple of `kv_heads`) and a value head dim of its own (MLA: `v_head_dim != head_dim`).
-/// Buffers `Q [batch, heads, seq, head_dim]`, `K [batch, kv_heads, seq, head_dim]`,
-/// `V [batch, kv_heads, seq, v_head_dim]`, `O [batch, heads, seq, v_head_dim]`, `seq` the
-/// global sequence length.
+/// Buffers `Q [batch, heads, seq, head_dim]`, `K [batch, kv_heads, kv_seq, head_dim]`,
+/// `V [batch, kv_heads, kv_seq, v_head_dim]`, `O [batch, heads, seq, v_head_dim]`, `seq` and
+/// `kv_seq` the global sequence lengths; masked by `causal`, a sliding `window` and packed
+/// `documents` (`mercury_plan::mask`, `docs/dialect.md`, "Attention masks").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttentionSpec {
     pub batch: usize,
     pub heads: usize,
     pub kv_heads: usize,
-    /// Tokens of the whole sequence (all ranks' shards).
+    /// Query tokens of the whole sequence (all ranks' shards).
     pub seq: usize,
+    /// Key/value tokens of the whole sequence (`seq` for self-attention; another length only
+    /// with [`Documents::Split`]).
+    pub kv_seq: usize,
     pub head_dim: usize,
     pub v_head_dim: usize,
     /// Query i sees keys j <= i (positions in the whole sequence).
@@ -39,6 +43,42 @@ pub struct AttentionSpec {
     /// The forward keeps its log-sum-exp in an output `L [batch, heads, seq]` (f32; f64 for
     /// f64 operands): natural log of each row's sum of `exp(scale q.k)` over the keys it sees.
     pub lse: bool,
+    /// flash-attn's `window_size = (left, right)`: query `i` sees keys `i - left` to
+    /// `i + right` (offsets within its document; `-1`: unbounded on that side). `None` or
+    /// `(-1, -1)`: no window.
+    pub window: Option<(i64, i64)>,
+    /// Packed sequences: run-time document boundaries (flash-attn's `cu_seqlens`).
+    pub documents: Documents,
+}
+
+/// The document boundaries of an [`AttentionSpec`]: run-time inputs of every run (prefix sums,
+/// flash-attn's `cu_seqlens`), bound by name like a buffer, so one compiled plan serves every
+/// batch of documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Documents {
+    /// No boundaries: the whole sequence of each batch entry is one document.
+    #[default]
+    None,
+    /// One set of boundaries `D` (positions `seq`) for queries and keys: self-attention on
+    /// packed documents (`documents = @D`).
+    Shared,
+    /// Boundaries `Dq` over the query positions (`seq`) and `Dk` over the key positions
+    /// (`kv_seq`), the same number of documents, offsets measured from each document's end
+    /// (`documents = [@Dq, @Dk], lower_right = true`: flash-attn's alignment when a document
+    /// has more keys than queries or fewer).
+    Split,
+}
+
+impl Documents {
+    /// `(name, positions)` of each boundaries input of an operator with these sequence
+    /// lengths, in the order the patch names them.
+    pub fn inputs(&self, seq: usize, kv_seq: usize) -> Vec<(&'static str, usize)> {
+        match self {
+            Documents::None => vec![],
+            Documents::Shared => vec![("D", seq)],
+            Documents::Split => vec![("Dq", seq), ("Dk", kv_seq)],
+        }
+    }
 }
 
 /// The tile type the patches compute in: f64 for f64 operands, f32 otherwise.
@@ -59,6 +99,7 @@ impl AttentionSpec {
             ("heads", self.heads),
             ("kv_heads", self.kv_heads),
             ("seq", self.seq),
+            ("kv_seq", self.kv_seq),
             ("head_dim", self.head_dim),
             ("v_head_dim", self.v_head_dim),
             ("world", self.world),
@@ -78,13 +119,27 @@ impl AttentionSpec {
         } else {
             self.world
         };
-        if !self.seq.is_multiple_of(blocks) {
+        for (what, n) in [("query", self.seq), ("key/value", self.kv_seq)] {
+            if !n.is_multiple_of(blocks) {
+                return bad(format!(
+                    "attention: the {what} sequence of {n} tokens does not split into {blocks} equal {} over {} ranks",
+                    if self.zigzag { "zigzag chunks" } else { "shards" },
+                    self.world
+                ));
+            }
+        }
+        if self.kv_seq != self.seq && self.documents != Documents::Split {
             return bad(format!(
-                "attention: the sequence of {} tokens does not split into {blocks} equal {} over {} ranks",
-                self.seq,
-                if self.zigzag { "zigzag chunks" } else { "shards" },
-                self.world
+                "attention: {} query tokens and {} key/value tokens: different lengths need per-side document boundaries (Documents::Split: flash-attn's cu_seqlens_q and cu_seqlens_k)",
+                self.seq, self.kv_seq
             ));
+        }
+        if let Some((l, r)) = self.window {
+            if l < -1 || r < -1 {
+                return bad(format!(
+                    "attention: window ({l}, {r}): each side is a number of positions >= 0, or -1 for unbounded"
+                ));
+            }
         }
         if let Some(s) = self.scale {
             if !(s.is_finite() && s > 0.0) {
@@ -131,17 +186,32 @@ impl AttentionSpec {
             ("@hk * @g", "@b, @hk, @g, @i", "@hk")
         };
         let _ = writeln!(s, "  commir.axis @i = {} spatial", self.seq);
-        let _ = writeln!(s, "  commir.axis @j = {} managed", self.seq);
+        let _ = writeln!(s, "  commir.axis @j = {} managed", self.kv_seq);
         (s, qh, qidx, kh, sh4, sh3)
     }
 
-    /// The patch attributes: `causal = ...` and the scale when given.
+    /// The `commir.documents` declarations of the boundaries inputs (after the buffers).
+    fn documents_decls(&self, s: &mut String) {
+        for (name, positions) in self.documents.inputs(self.seq, self.kv_seq) {
+            let _ = writeln!(s, "  commir.documents @{name} positions {positions}");
+        }
+    }
+
+    /// The patch attributes: `causal = ...`, the scale when given, and the mask.
     fn attrs(&self) -> String {
-        let scale = self
-            .scale
-            .map(|x| format!(", scale = {x:?}"))
-            .unwrap_or_default();
-        format!("{{causal = {}{scale}}}", self.causal)
+        let mut a = format!("causal = {}", self.causal);
+        if let Some(x) = self.scale {
+            let _ = write!(a, ", scale = {x:?}");
+        }
+        match self.documents {
+            Documents::None => {}
+            Documents::Shared => a.push_str(", documents = @D"),
+            Documents::Split => a.push_str(", documents = [@Dq, @Dk], lower_right = true"),
+        }
+        if let Some((l, r)) = self.window.filter(|w| *w != (-1, -1)) {
+            let _ = write!(a, ", window = [{l}, {r}]");
+        }
+        format!("{{{a}}}")
     }
 
     /// The operator as CommIR text (kernel `@attention`): buffers `Q`, `K`, `V` in, `O` out,
@@ -158,6 +228,7 @@ impl AttentionSpec {
         if self.lse {
             let _ = writeln!(s, "  commir.buffer @L : [@b, {qh}, @i] {acc} out {sh3}");
         }
+        self.documents_decls(&mut s);
         let t = format!("!commir.tile<{dt}>");
         let a = format!("!commir.tile<{acc}>");
         let _ = writeln!(s, "  %q = commir.load @Q[{qidx}] : {t}");
@@ -209,6 +280,7 @@ impl AttentionSpec {
                 "  commir.buffer @{name} : [@b, {heads}, {seq}, {dim}] {dt} out {sh}"
             );
         }
+        self.documents_decls(&mut s);
         let t = format!("!commir.tile<{dt}>");
         let a = format!("!commir.tile<{acc}>");
         let kidx = format!("@b, {kh}, @j");
@@ -337,5 +409,77 @@ impl GemmSpec {
         let _ = writeln!(s, "  commir.reduce add %c into @OUT[@m, @n] : {a}");
         let _ = writeln!(s, "}}");
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> AttentionSpec {
+        AttentionSpec {
+            batch: 1,
+            heads: 4,
+            kv_heads: 2,
+            seq: 12,
+            kv_seq: 16,
+            head_dim: 4,
+            v_head_dim: 6,
+            causal: true,
+            scale: None,
+            dtype: DType::F64,
+            world: 2,
+            zigzag: false,
+            lse: true,
+            window: Some((3, -1)),
+            documents: Documents::Split,
+        }
+    }
+
+    #[test]
+    fn masks_become_the_patch_attributes_and_documents_inputs() {
+        let s = spec();
+        for text in [s.commir().unwrap(), s.backward_commir().unwrap()] {
+            assert!(text.contains("commir.axis @j = 16 managed"), "{text}");
+            assert!(text.contains("commir.documents @Dq positions 12"), "{text}");
+            assert!(text.contains("commir.documents @Dk positions 16"), "{text}");
+            assert!(
+                text.contains(
+                    "{causal = true, documents = [@Dq, @Dk], lower_right = true, window = [3, -1]}"
+                ),
+                "{text}"
+            );
+        }
+        let shared = AttentionSpec {
+            kv_seq: 12,
+            documents: Documents::Shared,
+            window: Some((-1, -1)),
+            ..s
+        };
+        let text = shared.commir().unwrap();
+        assert!(text.contains("{causal = true, documents = @D}"), "{text}");
+        assert!(text.contains("commir.documents @D positions 12"), "{text}");
+    }
+
+    #[test]
+    fn what_the_mask_cannot_describe_is_refused() {
+        let cross = AttentionSpec {
+            documents: Documents::None,
+            ..spec()
+        };
+        let e = cross.commir().unwrap_err().message().to_string();
+        assert!(e.contains("per-side document boundaries"), "{e}");
+        let bad = AttentionSpec {
+            window: Some((2, -3)),
+            ..spec()
+        };
+        let e = bad.commir().unwrap_err().message().to_string();
+        assert!(e.contains("window (2, -3)"), "{e}");
+        let uneven = AttentionSpec {
+            kv_seq: 15,
+            ..spec()
+        };
+        let e = uneven.commir().unwrap_err().message().to_string();
+        assert!(e.contains("key/value sequence of 15 tokens"), "{e}");
     }
 }

@@ -5,6 +5,8 @@
   full tensors (CPU: the f64 reference executor).
 - ``mercury.attention``, ``mercury.all_gather_matmul``, ``mercury.matmul_reduce_scatter``: the
   distributed operators, each rank passing its own shard (world size 1 needs no process group).
+- ``mercury.varlen_attention``: packed sequences (THD tensors and ``cu_seqlens``), flash-attn's
+  ``flash_attn_varlen_func`` arguments, sliding windows, over a process group.
 - ``mercury.shard_sequence`` / ``mercury.unshard_sequence``: contiguous or zigzag sequence
   shards, as ring-flash-attn lays them out.
 
@@ -15,6 +17,7 @@ from ._compile import Op, compile, schedule_cache_dir
 from ._mercury import CompileError, __version__
 from ._ops import all_gather_matmul, attention, matmul_reduce_scatter, synchronize
 from ._sequence import shard_sequence, unshard_sequence
+from ._varlen import varlen_attention
 
 __all__ = [
     "CompileError",
@@ -28,4 +31,5 @@ __all__ = [
     "shard_sequence",
     "synchronize",
     "unshard_sequence",
+    "varlen_attention",
 ]

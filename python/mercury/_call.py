@@ -73,15 +73,21 @@ class Call:
             n: pieces(s, shardings.get(n), self.world, self.rank) for n, s in self.shapes.items()
         }
 
-    def run(self, inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor]) -> None:
+    def run(
+        self,
+        inputs: dict[str, torch.Tensor],
+        outputs: dict[str, torch.Tensor],
+        documents: Optional[dict[str, list]] = None,
+    ) -> None:
         """Writes ``outputs`` (this rank's tensors of the output buffers, allocated by the
-        caller) from ``inputs`` (this rank's tensors of the input buffers)."""
+        caller) from ``inputs`` (this rank's tensors of the input buffers) and ``documents``
+        (the document boundaries by input name: the same global prefix sums on every rank)."""
         device = next(iter(inputs.values())).device
         if device.type == "cuda":
             if self.world > 1:
-                _cuda.run_group(self, inputs, outputs, device)
+                _cuda.run_group(self, inputs, outputs, device, documents)
             else:
-                _cuda.run_bound(self.op, inputs, outputs, device, None)
+                _cuda.run_bound(self.op, inputs, outputs, device, None, documents)
             return
         if device.type != "cpu":
             raise ValueError(
@@ -89,7 +95,7 @@ class Call:
                 "and CUDA tensors (the CUDA executor)"
             )
         full = inputs if self.world == 1 else self._gather(inputs)
-        got = self.op._run_cpu(full)
+        got = self.op._run_cpu(full, documents)
         for n, t in outputs.items():
             if self.world == 1:
                 t.copy_(got[n])

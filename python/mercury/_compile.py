@@ -77,6 +77,20 @@ def compile(
     return Op(native)
 
 
+def _prefix_sums(name: str, b) -> list[int]:
+    """Document boundaries given by name: an integer tensor or a sequence of ints."""
+    if isinstance(b, torch.Tensor):
+        if b.dtype.is_floating_point or b.dtype.is_complex or b.dtype == torch.bool or b.dim() != 1:
+            raise TypeError(
+                f"document boundaries '{name}' must be a 1-D integer tensor of prefix sums, got "
+                f"{b.dtype} of shape {tuple(b.shape)}"
+            )
+        return b.tolist()
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in b):
+        raise TypeError(f"document boundaries '{name}' must be ints (prefix sums), got {b!r}")
+    return list(b)
+
+
 class Op:
     """A compiled operator: its schedule, reports and buffers; call it on full tensors."""
 
@@ -132,6 +146,13 @@ class Op:
         """``{name: (dtype, shape)}`` of the output buffers, in declaration order."""
         return {n: (_DTYPES[d], tuple(s)) for n, d, s in self._native.outputs}
 
+    @property
+    def documents(self) -> dict[str, int]:
+        """``{name: positions}`` of the run-time document boundaries inputs
+        (``commir.documents``: prefix sums, flash-attn's ``cu_seqlens``, over that many
+        positions), in declaration order; passed by name with every call."""
+        return dict(self._native.documents)
+
     def plan_json(self) -> str:
         """The per-rank plan as JSON (``mercury-opt --emit=plan``)."""
         return self._native.plan_json()
@@ -149,8 +170,15 @@ class Op:
         the tensors' GPU, read where they are and ordered on the current stream without a host
         synchronisation (``op.last_device_ms``: the run's device time). A tensor whose dtype or
         shape is not its buffer's, a missing or unknown name, a zero stride, or tensors on
-        several devices are refused with ``ValueError``.
+        several devices are refused with ``ValueError``. Document boundaries
+        (:attr:`documents`) are passed by name too, as integer tensors or sequences of prefix
+        sums (``0 = c[0] <= ... <= c[n] <= positions``), one plan for any boundaries.
         """
+        documents = {}
+        for name in self.documents:
+            if name in inputs:
+                documents[name] = _prefix_sums(name, inputs[name])
+        inputs = {n: t for n, t in inputs.items() if n not in documents}
         for name, t in inputs.items():
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"input '{name}' must be a torch.Tensor, not {type(t).__name__}")
@@ -161,24 +189,28 @@ class Op:
             raise ValueError(f"the inputs are on several devices ({where}): put them on one")
         device = devices.pop() if devices else "cpu"
         if device == "cpu":
-            return self._run_cpu(inputs)
+            return self._run_cpu(inputs, documents)
         if device == "cuda":
             gpus = {t.device for t in inputs.values()}
             if len(gpus) > 1:
                 raise ValueError(f"the inputs are on several GPUs ({sorted(map(str, gpus))})")
-            return _cuda.run(self, inputs)
+            return _cuda.run(self, inputs, documents)
         raise ValueError(
             f"inputs on {device}: op(**inputs) runs CPU tensors (the CPU reference executor) "
             "or CUDA tensors (the CUDA executor, every rank on the tensors' GPU)"
         )
 
-    def _run_cpu(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _run_cpu(
+        self, inputs: dict[str, torch.Tensor], documents: dict[str, list] | None = None
+    ) -> dict[str, torch.Tensor]:
         held = {n: t.detach().to(torch.float64).contiguous() for n, t in inputs.items()}
         outs = {
-            n: torch.empty(shape, dtype=torch.float64) for n, (_, shape) in self.outputs.items()
+            n: torch.full(shape, float("nan"), dtype=torch.float64)
+            for n, (_, shape) in self.outputs.items()
         }
         self._native.run_cpu(
             [(n, t.data_ptr(), t.numel()) for n, t in held.items()],
+            list((documents or {}).items()),
             [(n, t.data_ptr(), t.numel()) for n, t in outs.items()],
         )
         return {n: outs[n].to(dtype) for n, (dtype, _) in self.outputs.items()}

@@ -146,15 +146,28 @@ def runner(op, ordinal: int) -> Bound:
     return r
 
 
-def run_bound(op, inputs: dict, outputs: dict, device: torch.device, r: Optional[Bound]) -> None:
+def run_bound(
+    op,
+    inputs: dict,
+    outputs: dict,
+    device: torch.device,
+    r: Optional[Bound],
+    documents: Optional[dict] = None,
+) -> None:
     """Runs ``op`` on ``inputs`` into ``outputs`` (CUDA tensors of ``device``, this process's
     tensors of every buffer) on the runner ``r`` (None: every rank a virtual rank on
-    ``device``), ordered on the current stream, no host synchronisation."""
+    ``device``), ordered on the current stream, no host synchronisation. ``documents``: the
+    run's document boundaries by name (the executor refuses a masked plan when it is built)."""
     ordinal = device.index if device.index is not None else torch.cuda.current_device()
     for name, t in inputs.items():
         readable(f"input '{name}'", t)
     if r is None:
         r = runner(op, ordinal)
+    if documents:
+        raise RuntimeError(
+            f"@{op.kernel}: the CUDA executor built this plan but takes no document boundaries "
+            f"({', '.join(documents)}) from the Python package yet; run it on CPU tensors"
+        )
     tensors = [
         outputs[n] if o else inputs[n].detach() for n, o in zip(r.names, r.outputs, strict=True)
     ]
@@ -214,7 +227,9 @@ def communicator(call, ordinal: int):
     return comm
 
 
-def run_group(call, inputs: dict, outputs: dict, device: torch.device) -> None:
+def run_group(
+    call, inputs: dict, outputs: dict, device: torch.device, documents: Optional[dict] = None
+) -> None:
     """``call`` over its process group on CUDA tensors (world size > 1): this rank's plan rank
     on ``device``, the others in the group's other processes, over NCCL; ``inputs`` and
     ``outputs`` are this rank's shards, read and written where they are."""
@@ -235,10 +250,12 @@ def run_group(call, inputs: dict, outputs: dict, device: torch.device) -> None:
         _agree_or_raise(call.group, what, error, call.op.schedule)
         r = Bound(native, call.pieces)
         call.op._runners[key] = r
-    run_bound(call.op, inputs, outputs, device, r)
+    run_bound(call.op, inputs, outputs, device, r, documents)
 
 
-def run(op, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def run(
+    op, inputs: dict[str, torch.Tensor], documents: Optional[dict] = None
+) -> dict[str, torch.Tensor]:
     """Runs ``op`` (a :class:`mercury.Op`) on full CUDA tensors of one GPU, every rank a
     virtual rank there: the inputs read where they are, the outputs allocated through torch's
     caching allocator, the run ordered on the current stream (no host synchronisation)."""
@@ -247,5 +264,5 @@ def run(op, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         n: torch.empty(shape, dtype=dtype, device=device)
         for n, (dtype, shape) in op.outputs.items()
     }
-    run_bound(op, inputs, outs, device, None)
+    run_bound(op, inputs, outs, device, None, documents)
     return outs

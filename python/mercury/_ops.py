@@ -11,12 +11,14 @@ custom op ``torch.ops.mercury.*`` (with a fake implementation), which traces.
 from __future__ import annotations
 
 import functools
+import math
+import os
 from typing import Optional
 
 import torch
 import torch.distributed as dist
 
-from . import _cuda, _group, _mercury
+from . import _cuda, _group, _mask, _mercury
 from ._call import Call
 from ._compile import Op, compile
 
@@ -54,10 +56,24 @@ def _call(key, make) -> Call:
     return c
 
 
-def _run(c: Call, inputs: dict, outputs: dict) -> None:
+def _run(c: Call, inputs: dict, outputs: dict, documents: Optional[dict] = None) -> None:
     global last_op
     last_op = c.op
-    c.run(inputs, outputs)
+    c.run(inputs, outputs, documents)
+
+
+def _poison() -> bool:
+    """``MERCURY_POISON_OUTPUTS=1``: outputs the package allocates start as NaN (the tests set
+    it), so that an element the executor does not write shows."""
+    return os.environ.get("MERCURY_POISON_OUTPUTS", "") not in ("", "0")
+
+
+def _empty(like: torch.Tensor, shape, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """An output tensor of ``shape`` on ``like``'s device (NaN-filled when poisoning)."""
+    dtype = like.dtype if dtype is None else dtype
+    if _poison():
+        return like.new_full(shape, math.nan, dtype=dtype)
+    return like.new_empty(shape, dtype=dtype)
 
 
 def _world(group_name: Optional[str]) -> int:
@@ -73,7 +89,10 @@ def _eager() -> bool:
 # --- attention -------------------------------------------------------------------------------
 
 
-def _attention_shapes(q, k, v, layout):
+def _attention_shapes(q, k, v, layout, cross: bool = False):
+    """``(batch, q tokens, q heads, kv heads, head dim, v head dim, kv tokens)`` of this rank's
+    tensors, or ``ValueError``/``TypeError`` naming what does not fit; ``cross``: k and v may
+    have another number of tokens than q (varlen attention)."""
     if layout not in _LAYOUTS:
         raise ValueError(f"layout must be 'bshd' (flash-attn's) or 'bhsd', not {layout!r}")
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -88,11 +107,13 @@ def _attention_shapes(q, k, v, layout):
     s_dim, h_dim = (1, 2) if layout == "bshd" else (2, 1)
     b, s, hq, d = q.shape[0], q.shape[s_dim], q.shape[h_dim], q.shape[3]
     for name, t in (("k", k), ("v", v)):
-        if t.shape[0] != b or t.shape[s_dim] != s:
+        if t.shape[0] != b or (not cross and t.shape[s_dim] != s):
             raise ValueError(
                 f"{name} has shape {tuple(t.shape)} but q {tuple(q.shape)}: batch and sequence "
                 f"({layout}) must agree"
             )
+    if v.shape[s_dim] != k.shape[s_dim]:
+        raise ValueError(f"k has {k.shape[s_dim]} tokens but v {v.shape[s_dim]}: they pair up")
     hk = k.shape[h_dim]
     if v.shape[h_dim] != hk:
         raise ValueError(f"k has {hk} heads but v {v.shape[h_dim]} ({layout})")
@@ -102,7 +123,7 @@ def _attention_shapes(q, k, v, layout):
         raise ValueError(
             f"q has {hq} heads, k and v {hk}: grouped-query attention needs a multiple"
         )
-    return b, s, hq, hk, d, v.shape[3]
+    return b, s, hq, hk, d, v.shape[3], k.shape[s_dim]
 
 
 def attention_shardings(zigzag: bool) -> dict:
@@ -116,19 +137,30 @@ def _lse_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+#: The options of an attention call besides its tensors: ``(causal, softmax_scale, layout,
+#: balance, schedule, topology, group_name, window)``, ``window`` flash-attn's ``window_size``
+#: checked (:func:`_mask.window`: None or a pair).
+Options = tuple
+
+
 class _Attention:
     """An attention signature: its forward call (with or without the log-sum-exp output) and,
-    built on first use, its backward call."""
+    built on first use, its backward call. ``documents``: ``"none"``, ``"shared"`` (boundaries
+    ``D``) or ``"split"`` (``Dq``, ``Dk``), whose values come with each run (one plan for every
+    batch of documents)."""
 
-    def __init__(self, q, k, v, causal, scale, layout, balance, schedule, topology, group_name,
-                 lse):  # fmt: skip
-        b, s, hq, hk, d, dv = _attention_shapes(q, k, v, layout)
+    def __init__(self, q, k, v, opts: Options, lse: bool, documents: str):
+        causal, scale, layout, balance, schedule, topology, group_name, window = opts
+        b, s, hq, hk, d, dv, sk = _attention_shapes(q, k, v, layout, documents == "split")
         world = _world(group_name)
         self.spec = dict(
             batch=b,
             heads=hq,
             kv_heads=hk,
             seq=s * world,
+            kv_seq=sk * world,
+            window=window,
+            documents=documents,
             head_dim=d,
             v_head_dim=dv,
             causal=causal,
@@ -162,86 +194,67 @@ class _Attention:
         """A tensor of q's layout for an output of head dim ``dv``, as its buffer (bhsd)."""
         b, h, s, _ = self.local
         shape = (b, s, h, dv) if self.bshd else (b, h, s, dv)
-        return like.new_empty(shape)
+        return _empty(like, shape)
 
-    def forward(self, q, k, v, lse: bool):
+    def forward(self, q, k, v, lse: bool, bounds: Optional[dict] = None):
+        """``bounds``: the document boundaries by input name (``documents`` not "none")."""
         b, hq, s, dv = self.local
         o = self.empty(q, dv)
         outs = {"O": self.bhsd(o)}
-        lse_t = q.new_empty((b, hq, s), dtype=_lse_dtype(q.dtype)) if lse else None
+        lse_t = _empty(q, (b, hq, s), _lse_dtype(q.dtype)) if lse else None
         if lse:
             outs["L"] = lse_t
-        _run(self.fwd, {"Q": self.bhsd(q), "K": self.bhsd(k), "V": self.bhsd(v)}, outs)
+        ins = {"Q": self.bhsd(q), "K": self.bhsd(k), "V": self.bhsd(v)}
+        _run(self.fwd, ins, outs, bounds)
         return o, lse_t
 
-    def backward(self, q, k, v, o, lse, do):
-        dq, dk, dv = (x.new_empty(x.shape) for x in (q, k, v))
+    def backward(self, q, k, v, o, lse, do, bounds: Optional[dict] = None):
+        dq, dk, dv = (_empty(x, x.shape) for x in (q, k, v))
         ins = {"Q": q, "K": k, "V": v, "O": o, "dO": do}
         ins = {n: self.bhsd(t) for n, t in ins.items()}
         ins["L"] = lse
-        _run(self.bwd(), ins, {"dQ": self.bhsd(dq), "dK": self.bhsd(dk), "dV": self.bhsd(dv)})
+        outs = {"dQ": self.bhsd(dq), "dK": self.bhsd(dk), "dV": self.bhsd(dv)}
+        _run(self.bwd(), ins, outs, bounds)
         return dq, dk, dv
 
 
-def _attention_of(q, k, v, causal, scale, layout, balance, schedule, topology, group_name, lse):
-    key = (
-        "attention",
-        q.shape,
-        k.shape,
-        v.shape,
-        q.dtype,
-        k.dtype,
-        v.dtype,
-        q.device,
-        k.device,
-        v.device,
-        causal,
-        scale,
-        layout,
-        balance,
-        schedule,
-        topology,
-        group_name,
-        lse,
-    )
-    return _call(
-        key,
-        lambda: _Attention(
-            q, k, v, causal, scale, layout, balance, schedule, topology, group_name, lse
-        ),
-    )
+def _attention_of(q, k, v, opts: Options, lse: bool, cu_q, cu_k):
+    """The prepared signature of a call and its document boundaries by input name."""
+    layout, group_name = opts[2], opts[6]
+    documents, bounds = _mask.documents(q, k, layout, _world(group_name), cu_q, cu_k)
+    key = ("attention", q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.device,
+           k.device, v.device, opts, lse, documents)  # fmt: skip
+    return _call(key, lambda: _Attention(q, k, v, opts, lse, documents)), bounds
 
 
-def _attention_fwd(q, k, v, causal, scale, layout, balance, schedule, topology, group_name, lse):
-    a = _attention_of(q, k, v, causal, scale, layout, balance, schedule, topology, group_name, lse)
-    return a.forward(q, k, v, lse)
+def _attention_fwd(q, k, v, cu_q, cu_k, opts: Options, lse: bool):
+    a, bounds = _attention_of(q, k, v, opts, lse, cu_q, cu_k)
+    return a.forward(q, k, v, lse, bounds)
 
 
-def _attention_bwd(args, saved, do):
-    q, k, v, o, lse = saved
-    causal, scale, layout, balance, schedule, topology, group_name = args
-    a = _attention_of(q, k, v, causal, scale, layout, balance, schedule, topology, group_name, True)
-    return a.backward(q, k, v, o, lse, _dense(do))
+def _attention_bwd(opts: Options, saved, do):
+    q, k, v, o, lse, cu_q, cu_k = saved
+    a, bounds = _attention_of(q, k, v, opts, True, cu_q, cu_k)
+    return a.backward(q, k, v, o, lse, _dense(do), bounds)
 
 
 class _AttentionFunction(torch.autograd.Function):
     """Eager autograd: the forward keeps its log-sum-exp; the backward runs the backward
-    operator (``"none"`` at world size 1, else ``shift-shard``: the ring backward)."""
+    operator (``"none"`` at world size 1, else ``shift-shard``: the ring backward) with the
+    forward's mask and document boundaries."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, layout, balance, schedule, topology, group_name):
-        o, lse = _attention_fwd(
-            q, k, v, causal, scale, layout, balance, schedule, topology, group_name, True
-        )
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.args = (causal, scale, layout, balance, schedule, topology, group_name)
+    def forward(ctx, q, k, v, cu_q, cu_k, opts):
+        o, lse = _attention_fwd(q, k, v, cu_q, cu_k, opts, True)
+        ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+        ctx.opts = opts
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, do, _dlse):
-        dq, dk, dv = _attention_bwd(ctx.args, ctx.saved_tensors, do)
-        return dq, dk, dv, None, None, None, None, None, None, None
+        dq, dk, dv = _attention_bwd(ctx.opts, ctx.saved_tensors, do)
+        return dq, dk, dv, None, None, None
 
 
 @torch.library.custom_op("mercury::attention", mutates_args=())
@@ -257,26 +270,30 @@ def _attention_op(
     topology: Optional[str],
     group_name: Optional[str],
     return_lse: bool,
+    window: Optional[list[int]] = None,
+    cu_seqlens_q: Optional[torch.Tensor] = None,
+    cu_seqlens_k: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    o, lse = _attention_fwd(
-        q, k, v, causal, softmax_scale, layout, balance, schedule, topology, group_name, return_lse
-    )
+    opts = (causal, softmax_scale, layout, balance, schedule, topology, group_name,
+            None if window is None else tuple(window))  # fmt: skip
+    o, lse = _attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, opts, return_lse)
     return o, (lse if lse is not None else q.new_empty((0,), dtype=_lse_dtype(q.dtype)))
 
 
 @_attention_op.register_fake
-def _(q, k, v, causal, softmax_scale, layout, balance, schedule, topology, group_name, return_lse):
-    b, s, hq, _, _, dv = _attention_shapes(q, k, v, layout)
+def _(q, k, v, causal, softmax_scale, layout, balance, schedule, topology, group_name, return_lse,
+      window=None, cu_seqlens_q=None, cu_seqlens_k=None):  # fmt: skip
+    b, s, hq, _, _, dv, _ = _attention_shapes(q, k, v, layout, cu_seqlens_q is not None)
     shape = (b, s, hq, dv) if layout == "bshd" else (b, hq, s, dv)
     lse = (b, hq, s) if return_lse else (0,)
     return q.new_empty(shape), q.new_empty(lse, dtype=_lse_dtype(q.dtype))
 
 
 def _attention_setup(ctx, inputs, output):
-    q, k, v, causal, scale, layout, balance, schedule, topology, group_name, return_lse = inputs
-    ctx.args = (causal, scale, layout, balance, schedule, topology, group_name)
+    q, k, v, *opts, return_lse, window, cu_q, cu_k = inputs
+    ctx.opts = (*opts, None if window is None else tuple(window))
     ctx.with_lse = return_lse
-    ctx.save_for_backward(q, k, v, *output)
+    ctx.save_for_backward(q, k, v, *output, cu_q, cu_k)
 
 
 def _attention_op_backward(ctx, do, _dlse):
@@ -286,11 +303,69 @@ def _attention_op_backward(ctx, do, _dlse):
             "but a gradient is wanted: call mercury.attention, which asks for it when any input "
             "requires grad"
         )
-    dq, dk, dv = _attention_bwd(ctx.args, ctx.saved_tensors, do)
-    return dq, dk, dv, None, None, None, None, None, None, None, None
+    dq, dk, dv = _attention_bwd(ctx.opts, ctx.saved_tensors, do)
+    return (dq, dk, dv) + (None,) * 11
 
 
 _attention_op.register_autograd(_attention_op_backward, setup_context=_attention_setup)
+
+
+def attention_entry(
+    q,
+    k,
+    v,
+    cu_q,
+    cu_k,
+    *,
+    what,
+    causal,
+    softmax_scale,
+    layout,
+    group,
+    balance,
+    schedule,
+    return_lse,
+    topology,
+    window,
+    signature=(),
+):
+    """The one path of :func:`attention` and :func:`mercury.varlen_attention`: checks, the
+    ranks' agreement (on ``signature`` too), then the custom op (under torch.compile), the
+    autograd function (a gradient wanted) or the forward alone."""
+    if balance not in (None, "zigzag"):
+        raise ValueError(f"balance must be None or 'zigzag', not {balance!r}")
+    world, _, group_name = _group.resolve(group)
+    if world > 1:
+        _attention_shapes(q, k, v, layout, cu_q is not None)
+        _group.check_same_across_ranks(
+            _group.by_name(group_name),
+            what,
+            (
+                tuple(q.shape),
+                tuple(k.shape),
+                tuple(v.shape),
+                str(q.dtype),
+                q.device.type,
+                causal,
+                softmax_scale,
+                layout,
+                balance,
+                schedule,
+                return_lse,
+                window,
+                *signature,
+            ),
+        )
+    opts = (causal, softmax_scale, layout, balance, schedule, topology, group_name, window)
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if not _eager():
+        w = None if window is None else list(window)
+        o, lse = _attention_op(q, k, v, *opts[:-1], return_lse or grad, w, cu_q, cu_k)
+    elif grad:
+        o, lse = _AttentionFunction.apply(q, k, v, cu_q, cu_k, opts)
+    else:
+        o, lse = _attention_fwd(q, k, v, cu_q, cu_k, opts, return_lse)
+    return o, lse
 
 
 def attention(
@@ -306,6 +381,7 @@ def attention(
     schedule: str = "auto",
     return_lse: bool = False,
     topology: Optional[str] = None,
+    window_size: tuple[int, int] = (-1, -1),
 ):
     """Softmax attention over a sequence sharded across ``group``: this rank's output shard.
 
@@ -313,44 +389,21 @@ def attention(
     ``layout="bshd"`` (flash-attn's) or ``[batch, heads, seq_local, head_dim]`` for ``"bhsd"``;
     k and v may have fewer heads than q (grouped-query attention: a divisor) and v its own head
     dim (MLA). ``causal`` masks key positions after the query's in the whole sequence;
-    ``softmax_scale`` defaults to ``1/sqrt(head_dim)``. ``balance="zigzag"``: the shards are laid
-    out as :func:`mercury.shard_sequence` with ``balance="zigzag"`` makes them. ``group``
-    defaults to the world group (world size 1 without torch.distributed). ``schedule`` as in
-    :func:`mercury.compile`. Returns the output in q's layout and dtype, and with
+    ``window_size=(left, right)`` (flash-attn's sliding window) lets query ``i`` see keys
+    ``i - left`` to ``i + right`` only, ``-1`` unbounded on that side (with ``causal`` the right
+    side is 0). ``softmax_scale`` defaults to ``1/sqrt(head_dim)``. ``balance="zigzag"``: the
+    shards are laid out as :func:`mercury.shard_sequence` with ``balance="zigzag"`` makes them.
+    ``group`` defaults to the world group (world size 1 without torch.distributed). ``schedule``
+    as in :func:`mercury.compile`. Returns the output in q's layout and dtype, and with
     ``return_lse=True`` also the log-sum-exp ``[batch, heads, seq_local]`` (float32; float64
     for float64 inputs): the natural log of each query row's sum of ``exp(scale q.k)`` over the
-    keys it sees (flash-attn's ``softmax_lse``). Differentiable in q, k and v.
+    keys it sees (flash-attn's ``softmax_lse``). Differentiable in q, k and v. Packed sequences
+    (flash-attn's ``cu_seqlens``): :func:`mercury.varlen_attention`.
     """
-    if balance not in (None, "zigzag"):
-        raise ValueError(f"balance must be None or 'zigzag', not {balance!r}")
-    world, _, group_name = _group.resolve(group)
-    if world > 1:
-        _attention_shapes(q, k, v, layout)
-        _group.check_same_across_ranks(
-            _group.by_name(group_name),
-            "mercury.attention",
-            (
-                tuple(q.shape),
-                tuple(k.shape),
-                tuple(v.shape),
-                str(q.dtype),
-                q.device.type,
-                causal,
-                softmax_scale,
-                layout,
-                balance,
-                schedule,
-                return_lse,
-            ),
-        )
-    args = (q, k, v, causal, softmax_scale, layout, balance, schedule, topology, group_name)
-    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    if not _eager():
-        o, lse = _attention_op(*args, return_lse or grad)
-    elif grad:
-        o, lse = _AttentionFunction.apply(*args)
-    else:
-        o, lse = _attention_fwd(*args, return_lse)
+    o, lse = attention_entry(q, k, v, None, None, what="mercury.attention", causal=causal,
+                             softmax_scale=softmax_scale, layout=layout, group=group,
+                             balance=balance, schedule=schedule, return_lse=return_lse,
+                             topology=topology, window=_mask.window(window_size))  # fmt: skip
     return (o, lse) if return_lse else o
 
 
@@ -404,8 +457,19 @@ def _gemm(kind: str, x2, w, schedule, topology, group_name) -> torch.Tensor:
     world = _world(group_name)
     m, k = x2.shape
     n = w.shape[1]
-    key = ("gemm", kind, x2.shape, w.shape, x2.dtype, w.dtype, x2.device, w.device, schedule,
-           topology, group_name)  # fmt: skip
+    key = (
+        "gemm",
+        kind,
+        x2.shape,
+        w.shape,
+        x2.dtype,
+        w.dtype,
+        x2.device,
+        w.device,
+        schedule,
+        topology,
+        group_name,
+    )
 
     def make():
         dims = (
@@ -418,7 +482,7 @@ def _gemm(kind: str, x2, w, schedule, topology, group_name) -> torch.Tensor:
 
     c = _call(key, make)
     rows = m * world if kind == "all_gather" else m // world
-    out = x2.new_empty((rows, n))
+    out = _empty(x2, (rows, n))
     _run(c, {"X": x2, "W": w}, {"OUT": out})
     return out
 
@@ -568,8 +632,18 @@ def all_gather_matmul(
     """
     what = "mercury.all_gather_matmul"
     group_name = _agreed(group, what, x_shard, w, gather_dim)
-    return _gemm_call("all_gather", _AllGatherMatmul, x_shard, w, gather_dim, schedule, topology,
-                      group_name, what, "gather_dim")  # fmt: skip
+    return _gemm_call(
+        "all_gather",
+        _AllGatherMatmul,
+        x_shard,
+        w,
+        gather_dim,
+        schedule,
+        topology,
+        group_name,
+        what,
+        "gather_dim",
+    )
 
 
 @torch.library.custom_op("mercury::matmul_reduce_scatter", mutates_args=())
@@ -621,5 +695,15 @@ def matmul_reduce_scatter(
     """
     what = "mercury.matmul_reduce_scatter"
     group_name = _agreed(group, what, x, w, scatter_dim)
-    return _gemm_call("reduce_scatter", _MatmulReduceScatter, x, w, scatter_dim, schedule,
-                      topology, group_name, what, "scatter_dim")  # fmt: skip
+    return _gemm_call(
+        "reduce_scatter",
+        _MatmulReduceScatter,
+        x,
+        w,
+        scatter_dim,
+        schedule,
+        topology,
+        group_name,
+        what,
+        "scatter_dim",
+    )

@@ -236,6 +236,18 @@ impl PyOperator {
         self.op.outputs().into_iter().map(describe).collect()
     }
 
+    /// `[(name, positions)]` of the run-time document boundaries inputs
+    /// (`commir.documents`: prefix sums over `positions` tokens), in declaration order.
+    #[getter]
+    fn documents(&self) -> Vec<(String, usize)> {
+        self.op
+            .plan
+            .documents
+            .iter()
+            .map(|d| (d.name.clone(), d.positions))
+            .collect()
+    }
+
     /// Checks `inputs` (`[(name, dtype text, shape)]`) against the input buffers: every input
     /// bound once, each of its buffer's dtype and shape (`ValueError` naming both).
     fn check_inputs(&self, inputs: Vec<(String, String, Vec<usize>)>) -> PyResult<()> {
@@ -286,7 +298,9 @@ impl PyOperator {
 
     /// Runs the plan on the CPU reference executor (f64). `inputs`: `[(name, address,
     /// elements)]` of contiguous float64 host memory holding each input buffer row-major
-    /// (checked first with [`Self::check_inputs`]); `outputs`: `[(name, address, elements)]`
+    /// (checked first with [`Self::check_inputs`]); `documents`: `[(name, prefix sums)]`, one
+    /// per document boundaries input (`ValueError` naming it when missing, unknown, or not
+    /// `0 = c[0] <= ... <= c[n] <= positions`); `outputs`: `[(name, address, elements)]`
     /// of contiguous float64 host memory, one per output buffer, written with the outputs
     /// rounded to their buffers' dtypes. The GIL is released while it runs.
     ///
@@ -296,10 +310,28 @@ impl PyOperator {
         &self,
         py: Python<'_>,
         inputs: Vec<(String, usize, usize)>,
+        documents: Vec<(String, Vec<usize>)>,
         outputs: Vec<(String, usize, usize)>,
     ) -> PyResult<()> {
         let plan = &self.op.plan;
         let mut data = HashMap::new();
+        for (name, b) in documents {
+            let Some(d) = plan.documents.iter().find(|d| d.name == name) else {
+                return Err(PyValueError::new_err(format!(
+                    "'{name}' is not a document boundaries input of @{}",
+                    plan.name
+                )));
+            };
+            mercury_plan::mask::Boundaries::new(b.clone(), d.positions)
+                .map_err(|m| PyValueError::new_err(format!("document boundaries '{name}': {m}")))?;
+            data.insert(name, b.into_iter().map(|x| x as f64).collect());
+        }
+        if let Some(d) = plan.documents.iter().find(|d| !data.contains_key(&d.name)) {
+            return Err(PyValueError::new_err(format!(
+                "document boundaries '{}' are missing (prefix sums over its {} positions)",
+                d.name, d.positions
+            )));
+        }
         for (name, addr, n) in inputs {
             let want = plan
                 .buffers
@@ -386,9 +418,11 @@ fn compile(
 
 /// The CommIR text of attention for a shape (see `mercury::ops::AttentionSpec`): the forward
 /// (with `lse`, its log-sum-exp kept in an output `L`), or with `backward` its backward, and
-/// the backward's schedule (`"none"` at world size 1).
+/// the backward's schedule (`"none"` at world size 1). `kv_seq` defaults to `seq`; `window`
+/// is flash-attn's `window_size`; `documents` is `"none"`, `"shared"` (boundaries `D` for
+/// queries and keys) or `"split"` (`Dq` and `Dk`, aligned at each document's end).
 #[pyfunction]
-#[pyo3(signature = (*, batch, heads, kv_heads, seq, head_dim, v_head_dim, causal, scale, dtype, world, zigzag, lse=false, backward=false))]
+#[pyo3(signature = (*, batch, heads, kv_heads, seq, head_dim, v_head_dim, causal, scale, dtype, world, zigzag, lse=false, backward=false, kv_seq=None, window=None, documents="none"))]
 #[allow(clippy::too_many_arguments)]
 fn attention_commir(
     batch: usize,
@@ -404,14 +438,30 @@ fn attention_commir(
     zigzag: bool,
     lse: bool,
     backward: bool,
+    kv_seq: Option<usize>,
+    window: Option<(i64, i64)>,
+    documents: &str,
 ) -> PyResult<(String, String)> {
     let dtype = dtype_of(dtype)
         .ok_or_else(|| PyValueError::new_err(format!("attention: dtype {dtype} is not a floating-point type mercury computes in (float64, float32, float16, bfloat16)")))?;
+    let documents = match documents {
+        "none" => mercury::ops::Documents::None,
+        "shared" => mercury::ops::Documents::Shared,
+        "split" => mercury::ops::Documents::Split,
+        d => {
+            return Err(PyValueError::new_err(format!(
+                "attention: documents must be 'none', 'shared' or 'split', not '{d}'"
+            )))
+        }
+    };
     let spec = mercury::ops::AttentionSpec {
         batch,
         heads,
         kv_heads,
         seq,
+        kv_seq: kv_seq.unwrap_or(seq),
+        window,
+        documents,
         head_dim,
         v_head_dim,
         causal,

@@ -7,12 +7,14 @@ import contextlib
 import datetime
 import json
 import re
+import sys
+import traceback
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from conftest import fresh, sdpa64
+from conftest import fresh, masked64, prefix_sums, random_lengths, sdpa64, varlen_mask
 
 import mercury
 from mercury import _call, _mercury, _ops
@@ -54,6 +56,88 @@ def _attention(rank, balance):
             atol=1e-12,
             msg=lambda m, name=name: f"rank {rank}: d{name} ({balance}): {m}",
         )
+
+
+def _varlen(rank, balance):
+    """Packed sequences over the group: each rank its shard of the packed tokens (contiguous or
+    zigzag, ``shard_sequence(dim=0)``) with the global cu_seqlens; fresh lengths drawn by rank
+    0 (a sequence longer than a shard, one token each, many short), causal and windows,
+    grouped-query heads, forward, lse and gradients against the pairwise reference."""
+    total = 32
+    for kind, causal, window in (
+        ("long", True, (-1, -1)),
+        ("many", True, (5, -1)),
+        ("one", False, (2, 3)),
+        ("many", False, (-1, -1)),
+    ):
+        lengths = torch.tensor(random_lengths(total, kind))
+        n = torch.tensor([len(lengths)])
+        dist.broadcast(n, 0)
+        lengths = lengths if rank == 0 else torch.zeros(int(n), dtype=lengths.dtype)
+        dist.broadcast(lengths, 0)
+        cu = prefix_sums(lengths.tolist())
+        q, k, v = _shared(total, 4, 8), _shared(total, 2, 8), _shared(total, 2, 6)
+        shards = [
+            mercury.shard_sequence(t, balance=balance, dim=0).requires_grad_(True)
+            for t in (q, k, v)
+        ]
+        longest = int((cu[1:] - cu[:-1]).max())
+        o, lse = mercury.varlen_attention(
+            *shards, cu, cu, longest, longest, causal=causal, window_size=window,
+            balance=balance, return_lse=True,
+        )  # fmt: skip
+        refs = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        want, want_lse = masked64(*refs, varlen_mask(cu, cu, causal=causal, window=window))
+        what = f"rank {rank}, {balance}, {kind}, causal={causal}, window={window}, {cu.tolist()}"
+        mine = mercury.shard_sequence(want.detach(), balance=balance, dim=0)
+        torch.testing.assert_close(
+            o, mine, rtol=1e-9, atol=1e-12, msg=lambda m, w=what: f"{w}: {m}"
+        )
+        mine = mercury.shard_sequence(want_lse.detach(), balance=balance, dim=1)
+        torch.testing.assert_close(
+            lse, mine, rtol=1e-9, atol=1e-12, msg=lambda m, w=what: f"{w}: {m}"
+        )
+        do = _shared(*want.shape)
+        want.backward(do)
+        o.backward(mercury.shard_sequence(do, balance=balance, dim=0))
+        for name, ref, shard in zip("qkv", refs, shards, strict=True):
+            torch.testing.assert_close(
+                shard.grad,
+                mercury.shard_sequence(ref.grad, balance=balance, dim=0),
+                rtol=1e-9,
+                atol=1e-12,
+                msg=lambda m, name=name, w=what: f"{w}: d{name}: {m}",
+            )
+    # Other key lengths (cu_seqlens_q != cu_seqlens_k), aligned at the bottom right.
+    cu_q, cu_k = prefix_sums([5, 1, 6, 0, 4]), prefix_sums([2, 7, 6, 3, 6])
+    q, k, v = _shared(16, 4, 8), _shared(24, 2, 8), _shared(24, 2, 6)
+    shards = [
+        mercury.shard_sequence(t, balance=balance, dim=0).requires_grad_(True) for t in (q, k, v)
+    ]
+    o = mercury.varlen_attention(*shards, cu_q, cu_k, 6, 7, causal=True, window_size=(3, -1),
+                                 balance=balance)  # fmt: skip
+    refs = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    want, _ = masked64(*refs, varlen_mask(cu_q, cu_k, causal=True, window=(3, -1)))
+    mine = mercury.shard_sequence(want.detach(), balance=balance, dim=0)
+    torch.testing.assert_close(o, mine, rtol=1e-9, atol=1e-12)
+    # unshard_sequence puts every rank's packed tokens back in order.
+    whole = mercury.unshard_sequence(o.detach(), balance=balance, dim=0)
+    torch.testing.assert_close(whole, want, rtol=1e-9, atol=1e-12)
+    do = _shared(*want.shape)
+    want.backward(do)
+    o.backward(mercury.shard_sequence(do, balance=balance, dim=0))
+    for ref, shard in zip(refs, shards, strict=True):
+        mine = mercury.shard_sequence(ref.grad, balance=balance, dim=0)
+        torch.testing.assert_close(shard.grad, mine, rtol=1e-9, atol=1e-12)
+    # A rank's local cu_seqlens (ring-flash-attn's per-document layout) is refused, naming it.
+    q = fresh(8, 2, 8)
+    local = prefix_sums([3, 5])
+    with pytest.raises(ValueError, match="pass the global cu_seqlens"):
+        mercury.varlen_attention(q, q, q, local, local, 5, 5, balance=balance)
+    # Ranks that disagree on the boundaries are refused on every rank.
+    cu = prefix_sums([4, 12] if rank == 0 else [8, 8])
+    with pytest.raises(ValueError, match="mercury.varlen_attention: the ranks disagree"):
+        mercury.varlen_attention(q, q, q, cu, cu, 12, 12, balance=balance)
 
 
 def _gemms(rank):
@@ -141,12 +225,20 @@ def _worker(rank, init_file):
     try:
         _attention(rank, None)
         _attention(rank, "zigzag")
+        _varlen(rank, None)
+        _varlen(rank, "zigzag")
         _gemms(rank)
         _disagreements(rank)
         _orchestration(rank)
         # Both ranks done before either closes its connections (gloo aborts a process whose
         # peer hangs up while it is still in the group).
         dist.barrier()
+    except BaseException:
+        # Printed now: when this rank leaves the group, its peer's gloo aborts that process,
+        # and mp.spawn may report the abort and kill this one before its error is written.
+        traceback.print_exc()
+        sys.stderr.flush()
+        raise
     finally:
         dist.destroy_process_group()
 
