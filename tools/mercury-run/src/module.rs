@@ -57,6 +57,22 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     compiler.schedule(&mut scheduled, &edges).map_err(diag)?;
     let reference = mercury::single_device(&module);
     let now = mercury_commir::kernels(&scheduled).map_err(diag)?;
+    // Where each output ends: as the module declares it, or as a `place-edge` pass of the
+    // schedule re-declared an edge (no other pass moves where an output ends).
+    let kernels: Vec<mercury_commir::Kernel> = kernels
+        .into_iter()
+        .map(|mut k| {
+            if let Some(s) = before_edges.iter().find(|x| x.name == k.name) {
+                for b in k.buffers.iter_mut() {
+                    if let Some(sb) = s.buffer(&b.name).filter(|_| b.role != Role::In) {
+                        b.sharding = sb.sharding.clone();
+                        b.splits = sb.splits.clone();
+                    }
+                }
+            }
+            k
+        })
+        .collect();
     let mut steps = Vec::with_capacity(kernels.len());
     for k in &kernels {
         if let Some(s) = now.iter().find(|x| x.name == k.name) {

@@ -1,0 +1,91 @@
+use super::*;
+
+fn small() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/small/llama3_layer.mlir"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn name_kernel_adds_the_kernel_to_every_pass() {
+    let s = candidates::name_kernel(
+        "tile{axis=i factor=8 outer=i0 inner=i_t} # c\n\nparallelize{kernel=k axis=i0 level=0}\nsymbol-dce\n",
+        "attention",
+    );
+    assert_eq!(
+        s,
+        "tile{kernel=attention axis=i factor=8 outer=i0 inner=i_t}\nparallelize{kernel=k axis=i0 level=0}\nsymbol-dce{kernel=attention}\n"
+    );
+}
+
+#[test]
+fn the_layer_has_candidates_edges_and_weights() {
+    let t = Topology::preset("h100-1x8").unwrap().unwrap();
+    let s = LayerSearch::new(&small(), "small.mlir", &t).unwrap();
+    let names: Vec<&str> = s.kernels().iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "attn_norm",
+            "qkv_rope",
+            "attention",
+            "o_proj",
+            "ffn_norm",
+            "gate_up",
+            "down",
+            "residual"
+        ]
+    );
+    let w: Vec<&str> = s.weights.iter().map(String::as_str).collect();
+    assert_eq!(w, ["Wd", "Wg", "Wk", "Wn1", "Wn2", "Wo", "Wq", "Wu", "Wv"]);
+    // attention: the operator search's candidates beside par(..).
+    assert!(s.candidates[2].iter().any(|c| c.name == "mesh 8: L0=ring"));
+    assert!(s.candidates[2].iter().any(|c| c.name == "par(hk)"));
+    // The residual's output is the module's: it has no out mode but the declared one.
+    assert_eq!(s.outs[7].len(), 1);
+    assert!(s.outs[1].iter().any(|o| o.name == "by(hk)"));
+    // residual reads H from ffn_norm and D from down.
+    assert_eq!(
+        s.inputs[7],
+        vec![("H".to_string(), 4), ("D".to_string(), 6)]
+    );
+}
+
+#[test]
+fn the_frontier_is_exact_against_enumeration_on_a_prefix() {
+    // On the first three kernels (a chain), the DP's fastest equals brute force.
+    let t = Topology::preset("h100-2x4").unwrap().unwrap();
+    let s = LayerSearch::new(&small(), "small.mlir", &t).unwrap();
+    let best = s.best().unwrap();
+    // Brute force over attn_norm x qkv_rope, the rest fixed to the pick.
+    let mut bf = f64::INFINITY;
+    for c0 in 0..s.candidates[0].len() {
+        for o0 in 0..s.outs[0].len() {
+            for c1 in 0..s.candidates[1].len() {
+                for o1 in 0..s.outs[1].len() {
+                    let mut ch = best.choices.clone();
+                    ch[0] = Choice {
+                        candidate: c0,
+                        out: o0,
+                    };
+                    ch[1] = Choice {
+                        candidate: c1,
+                        out: o1,
+                    };
+                    if let Some(p) = s.evaluate(&ch) {
+                        bf = bf.min(p.seconds);
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        (bf - best.seconds).abs() <= 1e-12 * bf,
+        "{bf} vs {}",
+        best.seconds
+    );
+    let again = s.evaluate(&best.choices).unwrap();
+    assert_eq!(again.seconds, best.seconds);
+}
