@@ -18,7 +18,9 @@
 //! order. Memory per rank ([`crate::memory`]): the slots of the module's *weights* (inputs that
 //! no kernel writes and that no batch or token axis indexes, see [`LayerSearch::weights`]) count
 //! `layers` times, summed over the kernels (every layer of the model keeps its weights); every
-//! other slot counts for the kernel that runs (the largest kernel's).
+//! other slot counts while its kernel runs, with the buffers alive across that kernel (written
+//! before it and read after it, as their writer leaves them: the residual stream); a choice's
+//! bytes are the weights plus the largest kernel's.
 //!
 //! **Selection.** Exact: dynamic programming in module order whose state is the out modes of
 //! the kernels whose outputs are still to be read, keeping per state the Pareto front of
@@ -108,6 +110,9 @@ pub struct LayerSearch {
     read_later: Vec<bool>,
     /// The module's weights (see [`LayerSearch::weights`]).
     weights: BTreeSet<String>,
+    /// Per kernel: the buffers alive while it runs that it does not declare (written before
+    /// it, or module inputs other than weights, and read after it), with their writer.
+    live: Vec<Vec<(String, Option<usize>)>>,
     prices: RefCell<HashMap<String, Option<Priced>>>,
 }
 
@@ -186,6 +191,29 @@ impl LayerSearch {
             );
         }
         let weights = Self::weights(&kernels);
+        let live = (0..kernels.len())
+            .map(|at| {
+                let mut names: BTreeSet<&str> = BTreeSet::new();
+                for later in &kernels[at + 1..] {
+                    for b in later.buffers.iter().filter(|b| b.role != Role::Out) {
+                        names.insert(&b.name);
+                    }
+                }
+                names
+                    .into_iter()
+                    .filter(|n| kernels[at].buffer(n).is_none() && !weights.contains(*n))
+                    .filter_map(|n| {
+                        let writer = kernels[..at].iter().rposition(|p| {
+                            p.buffer(n)
+                                .is_some_and(|x| matches!(x.role, Role::Out | Role::InOut))
+                        });
+                        // A module input read first after this kernel is not loaded yet.
+                        let read_before = kernels[..at].iter().any(|p| p.buffer(n).is_some());
+                        (writer.is_some() || read_before).then(|| (n.to_string(), writer))
+                    })
+                    .collect()
+            })
+            .collect();
         Ok(LayerSearch {
             origin: origin.to_string(),
             compiler,
@@ -198,6 +226,7 @@ impl LayerSearch {
             inputs,
             read_later,
             weights,
+            live,
             prices: RefCell::new(HashMap::new()),
         })
     }
@@ -262,6 +291,46 @@ impl LayerSearch {
                     .cloned()
             })
             .collect()
+    }
+
+    /// Bytes per rank of the buffers alive while kernel `at` runs that it does not declare
+    /// (see [`LayerSearch::live`]), their writers' out modes given by `outs_of`; module inputs
+    /// in their declared placement. The ranks hold equal shards (block placements).
+    fn live_bytes(&self, at: usize, outs_of: &dyn Fn(usize) -> usize) -> u64 {
+        self.live[at]
+            .iter()
+            .map(|(name, writer)| {
+                let (k, b) = match writer {
+                    Some(w) => (&self.kernels[*w], self.kernels[*w].buffer(name)),
+                    None => match self.kernels.iter().find_map(|k| Some((k, k.buffer(name)?))) {
+                        Some((k, b)) => (k, Some(b)),
+                        None => return 0,
+                    },
+                };
+                let Some(b) = b else { return 0 };
+                let placement = writer
+                    .and_then(|w| {
+                        self.outs[w][outs_of(w)]
+                            .placements
+                            .iter()
+                            .find(|(x, _)| x == name)
+                            .map(|(_, p)| p.clone())
+                    })
+                    .unwrap_or_else(|| b.placement());
+                let mut bytes = k
+                    .shape(b)
+                    .iter()
+                    .fold(Kernel::elem_bytes(b) as u64, |a, &d| {
+                        a.saturating_mul(d as u64)
+                    });
+                for levels in &placement.levels {
+                    for l in levels {
+                        bytes /= k.mesh.shape.get(*l).copied().unwrap_or(1).max(1) as u64;
+                    }
+                }
+                bytes
+            })
+            .sum()
     }
 
     /// `place-edge` lines for `placements` where they differ from the module's declaration.
@@ -359,7 +428,7 @@ impl LayerSearch {
 
     fn pick(&self, choices: Vec<Choice>, priced: Vec<Priced>) -> LayerPick {
         let seconds = priced.iter().map(|p| p.seconds).sum();
-        let memory_bytes = self.memory(&priced);
+        let memory_bytes = self.memory(&choices, &priced);
         LayerPick {
             choices,
             priced,
@@ -368,9 +437,19 @@ impl LayerSearch {
         }
     }
 
-    fn memory(&self, priced: &[Priced]) -> u64 {
+    /// Bytes per rank of a whole choice: `layers` x the weights, and the largest of every
+    /// kernel's other slots plus the buffers alive across it.
+    fn memory(&self, choices: &[Choice], priced: &[Priced]) -> u64 {
         let w: u64 = priced.iter().map(|p| p.weight_bytes).sum();
-        let a = priced.iter().map(|p| p.activation_bytes).max().unwrap_or(0);
+        let a = priced
+            .iter()
+            .enumerate()
+            .map(|(at, p)| {
+                p.activation_bytes
+                    .saturating_add(self.live_bytes(at, &|x| choices[x].out))
+            })
+            .max()
+            .unwrap_or(0);
         w.saturating_mul(self.layers).saturating_add(a)
     }
 
@@ -421,6 +500,7 @@ impl LayerSearch {
             let mut next: BTreeMap<State, Vec<Entry>> = BTreeMap::new();
             for (state, entries) in &states {
                 let arriving = self.arriving(at, &|w| state[&w]);
+                let live = self.live_bytes(at, &|w| state[&w]);
                 for c in 0..self.candidates[at].len() {
                     for o in 0..self.outs[at].len() {
                         if !allow(at, &self.candidates[at][c], &self.outs[at][o]) {
@@ -442,7 +522,7 @@ impl LayerSearch {
                             let n = Entry {
                                 seconds: e.seconds + p.seconds,
                                 weights: e.weights + p.weight_bytes,
-                                acts: e.acts.max(p.activation_bytes),
+                                acts: e.acts.max(p.activation_bytes.saturating_add(live)),
                                 choices: [e.choices.clone(), vec![choice]].concat(),
                                 priced: [e.priced.clone(), vec![p]].concat(),
                             };

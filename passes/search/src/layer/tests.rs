@@ -89,3 +89,29 @@ fn the_frontier_is_exact_against_enumeration_on_a_prefix() {
     let again = s.evaluate(&best.choices).unwrap();
     assert_eq!(again.seconds, best.seconds);
 }
+
+#[test]
+fn memory_counts_the_residual_stream_and_the_cap_binds() {
+    let t = Topology::preset("h100-1x8").unwrap().unwrap();
+    let s = LayerSearch::new(&small(), "small.mlir", &t).unwrap();
+    // While attention runs, the layer's input X waits for ffn_norm; while gate_up runs, H waits
+    // for the residual.
+    assert!(s.live[2].contains(&("X".to_string(), None)));
+    assert!(s.live[5].contains(&("H".to_string(), Some(4))));
+    // X [1, 128, 128] f32 sequence-sharded over 8: 8 KiB a rank.
+    assert!(s.live_bytes(2, &|_| 0) >= 8192);
+    let front = s.frontier(u64::MAX);
+    assert!(front.len() >= 2, "a frontier of one point: {front:?}");
+    for w in front.windows(2) {
+        assert!(w[0].seconds <= w[1].seconds && w[0].memory_bytes > w[1].memory_bytes);
+    }
+    // A cap between the fastest and the smallest point picks a slower, smaller plan.
+    let (fast, small) = (&front[0], front.last().unwrap());
+    let cap = small.memory_bytes;
+    let capped = s.frontier(cap);
+    assert!(capped[0].memory_bytes <= cap && capped[0].seconds >= fast.seconds);
+    assert!(s.frontier(small.memory_bytes - 1).is_empty());
+    // Every point re-prices to itself.
+    let again = s.evaluate(&small.choices).unwrap();
+    assert_eq!(again.memory_bytes, small.memory_bytes);
+}
