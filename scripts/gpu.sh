@@ -42,7 +42,8 @@
 #                                          # virtual ranks against torch; 2 processes sharing GPU 0
 #                                          # over NCCL sockets; mercury.attention vs torch's cuDNN
 #                                          # SDPA on the P2c shapes (scripts/torch_gpu.py); the
-#                                          # Llama example at world size 1 and as that pair
+#                                          # Llama example at world size 1 and as that pair;
+#                                          # MERCURY_GPU_TORCH=world1,pair,llama,bench: which steps
 #   MERCURY_GPU_PARTS=tune bash scripts/gpu.sh --remote  # profile-guided search (not default):
 #                                          # mercury-tune --profile-top 4, one line per case
 #
@@ -488,6 +489,12 @@ if [[ ",$parts," == *",backward,"* ]]; then
     run_case "ring-bwd-mha-r$n" "$out/attention_bwd_r$n.mlir" --kernel attention_bwd --shift-shard
   done
   echo "| case | schedule ms | single-device ms | ratio | check rel. difference | |"; grep -- "-bwd-" "$out/table.md" || true
+  # A training step (mercury-run --backward): the forward, then the backward on its outputs and
+  # a fresh dO, each checked against its single-device plan and f64 rows.
+  echo "== mercury-run --backward: examples/small/attention_train.mlir --shift-shard, 8 virtual ranks"
+  $C/mercury-run examples/small/attention_train.mlir --backward attention_bwd --shift-shard --backend cuda \
+    --virtual --check --device-kernels $C/device_kernels.ptx > "$out/train-step.log" 2>&1 || status=1
+  grep -E '^(forward|backward|check|gpu)|error' "$out/train-step.log" | sed 's/^/   /' || true
 fi
 
 # ==== the patches' rate tables (only with MERCURY_GPU_PARTS=rates; any number of GPUs) =======
@@ -864,28 +871,39 @@ fi
 # The staged wheel installed into a folder of its own (no index, no dependencies: torch is the
 # machine's); the executor's device kernels from device_kernels.ptx.
 if [[ ",$parts," == *",torch,"* ]]; then
-  site="$out/torch-site"
+  # Outside $out: the installed package is not a result to bring back.
+  site="${TMPDIR:-/tmp}/mercury-torch-site"
   rm -rf "$site"
   if ! python3 -m pip install -q --no-index --no-deps --target "$site" $C/mercury_rs-*.whl > "$out/torch-install.log" 2>&1; then
     echo "== torch: the wheel did not install"; tail -5 "$out/torch-install.log"; status=1
   else
     tenv=(env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" MERCURY_DEVICE_KERNELS="$PWD/$C/device_kernels.ptx"
           MERCURY_CACHE_DIR="$out/torch-schedules" MERCURY_ROOT="$PWD" PYTHONUNBUFFERED=1)
+    # MERCURY_GPU_TORCH: which of the four steps (default all).
+    steps=",${MERCURY_GPU_TORCH:-world1,pair,llama,bench},"
+    if [[ $steps == *,world1,* ]]; then
     echo "== torch 1/4: world size 1 and op(**inputs) on virtual ranks, against torch"
     timeout 600 "${tenv[@]}" python3 $C/torch_gpu.py world1 > "$out/torch-world1.log" 2>&1 || status=1
     grep -E '^(device|check|note|[0-9]+ failed)|Error|error' "$out/torch-world1.log" | sed 's/^/   /' || true
+    fi
+    if [[ $steps == *,pair,* ]]; then
     echo "== torch 2/4: two processes sharing GPU 0 over NCCL sockets (nccl_pair)"
     nccl_pair "$out" torch-pair 300 "${tenv[@]}" python3 $C/torch_gpu.py pair || { echo "   pair exit statuses: $pair_rc"; status=1; }
     for r in 0 1; do grep -E '^(check|note|[0-9]+ failed)|Error|error' "$out/torch-pair-r$r.log" | sed 's/^/   /' || true; done
+    fi
+    if [[ $steps == *,llama,* ]]; then
     echo "== torch 3/4: examples/torch/llama_attention.py, world size 1, then two processes sharing GPU 0 (nccl_pair)"
     timeout 300 "${tenv[@]}" python3 examples/torch/llama_attention.py > "$out/torch-llama.log" 2>&1 || status=1
     grep -E '^(llama|check|time)|Error|error' "$out/torch-llama.log" | sed 's/^/   /' || true
     nccl_pair "$out" torch-llama 300 env MASTER_ADDR=127.0.0.1 MASTER_PORT=29518 "${tenv[@]}" \
       python3 examples/torch/llama_attention.py || { echo "   llama pair exit statuses: $pair_rc"; status=1; }
     grep -hE '^(llama|check|time)|Error|error' "$out/torch-llama-r0.log" "$out/torch-llama-r1.log" | sed 's/^/   /' || true
+    fi
+    if [[ $steps == *,bench,* ]]; then
     echo "== torch 4/4: mercury.attention vs torch cuDNN SDPA, world size 1, P2c shapes (d 128), timed alike"
     timeout 900 "${tenv[@]}" python3 $C/torch_gpu.py bench > "$out/torch-bench.log" 2>&1 || status=1
     grep -E '^(device|\||check|[0-9]+ failed)|Error|error' "$out/torch-bench.log" || true
+    fi
   fi
 fi
 

@@ -87,11 +87,47 @@ def world1():
         want = sdpa_ref(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), True)
         check("attention zigzag world 1 causal", o, want.transpose(1, 2))
 
+    def attention_grad():
+        # Gradients through mercury's backward patch vs torch.autograd through SDPA (f32 math)
+        # on the same bf16 values; poisoned .grad is not possible (autograd allocates), so the
+        # inputs are fresh leaves each run.
+        b, s, h, d = 1, 2048, 8, 128
+        q, k, v, do = (rand(b, s, h, d) for _ in range(4))
+        full = [t.transpose(1, 2).float().requires_grad_(True) for t in (q, k, v)]
+        sdpa_ref(*full, True).backward(do.transpose(1, 2).float())
+        z = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        mercury.attention(*z, causal=True).backward(do)
+        for name, zt, ft in zip("qkv", z, full, strict=True):
+            check(
+                f"attention d{name} world 1 s{s} causal",
+                zt.grad,
+                ft.grad.transpose(1, 2),
+            )
+
+    def attention_f32():
+        # f32 q/k/v: the executor's f32 kernel (MLA head dims 24/16, GQA 8q/2kv), against
+        # SDPA in f64 math; f32 tolerance.
+        q = torch.randn(1, 8, 512, 24, device="cuda")
+        k, v = (
+            torch.randn(1, 2, 512, 24, device="cuda"),
+            torch.randn(1, 2, 512, 16, device="cuda"),
+        )
+        o = mercury.attention(q, k, v, causal=True, layout="bhsd")
+        g = q.shape[1] // k.shape[1]
+        ke, ve = (t.double().repeat_interleave(g, dim=1) for t in (k, v))
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            want = F.scaled_dot_product_attention(q.double(), ke, ve, is_causal=True)
+        check("attention f32 mla 24/16 gqa 8q/2kv s512 causal", o, want, tol=1e-5)
+
     def gemms():
         x, w = rand(4096, 4096), rand(4096, 2048)
         want = x.float() @ w.float()
         check("all_gather_matmul 4096x4096x2048", mercury.all_gather_matmul(x, w), want)
-        check("matmul_reduce_scatter 4096x4096x2048", mercury.matmul_reduce_scatter(x, w), want)
+        check(
+            "matmul_reduce_scatter 4096x4096x2048",
+            mercury.matmul_reduce_scatter(x, w),
+            want,
+        )
 
     def virtual(sched):
         # op(**inputs): every rank a virtual rank on this GPU.
@@ -103,7 +139,9 @@ def world1():
         out = op(**ins)["O"]
         want = sdpa_ref(ins["Q"], ins["K"], ins["V"], False)
         check(
-            f"op(**inputs) {sched}, 8 virtual ranks, s4096 ({op.last_device_ms:.3f} ms)", out, want
+            f"op(**inputs) {sched}, 8 virtual ranks, s4096 ({op.last_device_ms:.3f} ms)",
+            out,
+            want,
         )
 
     def asynctp():
@@ -129,6 +167,8 @@ def world1():
     attempt("attention causal", lambda: attention(True))
     attempt("attention gqa", gqa)
     attempt("attention zigzag", zigzag)
+    attempt("attention gradients", attention_grad)
+    attempt("attention f32", attention_f32)
     attempt("gemm ops", gemms)
     for sched in ("ring_attention", "ulysses", "tree_attention"):
         attempt(f"op(**inputs) {sched}", lambda sched=sched: virtual(sched))
@@ -157,7 +197,8 @@ def pair():
     def nccl_library():
         # mercury uses the NCCL torch loaded: one libnccl file mapped in this process.
         ours = mercury._mercury.nccl_library()
-        maps = open("/proc/self/maps").read().splitlines()
+        with open("/proc/self/maps") as f:
+            maps = f.read().splitlines()
         mapped = sorted({ln.split(maxsplit=5)[5].strip() for ln in maps if "libnccl.so" in ln})
         ok = mapped == [ours]
         print(f"check rank {rank}: NCCL {ours}, mapped {mapped}  {'ok' if ok else 'FAILED'}")
@@ -212,9 +253,17 @@ def pair():
         x, w = shared(4096, 4096), shared(4096, 2048)
         want = x.float() @ w.float()
         out = mercury.all_gather_matmul(x.chunk(world, 0)[rank], w.chunk(world, 1)[rank])
-        check(f"rank {rank}: all_gather_matmul over {world}", out, want.chunk(world, 1)[rank])
+        check(
+            f"rank {rank}: all_gather_matmul over {world}",
+            out,
+            want.chunk(world, 1)[rank],
+        )
         out = mercury.matmul_reduce_scatter(x.chunk(world, 1)[rank], w.chunk(world, 0)[rank])
-        check(f"rank {rank}: matmul_reduce_scatter over {world}", out, want.chunk(world, 0)[rank])
+        check(
+            f"rank {rank}: matmul_reduce_scatter over {world}",
+            out,
+            want.chunk(world, 0)[rank],
+        )
 
     attempt(f"rank {rank}: shard/unshard", shard_roundtrip)
     attempt(f"rank {rank}: disagreeing shapes", disagree)
@@ -239,9 +288,9 @@ def bench():
     print(f"device: {torch.cuda.get_device_name(0)}; regime {regime}; warm-up 2, median of 7")
     print(
         "| case | torch cuDNN SDPA ms | mercury.attention ms | SDPA / mercury | executor "
-        "device ms | host ms per call | host - device ms |"
+        "device ms | host ms per call | host - device ms | enqueue us per call |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for cid, b, hq, hk, s, causal, d in sdpa_baseline.CASES:
         if d != 128:
             continue
@@ -273,9 +322,16 @@ def bench():
         torch.cuda.synchronize()
         host = (time.perf_counter() - t0) / n * 1e3
         dev = _last_device_ms()
+        # The host's own cost of a call on a cached shape: calls issued back to back, timed
+        # before the stream drains (the queue is far from full at n = 10).
+        t0 = time.perf_counter()
+        for _ in range(n):
+            ours()
+        enq = (time.perf_counter() - t0) / n * 1e6
+        torch.cuda.synchronize()
         print(
             f"| {cid} | {t_torch:.3f} | {t_ours:.3f} | {t_torch / t_ours:.3f}x | {dev:.3f} | "
-            f"{host:.3f} | {host - dev:.3f} |"
+            f"{host:.3f} | {host - dev:.3f} | {enq:.1f} |"
         )
         del q, k, v, ke, ve
         torch.cuda.empty_cache()

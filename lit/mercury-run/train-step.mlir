@@ -20,11 +20,14 @@
 // MOVED: train-lse-moved.mlir:{{[0-9]+}}:3: error: the backward reads '@LSE' in 'sharding [R, R, S(0)]' but the forward '@attention' leaves it in 'sharding [R, R, S(zigzag(0))]': declare them alike, so that nothing moves between the kernels
 // MOVED: note: '@LSE' of the forward '@attention'
 //
-// A training step needs its forward, and runs on the CPU executor.
+// A training step needs its forward.
 // RUN: not %mercury-run %repo/examples/small/attention_bwd.mlir --backward attention_bwd --backend cpu 2>&1 | FileCheck %s --check-prefix=PAIR
 // PAIR: error: the input has several kernels (@attention_bwd, @attention_bwd_gqa, @attention_bwd_gqa_kv4, @attention_bwd_mla); name the forward with --kernel NAME
-// RUN: not %mercury-run %repo/examples/small/attention_train.mlir --backward attention_bwd 2>&1 | FileCheck %s --check-prefix=CUDA
-// CUDA: error: --backward runs a training step on the CPU executor (--backend cpu): the CUDA backend has no attention_bwd patch yet
+// On the GPU too (scripts/gpu.sh runs it; --no-run here: the plans, no device needed).
+// RUN: %mercury-run %repo/examples/small/attention_train.mlir --backward attention_bwd --shift-shard --backend cuda --no-run | FileCheck %s --check-prefix=CUDA
+// CUDA: forward @attention:
+// CUDA: backward @attention_bwd:
+// CUDA: step: the backward reads @O, @LSE where the forward leaves them
 // RUN: not %mercury-run %repo/examples/small/attention_bwd.mlir --kernel attention_bwd_gqa --backward attention_bwd --backend cpu 2>&1 | FileCheck %s --check-prefix=NOOUT
 // NOOUT: attention_bwd.mlir:{{[0-9]+}}:3: error: '@K' is [1, 4, 256, 16] f32 here and [1, 2, 256, 16] f32 in the forward '@attention_bwd_gqa'
 // NOOUT: note: '@K' of the forward '@attention_bwd_gqa'

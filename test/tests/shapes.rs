@@ -3,11 +3,12 @@
 //! each under a shipped schedule), checked on the host as far as they can be without a GPU:
 //! each lowers, scheduled and unscheduled, and every attention block of every rank resolves
 //! against its slots (the CUDA executor's `ops::resolve`, with stand-in addresses) and routes
-//! to the cuDNN patch by the checks that need no library (`ops::cudnn_host_check`; whether
+//! to the cuDNN patch (bf16) or the f32 kernel (f32) by the checks that need no library (`ops::cudnn_host_check`; whether
 //! the loaded cuDNN builds each plan is `scripts/gpu.sh`'s to show). The executor's own
 //! routing is `ops::attention_route`.
 
 use mercury_driver::{Compiler, Schedule};
+use mercury_kernels::cuda::{validate_f32, ElemType};
 use mercury_plan::{ComputeOp, Plan};
 use mercury_runtime::cuda::mem::{MemTable, SlotInfo};
 use mercury_runtime::cuda::ops::{self, AttnVia, ComputeLaunch};
@@ -72,10 +73,11 @@ fn mem_table(plan: &Plan) -> MemTable {
 }
 
 /// Resolves every compute op of `plan` and routes its attention blocks; returns how many
-/// blocks went to the cuDNN patch and the shapes that did not.
+/// blocks went to the patch each block's inputs call for (cuDNN for bf16, the f32 kernel for
+/// f32) and the shapes that did not.
 fn route(plan: &Plan) -> (usize, Vec<String>) {
     let mem = mem_table(plan);
-    let (mut cudnn, mut other) = (0, Vec::new());
+    let (mut routed, mut other) = (0, Vec::new());
     for (ri, r) in plan.ranks.iter().enumerate() {
         for op in r.stages.iter().flat_map(|s| &s.compute) {
             let launch = ops::resolve(&mem, ri, op)
@@ -86,18 +88,21 @@ fn route(plan: &Plan) -> (usize, Vec<String>) {
                 continue;
             };
             let nvrtc = launch.validate().map_err(|e| e.to_string());
-            match ops::attention_route(&launch, ops::cudnn_host_check(&launch), nvrtc) {
-                Ok((AttnVia::Cudnn(_), None)) => cudnn += 1,
+            let f32 = validate_f32(&launch).map_err(|e| e.to_string());
+            let f32_inputs = launch.elem == ElemType::F32;
+            match ops::attention_route(&launch, ops::cudnn_host_check(&launch), nvrtc, f32) {
+                Ok((AttnVia::Cudnn(_), None)) if !f32_inputs => routed += 1,
+                Ok((AttnVia::F32, None)) if f32_inputs => routed += 1,
                 Ok((via, w)) => other.push(format!("{via:?} {w:?}")),
                 Err(e) => other.push(e.to_string()),
             }
         }
     }
-    (cudnn, other)
+    (routed, other)
 }
 
 #[test]
-fn odd_shapes_lower_resolve_and_route_to_cudnn() {
+fn odd_shapes_lower_resolve_and_route_to_cudnn_or_the_f32_kernel() {
     let cases = cases();
     assert!(cases.len() >= 10, "cases.txt lists {} cases", cases.len());
     for (name, file, schedule) in &cases {
@@ -109,7 +114,7 @@ fn odd_shapes_lower_resolve_and_route_to_cudnn() {
             assert!(n > 0, "{name} ({what}): no attention block");
             assert!(
                 other.is_empty(),
-                "{name} ({what}): blocks not routed to cuDNN: {other:?}"
+                "{name} ({what}): blocks not routed to their patch: {other:?}"
             );
         }
     }
@@ -131,7 +136,8 @@ fn odd_shapes_without_cudnn_are_refused_naming_both_reasons() {
         panic!("resolves to an attention launch");
     };
     let nvrtc = launch.validate().map_err(|e| e.to_string());
-    let e = ops::attention_route(&launch, Err("not loaded".into()), nvrtc)
+    let f32 = validate_f32(&launch).map_err(|e| e.to_string());
+    let e = ops::attention_route(&launch, Err("not loaded".into()), nvrtc, f32)
         .expect_err("refused")
         .to_string();
     for want in [

@@ -23,23 +23,8 @@
 
 typedef unsigned short u16;
 typedef unsigned int u32;
-typedef long long i64;
-typedef unsigned long long u64;
 
-// Must match `AttnArgsDev` in attention.rs field for field.
-struct AttnArgs {
-    u64 q, k, v, o, lse;
-    i64 q_sb, q_sh, q_sr;
-    i64 k_sb, k_sh, k_sr;
-    i64 v_sb, v_sh, v_sr;
-    i64 o_sb, o_sh, o_sr;
-    i64 lse_sb, lse_sh;
-    i64 q_offset, k_offset;
-    int b, hq, hk, sq, sk;
-    int causal;
-    float scale_log2;
-    float scale;
-};
+// struct AttnArgs: attn_args.cuh, put before this source.
 
 #define BM 128
 #define BN 64

@@ -16,6 +16,7 @@
 //! the heads) therefore needs no copy.
 
 use super::error::{ensure, KernelError, Result};
+use super::gemm::ElemType;
 use super::nvrtc::compile_and_load;
 use crate::cpu::{AttnDims, AttnParams};
 use cudarc::driver::sys::CUfunction_attribute_enum;
@@ -25,7 +26,8 @@ use cudarc::driver::{
 use std::sync::Arc;
 
 /// CUDA C++ source of the attention kernel.
-pub const ATTENTION_SOURCE: &str = include_str!("attention.cu");
+pub const ATTENTION_SOURCE: &str =
+    concat!(include_str!("attn_args.cuh"), include_str!("attention.cu"));
 /// Kernel variants in [`ATTENTION_SOURCE`] (same semantics, different warp tiling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttnVariant {
@@ -121,11 +123,14 @@ pub struct AttnLaunch {
     pub o: Strided3,
     /// f32 `[b, hq, sq]` (`sr` must be 1).
     pub lse: Strided3,
+    /// Element type of q, k and v: bf16 for this kernel and the cuDNN patch, f32 for
+    /// [`super::AttentionF32Patch`].
+    pub elem: ElemType,
     /// Merge into `(o, lse)` (an accumulator) instead of overwriting them.
     pub accumulate: bool,
 }
 
-/// Kernel parameter block; must match `struct AttnArgs` in `attention.cu`.
+/// Kernel parameter block; must match `struct AttnArgs` in `attn_args.cuh` (put before `attention.cu` and `attention_f32.cu`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AttnArgsDev {
@@ -184,10 +189,13 @@ impl AttnLaunch {
         2.0 * heads * pairs * (d.d + self.dv) as f64
     }
 
-    /// Checks sizes, strides and alignment against what the NVRTC kernel needs (head dim 128
-    /// for q, k, v and o); the error says which does not hold.
+    /// Checks element type, sizes, strides and alignment against what the NVRTC kernel needs
+    /// (bf16, head dim 128 for q, k, v and o); the error says which does not hold.
     pub fn validate(&self) -> Result<()> {
         let d = &self.dims;
+        ensure(self.elem == ElemType::BF16, || {
+            format!("the NVRTC kernel takes bf16 q/k/v, got {:?}", self.elem)
+        })?;
         ensure(d.d == HEAD_DIM && self.dv == HEAD_DIM, || {
             if self.dv == d.d {
                 format!(
@@ -430,6 +438,7 @@ mod tests {
             v: Strided3::dense(0x3000, 2, 333, 128),
             o: Strided3::dense(0x4000, 8, 300, 128),
             lse: Strided3::dense(0x5000, 8, 300, 1),
+            elem: ElemType::BF16,
             accumulate: false,
         }
     }

@@ -1,5 +1,5 @@
 //! GPU patches (feature `cuda`): the cuBLASLt GEMM patch (plus a plain cuBLAS baseline), the
-//! NVRTC-compiled attention forward patch, and helper kernels for checks and benchmarks.
+//! NVRTC-compiled attention forward patches (bf16, and f32), and helper kernels for checks and benchmarks.
 //!
 //! Everything loads CUDA dynamically (cudarc `dynamic-loading`), so this builds on machines
 //! without CUDA. Before touching cudarc, call [`probe`] (or rely on the constructors here, which
@@ -11,6 +11,7 @@
 
 pub mod alloc;
 pub mod attention;
+pub mod attention_f32;
 pub mod check;
 pub mod cudnn;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod nvrtc;
 
 pub use alloc::{alloc_bytes, set_allocator, DeviceAllocator, DeviceBuffer};
 pub use attention::{AttentionPatch, AttnLaunch, AttnVariant, Strided3, ATTENTION_SOURCE};
+pub use attention_f32::{validate_f32, AttentionF32Patch, ATTENTION_F32_SOURCE};
 pub use check::CheckKernels;
 pub use cudarc::driver::CudaContext;
 pub use cudnn::{CudnnAttention, SdpaCall, Tensor4};
@@ -42,6 +44,7 @@ mod tests {
         }
         for (name, src) in [
             ("attention", attention::ATTENTION_SOURCE),
+            ("attention_f32", attention_f32::ATTENTION_F32_SOURCE),
             ("check", check::CHECK_SOURCE),
         ] {
             let ptx = match nvrtc::compile_ptx(src, (9, 0), "test") {

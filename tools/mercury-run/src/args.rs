@@ -288,11 +288,6 @@ where
             &m,
             &["bench", "cache_file", "launcher", "emit_plan", "predict"],
         );
-        if a.backend != Backend::Cpu {
-            return Err(conflict(
-                "--backward runs a training step on the CPU executor (--backend cpu): the CUDA backend has no attention_bwd patch yet\n".into(),
-            ));
-        }
         if !gpu_only.is_empty() {
             return Err(conflict(format!(
                 "--backward runs a training step of two plans; {} read one plan: drop {}\n",

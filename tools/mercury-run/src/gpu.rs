@@ -464,7 +464,7 @@ pub fn run(a: &Args, c: &Compiled, plan: Plan) -> Result<Option<f64>, Failure> {
 /// A refusal of an attention block by every GPU patch (`ops::ATTENTION_REFUSED`: a dtype they
 /// do not compute, a shape neither cuDNN nor the NVRTC kernel takes), located at the
 /// operator's attention patch; any other failure as it is.
-fn locate_attention_refusal(c: &Compiled, f: Failure) -> Failure {
+pub(crate) fn locate_attention_refusal(c: &Compiled, f: Failure) -> Failure {
     let Failure::Input(m) = &f else { return f };
     if !m.contains(mercury_runtime::cuda::ops::ATTENTION_REFUSED) {
         return f;
@@ -496,6 +496,8 @@ pub struct Bench {
     pub gpus: usize,
     /// Wall time of the whole call (set-up, warm-up, reference, checks), seconds.
     pub wall_s: f64,
+    /// The schedule's outputs, whole, by buffer name.
+    pub outputs: HashMap<String, HostBuffer>,
 }
 
 /// Runs `plan` on the GPU(s) as `a` says (`--virtual`, `--devices`, `--transport`,
@@ -508,6 +510,19 @@ pub fn checked_bench(
     a: &Args,
     plan: Plan,
     reference: impl FnOnce() -> Result<Plan, Failure>,
+    say: &mut dyn FnMut(String),
+) -> Result<Bench, Failure> {
+    checked_bench_on(a, plan, reference, None, say)
+}
+
+/// [`checked_bench`] on `inputs` (by buffer name; fresh random inputs of `--seed` where
+/// `None`): the schedule and the single-device plan both read them. The [`Bench`] carries the
+/// schedule's outputs (what `--backward` hands to the backward kernel).
+pub fn checked_bench_on(
+    a: &Args,
+    plan: Plan,
+    reference: impl FnOnce() -> Result<Plan, Failure>,
+    inputs: Option<HashMap<String, HostBuffer>>,
     say: &mut dyn FnMut(String),
 ) -> Result<Bench, Failure> {
     let t_all = std::time::Instant::now();
@@ -528,7 +543,7 @@ pub fn checked_bench(
     let reference = reference()?;
     let ptx = device_kernels(a, cc, &[&plan, &reference])?;
     let seed = a.seed();
-    let inputs = HostBuffer::random_inputs(&plan, seed);
+    let inputs = inputs.unwrap_or_else(|| HostBuffer::random_inputs(&plan, seed));
     let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
     let mut exec = match &layout {
         Layout::Virtual => {
@@ -651,6 +666,7 @@ pub fn checked_bench(
             Layout::Aliased(_) => 1,
         },
         wall_s: t_all.elapsed().as_secs_f64(),
+        outputs: got.outputs,
     })
 }
 

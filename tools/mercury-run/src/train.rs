@@ -1,5 +1,7 @@
 //! A training step (`--backward NAME`): the forward kernel and its backward, one after the
-//! other on the CPU executor. The backward reads the forward's inputs and outputs by name
+//! other on the CPU executor, or on the GPU (`--backend cuda`: each kernel through
+//! [`crate::gpu::checked_bench_on`], the backward on the forward's outputs brought back to the
+//! host). The backward reads the forward's inputs and outputs by name
 //! (Q, K, V; O and the log-sum-exp the forward keeps with `lse @LSE`) where the forward left
 //! them: each such buffer must be declared alike in both kernels (shape, element type,
 //! placement), so that on devices nothing would move between the two. Its other inputs (the
@@ -75,6 +77,10 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     );
     if a.no_run {
         return Ok(());
+    }
+    #[cfg(feature = "cuda")]
+    if a.backend == crate::args::Backend::Cuda {
+        return cuda::run(a, (&fa, &fc, fplan), (&ba, &bc, bplan), &sources);
     }
     fits(a, &fplan)?;
     fits(a, &bplan)?;
@@ -262,4 +268,60 @@ fn backward_inputs(
         })
         .for_each(drop);
     fresh
+}
+
+/// The step on the GPU: the forward through [`crate::gpu::checked_bench_on`] on fresh inputs,
+/// then the backward on the forward's inputs and outputs (by name, as [`handoff`] found them)
+/// and a fresh dO. With `--check`, each kernel is held to its single-device plan on the same
+/// inputs (the backward's reference reads the scheduled forward's outputs, so the two
+/// backwards see identical values) and to f64 rows.
+#[cfg(feature = "cuda")]
+mod cuda {
+    use super::Source;
+    use crate::args::Args;
+    use crate::gpu::{checked_bench_on, locate_attention_refusal, start_watchdog};
+    use crate::{reference_plan, Compiled, Failure};
+    use mercury_plan::Plan;
+    use mercury_runtime::cuda::HostBuffer;
+
+    pub(super) fn run(
+        a: &Args,
+        (fa, fc, fplan): (&Args, &Compiled, Plan),
+        (ba, bc, bplan): (&Args, &Compiled, Plan),
+        sources: &[(String, Source)],
+    ) -> Result<(), Failure> {
+        start_watchdog(a)?;
+        let seed = a.seed();
+        let f_inputs = HostBuffer::random_inputs(&fplan, seed);
+        outln!("forward @{} on the GPU:", fc.kernel);
+        let f = checked_bench_on(
+            fa,
+            fplan,
+            || reference_plan(fa, fc),
+            Some(f_inputs.clone()),
+            &mut |l| outln!("{l}"),
+        )
+        .map_err(|e| locate_attention_refusal(fc, e))?;
+        let mut b_inputs = HostBuffer::random_inputs(&bplan, seed.wrapping_add(1));
+        for (name, v) in b_inputs.iter_mut() {
+            let from = match sources.iter().find(|(n, _)| n == name).map(|(_, s)| s) {
+                Some(Source::ForwardInput) => f_inputs.get(name),
+                Some(Source::ForwardOutput) => f.outputs.get(name),
+                _ => None,
+            };
+            if let Some(from) = from {
+                *v = from.clone();
+            }
+        }
+        outln!("backward @{} on the GPU:", bc.kernel);
+        checked_bench_on(
+            ba,
+            bplan,
+            || reference_plan(ba, bc),
+            Some(b_inputs),
+            &mut |l| outln!("{l}"),
+        )
+        .map_err(|e| locate_attention_refusal(bc, e))?;
+        Ok(())
+    }
 }

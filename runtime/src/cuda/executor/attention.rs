@@ -6,7 +6,9 @@ use crate::cuda::error::{Result, RuntimeError};
 use crate::cuda::ops::{self, AttnVia, ComputeLaunch};
 use cudarc::driver::{CudaContext, CudaStream};
 use mercury_kernels::cuda::DeviceBuffer;
-use mercury_kernels::cuda::{AttentionPatch, AttnVariant, CudnnAttention, Tensor4};
+use mercury_kernels::cuda::{
+    validate_f32, AttentionF32Patch, AttentionPatch, AttnVariant, CudnnAttention, Tensor4,
+};
 use mercury_plan::RankProgram;
 use std::sync::Arc;
 
@@ -53,6 +55,22 @@ pub(super) fn attention_patch(
     a.set_variant(v);
     let a = Arc::new(a);
     cache.push((key, v, a.clone()));
+    Ok(a)
+}
+
+/// The f32 attention patch of `ctx`, compiled once per process (as [`attention_patch`]).
+pub(super) fn attention_f32_patch(ctx: &Arc<CudaContext>) -> Result<Arc<AttentionF32Patch>> {
+    type Cache = Vec<(usize, Arc<AttentionF32Patch>)>;
+    static CACHE: std::sync::Mutex<Cache> = std::sync::Mutex::new(Vec::new());
+    let key = ctx.cu_ctx() as usize;
+    let mut cache = CACHE
+        .lock()
+        .map_err(|_| RuntimeError::Unsupported("f32 attention patch cache poisoned".into()))?;
+    if let Some((_, p)) = cache.iter().find(|(k, _)| *k == key) {
+        return Ok(p.clone());
+    }
+    let a = Arc::new(AttentionF32Patch::new(ctx)?);
+    cache.push((key, a.clone()));
     Ok(a)
 }
 
@@ -165,9 +183,13 @@ pub(super) fn choose_attention(
                 .unwrap_or_else(|| "not loaded".into())),
         };
         let nvrtc = launch.validate().map_err(|e| e.to_string());
-        let (choice, warning) = ops::attention_route(launch, cudnn, nvrtc)?;
+        let f32 = validate_f32(launch).map_err(|e| e.to_string());
+        let (choice, warning) = ops::attention_route(launch, cudnn, nvrtc, f32)?;
         if choice == AttnVia::Nvrtc && dev.attention.is_none() {
             dev.attention = Some(attention_patch(&dev.ctx, opts.attention_variant)?);
+        }
+        if choice == AttnVia::F32 && dev.attention_f32.is_none() {
+            dev.attention_f32 = Some(attention_f32_patch(&dev.ctx)?);
         }
         if let Some(w) = warning.filter(|w| !warnings.contains(w)) {
             tracing::warn!("{w}");

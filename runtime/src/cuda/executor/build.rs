@@ -459,6 +459,7 @@ impl DeviceSetup {
                 ctx: ctx.clone(),
                 gemm,
                 attention: None,
+                attention_f32: None,
                 cudnn,
                 stream: ctx
                     .new_stream()

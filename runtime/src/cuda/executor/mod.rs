@@ -70,8 +70,8 @@ use crate::cuda::transport::Transport;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use mercury_kernels::cuda::{
-    alloc_bytes, AttentionPatch, AttnVariant, CudnnAttention, DeviceBuffer, GemmPatch,
-    GemmWorkspace,
+    alloc_bytes, AttentionF32Patch, AttentionPatch, AttnVariant, CudnnAttention, DeviceBuffer,
+    GemmPatch, GemmWorkspace,
 };
 use mercury_plan::{DType, Plan, Region, Role};
 use std::sync::Arc;
@@ -304,6 +304,7 @@ struct DeviceRes {
     ctx: Arc<CudaContext>,
     gemm: Option<GemmPatch>,
     attention: Option<Arc<AttentionPatch>>,
+    attention_f32: Option<Arc<AttentionF32Patch>>,
     cudnn: Option<Arc<CudnnAttention>>,
     stream: Arc<CudaStream>,
 }

@@ -381,6 +381,7 @@ impl CudaExecutor {
                     dk: &self.dks[r.dev],
                     gemm: d.gemm.as_ref(),
                     attention: d.attention.as_deref(),
+                    attention_f32: d.attention_f32.as_deref(),
                     cudnn: d.cudnn.as_deref(),
                 };
                 let mut cx = CopyCx {

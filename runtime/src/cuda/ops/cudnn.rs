@@ -7,7 +7,7 @@ use crate::cuda::device_kernels::AttnAcc;
 use crate::cuda::error::Result;
 use crate::cuda::mem::CopyCx;
 use mercury_kernels::cuda::cudnn::{IoType, Route};
-use mercury_kernels::cuda::{AttnLaunch, CudnnAttention, SdpaCall, Strided3, Tensor4};
+use mercury_kernels::cuda::{AttnLaunch, CudnnAttention, ElemType, SdpaCall, Strided3, Tensor4};
 use mercury_plan::{ComputeOp, PatchKind, View};
 
 /// An attention launch as the cuDNN patch computes it: the leading query rows of every
@@ -145,6 +145,12 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
     let i = |x: usize| {
         i64::try_from(x).map_err(|_| unsupported(format!("attention offset {x} too large")))
     };
+    if l.elem != ElemType::BF16 {
+        return Err(unsupported(format!(
+            "the cuDNN patch takes bf16 q/k/v, got {:?}",
+            l.elem
+        )));
+    }
     if !(p.scale as f32).is_finite() {
         return Err(unsupported(format!("scale {} not finite in f32", p.scale)));
     }

@@ -12,7 +12,8 @@ use super::error::Result;
 use super::mem::{copy, operand, write_back, CopyCx, Loc, Operand};
 use cudarc::driver::CudaStream;
 use mercury_kernels::cuda::{
-    AttentionPatch, AttnLaunch, CudnnAttention, GemmPatch, GemmSpec, GemmWorkspace,
+    AttentionF32Patch, AttentionPatch, AttnLaunch, CudnnAttention, ElemType, GemmPatch, GemmSpec,
+    GemmWorkspace,
 };
 
 mod combine;
@@ -115,6 +116,8 @@ pub enum AttnVia {
     Cudnn(Box<CudnnSplit>),
     /// The NVRTC kernel (merges in its own epilogue).
     Nvrtc,
+    /// The f32 kernel (f32 q/k/v; merges in its own epilogue).
+    F32,
 }
 
 /// The words every refusal of an attention block by the GPU patches carries (a dtype they do
@@ -123,11 +126,11 @@ pub enum AttnVia {
 pub const ATTENTION_REFUSED: &str = "the GPU attention patches cannot compute it";
 
 /// The shape of an attention launch as refusals and warnings name it:
-/// `b1 hq8 hk2 sq512 sk512 d_qk64 d_v64 causal`.
+/// `b1 hq8 hk2 sq512 sk512 d_qk64 d_v64 causal` (with ` f32` for f32 q/k/v).
 pub fn attention_shape(l: &AttnLaunch) -> String {
     let d = l.dims;
     format!(
-        "b{} hq{} hk{} sq{} sk{} d_qk{} d_v{}{}",
+        "b{} hq{} hk{} sq{} sk{} d_qk{} d_v{}{}{}",
         d.b,
         d.hq,
         d.hk,
@@ -135,26 +138,38 @@ pub fn attention_shape(l: &AttnLaunch) -> String {
         d.sk,
         d.d,
         l.dv,
-        if l.params.causal { " causal" } else { "" }
+        if l.params.causal { " causal" } else { "" },
+        if l.elem == ElemType::F32 { " f32" } else { "" }
     )
 }
 
-/// The patch that computes an attention launch: the cuDNN patch where it takes the launch
-/// (`cudnn`: its split, or why not, or why no cuDNN patch is loaded), else the NVRTC kernel
-/// where it can compute it (`nvrtc`: [`AttnLaunch::validate`]'s verdict; head dim 128 only).
-/// Returns the choice and, when cuDNN refused and the NVRTC kernel computes the block, a
-/// warning naming the shape and cuDNN's reason. Where neither can, the error names the shape
-/// and both reasons.
+/// The patch that computes an attention launch. f32 q/k/v: the f32 kernel (`f32`:
+/// [`validate_f32`]'s verdict). bf16: the cuDNN patch where it takes the launch (`cudnn`: its
+/// split, or why not, or why no cuDNN patch is loaded), else the NVRTC kernel where it can
+/// compute it (`nvrtc`: [`AttnLaunch::validate`]'s verdict; head dim 128 only). Returns the
+/// choice and, when cuDNN refused and the NVRTC kernel computes the block, a warning naming the
+/// shape and cuDNN's reason. Where none can, the error names the shape and the reasons.
+///
+/// [`validate_f32`]: mercury_kernels::cuda::validate_f32
 pub fn attention_route(
     launch: &AttnLaunch,
     cudnn: std::result::Result<CudnnSplit, String>,
     nvrtc: std::result::Result<(), String>,
+    f32: std::result::Result<(), String>,
 ) -> Result<(AttnVia, Option<String>)> {
+    let shape = attention_shape(launch);
+    if launch.elem == ElemType::F32 {
+        return match f32 {
+            Ok(()) => Ok((AttnVia::F32, None)),
+            Err(why) => Err(unsupported(format!(
+                "attention {shape}: {ATTENTION_REFUSED}: {why}"
+            ))),
+        };
+    }
     let why_cudnn = match cudnn {
         Ok(split) => return Ok((AttnVia::Cudnn(Box::new(split)), None)),
         Err(e) => e,
     };
-    let shape = attention_shape(launch);
     match nvrtc {
         Ok(()) => Ok((
             AttnVia::Nvrtc,
@@ -173,6 +188,7 @@ pub struct Patches<'a> {
     pub dk: &'a DeviceKernels,
     pub gemm: Option<&'a GemmPatch>,
     pub attention: Option<&'a AttentionPatch>,
+    pub attention_f32: Option<&'a AttentionF32Patch>,
     pub cudnn: Option<&'a CudnnAttention>,
 }
 
@@ -227,6 +243,14 @@ pub unsafe fn enqueue(
                 let attn = p
                     .attention
                     .ok_or_else(|| unsupported("attention patch not initialised".into()))?;
+                // SAFETY: the launch was validated against live slot memory.
+                unsafe { attn.launch(stream, launch)? };
+                Ok(())
+            }
+            AttnVia::F32 => {
+                let attn = p
+                    .attention_f32
+                    .ok_or_else(|| unsupported("f32 attention patch not initialised".into()))?;
                 // SAFETY: the launch was validated against live slot memory.
                 unsafe { attn.launch(stream, launch)? };
                 Ok(())

@@ -177,10 +177,22 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 let (ve, v, vt) = strided::<4>(mem, rank, &inputs[2], "v")?;
                 let (oe, o, ot) = strided::<4>(mem, rank, &outputs[0], "o")?;
                 let (le, lse, lt) = strided::<3>(mem, rank, &outputs[1], "lse")?;
-                if [qt, kt, vt] != [DType::BF16; 3] || ot != DType::F32 || lt != DType::F32 {
+                // bf16 q/k/v: cuDNN or the bf16 NVRTC kernel; f32: the f32 kernel. Both give
+                // f32 o/lse.
+                let elem = match ([qt, kt, vt], [ot, lt]) {
+                    ([DType::BF16, DType::BF16, DType::BF16], [DType::F32, DType::F32]) => {
+                        Some(ElemType::BF16)
+                    }
+                    ([DType::F32, DType::F32, DType::F32], [DType::F32, DType::F32]) => {
+                        Some(ElemType::F32)
+                    }
+                    _ => None,
+                };
+                let Some(elem) = elem else {
                     return Err(unsupported(format!(
-                        "attention: {}: cuDNN and the NVRTC kernel take bf16 q/k/v and give \
-                         f32 o/lse (declare Q, K and V bf16), got {}/{}/{} -> {}/{}",
+                        "attention: {}: the GPU patches take bf16 q/k/v (cuDNN, the NVRTC \
+                         kernel) or f32 q/k/v (the f32 kernel) and give f32 o/lse, got \
+                         {}/{}/{} -> {}/{}",
                         super::ATTENTION_REFUSED,
                         qt.name(),
                         kt.name(),
@@ -188,7 +200,7 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                         ot.name(),
                         lt.name()
                     )));
-                }
+                };
                 // q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv], o [b, hq, sq, dv],
                 // lse [b, hq, sq]: the value head dim may differ (multi-head latent attention).
                 if ke[..3] != ve[..3]
@@ -223,6 +235,7 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     v,
                     o,
                     lse,
+                    elem,
                     // The kernel merges into (o, lse) in its epilogue: no LseMerge pass, no
                     // temporary.
                     accumulate: *accumulate,

@@ -212,6 +212,7 @@ fn cudnn_split_of_causal_blocks() {
         v: Strided3::dense(0x30000, 2, 64, 128),
         o: Strided3::dense(0x40000, 4, 300, 128),
         lse: Strided3::dense(0x50000, 4, 300, 1),
+        elem: ElemType::BF16,
         accumulate: true,
     };
     // Keys 30 positions after the queries: the first 30 rows see nothing.
@@ -238,9 +239,20 @@ fn cudnn_split_of_causal_blocks() {
     assert!(cudnn_split(&l).is_err());
 }
 
-/// One attention block of `b1 hq4 hk2 sq256 sk512` with head dims `dqk` / `dv` on slots of its
-/// own, resolved (nothing decided yet).
+/// One bf16 attention block of `b1 hq4 hk2 sq256 sk512` with head dims `dqk` / `dv` on slots
+/// of its own, resolved (nothing decided yet).
 fn resolved_block(dqk: usize, dv: usize, causal: bool) -> AttnLaunch {
+    match resolve_block([DType::BF16; 3], dqk, dv, causal) {
+        Ok(ComputeLaunch::Attention {
+            launch,
+            via: AttnVia::Undecided,
+        }) => launch,
+        other => panic!("d_qk {dqk} / d_v {dv}: {other:?}"),
+    }
+}
+
+/// [`resolved_block`] with q/k/v of the dtypes `qkv`, as `resolve` answers.
+fn resolve_block(qkv: [DType; 3], dqk: usize, dv: usize, causal: bool) -> Result<ComputeLaunch> {
     let s = |ptr, dtype, shape: &[usize]| SlotInfo {
         ptr,
         dtype,
@@ -248,9 +260,9 @@ fn resolved_block(dqk: usize, dv: usize, causal: bool) -> AttnLaunch {
     };
     let t = MemTable {
         ranks: vec![vec![
-            s(0x100000, DType::BF16, &[1, 4, 256, dqk]),
-            s(0x200000, DType::BF16, &[1, 2, 512, dqk]),
-            s(0x300000, DType::BF16, &[1, 2, 512, dv]),
+            s(0x100000, qkv[0], &[1, 4, 256, dqk]),
+            s(0x200000, qkv[1], &[1, 2, 512, dqk]),
+            s(0x300000, qkv[2], &[1, 2, 512, dv]),
             s(0x400000, DType::F32, &[1, 4, 256, dv]),
             s(0x500000, DType::F32, &[1, 4, 256]),
         ]],
@@ -275,12 +287,60 @@ fn resolved_block(dqk: usize, dv: usize, causal: bool) -> AttnLaunch {
             v(4, &[0, 0, 0], &[1, 4, 256]),
         ],
     };
-    match resolve(&t, 0, &op) {
-        Ok(ComputeLaunch::Attention {
-            launch,
-            via: AttnVia::Undecided,
-        }) => launch,
-        other => panic!("d_qk {dqk} / d_v {dv}: {other:?}"),
+    resolve(&t, 0, &op)
+}
+
+/// f32 q/k/v route to the f32 kernel at any head dims up to 256 (cuDNN and the bf16 kernel
+/// refuse them by their element type); mixed or 16-bit-float inputs are refused by `resolve`
+/// naming the dtypes; head dims above 256 are refused naming the shape.
+#[test]
+fn f32_attention_routes_to_the_f32_kernel() {
+    for (dqk, dv) in [(24, 16), (64, 64), (5, 3), (256, 256), (192, 128)] {
+        let Ok(ComputeLaunch::Attention { launch: l, .. }) =
+            resolve_block([DType::F32; 3], dqk, dv, true)
+        else {
+            panic!("f32 d_qk {dqk} / d_v {dv} does not resolve");
+        };
+        assert_eq!(l.elem, ElemType::F32);
+        let cudnn = cudnn_host_check(&l);
+        assert!(
+            cudnn.as_ref().is_err_and(|e| e.contains("bf16")),
+            "{cudnn:?}"
+        );
+        let nvrtc = l.validate().map_err(|e| e.to_string());
+        assert!(
+            nvrtc.as_ref().is_err_and(|e| e.contains("bf16")),
+            "{nvrtc:?}"
+        );
+        let f32 = mercury_kernels::cuda::validate_f32(&l).map_err(|e| e.to_string());
+        let (via, w) = attention_route(&l, cudnn, nvrtc, f32).unwrap();
+        assert_eq!((via, w), (AttnVia::F32, None));
+    }
+    let Ok(ComputeLaunch::Attention { launch: l, .. }) =
+        resolve_block([DType::F32; 3], 264, 264, false)
+    else {
+        panic!("resolves");
+    };
+    let f32 = mercury_kernels::cuda::validate_f32(&l).map_err(|e| e.to_string());
+    let e = attention_route(&l, Err("-".into()), Err("-".into()), f32)
+        .unwrap_err()
+        .to_string();
+    for want in [
+        "d_qk264 d_v264 f32",
+        ATTENTION_REFUSED,
+        "head dims 1 to 256",
+    ] {
+        assert!(e.contains(want), "{e} lacks {want}");
+    }
+    for qkv in [
+        [DType::F32, DType::BF16, DType::F32],
+        [DType::F16, DType::F16, DType::F16],
+    ] {
+        let e = resolve_block(qkv, 64, 64, false).unwrap_err().to_string();
+        assert!(
+            e.contains(ATTENTION_REFUSED) && e.contains("or f32 q/k/v"),
+            "{e}"
+        );
     }
 }
 
@@ -313,7 +373,7 @@ fn odd_head_dims_route_to_cudnn() {
             assert_eq!(split.acc.d, dv);
             let nvrtc = l.validate().map_err(|e| e.to_string());
             assert_eq!(nvrtc.is_ok(), dqk == 128 && dv == 128);
-            let (via, warning) = attention_route(&l, Ok(split), nvrtc).unwrap();
+            let (via, warning) = attention_route(&l, Ok(split), nvrtc, Err("-".into())).unwrap();
             assert!(matches!(via, AttnVia::Cudnn(_)));
             assert_eq!(warning, None);
         }
@@ -325,7 +385,7 @@ fn odd_head_dims_route_to_cudnn() {
 #[test]
 fn attention_routing_falls_back_or_refuses_with_both_reasons() {
     let l = resolved_block(128, 128, true);
-    let (via, w) = attention_route(&l, Err("no plan".into()), Ok(())).unwrap();
+    let (via, w) = attention_route(&l, Err("no plan".into()), Ok(()), Err("-".into())).unwrap();
     assert_eq!(via, AttnVia::Nvrtc);
     let w = w.unwrap();
     assert!(
@@ -347,7 +407,9 @@ fn attention_routing_falls_back_or_refuses_with_both_reasons() {
             "{cudnn:?}"
         );
         let nvrtc = l.validate().map_err(|e| e.to_string());
-        let e = attention_route(&l, cudnn, nvrtc).unwrap_err().to_string();
+        let e = attention_route(&l, cudnn, nvrtc, Err("-".into()))
+            .unwrap_err()
+            .to_string();
         let shape = format!("b1 hq4 hk2 sq256 sk512 d_qk{dqk} d_v{dv}");
         for want in [shape.as_str(), cudnn_why, nvrtc_why, ATTENTION_REFUSED] {
             assert!(e.contains(want), "{e} lacks {want}");

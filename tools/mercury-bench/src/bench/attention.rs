@@ -323,6 +323,7 @@ impl Bench {
                 sr: 1,
                 ..view(lse.ptr, hq, 4, 1)
             },
+            elem: ElemType::BF16,
             accumulate,
         };
         Ok(OddLaunch {
@@ -583,6 +584,7 @@ pub(super) fn dense_attn(
         v: Strided3::dense(v, hk, sq, d),
         o: Strided3::dense(o, hq, sq, d),
         lse: Strided3::dense(lse, hq, sq, 1),
+        elem: ElemType::BF16,
         accumulate: false,
     }
 }

@@ -8,7 +8,7 @@ use super::{dev_alloc, fmt_err, Bench, DevBuf};
 use mercury_kernels::cpu::{AttnDims, AttnParams};
 use mercury_kernels::cuda::check::{compare, dtoh, ErrStats};
 use mercury_kernels::cuda::cudnn::{IoType, SdpaCall, Tensor4};
-use mercury_kernels::cuda::{AttnLaunch, CudnnAttention, Strided3};
+use mercury_kernels::cuda::{AttnLaunch, CudnnAttention, ElemType, Strided3};
 use mercury_plan::DType;
 use mercury_runtime::cuda::device_kernels::{AttnAcc, DeviceKernels};
 use mercury_runtime::cuda::error::{Result, RuntimeError};
@@ -520,6 +520,7 @@ impl Bench {
                 sh: st as i64,
                 sr: 1,
             },
+            elem: ElemType::BF16,
             accumulate: false,
         };
         // SAFETY: buffers sized for the views.
