@@ -620,6 +620,34 @@ impl LayerSearch {
         s
     }
 
+    /// Prices a schedule script of the whole module as `mercury-run --module` applies it (the
+    /// script on every kernel, then `reshard-edges`), kernel by kernel with the same simulator:
+    /// each kernel's predicted seconds, in module order. What [`LayerSearch::script`] writes
+    /// prices to its pick's times; a hand-written layer schedule prices beside it.
+    ///
+    /// # Errors
+    /// A pass or the lowering refusing the script (the message), or a plan the simulator
+    /// cannot price.
+    pub fn price_script(&self, script: &str) -> Result<Vec<f64>, String> {
+        let mut m = self.module.clone();
+        let script = format!("{script}\nreshard-edges\n");
+        let mut pm = self
+            .compiler
+            .pass_manager(&Schedule::script(&script))
+            .map_err(|e| e.to_string())?;
+        pm.run(&mut m, &self.compiler.registry)
+            .map_err(|d| d.message.clone())?;
+        self.kernels
+            .iter()
+            .map(|k| {
+                let plan = mercury_driver::lower(&m, Some(&k.name)).map_err(|d| d.message)?;
+                let sim = simulate(&plan, &self.topo, SimOptions::default())
+                    .map_err(|e| e.to_string())?;
+                Ok(sim.latency)
+            })
+            .collect()
+    }
+
     /// One line per kernel: `@name: candidate, outputs mode (ms)`.
     pub fn describe(&self, pick: &LayerPick) -> Vec<String> {
         pick.choices

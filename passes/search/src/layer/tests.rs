@@ -115,3 +115,91 @@ fn memory_counts_the_residual_stream_and_the_cap_binds() {
     let again = s.evaluate(&small.choices).unwrap();
     assert_eq!(again.memory_bytes, small.memory_bytes);
 }
+
+#[test]
+fn the_picks_script_prices_as_the_search_priced_it() {
+    // Pricing each kernel inside the module (its writers' edges placed, its own schedule) gives
+    // what the whole script gives when applied as mercury-run --module applies it.
+    for topo in ["h100-2x4", "h200-1x8"] {
+        let t = Topology::preset(topo).unwrap().unwrap();
+        let s = LayerSearch::new(&small(), "small.mlir", &t).unwrap();
+        let pick = s.best().unwrap();
+        let whole = s.price_script(&s.script(&pick)).unwrap();
+        for (at, (w, p)) in whole.iter().zip(&pick.priced).enumerate() {
+            assert_eq!(*w, p.seconds, "{topo}: kernel {at}");
+        }
+        // The shipped context-parallel schedule prices too, and the pick is no slower.
+        let cp = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/schedules/llama3_layer_cp.sched"
+        ))
+        .unwrap();
+        let cp: f64 = s.price_script(&cp).unwrap().iter().sum();
+        assert!(
+            pick.seconds <= cp,
+            "{topo}: pick {} vs cp {cp}",
+            pick.seconds
+        );
+    }
+}
+
+#[test]
+fn causal_attention_offers_zigzag_rings_that_lower() {
+    let t = Topology::preset("h100-1x8").unwrap().unwrap();
+    let s = LayerSearch::new(&small(), "small.mlir", &t).unwrap();
+    let z = s.candidates[2]
+        .iter()
+        .position(|c| c.name == "mesh 8: L0=ring zigzag")
+        .expect("a zigzag ring candidate");
+    assert!(s.candidates[2][z]
+        .script
+        .contains("balance-causal{kernel=attention}"));
+    let arriving = s.arriving(2, &|_| 0);
+    assert!(s
+        .price(
+            2,
+            Choice {
+                candidate: z,
+                out: 0
+            },
+            &arriving
+        )
+        .is_some());
+}
+
+#[test]
+fn the_shipped_tp_schedule_is_the_searchs_tp_sp() {
+    // examples/schedules/llama3_layer_tp.sched (Megatron TP+SP, edges placed by heads and by
+    // the hidden dim) prices as the search's choice of the same schedules, kernel by kernel.
+    let t = Topology::preset("h100-2x4").unwrap().unwrap();
+    let s = LayerSearch::new(&small(), "small.mlir", &t).unwrap();
+    let tp = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/schedules/llama3_layer_tp.sched"
+    ))
+    .unwrap();
+    let shipped = s.price_script(&tp).unwrap();
+    let names = [
+        ("par(i)", "declared"),
+        ("par(hk)", "by(hk)"),
+        ("par(hk)", "by(hk)"),
+        ("par(h)", "declared"),
+        ("par(i)", "declared"),
+        ("par(f)", "by(f)"),
+        ("par(f)", "declared"),
+        ("par(i)", "declared"),
+    ];
+    let choices: Vec<Choice> = names
+        .iter()
+        .enumerate()
+        .map(|(at, (c, o))| s.choice(at, c, o).unwrap())
+        .collect();
+    let searched = s.evaluate(&choices).unwrap();
+    for (at, (a, b)) in shipped.iter().zip(&searched.priced).enumerate() {
+        assert_eq!(*a, b.seconds, "kernel {at}");
+    }
+    // The search's TP+SP configuration is no slower than the shipped one.
+    let tp_sp = baselines().into_iter().find(|b| b.name == "TP+SP").unwrap();
+    let best = s.baseline(&tp_sp, u64::MAX).unwrap();
+    assert!(best.seconds <= searched.seconds);
+}
