@@ -5,6 +5,7 @@
 use super::attention::{choose_attention, cudnn_patch};
 use super::attention_bwd::check_attention_bwd;
 use super::bind::global_loc;
+use super::fresh::overwrite_fresh_accumulators;
 use super::peers::enable_peer_access;
 use super::{
     alloc, new_event, AttnBackend, BoundRegion, CudaExecutor, DeviceRes, ExecOptions, GlobalMem,
@@ -199,7 +200,9 @@ impl CudaExecutor {
             if !local[ri] {
                 continue;
             }
-            let resolved = Resolved::of(r, ri, &mem, &globals, &dks, main_dev, &opts)?;
+            let mut resolved = Resolved::of(r, ri, &mem, &globals, &dks, main_dev, &opts)?;
+            // A block that is the first to touch its accumulator overwrites it.
+            overwrite_fresh_accumulators(r, &mut resolved.init, &mut resolved.stages);
             let mut stages = resolved.stages;
             // Attention: the cuDNN patch where it takes the block, else the NVRTC kernel.
             let parts = choose_attention(

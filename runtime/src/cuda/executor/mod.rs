@@ -50,6 +50,7 @@ mod attention;
 mod attention_bwd;
 mod bind;
 mod build;
+mod fresh;
 mod host;
 mod peers;
 mod run;
