@@ -12,6 +12,10 @@
 #                                     # spanning-group paths, checked, on one GPU (not default;
 #                                     # MERCURY_GPU_ALIAS='2' for the 2 device ids only)
 #   MERCURY_GPU_PARTS=mgpu bash scripts/gpu.sh --remote         # only the multi-GPU section
+#   MERCURY_GPU_PARTS=masks ...       # masked attention (issue 43, not default): packed documents,
+#                                     # windows, cross lower_right under the rings (also --alias 2),
+#                                     # checked; then our single-device packed attention vs
+#                                     # flex_attention on long-tail documents (scripts/bench/packed_vs_flex.py)
 #   MERCURY_GPU_PARTS=baselines ...   # PyTorch baselines on every GPU (scripts/baselines, >= 2 GPUs)
 #   MERCURY_BENCH_ONLY=P2c,P3 ...     # bench sections; MERCURY_SDPA_CASES=regex: SDPA baseline ids
 #   MERCURY_REGIME=idle=3000,sustained=6000   # both sides of the bench part timed alike (each
@@ -224,6 +228,18 @@ PTX=$C/mlp_kernels.ptx run_case mlp-overlap  examples/mlp.mlir --schedule exampl
 PTX=$C/mlp_kernels.ptx run_case mlp-ag-rs    examples/mlp.mlir --schedule examples/schedules/mlp_ag_rs.sched
 odd_shape_cases
 }
+# Masked attention (issue 43): packed causal documents (fresh random boundaries each run: one
+# token each, longer than a shard, hundreds), a causal and a two-sided sliding window, packed
+# cross-attention with bottom-right alignment, under the shipped rings; the masked cases of
+# the `masks` part (also under --alias 2 there).
+mask_cases() {
+run_case masks-docs-ring        examples/masks/documents_causal.mlir  --schedule examples/schedules/ring_attention.sched
+run_case masks-docs-zigzag      examples/masks/documents_causal.mlir  --schedule examples/schedules/zigzag_ring.sched
+run_case masks-window-ring      examples/masks/window_causal.mlir     --schedule examples/schedules/ring_attention.sched
+run_case masks-window-zigzag    examples/masks/window_causal.mlir     --schedule examples/schedules/zigzag_ring.sched
+run_case masks-two-sided-ring   examples/masks/window_two_sided.mlir  --schedule examples/schedules/ring_attention.sched
+run_case masks-cross-lower-right examples/masks/cross_lower_right.mlir --schedule examples/schedules/ring_attention.sched
+}
 # Attention at the shapes other than Llama-3's D128 (examples/shapes/cases.txt: head dims 32,
 # 64, 96 and 256, MLA 192/128 and 24/16, GQA D64 on a 3-level mesh, 3-D [h, s, d] tiles,
 # cross-attention, decoding), each under a shipped schedule; small inputs (the 21 cases ran in
@@ -244,6 +260,14 @@ odd_shape_cases() {
 summary_title="8 virtual ranks on one GPU"
 if [[ ",$parts," == *",schedules,"* ]]; then
   schedule_cases
+fi
+if [[ ",$parts," == *",masks,"* ]]; then
+  mask_cases
+  PLACE="--alias 2" TAG="alias2" mask_cases
+  echo "== packed documents: our single-device packed attention vs flex_attention (document-causal)"
+  PYTHONUNBUFFERED=1 python3 scripts/bench/packed_vs_flex.py --mercury-run $C/mercury-run \
+    --device-kernels $C/device_kernels.ptx --out-dir "$out/packed" --out "$out/packed.json" \
+    | tee "$out/packed.log" || status=1
 fi
 # The same schedules with their ranks on 2 and on 8 device ids aliasing GPU 0 (--alias): every
 # transfer between ids takes the placed executor's peer-copy paths, and collectives whose group

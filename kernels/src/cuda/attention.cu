@@ -3,7 +3,11 @@
 // q [b, hq, sq, 128] bf16, k/v [b, hk, sk, 128] bf16 (hq = hk * group), outputs
 // o [b, hq, sq, 128] f32 (normalised) and lse [b, hq, sq] f32 (natural log of the softmax
 // denominator of the scaled logits). Causal: key k_offset + c is visible to query
-// q_offset + r iff k_offset + c <= q_offset + r. Rows that see no key get o = 0, lse = -inf.
+// q_offset + r iff k_offset + c <= q_offset + r. Row bounds (`bounded`: sliding windows,
+// packed documents, any mask whose visible keys are one run per row): key k_offset + c is
+// visible to query row r only if lo[r] <= k_offset + c < hi[r] (lo, hi: INT32 per query row of
+// the launch, global key positions); each CTA streams only the key tiles its rows' runs reach.
+// Rows that see no key get o = 0, lse = -inf.
 //
 // Accumulating entries (`..._acc`): o and lse are an accumulator that the tile's result is
 // merged into in the epilogue, with the log-sum-exp merge of kernels::cpu::lse_merge:
@@ -35,6 +39,12 @@ typedef unsigned int u32;
 #define NEG_INF (__int_as_float(0xff800000))
 #define LN2 0.6931471805599453f
 #define LOG2E 1.4426950408889634f
+
+// Global key position x as a key index of the launch clamped to [0, sk].
+static __device__ __forceinline__ int key_index(i64 x, i64 k_offset, int sk) {
+    const i64 c = x - k_offset;
+    return c < 0 ? 0 : (c > (i64)sk ? sk : (int)c);
+}
 
 static __device__ __forceinline__ u32 smem_u32(const void* p) {
     u32 r;
@@ -159,15 +169,45 @@ static __device__ __forceinline__ void attn_fwd(const AttnArgs& p) {
         }
     }
 
+    // Row bounds: the union of this tile's rows' key runs (tile-relative, clamped to
+    // [0, sk]) bounds the key tiles streamed; each row's own run masks inside them.
+    int j_begin = 0;
+    __shared__ int s_kmin, s_kmax;
+    if (p.bounded) {
+        const int* lo = (const int*)p.lo;
+        const int* hi = (const int*)p.hi;
+        if (tid == 0) {
+            s_kmin = p.sk;
+            s_kmax = 0;
+        }
+        __syncthreads();
+        for (int r = tid; r < rows_here; r += NT) {
+            const int a = key_index(lo[q0 + r], p.k_offset, p.sk);
+            const int e = key_index(hi[q0 + r], p.k_offset, p.sk);
+            if (a < e) {
+                atomicMin(&s_kmin, a);
+                atomicMax(&s_kmax, e);
+            }
+        }
+        __syncthreads();
+        if (s_kmin >= s_kmax) {
+            n_blocks = 0;
+        } else {
+            j_begin = s_kmin / BN;
+            n_blocks = min(n_blocks, (s_kmax + BN - 1) / BN);
+        }
+    }
+
     const u32 sbase = smem_u32(smem);
     const u32 sQ = sbase;
     const u32 sK0 = sbase + TILE_Q_BYTES;
     const u32 sV0 = sK0 + 2 * TILE_KV_BYTES;
 
     load_tile<BM, NT>(sQ, qg, p.q_sr, q0, p.sq, tid);
-    if (n_blocks > 0) {
-        load_tile<BN, NT>(sK0, kg, p.k_sr, 0, p.sk, tid);
-        load_tile<BN, NT>(sV0, vg, p.v_sr, 0, p.sk, tid);
+    if (j_begin < n_blocks) {
+        const u32 nb = (u32)(j_begin & 1) * TILE_KV_BYTES;
+        load_tile<BN, NT>(sK0 + nb, kg, p.k_sr, j_begin * BN, p.sk, tid);
+        load_tile<BN, NT>(sV0 + nb, vg, p.v_sr, j_begin * BN, p.sk, tid);
     }
     cp_async_commit();
     cp_async_wait_all();
@@ -203,7 +243,25 @@ static __device__ __forceinline__ void attn_fwd(const AttnArgs& p) {
     }
     const float sl2 = p.scale_log2;
 
-    for (int j = 0; j < n_blocks; ++j) {
+    // This thread's rows' key runs (rows g and g + 8 of each m-tile), tile-relative.
+    int rlo[MT][2], rhi[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = warp * WROWS + mt * 16 + g + r * 8;
+            rlo[mt][r] = 0;
+            rhi[mt][r] = p.sk;
+            if (p.bounded && row < rows_here) {
+                const int* lo = (const int*)p.lo;
+                const int* hi = (const int*)p.hi;
+                rlo[mt][r] = key_index(lo[q0 + row], p.k_offset, p.sk);
+                rhi[mt][r] = key_index(hi[q0 + row], p.k_offset, p.sk);
+            }
+        }
+    }
+
+    for (int j = j_begin; j < n_blocks; ++j) {
         if (j + 1 < n_blocks) {
             const u32 nb = (u32)((j + 1) & 1) * TILE_KV_BYTES;
             load_tile<BN, NT>(sK0 + nb, kg, p.k_sr, (j + 1) * BN, p.sk, tid);
@@ -257,7 +315,7 @@ static __device__ __forceinline__ void attn_fwd(const AttnArgs& p) {
         }
 
         // Scale to base-2 logits, then mask keys past sk and (causal) keys in the future.
-        const bool need_mask = ((j + 1) * BN > p.sk) ||
+        const bool need_mask = ((j + 1) * BN > p.sk) || p.bounded ||
                                (p.causal && (i64)(j * BN + BN - 1) > first_row_limit);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
@@ -276,7 +334,8 @@ static __device__ __forceinline__ void attn_fwd(const AttnArgs& p) {
                         const int col = j * BN + i * 8 + 2 * t + (e & 1);
                         const int row = warp * WROWS + mt * 16 + g + ((e >> 1) << 3);
                         const bool masked =
-                            col >= p.sk || (p.causal && (i64)col > first_row_limit + (i64)row);
+                            col >= p.sk || (p.causal && (i64)col > first_row_limit + (i64)row) ||
+                            (p.bounded && (col < rlo[mt][e >> 1] || col >= rhi[mt][e >> 1]));
                         if (masked) s[mt][i][e] = NEG_INF;
                     }
                 }

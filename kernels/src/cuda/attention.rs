@@ -128,6 +128,10 @@ pub struct AttnLaunch {
     pub elem: ElemType,
     /// Merge into `(o, lse)` (an accumulator) instead of overwriting them.
     pub accumulate: bool,
+    /// Per-row key bounds `(lo, hi)` (the NVRTC kernel only): device addresses of `sq` INT32
+    /// each, query row `r` seeing only keys at global positions `lo[r] <= k_offset + c <
+    /// hi[r]` (sliding windows, packed documents: `mercury_plan::mask`), on top of `causal`.
+    pub bounds: Option<(u64, u64)>,
 }
 
 /// Kernel parameter block; must match `struct AttnArgs` in `attn_args.cuh` (put before `attention.cu` and `attention_f32.cu`).
@@ -139,6 +143,8 @@ pub(crate) struct AttnArgsDev {
     v: u64,
     o: u64,
     lse: u64,
+    lo: u64,
+    hi: u64,
     q_sb: i64,
     q_sh: i64,
     q_sr: i64,
@@ -161,6 +167,8 @@ pub(crate) struct AttnArgsDev {
     sq: i32,
     sk: i32,
     causal: i32,
+    bounded: i32,
+    pad: i32,
     scale_log2: f32,
     scale: f32,
 }
@@ -262,6 +270,12 @@ impl AttnLaunch {
         ensure(self.lse.sb >= 0 && self.lse.sh >= 0, || {
             "negative lse stride".to_string()
         })?;
+        if let Some((lo, hi)) = self.bounds {
+            ensure(
+                [lo, hi].iter().all(|p| *p != 0 && p.is_multiple_of(4)),
+                || format!("row bounds {lo:#x} / {hi:#x} not 4-byte aligned"),
+            )?;
+        }
         Ok(())
     }
 
@@ -274,6 +288,8 @@ impl AttnLaunch {
             v: self.v.ptr,
             o: self.o.ptr,
             lse: self.lse.ptr,
+            lo: self.bounds.map_or(0, |b| b.0),
+            hi: self.bounds.map_or(0, |b| b.1),
             q_sb: self.q.sb,
             q_sh: self.q.sh,
             q_sr: self.q.sr,
@@ -296,6 +312,8 @@ impl AttnLaunch {
             sq: d.sq as i32,
             sk: d.sk as i32,
             causal: p.causal as i32,
+            bounded: i32::from(self.bounds.is_some()),
+            pad: 0,
             scale_log2: (p.scale * std::f64::consts::LOG2_E) as f32,
             scale: p.scale as f32,
         }
@@ -440,16 +458,19 @@ mod tests {
             lse: Strided3::dense(0x5000, 8, 300, 1),
             elem: ElemType::BF16,
             accumulate: false,
+            bounds: None,
         }
     }
 
     #[test]
     fn args_layout_matches_cuda() {
-        // 5 pointers + 16 i64 + 6 i32 + 2 f32 (the C struct has no padding either).
+        // 7 pointers + 16 i64 + 8 i32 + 2 f32 (the C struct has no padding either).
         assert_eq!(
             std::mem::size_of::<AttnArgsDev>(),
-            5 * 8 + 16 * 8 + 6 * 4 + 2 * 4
+            7 * 8 + 16 * 8 + 8 * 4 + 2 * 4
         );
+        assert!(ATTENTION_SOURCE.contains("u64 lo, hi;"));
+        assert!(ATTENTION_SOURCE.contains("int bounded, pad;"));
         assert_eq!(std::mem::align_of::<AttnArgsDev>(), 8);
         assert!(ATTENTION_SOURCE.contains("struct AttnArgs {"));
         assert!(ATTENTION_SOURCE.contains("i64 q_offset, k_offset;"));

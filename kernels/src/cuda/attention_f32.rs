@@ -198,6 +198,7 @@ mod tests {
             lse: Strided3::dense(0x5000, 8, 64, 1),
             elem: ElemType::F32,
             accumulate: false,
+            bounds: None,
         }
     }
 

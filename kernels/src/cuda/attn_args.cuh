@@ -7,6 +7,7 @@ typedef unsigned long long u64;
 
 struct AttnArgs {
     u64 q, k, v, o, lse;
+    u64 lo, hi;
     i64 q_sb, q_sh, q_sr;
     i64 k_sb, k_sh, k_sr;
     i64 v_sb, v_sh, v_sr;
@@ -15,6 +16,7 @@ struct AttnArgs {
     i64 q_offset, k_offset;
     int b, hq, hk, sq, sk;
     int causal;
+    int bounded, pad;
     float scale_log2;
     float scale;
 };

@@ -146,6 +146,11 @@ pub struct Args {
     /// Seed of the random inputs (default: a fresh one every run).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// GPU backend: the document boundaries of a `commir.documents` input, `NAME=FILE` (FILE:
+    /// the prefix sums, flash-attn's cu_seqlens, as whole numbers separated by commas or
+    /// white space), instead of fresh random ones; repeat it for each input.
+    #[arg(long, value_name = "NAME=FILE")]
+    pub documents: Vec<String>,
     /// Largest relative error `--check` accepts, a positive finite number (default: 1e-9 on
     /// the CPU, 2e-2 on the GPU). The CPU's second check, with every value stored in its dtype,
     /// holds the GPU's 2e-2.

@@ -23,6 +23,7 @@
 use crate::args::{Args, AttentionArg, TransportArg};
 use crate::{check, Compiled, Failure};
 use mercury_kernels::cpu as k;
+use mercury_plan::mask::{Boundaries, MaskCx};
 use mercury_plan::{ComputeOp, PatchKind, Plan, Role, SlotInit};
 use mercury_runtime::cuda::fault::{self, FaultSpec};
 use mercury_runtime::cuda::{nccl, RuntimeError};
@@ -118,9 +119,13 @@ pub(crate) fn execute(
     exec: &mut CudaExecutor,
     plan: &Plan,
     inputs: &HashMap<String, HostBuffer>,
+    docs: &[Boundaries],
     warmup: usize,
     iters: usize,
 ) -> Result<Run, Failure> {
+    if !plan.documents.is_empty() {
+        exec.set_documents(docs).map_err(rt)?;
+    }
     for (i, b) in plan
         .buffers
         .iter()
@@ -155,7 +160,7 @@ pub(crate) fn execute(
 }
 
 /// Floating-point operations of the single-device plan: its patches and compiled tile ops.
-fn flops(plan: &Plan) -> f64 {
+fn flops(plan: &Plan, docs: &[Boundaries]) -> f64 {
     let mut f = 0.0;
     for r in &plan.ranks {
         for st in &r.stages {
@@ -170,6 +175,24 @@ fn flops(plan: &Plan) -> f64 {
                                 * (a.iter().product::<usize>() as f64 / kd)
                                 * kd
                                 * (b.iter().product::<usize>() as f64 / kd);
+                        }
+                        PatchKind::Attention {
+                            causal,
+                            mask,
+                            q_offset,
+                            k_offset,
+                            ..
+                        } if !mask.is_none() => {
+                            // The pairs the mask leaves visible for this batch (useful work).
+                            let (q, kk, v) = (e(0), e(1), e(2));
+                            let (sq, sk) = (q[q.len() - 2], kk[kk.len() - 2]);
+                            let (d, dv) = (q[q.len() - 1] as f64, v[v.len() - 1] as f64);
+                            let bh = q[..q.len() - 2].iter().product::<usize>() as f64;
+                            if let Ok(m) = MaskCx::new(*causal, mask, docs) {
+                                let pairs =
+                                    m.pairs(*q_offset..q_offset + sq, *k_offset..k_offset + sk);
+                                f += 2.0 * bh * pairs as f64 * (d + dv);
+                            }
                         }
                         PatchKind::Attention { causal, .. } => {
                             let (q, kk, v) = (e(0), e(1), e(2));
@@ -214,6 +237,7 @@ fn spot_check(
     reference: &Plan,
     inputs: &HashMap<String, HostBuffer>,
     out: &HashMap<String, HostBuffer>,
+    docs: &[Boundaries],
     seed: u64,
 ) -> Option<f64> {
     let r = reference.ranks.first()?;
@@ -250,7 +274,15 @@ fn spot_check(
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let mut worst: f64 = 0.0;
     match patch {
-        PatchKind::Attention { causal, scale, .. } => {
+        PatchKind::Attention {
+            causal,
+            scale,
+            mask,
+            q_offset,
+            k_offset,
+            ..
+        } => {
+            let m = MaskCx::new(*causal, mask, docs).ok()?;
             let (qn, qs) = &ops[0];
             let (kn, ks) = &ops[1];
             let (vn, vs) = &ops[2];
@@ -273,33 +305,45 @@ fn spot_check(
                     rng.gen_range(0..sq),
                 );
                 let kh = h / group;
+                // The keys the row sees (`mercury_plan::mask`; causal alone when no mask),
+                // as positions of the key buffer.
+                let keys = if mask.is_none() {
+                    0..sk
+                } else {
+                    let ks = m.keys(q_offset + row);
+                    ks.start.clamp(*k_offset, k_offset + sk) - k_offset
+                        ..ks.end.clamp(*k_offset, k_offset + sk) - k_offset
+                };
+                let n = keys.len();
                 let q = inputs[qn].slice_f64(((bi * hq + h) * sq + row) * d, d);
-                let kk = inputs[kn].slice_f64(((bi * hk + kh) * sk) * d, sk * d);
-                let vv = inputs[vn].slice_f64(((bi * hk + kh) * sk) * dv, sk * dv);
+                let kk = inputs[kn].slice_f64(((bi * hk + kh) * sk + keys.start) * d, n * d);
+                let vv = inputs[vn].slice_f64(((bi * hk + kh) * sk + keys.start) * dv, n * dv);
                 let (mut o, mut lse) = (vec![0.0; dv], vec![0.0; 1]);
                 let dims = k::AttnDims {
                     b: 1,
                     hq: 1,
                     hk: 1,
                     sq: 1,
-                    sk,
+                    sk: n,
                     d,
                 };
-                k::attention_dv(
-                    &q,
-                    &kk,
-                    &vv,
-                    &mut o,
-                    &mut lse,
-                    dims,
-                    dv,
-                    k::AttnParams {
-                        causal: *causal,
-                        scale: *scale,
-                        q_offset: row,
-                        k_offset: 0,
-                    },
-                );
+                if n > 0 {
+                    k::attention_dv(
+                        &q,
+                        &kk,
+                        &vv,
+                        &mut o,
+                        &mut lse,
+                        dims,
+                        dv,
+                        k::AttnParams {
+                            causal: *causal && mask.is_none(),
+                            scale: *scale,
+                            q_offset: row,
+                            k_offset: 0,
+                        },
+                    );
+                }
                 let g = got.slice_f64(((bi * hq + h) * sq + row) * dv, dv);
                 let num: f64 = g
                     .iter()
@@ -307,7 +351,12 @@ fn spot_check(
                     .map(|(x, y)| (x - y) * (x - y))
                     .sum::<f64>()
                     .sqrt();
-                let den: f64 = o.iter().map(|y| y * y).sum::<f64>().sqrt().max(1e-300);
+                // A row that sees no key must come out exactly 0 (absolute error then).
+                let den: f64 = if n == 0 {
+                    1.0
+                } else {
+                    o.iter().map(|y| y * y).sum::<f64>().sqrt().max(1e-300)
+                };
                 worst = worst.max(if g.iter().all(|x| x.is_finite()) {
                     num / den
                 } else {
@@ -544,6 +593,27 @@ pub fn checked_bench_on(
     let ptx = device_kernels(a, cc, &[&plan, &reference])?;
     let seed = a.seed();
     let inputs = inputs.unwrap_or_else(|| HostBuffer::random_inputs(&plan, seed));
+    // Fresh random document boundaries (the CPU executor's draw) unless `--documents` gives
+    // them, the same for both plans.
+    let mut drawn = mercury_runtime::cpu::random_documents(&plan, seed);
+    for (name, b) in given_documents(a)? {
+        if !plan.documents.iter().any(|d| d.name == name) {
+            return Err(Failure::Input(format!(
+                "--documents {name}=...: the operator has no documents input '{name}'"
+            )));
+        }
+        drawn.insert(name, b);
+    }
+    let docs = mercury_runtime::cpu::documents(&plan, &drawn).map_err(rt)?;
+    for (d, b) in plan.documents.iter().zip(&docs) {
+        let longest = (0..b.len()).map(|i| b.range(i).len()).max().unwrap_or(0);
+        say(format!(
+            "documents @{}: {} in this batch, the longest {longest} of {} positions",
+            d.name,
+            b.len(),
+            d.positions
+        ));
+    }
     let (warmup, iters) = if a.bench { (a.warmup, a.iters) } else { (0, 1) };
     let mut exec = match &layout {
         Layout::Virtual => {
@@ -584,12 +654,14 @@ pub fn checked_bench_on(
             e
         }
     };
-    let got = execute(&mut exec, &plan, &inputs, warmup, iters)?;
+    let got = execute(&mut exec, &plan, &inputs, &docs, warmup, iters)?;
     drop(exec);
     let want = if a.check || a.bench {
         let mut rexec =
             CudaExecutor::new(ctx, reference.clone(), &ptx, exec_options(a)).map_err(rt)?;
-        Some(execute(&mut rexec, &reference, &inputs, warmup, iters)?)
+        Some(execute(
+            &mut rexec, &reference, &inputs, &docs, warmup, iters,
+        )?)
     } else {
         None
     };
@@ -615,7 +687,7 @@ pub fn checked_bench_on(
             }
         }
         // The f64 rows start from the numbers the device holds (the inputs in their dtype).
-        match spot_check(&reference, &inputs, &got.outputs, seed) {
+        match spot_check(&reference, &inputs, &got.outputs, &docs, seed) {
             Some(e) => {
                 let ok = e <= tol;
                 say(format!("check rows vs f64 CPU: relative error {e:.3e}{}", if ok { "  ok" } else { "  FAILED" }));
@@ -628,7 +700,7 @@ pub fn checked_bench_on(
     }
     if a.bench {
         let want = want.as_ref().expect("reference ran");
-        let f = flops(&reference);
+        let f = flops(&reference, &docs);
         let tf = |ms: f64| f / (ms * 1e-3) / 1e12;
         say(String::new());
         say("| what | median ms | TFLOP/s | runs |".into());
@@ -668,6 +740,30 @@ pub fn checked_bench_on(
         wall_s: t_all.elapsed().as_secs_f64(),
         outputs: got.outputs,
     })
+}
+
+/// The boundaries `--documents NAME=FILE` gives, by name (checked against the plan later).
+fn given_documents(a: &Args) -> Result<Vec<(String, Vec<f64>)>, Failure> {
+    a.documents
+        .iter()
+        .map(|arg| {
+            let (name, file) = arg
+                .split_once('=')
+                .ok_or_else(|| Failure::Input(format!("--documents {arg}: expected NAME=FILE")))?;
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| Failure::Input(format!("--documents {arg}: {e}")))?;
+            let v = text
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|t| !t.is_empty())
+                .map(|t| {
+                    t.parse::<u64>().map(|x| x as f64).map_err(|_| {
+                        Failure::Input(format!("--documents {arg}: '{t}' is not a whole number"))
+                    })
+                })
+                .collect::<Result<Vec<f64>, Failure>>()?;
+            Ok((name.trim_start_matches('@').to_string(), v))
+        })
+        .collect()
 }
 
 /// The name of GPU `ordinal` (`Err(Failure::NoDevice)` without one).

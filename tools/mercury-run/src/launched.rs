@@ -212,6 +212,12 @@ impl Session {
             .agree(&self.ctxs, digest, "plan, --seed or run count")
             .map_err(rt)?;
         let inputs = mercury_runtime::cuda::HostBuffer::random_inputs(plan, seed);
+        // The same document boundaries in every process (drawn from the agreed seed).
+        let docs = mercury_runtime::cpu::documents(
+            plan,
+            &mercury_runtime::cpu::random_documents(plan, seed),
+        )
+        .map_err(rt)?;
         let owned = &self.owned;
         let map = DeviceMap::from_ordinals(
             (0..self.n)
@@ -242,7 +248,7 @@ impl Session {
             Err(why) => return Ok(Verdict::Refused(why)),
         };
         say(format!("{tag} transport: {}", exec.transport_name()));
-        let got = execute(&mut exec, plan, &inputs, warmup, iters)?;
+        let got = execute(&mut exec, plan, &inputs, &docs, warmup, iters)?;
         // Every process's runs are over before any aborts its communicators (an abort does
         // not wait for what NCCL's proxy still sends to a peer).
         self.world.all_gather_u64(&self.ctxs, 0).map_err(rt)?;
@@ -268,7 +274,7 @@ impl Session {
                 exec_options(a),
             )
             .map_err(rt)
-            .and_then(|mut rexec| execute(&mut rexec, reference, &inputs, warmup, iters));
+            .and_then(|mut rexec| execute(&mut rexec, reference, &inputs, &docs, warmup, iters));
             match r {
                 Ok(w) => Some(w),
                 Err(f) => {

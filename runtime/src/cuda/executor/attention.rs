@@ -172,6 +172,10 @@ pub(super) fn choose_attention(
         let ComputeLaunch::Attention { launch, via } = op else {
             continue;
         };
+        if let AttnVia::Masked(split) = via {
+            parts.push(super::masked::prepare_masked(dev, launch, split, opts)?);
+            continue;
+        }
         let cudnn = match &dev.cudnn {
             Some(c) => ops::cudnn_choice(c, launch),
             None if opts.attention == AttnBackend::Nvrtc => {

@@ -189,6 +189,7 @@ mod tests {
                 o: d(0x4000),
                 lse: Strided3::dense(0x5000, 2, 64, 1),
                 elem: ElemType::BF16,
+                bounds: None,
                 accumulate: true,
             },
             via: AttnVia::Undecided,

@@ -52,6 +52,7 @@ mod bind;
 mod build;
 mod fresh;
 mod host;
+mod masked;
 mod peers;
 mod run;
 mod watch;

@@ -167,6 +167,7 @@ impl CudaExecutor {
             ));
         }
         self.check_pending()?;
+        self.check_documents()?;
         if let Some(i) = self.globals.iter().position(|g| !g.ready) {
             let b = &self.plan.buffers[i];
             return Err(RuntimeError::Io(format!(

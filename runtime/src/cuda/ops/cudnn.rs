@@ -197,6 +197,18 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
         scale: p.scale as f32,
         causal_delta: p.causal.then_some(delta + masked as i64),
     });
+    let acc = launch_acc(l)?;
+    Ok(CudnnSplit {
+        masked,
+        call,
+        acc,
+        part: None,
+    })
+}
+
+/// The output and lse of `l` as the merge kernels take them (checked: [`AttnAcc::check`]).
+pub(super) fn launch_acc(l: &AttnLaunch) -> Result<AttnAcc> {
+    let d = l.dims;
     let acc = AttnAcc {
         o: l.o.ptr,
         lse: l.lse.ptr,
@@ -208,12 +220,7 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
         lse_strides: [l.lse.sb, l.lse.sh],
     };
     acc.check()?;
-    Ok(CudnnSplit {
-        masked,
-        call,
-        acc,
-        part: None,
-    })
+    Ok(acc)
 }
 
 /// What can be known without the library of whether the cuDNN patch computes `launch`: its

@@ -4,7 +4,8 @@
 //!
 //! Files: `resolve.rs` (a `ComputeOp` against the slot addresses), `cudnn.rs` (the cuDNN
 //! attention path: [`CudnnSplit`], deferred-merge groups, its enqueue), `cudnn_bwd.rs` (the
-//! attention backward: [`AttnBwdLaunch`], its resolution and enqueue), `combine.rs` (the
+//! attention backward: [`AttnBwdLaunch`], its resolution and enqueue), `masked.rs` (masked
+//! attention: sliding windows and packed documents, [`MaskedSplit`]), `combine.rs` (the
 //! combine kernels: lse merge, add); this file holds the resolved ops and [`enqueue`].
 
 use super::device_kernels::DeviceKernels;
@@ -19,6 +20,7 @@ use mercury_kernels::cuda::{
 mod combine;
 mod cudnn;
 mod cudnn_bwd;
+mod masked;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -33,6 +35,7 @@ pub use cudnn_bwd::{
     attention_bwd_support, enqueue_attention_bwd, resolve_attention_bwd, AttnBwdLaunch, BwdOperand,
     ATTENTION_BWD_REFUSED,
 };
+pub use masked::{row_bounds, MaskedSplit};
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
 
@@ -118,6 +121,9 @@ pub enum AttnVia {
     Nvrtc,
     /// The f32 kernel (f32 q/k/v; merges in its own epilogue).
     F32,
+    /// A sliding window or documents: the NVRTC kernel under per-row key bounds
+    /// (`masked.rs`); decided when the op is resolved.
+    Masked(Box<MaskedSplit>),
 }
 
 /// The words every refusal of an attention block by the GPU patches carries (a dtype they do
@@ -253,6 +259,24 @@ pub unsafe fn enqueue(
                     .ok_or_else(|| unsupported("f32 attention patch not initialised".into()))?;
                 // SAFETY: the launch was validated against live slot memory.
                 unsafe { attn.launch(stream, launch)? };
+                Ok(())
+            }
+            AttnVia::Masked(split) => {
+                let attn = p.attention.ok_or_else(|| {
+                    unsupported("masked attention: the attention kernel is not initialised".into())
+                })?;
+                let empty = split.empty.ok_or_else(|| {
+                    unsupported(
+                        "masked attention: the row bounds of this run were not uploaded \
+                         (CudaExecutor::set_documents)"
+                            .into(),
+                    )
+                })?;
+                if !(empty && launch.accumulate) {
+                    // SAFETY: the launch was resolved and validated against live slot memory;
+                    // its bounds were allocated and uploaded for this run by the executor.
+                    unsafe { attn.launch(stream, &split.launch(launch))? };
+                }
                 Ok(())
             }
             AttnVia::Undecided => Err(unsupported(

@@ -159,12 +159,6 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                 mask,
                 accumulate,
             } => {
-                if !mask.is_none() {
-                    return Err(unsupported(format!(
-                        "attention: {}: a sliding window or document boundaries ({mask:?}) have no CUDA patch yet (issue 43 item 5); run it on the CPU executor (--backend cpu)",
-                        super::ATTENTION_REFUSED
-                    )));
-                }
                 if inputs.len() != 3 || outputs.len() != 2 {
                     return Err(RuntimeError::Schedule(format!(
                         "attention takes [q, k, v] -> [o, lse], got {} / {}",
@@ -239,14 +233,27 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
                     // The kernel merges into (o, lse) in its epilogue: no LseMerge pass, no
                     // temporary.
                     accumulate: *accumulate,
+                    bounds: None,
                 };
                 // Which patch computes it (and whether any does) is decided when the executor
                 // is built (`ops::attention_route`): cuDNN where it takes the shape, else the
-                // NVRTC kernel where it can.
-                Ok(ComputeLaunch::Attention {
-                    launch,
-                    via: AttnVia::Undecided,
-                })
+                // NVRTC kernel where it can. A window or documents go to the masked path
+                // (the NVRTC kernel under per-row key bounds, `masked.rs`).
+                let via = if mask.is_none() {
+                    AttnVia::Undecided
+                } else {
+                    AttnVia::Masked(Box::new(
+                        super::MaskedSplit::new(&launch, *causal, *mask)
+                            .map_err(|e| {
+                                unsupported(format!(
+                                    "attention {}: {}: {e}",
+                                    super::attention_shape(&launch),
+                                    super::ATTENTION_REFUSED
+                                ))
+                            })?,
+                    ))
+                };
+                Ok(ComputeLaunch::Attention { launch, via })
             }
             PatchKind::AttentionBwd {
                 causal,
@@ -264,7 +271,7 @@ pub fn resolve(mem: &MemTable, rank: usize, op: &ComputeOp) -> Result<ComputeLau
             )
             .map(|l| ComputeLaunch::AttentionBwd(Box::new(l))),
             PatchKind::AttentionBwd { mask, .. } => Err(unsupported(format!(
-                "attention_bwd: a sliding window or document boundaries ({mask:?}) have no CUDA patch yet (issue 43 item 5); run it on the CPU executor (--backend cpu)"
+                "attention_bwd: a sliding window or document boundaries ({mask:?}) have no CUDA backward patch yet (issue 43 items 5-6; the forward has one); run it on the CPU executor (--backend cpu)"
             ))),
         },
         ComputeOp::Combine { kind, acc, part } => match kind {

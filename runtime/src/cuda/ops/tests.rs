@@ -214,6 +214,7 @@ fn cudnn_split_of_causal_blocks() {
         lse: Strided3::dense(0x50000, 4, 300, 1),
         elem: ElemType::BF16,
         accumulate: true,
+        bounds: None,
     };
     // Keys 30 positions after the queries: the first 30 rows see nothing.
     let s = cudnn_split(&launch(0, 30, true)).unwrap();
@@ -688,10 +689,11 @@ fn tile_matmul_on_the_gemm_patch() {
     ));
 }
 
-/// A sliding window or document boundaries have no CUDA patch: the forward and the backward
-/// are refused (never run as dense or causal), saying what to use instead.
+/// A sliding window or document boundaries resolve to the masked path (the NVRTC kernel
+/// under per-row key bounds, waiting for the run's documents); the backward has no CUDA patch and
+/// is refused (never run as dense or causal), saying what to use instead.
 #[test]
-fn masked_attention_is_refused() {
+fn masked_attention_resolves_and_its_backward_is_refused() {
     let t = table();
     let mask = mercury_plan::AttnMask {
         left: Some(16),
@@ -735,11 +737,19 @@ fn masked_attention_is_refused() {
         inputs,
         outputs,
     };
-    for op in [fwd, bwd] {
-        let e = format!("{:?}", resolve(&t, 0, &op).expect_err("masked attention"));
-        assert!(
-            e.contains("no CUDA patch yet") && e.contains("--backend cpu"),
-            "{e}"
-        );
+    match resolve(&t, 0, &fwd).expect("masked forward") {
+        ComputeLaunch::Attention {
+            via: AttnVia::Masked(s),
+            ..
+        } => {
+            assert!(s.needs_documents() && s.empty.is_none());
+            assert_eq!((s.causal, s.mask), (true, mask));
+        }
+        other => panic!("{other:?}"),
     }
+    let e = format!("{:?}", resolve(&t, 0, &bwd).expect_err("masked backward"));
+    assert!(
+        e.contains("no CUDA backward patch yet") && e.contains("--backend cpu"),
+        "{e}"
+    );
 }

@@ -238,6 +238,7 @@ impl Bench {
                 // Checked in P2.odd.accumulate_* and P3.
                 let acc = AttnLaunch {
                     accumulate: true,
+                    bounds: None,
                     ..args
                 };
                 let attn = &self.attention;
@@ -325,6 +326,7 @@ impl Bench {
             },
             elem: ElemType::BF16,
             accumulate,
+            bounds: None,
         };
         Ok(OddLaunch {
             _qkv: [q, k, v],
@@ -586,5 +588,6 @@ pub(super) fn dense_attn(
         lse: Strided3::dense(lse, hq, sq, 1),
         elem: ElemType::BF16,
         accumulate: false,
+        bounds: None,
     }
 }

@@ -522,6 +522,7 @@ impl Bench {
             },
             elem: ElemType::BF16,
             accumulate: false,
+            bounds: None,
         };
         // SAFETY: buffers sized for the views.
         unsafe { self.attention.launch(&s, &args)? };
