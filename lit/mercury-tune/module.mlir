@@ -11,6 +11,7 @@
 // RUN: %mercury-run %repo/examples/small/llama3_layer.mlir --module --schedule %t/b/layer.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
 // RUN: %exit-status %mercury-tune %repo/examples/small/llama3_layer.mlir --module --kernel attention --topology h100-1x8 --out %t/c 2>&1 | FileCheck %s --check-prefix=FLAGS
 // RUN: %exit-status %mercury-tune %repo/examples/small/llama3_layer.mlir --module --topology h100-4x4 --out %t/c 2>&1 | FileCheck %s --check-prefix=DEVICES
+// RUN: printf "kind = \"attention\"\n" > %t/op.toml && %exit-status %mercury-tune %t/op.toml --module --topology h100-1x8 --out %t/c 2>&1 | FileCheck %s --check-prefix=TOML
 // RUN: not %mercury-tune %repo/examples/small/llama3_layer.mlir --layers 32 --topology h100-1x8 --out %t/c 2>&1 | FileCheck %s --check-prefix=LAYERS
 
 // CHECK: module {{.*}}llama3_layer.mlir on h100-2x4 (8 kernels; usable 76.0 GB per device)
@@ -39,5 +40,7 @@
 // FLAGS: exit status 1
 // DEVICES: mercury-tune: error: {{.*}}llama3_layer.mlir: the module's mesh has 8 devices, topology 'h100-4x4' has 16
 // DEVICES: exit status 1
+// TOML: mercury-tune: error: --module takes a CommIR module of several kernels (.mlir); '{{.*}}.toml' is not one
+// TOML: exit status 1
 // LAYERS: error: the following required arguments were not provided:
 // LAYERS: --module

@@ -52,6 +52,14 @@ pub fn run(args: &Args, topo: &Topology) -> Result<(), Failure> {
         ));
     }
     let origin = args.file.display().to_string();
+    if args.file.extension().and_then(|e| e.to_str()) != Some("mlir") {
+        return Err(Failure::new(
+            1,
+            format!(
+                "--module takes a CommIR module of several kernels (.mlir); '{origin}' is not one"
+            ),
+        ));
+    }
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| Failure::new(1, format!("cannot read '{origin}': {e}")))?;
     let mut s = LayerSearch::new(&text, &origin, topo).map_err(|e| match e {
