@@ -79,6 +79,9 @@ pub fn compile(
     })?;
     let mut scheduled = module.clone();
     pm.run(&mut scheduled, &compiler.registry).map_err(diag)?;
+    // The edges the script places are declared where it places them (`place-edge`).
+    let kernels =
+        mercury_commir::kernels(&placed_edges(compiler, &module, &schedule)?).map_err(diag)?;
     let mut declared = kernels
         .into_iter()
         .find(|k| k.name == chosen)
@@ -119,6 +122,41 @@ pub fn compile(
         declared,
         notes,
     })
+}
+
+/// `module` with the schedule script's `place-edge` passes applied, and nothing else: the
+/// module as the schedule declares it. `place-edge` chooses where a buffer between two kernels
+/// lives, at its writer and its readers alike (docs/primitives.md), so the writer's output is
+/// declared there and a check holds the ranks to that placement; every other pass keeps an
+/// output's declared placement.
+///
+/// # Errors
+/// A `place-edge` pass that refuses (located), as the schedule itself would.
+pub fn placed_edges(
+    compiler: &Compiler,
+    module: &Operation,
+    schedule: &Schedule,
+) -> Result<Operation, Error> {
+    let mut m = module.clone();
+    let Some(script) = &schedule.script else {
+        return Ok(m);
+    };
+    let lines: Vec<&str> = script
+        .lines()
+        .map(|l| l[..mercury_ir::pass::schedule_comment_start(l).unwrap_or(l.len())].trim())
+        .filter(|l| l.starts_with("place-edge{") || *l == "place-edge")
+        .collect();
+    if lines.is_empty() {
+        return Ok(m);
+    }
+    let mut pm = compiler
+        .pass_manager(&Schedule::script(&lines.join("\n")))
+        .map_err(|e| match e {
+            ScheduleError::ShiftShard(m) => Error::Input(m),
+            ScheduleError::Script(d) | ScheduleError::Pipeline(d) => diag(d),
+        })?;
+    pm.run(&mut m, &compiler.registry).map_err(diag)?;
+    Ok(m)
 }
 
 /// The line telling that a check holds the ranks to `now`'s output placements (the declared

@@ -21,17 +21,24 @@
 // UL-DAG: //   @V: all_to_all, 8 ops in 1 stages
 // UL: // comm-plan @o_proj
 // UL-NEXT: //   no communication
+// Megatron's TP+SP: Q/K/V/O split by heads and Z by the hidden dim between the kernels
+// (place-edge), so attention moves nothing; the projections all-gather the tokens and the
+// output and down projections reduce-scatter onto them.
+// TP: // comm-plan @qkv_rope: mesh [8], 8 ranks
+// TP: //   @Xn: all_gather, 8 ops in 1 stages
+// TP: edge @Q: from @qkv_rope, placed alike ('sharding [R, S(0), R, R]'): nothing moves
 // TP: // comm-plan @attention: mesh [8], 8 ranks
-// TP-DAG: //   @Q: all_to_all, 8 ops in 1 stages
-// TP-DAG: //   @O: all_to_all, 8 ops in 1 stages
+// TP-NEXT: //   no communication
+// TP: edge @O: from @attention, placed alike ('sharding [R, S(0), R, R]'): nothing moves
 // TP: // comm-plan @o_proj
-// TP-DAG: //   @A: reduce_scatter(add), 8 ops in 1 stages
-// TP-DAG: //   @O: all_to_all, 8 ops in 1 stages
+// TP-NEXT: //   @A: reduce_scatter(add), 8 ops in 1 stages
+// TP-NEXT: // memory @o_proj
 // TP: // comm-plan @gate_up
-// TP-DAG: //   @Hn: all_gather, 8 ops in 1 stages
+// TP-NEXT: //   @Hn: all_gather, 8 ops in 1 stages
+// TP: edge @Z: from @gate_up, placed alike ('sharding [R, R, S(0)]'): nothing moves
 // TP: // comm-plan @down
-// TP-DAG: //   @D: reduce_scatter(add), 8 ops in 1 stages
-// TP-DAG: //   @Z: all_to_all, 8 ops in 1 stages
+// TP-NEXT: //   @D: reduce_scatter(add), 8 ops in 1 stages
+// TP-NEXT: // memory @down
 // CHECK: edge @H: from @ffn_norm, placed alike ('sharding [R, S(0), R]'): nothing moves
 // CHECK: check of @attn_norm:
 // CHECK: check @Xn: relative error {{.*}} ok

@@ -23,6 +23,7 @@
 pub mod cache;
 pub mod commir_source;
 pub mod graph;
+pub mod layer;
 pub mod memory;
 pub mod operator;
 pub mod profile;

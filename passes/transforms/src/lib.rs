@@ -10,6 +10,7 @@ pub mod join;
 pub mod mesh;
 pub mod parallelize;
 pub mod patch;
+pub mod place_edge;
 pub mod reorder;
 pub mod replicate;
 pub mod reshard;
@@ -36,6 +37,7 @@ pub static PASSES: &[&PassInfo] = &[
     &mesh::RESHAPE_MESH,
     &reshard::INFO,
     &reshard_edges::INFO,
+    &place_edge::INFO,
     &shift_shard::INFO,
     &balance::INFO,
     &patch::INFO,

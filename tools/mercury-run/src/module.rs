@@ -32,7 +32,6 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let module = compiler
         .parse(&a.input.display().to_string(), &text)
         .map_err(diag)?;
-    let kernels = mercury_commir::kernels(&module).map_err(diag)?;
     let script = crate::read_schedule(a)?;
     // The schedule on every kernel (no default kernel), then every kernel's edges: a schedule
     // may re-declare an input, and the edge reshards to the placement the kernel finally
@@ -57,6 +56,12 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     compiler.schedule(&mut scheduled, &edges).map_err(diag)?;
     let reference = mercury::single_device(&module);
     let now = mercury_commir::kernels(&scheduled).map_err(diag)?;
+    // Where each output ends: as the module declares it, or as a `place-edge` pass of the
+    // schedule places an edge.
+    let kernels = mercury_commir::kernels(&mercury::compile::placed_edges(
+        &compiler, &module, &schedule,
+    )?)
+    .map_err(diag)?;
     let mut steps = Vec::with_capacity(kernels.len());
     for k in &kernels {
         if let Some(s) = now.iter().find(|x| x.name == k.name) {

@@ -36,6 +36,7 @@ use std::process::ExitCode;
 mod cuda;
 #[cfg(feature = "cuda")]
 mod launched;
+mod module;
 
 /// Timed runs per profiled candidate unless `--iters` says otherwise.
 const ITERS: usize = 10;
@@ -136,6 +137,14 @@ struct Args {
     /// Schedule cache directory.
     #[arg(long)]
     cache: Option<PathBuf>,
+    /// Search a `.mlir` module of several kernels as one layer: every kernel's schedule and
+    /// every edge's placement together (writes DIR/layer.sched for `mercury-run --module`).
+    #[arg(long)]
+    module: bool,
+    /// With --module: the model's layers whose weights every device keeps (the memory cap
+    /// charges the module's weights this many times).
+    #[arg(long, value_name = "N", requires = "module", value_parser = clap::value_parser!(u64).range(1..))]
+    layers: Option<u64>,
 }
 
 /// The candidate source of an operator file (by its extension: the library face's
@@ -409,6 +418,9 @@ fn run(args: &Args) -> Result<(), Failure> {
         },
         e => bad(e.to_string()),
     })?;
+    if args.module {
+        return module::run(args, &topo);
+    }
     let mut op = source_for_file(
         &args.file,
         args.refactor_mesh,

@@ -3,6 +3,11 @@
 //! `cargo run --release -p mercury-study`. `--no-timing` leaves out the
 //! last section (wall times, which vary from run to run). Needs no GPU. Another argument, or
 //! `--no-timing` given twice, is a usage error (exit 1).
+//!
+//! `mercury-study layer [--topology NAME]... [--tokens N]...` prints the graph-level tables of
+//! the Llama-3 layer instead (docs/simulation.md, "Graph level: the Llama-3 layer as one
+//! module"): by default on the five 8-GPU topologies at 4K, 32K and 128K tokens, and the
+//! 2M-token memory frontier.
 
 use clap::Parser;
 use std::io::Write as _;
@@ -18,6 +23,22 @@ struct Args {
     /// Leave out the last section (wall times, which vary from run to run).
     #[arg(long)]
     no_timing: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// The Llama-3 layer searched as one module (every kernel's schedule and edge placement
+    /// together) against the 3D-parallel configurations, and its 2M-token memory frontier.
+    Layer {
+        /// A topology preset (repeatable; default: h100-1x8 h100-2x4 h100-4x2 a100-2x4 h200-1x8).
+        #[arg(long = "topology", value_name = "NAME")]
+        topologies: Vec<String>,
+        /// Tokens per sequence (repeatable; default: 4096 32768 131072).
+        #[arg(long = "tokens", value_name = "N", value_parser = clap::value_parser!(u64).range(8..))]
+        tokens: Vec<u64>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -26,11 +47,31 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
+    use mercury_study::study::layer;
+    let text = match args.command {
+        Some(Command::Layer { topologies, tokens }) => {
+            if let Some(bad) = topologies
+                .iter()
+                .find(|t| !matches!(mercury_search::Topology::preset(t), Some(Ok(_))))
+            {
+                eprintln!("mercury-study: error: --topology: no preset '{bad}'");
+                return ExitCode::from(1);
+            }
+            let topologies: Vec<&str> = if topologies.is_empty() {
+                layer::LAYER_TOPOLOGIES.to_vec()
+            } else {
+                topologies.iter().map(String::as_str).collect()
+            };
+            let tokens: Vec<usize> = if tokens.is_empty() {
+                layer::LAYER_TOKENS.to_vec()
+            } else {
+                tokens.iter().map(|&t| t as usize).collect()
+            };
+            layer::layer_study(&topologies, &tokens)
+        }
+        None => mercury_study::study::full_study(!args.no_timing),
+    };
     // A standard output closed early (`mercury-study | head`) stops the print quietly.
-    let _ = write!(
-        std::io::stdout(),
-        "{}",
-        mercury_study::study::full_study(!args.no_timing)
-    );
+    let _ = write!(std::io::stdout(), "{text}");
     ExitCode::SUCCESS
 }

@@ -1,0 +1,97 @@
+//! The 3D-parallel configurations a Megatron-LM user sets up for a decoder layer, expressed as
+//! choices of the same layer search (so the same model prices them): each restricts every
+//! kernel to the schedules the configuration uses and takes the fastest that fits.
+//!
+//! The axes are named as in `examples/llama3_layer.mlir`: tokens `@i`, batch `@b`, key/value
+//! heads `@hk`, query heads `@h` (the output projection), the MLP's hidden dim `@f`.
+
+use super::{KernelCandidate, LayerPick, LayerSearch, OutMode};
+use mercury_commir::{Kernel, Stmt};
+
+/// One configuration: a name and, per kernel, which choices it allows.
+pub struct Baseline {
+    /// `TP+SP (Megatron)`, `CP ring`, ...
+    pub name: &'static str,
+    /// What a Megatron-LM user sets (`--tensor-model-parallel-size 8 --sequence-parallel`).
+    pub how: &'static str,
+    allow: fn(&KernelCandidate, &OutMode, &Kernel) -> bool,
+}
+
+fn axis_is(c: &KernelCandidate, a: &str) -> bool {
+    c.axis.as_deref() == Some(a)
+}
+
+/// Tensor parallelism: the first of `hk`, `h`, `f` the kernel can split, its edge outputs left
+/// split along it where they are indexed by it (Q/K/V and O by heads, Z by the hidden dim),
+/// else as declared (the row-parallel projections reduce-scatter onto the tokens); kernels
+/// with none of them (norms, residuals) split the tokens (sequence parallelism).
+fn tensor(c: &KernelCandidate, o: &OutMode, k: &Kernel) -> bool {
+    match ["hk", "h", "f"].into_iter().find(|a| k.axis(a).is_some()) {
+        Some(a) => axis_is(c, a) && (o.name == format!("by({a})") || o.name == "declared"),
+        None => axis_is(c, "i") && o.name == "declared",
+    }
+}
+
+/// Every kernel on its tokens (`par(i)`), edges as declared (sequence-sharded); attention by
+/// the operator search's one-level candidate of `role` (`ring`, `gather`, `heads`; for a causal
+/// mask also its zigzag-placed variant).
+fn context(c: &KernelCandidate, o: &OutMode, k: &Kernel, role: &str) -> bool {
+    if o.name != "declared" {
+        return false;
+    }
+    if is_attention(k) {
+        c.axis.is_none() && c.name.contains(&format!(": L0={role}")) && !c.name.contains(" L1=")
+    } else {
+        axis_is(c, "i")
+    }
+}
+
+/// Whether the kernel computes the attention patch.
+fn is_attention(k: &Kernel) -> bool {
+    let mut found = false;
+    k.walk(&mut |s, _| {
+        found |= matches!(s, Stmt::Patch { kernel, .. } if kernel == "attention");
+    });
+    found
+}
+
+/// The configurations, in the order the tables print them.
+pub fn baselines() -> Vec<Baseline> {
+    vec![
+        Baseline {
+            name: "TP+SP",
+            how: "Megatron-LM --tensor-model-parallel-size 8 --sequence-parallel",
+            allow: tensor,
+        },
+        Baseline {
+            name: "CP ring",
+            how: "Megatron-LM --context-parallel-size 8 (ring attention, p2p)",
+            allow: |c, o, a| context(c, o, a, "ring"),
+        },
+        Baseline {
+            name: "CP all-gather",
+            how: "context parallelism with the keys/values all-gathered (Llama 3's)",
+            allow: |c, o, a| context(c, o, a, "gather"),
+        },
+        Baseline {
+            name: "Ulysses",
+            how: "DeepSpeed-Ulysses, sequence parallel size 8 (all-to-all to heads for attention)",
+            allow: |c, o, a| context(c, o, a, "heads"),
+        },
+        Baseline {
+            name: "DP",
+            how: "data parallelism (the batch split; needs a batch divisible by the devices)",
+            allow: |c, o, _| axis_is(c, "b") && o.name == "declared",
+        },
+    ]
+}
+
+impl LayerSearch {
+    /// The fastest choice of `b` that fits in `cap` bytes per device; `None` where none lowers
+    /// or fits (a batch the devices do not divide, for DP).
+    pub fn baseline(&self, b: &Baseline, cap: u64) -> Option<LayerPick> {
+        let allow =
+            |at: usize, c: &KernelCandidate, o: &OutMode| (b.allow)(c, o, &self.kernels[at]);
+        self.frontier_where(cap, &allow).into_iter().next()
+    }
+}

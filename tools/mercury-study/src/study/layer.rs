@@ -1,0 +1,259 @@
+//! The graph-level tables of `docs/simulation.md` ("Graph level: the Llama-3 layer as one
+//! module"): `mercury-study layer`. The module is `examples/llama3_layer.mlir` (Llama-3-8B) or
+//! `examples/llama3_layer_70b.mlir` with the tokens (`@i`, `@j`) and the batch (`@b`)
+//! rewritten; the joint pick and every 3D-parallel configuration come from
+//! [`mercury_search::layer::LayerSearch`] (CommIR-generated plans, the operator search's
+//! simulator), with every layer's weights charged to each device.
+
+use mercury_search::layer::{baselines, LayerPick, LayerSearch};
+use mercury_search::operator::with_extents;
+use mercury_search::Topology;
+use std::fmt::Write as _;
+
+/// The Llama-3-8B layer (8 ranks).
+pub const LAYER_8B: &str = include_str!("../../../../examples/llama3_layer.mlir");
+/// The Llama-3-70B layer (8 ranks).
+pub const LAYER_70B: &str = include_str!("../../../../examples/llama3_layer_70b.mlir");
+
+/// The topologies of the layer tables (all of 8 devices).
+pub const LAYER_TOPOLOGIES: [&str; 5] =
+    ["h100-1x8", "h100-2x4", "h100-4x2", "a100-2x4", "h200-1x8"];
+/// The token counts of the layer tables.
+pub const LAYER_TOKENS: [usize; 3] = [4096, 32768, 131072];
+
+/// One model of the tables: its name, module text and layer count.
+#[derive(Debug, Clone, Copy)]
+pub struct Model {
+    pub name: &'static str,
+    pub text: &'static str,
+    pub origin: &'static str,
+    pub layers: u64,
+}
+
+/// Llama-3-8B (32 layers) and Llama-3-70B (80 layers).
+pub const MODELS: [Model; 2] = [
+    Model {
+        name: "Llama-3-8B",
+        text: LAYER_8B,
+        origin: "examples/llama3_layer.mlir",
+        layers: 32,
+    },
+    Model {
+        name: "Llama-3-70B",
+        text: LAYER_70B,
+        origin: "examples/llama3_layer_70b.mlir",
+        layers: 80,
+    },
+];
+
+/// The search for `model` at `tokens` tokens and batch `batch` on the topology `topo`.
+///
+/// # Errors
+/// A topology that does not load, a module the search refuses (the message).
+pub fn search(
+    model: &Model,
+    topo: &str,
+    tokens: usize,
+    batch: usize,
+) -> Result<LayerSearch, String> {
+    let t = Topology::preset(topo)
+        .ok_or_else(|| format!("no topology preset '{topo}'"))?
+        .map_err(|e| e.to_string())?;
+    let text = with_extents(model.text, &[("i", tokens), ("j", tokens), ("b", batch)])?;
+    let mut s = LayerSearch::new(&text, model.origin, &t).map_err(|e| e.to_string())?;
+    s.layers = model.layers;
+    Ok(s)
+}
+
+fn tokens_label(t: usize) -> String {
+    if t >= 1 << 20 && t.is_multiple_of(1 << 20) {
+        format!("{}M", t >> 20)
+    } else {
+        format!("{}K", t >> 10)
+    }
+}
+
+fn ms(p: &LayerPick) -> String {
+    let m = p.seconds * 1e3;
+    if m >= 100.0 {
+        format!("{m:.1}")
+    } else {
+        format!("{m:.3}")
+    }
+}
+
+fn gb(b: u64) -> String {
+    format!("{:.1}", b as f64 / 1e9)
+}
+
+/// The pick in short: each kernel's schedule, and its edge outputs' mode where not as declared.
+pub fn summary(s: &LayerSearch, p: &LayerPick) -> String {
+    p.choices
+        .iter()
+        .enumerate()
+        .map(|(at, c)| {
+            let out = &s.outs[at][c.out].name;
+            let out = if out == "declared" {
+                String::new()
+            } else {
+                format!(" -> {out}")
+            };
+            format!(
+                "{} {}{out}",
+                s.kernels()[at].name,
+                s.candidates[at][c.candidate].name
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The table of `model` on `topologies` at `tokens` (batch 1): the joint pick against every
+/// 3D-parallel configuration, each the fastest of its kind that fits in the topology's usable
+/// HBM with the weights of all `model.layers` layers.
+pub fn layer_table(model: &Model, topologies: &[&str], tokens: &[usize]) -> String {
+    let mut out = String::new();
+    let names: Vec<&str> = baselines().iter().map(|b| b.name).collect();
+    let _ = writeln!(
+        out,
+        "| topology | tokens | joint pick ms | GB/device | best 3D-parallel | its ms | its GB/device | speedup | {} | the pick |",
+        names.iter().map(|n| format!("{n} ms")).collect::<Vec<_>>().join(" | ")
+    );
+    let _ = writeln!(out, "|{}", " --- |".repeat(9 + names.len()));
+    for topo in topologies {
+        for &t in tokens {
+            let s = match search(model, topo, t, 1) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = writeln!(out, "| {topo} | {} | {e} |", tokens_label(t));
+                    continue;
+                }
+            };
+            let usable = s.topology().usable_hbm_bytes();
+            let pick = s.best();
+            let base: Vec<Option<LayerPick>> =
+                baselines().iter().map(|b| s.baseline(b, usable)).collect();
+            let best = base
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| Some((i, p.as_ref()?)))
+                .min_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds));
+            // "n/a": no choice of the configuration lowers at all (DP at batch 1).
+            let cols: Vec<String> = base
+                .iter()
+                .zip(baselines())
+                .map(|(p, b)| match p {
+                    Some(p) => ms(p),
+                    None if s.baseline(&b, u64::MAX).is_some() => "does not fit".into(),
+                    None => "n/a".into(),
+                })
+                .collect();
+            let (pick_ms, pick_gb, pick_desc) = match &pick {
+                Ok(p) => (ms(p), gb(p.memory_bytes), summary(&s, p)),
+                Err(e) => ("-".into(), "-".into(), e.to_string()),
+            };
+            let (bname, bms, bgb, speed) = match (best, &pick) {
+                (Some((i, b)), Ok(p)) => (
+                    names[i].to_string(),
+                    ms(b),
+                    gb(b.memory_bytes),
+                    format!("{:.2}x", b.seconds / p.seconds),
+                ),
+                (Some((i, b)), Err(_)) => {
+                    (names[i].to_string(), ms(b), gb(b.memory_bytes), "-".into())
+                }
+                (None, _) => ("none fits".into(), "-".into(), "-".into(), "-".into()),
+            };
+            let _ = writeln!(
+                out,
+                "| {topo} | {} | {pick_ms} | {pick_gb} | {bname} | {bms} | {bgb} | {speed} | {} | {pick_desc} |",
+                tokens_label(t),
+                cols.join(" | ")
+            );
+        }
+    }
+    out
+}
+
+/// The memory frontier of `model` at `tokens` tokens on `topologies`: per topology the
+/// smallest plan, the fastest plan and the fastest that fits, and how many points of the
+/// (latency, bytes per device) Pareto front fit, at batch 1 and at batch `micro` run as `micro`
+/// sequential passes of batch 1 (the module takes batch 1: its QKV projection, rows times
+/// per-head weights, refuses a batch; a pass holds one sequence's activations, so the bytes
+/// are batch 1's and the time `micro` times it).
+pub fn frontier_table(model: &Model, topologies: &[&str], tokens: usize, micro: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| topology | batch | usable GB | fastest plan ms (GB/device) | smallest plan GB/device (ms) | fastest that fits ms (GB/device) | front points that fit | the smallest plan |"
+    );
+    let _ = writeln!(out, "|{}", " --- |".repeat(8));
+    for topo in topologies {
+        let s = match search(model, topo, tokens, 1) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = writeln!(out, "| {topo} | 1 | {e} |");
+                continue;
+            }
+        };
+        let usable = s.topology().usable_hbm_bytes();
+        let front = s.frontier(u64::MAX);
+        let (Some(fast), Some(small)) = (front.first(), front.last()) else {
+            let _ = writeln!(out, "| {topo} | 1 | no plan lowers |");
+            continue;
+        };
+        let fits: Vec<&LayerPick> = front.iter().filter(|p| p.memory_bytes <= usable).collect();
+        for (batch, times) in [
+            ("1".to_string(), 1.0),
+            (format!("{micro} (as {micro} x 1)"), micro as f64),
+        ] {
+            let t = |p: &LayerPick| {
+                let m = p.seconds * 1e3 * times;
+                if m >= 100.0 {
+                    format!("{m:.1}")
+                } else {
+                    format!("{m:.3}")
+                }
+            };
+            let fit = fits.first().map_or("none fits".to_string(), |p| {
+                format!("{} ({})", t(p), gb(p.memory_bytes))
+            });
+            let _ = writeln!(
+                out,
+                "| {topo} | {batch} | {} | {} ({}) | {} ({}) | {fit} | {} of {} | {} |",
+                gb(usable),
+                t(fast),
+                gb(fast.memory_bytes),
+                gb(small.memory_bytes),
+                t(small),
+                fits.len(),
+                front.len(),
+                summary(&s, small)
+            );
+        }
+    }
+    out
+}
+
+/// Every layer table of docs/simulation.md, restricted to `topologies` and `tokens` (the
+/// frontier runs at 2M tokens on the topologies given).
+pub fn layer_study(topologies: &[&str], tokens: &[usize]) -> String {
+    let mut out = String::new();
+    for m in &MODELS {
+        let _ = writeln!(
+            out,
+            "### Graph level: the {} layer as one module, batch 1 ({}; {} layers' weights per device)\n",
+            m.name, m.origin, m.layers
+        );
+        out += &layer_table(m, topologies, tokens);
+        out.push('\n');
+    }
+    let m = &MODELS[0];
+    let _ = writeln!(
+        out,
+        "### Graph level: the {} layer at 2M tokens, the memory frontier ({}; {} layers' weights per device)\n",
+        m.name, m.origin, m.layers
+    );
+    out += &frontier_table(m, topologies, 1 << 21, 16);
+    out
+}
