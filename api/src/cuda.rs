@@ -252,6 +252,35 @@ impl DeviceRunner {
         Ok(())
     }
 
+    /// Sets the document boundaries of the next launches (the plan's `documents` inputs, by
+    /// name: prefix sums over the packed tokens, `[0, ..., positions]`), as
+    /// [`CudaExecutor::set_documents`] (waits for a launched run first).
+    ///
+    /// # Errors
+    /// [`Error::Input`] for a name the plan does not read, one it reads left out, or
+    /// boundaries that do not fit its positions.
+    pub fn set_documents(&mut self, docs: &[(String, Vec<usize>)]) -> Result<(), Error> {
+        let plan = self.exec.plan();
+        for (name, _) in docs {
+            if !plan.documents.iter().any(|d| &d.name == name) {
+                return Err(Error::Input(format!(
+                    "the plan reads no document boundaries named '{name}'"
+                )));
+            }
+        }
+        let mut ordered = Vec::with_capacity(plan.documents.len());
+        for d in &plan.documents {
+            let (_, b) = docs.iter().find(|(n, _)| *n == d.name).ok_or_else(|| {
+                Error::Input(format!("document boundaries '{}' not given", d.name))
+            })?;
+            ordered.push(
+                mercury_plan::mask::Boundaries::new(b.clone(), d.positions)
+                    .map_err(|e| Error::Input(format!("documents '{}': {e}", d.name)))?,
+            );
+        }
+        self.exec.set_documents(&ordered).map_err(device_err)
+    }
+
     /// Binds every global buffer to `ptrs` (one device address per region of the layouts set,
     /// buffers in plan order) and enqueues a run ordered after the work on the caller's
     /// `stream` (a `CUstream` as an integer, PyTorch's `cuda_stream`), which then waits for the

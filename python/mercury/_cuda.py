@@ -157,17 +157,15 @@ def run_bound(
     """Runs ``op`` on ``inputs`` into ``outputs`` (CUDA tensors of ``device``, this process's
     tensors of every buffer) on the runner ``r`` (None: every rank a virtual rank on
     ``device``), ordered on the current stream, no host synchronisation. ``documents``: the
-    run's document boundaries by name (the executor refuses a masked plan when it is built)."""
+    run's document boundaries by name (prefix sums), set on the executor before the launch."""
     ordinal = device.index if device.index is not None else torch.cuda.current_device()
     for name, t in inputs.items():
         readable(f"input '{name}'", t)
     if r is None:
         r = runner(op, ordinal)
     if documents:
-        raise RuntimeError(
-            f"@{op.kernel}: the CUDA executor built this plan but takes no document boundaries "
-            f"({', '.join(documents)}) from the Python package yet; run it on CPU tensors"
-        )
+        # The executor refills its masked blocks' row bounds (waits for a launched run).
+        r.native.set_documents([(n, [int(x) for x in b]) for n, b in documents.items()])
     tensors = [
         outputs[n] if o else inputs[n].detach() for n, o in zip(r.names, r.outputs, strict=True)
     ]

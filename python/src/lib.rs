@@ -95,6 +95,12 @@ impl PyRunner {
         self.buffers.clone()
     }
 
+    /// Sets the document boundaries of the next launches: `[(name, prefix sums)]`, every
+    /// boundaries input the plan reads (waits for a launched run first).
+    fn set_documents(&self, py: Python<'_>, docs: Vec<(String, Vec<usize>)>) -> PyResult<()> {
+        py.detach(|| self.lock()?.set_documents(&docs).map_err(py_err))
+    }
+
     /// Sets the layout of buffer `index`'s memory: `[(offsets, extents, element strides)]`,
     /// one per region of the buffer the caller's memory holds.
     fn set_layout(

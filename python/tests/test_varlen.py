@@ -261,13 +261,25 @@ def test_under_torch_compile():
         torch.testing.assert_close(f(q, cu), want, **TOL)
 
 
-def test_cuda_runs_with_boundaries_are_refused_until_the_executor_takes_them():
-    # The binding cannot hand boundaries to the CUDA executor yet: a plan the executor built
-    # (once it has a masked patch) is refused rather than run without its documents.
+def test_cuda_runs_hand_their_boundaries_to_the_executor_before_the_launch():
+    # On CUDA tensors the binding sets the run's boundaries on the executor (which refills its
+    # masked blocks' row bounds) before it binds and launches anything.
     from mercury import _cuda
 
-    class FakeOp:
-        kernel = "attention"
+    class Stop(Exception):
+        pass
 
-    with pytest.raises(RuntimeError, match=r"takes no document boundaries \(D\)"):
-        _cuda.run_bound(FakeOp(), {}, {}, torch.device("cuda", 0), object(), {"D": [0, 4]})
+    seen = []
+
+    class Native:
+        def set_documents(self, docs):
+            seen.append(docs)
+            raise Stop
+
+    class Runner:
+        native = Native()
+        names, outputs = [], []
+
+    with pytest.raises(Stop):
+        _cuda.run_bound(object(), {}, {}, torch.device("cuda", 0), Runner(), {"D": [0, 3, 4]})
+    assert seen == [[("D", [0, 3, 4])]]
