@@ -512,6 +512,10 @@ if [[ ",$parts," == *",backward,"* ]]; then
     sed "s/shape \[8\]/shape [$n]/" "$out/attention_bwd_noncausal.mlir" > "$out/attention_bwd_r$n.mlir"
     run_case "ring-bwd-mha-r$n" "$out/attention_bwd_r$n.mlir" --kernel attention_bwd --shift-shard
   done
+  # Keys no query sees (cross lengths, causal): their gradients come from accumulators that
+  # start and stay at zero (SlotInit::MaskedZero).
+  run_case cross-bwd-ring  examples/shapes/cross_bwd_d64_causal.mlir --schedule examples/schedules/ring_attention_bwd.sched
+  run_case cross-bwd-usp   examples/shapes/cross_bwd_d64_causal.mlir --schedule examples/schedules/usp_bwd.sched
   echo "| case | schedule ms | single-device ms | ratio | check rel. difference | |"; grep -- "-bwd-" "$out/table.md" || true
   # A training step (mercury-run --backward): the forward, then the backward on its outputs and
   # a fresh dO, each checked against its single-device plan and f64 rows.
