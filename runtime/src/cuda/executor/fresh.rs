@@ -13,38 +13,12 @@
 
 use super::InitLaunch;
 use crate::cuda::ops::ComputeLaunch;
-use mercury_plan::{Collective, CommOp, ComputeOp, PatchKind, RankProgram, SlotInit, View};
+use mercury_plan::verify::{comm_access, compute_access};
+use mercury_plan::{ComputeOp, PatchKind, RankProgram, SlotInit, View};
 
-/// The slots `op` reads or writes.
-fn compute_slots(op: &ComputeOp) -> Vec<usize> {
-    let vs: Vec<&View> = match op {
-        ComputeOp::Patch {
-            inputs, outputs, ..
-        } => inputs.iter().chain(outputs).collect(),
-        ComputeOp::Combine { acc, part, .. } => acc.iter().chain(part).collect(),
-        ComputeOp::Copy { src, dst } => vec![src, dst],
-        ComputeOp::Tile { inputs, output, .. } => inputs.iter().chain([output]).collect(),
-    };
-    vs.into_iter().map(|v| v.slot).collect()
-}
-
-/// The slots `op` reads or writes.
-fn comm_slots(op: &CommOp) -> Vec<usize> {
-    let vs: Vec<&View> = match op {
-        CommOp::Send { src, .. } => vec![src],
-        CommOp::Recv { dst, .. } => vec![dst],
-        CommOp::Collective { collective, .. } => match collective {
-            Collective::AllGather { src, dst, .. }
-            | Collective::ReduceScatter { src, dst, .. }
-            | Collective::AllToAll { src, dst, .. } => vec![src, dst],
-            Collective::AllReduce { bufs, .. } => bufs.iter().collect(),
-            Collective::Reduce { src, dst, .. } => {
-                [Some(src), dst.as_ref()].into_iter().flatten().collect()
-            }
-            Collective::Broadcast { buf, .. } => vec![buf],
-        },
-    };
-    vs.into_iter().map(|v| v.slot).collect()
+/// The slots a pair of (read, written) view lists touches.
+fn slots((reads, writes): (Vec<&View>, Vec<&View>)) -> Vec<usize> {
+    reads.into_iter().chain(writes).map(|v| v.slot).collect()
 }
 
 /// Turns the first attention block into each fresh accumulator of rank program `r` into an
@@ -65,7 +39,7 @@ pub(super) fn overwrite_fresh_accumulators(
     for (si, st) in r.stages.iter().enumerate() {
         // Transfers of this stage may run beside its compute: they count as earlier.
         for c in &st.comm {
-            for s in comm_slots(c) {
+            for s in slots(comm_access(c)) {
                 if let Some(t) = touched.get_mut(s) {
                     *t = true;
                 }
@@ -100,7 +74,7 @@ pub(super) fn overwrite_fresh_accumulators(
                     }
                 }
             }
-            for s in compute_slots(op) {
+            for s in slots(compute_access(op)) {
                 if let Some(t) = touched.get_mut(s) {
                     *t = true;
                 }
@@ -116,7 +90,7 @@ mod tests {
     use crate::cuda::ops::AttnVia;
     use mercury_kernels::cpu::{AttnDims, AttnParams};
     use mercury_kernels::cuda::{AttnLaunch, ElemType, Strided3};
-    use mercury_plan::{DType, Region, Slot, Stage};
+    use mercury_plan::{CommOp, DType, Region, Slot, Stage};
 
     fn view(slot: usize, shape: &[usize]) -> View {
         View {
