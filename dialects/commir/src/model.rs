@@ -212,6 +212,11 @@ pub enum Stmt {
         /// `lse @L` of an `lse_merge`: the buffer that keeps the merged log-sum-exp, indexed as
         /// the output without its last dimension (`ReduceOp::verify`).
         lse: Option<Access>,
+        /// `carry` (the `carry` schedule primitive): a shifted sum whose accumulator travels
+        /// from rank to rank with the pieces of the shifted loop and reaches the tile's owner
+        /// after the last step (ring-flash-attn's dK/dV), instead of each step's partial going
+        /// to the owner (shift-reduce).
+        carry: bool,
     },
     Store {
         value: ValueId,
@@ -503,6 +508,7 @@ fn stmts(
                 values: op.operands.iter().map(|v| v.id).collect(),
                 access,
                 lse,
+                carry: r.carry().unwrap_or(false),
             });
         } else if let Some(st) = StoreOp::cast(op) {
             let (value, access) = st.verify(scope, stack)?;

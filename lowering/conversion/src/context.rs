@@ -41,6 +41,8 @@ pub(crate) enum Event {
         /// Mesh levels of the parallel loops around the reduction: ranks that differ only on
         /// the other levels compute the same partial (replicas).
         levels: Vec<usize>,
+        /// The accumulator travels with the pieces (`carry.rs`).
+        carry: bool,
         loc: Location,
     },
     Store {
@@ -87,6 +89,14 @@ pub(crate) struct RankBuild {
     /// (buffer, box) -> box. A load of such a tile is skipped too (`load.rs`), as is all that
     /// is computed from it; a store of a value clears the mark.
     pub skipped: BTreeMap<(String, Vec<usize>), Region>,
+    /// Receive slots of carried accumulators (`carry.rs`): (buffer, parity, k, shape) -> slot,
+    /// k counting the rank's received accumulators of that buffer in one stage.
+    pub carry_slots: HashMap<(String, usize, usize, Vec<usize>), usize>,
+    /// Carried accumulators received so far in a stage: (stage, buffer) -> count.
+    pub carry_count: HashMap<(usize, String), usize>,
+    /// Compute ops that run after a stage's transfers (the adds of carried accumulators):
+    /// stage -> ops; each such stage is followed by a stage of these ops (`carry.rs`).
+    pub post: BTreeMap<usize, Vec<mercury_plan::ComputeOp>>,
 }
 
 impl RankBuild {
@@ -106,6 +116,9 @@ impl RankBuild {
             send_count: HashMap::new(),
             stored: BTreeMap::new(),
             skipped: BTreeMap::new(),
+            carry_slots: HashMap::new(),
+            carry_count: HashMap::new(),
+            post: BTreeMap::new(),
         }
     }
     pub fn slot(&mut self, name: String, dtype: DType, shape: Vec<usize>, init: SlotInit) -> usize {
@@ -170,6 +183,12 @@ pub(crate) struct Lowering<'k> {
     pub red_levels: HashMap<String, Vec<usize>>,
     /// Where tiles lie during the compute stages (`compute.rs`).
     pub holders: crate::compute::Holders,
+    /// Carried sums (`carry.rs`): per (buffer, tile), the (plan stage, rank) of every
+    /// reduction into it, in stage order.
+    pub carry_chains: HashMap<(String, Vec<usize>), Vec<(usize, usize)>>,
+    /// Carried sums: per (buffer, tile), the rank that holds its accumulator after the last
+    /// stage lowered, and the accumulator's view there (`None`: every partial so far masked).
+    pub carry_at: HashMap<(String, Vec<usize>), (usize, Option<View>)>,
 }
 
 impl Lowering<'_> {

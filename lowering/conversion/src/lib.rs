@@ -42,10 +42,12 @@
 //! | the causal mask of an unpatched body: rows without a visible key skipped or computed | `mask.rs` |
 //! | gemm epilogues (activation, cast) fused into the gemm | `activation.rs` |
 //! | received shift-reduce partials as the owner's gemm operand | `partials.rs` |
+//! | carried sums: accumulators that travel with a ring's pieces (ring-flash-attn) | `carry.rs` |
 //! | output delivery, slot pruning, the plan | `deliver.rs` |
 //! | the passes that print a lowered plan | `passes.rs` |
 
 mod activation;
+mod carry;
 mod causal;
 mod compute;
 mod context;
@@ -82,7 +84,9 @@ pub fn lower_kernel(k: &Kernel) -> Result<Plan, Diagnostic> {
     let (begin, end) = cx.split_reshards();
     cx.place_inputs();
     let base = cx.prologue(&begin)?;
+    cx.carry_chains(base)?;
     cx.compute_stages(base)?;
+    cx.insert_post_stages();
     let epi = cx.combine_partials();
     cx.keep_lse();
     cx.end_reshards(&end, epi)?;

@@ -97,6 +97,8 @@ impl<'k> Lowering<'k> {
             sent_values: HashMap::new(),
             red_levels,
             holders: Default::default(),
+            carry_chains: HashMap::new(),
+            carry_at: HashMap::new(),
         })
     }
 

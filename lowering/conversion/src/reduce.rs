@@ -24,6 +24,7 @@ impl Lowering<'_> {
             bx,
             shifted,
             levels,
+            carry,
             loc,
         } = e
         else {
@@ -53,6 +54,9 @@ impl Lowering<'_> {
                 loc,
                 format!("this reduction into {bx} of '@{buffer}' (accumulated on rank {target}) {clash}: {PARTITION_RULE}"),
             ));
+        }
+        if *carry {
+            return self.lower_carried(cx, parts, buffer, bx, owner);
         }
         let Some(parts) = parts else {
             // A skipped (fully masked) causal block contributes nothing, but the tile is still
@@ -152,7 +156,7 @@ impl Lowering<'_> {
 
     /// Shift-reduce: sends the partial tile to its owner `target` in the next stage; the owner
     /// merges it the stage after.
-    fn send_to_owner(
+    pub(crate) fn send_to_owner(
         &mut self,
         cx: &StageCx,
         target: usize,
@@ -245,7 +249,7 @@ impl Lowering<'_> {
     /// once and sent as it is. The plan verifier still checks every send against the writes of
     /// its stage. Send slots are numbered per stage (`k`, the rank's k-th copied part of that
     /// buffer in the stage), so a rank holds two per part sent in one stage, not one per tile.
-    fn stable_parts(
+    pub(crate) fn stable_parts(
         &mut self,
         cx: &StageCx,
         parts: Vec<View>,
@@ -357,7 +361,7 @@ pub(crate) fn ensure_acc(
 /// identity marked final ([`SlotInit::MaskedZero`], [`SlotInit::MaskedNegInf`]), so that a
 /// tile every contribution of which is masked is delivered as 0 (o = 0, lse = -inf) rather
 /// than missing; a real contribution later ([`ensure_acc`]) makes it an ordinary one.
-fn ensure_masked_acc(rb: &mut RankBuild, buffer: &str, bx: &Region, kind: ReduceKind) {
+pub(crate) fn ensure_masked_acc(rb: &mut RankBuild, buffer: &str, bx: &Region, kind: ReduceKind) {
     if rb.acc.contains_key(&(buffer.to_string(), key(bx))) {
         return;
     }

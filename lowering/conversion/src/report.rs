@@ -80,6 +80,8 @@ pub fn comm_plan(plan: &Plan, detail: bool) -> String {
                         let b = dst_name.split('.').next().unwrap_or("?");
                         let kind = if dst_name.contains(".partial") {
                             "partial p2p (shift-reduce)"
+                        } else if dst_name.contains(".carry") {
+                            "carried accumulator p2p (ring-flash-attn)"
                         } else if dst_name.contains(".permuted") {
                             "permute p2p (reshard)"
                         } else if dst_name.contains(".moved") {

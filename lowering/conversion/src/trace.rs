@@ -162,6 +162,7 @@ pub(crate) fn trace(
                     kind,
                     values,
                     access,
+                    carry,
                     ..
                 } => {
                     let (bx, shifted) =
@@ -175,6 +176,7 @@ pub(crate) fn trace(
                             bx,
                             shifted,
                             levels: levels.clone(),
+                            carry: *carry,
                             loc: access.loc.clone(),
                         },
                     ));

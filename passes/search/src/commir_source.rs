@@ -66,7 +66,17 @@ pub struct CommirSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Attention,
+    /// The attention backward (`attention_bwd`): attention's roles on Q[b, h, i, d] and
+    /// K, V[b, hk, j, d], with O, dO, LSE placed as Q, dQ as Q, dK, dV as K; and `ring+carry`.
+    AttentionBwd,
     Gemm,
+}
+
+impl Op {
+    /// Attention, forward or backward.
+    fn attention(self) -> bool {
+        matches!(self, Op::Attention | Op::AttentionBwd)
+    }
 }
 
 fn err(msg: impl Into<String>) -> SourceError {
@@ -264,8 +274,9 @@ impl CommirSource {
                 }
             }
         };
+        let bwd = name == "attention_bwd";
         match name.as_str() {
-            "attention" if bufs.len() == 3 => {
+            "attention" | "attention_bwd" if bufs.len() == if bwd { 6 } else { 3 } => {
                 let q = &bufs[0];
                 let k = &bufs[1];
                 let rank = self.kernel.buffer(q).map_or(0, |b| b.dims.len());
@@ -282,7 +293,7 @@ impl CommirSource {
                     _ => String::new(),
                 };
                 Ok((
-                    Op::Attention,
+                    if bwd { Op::AttentionBwd } else { Op::Attention },
                     vec![
                         axis_of(k, 1)?,
                         axis_of(q, 2)?,
@@ -428,7 +439,7 @@ impl CommirSource {
         ax: &[String],
         zigzag: bool,
     ) -> Result<Candidate, String> {
-        if op == Op::Attention && !self.replication_fits(ax, shape, roles) {
+        if op.attention() && !self.replication_fits(ax, shape, roles) {
             return Err(format!(
                 "K/V head replication ('groups') needs the 'heads' levels to split all {} key/value heads of '@{}', one per rank",
                 self.kernel.extent(&ax[0]),
@@ -661,7 +672,7 @@ impl CandidateSource for CommirSource {
         let mut work = Vec::new();
         for shape in shapes.into_iter().filter(|s| s.len() <= max) {
             for r in assignments(roles, shape.len()) {
-                if op == Op::Attention && !self.replication_fits(&ax, &shape, &r) {
+                if op.attention() && !self.replication_fits(&ax, &shape, &r) {
                     continue;
                 }
                 // Causal attention: every schedule is tried with zigzag placements too

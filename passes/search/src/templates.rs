@@ -48,6 +48,11 @@ pub fn template_of(name: &str) -> Option<String> {
         (["ring"], false) => "ring (RingAttention, ring_attention.sched)",
         (["ring"], true) => "zigzag ring (load-balanced context parallel, zigzag_ring.sched)",
         (["ring", "ring"], false) => "loongtrain (two-level ring, loongtrain.sched)",
+        // The attention backward's ring with dK/dV accumulators travelling with K/V.
+        (["ring+carry"], false) => "ring-flash-attn backward (ring_flash_attn_bwd.sched)",
+        (["ring+carry"], true) => {
+            "ring-flash-attn zigzag backward (zigzag_ring_flash_attn_bwd.sched)"
+        }
         (["heads"], false) => "ulysses (ulysses.sched)",
         (["ring", "heads"], false) => "usp (ring across, ulysses within, usp.sched)",
         (["gather"], false) => "context-parallel (all-gather K/V, context_parallel.sched)",
@@ -117,6 +122,11 @@ mod tests {
         assert_eq!(template_of("mesh 2x4: L0=n+ring(m) L1=n+ring(m)"), None);
         assert_eq!(template_of("mesh 2x2x2: L0=ring L1=ring L2=ring"), None);
         assert_eq!(template_of("mesh 8: L0=tree+shift(i)"), None);
+        assert_eq!(
+            template_of("mesh 8: L0=ring+carry zigzag").unwrap(),
+            "ring-flash-attn zigzag backward (zigzag_ring_flash_attn_bwd.sched)"
+        );
+        assert_eq!(template_of("mesh 2x4: L0=ring+carry L1=ring+carry"), None);
         assert_eq!(template_of("plan0"), None);
         // K/V head replication: groups after the heads levels.
         assert_eq!(

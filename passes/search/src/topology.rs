@@ -58,7 +58,26 @@ pub struct Rates {
     /// TOML: `[[device.rates.attention_points]]` tables.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attention_points: Vec<AttentionPoint>,
+    /// bf16 attention backward (`attention_bwd`), TFLOP/s per visible FLOP as the patch counts
+    /// them (`2 (3 d_qk + 2 d_v)` per visible pair: 2.5x the forward's at `d_qk = d_v`);
+    /// without it, the forward's rate (of the nearest point, or the single figure) times
+    /// [`BWD_RATE_RATIO`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_bwd_tflops: Option<f64>,
+    /// Same for causal tiles; without it, the forward's causal rate times
+    /// [`BWD_CAUSAL_RATE_RATIO`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_bwd_causal_tflops: Option<f64>,
 }
+
+/// The attention backward's rate over the forward's, non-causal, measured on one GPU: cuDNN's
+/// fused backward at B1 H32 S32K D128 bf16 on an H100 runs at 534.4 TFLOP/s counting the
+/// patch's FLOPs (docs/perf.md, "The attention backward", 18ac586), its forward at the same
+/// shape at 635.4 (27.686 ms, docs/perf.md P2c, d774ac5).
+pub const BWD_RATE_RATIO: f64 = 534.4 / 635.4;
+
+/// The same for causal attention: 557.5 TFLOP/s backward over 627.6 forward (14.016 ms).
+pub const BWD_CAUSAL_RATE_RATIO: f64 = 557.5 / 627.6;
 
 /// One measured GEMM: `out[m, n] (+)= a[m, k] b[k, n]`, bf16 operands, f32 accumulator (the
 /// form the executor runs for tiles that accumulate), TFLOP/s counting `2 m n k`.
@@ -433,6 +452,36 @@ impl Topology {
             Some(p) => (p.tflops * 1e12, Some(p)),
             None => (self.attention_rate(causal), None),
         }
+    }
+
+    /// The attention backward's rate, FLOP/s per visible FLOP of the patch: the topology's
+    /// backward figure where it has one, else the forward's ([`Topology::attention_rate_for`])
+    /// times the measured ratio ([`BWD_RATE_RATIO`], [`BWD_CAUSAL_RATE_RATIO`]); and the
+    /// forward point it was scaled from (for its wave quantisation).
+    pub fn attention_bwd_rate_for(
+        &self,
+        heads: usize,
+        sq: usize,
+        sk: usize,
+        d: usize,
+        causal: bool,
+    ) -> (f64, Option<&AttentionPoint>) {
+        let r = &self.device.rates;
+        let own = if causal {
+            r.attention_bwd_causal_tflops.or(r.attention_bwd_tflops)
+        } else {
+            r.attention_bwd_tflops
+        };
+        if let Some(t) = own {
+            return (t * 1e12, None);
+        }
+        let (fwd, point) = self.attention_rate_for(heads, sq, sk, d, causal);
+        let ratio = if causal {
+            BWD_CAUSAL_RATE_RATIO
+        } else {
+            BWD_RATE_RATIO
+        };
+        (fwd * ratio, point)
     }
 
     pub fn attention_rate(&self, causal: bool) -> f64 {

@@ -5,6 +5,7 @@
 #![allow(clippy::type_complexity)]
 
 pub mod balance;
+pub mod carry;
 pub mod distribute;
 pub mod join;
 pub mod mesh;
@@ -28,6 +29,7 @@ pub static PASSES: &[&PassInfo] = &[
     &tile::INFO,
     &parallelize::INFO,
     &shift::INFO,
+    &carry::INFO,
     &shard::INFO,
     &replicate::INFO,
     &reorder::INFO,

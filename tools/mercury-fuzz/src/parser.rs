@@ -156,6 +156,7 @@ const TOKENS: &[&str] = &[
     "into",
     "add",
     "lse_merge",
+    "carry",
     "to",
     "by",
     "at",

@@ -102,7 +102,7 @@ pub fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
             .map(|s| s.to_string())
             .unwrap_or_else(|| "none".into())
     };
-    match rng.gen_range(0..23) {
+    match rng.gen_range(0..24) {
         0..=3 => {
             let Some(a) = k.axes.choose(rng) else {
                 return "tile{axis=none factor=2}".into();
@@ -283,6 +283,21 @@ pub fn random_step(rng: &mut ChaCha8Rng, k: &Kernel) -> String {
                 .map(|l| l.axis.clone())
                 .unwrap_or_else(|| pick(rng, &axes));
             format!("distribute{{axis={lp}}}")
+        }
+        22 => {
+            // Mostly an output that something reduces into (dK, dV, C), shifted or not yet.
+            let outs: Vec<&str> = k
+                .buffers
+                .iter()
+                .filter(|b| b.role != Role::In)
+                .map(|b| b.name.as_str())
+                .collect();
+            let b = if rng.gen_bool(0.9) {
+                pick(rng, &outs)
+            } else {
+                pick(rng, &bufs)
+            };
+            format!("carry{{buffer={b}}}")
         }
         _ => "single-device".into(),
     }

@@ -377,6 +377,15 @@ impl<O: Deref<Target = Operation>> ReduceOp<O> {
             .read_kind()
             .map_err(|other| err(&op.loc, format!("unknown reduction {other}")))?
             .ok_or_else(|| err(&op.loc, "unknown reduction None"))?;
+        if kind != ReduceKind::Add && self.carry() == Some(true) {
+            return Err(err(
+                &op.loc,
+                format!(
+                    "reduce {}: only a sum ('add') can carry its accumulator along a ring",
+                    kind.keyword()
+                ),
+            ));
+        }
         let want = if kind == ReduceKind::Add { 1 } else { 2 };
         if op.operands.len() != want {
             return Err(err(

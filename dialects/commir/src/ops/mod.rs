@@ -303,13 +303,13 @@ commir_ops! {
     }
     /// An accumulation into a buffer tile.
     ReduceOp = "commir.reduce" {
-        summary: "Combines tiles into a buffer tile (add, or the softmax lse merge; its merged log-sum-exp kept in the buffer `lse` names).",
+        summary: "Combines tiles into a buffer tile (add, or the softmax lse merge; its merged log-sum-exp kept in the buffer `lse` names; `carry`: a shifted sum's accumulator travels with the pieces, ring-flash-attn's dK/dV).",
         operands: [ArgDef::many("values")],
         results: [],
-        attrs: { req kind: ReduceKind, req buffer: SymRef, req indices: Indices, opt lse: SymRef },
+        attrs: { req kind: ReduceKind, req buffer: SymRef, req indices: Indices, opt lse: SymRef, opt carry: Flag },
         regions: [],
         traits: [],
-        format: "$kind $values `into` $buffer $indices (`lse` $lse^)? attr-dict `:` type($values)",
+        format: "$kind $values `into` $buffer $indices (`lse` $lse^)? (`carry` $carry^)? attr-dict `:` type($values)",
         verify: verify_in_kernel,
     }
     /// A write of a buffer tile.

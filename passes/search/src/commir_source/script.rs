@@ -3,6 +3,17 @@
 use super::{CommirSource, Op};
 use mercury_commir::DimBinding;
 
+/// The attention backward's roles (`groups` last: grouped-query attention only).
+const BWD_ROLES: &[&str] = &[
+    "ring",
+    "ring+carry",
+    "heads",
+    "gather",
+    "tree",
+    "tree+shift(i)",
+    "groups",
+];
+
 impl CommirSource {
     /// The roles tried on each mesh level, in enumeration order (`groups` only for
     /// grouped-query attention, `ax[5]` the group axis; none naming `n` for a matrix-vector
@@ -16,6 +27,10 @@ impl CommirSource {
                 &["ring", "heads", "gather", "tree", "tree+shift(i)", "groups"]
             }
             Op::Attention => &["ring", "heads", "gather", "tree", "tree+shift(i)"],
+            // The backward adds ring-flash-attn's ring, whose dK/dV accumulators travel with
+            // the key/value blocks (`carry`) instead of returning by shift-reduce.
+            Op::AttentionBwd if ax.get(5).is_some_and(|g| !g.is_empty()) => BWD_ROLES,
+            Op::AttentionBwd => &BWD_ROLES[..BWD_ROLES.len() - 1],
             Op::Gemm => &[
                 "m",
                 "n",
@@ -42,8 +57,14 @@ impl CommirSource {
         let mut s = Vec::new();
         let k = shape.len();
         match op {
-            Op::Attention => {
+            Op::Attention | Op::AttentionBwd => {
                 let (h, i, j, g) = (&ax[0], &ax[1], &ax[2], &ax[5]);
+                // The backward's log-sum-exp [b, h, i] moves with the queries.
+                let ranks: &[usize] = if op == Op::AttentionBwd {
+                    &[3, 4]
+                } else {
+                    &[4]
+                };
                 let heads: Vec<usize> = (0..k).filter(|l| roles[*l] == "heads").collect();
                 let groups: Vec<usize> = (0..k).filter(|l| roles[*l] == "groups").collect();
                 // The levels that split the query heads: key/value heads first (the most
@@ -67,7 +88,8 @@ impl CommirSource {
                     };
                     let all = format!("S({})", join(&(0..k).collect::<Vec<_>>()));
                     for b in self.kernel.buffers.iter().filter(|b| {
-                        b.sharding.get(2).is_some_and(|x| !x.is_empty()) && b.dims.len() == 4
+                        b.sharding.get(2).is_some_and(|x| !x.is_empty())
+                            && ranks.contains(&b.dims.len())
                     }) {
                         let grouped =
                             matches!(b.dims.get(1), Some(DimBinding::Axes(a)) if a.len() == 2);
@@ -77,8 +99,9 @@ impl CommirSource {
                         } else {
                             format!("S({split})")
                         };
+                        let d = if b.dims.len() == 4 { ",R" } else { "" };
                         s.push(format!(
-                            "reshard{{buffer={} sharding=R,{hd},{seq},R}}",
+                            "reshard{{buffer={} sharding=R,{hd},{seq}{d}}}",
                             b.name
                         ));
                     }
@@ -117,12 +140,15 @@ impl CommirSource {
                             .as_ref()
                             .and_then(|k| k.buffer(&b.name))
                             .map(|d| sharding_option(&d.placement()))
-                            .unwrap_or_else(|| format!("R,R,{all},R"));
+                            .unwrap_or_else(|| {
+                                let d = if b.dims.len() == 4 { ",R" } else { "" };
+                                format!("R,R,{all}{d}")
+                            });
                         s.push(format!("reshard{{buffer={} sharding={to} at=end}}", b.name));
                     }
                 }
                 let seq_levels: Vec<usize> = (0..k)
-                    .filter(|l| roles[*l] == "ring" || roles[*l] == "gather")
+                    .filter(|l| matches!(roles[*l], "ring" | "ring+carry" | "gather"))
                     .collect();
                 for (n, l) in seq_levels.iter().enumerate() {
                     let cur = if n == 0 {
@@ -143,7 +169,9 @@ impl CommirSource {
                     s.push(format!("parallelize{{axis={i}{l} level={l} shard=false}}"));
                 }
                 let kv_levels: Vec<usize> = (0..k)
-                    .filter(|l| matches!(roles[*l], "ring" | "tree" | "tree+shift(i)"))
+                    .filter(|l| {
+                        matches!(roles[*l], "ring" | "ring+carry" | "tree" | "tree+shift(i)")
+                    })
                     .collect();
                 for (n, l) in kv_levels.iter().enumerate() {
                     let cur = if n == 0 {
@@ -162,8 +190,21 @@ impl CommirSource {
                     ));
                     if roles[*l] == "ring" {
                         s.push(format!("shift{{axis={j}{l} by={i}{l}}}"));
+                    } else if roles[*l] == "ring+carry" {
+                        // The own key/value block last: the accumulators end at home.
+                        s.push(format!("shift{{axis={j}{l} by={i}{l} offset=1}}"));
                     } else {
                         s.push(format!("parallelize{{axis={j}{l} level={l} shard=false}}"));
+                    }
+                }
+                // ring-flash-attn: the dK/dV accumulators (the outputs over the key
+                // positions) travel with the key/value blocks.
+                if roles.contains(&"ring+carry") {
+                    for b in self.kernel.buffers.iter().filter(|b| {
+                        b.role != mercury_commir::Role::In
+                            && matches!(b.dims.get(2), Some(DimBinding::Axes(a)) if a.first() == Some(j))
+                    }) {
+                        s.push(format!("carry{{buffer={}}}", b.name));
                     }
                 }
                 // Shift-reduce of partial outputs: the key/value blocks stay, the query blocks

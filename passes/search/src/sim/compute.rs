@@ -13,6 +13,13 @@
 //!   Blocks of 128 query rows per head are spread over the SMs in waves.
 //!   An accumulating tile (`accumulate`) merges into its outputs in the epilogue: the same
 //!   FLOPs, and it reads the accumulator as well as writing it.
+//! - Attention backward (`attention_bwd`, q, k, v, o, do, lse -> dq, dk, dv): the patch's FLOPs
+//!   (`2 (3 d_qk + 2 d_v)` per visible pair, 2.5x the forward's) at the backward rate
+//!   (`Topology::attention_bwd_rate_for`: the forward's times the measured backward/forward
+//!   ratio unless the topology gives its own), the forward's waves; the vendor patch's bf16
+//!   parts of all three gradients are added into their f32 outputs by one more pass each. The
+//!   dK/dV partials' way home (shift-reduce, or accumulators carried around the ring) is in
+//!   the plan's transfers and combines, priced like any other.
 //! - Combine (`Add`, `LseMerge`) and `Copy` are memory-bound: bytes / HBM bandwidth.
 
 use super::SimError;
@@ -106,8 +113,12 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
             }
             PatchKind::Attention {
                 causal, accumulate, ..
-            } if patch.spec().name == "attention" => {
-                let (Some(q), Some(k), Some(v)) = (inputs.first(), inputs.get(1), inputs.get(2))
+            }
+            | PatchKind::AttentionBwd {
+                causal, accumulate, ..
+            } => {
+                let bwd = matches!(patch, PatchKind::AttentionBwd { .. });
+                let (Some(q), Some(k), Some(_)) = (inputs.first(), inputs.get(1), inputs.get(2))
                 else {
                     return Err(err("attention needs inputs [q, k, v]".into()));
                 };
@@ -133,7 +144,11 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 let shapes: Vec<Vec<usize>> =
                     inputs.iter().map(|v| v.region.extent.clone()).collect();
                 let flops = (patch.spec().flops)(patch, &shapes);
-                let mut bytes = bytes_of(q)? + bytes_of(k)? + bytes_of(v)?;
+                // The backward also reads o, do and the lse.
+                let mut bytes = 0.0;
+                for x in inputs {
+                    bytes += bytes_of(x)?;
+                }
                 for o in outputs {
                     // An accumulating tile also reads the accumulator it merges into.
                     bytes += bytes_of(o)? * if *accumulate { 2.0 } else { 1.0 };
@@ -144,12 +159,16 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                         seconds: launch,
                         flops: 0.0,
                         bytes: 0.0,
-                        label: format!("attention {sq}x{sk} (masked out)"),
+                        label: format!("{} {sq}x{sk} (masked out)", patch.spec().name),
                     });
                 }
                 let sms = topo.device.sm_count;
                 let blocks = |heads: usize, sq: usize| heads as f64 * (sq as f64 / 128.0).ceil();
-                let (rate, point) = topo.attention_rate_for(b * hq, sq, sk, d, *causal);
+                let (rate, point) = if bwd {
+                    topo.attention_bwd_rate_for(b * hq, sq, sk, d, *causal)
+                } else {
+                    topo.attention_rate_for(b * hq, sq, sk, d, *causal)
+                };
                 // As for GEMMs: a measured point holds its own wave quantisation.
                 let eff = waves_efficiency(blocks(b * hq, sq), sms)
                     / point.map_or(1.0, |p| waves_efficiency(blocks(p.heads, p.sq), sms));
@@ -159,18 +178,27 @@ pub fn op_cost(r: &RankProgram, op: &ComputeOp, topo: &Topology) -> Result<OpCos
                 // the output, 2 + 8 (or 2 + 4) bytes per element. The executor merges
                 // consecutive ring steps together, which this per-block price overstates.
                 // (A bf16 output is written by the patch directly.)
-                let merge = match outputs.first() {
-                    Some(o) if r.slots.get(o.slot).is_some_and(|s| s.dtype == DType::F32) => {
-                        o.region.numel() as f64 * if *accumulate { 10.0 } else { 6.0 } / hbm
-                    }
-                    _ => 0.0,
+                // The backward's patch writes its three gradients (dq, dk, dv) as bf16 parts
+                // and adds each into its f32 output the same way (`cudnn_bwd.rs`).
+                let merged = if bwd {
+                    &outputs[..]
+                } else {
+                    &outputs[..outputs.len().min(1)]
                 };
+                let mut merge = 0.0;
+                for o in merged {
+                    if r.slots.get(o.slot).is_some_and(|s| s.dtype == DType::F32) {
+                        merge +=
+                            o.region.numel() as f64 * if *accumulate { 10.0 } else { 6.0 } / hbm;
+                    }
+                }
                 Ok(OpCost {
                     seconds: launch + t + merge,
                     flops,
                     bytes,
                     label: format!(
-                        "attention b{b} hq{hq} hk{hk} {sq}x{sk}{}",
+                        "{} b{b} hq{hq} hk{hk} {sq}x{sk}{}",
+                        patch.spec().name,
                         if *causal { " causal" } else { "" }
                     ),
                 })
