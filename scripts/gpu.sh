@@ -505,6 +505,10 @@ if [[ ",$parts," == *",backward,"* ]]; then
   run_case zigzag-bwd-mha-causal   examples/attention_bwd.mlir --kernel attention_bwd --shift-shard
   run_case zigzag-bwd-gqa-causal   examples/attention_bwd.mlir --kernel attention_bwd_gqa --shift-shard
   run_case zigzag-bwd-mla-causal   examples/attention_bwd.mlir --kernel attention_bwd_mla --shift-shard
+  # ring-flash-attn's variant (the dK/dV accumulators travel with K and V, `carry`), same cases.
+  run_case ring-flash-bwd-mha      "$out/attention_bwd_noncausal.mlir" --kernel attention_bwd --schedule examples/schedules/ring_flash_attn_bwd.sched
+  run_case zigzag-flash-bwd-mha-causal examples/attention_bwd.mlir --kernel attention_bwd --schedule examples/schedules/zigzag_ring_flash_attn_bwd.sched
+  run_case zigzag-flash-bwd-gqa-causal examples/attention_bwd.mlir --kernel attention_bwd_gqa --schedule examples/schedules/zigzag_ring_flash_attn_bwd.sched
   # The ring's gradients as the ring grows (MERCURY_BWD_RANKS, default 2 4 16 32 64 virtual
   # ranks; 8 is above): the difference from the single-device cuDNN backward on the same
   # inputs and the f64 rows' error, from mercury-run --check.

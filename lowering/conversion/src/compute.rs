@@ -7,7 +7,7 @@ use crate::order::Seg;
 use crate::placement::BoxIndex;
 use mercury_ir::{Diagnostic, ValueId};
 use mercury_plan::{DType, View};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Where tiles lie while the compute stages are lowered, so that finding the rank that sends a
 /// shifted tile (`load.rs`) looks at the ranks holding it, not at every rank.
@@ -98,23 +98,15 @@ impl Lowering<'_> {
     /// prefetches go.
     pub(crate) fn compute_stages(&mut self, base: usize) -> Result<(), Diagnostic> {
         // Patch results that a shifted reduction may send to another rank live two stages, so
-        // they are double-buffered; the others are consumed in their stage. An attention
-        // backward's gradients travel in f32 whatever their output's type: each partial
-        // rounded to bf16 on its way would add a rounding per ring step to every gradient
-        // (ring-flash-attn sends its dK/dV accumulators in f32 too).
-        let gradients: HashSet<ValueId> = self
-            .traces
-            .iter()
-            .flatten()
-            .filter_map(|(_, e)| match e {
-                Event::Patch {
-                    kernel, outputs, ..
-                } if kernel == mercury_plan::patch::ATTENTION_BWD.name => Some(outputs),
-                _ => None,
-            })
-            .flatten()
-            .copied()
-            .collect();
+        // they are double-buffered; the others are consumed in their stage. A partial sent to
+        // its owner (shift-reduce) travels in `partial_sum_dtype`: bf16 into a bf16 output,
+        // rounded once and summed in f32 by the owner. An attention backward's partial into a
+        // bf16 gradient is no exception: the GPU's patch (cuDNN's fused backward) writes each
+        // block's gradients in bf16 anyway, so an f32 partial would carry the same values in
+        // twice the bytes, after a conversion pass (measured on an H100: 26 bytes moved per
+        // element of a block's dK or dV on the way home in f32, 14 in bf16). A carried
+        // accumulator (`carry.rs`) is a running sum, rounded again at every step if it were
+        // bf16: it travels in f32 (as ring-flash-attn's dK/dV).
         for t in &self.traces {
             for (_, e) in t {
                 if let Event::Reduce {
@@ -122,16 +114,16 @@ impl Lowering<'_> {
                     shifted: true,
                     kind,
                     buffer,
+                    carry,
                     ..
                 } = e
                 {
-                    let wire = crate::context::partial_sum_dtype(self.k, buffer, *kind);
+                    let wire = if *carry {
+                        DType::F32
+                    } else {
+                        crate::context::partial_sum_dtype(self.k, buffer, *kind)
+                    };
                     for v in values {
-                        let wire = if gradients.contains(v) {
-                            DType::F32
-                        } else {
-                            wire
-                        };
                         let d = self.sent_values.entry(*v).or_insert(wire);
                         if *d != wire {
                             *d = DType::F32;

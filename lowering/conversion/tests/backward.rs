@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{computes, scaled, scaled_schedule, stored_tolerance};
+use common::{computes, computes_bwd, scaled, scaled_schedule, stored_tolerance};
 use mercury_driver::{Compiler, Schedule};
 use mercury_plan::Plan;
 use mercury_runtime::cpu::{
@@ -124,7 +124,7 @@ fn backward_schedules_compute_the_backward() {
         let (plan, base) = plans(&text, kernel, schedule);
         for seed in [1, 2] {
             let case = format!("{kernel} {schedule} (seed {seed})");
-            computes(&case, &plan, &base, seed, None).unwrap_or_else(|m| panic!("{m}"));
+            computes_bwd(&case, &plan, &base, seed).unwrap_or_else(|m| panic!("{m}"));
         }
         let report = mercury_conversion::report::comm_plan(&plan, false);
         assert!(
@@ -248,7 +248,7 @@ fn keys_no_query_sees_get_zero_gradients() {
     ] {
         let (plan, base) = plans(&text, kernel, schedule);
         let case = format!("{kernel} {schedule}");
-        computes(&case, &plan, &base, 5, None).unwrap_or_else(|m| panic!("{m}"));
+        computes_bwd(&case, &plan, &base, 5).unwrap_or_else(|m| panic!("{m}"));
         let out = execute(&plan, &random_inputs(&base, 6)).unwrap();
         for name in ["dK", "dV"] {
             let shape = &plan.buffers[plan.buffer_index(name).unwrap()].shape;

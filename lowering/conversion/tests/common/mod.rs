@@ -58,6 +58,17 @@ pub fn rounding_agrees(
     want: &HashMap<String, Vec<f64>>,
     otherwise: Option<&str>,
 ) -> Result<(), String> {
+    rounding_agrees_by(case, plan, got, want, &|_| otherwise.map(str::to_string))
+}
+
+/// [`rounding_agrees`] with `otherwise` per output buffer (by name).
+pub fn rounding_agrees_by(
+    case: &str,
+    plan: &mercury_plan::Plan,
+    got: &HashMap<String, Vec<f64>>,
+    want: &HashMap<String, Vec<f64>>,
+    otherwise: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
     for b in plan
         .buffers
         .iter()
@@ -83,7 +94,7 @@ pub fn rounding_agrees(
         }
         let apart = rounded_otherwise(&g, &w);
         let total = w[&b.name].len();
-        match otherwise {
+        match otherwise(&b.name).as_deref() {
             None if apart * 100 > total => return Err(format!(
                 "{case}: {apart} of the {total} elements of @{} are rounded otherwise than the single-device plan rounds them (relative error {e:.3e}): does the schedule round a tile that is not finished?",
                 b.name
@@ -108,6 +119,17 @@ pub fn computes(
     seed: u64,
     otherwise: Option<&str>,
 ) -> Result<(), String> {
+    computes_by(case, plan, base, seed, &|_| otherwise.map(str::to_string))
+}
+
+/// [`computes`] with `otherwise` per output buffer (by name).
+fn computes_by(
+    case: &str,
+    plan: &mercury_plan::Plan,
+    base: &mercury_plan::Plan,
+    seed: u64,
+    otherwise: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
     let inputs = random_inputs(base, seed);
     let run = |p: &mercury_plan::Plan, storage| {
         execute_with(p, &inputs, storage).map_err(|e| format!("{case}: {e}"))
@@ -117,11 +139,40 @@ pub fn computes(
         return Err(format!("{case}: relative error {e} in f64"));
     }
     let (got, want) = (run(plan, Storage::Dtype)?, run(base, Storage::Dtype)?);
-    rounding_agrees(
+    rounding_agrees_by(
         &format!("{case}, stored in its dtypes"),
         plan,
         &got,
         &want,
         otherwise,
     )
+}
+
+/// [`computes`] for an attention backward: an output whose partial sums travel to their owner
+/// in bf16 (the GPU patch's own type, `lowering/conversion/src/compute.rs`: the patch writes
+/// that gradient into a bf16 slot) is rounded otherwise than the single-device plan rounds it
+/// (whose CPU reference sums unrounded partials); every other output as the plan's.
+#[allow(dead_code)]
+pub fn computes_bwd(
+    case: &str,
+    plan: &mercury_plan::Plan,
+    base: &mercury_plan::Plan,
+    seed: u64,
+) -> Result<(), String> {
+    // The patch's outputs dq, dk, dv (0, 1, 2) written in bf16: the ones a shift-reduce sends.
+    let bf16_partials = |name: &str| {
+        let Some(i) = ["dQ", "dK", "dV"].iter().position(|b| *b == name) else {
+            return false;
+        };
+        plan.ranks.iter().any(|r| {
+            r.slots.iter().any(|s| {
+                s.dtype == mercury_plan::DType::BF16
+                    && (s.name.starts_with(&format!("attention_bwd.out{i}."))
+                        || s.name.starts_with(&format!("attention.out{i}.")))
+            })
+        })
+    };
+    computes_by(case, plan, base, seed, &|name| {
+        bf16_partials(name).then(|| format!("@{name}'s partials travel to their owners in bf16"))
+    })
 }

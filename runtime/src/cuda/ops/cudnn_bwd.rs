@@ -8,8 +8,10 @@
 //! that see no key (`q_offset < k_offset`) are not given to cuDNN: their dQ is zero (written
 //! when the patch overwrites) and they add nothing to dK, dV. The gradients come back as dense
 //! bf16 parts and are added into the outputs (`accumulate`) or written to them (converted),
-//! through the combine kernels, strided outputs included. cuDNN 9.19 cannot accumulate into f32
-//! outputs itself, nor write f32 gradients (`kernels/src/cuda/cudnn/bwd_graph.rs`).
+//! through the combine kernels, strided outputs included; a bf16 output the block overwrites
+//! (a shift-reduce partial on its way to its owner) is cuDNN's output itself when it is dense.
+//! cuDNN 9.19 cannot accumulate into f32 outputs itself, nor write f32 gradients
+//! (`kernels/src/cuda/cudnn/bwd_graph.rs`).
 
 use super::combine::enqueue_add;
 use super::resolve::unsupported;
@@ -229,9 +231,11 @@ pub fn resolve_attention_bwd(
     ];
     let out = |view: &View, what: &str| -> Result<Loc> {
         let loc = mem.loc(rank, view)?;
-        if loc.dtype != DType::F32 {
+        // f32 accumulators, or (written, not summed) a bf16 partial: cuDNN's own io type.
+        let bf16_part = loc.dtype == DType::BF16 && !accumulate;
+        if loc.dtype != DType::F32 && !bf16_part {
             return Err(unsupported(format!(
-                "attention_bwd {what}: {ATTENTION_BWD_REFUSED}: the gradients are f32 accumulators, got {}",
+                "attention_bwd {what}: {ATTENTION_BWD_REFUSED}: the gradients are f32 accumulators (or bf16 parts the block writes), got {}",
                 loc.dtype.name()
             )));
         }
@@ -345,8 +349,23 @@ pub unsafe fn enqueue_attention_bwd(
         l.b * l.hk * l.sk * l.dqk,
         l.b * l.hk * l.sk * l.dv,
     ];
-    for (p, n) in ptrs[6..].iter_mut().zip(n) {
-        *p = cx.scratch.take(n * 2)?;
+    // A bf16 output the block overwrites, dense and 16-byte aligned, is cuDNN's own output:
+    // written in place, no part and no copy (a shift-reduce partial on its way home).
+    let direct: Vec<Option<u64>> = l
+        .outputs
+        .iter()
+        .map(|o| {
+            (!l.accumulate && o.dtype == DType::BF16)
+                .then(|| o.contiguous_ptr())
+                .flatten()
+                .filter(|p| p.is_multiple_of(16))
+        })
+        .collect();
+    for ((p, n), d) in ptrs[6..].iter_mut().zip(n).zip(&direct) {
+        *p = match d {
+            Some(d) => *d,
+            None => cx.scratch.take(n * 2)?,
+        };
     }
     let call = l.call(ptrs);
     let ws_bytes = cudnn.prepare_backward(&call)?;
@@ -359,7 +378,10 @@ pub unsafe fn enqueue_attention_bwd(
         Loc::dense(ptrs[7], DType::BF16, n[1]),
         Loc::dense(ptrs[8], DType::BF16, n[2]),
     ];
-    for (out, part) in l.outputs.iter().zip(&parts) {
+    for ((out, part), d) in l.outputs.iter().zip(&parts).zip(&direct) {
+        if d.is_some() {
+            continue;
+        }
         // SAFETY: per the caller; the parts are written above on this stream.
         unsafe {
             if l.accumulate {
@@ -395,6 +417,15 @@ mod tests {
         grad_type: DType,
         (causal, q_offset, k_offset): (bool, usize, usize),
     ) -> Result<AttnBwdLaunch> {
+        resolve_block_as(o_type, grad_type, (causal, q_offset, k_offset, true))
+    }
+
+    /// As [`resolve_block`], accumulating or not.
+    fn resolve_block_as(
+        o_type: DType,
+        grad_type: DType,
+        (causal, q_offset, k_offset, accumulate): (bool, usize, usize, bool),
+    ) -> Result<AttnBwdLaunch> {
         let s = |ptr, dtype, shape: &[usize]| SlotInfo {
             ptr,
             dtype,
@@ -428,7 +459,7 @@ mod tests {
                 view(5, &[1, 4, 256]),
             ],
             &[view(6, &q), view(7, &k), view(8, &k)],
-            (causal, 0.125, q_offset, k_offset, true),
+            (causal, 0.125, q_offset, k_offset, accumulate),
         )
     }
 
@@ -474,8 +505,13 @@ mod tests {
     }
 
     #[test]
-    fn gradients_must_be_f32() {
+    fn accumulated_gradients_must_be_f32() {
+        // `resolve_block` accumulates: a bf16 accumulator would round every sum.
         let e = resolve_block(DType::BF16, DType::BF16, (false, 0, 0)).unwrap_err();
         assert!(e.to_string().contains(ATTENTION_BWD_REFUSED), "{e}");
+        // Overwritten (a partial sent to its owner), bf16 is cuDNN's own output type.
+        let l = resolve_block_as(DType::BF16, DType::BF16, (false, 0, 0, false)).unwrap();
+        assert!(!l.accumulate && l.outputs.iter().all(|o| o.dtype == DType::BF16));
+        assert_eq!(l.outputs[0].contiguous_ptr(), Some(0x700000));
     }
 }
