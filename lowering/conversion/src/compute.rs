@@ -107,6 +107,40 @@ impl Lowering<'_> {
         // element of a block's dK or dV on the way home in f32, 14 in bf16). A carried
         // accumulator (`carry.rs`) is a running sum, rounded again at every step if it were
         // bf16: it travels in f32 (as ring-flash-attn's dK/dV).
+        // An attention backward's gradients that a sum reads: written in the sum's partial
+        // type (bf16 into a bf16 gradient) when nothing sends them either (the GPU patch
+        // writes bf16 whatever the slot: an f32 slot only costs a conversion pass).
+        let bwd_outputs: std::collections::HashSet<ValueId> = self
+            .traces
+            .iter()
+            .flatten()
+            .filter_map(|(_, e)| match e {
+                Event::Patch {
+                    kernel, outputs, ..
+                } if kernel == mercury_plan::patch::ATTENTION_BWD.name => Some(outputs),
+                _ => None,
+            })
+            .flatten()
+            .copied()
+            .collect();
+        for (_, e) in self.traces.iter().flatten() {
+            if let Event::Reduce {
+                values,
+                kind,
+                buffer,
+                carry: false,
+                ..
+            } = e
+            {
+                let d = crate::context::partial_sum_dtype(self.k, buffer, *kind);
+                for v in values.iter().filter(|v| bwd_outputs.contains(v)) {
+                    let e = self.part_dtype.entry(*v).or_insert(d);
+                    if *e != d {
+                        *e = DType::F32;
+                    }
+                }
+            }
+        }
         for t in &self.traces {
             for (_, e) in t {
                 if let Event::Reduce {

@@ -178,6 +178,11 @@ pub(crate) struct Lowering<'k> {
     /// element type they travel in: bf16 when every such reduction is a sum into a bf16 output
     /// (half the bytes on the wire; the owner accumulates in f32), else f32.
     pub sent_values: HashMap<ValueId, DType>,
+    /// Gradients of an attention backward patch that a sum into a buffer reads, with the type
+    /// the patch writes them in when nothing sends them: the sum's partial type (bf16 into a
+    /// bf16 gradient: the GPU patch's own output, added into the f32 accumulator as it is,
+    /// with no conversion pass; `compute.rs`).
+    pub part_dtype: HashMap<ValueId, DType>,
     /// Per output buffer, the mesh levels its partial results are combined over
     /// (`epilogue::reduction_levels`, the same for every reduction into it).
     pub red_levels: HashMap<String, Vec<usize>>,

@@ -167,7 +167,7 @@ impl Lowering<'_> {
         for (o, sh) in outputs.iter().zip(out_shapes) {
             let (parity, dtype) = match self.sent_values.get(o) {
                 Some(d) => (parity, writable(*d)),
-                None => (0, DType::F32),
+                None => (0, self.part_dtype.get(o).copied().unwrap_or(DType::F32)),
             };
             let s = match self.ranks[r].temps.get(&(*o, parity)) {
                 Some(s) => *s,

@@ -95,6 +95,7 @@ impl<'k> Lowering<'k> {
             ranks,
             tag: 0,
             sent_values: HashMap::new(),
+            part_dtype: HashMap::new(),
             red_levels,
             holders: Default::default(),
             carry_chains: HashMap::new(),

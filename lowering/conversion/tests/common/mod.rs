@@ -61,7 +61,8 @@ pub fn rounding_agrees(
     rounding_agrees_by(case, plan, got, want, &|_| otherwise.map(str::to_string))
 }
 
-/// [`rounding_agrees`] with `otherwise` per output buffer (by name).
+/// [`rounding_agrees`] with `otherwise` per output buffer (by name); a reason that starts with
+/// `may ` allows either (rounded otherwise in any number of elements, or not).
 pub fn rounding_agrees_by(
     case: &str,
     plan: &mercury_plan::Plan,
@@ -99,7 +100,7 @@ pub fn rounding_agrees_by(
                 "{case}: {apart} of the {total} elements of @{} are rounded otherwise than the single-device plan rounds them (relative error {e:.3e}): does the schedule round a tile that is not finished?",
                 b.name
             )),
-            Some(why) if apart * 100 <= total => return Err(format!(
+            Some(why) if apart * 100 <= total && !why.starts_with("may ") => return Err(format!(
                 "{case}: only {apart} of the {total} elements of @{} are rounded otherwise, but the schedule rounds elsewhere ({why}): update rounds_otherwise",
                 b.name
             )),
@@ -148,10 +149,10 @@ fn computes_by(
     )
 }
 
-/// [`computes`] for an attention backward: an output whose partial sums travel to their owner
-/// in bf16 (the GPU patch's own type, `lowering/conversion/src/compute.rs`: the patch writes
-/// that gradient into a bf16 slot) is rounded otherwise than the single-device plan rounds it
-/// (whose CPU reference sums unrounded partials); every other output as the plan's.
+/// [`computes`] for an attention backward: a gradient the patch writes as bf16 block parts (the
+/// GPU patch's own type, `lowering/conversion/src/compute.rs`), summed in f32 by the owner of
+/// the tile, may be rounded otherwise than the single-device plan rounds it (whose one block
+/// is rounded once; a schedule's several are rounded each); every other output as the plan's.
 #[allow(dead_code)]
 pub fn computes_bwd(
     case: &str,
@@ -173,6 +174,6 @@ pub fn computes_bwd(
         })
     };
     computes_by(case, plan, base, seed, &|name| {
-        bf16_partials(name).then(|| format!("@{name}'s partials travel to their owners in bf16"))
+        bf16_partials(name).then(|| format!("may round otherwise: @{name}'s block parts are bf16"))
     })
 }
