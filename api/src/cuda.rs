@@ -18,6 +18,9 @@ pub struct DeviceRunner {
     exec: CudaExecutor,
     /// Per global buffer (plan order): the regions, strides and addresses last bound.
     layouts: Vec<Vec<BoundRegion>>,
+    /// Per global buffer: bound with its current layout (a later launch only moves the
+    /// addresses).
+    bound: Vec<bool>,
 }
 
 // SAFETY: the executor's CUDA handles (contexts, streams, events, device allocations) are
@@ -198,12 +201,52 @@ impl DeviceRunner {
         Ok(DeviceRunner::around(exec))
     }
 
+    /// Builds the executor of `plan` over the GPUs `devices` of this process: rank `r` on
+    /// `devices[r % devices.len()]` (the global buffers, and so the caller's tensors, on
+    /// `devices[0]`), copies between GPUs on the copy engine (peer copies, staged through the
+    /// host where peer access is off); an ordinal may repeat, making several device ids on one
+    /// GPU (the multi-GPU paths on one GPU, as `mercury-run --alias`). Like
+    /// [`DeviceRunner::new`], it allocates no global buffer.
+    ///
+    /// # Errors
+    /// [`Error::Input`] for no device, more devices than ranks, or an ordinal past the
+    /// visible GPUs (naming it); [`Error::Device`] when the executor cannot be built.
+    pub fn placed(plan: &Plan, devices: &[usize], ptx: &str) -> Result<DeviceRunner, Error> {
+        let n = plan.num_ranks();
+        if devices.is_empty() || devices.len() > n {
+            return Err(Error::Input(format!(
+                "devices={devices:?}: give between 1 and {n} GPUs (the operator has {n} ranks; rank r runs on devices[r % len])"
+            )));
+        }
+        let visible =
+            mercury_runtime::cuda::visible_gpus().map_err(|e| Error::NoDevice(e.to_string()))?;
+        if let Some(d) = devices.iter().find(|d| **d >= visible) {
+            return Err(Error::Input(format!(
+                "devices={devices:?}: GPU {d} is not visible (this process sees {visible})"
+            )));
+        }
+        let opts = ExecOptions {
+            own_globals: false,
+            ..ExecOptions::default()
+        };
+        let map = DeviceMap::round_robin(n, devices.len()).map_err(Error::Input)?;
+        let placement = Placement {
+            devices: map,
+            transport: TransportChoice::Copy,
+            physical: Some(devices.to_vec()),
+        };
+        let exec =
+            CudaExecutor::new_placed(plan.clone(), ptx, opts, placement).map_err(device_err)?;
+        Ok(DeviceRunner::around(exec))
+    }
+
     /// A runner around an executor built by the caller (`own_globals` off).
     pub fn around(exec: CudaExecutor) -> DeviceRunner {
         let n = exec.plan().buffers.len();
         DeviceRunner {
             exec,
             layouts: vec![Vec::new(); n],
+            bound: vec![false; n],
         }
     }
 
@@ -249,6 +292,7 @@ impl DeviceRunner {
             });
         }
         self.layouts[buffer] = out;
+        self.bound[buffer] = false;
         Ok(())
     }
 
@@ -312,13 +356,26 @@ impl DeviceRunner {
                     self.exec.plan().buffers[i].name
                 )));
             }
-            for r in layout.iter_mut() {
-                r.ptr = ptrs[at];
-                at += 1;
+            let mine = &ptrs[at..at + layout.len()];
+            at += layout.len();
+            if self.bound[i] {
+                // SAFETY: per this function's contract.
+                let moved = unsafe { self.exec.rebind_addresses(i, mine) };
+                if moved.map_err(|e| {
+                    self.bound[i] = false;
+                    device_err(e)
+                })? {
+                    continue;
+                }
             }
+            for (r, p) in layout.iter_mut().zip(mine) {
+                r.ptr = *p;
+            }
+            self.bound[i] = false;
             // SAFETY: per this function's contract.
             let bound = unsafe { self.exec.bind_global(i, layout.clone()) };
             bound.map_err(device_err)?;
+            self.bound[i] = true;
         }
         self.exec
             .launch(stream as cudarc::driver::sys::CUstream)
@@ -336,6 +393,13 @@ impl DeviceRunner {
             .wait()
             .map(|t| t.stages_ms as f64)
             .map_err(device_err)
+    }
+
+    /// Host time of the executor's last launch in microseconds (deciding the direct
+    /// bindings and enqueueing the run; binding the addresses aside): what a call costs below
+    /// the Python package.
+    pub fn last_enqueue_us(&self) -> f64 {
+        self.exec.last_enqueue_time().as_secs_f64() * 1e6
     }
 
     /// Index, name and role of every global buffer, in plan order.

@@ -128,6 +128,13 @@ impl PyRunner {
         })
     }
 
+    /// Host time of the executor's last launch in microseconds (what a call costs below the
+    /// Python package: the direct bindings decided and the run enqueued).
+    #[getter]
+    fn last_enqueue_us(&self) -> PyResult<f64> {
+        Ok(self.lock()?.last_enqueue_us())
+    }
+
     /// Waits for the last launched run (faults raised) and returns its device time in ms.
     fn wait(&self, py: Python<'_>) -> PyResult<f64> {
         py.detach(|| self.lock()?.wait().map_err(py_err))
@@ -280,6 +287,23 @@ impl PyOperator {
         let plan = &self.op.plan;
         let runner = py
             .detach(|| mercury::cuda::DeviceRunner::new(plan, ordinal, ptx))
+            .map_err(py_err)?;
+        Ok(PyRunner::new(runner))
+    }
+
+    /// The plan's executor over GPUs `devices` of this process (rank r on
+    /// `devices[r % len(devices)]`, the tensors on `devices[0]`; an ordinal may repeat),
+    /// built with the device kernels `ptx`.
+    #[cfg(feature = "cuda")]
+    fn cuda_placed_runner(
+        &self,
+        py: Python<'_>,
+        devices: Vec<usize>,
+        ptx: &str,
+    ) -> PyResult<PyRunner> {
+        let plan = &self.op.plan;
+        let runner = py
+            .detach(|| mercury::cuda::DeviceRunner::placed(plan, &devices, ptx))
             .map_err(py_err)?;
         Ok(PyRunner::new(runner))
     }
