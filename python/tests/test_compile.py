@@ -48,11 +48,13 @@ BACKWARD_SCHEDULES = {
     for name in (
         "loongtrain",
         "ring_attention",
+        "ring_flash_attn",
         "striped_ring",
         "ulysses",
         "ulysses_kv_replicated",
         "usp",
         "zigzag_ring",
+        "zigzag_ring_flash_attn",
     )
 }
 
