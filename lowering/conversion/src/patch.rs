@@ -286,7 +286,12 @@ impl Lowering<'_> {
     /// A causal attention backward tile cut into blocks: every block adds its gradients into
     /// temporaries zeroed for this stage, dq on the block's query rows, dk and dv on its keys
     /// (several blocks add into one row or key), and a reduction adds the temporaries into
-    /// its accumulators as it would a whole tile's.
+    /// its accumulators as it would a whole tile's. When no two blocks share a query row nor a
+    /// key (a zigzag ring step is one block: half the queries and every key, or every query and
+    /// half the keys), each block writes its gradients instead of adding them, and the
+    /// temporaries take the type the gradients are summed or sent in (bf16 into a bf16
+    /// gradient: the GPU patch's own output, as a whole tile's, `compute.rs`); what no block
+    /// covers stays zero.
     fn emit_bwd_blocks(
         &mut self,
         cx: &mut StageCx,
@@ -297,11 +302,21 @@ impl Lowering<'_> {
         out_shapes: Vec<Vec<usize>>,
     ) -> Result<(), Diagnostic> {
         let (r, ps) = (cx.r, cx.ps);
+        let disjoint = |mut ranges: Vec<(usize, usize)>| {
+            ranges.sort_unstable();
+            ranges.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0)
+        };
+        let written = disjoint(blocks.iter().map(|b| b.q).collect())
+            && disjoint(blocks.iter().map(|b| b.k).collect());
         let mut outs = Vec::new();
         for (i, (o, sh)) in outputs.iter().zip(&out_shapes).enumerate() {
+            let dtype = match (written, self.sent_values.get(o), self.part_dtype.get(o)) {
+                (true, Some(d), _) | (true, None, Some(d)) => *d,
+                _ => DType::F32,
+            };
             let s = self.ranks[r].slot(
                 format!("attention_bwd.blocks{i}.{ps}"),
-                DType::F32,
+                dtype,
                 sh.clone(),
                 SlotInit::Zero,
             );
@@ -313,7 +328,9 @@ impl Lowering<'_> {
         let kd = views[1].region.rank() - 2;
         for b in blocks {
             let mut patch = patch_of(b);
-            patch.fold(mercury_plan::CombineKind::Add);
+            if !written {
+                patch.fold(mercury_plan::CombineKind::Add);
+            }
             // q, o, do and lse along the query rows (lse's sequence dimension is q's too: it
             // is q's tile without the head dim), k and v along the keys.
             let inputs = views

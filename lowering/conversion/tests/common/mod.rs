@@ -168,8 +168,9 @@ pub fn computes_bwd(
         plan.ranks.iter().any(|r| {
             r.slots.iter().any(|s| {
                 s.dtype == mercury_plan::DType::BF16
-                    && (s.name.starts_with(&format!("attention_bwd.out{i}."))
-                        || s.name.starts_with(&format!("attention.out{i}.")))
+                    && ["attention_bwd.out", "attention_bwd.blocks", "attention.out"]
+                        .iter()
+                        .any(|p| s.name.starts_with(&format!("{p}{i}.")))
             })
         })
     };
