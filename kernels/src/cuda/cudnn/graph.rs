@@ -245,6 +245,9 @@ pub struct TensorDesc {
     pub by_value: bool,
     /// Declared byte alignment of the bound pointer.
     pub align: i64,
+    /// The unique id of this tensor's ragged-offset tensor (cuDNN's variable-sequence layout:
+    /// `CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC`; it must come earlier in the graph's tensors).
+    pub ragged: Option<i64>,
 }
 
 /// Pointwise modes used by the graphs (`cudnnPointwiseMode_t` subset).
@@ -257,6 +260,8 @@ pub enum PwMode {
     Exp,
     Log,
     CmpGe,
+    CmpLt,
+    LogicalAnd,
     GenIndex,
     BinarySelect,
     /// `y = x` (a cast when the types differ).
@@ -284,6 +289,16 @@ pub enum OpDesc {
     },
     /// `c = a @ b` over the last two dims, batch dims broadcast; f32 compute.
     Matmul { a: i64, b: i64, c: i64 },
+    /// As `Matmul`, with the GEMM's `m`, `n` or `k` read per batch entry from INT32
+    /// `[b, 1, 1, 1]` tensors (cuDNN's variable sequence lengths).
+    MatmulVarlen {
+        a: i64,
+        b: i64,
+        c: i64,
+        m: Option<i64>,
+        n: Option<i64>,
+        k: Option<i64>,
+    },
     /// `y = mode(x[, b][, t])` with `prec` math precision; `axis` for `GenIndex`.
     Pointwise {
         mode: PwMode,
@@ -398,6 +413,7 @@ impl Builder {
             is_virtual: false,
             by_value: false,
             align,
+            ragged: None,
         });
         uid
     }
@@ -411,6 +427,7 @@ impl Builder {
             is_virtual: false,
             by_value: true,
             align: 16,
+            ragged: None,
         });
         uid
     }
@@ -426,6 +443,7 @@ impl Builder {
             is_virtual: true,
             by_value: false,
             align: 16,
+            ragged: None,
         });
         uid
     }
@@ -444,6 +462,14 @@ impl Builder {
 }
 
 impl Builder {
+    /// The by-value -inf fill of masked logits ([`uid::FILL`]), declared once per graph.
+    pub(super) fn fill(&mut self) -> i64 {
+        if self.tensors.iter().all(|t| t.uid != uid::FILL) {
+            self.scalar(uid::FILL, DataType::F32);
+        }
+        uid::FILL
+    }
+
     /// `x` with the logits `mask` hides set to the by-value fill ([`uid::FILL`], -inf): row and
     /// column indices (GEN_INDEX on axes 2 and 3), the row shifted by the by-value INT32
     /// [`uid::DELTA`] for [`Mask::CausalShifted`], `row >= col` kept (BINARY_SELECT).
@@ -452,7 +478,7 @@ impl Builder {
         if mask == Mask::None {
             return x;
         }
-        let fill = self.scalar(uid::FILL, DataType::F32);
+        let fill = self.fill();
         let index = |g: &mut Builder, axis: i64| {
             let y = g.virt(DataType::I32, full);
             g.ops.push(OpDesc::Pointwise {
@@ -614,6 +640,11 @@ pub(super) mod tests {
                     scale,
                 } => (vec![*q, *k, *v, *scale], vec![*o, *stats]),
                 OpDesc::Matmul { a, b, c } => (vec![*a, *b], vec![*c]),
+                OpDesc::MatmulVarlen { a, b, c, m, n, k } => {
+                    let mut i = vec![*a, *b];
+                    i.extend(m.iter().chain(n.iter()).chain(k.iter()));
+                    (i, vec![*c])
+                }
                 OpDesc::Pointwise { x, b, t, y, .. } => {
                     let mut i = vec![*x];
                     i.extend(b.iter().chain(t.iter()));
@@ -645,7 +676,15 @@ pub(super) mod tests {
                 defined.insert(o);
             }
         }
-        for t in &g.tensors {
+        for (i, t) in g.tensors.iter().enumerate() {
+            if let Some(r) = t.ragged {
+                let at = g.tensors.iter().position(|x| x.uid == r);
+                assert!(
+                    at.is_some_and(|at| at < i),
+                    "ragged offset {r} of {} not declared before it",
+                    t.uid
+                );
+            }
             if t.is_virtual {
                 assert!(written.contains(&t.uid), "virtual {} never written", t.uid);
             }

@@ -148,14 +148,18 @@ pub fn row_bounds(m: &MaskCx, q_offset: usize, sq: usize) -> Vec<[i32; 2]> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use mercury_kernels::cpu::AttnDims;
     use mercury_kernels::cuda::{ElemType, Strided3};
     use rand::{Rng, SeedableRng};
 
     /// Random boundaries over `n` positions: 1-token documents, long ones, a padding tail.
-    fn random_docs(rng: &mut impl Rng, n: usize, docs: usize) -> Boundaries {
+    pub(in crate::cuda::ops) fn random_docs(
+        rng: &mut impl Rng,
+        n: usize,
+        docs: usize,
+    ) -> Boundaries {
         let end = if rng.gen_bool(0.3) {
             rng.gen_range(n / 2..=n)
         } else {
@@ -169,7 +173,7 @@ mod tests {
         Boundaries::new(b, n).unwrap()
     }
 
-    fn block(q0: usize, sq: usize, k0: usize, sk: usize) -> AttnLaunch {
+    pub(in crate::cuda::ops) fn block(q0: usize, sq: usize, k0: usize, sk: usize) -> AttnLaunch {
         let t = |ptr: u64, s: usize| Strided3::dense(ptr, 1, s, 128);
         AttnLaunch {
             dims: AttnDims {

@@ -21,6 +21,7 @@ mod combine;
 mod cudnn;
 mod cudnn_bwd;
 mod masked;
+pub mod ragged;
 mod resolve;
 #[cfg(test)]
 mod tests;
