@@ -518,6 +518,57 @@ impl Builder {
     }
 }
 
+impl Builder {
+    /// The composite graph's tail (cudnn-frontend's `softmax` node with Stats, then bmm2):
+    /// `Stats = max + ln(sum(exp(logits - max)))` into `stats`, `P = exp(..) / sum` in the io
+    /// type `io`, `o = P @ v`; `varlen` gives bmm2's per-entry M and K overrides (`seq_q`,
+    /// `seq_kv`). `full` is the logits' shape `[b, h_q, s_q, s_kv]`.
+    pub(super) fn softmax_pv(
+        &mut self,
+        logits: i64,
+        (stats, v, o): (i64, i64, i64),
+        io: DataType,
+        full: &[i64],
+        varlen: Option<(i64, i64)>,
+    ) {
+        let row = [full[0], full[1], full[2], 1];
+        let m = self.virt(DataType::F32, &row);
+        self.ops.push(OpDesc::Reduction {
+            op: RedOp::Max,
+            x: logits,
+            y: m,
+        });
+        let d = self.virt(DataType::F32, full);
+        self.pw(PwMode::Sub, DataType::F32, logits, Some(m), d);
+        let e = self.virt(DataType::F32, full);
+        self.pw(PwMode::Exp, DataType::F32, d, None, e);
+        let z = self.virt(DataType::F32, &row);
+        self.ops.push(OpDesc::Reduction {
+            op: RedOp::Add,
+            x: e,
+            y: z,
+        });
+        let lnz = self.virt(DataType::F32, &row);
+        self.pw(PwMode::Log, DataType::F32, z, None, lnz);
+        self.pw(PwMode::Add, DataType::F32, m, Some(lnz), stats);
+        // P carries the io type: the second matmul's A operand must (cudnn-frontend's
+        // "bmm2 aType").
+        let p = self.virt(io, full);
+        self.pw(PwMode::Div, DataType::F32, e, Some(z), p);
+        self.ops.push(match varlen {
+            None => OpDesc::Matmul { a: p, b: v, c: o },
+            Some((seq_q, seq_kv)) => OpDesc::MatmulVarlen {
+                a: p,
+                b: v,
+                c: o,
+                m: Some(seq_q),
+                n: None,
+                k: Some(seq_kv),
+            },
+        });
+    }
+}
+
 /// The graph that computes `key` (see the module docs for the two routes).
 pub fn sdpa_graph(key: &SdpaKey) -> GraphDesc {
     let io = DataType::from(key.io);
@@ -556,36 +607,12 @@ pub fn sdpa_graph(key: &SdpaKey) -> GraphDesc {
                 vec![key.k[0], key.k[1], key.k[3], key.k[2]],
             );
             let full = [b, hq, sq, sk];
-            let row = [b, hq, sq, 1];
             let s = g.virt(DataType::F32, &full);
             g.ops.push(OpDesc::Matmul { a: q, b: kt, c: s });
             let s1 = g.virt(DataType::F32, &full);
             g.pw(PwMode::Mul, DataType::F32, s, Some(scale), s1);
             let logits = g.causal_mask(s1, key.mask, &full);
-            let m = g.virt(DataType::F32, &row);
-            g.ops.push(OpDesc::Reduction {
-                op: RedOp::Max,
-                x: logits,
-                y: m,
-            });
-            let d = g.virt(DataType::F32, &full);
-            g.pw(PwMode::Sub, DataType::F32, logits, Some(m), d);
-            let e = g.virt(DataType::F32, &full);
-            g.pw(PwMode::Exp, DataType::F32, d, None, e);
-            let z = g.virt(DataType::F32, &row);
-            g.ops.push(OpDesc::Reduction {
-                op: RedOp::Add,
-                x: e,
-                y: z,
-            });
-            let lnz = g.virt(DataType::F32, &row);
-            g.pw(PwMode::Log, DataType::F32, z, None, lnz);
-            g.pw(PwMode::Add, DataType::F32, m, Some(lnz), stats);
-            // P carries the io type: the second matmul's A operand must (cudnn-frontend's
-            // "bmm2 aType").
-            let p = g.virt(io, &full);
-            g.pw(PwMode::Div, DataType::F32, e, Some(z), p);
-            g.ops.push(OpDesc::Matmul { a: p, b: v, c: o });
+            g.softmax_pv(logits, (stats, v, o), io, &full, None);
         }
     }
     g.finish()

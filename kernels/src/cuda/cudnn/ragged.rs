@@ -16,7 +16,7 @@
 //! softmax with Stats: cudnn-frontend's `CompositeSDPANode` for a ragged Q / K / V / O / Stats
 //! (`scaled_dot_product_flash_attention.h`; its bmm1 overrides M and N, its bmm2 M and K).
 
-use super::graph::{dense, uid, Builder, DataType, GraphDesc, IoType, OpDesc, PwMode, RedOp};
+use super::graph::{dense, uid, Builder, DataType, GraphDesc, IoType, OpDesc, PwMode};
 
 /// Unique ids of the variable-sequence tensors (beyond [`uid`]'s).
 pub mod ragged_uid {
@@ -174,7 +174,6 @@ pub fn ragged_graph(key: &RaggedKey) -> GraphDesc {
     let scale = g.scalar(uid::SCALE, DataType::F32);
 
     let full = [b, hq, sq, sk];
-    let row = [b, hq, sq, 1];
     let s = g.virt(DataType::F32, &full);
     g.ops.push(OpDesc::MatmulVarlen {
         a: q,
@@ -193,35 +192,7 @@ pub fn ragged_graph(key: &RaggedKey) -> GraphDesc {
         super::Mask::None
     };
     let logits = g.causal_mask(padded, mask, &full);
-    let m = g.virt(DataType::F32, &row);
-    g.ops.push(OpDesc::Reduction {
-        op: RedOp::Max,
-        x: logits,
-        y: m,
-    });
-    let d = g.virt(DataType::F32, &full);
-    g.pw(PwMode::Sub, DataType::F32, logits, Some(m), d);
-    let e = g.virt(DataType::F32, &full);
-    g.pw(PwMode::Exp, DataType::F32, d, None, e);
-    let z = g.virt(DataType::F32, &row);
-    g.ops.push(OpDesc::Reduction {
-        op: RedOp::Add,
-        x: e,
-        y: z,
-    });
-    let lnz = g.virt(DataType::F32, &row);
-    g.pw(PwMode::Log, DataType::F32, z, None, lnz);
-    g.pw(PwMode::Add, DataType::F32, m, Some(lnz), stats);
-    let p = g.virt(io, &full);
-    g.pw(PwMode::Div, DataType::F32, e, Some(z), p);
-    g.ops.push(OpDesc::MatmulVarlen {
-        a: p,
-        b: v,
-        c: o,
-        m: Some(seq_q),
-        n: None,
-        k: Some(seq_kv),
-    });
+    g.softmax_pv(logits, (stats, v, o), io, &full, Some((seq_q, seq_kv)));
     g.finish()
 }
 

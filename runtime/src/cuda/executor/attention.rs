@@ -173,7 +173,7 @@ pub(super) fn choose_attention(
             continue;
         };
         if let AttnVia::Masked(split) = via {
-            parts.push(super::masked::prepare_masked(dev, launch, split, opts)?);
+            parts.extend(super::masked::prepare_masked(dev, launch, split, opts)?);
             continue;
         }
         let cudnn = match &dev.cudnn {

@@ -36,7 +36,7 @@ pub use cudnn_bwd::{
     attention_bwd_support, enqueue_attention_bwd, resolve_attention_bwd, AttnBwdLaunch, BwdOperand,
     ATTENTION_BWD_REFUSED,
 };
-pub use masked::{row_bounds, MaskedSplit};
+pub use masked::{row_bounds, MaskedSplit, RunBounds};
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
 
@@ -273,11 +273,20 @@ pub unsafe fn enqueue(
                             .into(),
                     )
                 })?;
-                if !(empty && launch.accumulate) {
-                    // SAFETY: the launch was resolved and validated against live slot memory;
-                    // its bounds were allocated and uploaded for this run by the executor.
-                    unsafe { attn.launch(stream, &split.launch(launch))? };
+                if empty && launch.accumulate {
+                    return Ok(());
                 }
+                if !split.ragged.is_empty() {
+                    let cudnn = p.cudnn.ok_or_else(|| {
+                        unsupported("masked attention: the cuDNN patch is not initialised".into())
+                    })?;
+                    // SAFETY: the launch was resolved against live slot memory; the calls'
+                    // arrays were allocated and uploaded for this run by the executor.
+                    return unsafe { ragged::enqueue_ragged(cx, cudnn, launch, &split.ragged) };
+                }
+                // SAFETY: the launch was resolved and validated against live slot memory;
+                // its bounds were allocated and uploaded for this run by the executor.
+                unsafe { attn.launch(stream, &split.launch(launch))? };
                 Ok(())
             }
             AttnVia::Undecided => Err(unsupported(

@@ -25,8 +25,10 @@
 //! A plan bakes in the number of entries and the longest piece; both are rounded up to powers
 //! of two ([`bucket`]; unused entries get length 0), so a few plans serve every batch.
 
-use mercury_kernels::cuda::cudnn::{IoType, RaggedKey};
-use mercury_kernels::cuda::AttnLaunch;
+use crate::cuda::error::Result;
+use crate::cuda::mem::CopyCx;
+use mercury_kernels::cuda::cudnn::{IoType, RaggedCall, RaggedKey};
+use mercury_kernels::cuda::{AttnLaunch, CudnnAttention};
 
 /// A block's rows that see keys in one of the two shapes cuDNN's entries take (module docs).
 /// Rows and keys are indices into the block (`0..sq`, `0..sk`).
@@ -112,7 +114,11 @@ impl RaggedSet {
     /// Device addresses of `seq_q`, `seq_kv` and the five offsets when the arrays start at
     /// `base`.
     pub fn arrays(&self, base: u64) -> (u64, u64, [u64; 5]) {
-        let e = self.key.entries as u64;
+        Self::arrays_of(self.key.entries as u64, base)
+    }
+
+    /// [`RaggedSet::arrays`] for `e` entries.
+    pub fn arrays_of(e: u64, base: u64) -> (u64, u64, [u64; 5]) {
         let at = |i: u64| base + 4 * i;
         let off = |t: u64| at(2 * e + t * (e + 1));
         (at(0), at(e), [off(0), off(1), off(2), off(3), off(4)])
@@ -202,6 +208,57 @@ pub fn ragged_sets(l: &AttnLaunch, pieces: &[Piece]) -> Result<Vec<RaggedSet>, S
 pub fn worth_it(pieces: &[Piece]) -> bool {
     let rows: usize = pieces.iter().map(|p| p.rows).sum();
     !pieces.is_empty() && rows >= MIN_MEAN_ROWS * pieces.len()
+}
+
+/// Enqueues a masked block's cuDNN calls (`calls`: plan key, address of its arrays, uploaded
+/// for this run) into dense scratch O / Stats, the Stats first filled with -inf (rows no piece
+/// covers see no key), then merges the scratch into (or, without `accumulate`, writes it to)
+/// the launch's `o` / `lse` (rows with lse -inf: o = 0, their O never read).
+///
+/// # Safety
+/// The launch's tensors must be live device memory of the stream's context, and each call's
+/// arrays hold its entries' lengths and offsets ([`RaggedSet`]) for this launch.
+pub(super) unsafe fn enqueue_ragged(
+    cx: &mut CopyCx<'_>,
+    cudnn: &CudnnAttention,
+    l: &AttnLaunch,
+    calls: &[(RaggedKey, u64)],
+) -> Result<()> {
+    let acc = super::cudnn::launch_acc(l)?;
+    let rows = acc.b * acc.hq * acc.sq;
+    let o_part = cx.scratch.take(rows * acc.d * 2)?;
+    let lse_part = cx.scratch.take(rows * 4)?;
+    // SAFETY: `lse_part` holds `rows` f32 of this stream's scratch.
+    unsafe {
+        cx.dk
+            .fill_f32(cx.stream, lse_part, f32::NEG_INFINITY, rows)?
+    };
+    for (key, base) in calls {
+        let ws_bytes = cudnn.prepare_ragged(key)?.max(256);
+        let ws = cx.scratch.take(ws_bytes)?;
+        let (seq_q, seq_kv, offsets) = RaggedSet::arrays_of(key.entries as u64, *base);
+        let call = RaggedCall {
+            key: *key,
+            q: l.q.ptr,
+            k: l.k.ptr,
+            v: l.v.ptr,
+            o: o_part,
+            stats: lse_part,
+            seq_q,
+            seq_kv,
+            offsets,
+            scale: l.params.scale as f32,
+        };
+        // SAFETY: q/k/v per the caller, O and Stats dense `[b, hq, sq, (dv)]` scratch sized
+        // above (every entry's rows inside the block's), the arrays per the caller.
+        unsafe { cudnn.forward_ragged(cx.stream, &call, ws, ws_bytes)? };
+    }
+    // SAFETY: the scratch part is written (or -inf) for every row; the accumulator per the
+    // caller.
+    unsafe {
+        cx.dk
+            .attn_merge(cx.stream, &acc, o_part, lse_part, !l.accumulate)
+    }
 }
 
 #[cfg(test)]
