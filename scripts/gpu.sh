@@ -48,6 +48,7 @@
 #                                          # SDPA on the P2c shapes (scripts/torch_gpu.py); the
 #                                          # Llama example at world size 1 and as that pair;
 #                                          # MERCURY_GPU_TORCH=world1,pair,llama,bench: which steps
+#                                          # (and host: where a call's host time goes, layer by layer)
 #   MERCURY_GPU_PARTS=tune bash scripts/gpu.sh --remote  # profile-guided search (not default):
 #                                          # mercury-tune --profile-top 4, one line per case
 #
@@ -931,6 +932,11 @@ if [[ ",$parts," == *",torch,"* ]]; then
     echo "== torch 4/4: mercury.attention vs torch cuDNN SDPA, world size 1, P2c shapes (d 128), timed alike"
     timeout 900 "${tenv[@]}" python3 $C/torch_gpu.py bench > "$out/torch-bench.log" 2>&1 || status=1
     grep -E '^(device|\||check|[0-9]+ failed)|Error|error' "$out/torch-bench.log" || true
+    fi
+    if [[ $steps == *,host,* ]]; then
+    echo "== torch: where a call's host time goes (not default: MERCURY_GPU_TORCH=host)"
+    timeout 300 "${tenv[@]}" python3 $C/torch_gpu.py host > "$out/torch-host.log" 2>&1 || status=1
+    grep -E '^(device|\|)|Error|error' "$out/torch-host.log" || true
     fi
   fi
 fi

@@ -4,6 +4,7 @@
     torch_gpu.py world1   # world size 1 and op(**inputs) on virtual ranks, against torch
     torch_gpu.py pair     # under nccl_pair (2 processes sharing one GPU over NCCL sockets)
     torch_gpu.py bench    # mercury.attention vs torch's cuDNN SDPA on the P2c shapes
+    torch_gpu.py host     # where a call's host time goes, layer by layer
 
 Every check draws fresh random inputs, compares with torch (SDPA in f32 math, matmul in f32) on
 the same bf16 values, relative error (Frobenius) within the GPU script's bf16 tolerance 2e-2,
@@ -73,6 +74,24 @@ def world1():
         o = mercury.attention(q, k, v, causal=causal)
         want = sdpa_ref(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal)
         check(f"attention bshd s4096 h8 causal={causal}", o, want.transpose(1, 2))
+
+    def attention_lse(causal):
+        # q, k, v as views of one fused projection (strided; the executor reads them where
+        # they are), batch 2, with the log-sum-exp against torch's in f32 on the same values.
+        b, s, h, d = 2, 1024, 4, 128
+        q, k, v = rand(b, s, 3, h, d).unbind(2)
+        o, lse = mercury.attention(q, k, v, causal=causal, return_lse=True)
+        qt, kt, vt = (t.transpose(1, 2).float() for t in (q, k, v))
+        check(
+            f"attention fused-qkv views b2 causal={causal}",
+            o,
+            sdpa_ref(qt, kt, vt, causal).transpose(1, 2),
+        )
+        sc = qt @ kt.transpose(-1, -2) / d**0.5
+        if causal:
+            above = torch.ones(s, s, dtype=torch.bool, device=sc.device).triu(1)
+            sc = sc.masked_fill(above, float("-inf"))
+        check(f"attention lse b2 causal={causal}", lse, torch.logsumexp(sc, -1), tol=1e-4)
 
     def gqa():
         q, k, v = rand(1, 32, 2048, 128), rand(1, 8, 2048, 128), rand(1, 8, 2048, 128)
@@ -191,7 +210,9 @@ def world1():
         mask = (t <= 0) & (t >= -left)
 
         def run():
-            return mercury.attention(q[None], k[None], v[None], causal=True, window_size=(left, 0))[0]
+            return mercury.attention(q[None], k[None], v[None], causal=True, window_size=(left, 0))[
+                0
+            ]
 
         masked(f"attention causal window ({left}, 0) s{s} gqa 8q/2kv", run, mask, q, k, v)
 
@@ -217,10 +238,14 @@ def world1():
         m = max(cut)
 
         def run():
-            return mercury.varlen_attention(q, k, v, cu, cu, m, m, causal=True, window_size=(512, 0))
+            return mercury.varlen_attention(
+                q, k, v, cu, cu, m, m, causal=True, window_size=(512, 0)
+            )
 
         masked(f"varlen_attention {len(cut)} documents s{s} causal window 512", run, mask, q, k, v)
 
+    attempt("attention lse noncausal", lambda: attention_lse(False))
+    attempt("attention lse causal", lambda: attention_lse(True))
     attempt("attention noncausal", lambda: attention(False))
     attempt("attention causal", lambda: attention(True))
     attempt("attention gqa", gqa)
@@ -348,9 +373,10 @@ def bench():
     print(f"device: {torch.cuda.get_device_name(0)}; regime {regime}; warm-up 2, median of 7")
     print(
         "| case | torch cuDNN SDPA ms | mercury.attention ms | SDPA / mercury | executor "
-        "device ms | host ms per call | host - device ms | enqueue us per call |"
+        "device ms | host ms per call | host - device ms | enqueue us per call | executor launch "
+        "us | package us above it |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for cid, b, hq, hk, s, causal, d in sdpa_baseline.CASES:
         if d != 128:
             continue
@@ -389,12 +415,79 @@ def bench():
             ours()
         enq = (time.perf_counter() - t0) / n * 1e6
         torch.cuda.synchronize()
+        # The executor's own share of a call (its launch, timed inside it), over as many calls.
+        launch = 0.0
+        for _ in range(n):
+            ours()
+            launch += mercury._ops.last_op.last_enqueue_us
+        launch /= n
+        torch.cuda.synchronize()
         print(
             f"| {cid} | {t_torch:.3f} | {t_ours:.3f} | {t_torch / t_ours:.3f}x | {dev:.3f} | "
-            f"{host:.3f} | {host - dev:.3f} | {enq:.1f} |"
+            f"{host:.3f} | {host - dev:.3f} | {enq:.1f} | {launch:.1f} | {enq - launch:.1f} |"
         )
         del q, k, v, ke, ve
         torch.cuda.empty_cache()
+
+
+def host():
+    """Where the host time of a call on a cached shape goes: microseconds per call of each
+    layer under ``mercury.attention`` (B1 H32 S4K D128 non-causal bf16, bhsd), calls issued
+    back to back and timed before the stream drains, beside torch's cuDNN SDPA timed alike."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    q, k, v = (rand(1, 32, 4096, 128) for _ in range(3))
+
+    def per_call(fn, n=30):
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t = (time.perf_counter() - t0) / n * 1e6
+        torch.cuda.synchronize()
+        return t
+
+    def torch_fn():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    rows = [
+        ("torch cuDNN SDPA", per_call(torch_fn)),
+        ("mercury.attention", per_call(lambda: mercury.attention(q, k, v, layout="bhsd"))),
+    ]
+    opts = (False, None, "bhsd", None, "auto", None, None, None)
+    a, _ = mercury._ops._attention_of(q, k, v, opts, False, None, None)
+    rows.append(
+        ("_Attention.forward (signature found)", per_call(lambda: a.forward(q, k, v, False)))
+    )
+    o = a.empty(q, 128)
+    ins, outs = {"Q": q, "K": k, "V": v}, {"O": o}
+    rows.append(("Call.run (output allocated)", per_call(lambda: a.fwd.run(ins, outs))))
+    r = a.fwd.op._runners[0]
+    tensors = [outs[n] if out else ins[n] for n, out in zip(r.names, r.outputs, strict=True)]
+    stream = mercury._cuda.current_stream(0)
+    rows.append(
+        ("Bound.launch (tensors, stream given)", per_call(lambda: r.launch(tensors, stream)))
+    )
+    ptrs = [t.data_ptr() for t in tensors]
+    rows.append(
+        ("native launch (addresses given)", per_call(lambda: r.native.launch(ptrs, stream)))
+    )
+    rows.append(("executor launch (timed inside it)", r.native.last_enqueue_us))
+    rows.append(("current stream, raw", per_call(lambda: mercury._cuda.current_stream(0))))
+    rows.append(
+        (
+            "torch.cuda.current_stream().cuda_stream",
+            per_call(lambda: torch.cuda.current_stream(0).cuda_stream),
+        )
+    )
+    rows.append(("q.new_empty (the output)", per_call(lambda: q.new_empty(q.shape))))
+    print("| layer | host us per call |")
+    print("| --- | ---: |")
+    for name, us in rows:
+        print(f"| {name} | {us:.1f} |")
 
 
 def _last_device_ms():
@@ -405,6 +498,6 @@ def _last_device_ms():
 
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "world1"
-    {"world1": world1, "pair": pair, "bench": bench}[mode]()
+    {"world1": world1, "pair": pair, "bench": bench, "host": host}[mode]()
     print(f"{len(FAILED)} failed" + (f": {', '.join(FAILED)}" if FAILED else ""))
     sys.exit(1 if FAILED else 0)

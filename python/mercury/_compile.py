@@ -108,6 +108,13 @@ class Op:
         return None if r is None else r.wait()
 
     @property
+    def last_enqueue_us(self) -> float | None:
+        """Host time of the executor's last launch on CUDA tensors, in microseconds (what a
+        call costs below the Python package). None before any."""
+        r = self._last_runner
+        return None if r is None else r.native.last_enqueue_us
+
+    @property
     def schedule(self) -> str:
         """The schedule that ran, as a schedule script (``""`` for ``"none"``)."""
         return self._native.schedule

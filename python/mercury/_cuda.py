@@ -91,9 +91,14 @@ class Bound:
         self.layout = None
 
     def launch(self, tensors: list, stream: int) -> None:
-        """Binds ``tensors`` (one per buffer, plan order) and enqueues a run on ``stream``."""
+        """Binds ``tensors`` (one per buffer, plan order) and enqueues a run on ``stream``.
+        On the layout of the last call (the same strides: a cached shape) only the addresses
+        change; a new layout is checked (:func:`readable`) and set first."""
         layout = [t.stride() for t in tensors]
         if layout != self.layout:
+            for name, t, out in zip(self.names, tensors, self.outputs, strict=True):
+                if not out:
+                    readable(f"input '{name}'", t)
             for i, t in enumerate(tensors):
                 ps = self.pieces[i] or (((0,) * t.dim(), tuple(t.shape), None),)
                 self.native.set_layout(i, [(list(o), list(e), list(t.stride())) for o, e, _ in ps])
@@ -114,6 +119,18 @@ class Bound:
         """Waits for the last run (faults raised); its device time in ms."""
         _launched.discard(self)
         return self.native.wait()
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def current_stream(ordinal: int) -> int:
+    """The ``CUstream`` of GPU ``ordinal``'s current stream (``torch.cuda.current_stream``'s
+    ``cuda_stream``), read without making a ``torch.cuda.Stream`` object (which queries the
+    stream's priority each time: a few microseconds of every call)."""
+    if _raw_stream is not None:
+        return _raw_stream(ordinal)
+    return torch.cuda.current_stream(ordinal).cuda_stream
 
 
 def _torch_alloc(size: int, device: int, stream: int) -> int:
@@ -159,18 +176,14 @@ def run_bound(
     ``device``), ordered on the current stream, no host synchronisation. ``documents``: the
     run's document boundaries by name (prefix sums), set on the executor before the launch."""
     ordinal = device.index if device.index is not None else torch.cuda.current_device()
-    for name, t in inputs.items():
-        readable(f"input '{name}'", t)
     if r is None:
         r = runner(op, ordinal)
     if documents:
         # The executor refills its masked blocks' row bounds (waits for a launched run).
         r.native.set_documents([(n, [int(x) for x in b]) for n, b in documents.items()])
-    tensors = [
-        outputs[n] if o else inputs[n].detach() for n, o in zip(r.names, r.outputs, strict=True)
-    ]
-    with torch.cuda.device(ordinal):
-        r.launch(tensors, torch.cuda.current_stream().cuda_stream)
+    tensors = [outputs[n] if o else inputs[n] for n, o in zip(r.names, r.outputs, strict=True)]
+    # The executor binds its GPU's context itself; the stream is that GPU's current one.
+    r.launch(tensors, current_stream(ordinal))
     op._last_runner = r
 
 

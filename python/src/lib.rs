@@ -128,6 +128,13 @@ impl PyRunner {
         })
     }
 
+    /// Host time of the executor's last launch in microseconds (what a call costs below the
+    /// Python package: the direct bindings decided and the run enqueued).
+    #[getter]
+    fn last_enqueue_us(&self) -> PyResult<f64> {
+        Ok(self.lock()?.last_enqueue_us())
+    }
+
     /// Waits for the last launched run (faults raised) and returns its device time in ms.
     fn wait(&self, py: Python<'_>) -> PyResult<f64> {
         py.detach(|| self.lock()?.wait().map_err(py_err))

@@ -165,6 +165,38 @@ impl CudaExecutor {
         Ok(())
     }
 
+    /// Moves global `buffer`'s bound pieces to the addresses `ptrs` (one per piece, in the
+    /// order they were bound), their regions and strides unchanged: what a call with tensors
+    /// of the layout bound before costs ([`CudaExecutor::bind_global`] with the same pieces
+    /// does the same after comparing them). Returns false, changing nothing, when the buffer
+    /// is not bound or holds another number of pieces.
+    ///
+    /// # Errors
+    /// A null address (the buffer is then left unbound).
+    ///
+    /// # Safety
+    /// As [`CudaExecutor::bind_global`], for the memory at the new addresses.
+    pub unsafe fn rebind_addresses(&mut self, buffer: usize, ptrs: &[u64]) -> Result<bool> {
+        let Some(g) = self.globals.get_mut(buffer) else {
+            return Ok(false);
+        };
+        if !g.ready || g.own.is_some() || g.pieces.len() != ptrs.len() {
+            return Ok(false);
+        }
+        if ptrs.contains(&0) {
+            g.ready = false;
+            return Err(RuntimeError::Io(format!(
+                "global buffer '{}': a bound region at address 0",
+                self.plan.buffers[buffer].name
+            )));
+        }
+        for (p, ptr) in g.pieces.iter_mut().zip(ptrs) {
+            p.ptr = *ptr;
+        }
+        self.resolve_uses(buffer, true)?;
+        Ok(true)
+    }
+
     /// The distinct regions of global `buffer` the local ranks' output gathers write.
     fn written(&self, buffer: usize) -> Vec<Region> {
         let mut out: Vec<Region> = Vec::new();

@@ -29,6 +29,7 @@ use mercury_kernels::cuda::DeviceBuffer;
 use mercury_kernels::cuda::{GemmPatch, GemmWorkspace};
 use mercury_plan::{ComputeOp, PatchKind, Plan, Region, Role, SlotInit};
 use std::sync::Arc;
+use std::time::Duration;
 
 impl CudaExecutor {
     /// Verifies `plan`, loads the device kernels (`device_kernels_ptx`, the PTX of
@@ -215,10 +216,15 @@ impl CudaExecutor {
             check_attention_bwd(&devs[rank_dev[ri]], &stages, &opts)?;
             let rank = &mut ranks[ri];
             rank._parts.extend(parts);
+            rank.skip_init = vec![false; resolved.init.len()];
             rank.init = resolved.init;
             rank.stages = stages;
+            rank.skip_out = vec![false; resolved.outputs.len()];
             rank.outputs = resolved.outputs;
             rank.uses = resolved.uses;
+            if opts.attention == AttnBackend::Cudnn {
+                rank.direct = super::direct::analyse(&plan, r);
+            }
         }
         for st in &schedule.stages {
             for m in &st.messages {
@@ -287,7 +293,17 @@ impl CudaExecutor {
             new_event(main, true)?,
             new_event(main, true)?,
         ];
+        let moves_nothing = schedule
+            .stages
+            .iter()
+            .all(|st| st.messages.is_empty() && st.collectives.is_empty());
+        let lean = match local_ranks.as_slice() {
+            [r] if moves_nothing && rank_dev[*r] == 0 => Some(*r),
+            _ => None,
+        };
         Ok(CudaExecutor {
+            lean,
+            last_enqueue: Duration::ZERO,
             ev_barrier: new_event(main, false)?,
             ev_caller: new_event(main, false)?,
             pending: None,
@@ -591,6 +607,9 @@ impl RankSetup {
                 stages: Vec::new(),
                 outputs: Vec::new(),
                 uses: Vec::new(),
+                direct: Default::default(),
+                skip_init: Vec::new(),
+                skip_out: Vec::new(),
             });
             out.transfer_scratch.push(Scratch::new(transfer.clone()));
             out.transfer_streams.push(transfer);

@@ -50,6 +50,7 @@ mod attention;
 mod attention_bwd;
 mod bind;
 mod build;
+mod direct;
 mod fresh;
 mod host;
 mod masked;
@@ -297,6 +298,11 @@ struct RankState {
     outputs: Vec<(Loc, Loc)>,
     /// Where `init` and `outputs` touch global buffers.
     uses: Vec<GlobalUse>,
+    /// What of the rank's attention may read and write global buffers directly
+    /// (`direct.rs`), and per run which slot initialisations and output pieces that skips.
+    direct: direct::DirectPlan,
+    skip_init: Vec<bool>,
+    skip_out: Vec<bool>,
 }
 
 /// Per device: its context, the patches compiled for it and an allocation stream.
@@ -415,6 +421,11 @@ pub struct CudaExecutor {
     labels: Vec<String>,
     /// A device word that stays 0: an injected hang waits for it to become 1.
     hang_word: Option<(DeviceBuffer, u64)>,
+    /// The one local rank of a plan that moves nothing between ranks, when it runs on the
+    /// main device: runs take the lean path (`run.rs`, `enqueue_lean`).
+    lean: Option<usize>,
+    /// Host time of the last [`CudaExecutor::launch`] (or the enqueue half of a run).
+    last_enqueue: Duration,
     /// The injected fault fired already (it fires once).
     injected: bool,
     /// Runs started (the current run's number, from 1).
@@ -461,6 +472,12 @@ fn alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<(DeviceBuffer, u64)> 
 }
 
 impl CudaExecutor {
+    /// Host time of the last launch (or of the enqueue half of the last run): binding aside,
+    /// what a call on a cached shape costs the host.
+    pub fn last_enqueue_time(&self) -> Duration {
+        self.last_enqueue
+    }
+
     /// Changes how later runs order their stages (see [`StageSync`]).
     pub fn set_sync(&mut self, sync: StageSync) {
         self.opts.sync = sync;

@@ -102,6 +102,10 @@ impl CudaExecutor {
             here: self.devs[r.dev].id,
         };
         for (si, init) in r.init.iter().enumerate() {
+            if r.skip_init.get(si).copied().unwrap_or(false) {
+                // Its readers read the bound input where it is (`direct.rs`).
+                continue;
+            }
             let info = &self.mem.ranks[ri][si];
             let bytes = info.shape.iter().product::<usize>() * info.dtype.size_bytes();
             cx.scratch.reset();
@@ -198,7 +202,13 @@ impl CudaExecutor {
         );
         self.runs += 1;
         self.cur_phase = 0;
-        match self.enqueue(caller) {
+        let t0 = std::time::Instant::now();
+        if let Err(e) = self.apply_direct() {
+            return Err(self.failed(e));
+        }
+        let enqueued = self.enqueue(caller);
+        self.last_enqueue = t0.elapsed();
+        match enqueued {
             Ok(enq) => {
                 self.pending = Some(enq);
                 Ok(())
@@ -312,7 +322,9 @@ impl CudaExecutor {
     /// which then waits for the run's end; keeps `cur_phase` current. Returns the number of
     /// progress marks enqueued.
     fn enqueue(&mut self, caller: Option<cudarc::driver::sys::CUstream>) -> Result<usize> {
-        use cudarc::driver::sys;
+        if let Some(ri) = self.lean {
+            return self.enqueue_lean(ri, caller);
+        }
         let stages = self.schedule.len();
         let progress = fault::progress();
         self.tracker.reset();
@@ -321,28 +333,9 @@ impl CudaExecutor {
         self.bind_main()?;
         let rec =
             |e: &CudaEvent, s: &CudaStream| e.record(s).map_err(RuntimeError::driver("record"));
-        if let Some(cs) = caller {
-            // SAFETY: `ev_caller` is a live event of the main context (current); `cs` is a
-            // stream of that context (the caller's contract).
-            unsafe { sys::cuEventRecord(self.ev_caller.cu_event(), cs) }
-                .result()
-                .map_err(RuntimeError::driver(
-                    "record an event on the caller's stream",
-                ))?;
-            self.hub
-                .wait(&self.ev_caller)
-                .map_err(RuntimeError::driver("wait for the caller's stream"))?;
-        }
-        // Poison the outputs whose coverage is not proven (own allocations, dense bound
-        // pieces); everything starts after the hub's work (uploads, fills, the caller's stream).
-        for g in self.globals.iter().filter(|g| g.role == Role::Output) {
-            for (p, _) in g.pieces.iter().zip(&g.poison).filter(|(_, on)| **on) {
-                let bytes = p.region.numel() * g.dtype.size_bytes();
-                // SAFETY: own allocations hold the buffer; a poisoned bound piece is dense (one
-                // run of memory from its first element) on the main device (`bind_global`).
-                unsafe { mem::poison(&self.hub, p.ptr, bytes, g.dtype)? };
-            }
-        }
+        self.after_caller(caller, &self.hub)?;
+        // Everything starts after the hub's work (uploads, fills, the caller's stream).
+        self.poison_outputs(&self.hub)?;
         rec(&self.ev_time[0], &self.hub)?;
         self.ev_barrier
             .record(&self.hub)
@@ -367,37 +360,7 @@ impl CudaExecutor {
             if peers {
                 self.peer_wait(si)?;
             }
-            for r in self.ranks.iter_mut() {
-                let Some(ops_here) = r.stages.get(si) else {
-                    continue;
-                };
-                if ops_here.is_empty() {
-                    continue;
-                }
-                let d = &self.devs[r.dev];
-                d.ctx
-                    .bind_to_thread()
-                    .map_err(RuntimeError::driver("bind context"))?;
-                let patches = Patches {
-                    dk: &self.dks[r.dev],
-                    gemm: d.gemm.as_ref(),
-                    attention: d.attention.as_deref(),
-                    attention_f32: d.attention_f32.as_deref(),
-                    cudnn: d.cudnn.as_deref(),
-                };
-                let mut cx = CopyCx {
-                    stream: &r.compute,
-                    scratch: &mut r.scratch,
-                    dk: &self.dks[r.dev],
-                    max_pitch: self.max_pitch[r.dev],
-                    peers: self.peers.as_ref(),
-                    here: self.devs[r.dev].id,
-                };
-                for op in ops_here {
-                    // SAFETY: resolved against this executor's memory in `new`.
-                    unsafe { ops::enqueue(&mut cx, &patches, r.ws.as_ref(), op)? };
-                }
-            }
+            self.enqueue_compute(si)?;
             let mut tcx = TransferCx {
                 mem: &self.mem,
                 streams: &self.transfer_streams,
@@ -425,6 +388,54 @@ impl CudaExecutor {
         rec(&self.ev_time[2], &self.hub)?;
         self.cur_phase = stages + 1;
         progress.enter(Phase::Outputs, "enqueueing the output gather");
+        self.enqueue_outputs()?;
+        self.record_marks(stages + 1, &mut enq)?;
+        self.bind_main()?;
+        self.barrier()?;
+        rec(&self.ev_time[3], &self.hub)?;
+        self.release_caller(caller)?;
+        Ok(enq)
+    }
+
+    /// Enqueues every local rank's compute of stage `si` on its compute stream.
+    fn enqueue_compute(&mut self, si: usize) -> Result<()> {
+        for r in self.ranks.iter_mut() {
+            let Some(ops_here) = r.stages.get(si) else {
+                continue;
+            };
+            if ops_here.is_empty() {
+                continue;
+            }
+            let d = &self.devs[r.dev];
+            d.ctx
+                .bind_to_thread()
+                .map_err(RuntimeError::driver("bind context"))?;
+            let patches = Patches {
+                dk: &self.dks[r.dev],
+                gemm: d.gemm.as_ref(),
+                attention: d.attention.as_deref(),
+                attention_f32: d.attention_f32.as_deref(),
+                cudnn: d.cudnn.as_deref(),
+            };
+            let mut cx = CopyCx {
+                stream: &r.compute,
+                scratch: &mut r.scratch,
+                dk: &self.dks[r.dev],
+                max_pitch: self.max_pitch[r.dev],
+                peers: self.peers.as_ref(),
+                here: self.devs[r.dev].id,
+            };
+            for op in ops_here {
+                // SAFETY: resolved against this executor's memory in `new`.
+                unsafe { ops::enqueue(&mut cx, &patches, r.ws.as_ref(), op)? };
+            }
+        }
+        Ok(())
+    }
+
+    /// Enqueues every local rank's output gather on its compute stream (pieces a block wrote
+    /// itself skipped).
+    fn enqueue_outputs(&mut self) -> Result<()> {
         for r in self.ranks.iter_mut().filter(|r| r.local) {
             r.compute
                 .context()
@@ -438,25 +449,116 @@ impl CudaExecutor {
                 peers: self.peers.as_ref(),
                 here: self.devs[r.dev].id,
             };
-            for (src, dst) in &r.outputs {
+            for (i, (src, dst)) in r.outputs.iter().enumerate() {
+                if r.skip_out.get(i).copied().unwrap_or(false) {
+                    // Its block wrote the output itself (`direct.rs`).
+                    continue;
+                }
                 cx.scratch.reset();
                 // SAFETY: resolved against this executor's memory in `new`.
                 unsafe { mem::copy(&mut cx, src, dst)? };
             }
         }
+        Ok(())
+    }
+
+    /// [`CudaExecutor::enqueue`] for a plan that moves nothing between ranks and has one
+    /// local rank on the main device (world size 1, a rank of a process group that never
+    /// communicates): everything on that rank's compute stream, ordered after the hub's work
+    /// (uploads) and the caller's stream, with no barrier; the hub and the caller's stream
+    /// then wait for its end. A dozen driver calls around the compute instead of about forty.
+    fn enqueue_lean(
+        &mut self,
+        ri: usize,
+        caller: Option<cudarc::driver::sys::CUstream>,
+    ) -> Result<usize> {
+        let stages = self.schedule.len();
+        let progress = fault::progress();
+        self.tracker.reset();
+        let mut enq = 0;
+        self.bind_main()?;
+        let cs = self.ranks[ri].compute.clone();
+        let rec = |e: &CudaEvent| e.record(&cs).map_err(RuntimeError::driver("record"));
+        self.ev_barrier
+            .record(&self.hub)
+            .map_err(RuntimeError::driver("record barrier"))?;
+        cs.wait(&self.ev_barrier)
+            .map_err(RuntimeError::driver("wait barrier"))?;
+        self.after_caller(caller, &cs)?;
+        self.poison_outputs(&cs)?;
+        rec(&self.ev_time[0])?;
+        self.init_rank(ri)?;
+        self.record_marks(0, &mut enq)?;
+        rec(&self.ev_time[1])?;
+        for si in 0..stages {
+            self.cur_phase = si + 1;
+            progress.enter(Phase::Stage(si), "enqueueing the stage");
+            if let Some(f) = self.due_fault(si) {
+                self.inject(f, si, enq)?;
+            }
+            self.enqueue_compute(si)?;
+            self.record_marks(si + 1, &mut enq)?;
+        }
+        rec(&self.ev_time[2])?;
+        self.cur_phase = stages + 1;
+        progress.enter(Phase::Outputs, "enqueueing the output gather");
+        self.enqueue_outputs()?;
         self.record_marks(stages + 1, &mut enq)?;
         self.bind_main()?;
-        self.barrier()?;
-        rec(&self.ev_time[3], &self.hub)?;
-        if let Some(cs) = caller {
-            // SAFETY: `cs` is a stream of the main context (the caller's contract); the event
-            // is live.
-            unsafe { sys::cuStreamWaitEvent(cs, self.ev_time[3].cu_event(), 0) }
-                .result()
-                .map_err(RuntimeError::driver(
-                    "make the caller's stream wait for the run",
-                ))?;
-        }
+        rec(&self.ev_time[3])?;
+        self.hub
+            .wait(&self.ev_time[3])
+            .map_err(RuntimeError::driver("wait for the run"))?;
+        self.release_caller(caller)?;
         Ok(enq)
+    }
+
+    /// Orders `stream`'s next work after the work queued so far on the `caller`'s stream.
+    fn after_caller(
+        &self,
+        caller: Option<cudarc::driver::sys::CUstream>,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let Some(cs) = caller else {
+            return Ok(());
+        };
+        // SAFETY: `ev_caller` is a live event of the main context (current); `cs` is a stream
+        // of that context (the caller's contract).
+        unsafe { cudarc::driver::sys::cuEventRecord(self.ev_caller.cu_event(), cs) }
+            .result()
+            .map_err(RuntimeError::driver(
+                "record an event on the caller's stream",
+            ))?;
+        stream
+            .wait(&self.ev_caller)
+            .map_err(RuntimeError::driver("wait for the caller's stream"))
+    }
+
+    /// Makes the `caller`'s stream wait for the end of the run (`ev_time[3]`, recorded).
+    fn release_caller(&self, caller: Option<cudarc::driver::sys::CUstream>) -> Result<()> {
+        let Some(cs) = caller else {
+            return Ok(());
+        };
+        // SAFETY: `cs` is a stream of the main context (the caller's contract); the event is
+        // live.
+        unsafe { cudarc::driver::sys::cuStreamWaitEvent(cs, self.ev_time[3].cu_event(), 0) }
+            .result()
+            .map_err(RuntimeError::driver(
+                "make the caller's stream wait for the run",
+            ))
+    }
+
+    /// Poisons, on `stream` (of the main device), the output pieces whose coverage by the
+    /// plan's writes is not proven (own allocations, dense bound pieces).
+    fn poison_outputs(&self, stream: &CudaStream) -> Result<()> {
+        for g in self.globals.iter().filter(|g| g.role == Role::Output) {
+            for (p, _) in g.pieces.iter().zip(&g.poison).filter(|(_, on)| **on) {
+                let bytes = p.region.numel() * g.dtype.size_bytes();
+                // SAFETY: own allocations hold the buffer; a poisoned bound piece is dense (one
+                // run of memory from its first element) on the main device (`bind_global`).
+                unsafe { mem::poison(stream, p.ptr, bytes, g.dtype)? };
+            }
+        }
+        Ok(())
     }
 }

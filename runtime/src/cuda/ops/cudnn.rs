@@ -28,6 +28,23 @@ pub struct CudnnSplit {
     /// Set when the block's merge is deferred (see [`defer_groups`]): its part goes to a
     /// buffer kept for its group, and the group's last block merges every part at once.
     pub part: Option<PartSlot>,
+    /// Set per run by the executor's direct binding (`executor/direct.rs`): the call reads
+    /// q/k/v (and, with `writes_output`, writes O and Stats) where the global buffers are
+    /// bound, instead of the slots.
+    pub direct: Option<Box<DirectCall>>,
+}
+
+/// A cuDNN call bound to global buffers' memory (see [`CudnnSplit::direct`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DirectCall {
+    /// The call: q/k/v where they are read; with `writes_output`, O (bf16) and Stats (f32)
+    /// where the block's output and lse buffers are bound.
+    pub call: SdpaCall,
+    /// The call writes the launch's output itself: no merge into the accumulator (the
+    /// executor skips the output gather of the accumulator).
+    pub writes_output: bool,
+    /// With `writes_output`: the lse is not an output; Stats go to scratch.
+    pub stats_scratch: bool,
 }
 
 /// A deferred block's place in its group's part buffer. Parts are `[b, hq, sq, dv]` bf16 O and
@@ -203,6 +220,7 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
         call,
         acc,
         part: None,
+        direct: None,
     })
 }
 
@@ -274,6 +292,32 @@ pub(super) unsafe fn enqueue_cudnn_attention(
     accumulate: bool,
 ) -> Result<()> {
     let acc = &split.acc;
+    if let Some(d) = split.direct.as_deref().filter(|d| d.writes_output) {
+        // The output and lse buffers themselves (a block that overwrites, no masked rows).
+        let c = &d.call;
+        let ws_bytes = cudnn.prepare(c)?.max(256);
+        let mut c = *c;
+        if d.stats_scratch {
+            let rows = c.b * c.hq * c.sq;
+            c.stats = Tensor4::dense(cx.scratch.take(rows * 4)?, [c.b, c.hq, c.sq, 1]);
+        }
+        let ws = cx.scratch.take(ws_bytes)?;
+        // SAFETY: q/k/v and O/Stats address bound memory the executor checked
+        // (`CudaExecutor::apply_direct`) or this stream's scratch.
+        unsafe { cudnn.forward_ws(cx.stream, &c, ws, ws_bytes)? };
+        return Ok(());
+    }
+    // Inputs read where they are bound (O and Stats still go to the part or scratch).
+    let call = match split.direct.as_deref() {
+        Some(d) => split.call.map(|c| SdpaCall {
+            q: d.call.q,
+            k: d.call.k,
+            v: d.call.v,
+            ..c
+        }),
+        None => split.call,
+    };
+    let call = call.as_ref();
     if let Some(ps) = &split.part {
         let (_, part_l) = ps.addrs();
         if split.masked > 0 {
@@ -288,7 +332,7 @@ pub(super) unsafe fn enqueue_cudnn_attention(
                 )?
             };
         }
-        if let Some(call) = &split.call {
+        if let Some(call) = call {
             let ws_bytes = cudnn.prepare(call)?.max(256);
             let ws = cx.scratch.take(ws_bytes)?;
             // SAFETY: q/k/v per the caller; O and Stats address the part (set when the
@@ -310,7 +354,7 @@ pub(super) unsafe fn enqueue_cudnn_attention(
         }
         return Ok(());
     }
-    if let Some(call) = &split.call {
+    if let Some(call) = call {
         let rows = acc.b * acc.hq * (acc.sq - split.masked);
         let ws_bytes = cudnn.prepare(call)?.max(256);
         let o_part = cx.scratch.take(rows * acc.d * 2)?;

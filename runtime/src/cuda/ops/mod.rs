@@ -29,7 +29,7 @@ mod tests;
 pub use combine::{enqueue_add, enqueue_lse_merge};
 use cudnn::enqueue_cudnn_attention;
 pub use cudnn::{
-    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, CudnnSplit, PartSlot,
+    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, CudnnSplit, DirectCall, PartSlot,
     MAX_DEFERRED_PARTS,
 };
 pub use cudnn_bwd::{
