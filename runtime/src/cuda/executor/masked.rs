@@ -142,6 +142,8 @@ impl CudaExecutor {
         for r in self.ranks.iter_mut().filter(|r| r.local) {
             let ctx = self.devs[r.dev].ctx.clone();
             let cudnn = self.devs[r.dev].cudnn.clone();
+            // Groups (by index) with a block that merges on its own this run.
+            let mut alone = std::collections::HashSet::new();
             for op in r.stages.iter_mut().flatten() {
                 let ComputeLaunch::Attention {
                     launch,
@@ -173,6 +175,22 @@ impl CudaExecutor {
                             self.warnings.push(w);
                         }
                     }
+                }
+                if let Some((g, _)) = split.part {
+                    if split.ragged.is_empty() && !run.empty {
+                        alone.insert(g);
+                    }
+                }
+            }
+            // A group defers its merges only when each block writes its part (cuDNN) or has
+            // none (sees nothing); otherwise every block merges on its own, as without groups.
+            for op in r.stages.iter_mut().flatten() {
+                if let ComputeLaunch::Attention {
+                    via: AttnVia::Masked(split),
+                    ..
+                } = op
+                {
+                    split.deferred = split.part.is_some_and(|(g, _)| !alone.contains(&g));
                 }
             }
         }

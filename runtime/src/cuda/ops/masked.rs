@@ -34,6 +34,7 @@
 //! fallback of every batch); other head dims are refused.
 
 use super::resolve::unsupported;
+use super::PartSlot;
 use crate::cuda::error::Result;
 use mercury_kernels::cpu::AttnParams;
 use mercury_kernels::cuda::cudnn::RaggedKey;
@@ -58,6 +59,13 @@ pub struct MaskedSplit {
     pub ragged_arrays: Option<(u64, usize)>,
     /// This run's cuDNN calls (plan key, address of its arrays); empty: the NVRTC kernel.
     pub ragged: Vec<(RaggedKey, u64)>,
+    /// Ring steps into one accumulator whose merges are deferred (`ops::defer_groups`): this
+    /// block's group (an index among its rank's groups) and part; used for a batch only when
+    /// every block of the group runs on cuDNN or sees nothing (`deferred`), else each block
+    /// merges on its own.
+    pub part: Option<(usize, PartSlot)>,
+    /// Whether this run uses [`MaskedSplit::part`].
+    pub deferred: bool,
 }
 
 /// A masked block's bounds for one run ([`MaskedSplit::for_run`]).
@@ -93,6 +101,8 @@ impl MaskedSplit {
             empty: None,
             ragged_arrays: None,
             ragged: Vec::new(),
+            part: None,
+            deferred: false,
         })
     }
 

@@ -29,8 +29,8 @@ mod tests;
 pub use combine::{enqueue_add, enqueue_lse_merge};
 use cudnn::enqueue_cudnn_attention;
 pub use cudnn::{
-    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, CudnnSplit, DirectCall, PartSlot,
-    MAX_DEFERRED_PARTS,
+    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, launch_acc, CudnnSplit, DirectCall,
+    PartSlot, MAX_DEFERRED_PARTS,
 };
 pub use cudnn_bwd::{
     attention_bwd_support, enqueue_attention_bwd, resolve_attention_bwd, AttnBwdLaunch, BwdOperand,
@@ -273,6 +273,15 @@ pub unsafe fn enqueue(
                             .into(),
                     )
                 })?;
+                if let Some((_, ps)) = split.part.as_ref().filter(|_| split.deferred) {
+                    let cudnn = p.cudnn.ok_or_else(|| {
+                        unsupported("masked attention: the cuDNN patch is not initialised".into())
+                    })?;
+                    // SAFETY: as below; the part buffer was allocated for the block's group.
+                    return unsafe {
+                        ragged::enqueue_ragged_part(cx, cudnn, launch, &split.ragged, ps)
+                    };
+                }
                 if empty && launch.accumulate {
                     return Ok(());
                 }

@@ -25,6 +25,7 @@
 //! A plan bakes in the number of entries and the longest piece; both are rounded up to powers
 //! of two ([`bucket`]; unused entries get length 0), so a few plans serve every batch.
 
+use super::PartSlot;
 use crate::cuda::error::Result;
 use crate::cuda::mem::CopyCx;
 use mercury_kernels::cuda::cudnn::{IoType, RaggedCall, RaggedKey};
@@ -228,7 +229,65 @@ pub(super) unsafe fn enqueue_ragged(
     let rows = acc.b * acc.hq * acc.sq;
     let o_part = cx.scratch.take(rows * acc.d * 2)?;
     let lse_part = cx.scratch.take(rows * 4)?;
-    // SAFETY: `lse_part` holds `rows` f32 of this stream's scratch.
+    // SAFETY: the part holds `rows` rows of this stream's scratch; q/k/v and the arrays per
+    // the caller.
+    unsafe { ragged_into(cx, cudnn, l, calls, (o_part, lse_part), rows)? };
+    // SAFETY: the scratch part is written (or -inf) for every row; the accumulator per the
+    // caller.
+    unsafe {
+        cx.dk
+            .attn_merge(cx.stream, &acc, o_part, lse_part, !l.accumulate)
+    }
+}
+
+/// As [`enqueue_ragged`] for a block whose merge is deferred: its calls write its part of the
+/// group's buffer (`ps`; no calls: the part's lse is -inf, it adds nothing), and the group's
+/// last block merges every part into the accumulator in one pass.
+///
+/// # Safety
+/// As [`enqueue_ragged`]; every block of the group before this one wrote its part on this
+/// stream, and the part buffer holds the group's parts.
+pub(super) unsafe fn enqueue_ragged_part(
+    cx: &mut CopyCx<'_>,
+    cudnn: &CudnnAttention,
+    l: &AttnLaunch,
+    calls: &[(RaggedKey, u64)],
+    ps: &PartSlot,
+) -> Result<()> {
+    let acc = super::cudnn::launch_acc(l)?;
+    let rows = acc.b * acc.hq * acc.sq;
+    // SAFETY: the part holds `rows` rows (allocated for the group's accumulator).
+    unsafe { ragged_into(cx, cudnn, l, calls, ps.addrs(), rows)? };
+    if let Some((n, overwrite)) = ps.merge {
+        // SAFETY: every part of the group was written by its blocks on this stream.
+        unsafe {
+            cx.dk.attn_merge_parts(
+                cx.stream,
+                &acc,
+                (ps.o_base, ps.l_base),
+                (n, ps.o_stride, ps.l_stride),
+                overwrite,
+            )?
+        };
+    }
+    Ok(())
+}
+
+/// The calls of one block into a dense part `(o, lse)` of `rows` rows: lse filled with -inf
+/// first (rows no piece covers), then each call.
+///
+/// # Safety
+/// `o` / `lse` hold `rows` rows of `l.dv` bf16 / one f32 of device memory of the stream's
+/// context; q/k/v and the calls' arrays per [`enqueue_ragged`].
+unsafe fn ragged_into(
+    cx: &mut CopyCx<'_>,
+    cudnn: &CudnnAttention,
+    l: &AttnLaunch,
+    calls: &[(RaggedKey, u64)],
+    (o_part, lse_part): (u64, u64),
+    rows: usize,
+) -> Result<()> {
+    // SAFETY: `lse_part` holds `rows` f32, per the caller.
     unsafe {
         cx.dk
             .fill_f32(cx.stream, lse_part, f32::NEG_INFINITY, rows)?
@@ -253,12 +312,7 @@ pub(super) unsafe fn enqueue_ragged(
         // above (every entry's rows inside the block's), the arrays per the caller.
         unsafe { cudnn.forward_ragged(cx.stream, &call, ws, ws_bytes)? };
     }
-    // SAFETY: the scratch part is written (or -inf) for every row; the accumulator per the
-    // caller.
-    unsafe {
-        cx.dk
-            .attn_merge(cx.stream, &acc, o_part, lse_part, !l.accumulate)
-    }
+    Ok(())
 }
 
 #[cfg(test)]
