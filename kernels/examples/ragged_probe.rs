@@ -14,22 +14,37 @@ use mercury_kernels::cuda::cudnn::{IoType, RaggedCall, RaggedKey};
 use mercury_kernels::cuda::CudnnAttention;
 use rand::Rng;
 
-fn htod<T: cudarc::driver::DeviceRepr>(ptr: u64, v: &[T]) {
+fn htod<T: cudarc::driver::DeviceRepr>(ptr: u64, v: &[T]) -> Result<(), String> {
     // SAFETY: `ptr` holds at least `v.len()` elements (allocated for it below).
-    unsafe { cudarc::driver::result::memcpy_htod_sync(ptr, v) }.expect("copy to device");
+    unsafe { cudarc::driver::result::memcpy_htod_sync(ptr, v) }
+        .map_err(|e| format!("copy to device: {e}"))
 }
 
-fn dtoh<T: cudarc::driver::DeviceRepr + Default + Clone>(ptr: u64, n: usize) -> Vec<T> {
+fn dtoh<T: cudarc::driver::DeviceRepr + Default + Clone>(
+    ptr: u64,
+    n: usize,
+) -> Result<Vec<T>, String> {
     let mut v = vec![T::default(); n];
     // SAFETY: `ptr` holds at least `n` elements.
-    unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut v, ptr) }.expect("copy to host");
-    v
+    unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut v, ptr) }
+        .map_err(|e| format!("copy to host: {e}"))?;
+    Ok(v)
 }
 
-fn main() {
-    let ctx = cudarc::driver::CudaContext::new(0).expect("CUDA device 0");
+fn main() -> std::process::ExitCode {
+    match probe() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ragged_probe: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn probe() -> Result<(), String> {
+    let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| format!("CUDA device 0: {e}"))?;
     let stream = ctx.default_stream();
-    let cudnn = CudnnAttention::new(&ctx).expect("cuDNN");
+    let cudnn = CudnnAttention::new(&ctx).map_err(|e| format!("cuDNN: {e}"))?;
     println!(
         "cuDNN {}",
         mercury_kernels::cuda::cudnn::version_string(cudnn.library().version)
@@ -61,18 +76,18 @@ fn main() {
     let (q, k, v) = (rnd(&mut rng), rnd(&mut rng), rnd(&mut rng));
     let buf = |bytes: usize| {
         // SAFETY: written before read (inputs copied, outputs poisoned).
-        unsafe { alloc_bytes(&stream, bytes, "probe") }.expect("alloc")
+        unsafe { alloc_bytes(&stream, bytes, "probe") }.map_err(|e| e.to_string())
     };
     let (dq, dk, dv, dout, dstats, darr) = (
-        buf(h * t * d * 2),
-        buf(h * t * d * 2),
-        buf(h * t * d * 2),
-        buf(h * t * d * 2),
-        buf(entries * h * max_s as usize * 4 + h * t * 4),
-        buf(4 * (7 * entries + 5)),
+        buf(h * t * d * 2)?,
+        buf(h * t * d * 2)?,
+        buf(h * t * d * 2)?,
+        buf(h * t * d * 2)?,
+        buf(entries * h * max_s as usize * 4 + h * t * 4)?,
+        buf(4 * (7 * entries + 5))?,
     );
-    let ws = buf(64 << 20);
-    stream.synchronize().unwrap();
+    let ws = buf(64 << 20)?;
+    stream.synchronize().map_err(|e| e.to_string())?;
     for layout in ["bhsd", "thd"] {
         // Element index of (head, token, dim).
         let at = |hh: usize, tok: usize, dd: usize| match layout {
@@ -94,9 +109,9 @@ fn main() {
             }
             y
         };
-        htod(dq.ptr(), &lay(&q));
-        htod(dk.ptr(), &lay(&k));
-        htod(dv.ptr(), &lay(&v));
+        htod(dq.ptr(), &lay(&q))?;
+        htod(dk.ptr(), &lay(&k))?;
+        htod(dv.ptr(), &lay(&v))?;
         for causal in [false, true] {
             for stats_ragged in [true, false] {
                 let key = RaggedKey {
@@ -135,12 +150,12 @@ fn main() {
                     arr.extend((0..=entries).map(|i| (start(i) as i64 * sr) as i32));
                 }
                 arr.extend((0..=entries).map(|i| start(i) as i32));
-                htod(darr.ptr(), &arr);
-                htod(dout.ptr(), &vec![bf16::NAN.to_bits(); h * t * d]);
+                htod(darr.ptr(), &arr)?;
+                htod(dout.ptr(), &vec![bf16::NAN.to_bits(); h * t * d])?;
                 htod(
                     dstats.ptr(),
                     &vec![f32::NAN; entries * h * max_s as usize + h * t],
-                );
+                )?;
                 let a = |i: usize| darr.ptr() + 4 * i as u64;
                 let e = entries;
                 let call = RaggedCall {
@@ -161,12 +176,12 @@ fn main() {
                     println!("{name}: EXECUTE FAILED: {e}");
                     continue;
                 }
-                stream.synchronize().expect("synchronize");
-                let o: Vec<bf16> = dtoh::<u16>(dout.ptr(), h * t * d)
+                stream.synchronize().map_err(|e| e.to_string())?;
+                let o: Vec<bf16> = dtoh::<u16>(dout.ptr(), h * t * d)?
                     .into_iter()
                     .map(bf16::from_bits)
                     .collect();
-                let st: Vec<f32> = dtoh(dstats.ptr(), entries * h * max_s as usize + h * t);
+                let st: Vec<f32> = dtoh(dstats.ptr(), entries * h * max_s as usize + h * t)?;
                 let (mut eo, mut el) = (0f64, 0f64);
                 for (doc, (&s0, &l)) in starts.iter().zip(&lens).enumerate() {
                     for hh in 0..h {
@@ -212,4 +227,5 @@ fn main() {
             }
         }
     }
+    Ok(())
 }

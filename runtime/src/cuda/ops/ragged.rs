@@ -135,6 +135,19 @@ pub fn ragged_sets(l: &AttnLaunch, pieces: &[Piece]) -> Result<Vec<RaggedSet>, S
         i32::try_from(x).map_err(|_| format!("{what} {x} does not fit cuDNN's INT32 offsets"))
     };
     let (sq, dv) = (d.sq as i64, l.dv as i64);
+    // Every element cuDNN addresses from a bound pointer stays within INT32 elements (its
+    // offsets are INT32; the strides are not assumed to be computed wider).
+    let extent = |t: &mercury_kernels::cuda::Strided3, heads: usize, rows: usize, w: usize| {
+        (d.b as i64 - 1) * t.sb + (heads as i64 - 1) * t.sh + (rows as i64 - 1) * t.sr + w as i64
+    };
+    for (n, x) in [
+        ("q", extent(&l.q, d.hq, d.sq, d.d)),
+        ("k", extent(&l.k, d.hk, d.sk, d.d)),
+        ("v", extent(&l.v, d.hk, d.sk, l.dv)),
+        ("o", d.b as i64 * d.hq as i64 * sq * dv),
+    ] {
+        i32_of(x, &format!("{n} extent (elements)"))?;
+    }
     let mut out = Vec::new();
     for causal in [false, true] {
         let ps: Vec<&Piece> = pieces.iter().filter(|p| p.causal == causal).collect();

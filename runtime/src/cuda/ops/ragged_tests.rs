@@ -203,6 +203,12 @@ fn sets_lay_out_lengths_and_offsets() {
     assert_eq!(s[0].key.entries, 4);
     assert_eq!(&s[0].host[..8], &[100, 150, 1, 0, 100, 150, 1, 0]);
     let _ = Boundaries::whole(1);
+    // Memory cuDNN would address past INT32 elements from a bound pointer: refused.
+    let mut big = block(0, 300, 0, 300);
+    big.dims.hq = 4;
+    big.q.sh = 1 << 30;
+    let e = ragged_sets(&big, &ps).unwrap_err();
+    assert!(e.contains("q extent"), "{e}");
 }
 
 #[test]
