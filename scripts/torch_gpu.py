@@ -148,17 +148,21 @@ def world1():
             want,
         )
 
-    def virtual(sched):
-        # op(**inputs): every rank a virtual rank on this GPU.
+    def virtual(sched, devices=None):
+        # op(**inputs): every rank a virtual rank on this GPU, or with devices=[0, 0] the
+        # ranks on two device ids aliasing it (peer copies between them).
         text = (ROOT / "examples/attention.mlir").read_text()
         text = re.sub(r"commir\.axis @h = \d+", "commir.axis @h = 8", text)
         text = re.sub(r"(commir\.axis @[ij] = )\d+", r"\g<1>4096", text)
         op = mercury.compile(text, schedule=str(ROOT / f"examples/schedules/{sched}.sched"))
         ins = {n: rand(*s) for n, (_, s) in op.inputs.items()}
-        out = op(**ins)["O"]
+        if devices is None:
+            out, where = op(**ins)["O"], "8 virtual ranks"
+        else:
+            out, where = op(**ins, devices=devices)["O"], f"8 ranks on devices={devices}"
         want = sdpa_ref(ins["Q"], ins["K"], ins["V"], False)
         check(
-            f"op(**inputs) {sched}, 8 virtual ranks, s4096 ({op.last_device_ms:.3f} ms)",
+            f"op(**inputs) {sched}, {where}, s4096 ({op.last_device_ms:.3f} ms)",
             out,
             want,
         )
@@ -255,6 +259,8 @@ def world1():
     attempt("gemm ops", gemms)
     for sched in ("ring_attention", "ulysses", "tree_attention"):
         attempt(f"op(**inputs) {sched}", lambda sched=sched: virtual(sched))
+    for sched in ("ring_attention", "ulysses"):
+        attempt(f"op(**inputs) {sched} devices", lambda sched=sched: virtual(sched, [0, 0]))
     attempt("op(**inputs) asynctp", asynctp)
     attempt("attention sliding window", window)
     attempt("varlen_attention", varlen)

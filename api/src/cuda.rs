@@ -201,6 +201,45 @@ impl DeviceRunner {
         Ok(DeviceRunner::around(exec))
     }
 
+    /// Builds the executor of `plan` over the GPUs `devices` of this process: rank `r` on
+    /// `devices[r % devices.len()]` (the global buffers, and so the caller's tensors, on
+    /// `devices[0]`), copies between GPUs on the copy engine (peer copies, staged through the
+    /// host where peer access is off); an ordinal may repeat, making several device ids on one
+    /// GPU (the multi-GPU paths on one GPU, as `mercury-run --alias`). Like
+    /// [`DeviceRunner::new`], it allocates no global buffer.
+    ///
+    /// # Errors
+    /// [`Error::Input`] for no device, more devices than ranks, or an ordinal past the
+    /// visible GPUs (naming it); [`Error::Device`] when the executor cannot be built.
+    pub fn placed(plan: &Plan, devices: &[usize], ptx: &str) -> Result<DeviceRunner, Error> {
+        let n = plan.num_ranks();
+        if devices.is_empty() || devices.len() > n {
+            return Err(Error::Input(format!(
+                "devices={devices:?}: give between 1 and {n} GPUs (the operator has {n} ranks; rank r runs on devices[r % len])"
+            )));
+        }
+        let visible =
+            mercury_runtime::cuda::visible_gpus().map_err(|e| Error::NoDevice(e.to_string()))?;
+        if let Some(d) = devices.iter().find(|d| **d >= visible) {
+            return Err(Error::Input(format!(
+                "devices={devices:?}: GPU {d} is not visible (this process sees {visible})"
+            )));
+        }
+        let opts = ExecOptions {
+            own_globals: false,
+            ..ExecOptions::default()
+        };
+        let map = DeviceMap::round_robin(n, devices.len()).map_err(Error::Input)?;
+        let placement = Placement {
+            devices: map,
+            transport: TransportChoice::Copy,
+            physical: Some(devices.to_vec()),
+        };
+        let exec =
+            CudaExecutor::new_placed(plan.clone(), ptx, opts, placement).map_err(device_err)?;
+        Ok(DeviceRunner::around(exec))
+    }
+
     /// A runner around an executor built by the caller (`own_globals` off).
     pub fn around(exec: CudaExecutor) -> DeviceRunner {
         let n = exec.plan().buffers.len();

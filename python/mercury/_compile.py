@@ -91,6 +91,16 @@ def _prefix_sums(name: str, b) -> list[int]:
     return list(b)
 
 
+def _devices(devices) -> list[int]:
+    """``devices=`` of :meth:`Op.__call__` checked: a non-empty sequence of GPU ordinals."""
+    ok = isinstance(devices, (list, tuple)) and len(devices) > 0
+    if ok:
+        ok = all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices)
+    if not ok:
+        raise ValueError(f"devices must be a non-empty list of GPU ordinals, not {devices!r}")
+    return list(devices)
+
+
 class Op:
     """A compiled operator: its schedule, reports and buffers; call it on full tensors."""
 
@@ -175,12 +185,19 @@ class Op:
         CPU tensors run on the CPU reference executor (f64 arithmetic; outputs rounded to
         their buffers' dtypes); CUDA tensors on the CUDA executor, every rank a virtual rank on
         the tensors' GPU, read where they are and ordered on the current stream without a host
-        synchronisation (``op.last_device_ms``: the run's device time). A tensor whose dtype or
-        shape is not its buffer's, a missing or unknown name, a zero stride, or tensors on
-        several devices are refused with ``ValueError``. Document boundaries
+        synchronisation (``op.last_device_ms``: the run's device time). ``devices=[0, 1, ...]``
+        (CUDA tensors, on ``devices[0]``) spreads the ranks over those GPUs of this process
+        instead: rank ``r`` on ``devices[r % len(devices)]``, copies between GPUs on the copy
+        engine; a GPU may be named twice (two device ids on it: the multi-GPU paths on one
+        GPU). (An input buffer named ``devices`` takes the keyword instead.) A tensor whose
+        dtype or shape is not its buffer's, a missing or unknown name, a zero stride, or tensors
+        on several devices are refused with ``ValueError``. Document boundaries
         (:attr:`documents`) are passed by name too, as integer tensors or sequences of prefix
         sums (``0 = c[0] <= ... <= c[n] <= positions``), one plan for any boundaries.
         """
+        placed = None
+        if "devices" in inputs and "devices" not in self.inputs:
+            placed = _devices(inputs.pop("devices"))
         documents = {}
         for name in self.documents:
             if name in inputs:
@@ -195,13 +212,18 @@ class Op:
             where = ", ".join(f"{n} on {t.device}" for n, t in inputs.items())
             raise ValueError(f"the inputs are on several devices ({where}): put them on one")
         device = devices.pop() if devices else "cpu"
+        if placed is not None and device != "cuda":
+            raise ValueError(
+                f"devices={placed}: spreading the ranks over GPUs takes CUDA tensors (on "
+                f"cuda:{placed[0]}); the inputs are on {device}"
+            )
         if device == "cpu":
             return self._run_cpu(inputs, documents)
         if device == "cuda":
             gpus = {t.device for t in inputs.values()}
             if len(gpus) > 1:
                 raise ValueError(f"the inputs are on several GPUs ({sorted(map(str, gpus))})")
-            return _cuda.run(self, inputs, documents)
+            return _cuda.run(self, inputs, documents, placed)
         raise ValueError(
             f"inputs on {device}: op(**inputs) runs CPU tensors (the CPU reference executor) "
             "or CUDA tensors (the CUDA executor, every rank on the tensors' GPU)"

@@ -264,16 +264,43 @@ def run_group(
     run_bound(call.op, inputs, outputs, device, r, documents)
 
 
+def placed_runner(op, devices: list) -> Bound:
+    """The executor of ``op`` over the GPUs ``devices`` of this process (rank r on
+    ``devices[r % len(devices)]``), built on first use."""
+    key = ("placed", tuple(devices))
+    r = op._runners.get(key)
+    if r is None:
+        _load_torch_cudnn()
+        use_torch_allocator()
+        with torch.cuda.device(devices[0]):
+            r = Bound(op._native.cuda_placed_runner(list(devices), device_kernels()))
+        op._runners[key] = r
+    return r
+
+
 def run(
-    op, inputs: dict[str, torch.Tensor], documents: Optional[dict] = None
+    op,
+    inputs: dict[str, torch.Tensor],
+    documents: Optional[dict] = None,
+    devices: Optional[list] = None,
 ) -> dict[str, torch.Tensor]:
     """Runs ``op`` (a :class:`mercury.Op`) on full CUDA tensors of one GPU, every rank a
-    virtual rank there: the inputs read where they are, the outputs allocated through torch's
-    caching allocator, the run ordered on the current stream (no host synchronisation)."""
+    virtual rank there (or with ``devices``, spread over those GPUs, the tensors on the
+    first): the inputs read where they are, the outputs allocated through torch's caching
+    allocator, the run ordered on the current stream (no host synchronisation)."""
     device = next(iter(inputs.values())).device
+    r = None
+    if devices is not None:
+        at = device.index if device.index is not None else torch.cuda.current_device()
+        if at != devices[0]:
+            raise ValueError(
+                f"devices={devices}: the tensors are on cuda:{at}, but the operator's buffers "
+                f"live on devices[0] (cuda:{devices[0]}): move them there"
+            )
+        r = placed_runner(op, devices)
     outs = {
         n: torch.empty(shape, dtype=dtype, device=device)
         for n, (dtype, shape) in op.outputs.items()
     }
-    run_bound(op, inputs, outs, device, None, documents)
+    run_bound(op, inputs, outs, device, r, documents)
     return outs

@@ -291,6 +291,23 @@ impl PyOperator {
         Ok(PyRunner::new(runner))
     }
 
+    /// The plan's executor over GPUs `devices` of this process (rank r on
+    /// `devices[r % len(devices)]`, the tensors on `devices[0]`; an ordinal may repeat),
+    /// built with the device kernels `ptx`.
+    #[cfg(feature = "cuda")]
+    fn cuda_placed_runner(
+        &self,
+        py: Python<'_>,
+        devices: Vec<usize>,
+        ptx: &str,
+    ) -> PyResult<PyRunner> {
+        let plan = &self.op.plan;
+        let runner = py
+            .detach(|| mercury::cuda::DeviceRunner::placed(plan, &devices, ptx))
+            .map_err(py_err)?;
+        Ok(PyRunner::new(runner))
+    }
+
     /// The plan's executor for this process of `group`: its rank (the group rank) on the
     /// group's GPU, the other ranks in the group's other processes, over NCCL. Every process
     /// of the group must build it at the same point (collective).

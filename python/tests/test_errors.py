@@ -53,6 +53,15 @@ def test_missing_and_unknown_inputs(op):
         op(Q=[1.0], K=q, V=q)
 
 
+def test_devices_take_cuda_tensors_and_gpu_ordinals(op):
+    ins = {n: fresh(*s, dtype=torch.float32) for n, (_, s) in op.inputs.items()}
+    with pytest.raises(ValueError, match=r"devices=\[0, 1\]: spreading the ranks .* on cpu"):
+        op(**ins, devices=[0, 1])
+    for bad in ([], "0", [0, -1], [True], None):
+        with pytest.raises(ValueError, match="devices must be a non-empty list of GPU ordinals"):
+            op(**ins, devices=bad)
+
+
 def test_non_contiguous_cpu_inputs_are_read_as_they_are(op):
     ins = {n: fresh(*s, dtype=torch.float32) for n, (_, s) in op.inputs.items()}
     strided = {n: t.transpose(2, 3).contiguous().transpose(2, 3) for n, t in ins.items()}

@@ -472,8 +472,9 @@ fn alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<(DeviceBuffer, u64)> 
 }
 
 impl CudaExecutor {
-    /// Host time of the last launch (or of the enqueue half of the last run): binding aside,
-    /// what a call on a cached shape costs the host.
+    /// Host time of the last launch (or of the enqueue half of the last run), from the call to
+    /// its return: the previous run's progress polled, the direct bindings decided, the run
+    /// enqueued. Binding addresses aside, what a call on a cached shape costs the host here.
     pub fn last_enqueue_time(&self) -> Duration {
         self.last_enqueue
     }

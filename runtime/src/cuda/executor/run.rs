@@ -170,6 +170,7 @@ impl CudaExecutor {
                     .into(),
             ));
         }
+        let t0 = std::time::Instant::now();
         self.check_pending()?;
         self.check_documents()?;
         if let Some(i) = self.globals.iter().position(|g| !g.ready) {
@@ -202,7 +203,6 @@ impl CudaExecutor {
         );
         self.runs += 1;
         self.cur_phase = 0;
-        let t0 = std::time::Instant::now();
         if let Err(e) = self.apply_direct() {
             return Err(self.failed(e));
         }
@@ -240,7 +240,11 @@ impl CudaExecutor {
         for m in &self.marks[..enq] {
             match m.try_is_complete() {
                 Ok(true) => {}
-                Ok(false) => done = false,
+                Ok(false) => {
+                    // Still running: later marks' errors surface at a later check.
+                    done = false;
+                    break;
+                }
                 Err(e) => {
                     self.pending = None;
                     let e = RuntimeError::driver("device error while running the plan")(e);
