@@ -12,10 +12,13 @@
 #                                     # spanning-group paths, checked, on one GPU (not default;
 #                                     # MERCURY_GPU_ALIAS='2' for the 2 device ids only)
 #   MERCURY_GPU_PARTS=mgpu bash scripts/gpu.sh --remote         # only the multi-GPU section
-#   MERCURY_GPU_PARTS=masks ...       # masked attention (issue 43, not default): packed documents,
+#   MERCURY_GPU_PARTS=masks ...       # masked attention (issue 43, not default): cuDNN's
+#                                     # variable-sequence graphs probed (ragged_probe: each variant
+#                                     # finalised and checked against f64); packed documents,
 #                                     # windows, cross lower_right under the rings (also --alias 2),
-#                                     # checked; then our single-device packed attention vs
-#                                     # flex_attention on long-tail documents (scripts/bench/packed_vs_flex.py)
+#                                     # checked; then our single-device packed attention (routes
+#                                     # cudnn and nvrtc) vs flex_attention on long-tail documents
+#                                     # (scripts/bench/packed_vs_flex.py)
 #   MERCURY_GPU_PARTS=baselines ...   # PyTorch baselines on every GPU (scripts/baselines, >= 2 GPUs)
 #   MERCURY_BENCH_ONLY=P2c,P3 ...     # bench sections; MERCURY_SDPA_CASES=regex: SDPA baseline ids
 #   MERCURY_REGIME=idle=3000,sustained=6000   # both sides of the bench part timed alike (each
@@ -102,6 +105,9 @@ if [[ "${1:-}" != "--remote" ]]; then
     --no-default-features --features mercury-run/cuda,mercury-tune/cuda,mercury-python/default
   cargo build --release -p mercury-opt
   cp "$CARGO_TARGET_DIR/release/mercury-run" "$CARGO_TARGET_DIR/release/mercury-gpu-bench" .carry/
+  # The masks part's probe of cuDNN's variable-sequence graphs (kernels/examples/ragged_probe.rs).
+  cargo build --release -p mercury-kernels --features cuda --example ragged_probe
+  cp "$CARGO_TARGET_DIR/release/examples/ragged_probe" .carry/
   cp scripts/sdpa_baseline.py scripts/sdpa_bwd_baseline.py .carry/
   echo "== device kernels: mercury-opt --emit=ptx --all-device-kernels"
   "$CARGO_TARGET_DIR/release/mercury-opt" --emit=ptx --all-device-kernels --chip=sm_90 examples/attention.mlir > .carry/device_kernels.ptx
@@ -263,6 +269,12 @@ if [[ ",$parts," == *",schedules,"* ]]; then
   schedule_cases
 fi
 if [[ ",$parts," == *",masks,"* ]]; then
+  echo "== cuDNN's variable-sequence graphs (ragged_probe: plan and f64 check per variant)"
+  if $C/ragged_probe > "$out/ragged_probe.log" 2>&1 && ! grep -q WRONG "$out/ragged_probe.log"; then
+    sed 's/^/   /' "$out/ragged_probe.log"
+  else
+    sed 's/^/   /' "$out/ragged_probe.log"; echo "   ragged_probe FAILED"; status=1
+  fi
   mask_cases
   PLACE="--alias 2" TAG="alias2" mask_cases
   echo "== packed documents: our single-device packed attention vs flex_attention (document-causal)"

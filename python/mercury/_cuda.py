@@ -115,6 +115,11 @@ class Bound:
         self.native.launch(ptrs, stream)
         _launched.add(self)
 
+    def launch_named(self, tensors: dict, ordinal: int) -> None:
+        """:meth:`launch` with this process's tensor of every buffer by name, on GPU
+        ``ordinal``'s current stream."""
+        self.launch([tensors[n] for n in self.names], current_stream(ordinal))
+
     def wait(self) -> float:
         """Waits for the last run (faults raised); its device time in ms."""
         _launched.discard(self)
@@ -181,9 +186,8 @@ def run_bound(
     if documents:
         # The executor refills its masked blocks' row bounds (waits for a launched run).
         r.native.set_documents([(n, [int(x) for x in b]) for n, b in documents.items()])
-    tensors = [outputs[n] if o else inputs[n] for n, o in zip(r.names, r.outputs, strict=True)]
     # The executor binds its GPU's context itself; the stream is that GPU's current one.
-    r.launch(tensors, current_stream(ordinal))
+    r.launch_named({**inputs, **outputs}, ordinal)
     op._last_runner = r
 
 

@@ -8,11 +8,16 @@ import torch
 import torch.distributed as dist
 
 
+def distributed() -> bool:
+    """Whether torch.distributed is initialised (a default process group exists)."""
+    return dist.is_available() and dist.is_initialized()
+
+
 def resolve(group) -> tuple[int, int, Optional[str]]:
     """(world size, rank, group name) of ``group``; the world group when None and
     torch.distributed is initialised, else a world of 1 (no process group needed)."""
     if group is None:
-        if not (dist.is_available() and dist.is_initialized()):
+        if not distributed():
             return 1, 0, None
         group = dist.group.WORLD
     return dist.get_world_size(group), dist.get_rank(group), group.group_name

@@ -46,6 +46,11 @@ last_op: Optional[Op] = None
 #: Prepared calls by signature (shapes, dtypes, devices, options, group).
 _calls: dict = {}
 
+#: ``mercury.attention``'s signatures at world size 1 on CUDA tensors whose executor is built:
+#: a call with one of them, eager and without a gradient, goes straight to
+#: :meth:`_Attention.forward_world1` (docs/perf.md, "The Python entry": the host time of a call).
+_world1: dict = {}
+
 
 def _call(key, make) -> Call:
     c = _calls.get(key)
@@ -173,6 +178,12 @@ class _Attention:
         self.group_name = group_name
         self.local = (b, hq, s, dv)
         self.bshd = layout == "bshd"
+        #: The GPU of CUDA tensors at world size 1 (the executor's, :meth:`forward_world1`).
+        self.ordinal = (
+            (q.device.index if q.device.index is not None else torch.cuda.current_device())
+            if q.is_cuda and world == 1
+            else None
+        )
         text, self.bwd_schedule = _mercury.attention_commir(**self.spec, lse=lse)
         self.fwd = Call(_compiled(text, schedule, topology), group_name, self._shardings())
         self._bwd: Optional[Call] = None
@@ -206,6 +217,22 @@ class _Attention:
             outs["L"] = lse_t
         ins = {"Q": self.bhsd(q), "K": self.bhsd(k), "V": self.bhsd(v)}
         _run(self.fwd, ins, outs, bounds)
+        return o, lse_t
+
+    def forward_world1(self, q, k, v, lse: bool):
+        """:meth:`forward` at world size 1 on CUDA tensors once the executor is built (a
+        cached shape): the outputs allocated, the tensors bound, the run launched."""
+        b, hq, s, dv = self.local
+        o = self.empty(q, dv)
+        lse_t = _empty(q, (b, hq, s), _lse_dtype(q.dtype)) if lse else None
+        op = self.fwd.op
+        r = op._runners[self.ordinal]
+        by_name = {"Q": self.bhsd(q), "K": self.bhsd(k), "V": self.bhsd(v), "O": self.bhsd(o)}
+        if lse:
+            by_name["L"] = lse_t
+        r.launch_named(by_name, self.ordinal)
+        global last_op
+        last_op, op._last_runner = op, r
         return o, lse_t
 
     def backward(self, q, k, v, o, lse, do, bounds: Optional[dict] = None):
@@ -400,10 +427,30 @@ def attention(
     keys it sees (flash-attn's ``softmax_lse``). Differentiable in q, k and v. Packed sequences
     (flash-attn's ``cu_seqlens``): :func:`mercury.varlen_attention`.
     """
+    # A cached shape at world size 1 on CUDA, eager, no gradient: straight to the executor.
+    fast = None
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if q.is_cuda and group is None and type(window_size) is tuple and not grad and _eager():
+        if not _group.distributed():
+            fast = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.device, k.device,
+                    v.device, causal, softmax_scale, layout, balance, schedule, return_lse,
+                    topology, window_size)  # fmt: skip
+            a = _world1.get(fast)
+            if a is not None:
+                o, lse = a.forward_world1(q, k, v, return_lse)
+                return (o, lse) if return_lse else o
+    window = _mask.window(window_size)
     o, lse = attention_entry(q, k, v, None, None, what="mercury.attention", causal=causal,
                              softmax_scale=softmax_scale, layout=layout, group=group,
                              balance=balance, schedule=schedule, return_lse=return_lse,
-                             topology=topology, window=_mask.window(window_size))  # fmt: skip
+                             topology=topology, window=window)  # fmt: skip
+    if fast is not None:
+        opts = (causal, softmax_scale, layout, balance, schedule, topology, None, window)
+        a, _ = _attention_of(q, k, v, opts, return_lse, None, None)
+        if a.ordinal is not None and a.ordinal in a.fwd.op._runners:
+            if len(_world1) > 256:
+                _world1.clear()
+            _world1[fast] = a
     return (o, lse) if return_lse else o
 
 

@@ -6,10 +6,12 @@ Documents: long-tail lengths (Pareto from 64 tokens, alpha 0.25: median about 1K
 as the anchor of ../shared/docs/toolchain-and-anchors.md draws them after MagiAttention's
 benchmarks) filling each total, from --seed. Shapes: batch 1, --heads query and key heads, head dim --dim, bf16.
 
-Ours: `mercury-run --backend cuda --virtual --check --bench` on a generated CommIR operator
+Ours: `mercury-run --backend cuda --virtual --check --bench --attention ROUTE` (each of
+--routes: cudnn, the document pieces on cuDNN's variable-sequence path where it builds a plan;
+nvrtc, the NVRTC kernel under per-row key bounds) on a generated CommIR operator
 (causal attention with `documents = @docs`) under the ring schedule, given the same boundaries
 (`--documents docs=FILE`); its "single-device patch" row is our single-device packed attention
-(one attention patch over the whole sequence: the NVRTC kernel under per-row key bounds), its
+(one attention patch over the whole sequence, on the route asked for), its
 "schedule" row the ring on 8 virtual ranks.
 Both are medians of CUDA-event-timed runs after warm-up, as flex's here.
 
@@ -93,8 +95,8 @@ commir.kernel @attention on @mesh {{
 """
 
 
-def ours(args, lens, total, tag):
-    d = os.path.join(args.out_dir, tag)
+def ours(args, lens, total, tag, route):
+    d = os.path.join(args.out_dir, f"{tag}-{route}")
     os.makedirs(d, exist_ok=True)
     op = os.path.join(d, "packed.mlir")
     with open(op, "w") as f:
@@ -106,7 +108,7 @@ def ours(args, lens, total, tag):
     cmd = [
         args.mercury_run, "--backend", "cuda", "--virtual", "--check", "--bench",
         "--iters", str(args.iters), "--warmup", str(args.warmup),
-        "--documents", f"docs={bf}", "--schedule", args.schedule, op,
+        "--documents", f"docs={bf}", "--attention", route, "--schedule", args.schedule, op,
     ]
     if args.device_kernels:
         cmd[1:1] = ["--device-kernels", args.device_kernels]
@@ -120,7 +122,7 @@ def ours(args, lens, total, tag):
         "ok": p.returncode == 0,
         "single_ms": float(single.group(1)) if single else None,
         "schedule_ms": float(sched.group(1)) if sched else None,
-        "check": [l for l in log.splitlines() if "check" in l],
+        "check": [l for l in log.splitlines() if "check" in l or "warn" in l.lower()],
         "command": " ".join(cmd),
     }
 
@@ -139,12 +141,18 @@ def main():
     ap.add_argument("--mercury-run", default=".carry/mercury-run")
     ap.add_argument("--device-kernels", default=None)
     ap.add_argument("--schedule", default="examples/schedules/ring_attention.sched")
+    ap.add_argument(
+        "--routes", default="cudnn,nvrtc",
+        help="our attention routes to time (mercury-run --attention): cudnn (document pieces "
+        "on cuDNN's variable-sequence path where it builds a plan) and/or nvrtc (the NVRTC "
+        "kernel under per-row key bounds)",
+    )
     ap.add_argument("--out-dir", default=os.environ.get("OUT", "."))
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     rows = []
-    print("| total | documents (max, median) | flex ms (TFLOP/s) | ours single ms (TFLOP/s) | ours / flex | ring 8 virtual ms | ours check |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: | --- |")
+    print("| total | documents (max, median) | flex ms (TFLOP/s) | route | ours single ms (TFLOP/s) | ours / flex | ring 8 virtual ms | ring / single | ours check |")
+    print("| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |")
     for total in (int(x) for x in args.totals.split(",")):
         lens = documents(total, args.seed + total, args.alpha, args.min_len, args.max_len)
         pairs = sum(n * (n + 1) // 2 for n in lens)
@@ -152,24 +160,26 @@ def main():
         tf = lambda ms: flops / (ms * 1e-3) / 1e12 if ms else float("nan")
         fms = flex_time(lens, args.heads, args.dim, args.iters, args.warmup)
         torch.cuda.empty_cache()
-        o = ours(args, lens, total, f"t{total}")
-        r = {
-            "total": total, "documents": len(lens), "max": max(lens),
-            "median": int(np.median(lens)), "pairs": pairs,
-            "flex_ms": fms, "flex_tflops": tf(fms), **o,
-            "ours_tflops": tf(o["single_ms"]),
-        }
-        r["ratio"] = r["ours_tflops"] / r["flex_tflops"] if o["single_ms"] else None
-        rows.append(r)
-        print(
-            f"| {total} | {len(lens)} ({max(lens)}, {r['median']}) | {fms:.2f} ({tf(fms):.0f}) | "
-            f"{o['single_ms'] or float('nan'):.2f} ({r['ours_tflops']:.0f}) | "
-            f"{(r['ratio'] or float('nan')):.2f}x | {o['schedule_ms'] or float('nan'):.2f} | "
-            f"{'ok' if o['ok'] else 'FAILED'} |",
-            flush=True,
-        )
-        for l in o["check"]:
-            print(f"  {l}")
+        for route in args.routes.split(","):
+            o = ours(args, lens, total, f"t{total}", route)
+            r = {
+                "total": total, "documents": len(lens), "max": max(lens),
+                "median": int(np.median(lens)), "pairs": pairs, "route": route,
+                "flex_ms": fms, "flex_tflops": tf(fms), **o,
+                "ours_tflops": tf(o["single_ms"]),
+            }
+            r["ratio"] = r["ours_tflops"] / r["flex_tflops"] if o["single_ms"] else None
+            ring = (o["schedule_ms"] / o["single_ms"]) if o["single_ms"] and o["schedule_ms"] else float("nan")
+            rows.append(r)
+            print(
+                f"| {total} | {len(lens)} ({max(lens)}, {r['median']}) | {fms:.2f} ({tf(fms):.0f}) | {route} | "
+                f"{o['single_ms'] or float('nan'):.2f} ({r['ours_tflops']:.0f}) | "
+                f"{(r['ratio'] or float('nan')):.2f}x | {o['schedule_ms'] or float('nan'):.2f} | "
+                f"{ring:.2f}x | {'ok' if o['ok'] else 'FAILED'} |",
+                flush=True,
+            )
+            for l in o["check"]:
+                print(f"  {l}")
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
     if args.out:
         with open(args.out, "w") as f:

@@ -198,6 +198,8 @@ fn pw_mode(m: PwMode) -> u32 {
         PwMode::Exp => P::CUDNN_POINTWISE_EXP,
         PwMode::Log => P::CUDNN_POINTWISE_LOG,
         PwMode::CmpGe => P::CUDNN_POINTWISE_CMP_GE,
+        PwMode::CmpLt => P::CUDNN_POINTWISE_CMP_LT,
+        PwMode::LogicalAnd => P::CUDNN_POINTWISE_LOGICAL_AND,
         PwMode::GenIndex => P::CUDNN_POINTWISE_GEN_INDEX,
         PwMode::BinarySelect => P::CUDNN_POINTWISE_BINARY_SELECT,
         PwMode::Identity => P::CUDNN_POINTWISE_IDENTITY,
@@ -249,6 +251,14 @@ pub fn build_plan(
         d.set_bool(A::CUDNN_ATTR_TENSOR_IS_VIRTUAL, t.is_virtual)?;
         if t.by_value {
             d.set_bool(A::CUDNN_ATTR_TENSOR_IS_BY_VALUE, true)?;
+        }
+        if let Some(r) = t.ragged {
+            let at = *idx.get(&r).ok_or_else(|| CudnnError {
+                what: format!("tensor {}", t.uid),
+                status: 2000,
+                message: format!("its ragged offset tensor {r} is not declared before it"),
+            })?;
+            d.set_descs(A::CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, &[&keep[at]])?;
         }
         d.finalize().map_err(|mut e| {
             e.what = format!(
@@ -316,7 +326,7 @@ pub fn build_plan(
                 d.set_descs(A::CUDNN_ATTR_OPERATION_RESHAPE_YDESC, &[t(*y)])?;
                 d
             }
-            OpDesc::Matmul { a, b, c } => {
+            OpDesc::Matmul { a, b, c } | OpDesc::MatmulVarlen { a, b, c, .. } => {
                 let mm = Desc::new(lib, D::CUDNN_BACKEND_MATMUL_DESCRIPTOR)?;
                 mm.set_u32(
                     A::CUDNN_ATTR_MATMUL_COMP_TYPE,
@@ -329,6 +339,17 @@ pub fn build_plan(
                 d.set_descs(A::CUDNN_ATTR_OPERATION_MATMUL_BDESC, &[t(*b)])?;
                 d.set_descs(A::CUDNN_ATTR_OPERATION_MATMUL_CDESC, &[t(*c)])?;
                 d.set_descs(A::CUDNN_ATTR_OPERATION_MATMUL_DESC, &[&mm])?;
+                if let OpDesc::MatmulVarlen { m, n, k, .. } = op {
+                    for (name, u) in [
+                        (A::CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, m),
+                        (A::CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, n),
+                        (A::CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, k),
+                    ] {
+                        if let Some(u) = u {
+                            d.set_descs(name, &[t(*u)])?;
+                        }
+                    }
+                }
                 keep.push(mm);
                 d
             }

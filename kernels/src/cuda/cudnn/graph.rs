@@ -245,6 +245,9 @@ pub struct TensorDesc {
     pub by_value: bool,
     /// Declared byte alignment of the bound pointer.
     pub align: i64,
+    /// The unique id of this tensor's ragged-offset tensor (cuDNN's variable-sequence layout:
+    /// `CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC`; it must come earlier in the graph's tensors).
+    pub ragged: Option<i64>,
 }
 
 /// Pointwise modes used by the graphs (`cudnnPointwiseMode_t` subset).
@@ -257,6 +260,8 @@ pub enum PwMode {
     Exp,
     Log,
     CmpGe,
+    CmpLt,
+    LogicalAnd,
     GenIndex,
     BinarySelect,
     /// `y = x` (a cast when the types differ).
@@ -284,6 +289,16 @@ pub enum OpDesc {
     },
     /// `c = a @ b` over the last two dims, batch dims broadcast; f32 compute.
     Matmul { a: i64, b: i64, c: i64 },
+    /// As `Matmul`, with the GEMM's `m`, `n` or `k` read per batch entry from INT32
+    /// `[b, 1, 1, 1]` tensors (cuDNN's variable sequence lengths).
+    MatmulVarlen {
+        a: i64,
+        b: i64,
+        c: i64,
+        m: Option<i64>,
+        n: Option<i64>,
+        k: Option<i64>,
+    },
     /// `y = mode(x[, b][, t])` with `prec` math precision; `axis` for `GenIndex`.
     Pointwise {
         mode: PwMode,
@@ -398,6 +413,7 @@ impl Builder {
             is_virtual: false,
             by_value: false,
             align,
+            ragged: None,
         });
         uid
     }
@@ -411,6 +427,7 @@ impl Builder {
             is_virtual: false,
             by_value: true,
             align: 16,
+            ragged: None,
         });
         uid
     }
@@ -426,6 +443,7 @@ impl Builder {
             is_virtual: true,
             by_value: false,
             align: 16,
+            ragged: None,
         });
         uid
     }
@@ -444,6 +462,14 @@ impl Builder {
 }
 
 impl Builder {
+    /// The by-value -inf fill of masked logits ([`uid::FILL`]), declared once per graph.
+    pub(super) fn fill(&mut self) -> i64 {
+        if self.tensors.iter().all(|t| t.uid != uid::FILL) {
+            self.scalar(uid::FILL, DataType::F32);
+        }
+        uid::FILL
+    }
+
     /// `x` with the logits `mask` hides set to the by-value fill ([`uid::FILL`], -inf): row and
     /// column indices (GEN_INDEX on axes 2 and 3), the row shifted by the by-value INT32
     /// [`uid::DELTA`] for [`Mask::CausalShifted`], `row >= col` kept (BINARY_SELECT).
@@ -452,7 +478,7 @@ impl Builder {
         if mask == Mask::None {
             return x;
         }
-        let fill = self.scalar(uid::FILL, DataType::F32);
+        let fill = self.fill();
         let index = |g: &mut Builder, axis: i64| {
             let y = g.virt(DataType::I32, full);
             g.ops.push(OpDesc::Pointwise {
@@ -489,6 +515,57 @@ impl Builder {
             axis: None,
         });
         y
+    }
+}
+
+impl Builder {
+    /// The composite graph's tail (cudnn-frontend's `softmax` node with Stats, then bmm2):
+    /// `Stats = max + ln(sum(exp(logits - max)))` into `stats`, `P = exp(..) / sum` in the io
+    /// type `io`, `o = P @ v`; `varlen` gives bmm2's per-entry M and K overrides (`seq_q`,
+    /// `seq_kv`). `full` is the logits' shape `[b, h_q, s_q, s_kv]`.
+    pub(super) fn softmax_pv(
+        &mut self,
+        logits: i64,
+        (stats, v, o): (i64, i64, i64),
+        io: DataType,
+        full: &[i64],
+        varlen: Option<(i64, i64)>,
+    ) {
+        let row = [full[0], full[1], full[2], 1];
+        let m = self.virt(DataType::F32, &row);
+        self.ops.push(OpDesc::Reduction {
+            op: RedOp::Max,
+            x: logits,
+            y: m,
+        });
+        let d = self.virt(DataType::F32, full);
+        self.pw(PwMode::Sub, DataType::F32, logits, Some(m), d);
+        let e = self.virt(DataType::F32, full);
+        self.pw(PwMode::Exp, DataType::F32, d, None, e);
+        let z = self.virt(DataType::F32, &row);
+        self.ops.push(OpDesc::Reduction {
+            op: RedOp::Add,
+            x: e,
+            y: z,
+        });
+        let lnz = self.virt(DataType::F32, &row);
+        self.pw(PwMode::Log, DataType::F32, z, None, lnz);
+        self.pw(PwMode::Add, DataType::F32, m, Some(lnz), stats);
+        // P carries the io type: the second matmul's A operand must (cudnn-frontend's
+        // "bmm2 aType").
+        let p = self.virt(io, full);
+        self.pw(PwMode::Div, DataType::F32, e, Some(z), p);
+        self.ops.push(match varlen {
+            None => OpDesc::Matmul { a: p, b: v, c: o },
+            Some((seq_q, seq_kv)) => OpDesc::MatmulVarlen {
+                a: p,
+                b: v,
+                c: o,
+                m: Some(seq_q),
+                n: None,
+                k: Some(seq_kv),
+            },
+        });
     }
 }
 
@@ -530,36 +607,12 @@ pub fn sdpa_graph(key: &SdpaKey) -> GraphDesc {
                 vec![key.k[0], key.k[1], key.k[3], key.k[2]],
             );
             let full = [b, hq, sq, sk];
-            let row = [b, hq, sq, 1];
             let s = g.virt(DataType::F32, &full);
             g.ops.push(OpDesc::Matmul { a: q, b: kt, c: s });
             let s1 = g.virt(DataType::F32, &full);
             g.pw(PwMode::Mul, DataType::F32, s, Some(scale), s1);
             let logits = g.causal_mask(s1, key.mask, &full);
-            let m = g.virt(DataType::F32, &row);
-            g.ops.push(OpDesc::Reduction {
-                op: RedOp::Max,
-                x: logits,
-                y: m,
-            });
-            let d = g.virt(DataType::F32, &full);
-            g.pw(PwMode::Sub, DataType::F32, logits, Some(m), d);
-            let e = g.virt(DataType::F32, &full);
-            g.pw(PwMode::Exp, DataType::F32, d, None, e);
-            let z = g.virt(DataType::F32, &row);
-            g.ops.push(OpDesc::Reduction {
-                op: RedOp::Add,
-                x: e,
-                y: z,
-            });
-            let lnz = g.virt(DataType::F32, &row);
-            g.pw(PwMode::Log, DataType::F32, z, None, lnz);
-            g.pw(PwMode::Add, DataType::F32, m, Some(lnz), stats);
-            // P carries the io type: the second matmul's A operand must (cudnn-frontend's
-            // "bmm2 aType").
-            let p = g.virt(io, &full);
-            g.pw(PwMode::Div, DataType::F32, e, Some(z), p);
-            g.ops.push(OpDesc::Matmul { a: p, b: v, c: o });
+            g.softmax_pv(logits, (stats, v, o), io, &full, None);
         }
     }
     g.finish()
@@ -614,6 +667,11 @@ pub(super) mod tests {
                     scale,
                 } => (vec![*q, *k, *v, *scale], vec![*o, *stats]),
                 OpDesc::Matmul { a, b, c } => (vec![*a, *b], vec![*c]),
+                OpDesc::MatmulVarlen { a, b, c, m, n, k } => {
+                    let mut i = vec![*a, *b];
+                    i.extend(m.iter().chain(n.iter()).chain(k.iter()));
+                    (i, vec![*c])
+                }
                 OpDesc::Pointwise { x, b, t, y, .. } => {
                     let mut i = vec![*x];
                     i.extend(b.iter().chain(t.iter()));
@@ -645,7 +703,15 @@ pub(super) mod tests {
                 defined.insert(o);
             }
         }
-        for t in &g.tensors {
+        for (i, t) in g.tensors.iter().enumerate() {
+            if let Some(r) = t.ragged {
+                let at = g.tensors.iter().position(|x| x.uid == r);
+                assert!(
+                    at.is_some_and(|at| at < i),
+                    "ragged offset {r} of {} not declared before it",
+                    t.uid
+                );
+            }
             if t.is_virtual {
                 assert!(written.contains(&t.uid), "virtual {} never written", t.uid);
             }

@@ -21,12 +21,14 @@ mod bwd;
 pub mod bwd_graph;
 pub mod graph;
 pub mod loader;
+pub mod ragged;
 
 pub use backend::{CudnnError, ExecPlan};
 pub use bwd::SdpaBwdCall;
 pub use bwd_graph::SdpaBwdKey;
 pub use graph::{IoType, Mask, Route, SdpaKey, Strides4};
 pub use loader::{version_string, CudnnLib};
+pub use ragged::{RaggedCall, RaggedKey};
 
 use super::alloc::{alloc_bytes, DeviceBuffer};
 use super::error::{KernelError, Result};
@@ -179,6 +181,8 @@ struct State {
     bwd_plans: HashMap<SdpaBwdKey, std::result::Result<Arc<ExecPlan>, String>>,
     /// Backward workspace and scratch per stream.
     bwd_workspaces: HashMap<usize, DeviceBuffer>,
+    /// Variable-sequence plans ([`ragged`]), as `plans`.
+    ragged_plans: HashMap<RaggedKey, std::result::Result<Arc<ExecPlan>, String>>,
     stats: PlanStats,
 }
 
@@ -261,6 +265,7 @@ impl CudnnAttention {
                 workspaces: HashMap::new(),
                 bwd_plans: HashMap::new(),
                 bwd_workspaces: HashMap::new(),
+                ragged_plans: HashMap::new(),
                 stats: PlanStats::default(),
             }),
         })
@@ -440,6 +445,108 @@ impl CudnnAttention {
         // SAFETY: device pointers per the caller, host scalars live through this call (cuDNN
         // copies by-value scalars into the launch), the workspace is at least `plan.workspace`
         // bytes of this stream's memory.
+        unsafe { plan.execute(self.lib, st.handle.raw, &bindings, dev(ws)) }.map_err(cudnn_err)
+    }
+}
+
+impl CudnnAttention {
+    /// The variable-sequence plan of `key` (built and cached on first use; a refusal is cached
+    /// too, with the library's reason), and the workspace bytes it needs.
+    pub fn prepare_ragged(&self, key: &RaggedKey) -> Result<usize> {
+        key.validate()
+            .map_err(|m| KernelError::Invalid(format!("cuDNN attention {key}: {m}")))?;
+        let mut st = self.lock()?;
+        let st = &mut *st;
+        cached_plan(
+            self.lib,
+            st.handle.raw,
+            &mut st.ragged_plans,
+            &mut st.stats,
+            *key,
+            || ragged::ragged_graph(key),
+        )
+        .map(|p| p.workspace)
+        .map_err(|e| {
+            KernelError::Cudnn(format!(
+                "no cuDNN {} plan for {key}: {e}",
+                version_string(self.lib.version)
+            ))
+        })
+    }
+
+    /// Enqueues one variable-sequence forward ([`ragged`]) on `stream` with the workspace `ws`
+    /// of `ws_bytes` (at least [`CudnnAttention::prepare_ragged`]'s answer).
+    ///
+    /// # Safety
+    /// Every pointer of `call` must be device memory of this context: the per-entry arrays
+    /// hold `entries` (lengths) and `entries + 1` (offsets) INT32, every entry's rows lie
+    /// inside its tensor's memory at its offset, O and Stats do not overlap Q, K, V or each
+    /// other, and all of it stays live until the work completes on `stream`.
+    pub unsafe fn forward_ragged(
+        &self,
+        stream: &CudaStream,
+        call: &RaggedCall,
+        ws: u64,
+        ws_bytes: usize,
+    ) -> Result<()> {
+        let need = self.prepare_ragged(&call.key)?;
+        if ws_bytes < need {
+            return Err(KernelError::Invalid(format!(
+                "cuDNN ragged attention needs a {need} B workspace, got {ws_bytes} B"
+            )));
+        }
+        for (n, p, a) in [
+            ("q", call.q, 16),
+            ("k", call.k, 16),
+            ("v", call.v, 16),
+            ("o", call.o, 16),
+            ("stats", call.stats, 4),
+        ] {
+            if p == 0 || !p.is_multiple_of(a) {
+                return Err(KernelError::Invalid(format!(
+                    "cuDNN ragged attention: {n} pointer {p:#x} is not {a}-byte aligned"
+                )));
+            }
+        }
+        let st = self.lock()?;
+        let plan = match st.ragged_plans.get(&call.key) {
+            Some(Ok(p)) => p.clone(),
+            _ => {
+                return Err(KernelError::Cudnn(format!(
+                    "no cuDNN plan for {}",
+                    call.key
+                )))
+            }
+        };
+        self.ctx
+            .bind_to_thread()
+            .map_err(KernelError::driver("bind context for cuDNN"))?;
+        // SAFETY: a live handle and a stream of this context.
+        let s = unsafe { (self.lib.set_stream)(st.handle.raw, stream.cu_stream() as *mut c_void) };
+        check(self.lib, s, || "cudnnSetStream".into()).map_err(cudnn_err)?;
+        let mut scale = call.scale;
+        let mut fill = f32::NEG_INFINITY;
+        let dev = |p: u64| p as *mut c_void;
+        use ragged::ragged_uid as r;
+        let bindings = [
+            (uid::Q, dev(call.q)),
+            (uid::K, dev(call.k)),
+            (uid::V, dev(call.v)),
+            (uid::O, dev(call.o)),
+            (uid::STATS, dev(call.stats)),
+            (uid::SCALE, (&mut scale as *mut f32).cast()),
+            (uid::FILL, (&mut fill as *mut f32).cast()),
+            (r::SEQ_Q, dev(call.seq_q)),
+            (r::SEQ_KV, dev(call.seq_kv)),
+            (r::Q_OFF, dev(call.offsets[0])),
+            (r::K_OFF, dev(call.offsets[1])),
+            (r::V_OFF, dev(call.offsets[2])),
+            (r::O_OFF, dev(call.offsets[3])),
+            (r::STATS_OFF, dev(call.offsets[4])),
+        ];
+        // SAFETY: device pointers per the caller, host scalars live through this call, the
+        // workspace is at least `plan.workspace` bytes of this stream's memory. Bindings the
+        // plan does not read (Stats' offset of a padded Stats) are ignored.
         unsafe { plan.execute(self.lib, st.handle.raw, &bindings, dev(ws)) }.map_err(cudnn_err)
     }
 }

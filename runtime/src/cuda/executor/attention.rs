@@ -2,6 +2,7 @@
 //! choice of a patch per block, and the part buffers of deferred-merge groups.
 
 use super::{alloc, AttnBackend, DeviceRes, ExecOptions};
+use crate::cuda::device_kernels::AttnAcc;
 use crate::cuda::error::{Result, RuntimeError};
 use crate::cuda::ops::{self, AttnVia, ComputeLaunch};
 use cudarc::driver::{CudaContext, CudaStream};
@@ -77,6 +78,83 @@ pub(super) fn attention_f32_patch(ctx: &Arc<CudaContext>) -> Result<Arc<Attentio
 /// Largest part buffer one deferred merge group may take.
 const MAX_PART_BYTES: usize = 4 << 30;
 
+/// The part buffer of a deferred-merge group of `n` blocks into `a`: elements between two
+/// parts' O (bf16) and lse (f32), and the bytes; `None` past [`MAX_PART_BYTES`].
+fn part_layout(a: &AttnAcc, n: usize) -> Option<(usize, usize, usize)> {
+    let round = |x: usize, to: usize| x.div_ceil(to) * to;
+    let o_stride = round(a.b * a.hq * a.sq * a.d, 128);
+    let l_stride = round(a.b * a.hq * a.sq, 64);
+    let bytes = n * (o_stride * 2 + l_stride * 4);
+    (bytes <= MAX_PART_BYTES).then_some((o_stride, l_stride, bytes))
+}
+
+/// Ring steps of masked blocks that may run on cuDNN's variable-sequence path
+/// (`MaskedSplit::ragged_arrays`) into one accumulator: as [`defer_group`], each keeps a part
+/// in a buffer of its group and the group's last block merges them all; whether a batch uses
+/// the parts is decided per group by `set_documents` (every block on cuDNN or empty). Returns
+/// the part buffers.
+fn defer_masked(
+    stream: &Arc<CudaStream>,
+    prog: &RankProgram,
+    stages: &mut [Vec<ComputeLaunch>],
+) -> Result<Vec<DeviceBuffer>> {
+    let member = |stages: &[Vec<ComputeLaunch>], (si, oi): (usize, usize)| match stages
+        .get(si)
+        .and_then(|st| st.get(oi))
+    {
+        Some(ComputeLaunch::Attention {
+            launch,
+            via: AttnVia::Masked(split),
+        }) if split.ragged_arrays.is_some() => ops::launch_acc(launch)
+            .ok()
+            .map(|acc| (launch.accumulate, acc)),
+        _ => None,
+    };
+    let groups = ops::defer_groups(
+        prog,
+        |si, oi| member(stages, (si, oi)).is_some(),
+        ops::MAX_DEFERRED_PARTS,
+    );
+    let mut bufs = Vec::new();
+    for (gi, g) in groups.iter().enumerate() {
+        let Some((first_acc, a)) = member(stages, g[0]) else {
+            continue;
+        };
+        if g.iter().any(|&m| member(stages, m).map(|x| x.1) != Some(a)) {
+            continue;
+        }
+        let n = g.len();
+        let Some((o_stride, l_stride, bytes)) = part_layout(&a, n) else {
+            continue;
+        };
+        let (buf, base) = alloc(stream, bytes)?;
+        stream
+            .synchronize()
+            .map_err(RuntimeError::driver("synchronize part allocation"))?;
+        for (j, &(si, oi)) in g.iter().enumerate() {
+            if let ComputeLaunch::Attention {
+                via: AttnVia::Masked(split),
+                ..
+            } = &mut stages[si][oi]
+            {
+                split.part = Some((
+                    gi,
+                    ops::PartSlot {
+                        index: j,
+                        merge: (j + 1 == n).then_some((n, !first_acc)),
+                        o_base: base,
+                        l_base: base + (n * o_stride * 2) as u64,
+                        o_stride,
+                        l_stride,
+                    },
+                ));
+            }
+        }
+        bufs.push(buf);
+    }
+    Ok(bufs)
+}
+
 /// Points the blocks `members` (stage, op) of one deferral group at a part buffer allocated on
 /// `stream`'s device, checking that cuDNN takes every block with its new output; returns the
 /// buffer, or `None` (blocks left merging one by one) when the parts would be too large or a
@@ -99,13 +177,9 @@ fn defer_group(
     };
     let n = members.len();
     let a = first.acc;
-    let round = |x: usize, to: usize| x.div_ceil(to) * to;
-    let o_stride = round(a.b * a.hq * a.sq * a.d, 128);
-    let l_stride = round(a.b * a.hq * a.sq, 64);
-    let bytes = n * (o_stride * 2 + l_stride * 4);
-    if bytes > MAX_PART_BYTES {
+    let Some((o_stride, l_stride, bytes)) = part_layout(&a, n) else {
         return Ok(None);
-    }
+    };
     let (buf, base) = alloc(stream, bytes)?;
     // The compute streams use the buffer: finish the stream-ordered allocation first.
     stream
@@ -173,7 +247,7 @@ pub(super) fn choose_attention(
             continue;
         };
         if let AttnVia::Masked(split) = via {
-            parts.push(super::masked::prepare_masked(dev, launch, split, opts)?);
+            parts.extend(super::masked::prepare_masked(dev, launch, split, opts)?);
             continue;
         }
         let cudnn = match &dev.cudnn {
@@ -203,6 +277,9 @@ pub(super) fn choose_attention(
     }
     // Ring steps into one accumulator: keep each block's part and merge the group in one
     // pass at its last block (reads every part once, the accumulator once).
+    if opts.defer_merges {
+        parts.extend(defer_masked(&dev.stream, prog, stages)?);
+    }
     if let Some(cudnn) = dev.cudnn.clone().filter(|_| opts.defer_merges) {
         let groups = ops::defer_groups(
             prog,

@@ -225,7 +225,7 @@ pub fn cudnn_split(l: &AttnLaunch) -> Result<CudnnSplit> {
 }
 
 /// The output and lse of `l` as the merge kernels take them (checked: [`AttnAcc::check`]).
-pub(super) fn launch_acc(l: &AttnLaunch) -> Result<AttnAcc> {
+pub fn launch_acc(l: &AttnLaunch) -> Result<AttnAcc> {
     let d = l.dims;
     let acc = AttnAcc {
         o: l.o.ptr,

@@ -13,23 +13,31 @@
 //! own run, gives o = 0, lse = -inf to rows that see nothing, and merges into the accumulator
 //! in its epilogue. A block a batch leaves empty launches nothing when it accumulates.
 //!
+//! # cuDNN's variable-sequence path
+//!
+//! Under documents without a window, `set_documents` also cuts the block's rows into document
+//! pieces (`ragged.rs`) and, where they are large enough and cuDNN builds a plan for them, the
+//! block runs as one or two calls of cuDNN's variable-sequence forward (one batch entry per
+//! piece) plus a merge instead ([`MaskedSplit::ragged`]); the row bounds stay uploaded, so any
+//! batch can fall back to the NVRTC kernel.
+//!
 //! # Trade-off
 //!
 //! cuDNN's fused kernels are about twice as fast as the NVRTC kernel on dense blocks, but
-//! cuDNN 9.19 builds no plan for this mask: its composite graph with the rows' bounds as
-//! `[1, 1, s_q, 1]` INT32 tensors (column index plus a by-value key base, compared with both
-//! bounds) gets no engine from the heuristics (measured on an H100, 2026-12-07); its own
-//! variable-length route (ragged offsets, one batch entry per document) needs a plan per
-//! number and length of documents, its band masks cuDNN 9.21. One cuDNN call per document
-//! (each a rectangle with its causal shift, which 9.19 fuses) needs a plan per document
-//! length and many calls for many short documents. The row-bounds kernel is one launch per
-//! block for any batch, at the NVRTC kernel's rate, with the tiles outside each CTA's rows'
-//! runs skipped (inside a CTA spanning several short documents it computes the tiles between
-//! them, masked). Head dim 128 only (the NVRTC kernel's); other head dims are refused.
+//! cuDNN 9.19 builds no plan for per-row key bounds as a generic mask: its composite graph
+//! with the rows' bounds as `[1, 1, s_q, 1]` INT32 tensors (column index plus a by-value key
+//! base, compared with both bounds) gets no engine from the heuristics (measured on an H100,
+//! 2026-12-07), and its band masks need cuDNN 9.21. Windows therefore stay on the row-bounds
+//! kernel: one launch per block for any batch, at the NVRTC kernel's rate, with the tiles
+//! outside each CTA's rows' runs skipped (inside a CTA spanning several short documents it
+//! computes the tiles between them, masked). Head dim 128 only (the NVRTC kernel's, the
+//! fallback of every batch); other head dims are refused.
 
 use super::resolve::unsupported;
+use super::PartSlot;
 use crate::cuda::error::Result;
 use mercury_kernels::cpu::AttnParams;
+use mercury_kernels::cuda::cudnn::RaggedKey;
 use mercury_kernels::cuda::AttnLaunch;
 use mercury_plan::mask::{Boundaries, MaskCx};
 use mercury_plan::AttnMask;
@@ -45,6 +53,29 @@ pub struct MaskedSplit {
     /// Whether this run's batch leaves the block without a visible pair; `None` until the
     /// run's bounds are uploaded ([`MaskedSplit::needs_documents`]).
     pub empty: Option<bool>,
+    /// The block's per-entry arrays for cuDNN's variable-sequence path (`ragged.rs`) on its
+    /// device: `(address, INT32 elements per call)`, two calls' worth; `None` where the block
+    /// stays on the NVRTC kernel whatever the batch (a window, no cuDNN, `--attention nvrtc`).
+    pub ragged_arrays: Option<(u64, usize)>,
+    /// This run's cuDNN calls (plan key, address of its arrays); empty: the NVRTC kernel.
+    pub ragged: Vec<(RaggedKey, u64)>,
+    /// Ring steps into one accumulator whose merges are deferred (`ops::defer_groups`): this
+    /// block's group (an index among its rank's groups) and part; used for a batch only when
+    /// every block of the group runs on cuDNN or sees nothing (`deferred`), else each block
+    /// merges on its own.
+    pub part: Option<(usize, PartSlot)>,
+    /// Whether this run uses [`MaskedSplit::part`].
+    pub deferred: bool,
+}
+
+/// A masked block's bounds for one run ([`MaskedSplit::for_run`]).
+pub struct RunBounds {
+    /// As uploaded: `lo`, zero padding, `hi` ([`MaskedSplit::bounds_bytes`]).
+    pub flat: Vec<i32>,
+    /// No row sees a key of the block.
+    pub empty: bool,
+    /// Each row's visible keys `[lo, hi)` (global positions, [`row_bounds`]).
+    pub rows: Vec<[i32; 2]>,
 }
 
 impl MaskedSplit {
@@ -68,6 +99,10 @@ impl MaskedSplit {
             mask,
             bounds: 0,
             empty: None,
+            ragged_arrays: None,
+            ragged: Vec::new(),
+            part: None,
+            deferred: false,
         })
     }
 
@@ -86,14 +121,19 @@ impl MaskedSplit {
         2 * Self::hi_offset(sq).max(16)
     }
 
+    /// Whether cuDNN's variable-sequence path may take the block for some batch: documents and
+    /// no window (windows stay on the NVRTC kernel: their rows' key runs all differ).
+    pub fn ragged_eligible(&self) -> bool {
+        self.needs_documents() && self.mask.left.is_none() && self.mask.right.is_none()
+    }
+
     /// The block's row bounds for a run with boundaries `docs` (the plan's `documents` inputs,
-    /// in order) as uploaded (`lo`, zero padding, `hi`: [`MaskedSplit::bounds_bytes`]), and
-    /// whether no row sees a key of the block.
+    /// in order): as uploaded, whether no row sees a key of the block, and each row's keys.
     pub fn for_run(
         &self,
         l: &AttnLaunch,
         docs: &[Boundaries],
-    ) -> std::result::Result<(Vec<i32>, bool), String> {
+    ) -> std::result::Result<RunBounds, String> {
         let m = MaskCx::new(self.causal, &self.mask, docs)?;
         let b = row_bounds(&m, l.params.q_offset, l.dims.sq);
         let (k0, k1) = (
@@ -109,7 +149,11 @@ impl MaskedSplit {
             flat[r] = x[0];
             flat[half + r] = x[1];
         }
-        Ok((flat, empty))
+        Ok(RunBounds {
+            flat,
+            empty,
+            rows: b,
+        })
     }
 
     /// `l` under this block's row bounds (what the kernel launches). The bounds carry the
@@ -148,14 +192,18 @@ pub fn row_bounds(m: &MaskCx, q_offset: usize, sq: usize) -> Vec<[i32; 2]> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use mercury_kernels::cpu::AttnDims;
     use mercury_kernels::cuda::{ElemType, Strided3};
     use rand::{Rng, SeedableRng};
 
     /// Random boundaries over `n` positions: 1-token documents, long ones, a padding tail.
-    fn random_docs(rng: &mut impl Rng, n: usize, docs: usize) -> Boundaries {
+    pub(in crate::cuda::ops) fn random_docs(
+        rng: &mut impl Rng,
+        n: usize,
+        docs: usize,
+    ) -> Boundaries {
         let end = if rng.gen_bool(0.3) {
             rng.gen_range(n / 2..=n)
         } else {
@@ -169,7 +217,7 @@ mod tests {
         Boundaries::new(b, n).unwrap()
     }
 
-    fn block(q0: usize, sq: usize, k0: usize, sk: usize) -> AttnLaunch {
+    pub(in crate::cuda::ops) fn block(q0: usize, sq: usize, k0: usize, sk: usize) -> AttnLaunch {
         let t = |ptr: u64, s: usize| Strided3::dense(ptr, 1, s, 128);
         AttnLaunch {
             dims: AttnDims {
@@ -246,7 +294,7 @@ mod tests {
             // As resolved from the patch: its causal flag rides on the launch.
             l.params.causal = causal;
             let s = MaskedSplit::new(&l, causal, mask).unwrap();
-            let (flat, empty) = s.for_run(&l, &all).unwrap();
+            let RunBounds { flat, empty, .. } = s.for_run(&l, &all).unwrap();
             assert_eq!(flat.len() * 4, MaskedSplit::bounds_bytes(sq));
             let half = MaskedSplit::hi_offset(sq) / 4;
             let run = s.launch(&l);

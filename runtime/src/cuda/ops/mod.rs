@@ -21,6 +21,7 @@ mod combine;
 mod cudnn;
 mod cudnn_bwd;
 mod masked;
+pub mod ragged;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -28,14 +29,14 @@ mod tests;
 pub use combine::{enqueue_add, enqueue_lse_merge};
 use cudnn::enqueue_cudnn_attention;
 pub use cudnn::{
-    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, CudnnSplit, DirectCall, PartSlot,
-    MAX_DEFERRED_PARTS,
+    cudnn_choice, cudnn_host_check, cudnn_split, defer_groups, launch_acc, CudnnSplit, DirectCall,
+    PartSlot, MAX_DEFERRED_PARTS,
 };
 pub use cudnn_bwd::{
     attention_bwd_support, enqueue_attention_bwd, resolve_attention_bwd, AttnBwdLaunch, BwdOperand,
     ATTENTION_BWD_REFUSED,
 };
-pub use masked::{row_bounds, MaskedSplit};
+pub use masked::{row_bounds, MaskedSplit, RunBounds};
 use resolve::unsupported;
 pub use resolve::{check_copy, check_f32, lse_operands, lse_shape, resolve};
 
@@ -272,11 +273,29 @@ pub unsafe fn enqueue(
                             .into(),
                     )
                 })?;
-                if !(empty && launch.accumulate) {
-                    // SAFETY: the launch was resolved and validated against live slot memory;
-                    // its bounds were allocated and uploaded for this run by the executor.
-                    unsafe { attn.launch(stream, &split.launch(launch))? };
+                if let Some((_, ps)) = split.part.as_ref().filter(|_| split.deferred) {
+                    let cudnn = p.cudnn.ok_or_else(|| {
+                        unsupported("masked attention: the cuDNN patch is not initialised".into())
+                    })?;
+                    // SAFETY: as below; the part buffer was allocated for the block's group.
+                    return unsafe {
+                        ragged::enqueue_ragged_part(cx, cudnn, launch, &split.ragged, ps)
+                    };
                 }
+                if empty && launch.accumulate {
+                    return Ok(());
+                }
+                if !split.ragged.is_empty() {
+                    let cudnn = p.cudnn.ok_or_else(|| {
+                        unsupported("masked attention: the cuDNN patch is not initialised".into())
+                    })?;
+                    // SAFETY: the launch was resolved against live slot memory; the calls'
+                    // arrays were allocated and uploaded for this run by the executor.
+                    return unsafe { ragged::enqueue_ragged(cx, cudnn, launch, &split.ragged) };
+                }
+                // SAFETY: the launch was resolved and validated against live slot memory;
+                // its bounds were allocated and uploaded for this run by the executor.
+                unsafe { attn.launch(stream, &split.launch(launch))? };
                 Ok(())
             }
             AttnVia::Undecided => Err(unsupported(
