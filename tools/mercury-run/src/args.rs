@@ -118,6 +118,10 @@ pub struct Args {
     /// Attention patch of the GPU backend (schedule and reference alike).
     #[arg(long, value_enum, default_value_t = AttentionArg::Cudnn)]
     pub attention: AttentionArg,
+    /// GPU backend: read inputs and write outputs only through the ranks' slots (no direct
+    /// binding of cuDNN blocks to the global buffers; to measure what it saves).
+    #[arg(long)]
+    pub no_direct_binding: bool,
     /// Number of ranks expected (checked against the mesh).
     #[arg(long)]
     pub ranks: Option<usize>,
@@ -414,6 +418,7 @@ const GPU_PLACEMENT: &[&str] = &[
     "alias",
     "transport",
     "attention",
+    "no_direct_binding",
     "device_kernels",
     "stage_timeout",
     "setup_timeout",

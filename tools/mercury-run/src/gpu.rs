@@ -34,7 +34,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The executor options of this run (`--attention`, `--stage-timeout`).
+/// The executor options of this run (`--attention`, `--stage-timeout`, `--no-direct-binding`).
 pub(crate) fn exec_options(a: &Args) -> ExecOptions {
     ExecOptions {
         attention: match a.attention {
@@ -42,6 +42,7 @@ pub(crate) fn exec_options(a: &Args) -> ExecOptions {
             AttentionArg::Nvrtc => AttnBackend::Nvrtc,
         },
         stage_timeout: Duration::from_secs_f64(a.stage_timeout),
+        direct_binding: !a.no_direct_binding,
         ..ExecOptions::default()
     }
 }

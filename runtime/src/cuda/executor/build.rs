@@ -222,7 +222,7 @@ impl CudaExecutor {
             rank.skip_out = vec![false; resolved.outputs.len()];
             rank.outputs = resolved.outputs;
             rank.uses = resolved.uses;
-            if opts.attention == AttnBackend::Cudnn {
+            if opts.attention == AttnBackend::Cudnn && opts.direct_binding {
                 rank.direct = super::direct::analyse(&plan, r);
             }
         }

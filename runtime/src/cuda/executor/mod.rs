@@ -108,6 +108,9 @@ pub struct ExecOptions {
     /// Allocate every global buffer (off: none is, and each must be bound to the caller's
     /// memory with [`CudaExecutor::bind_global`] before a run: the Python package's tensors).
     pub own_globals: bool,
+    /// Direct binding (`direct.rs`): cuDNN blocks read input buffers and write output buffers
+    /// where they are bound, where they can (off: always through the slots; to measure it).
+    pub direct_binding: bool,
 }
 
 impl Default for ExecOptions {
@@ -126,6 +129,7 @@ impl Default for ExecOptions {
             // passed under both.
             sync: StageSync::Peers,
             own_globals: true,
+            direct_binding: true,
         }
     }
 }
