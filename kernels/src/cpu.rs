@@ -137,7 +137,7 @@ pub fn attention_rows(
                     }
                     let krow = &k[((bi * hk + kh) * sk + c) * d..][..d];
                     *l = scale * qrow.iter().zip(krow).map(|(x, y)| x * y).sum::<f64>();
-                    m = m.max(*l);
+                    m = nan_max(m, *l);
                 }
                 let orow = &mut o[((bi * hq + h) * sq + r) * dv..][..dv];
                 orow.iter_mut().for_each(|x| *x = 0.0);
@@ -295,7 +295,18 @@ pub fn attention_bwd_rows(
     }
 }
 
-/// Merges a partial softmax result into an accumulator: rows of `d` values with one lse each.
+/// The larger of `a` and `b`, NaN when either is (`f64::max` would drop a NaN): a NaN logit
+/// or lse makes its row NaN, as torch's attention does, rather than a row that sees no key.
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+/// Merges a partial softmax result into an accumulator: rows of `d` values with one lse each
+/// (a NaN in either makes the row NaN).
 pub fn lse_merge(
     o_acc: &mut [f64],
     lse_acc: &mut [f64],
@@ -304,7 +315,7 @@ pub fn lse_merge(
     d: usize,
 ) {
     for (r, (la, lp)) in lse_acc.iter_mut().zip(lse_part).enumerate() {
-        let m = la.max(*lp);
+        let m = nan_max(*la, *lp);
         if m == f64::NEG_INFINITY {
             continue;
         }
@@ -329,6 +340,42 @@ pub fn add(acc: &mut [f64], part: &[f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nan_input_makes_its_rows_nan_not_empty() {
+        // q [1, 1, 2, 2], k = v [1, 1, 2, 2]: a NaN in q's row 0 makes that row NaN (not the
+        // o = 0, lse = -inf of a row that sees no key); a NaN in k's key 0 every row seeing it.
+        let (d, s) = (2, 2);
+        let dims = AttnDims {
+            b: 1,
+            hq: 1,
+            hk: 1,
+            sq: s,
+            sk: s,
+            d,
+        };
+        let p = AttnParams {
+            causal: true,
+            scale: 1.0,
+            q_offset: 0,
+            k_offset: 0,
+        };
+        let kv = [0.5, -0.25, 1.0, 0.75];
+        let run = |q: &[f64], k: &[f64]| {
+            let (mut o, mut lse) = (vec![0.0; s * d], vec![0.0; s]);
+            attention(q, k, &kv, &mut o, &mut lse, dims, p);
+            (o, lse)
+        };
+        let (o, lse) = run(&[f64::NAN, 0.0, 0.3, 0.2], &kv);
+        assert!(o[..d].iter().all(|x| x.is_nan()) && lse[0].is_nan());
+        assert!(o[d..].iter().all(|x| x.is_finite()) && lse[1].is_finite());
+        let (o, lse) = run(&[0.1, 0.2, 0.3, 0.2], &[f64::NAN, 0.0, 1.0, 0.75]);
+        assert!(o.iter().all(|x| x.is_nan()) && lse.iter().all(|x| x.is_nan()));
+        // A NaN part merged into an empty accumulator stays NaN.
+        let (mut oa, mut la) = (vec![0.0; 2], vec![f64::NEG_INFINITY]);
+        lse_merge(&mut oa, &mut la, &[1.0, 2.0], &[f64::NAN], 2);
+        assert!(oa.iter().all(|x| x.is_nan()) && la[0].is_nan());
+    }
 
     #[test]
     fn merge_of_halves_equals_whole() {

@@ -67,6 +67,8 @@ commir.kernel @bwd on @mesh {
 // RUN: %mercury-run %repo/examples/small/attention_documents.mlir --shift-shard --backend cpu --check | FileCheck %s --check-prefix=EXEC
 // RUN: %mercury-run %repo/examples/small/attention_window.mlir --shift-shard --backend cpu --check | FileCheck %s --check-prefix=EXEC
 // RUN: %mercury-run %repo/examples/small/attention_window.mlir --shift-shard --backend cpu 2>&1 | FileCheck %s --check-prefix=WINDOW
+// RUN: %mercury-run %repo/examples/small/attention_window_two_sided.mlir --shift-shard --backend cpu --check | FileCheck %s --check-prefix=EXEC
+// RUN: %mercury-run %repo/examples/small/attention_window_two_sided.mlir --shift-shard --backend cpu 2>&1 | FileCheck %s --check-prefix=TWOSIDED
 // RUN: %mercury-run %repo/examples/small/attention_documents.mlir --shift-shard --backend cpu --seed 7 2>&1 | FileCheck %s --check-prefix=BATCH
 // EXEC: check @{{.*}}: relative error {{.*}} ok
 
@@ -77,6 +79,12 @@ commir.kernel @bwd on @mesh {
 // WINDOW: @K: ring p2p, 7 ops in 1 stages, 56.0 KiB sent in total
 // WINDOW: @V: ring p2p, 7 ops in 1 stages, 56.0 KiB sent in total
 // WINDOW: masked attention work: busiest rank
+
+// A two-sided window (12 back, 20 ahead) inside the shards: the ring starts at the
+// predecessor's piece and the pieces after the successor's are read by no block: two
+// neighbour exchanges (2 stages, 112 KiB each of K and V; the full ring sends 448 KiB).
+// TWOSIDED: @K: ring p2p, 14 ops in 2 stages, 112.0 KiB sent in total
+// TWOSIDED: @V: ring p2p, 14 ops in 2 stages, 112.0 KiB sent in total
 
 // The documents' work is known per batch: the band's, then this batch's.
 // BATCH: masked attention work (band only: the documents are known at run time)

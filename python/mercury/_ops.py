@@ -265,6 +265,14 @@ def _attention_bwd(opts: Options, saved, do):
     return a.backward(q, k, v, o, lse, _dense(do), bounds)
 
 
+#: What a backward through the returned log-sum-exp raises (eager): its gradient is not
+#: computed, and dropping it silently would give wrong gradients.
+LSE_GRADIENT = (
+    "mercury.attention: the loss reaches the returned log-sum-exp, whose gradient is not "
+    "computed (only the output's is); use lse.detach() where it enters the loss"
+)
+
+
 class _AttentionFunction(torch.autograd.Function):
     """Eager autograd: the forward keeps its log-sum-exp; the backward runs the backward
     operator (``"none"`` at world size 1, else ``shift-shard``: the ring backward) with the
@@ -275,11 +283,16 @@ class _AttentionFunction(torch.autograd.Function):
         o, lse = _attention_fwd(q, k, v, cu_q, cu_k, opts, True)
         ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
         ctx.opts = opts
-        ctx.mark_non_differentiable(lse)
+        # Gradients of unused outputs stay None: one through the lse is seen, and refused.
+        ctx.set_materialize_grads(False)
         return o, lse
 
     @staticmethod
-    def backward(ctx, do, _dlse):
+    def backward(ctx, do, dlse):
+        if dlse is not None:
+            raise NotImplementedError(LSE_GRADIENT)
+        if do is None:
+            return None, None, None, None, None, None
         dq, dk, dv = _attention_bwd(ctx.opts, ctx.saved_tensors, do)
         return dq, dk, dv, None, None, None
 

@@ -116,9 +116,15 @@ def varlen_attention(
             ("max_seqlen_k", max_seqlen_k, bk),
         ):
             longest = max(b[i + 1] - b[i] for i in range(len(b) - 1))
-            if not isinstance(bound, int) or isinstance(bound, bool) or bound < longest:
+            if not isinstance(bound, int) or isinstance(bound, bool):
+                hint = " (.item() of a tensor)" if isinstance(bound, torch.Tensor) else ""
+                raise TypeError(
+                    f"{name} must be an int{hint}, as flash-attn takes it, not "
+                    f"{type(bound).__name__} {bound!r}"
+                )
+            if bound < longest:
                 raise ValueError(
-                    f"{name}={bound!r} but the longest sequence has {longest} tokens: it must be "
+                    f"{name}={bound} but the longest sequence has {longest} tokens: it must be "
                     "an int bounding every length"
                 )
         cu_seqlens_q = torch.tensor(bq, dtype=torch.int64)

@@ -24,6 +24,18 @@ def test_attention(causal, layout):
     torch.testing.assert_close(o, want, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("where", ["q", "k"])
+def test_a_nan_input_comes_back_nan_where_torch_gives_nan(where):
+    # A NaN in q makes its row NaN; one in k every row that sees that key (causal: all of its
+    # head's rows). Never a row of zeros, which would hide a training run gone bad.
+    q, k, v = (bshd(1, 64, 2, 16) for _ in range(3))
+    (q if where == "q" else k)[0, 5 if where == "q" else 0, 1, 3] = float("nan")
+    o = mercury.attention(q, k, v, causal=True)
+    want = sdpa64(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
+    assert torch.equal(o.isnan(), want.transpose(1, 2).isnan())
+    assert o.isnan().any()
+
+
 def test_attention_gqa_and_scale():
     q = bshd(1, 32, 8, 16)
     k, v = bshd(1, 32, 2, 16), bshd(1, 32, 2, 16)
@@ -129,6 +141,19 @@ def test_attention_gradient_of_a_sum_and_zigzag_world_1():
     sdpa64(qs.transpose(1, 2), ks.transpose(1, 2), vs.transpose(1, 2), causal=True).sum().backward()
     for a, b_ in ((q, qs), (k, ks), (v, vs)):
         torch.testing.assert_close(a.grad, b_.grad, rtol=1e-9, atol=1e-11)
+
+
+def test_a_gradient_through_the_lse_is_refused_not_dropped():
+    q, k, v = (bshd(1, 32, 2, 8).requires_grad_() for _ in range(3))
+    o, lse = mercury.attention(q, k, v, causal=True, return_lse=True)
+    # The output alone (the lse unused, or detached): gradients as torch's.
+    (o.sum() + lse.detach().sum()).backward(retain_graph=True)
+    qs, ks, vs = (x.detach().clone().requires_grad_() for x in (q, k, v))
+    sdpa64(qs.transpose(1, 2), ks.transpose(1, 2), vs.transpose(1, 2), causal=True).sum().backward()
+    torch.testing.assert_close(q.grad, qs.grad, rtol=1e-9, atol=1e-11)
+    for loss in (o.sum() + lse.sum(), lse.sum()):
+        with pytest.raises(NotImplementedError, match="use lse.detach"):
+            loss.backward(retain_graph=True)
 
 
 def test_gemm_gradients_against_torch_autograd():

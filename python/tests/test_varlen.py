@@ -216,6 +216,11 @@ def _call(**over):
             r"cu_seqlens_q has 1 entries",
         ),
         (dict(max_seqlen_q=7), ValueError, r"max_seqlen_q=7 but the longest sequence has 8 tokens"),
+        (
+            dict(max_seqlen_k=torch.tensor(8)),
+            TypeError,
+            r"max_seqlen_k must be an int \(\.item\(\) of a tensor\)",
+        ),
         (dict(window_size=(-2, 0)), ValueError, r"window_size \(-2, 0\): each side"),
         (dict(window_size=(1, 2, 3)), TypeError, r"window_size must be a pair of ints"),
         (dict(window_size=(1.5, 0)), TypeError, r"window_size must be a pair of ints"),

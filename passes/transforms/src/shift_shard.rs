@@ -7,11 +7,12 @@
 //! (LoongTrain). Causal attention gets zigzag (head-tail) placements of its query and key
 //! positions (`balance.rs`; off with `balance=false`): every rank does the same work at every
 //! step, and inputs the operator declares contiguous are permuted at the start (outputs back
-//! at the end). Attention under a window that looks back only (`window = [left, right]` with
-//! `right` 0 or `causal`, `left` finite; issue 43) keeps contiguous positions and, on a 1-D
-//! mesh, starts each rank's ring at the first piece its window reaches ([`lookback`]): the
-//! pieces after its own are seen by no query of the rank, so the lowering sends none of them
-//! (`dead_transfers.rs`), and a window inside one shard is one neighbour exchange.
+//! at the end). Attention under a window with a finite left side (`window = [left, right]`,
+//! `left >= 0`; issue 43) keeps contiguous positions and, on a 1-D mesh, starts each rank's
+//! ring at the first piece its window reaches ([`lookback`]): the ring then visits the pieces
+//! the window reaches in order, and those after the last one it reaches are seen by no query
+//! of the rank, so the lowering sends none of them (`dead_transfers.rs`). A look-back window
+//! inside one shard is one neighbour exchange, a two-sided one two.
 
 use crate::balance::{causal_attention, place_zigzag};
 use crate::util::{err_at, fresh_name, PlacementOption};
@@ -258,9 +259,9 @@ impl KernelPass for ShiftShard {
     }
 }
 
-/// The look-back of the first attention patch (forward or backward) of `m` whose window sees
-/// no key after its query (`window = [left, right]`, `left >= 0`, and `right = 0` or
-/// `causal`): `left`. `None` for any other operator.
+/// The look-back of the first attention patch (forward or backward) of `m` with a window of
+/// finite left side (`window = [left, right]`, `left >= 0`; any `right`): `left`. `None` for
+/// any other operator.
 fn lookback(m: &Kernel) -> Option<usize> {
     let mut out = None;
     let mut seen = false;
@@ -270,13 +271,12 @@ fn lookback(m: &Kernel) -> Option<usize> {
                 return;
             }
             seen = true;
-            let causal = attrs.get("causal").and_then(|a| a.as_bool()) == Some(true);
-            if let Some([l, r]) = attrs
+            if let Some([l, _]) = attrs
                 .get("window")
                 .and_then(|a| a.as_int_array())
                 .as_deref()
             {
-                if *l >= 0 && (*r == 0 || causal) {
+                if *l >= 0 {
                     out = Some(*l as usize);
                 }
             }
