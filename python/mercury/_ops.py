@@ -350,6 +350,32 @@ def _attention_op_backward(ctx, do, _dlse):
 _attention_op.register_autograd(_attention_op_backward, setup_context=_attention_setup)
 
 
+def _check_args(q, k, v, causal, softmax_scale) -> None:
+    """``TypeError`` naming the argument for tensors that are not tensors, a ``causal`` that is
+    not a bool and a ``softmax_scale`` that is not a number (a one-element tensor is taken
+    through :func:`_scale` first)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, not {type(causal).__name__} {causal!r}")
+    if softmax_scale is not None and (
+        isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float))
+    ):
+        raise TypeError(
+            f"softmax_scale must be a number (or None: 1/sqrt(head_dim)), not "
+            f"{type(softmax_scale).__name__} {softmax_scale!r}"
+        )
+
+
+def _scale(softmax_scale):
+    """``softmax_scale`` as a Python float when given as a one-element tensor (so that the
+    compiled operator is found again by its value, not the tensor's identity)."""
+    if isinstance(softmax_scale, torch.Tensor) and softmax_scale.numel() == 1:
+        return float(softmax_scale.item())
+    return softmax_scale
+
+
 def attention_entry(
     q,
     k,
@@ -372,6 +398,7 @@ def attention_entry(
     """The one path of :func:`attention` and :func:`mercury.varlen_attention`: checks, the
     ranks' agreement (on ``signature`` too), then the custom op (under torch.compile), the
     autograd function (a gradient wanted) or the forward alone."""
+    _check_args(q, k, v, causal, softmax_scale)
     if balance not in (None, "zigzag"):
         raise ValueError(f"balance must be None or 'zigzag', not {balance!r}")
     world, _, group_name = _group.resolve(group)
@@ -441,6 +468,8 @@ def attention(
     (flash-attn's ``cu_seqlens``): :func:`mercury.varlen_attention`.
     """
     # A cached shape at world size 1 on CUDA, eager, no gradient: straight to the executor.
+    softmax_scale = _scale(softmax_scale)
+    _check_args(q, k, v, causal, softmax_scale)
     fast = None
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     if q.is_cuda and group is None and type(window_size) is tuple and not grad and _eager():

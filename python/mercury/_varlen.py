@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 
 from . import _group, _mask
-from ._ops import _eager, attention_entry
+from ._ops import _eager, _scale, attention_entry
 
 
 def _refuse(name: str, value, default, why: str) -> None:
@@ -138,7 +138,7 @@ def varlen_attention(
         cu_seqlens_k,
         what="mercury.varlen_attention",
         causal=causal,
-        softmax_scale=softmax_scale,
+        softmax_scale=_scale(softmax_scale),
         layout="bshd",
         group=group,
         balance=balance,

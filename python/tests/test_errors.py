@@ -124,6 +124,17 @@ def test_attention_bad_inputs():
     with pytest.raises(ValueError, match="does not split into 2 equal zigzag chunks"):
         odd = fresh(1, 15, 4, 8)
         mercury.attention(odd, odd, odd, balance="zigzag")
+    with pytest.raises(TypeError, match="q must be a torch.Tensor, not list"):
+        mercury.attention([[1.0]], q, q)
+    with pytest.raises(TypeError, match="causal must be a bool, not str 'yes'"):
+        mercury.attention(q, q, q, causal="yes")
+    with pytest.raises(TypeError, match="softmax_scale must be a number .* not str '0.5'"):
+        mercury.attention(q, q, q, softmax_scale="0.5")
+    # A one-element tensor is its value.
+    torch.testing.assert_close(
+        mercury.attention(q, q, q, softmax_scale=torch.tensor(0.3)),
+        mercury.attention(q, q, q, softmax_scale=0.3),
+    )
 
 
 def test_matmul_bad_inputs():
