@@ -10,7 +10,6 @@
 //! over its queries. Blocks whose causal shift leaves rows with no visible key are refused
 //! (`delta < 0`: the caller splits; those rows have zero gradients).
 
-use super::backend::check;
 use super::bwd_graph::{bwd_uid, sdpa_bwd_graph, SdpaBwdKey};
 use super::graph::{uid, IoType, Mask, Route};
 use super::{
@@ -252,12 +251,7 @@ impl CudnnAttention {
                 layout.bytes
             )));
         }
-        self.ctx
-            .bind_to_thread()
-            .map_err(KernelError::driver("bind context for cuDNN"))?;
-        // SAFETY: a live handle and a stream of this context.
-        let s = unsafe { (self.lib.set_stream)(st.handle.raw, stream.cu_stream() as *mut c_void) };
-        check(self.lib, s, || "cudnnSetStream".into()).map_err(cudnn_err)?;
+        self.bind_stream(&st, stream)?;
         let mut scale = call.scale;
         let mut one = 1.0f32;
         let mut fill = f32::NEG_INFINITY;

@@ -336,6 +336,17 @@ impl CudnnAttention {
         Ok(self.plan(&mut st, call)?.0.workspace)
     }
 
+    /// Binds this context to the thread and the handle of `st` to `stream` (before an
+    /// execute on that stream).
+    fn bind_stream(&self, st: &State, stream: &CudaStream) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(KernelError::driver("bind context for cuDNN"))?;
+        // SAFETY: a live handle and a stream of this context.
+        let s = unsafe { (self.lib.set_stream)(st.handle.raw, stream.cu_stream() as *mut c_void) };
+        check(self.lib, s, || "cudnnSetStream".into()).map_err(cudnn_err)
+    }
+
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>> {
         self.state
             .lock()
@@ -418,12 +429,7 @@ impl CudnnAttention {
                 plan.workspace
             )));
         }
-        self.ctx
-            .bind_to_thread()
-            .map_err(KernelError::driver("bind context for cuDNN"))?;
-        // SAFETY: a live handle and a stream of this context.
-        let s = unsafe { (self.lib.set_stream)(st.handle.raw, stream.cu_stream() as *mut c_void) };
-        check(self.lib, s, || "cudnnSetStream".into()).map_err(cudnn_err)?;
+        self.bind_stream(&st, stream)?;
         let mut scale = call.scale;
         let mut fill = f32::NEG_INFINITY;
         let mut delta = call.causal_delta.unwrap_or(0) as i32;
@@ -518,12 +524,7 @@ impl CudnnAttention {
                 )))
             }
         };
-        self.ctx
-            .bind_to_thread()
-            .map_err(KernelError::driver("bind context for cuDNN"))?;
-        // SAFETY: a live handle and a stream of this context.
-        let s = unsafe { (self.lib.set_stream)(st.handle.raw, stream.cu_stream() as *mut c_void) };
-        check(self.lib, s, || "cudnnSetStream".into()).map_err(cudnn_err)?;
+        self.bind_stream(&st, stream)?;
         let mut scale = call.scale;
         let mut fill = f32::NEG_INFINITY;
         let dev = |p: u64| p as *mut c_void;

@@ -92,25 +92,14 @@ pub(super) fn analyse(plan: &Plan, r: &RankProgram) -> DirectPlan {
                     *x = true;
                 }
             }
-            for v in r_slots(&wr) {
-                if let Some(t) = touched_by.get_mut(v) {
-                    *t += 2;
-                }
-            }
+            count_op(&wr, &mut touched_by);
         }
         for (oi, op) in st.compute.iter().enumerate() {
             let (rd, wr) = compute_access(op);
-            let mut seen: Vec<usize> = Vec::new();
-            for v in rd.iter().chain(&wr) {
-                if !seen.contains(&v.slot) {
-                    seen.push(v.slot);
-                }
-            }
-            for s in seen {
-                if let Some(t) = touched_by.get_mut(s) {
-                    *t += 1;
-                }
-            }
+            count_op(
+                &rd.iter().chain(&wr).copied().collect::<Vec<_>>(),
+                &mut touched_by,
+            );
             for v in &wr {
                 if let Some(x) = written.get_mut(v.slot) {
                     *x = true;
@@ -222,11 +211,16 @@ pub(super) fn analyse(plan: &Plan, r: &RankProgram) -> DirectPlan {
     out
 }
 
-fn r_slots(vs: &[&View]) -> Vec<usize> {
-    let mut s: Vec<usize> = vs.iter().map(|v| v.slot).collect();
-    s.sort_unstable();
-    s.dedup();
-    s
+/// Counts one more op touching each slot `views` name (once per slot).
+fn count_op(views: &[&View], touched_by: &mut [usize]) {
+    let mut slots: Vec<usize> = views.iter().map(|v| v.slot).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    for s in slots {
+        if let Some(t) = touched_by.get_mut(s) {
+            *t += 1;
+        }
+    }
 }
 
 /// The address and element strides (4-D, as cuDNN takes them) of `region` of global `g`
