@@ -64,7 +64,6 @@ class Call:
         self.op = op
         self.group_name = group_name
         group = _group.by_name(group_name)
-        self.group = group
         self.world = 1 if group is None else dist.get_world_size(group)
         self.rank = 0 if group is None else dist.get_rank(group)
         self.shardings = shardings
@@ -72,6 +71,14 @@ class Call:
         self.pieces = {
             n: pieces(s, shardings.get(n), self.world, self.rank) for n, s in self.shapes.items()
         }
+
+    @property
+    def group(self):
+        """The process group, looked up by name at each use: a compiled call (cached for the
+        process's life) must not keep a group alive after ``destroy_process_group``, or its
+        backend's threads are torn down at interpreter exit, when they can no longer take the
+        GIL (gloo aborts the process there)."""
+        return _group.by_name(self.group_name)
 
     def run(
         self,

@@ -212,6 +212,12 @@ def _agree_or_raise(group, what: str, error: Optional[str], schedule: str) -> No
         )
 
 
+def forget_groups() -> None:
+    """Drops the communicators of a destroyed default group's process groups (a new default
+    group reuses their names); their group executors are keyed by :data:`_group.epoch`."""
+    _comms.clear()
+
+
 def communicator(call, ordinal: int):
     """The NCCL communicator of ``call``'s process group on GPU ``ordinal``, made on first use
     from the NCCL torch loaded: rank 0 of the group makes a unique id, the group broadcasts it,
@@ -249,7 +255,7 @@ def run_group(
     on ``device``, the others in the group's other processes, over NCCL; ``inputs`` and
     ``outputs`` are this rank's shards, read and written where they are."""
     ordinal = device.index if device.index is not None else torch.cuda.current_device()
-    key = ("group", call.group_name, ordinal)
+    key = ("group", call.group_name, _group.epoch, ordinal)
     r = call.op._runners.get(key)
     if r is None:
         comm = communicator(call, ordinal)

@@ -2,6 +2,7 @@
 and small host values exchanged over it."""
 
 import pickle
+import weakref
 from typing import Optional
 
 import torch
@@ -11,6 +12,27 @@ import torch.distributed as dist
 def distributed() -> bool:
     """Whether torch.distributed is initialised (a default process group exists)."""
     return dist.is_available() and dist.is_initialized()
+
+
+#: The default process group the package's caches were made under (a weak reference), and a
+#: count of the default groups seen: group names restart after ``destroy_process_group()``, so
+#: what is cached by group name (prepared calls, NCCL communicators, group executors) is
+#: valid only while the default group it was made under lives.
+_world_ref: Optional[weakref.ref] = None
+epoch = 0
+
+
+def new_world() -> bool:
+    """Whether the default process group is not the one of the last call (torch.distributed
+    initialised again, or for the first time); advances :data:`epoch` when so."""
+    global _world_ref, epoch
+    w = dist.group.WORLD if distributed() else None
+    seen = None if _world_ref is None else _world_ref()
+    if seen is w:
+        return False
+    _world_ref = None if w is None else weakref.ref(w)
+    epoch += 1
+    return True
 
 
 def resolve(group) -> tuple[int, int, Optional[str]]:

@@ -53,6 +53,11 @@ _world1: dict = {}
 
 
 def _call(key, make) -> Call:
+    if _group.new_world():
+        # Group names repeat under a new default group: nothing prepared under the old one.
+        _calls.clear()
+        _world1.clear()
+        _cuda.forget_groups()
     c = _calls.get(key)
     if c is None:
         if len(_calls) > 1024:

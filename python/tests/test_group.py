@@ -5,10 +5,13 @@ NCCL library torch loaded is the one used, a communicator's arguments checked fi
 
 import contextlib
 import datetime
+import faulthandler
+import gc
 import json
 import re
 import sys
 import traceback
+import weakref
 
 import pytest
 import torch
@@ -215,6 +218,8 @@ def _orchestration(rank):
 
 
 def _worker(rank, init_file):
+    # A native abort (gloo, the executor) prints every thread's Python stack.
+    faulthandler.enable()
     dist.init_process_group(
         "gloo",
         init_method=f"file://{init_file}",
@@ -222,6 +227,7 @@ def _worker(rank, init_file):
         world_size=WORLD,
         timeout=datetime.timedelta(seconds=120),
     )
+    world = weakref.ref(dist.group.WORLD)
     try:
         _attention(rank, None)
         _attention(rank, "zigzag")
@@ -239,6 +245,22 @@ def _worker(rank, init_file):
         traceback.print_exc()
         sys.stderr.flush()
         raise
+    finally:
+        dist.destroy_process_group()
+    # Nothing of mercury's (its compiled calls are cached for the process's life) keeps the group
+    # alive: a gloo group freed at interpreter exit can abort the process (its threads can no
+    # longer take the GIL).
+    gc.collect()
+    assert world() is None, f"rank {rank}: the process group outlived destroy_process_group"
+    # A new default group reuses the old one's name: nothing prepared under the old group is
+    # used under the new one (here each process alone, a world of 1, the same local shapes as
+    # _attention's first call).
+    dist.init_process_group("gloo", init_method=f"file://{init_file}-{rank}", rank=0, world_size=1)
+    try:
+        q, k, v = (fresh(1, 16, 2, 8).requires_grad_(True) for _ in range(3))
+        o = mercury.attention(q, k, v, causal=True)
+        want = sdpa64(*(t.transpose(1, 2) for t in (q, k, v)), causal=True).transpose(1, 2)
+        torch.testing.assert_close(o, want, rtol=1e-9, atol=1e-12)
     finally:
         dist.destroy_process_group()
 
