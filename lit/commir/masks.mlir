@@ -70,7 +70,16 @@ commir.kernel @bwd on @mesh {
 // RUN: %mercury-run %repo/examples/small/attention_window_two_sided.mlir --shift-shard --backend cpu --check | FileCheck %s --check-prefix=EXEC
 // RUN: %mercury-run %repo/examples/small/attention_window_two_sided.mlir --shift-shard --backend cpu 2>&1 | FileCheck %s --check-prefix=TWOSIDED
 // RUN: %mercury-run %repo/examples/small/attention_documents.mlir --shift-shard --backend cpu --seed 7 2>&1 | FileCheck %s --check-prefix=BATCH
+// RUN: %mercury-run %repo/examples/small/attention_documents.mlir --shift-shard=balance=false --backend cpu --seed 2 --balance-documents --check 2>&1 | FileCheck %s --check-prefix=BALANCED
+// RUN: not %mercury-run %s --kernel cross --shift-shard --backend cpu --balance-documents 2>&1 | FileCheck %s --check-prefix=NOBALANCE
 // EXEC: check @{{.*}}: relative error {{.*}} ok
+
+// --balance-documents reorders the batch's documents before the run (mercury_plan::balance):
+// the balancer's count and the plan's agree, and the check holds on the reordered batch.
+// BALANCED: documents @docs reordered for 8 ranks (--balance-documents): busiest rank 1.893x -> 1.165x the mean
+// BALANCED: attention work of this batch: busiest rank 1.16x the mean
+// BALANCED: check @O: relative error {{.*}} ok
+// NOBALANCE: mercury-run: error: --balance-documents: the plan's attention has separate query and key documents (cross-attention)
 
 // A causal window of 16 inside 32-position shards: shift-shard keeps the positions contiguous
 // and starts each rank's ring at its predecessor's piece; no block of the rank reads the rest,

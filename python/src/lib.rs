@@ -509,6 +509,37 @@ fn attention_commir(
     Ok((text.map_err(py_err)?, spec.backward_schedule().to_string()))
 }
 
+/// An order of packed documents (`lengths`, tokens each, packed from position 0 of a sequence
+/// of `positions`) that balances attention work over `ranks` sequence shards (contiguous, or
+/// zigzag), as `mercury_plan::balance::balance_documents`: `(order, before, after)`, the
+/// document indices in packing order and the busiest rank's work over the mean before and after.
+/// `ValueError` when the shards do not split `positions` evenly or the documents overflow it.
+#[pyfunction]
+#[pyo3(signature = (lengths, *, positions, ranks, zigzag, causal, left=None, right=None))]
+#[allow(clippy::too_many_arguments)]
+fn balance_documents(
+    py: Python<'_>,
+    lengths: Vec<usize>,
+    positions: usize,
+    ranks: usize,
+    zigzag: bool,
+    causal: bool,
+    left: Option<usize>,
+    right: Option<usize>,
+) -> PyResult<(Vec<usize>, f64, f64)> {
+    use mercury_plan::balance;
+    let layout = balance::Layout::new(positions, ranks, zigzag).map_err(PyValueError::new_err)?;
+    let mask = balance::RowMask {
+        causal,
+        left,
+        right,
+    };
+    let b = py
+        .detach(|| balance::balance_documents(&lengths, &layout, mask))
+        .map_err(PyValueError::new_err)?;
+    Ok((b.order, b.before, b.after))
+}
+
 /// The CommIR text of AsyncTP's GEMMs (`kind`: "all_gather" or "reduce_scatter") for
 /// `[m, k] @ [k, n]` over `world` ranks (see `mercury::ops::GemmSpec`).
 #[pyfunction]
@@ -640,6 +671,7 @@ fn _mercury(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(attention_commir, m)?)?;
     m.add_function(wrap_pyfunction!(gemm_commir, m)?)?;
+    m.add_function(wrap_pyfunction!(balance_documents, m)?)?;
     m.add_function(wrap_pyfunction!(topology_presets, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

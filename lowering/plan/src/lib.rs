@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub mod balance;
 pub mod mask;
 pub mod patch;
 pub mod region_set;

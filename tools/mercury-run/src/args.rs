@@ -150,6 +150,12 @@ pub struct Args {
     /// Seed of the random inputs (default: a fresh one every run).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Reorder the run's packed documents (drawn, or given with `--documents`) so that the
+    /// ranks holding the queries' shards do about the same attention work
+    /// (`mercury_plan::balance`); prints busiest rank / mean before and after. The plan and
+    /// the `--check` reference take the reordered boundaries.
+    #[arg(long)]
+    pub balance_documents: bool,
     /// GPU backend: the document boundaries of a `commir.documents` input, `NAME=FILE` (FILE:
     /// the prefix sums, flash-attn's cu_seqlens, as whole numbers separated by commas or
     /// white space), instead of fresh random ones; repeat it for each input.

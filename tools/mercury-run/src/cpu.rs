@@ -18,7 +18,13 @@ const STORED_TOLERANCE: f64 = 2e-2;
 pub fn run(a: &Args, c: &Compiled, plan: &Plan) -> Result<f64, Failure> {
     fits(a, plan)?;
     let seed = a.seed();
-    let inputs = random_inputs(plan, seed);
+    let mut inputs = random_inputs(plan, seed);
+    if a.balance_documents {
+        outln!(
+            "{}",
+            crate::balance::reorder(plan, &mut inputs).map_err(Failure::Input)?
+        );
+    }
     if !plan.documents.is_empty() {
         batch_balance(plan, &inputs);
     }

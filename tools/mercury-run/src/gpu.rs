@@ -605,6 +605,9 @@ pub fn checked_bench_on(
         }
         drawn.insert(name, b);
     }
+    if a.balance_documents {
+        say(crate::balance::reorder(&plan, &mut drawn).map_err(Failure::Input)?);
+    }
     let docs = mercury_runtime::cpu::documents(&plan, &drawn).map_err(rt)?;
     for (d, b) in plan.documents.iter().zip(&docs) {
         let longest = (0..b.len()).map(|i| b.range(i).len()).max().unwrap_or(0);

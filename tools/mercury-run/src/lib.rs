@@ -37,6 +37,7 @@ pub fn stdout_failure() -> Option<String> {
 }
 
 pub mod args;
+pub mod balance;
 #[cfg(feature = "cuda")]
 mod bwd_check;
 pub mod check;

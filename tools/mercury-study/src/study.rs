@@ -25,6 +25,7 @@ use mercury_search::Topology;
 use std::fmt::Write as _;
 use std::time::Instant;
 
+pub mod balance;
 pub mod layer;
 mod tables;
 #[cfg(test)]

@@ -8,6 +8,10 @@
 //! the Llama-3 layer instead (docs/simulation.md, "Graph level: the Llama-3 layer as one
 //! module"): by default on the five 8-GPU topologies at 4K, 32K and 128K tokens, and the
 //! 2M-token memory frontier.
+//!
+//! `mercury-study balance [--tokens N]... [--ranks N] [--seeds N]` prints the document
+//! balancer's table (docs/perf.md, "Packed documents"): busiest rank / mean attention work of
+//! long-tail batches as drawn and as reordered.
 
 use clap::Parser;
 use std::io::Write as _;
@@ -39,6 +43,19 @@ enum Command {
         #[arg(long = "tokens", value_name = "N", value_parser = clap::value_parser!(u64).range(8..))]
         tokens: Vec<u64>,
     },
+    /// The document balancer on long-tail batches of causal documents: busiest rank's work
+    /// over the mean as drawn and reordered, contiguous and zigzag shards, and its host time.
+    Balance {
+        /// Total tokens of a batch (repeatable; default: 32768 131072 524288).
+        #[arg(long = "tokens", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        tokens: Vec<u64>,
+        /// Ranks holding the sequence's shards.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        ranks: u64,
+        /// Batches drawn per row (seeds 0..N).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        seeds: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -68,6 +85,18 @@ fn main() -> ExitCode {
                 tokens.iter().map(|&t| t as usize).collect()
             };
             layer::layer_study(&topologies, &tokens)
+        }
+        Some(Command::Balance {
+            tokens,
+            ranks,
+            seeds,
+        }) => {
+            let tokens: Vec<usize> = if tokens.is_empty() {
+                mercury_study::study::balance::BALANCE_TOKENS.to_vec()
+            } else {
+                tokens.iter().map(|&t| t as usize).collect()
+            };
+            mercury_study::study::balance::balance_study(&tokens, ranks as usize, seeds)
         }
         None => mercury_study::study::full_study(!args.no_timing),
     };
