@@ -281,6 +281,11 @@ if [[ ",$parts," == *",masks,"* ]]; then
   PYTHONUNBUFFERED=1 python3 scripts/bench/packed_vs_flex.py --mercury-run $C/mercury-run \
     --device-kernels $C/device_kernels.ptx --out-dir "$out/packed" --out "$out/packed.json" \
     | tee "$out/packed.log" || status=1
+  echo "== packed documents, reordered for the ring's ranks first (--balance-documents)"
+  PYTHONUNBUFFERED=1 python3 scripts/bench/packed_vs_flex.py --mercury-run $C/mercury-run \
+    --device-kernels $C/device_kernels.ptx --balance --routes cudnn \
+    --out-dir "$out/packed_balanced" --out "$out/packed_balanced.json" \
+    | tee "$out/packed_balanced.log" || status=1
 fi
 # The same schedules with their ranks on 2 and on 8 device ids aliasing GPU 0 (--alias): every
 # transfer between ids takes the placed executor's peer-copy paths, and collectives whose group

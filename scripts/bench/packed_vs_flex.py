@@ -112,6 +112,8 @@ def ours(args, lens, total, tag, route):
     ]
     if args.device_kernels:
         cmd[1:1] = ["--device-kernels", args.device_kernels]
+    if args.balance:
+        cmd[1:1] = ["--balance-documents"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     log = p.stdout + p.stderr
     with open(os.path.join(d, "mercury-run.log"), "w") as f:
@@ -122,7 +124,10 @@ def ours(args, lens, total, tag, route):
         "ok": p.returncode == 0,
         "single_ms": float(single.group(1)) if single else None,
         "schedule_ms": float(sched.group(1)) if sched else None,
-        "check": [l for l in log.splitlines() if "check" in l or "warn" in l.lower()],
+        "check": [
+            l for l in log.splitlines()
+            if "check" in l or "warn" in l.lower() or "reordered" in l or "busiest" in l
+        ],
         "command": " ".join(cmd),
     }
 
@@ -146,6 +151,11 @@ def main():
         help="our attention routes to time (mercury-run --attention): cudnn (document pieces "
         "on cuDNN's variable-sequence path where it builds a plan) and/or nvrtc (the NVRTC "
         "kernel under per-row key bounds)",
+    )
+    ap.add_argument(
+        "--balance", action="store_true",
+        help="reorder the documents for the ring's ranks first (mercury-run --balance-documents; "
+        "the single-device row takes the same order)",
     )
     ap.add_argument("--out-dir", default=os.environ.get("OUT", "."))
     ap.add_argument("--out", default=None)
