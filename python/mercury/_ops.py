@@ -270,6 +270,61 @@ def _attention_bwd(opts: Options, saved, do):
     return a.backward(q, k, v, o, lse, _dense(do), bounds)
 
 
+#: What differentiating a gradient of a mercury op raises (``create_graph=True``, then a
+#: backward through the gradient): the backward operators are not differentiable, and a
+#: gradient that silently lacked their part would be wrong.
+DOUBLE_BACKWARD = (
+    "{what}: a gradient of its gradient (double backward: create_graph=True, then a backward "
+    "through the gradient) is not computed"
+)
+
+
+class _NoDoubleBackward(torch.autograd.Function):
+    """Passes the first ``n`` tensors through, tied to the rest (what they depend on: the
+    saved inputs, the incoming gradients); a backward through them raises
+    ``NotImplementedError``."""
+
+    @staticmethod
+    def forward(ctx, what, n, *tensors):
+        ctx.what = what
+        return tuple(t.view_as(t) for t in tensors[:n])
+
+    @staticmethod
+    def backward(ctx, *_):
+        raise NotImplementedError(DOUBLE_BACKWARD.format(what=ctx.what))
+
+
+def _first_order(what: str):
+    """A backward computed without autograd; under ``create_graph=True`` its gradients come
+    back tied to what they depend on (the saved inputs, the incoming gradients) so that
+    differentiating them raises: never a silently partial second-order gradient."""
+
+    def wrap(backward):
+        @functools.wraps(backward)
+        def run(ctx, *grads):
+            with torch.no_grad():
+                out = backward(ctx, *grads)
+            if not torch.is_grad_enabled():
+                return out
+            deps = [
+                t
+                for t in (*grads, *ctx.saved_tensors)
+                if isinstance(t, torch.Tensor) and t.requires_grad
+            ]
+            at = [i for i, g in enumerate(out) if isinstance(g, torch.Tensor)]
+            if not deps or not at:
+                return out
+            marked = _NoDoubleBackward.apply(what, len(at), *(out[i] for i in at), *deps)
+            out = list(out)
+            for i, g in zip(at, marked, strict=True):
+                out[i] = g
+            return tuple(out)
+
+        return run
+
+    return wrap
+
+
 #: What a backward through the returned log-sum-exp raises (eager): its gradient is not
 #: computed, and dropping it silently would give wrong gradients.
 LSE_GRADIENT = (
@@ -293,6 +348,7 @@ class _AttentionFunction(torch.autograd.Function):
         return o, lse
 
     @staticmethod
+    @_first_order("mercury.attention")
     def backward(ctx, do, dlse):
         if dlse is not None:
             raise NotImplementedError(LSE_GRADIENT)
@@ -341,6 +397,7 @@ def _attention_setup(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, *output, cu_q, cu_k)
 
 
+@_first_order("mercury.attention")
 def _attention_op_backward(ctx, do, _dlse):
     if not ctx.with_lse:
         raise RuntimeError(
@@ -602,6 +659,7 @@ class _AllGatherMatmul(torch.autograd.Function):
         return _gemm("all_gather", x2, w, schedule, topology, group_name)
 
     @staticmethod
+    @_first_order("mercury.all_gather_matmul")
     def backward(ctx, dout):
         x2, w = ctx.saved_tensors
         schedule, topology, group_name = ctx.args
@@ -625,6 +683,7 @@ class _MatmulReduceScatter(torch.autograd.Function):
         return _gemm("reduce_scatter", x2, w, schedule, topology, group_name)
 
     @staticmethod
+    @_first_order("mercury.matmul_reduce_scatter")
     def backward(ctx, dout):
         x2, w = ctx.saved_tensors
         schedule, topology, group_name = ctx.args
@@ -696,6 +755,7 @@ def _ag_setup(ctx, inputs, output):
     ctx.args = (schedule, topology, group_name)
 
 
+@_first_order("mercury.all_gather_matmul")
 def _ag_backward(ctx, dout):
     x, w = ctx.saved_tensors
     schedule, topology, group_name = ctx.args
@@ -759,6 +819,7 @@ def _(x, w, scatter_dim, schedule, topology, group_name):
     return x.new_empty((x.shape[0] // _world(group_name), *x.shape[1:-1], w.shape[1]))
 
 
+@_first_order("mercury.matmul_reduce_scatter")
 def _rs_backward(ctx, dout):
     x, w = ctx.saved_tensors
     schedule, topology, group_name = ctx.args

@@ -167,6 +167,30 @@ def test_gemm_gradients_against_torch_autograd():
             torch.testing.assert_close(a, b_, rtol=1e-12, atol=1e-12)
 
 
+def test_a_gradient_of_a_gradient_is_refused():
+    """create_graph=True gives the first-order gradients; differentiating them raises (a
+    second-order gradient without the ops' part would be silently wrong): eager, and through
+    the custom ops' autograd (torch.compile)."""
+    q, k, v = (bshd(1, 16, 2, 8).requires_grad_() for _ in range(3))
+    x, w = fresh(4, 8, 24).requires_grad_(), fresh(24, 40).requires_grad_()
+
+    def attention(q, k, v):
+        return mercury.attention(q, k, v, causal=True)
+
+    compiled = torch.compile(attention, backend="eager", fullgraph=True)
+    cases = [("attention", attention, (q, k, v)), ("attention", compiled, (q, k, v))]
+    cases += [(fn.__name__, fn, (x, w)) for fn in (mercury.all_gather_matmul,
+                                                   mercury.matmul_reduce_scatter)]  # fmt: skip
+    for what, fn, ins in cases:
+        grads = torch.autograd.grad(fn(*ins).sum(), ins, create_graph=True)
+        want = torch.autograd.grad(fn(*ins).sum(), ins)
+        for a, b_ in zip(grads, want, strict=True):
+            torch.testing.assert_close(a.detach(), b_, rtol=1e-12, atol=1e-12)
+        penalty = sum((g**2).sum() for g in grads)
+        with pytest.raises(NotImplementedError, match=f"mercury.{what}: a gradient of its grad"):
+            penalty.backward()
+
+
 def test_gradients_under_torch_compile():
     q, k, v = (bshd(1, 16, 2, 8).requires_grad_() for _ in range(3))
 
