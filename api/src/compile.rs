@@ -47,29 +47,7 @@ pub fn compile(
 ) -> Result<Compiled, Error> {
     let module = compiler.parse(name, text).map_err(diag)?;
     let kernels = mercury_commir::kernels(&module).map_err(diag)?;
-    let chosen = match kernel {
-        Some(k) => kernels
-            .iter()
-            .find(|x| x.name == k.trim_start_matches('@'))
-            .map(|x| x.name.clone())
-            .ok_or_else(|| {
-                Error::Input(format!(
-                    "no kernel '@{}' in the input (it has {})",
-                    k.trim_start_matches('@'),
-                    mercury_commir::kernel_names(&kernels)
-                ))
-            })?,
-        None => match kernels.as_slice() {
-            [k] => k.name.clone(),
-            [] => return Err(Error::Input("the input has no commir.kernel".into())),
-            ks => {
-                return Err(Error::Input(format!(
-                    "the input has several kernels ({}); choose one with --kernel NAME",
-                    mercury_commir::kernel_names(ks)
-                )))
-            }
-        },
-    };
+    let chosen = select_kernel(&kernels, kernel)?.name.clone();
     // A kernel asked for limits the schedule to it (passes that name none), as it limits the
     // run.
     schedule.kernel = kernel.map(|_| chosen.clone());
@@ -196,4 +174,35 @@ pub fn single_device(module: &Operation) -> Operation {
     let mut m = module.clone();
     mercury_passes::mesh::single_device(&mut m);
     m
+}
+
+/// The kernel `kernel` names (a leading `@` optional), or the input's only one.
+///
+/// # Errors
+/// `Error::Input` naming the kernels there are: no kernel of that name, none at all, or
+/// several and none named.
+pub(crate) fn select_kernel<'a>(
+    kernels: &'a [mercury_commir::Kernel],
+    kernel: Option<&str>,
+) -> Result<&'a mercury_commir::Kernel, Error> {
+    match kernel {
+        Some(k) => kernels
+            .iter()
+            .find(|x| x.name == k.trim_start_matches('@'))
+            .ok_or_else(|| {
+                Error::Input(format!(
+                    "no kernel '@{}' in the input (it has {})",
+                    k.trim_start_matches('@'),
+                    mercury_commir::kernel_names(kernels)
+                ))
+            }),
+        None => match kernels {
+            [k] => Ok(k),
+            [] => Err(Error::Input("the input has no commir.kernel".into())),
+            ks => Err(Error::Input(format!(
+                "the input has several kernels ({}); choose one with --kernel NAME",
+                mercury_commir::kernel_names(ks)
+            ))),
+        },
+    }
 }

@@ -116,12 +116,11 @@ impl Operator {
             ),
             ScheduleSpec::Pipeline(p) => (Schedule::pipeline(p), p.clone()),
             ScheduleSpec::Auto => {
+                // The input and the kernel asked for first: their errors are not the search's.
+                let devices = declared_devices(&compiler, name, text, kernel)?;
                 let topo = match &auto_opts.topology {
                     Some(t) => t.clone(),
-                    None => {
-                        let devices = declared_devices(&compiler, name, text, kernel)?;
-                        auto::default_topology(devices, auto_opts.gpu.as_deref())?
-                    }
+                    None => auto::default_topology(devices, auto_opts.gpu.as_deref())?,
                 };
                 let c = auto::choose(text, name, kernel, &topo, auto_opts.cache.clone())?;
                 let s = Schedule {
@@ -186,9 +185,6 @@ fn declared_devices(
 ) -> Result<usize, Error> {
     let module = compiler.parse(name, text).map_err(crate::error::diag)?;
     let kernels = mercury_commir::kernels(&module).map_err(crate::error::diag)?;
-    let k = match kernel {
-        Some(k) => kernels.iter().find(|x| x.name == k.trim_start_matches('@')),
-        None => kernels.first(),
-    };
-    Ok(k.map(|k| k.mesh.shape.iter().product()).unwrap_or(1))
+    let k = crate::compile::select_kernel(&kernels, kernel)?;
+    Ok(k.mesh.shape.iter().product())
 }

@@ -106,6 +106,12 @@ def test_auto_refuses_an_operator_it_cannot_search():
         mercury.compile(mlp)
 
 
+def test_a_kernel_the_input_lacks_is_named_before_any_search():
+    for schedule in ("auto", "none"):
+        with pytest.raises(ValueError, match=r"^no kernel '@nope' in the input \(it has @"):
+            mercury.compile(SMALL, kernel="nope", schedule=schedule)
+
+
 def test_attention_bad_inputs():
     q = fresh(1, 16, 4, 8)
     with pytest.raises(ValueError, match="q, k, v must share a dtype"):
