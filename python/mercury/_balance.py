@@ -12,20 +12,22 @@ import torch
 from . import _group, _mask, _mercury, _sequence
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class DocumentOrder:
     """A balanced packing of a batch's documents (:func:`balance_documents`).
 
     ``order``: int64 ``[documents]``, the given documents' indices in their new packing order.
     ``cu_seqlens``: int32 prefix sums of the new packing (on the given ``cu_seqlens``' device).
     ``index``: int64 ``[total]``, token ``t`` of the new packing is token ``index[t]`` of the
-    given one. ``before`` / ``after``: the busiest rank's attention work (query-key pairs its
-    query rows see) over the mean, packed as given and as reordered.
+    given one. ``max_seqlen``: the longest document (``varlen_attention``'s ``max_seqlen``).
+    ``before`` / ``after``: the busiest rank's attention work (query-key pairs its query rows
+    see) over the mean, packed as given and as reordered.
     """
 
     order: torch.Tensor
     cu_seqlens: torch.Tensor
     index: torch.Tensor
+    max_seqlen: int
     before: float
     after: float
 
@@ -47,6 +49,12 @@ class DocumentOrder:
             raise TypeError(
                 f"DocumentOrder.{what}: x must be a torch.Tensor, not {type(x).__name__}"
             )
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise TypeError(f"DocumentOrder.{what}: dim must be an int, not {dim!r}")
+        if not -x.dim() <= dim < x.dim():
+            raise ValueError(
+                f"DocumentOrder.{what}: dim {dim} is out of range for x of {x.dim()} dimensions"
+            )
         if x.shape[dim] != len(self.index):
             raise ValueError(
                 f"DocumentOrder.{what}: dimension {dim} of x has {x.shape[dim]} tokens, the "
@@ -64,8 +72,9 @@ def balance_documents(
     window_size=(-1, -1),
 ) -> DocumentOrder:
     """A packing order of the documents of ``cu_seqlens`` (flash-attn's prefix sums over the
-    whole batch) that spreads attention work evenly over ``world_size`` sequence shards (by
-    default the size of ``group``, the world group when None), laid out as
+    whole batch) that spreads attention work evenly over ``world_size`` sequence shards (the
+    ranks the sequence is sharded over; by default the size of ``group``, the world group when
+    None; given both, they must agree), laid out as
     :func:`mercury.shard_sequence` lays them out with ``balance`` (None: contiguous; "zigzag").
 
     Attention inside documents does not depend on the order of the documents (each keeps its
@@ -83,6 +92,17 @@ def balance_documents(
     not split into the shards.
     """
     _sequence._check_balance(balance)
+    if not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError(
+            f"cu_seqlens must be a torch.Tensor of prefix sums, not {type(cu_seqlens).__name__}"
+        )
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(
+            f"cu_seqlens must be 1-D with at least 2 entries (documents + 1), got shape "
+            f"{tuple(cu_seqlens.shape)}"
+        )
+    if cu_seqlens.device.type == "meta":
+        raise ValueError("cu_seqlens is a meta tensor: the balancer reads its values")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, not {type(causal).__name__}")
     win = _mask.window(window_size)
@@ -94,11 +114,7 @@ def balance_documents(
         raise ValueError(
             f"world_size {world_size} but the group has {_group.resolve(group)[0]} ranks"
         )
-    if not isinstance(cu_seqlens, torch.Tensor):
-        raise TypeError(
-            f"cu_seqlens must be a torch.Tensor of prefix sums, not {type(cu_seqlens).__name__}"
-        )
-    total = int(cu_seqlens[-1]) if cu_seqlens.numel() else 0
+    total = int(cu_seqlens[-1])
     b = _mask.boundaries("cu_seqlens", cu_seqlens, total, 1)
     lengths = [b[i + 1] - b[i] for i in range(len(b) - 1)]
     left, right = (None, None) if win is None else win
@@ -123,6 +139,7 @@ def balance_documents(
         order=order_t,
         cu_seqlens=sums.to(dtype=torch.int32, device=cu_seqlens.device),
         index=index,
+        max_seqlen=max(lengths, default=0),
         before=before,
         after=after,
     )

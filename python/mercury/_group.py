@@ -42,6 +42,13 @@ def resolve(group) -> tuple[int, int, Optional[str]]:
         if not distributed():
             return 1, 0, None
         group = dist.group.WORLD
+    if not isinstance(group, dist.ProcessGroup):
+        # torch.distributed.new_group gives a rank outside the group a plain marker.
+        outside = " (new_group's marker for a rank outside it)" if isinstance(group, int) else ""
+        raise ValueError(
+            f"group must be a torch.distributed ProcessGroup this rank belongs to, not "
+            f"{group!r}{outside}"
+        )
     return dist.get_world_size(group), dist.get_rank(group), group.group_name
 
 

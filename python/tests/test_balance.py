@@ -72,6 +72,12 @@ def test_apply_and_restore_move_whole_documents():
     torch.testing.assert_close(got.apply(x.T, dim=1), y.T, rtol=0, atol=0)
     with pytest.raises(ValueError, match="dimension 0 of x has 31 tokens, the documents 32"):
         got.apply(x[:31])
+    with pytest.raises(ValueError, match="dim 2 is out of range for x of 2 dimensions"):
+        got.apply(x, dim=2)
+    with pytest.raises(TypeError, match="dim must be an int"):
+        got.restore(x, dim=0.0)
+    assert got.max_seqlen == 17
+    assert got != mercury.balance_documents(cu, 2, balance="zigzag")  # by identity, no error
 
 
 @pytest.mark.parametrize("causal, window", [(True, (-1, -1)), (True, (4, -1)), (False, (3, 2))])
@@ -83,7 +89,8 @@ def test_attention_is_the_same_in_the_balanced_order(causal, window):
     got = mercury.balance_documents(cu, 8, balance="zigzag", causal=causal, window_size=window)
     q, k, v = fresh(256, 4, 8), fresh(256, 2, 8), fresh(256, 2, 6)
     mine = [got.apply(t).requires_grad_(True) for t in (q, k, v)]
-    longest = max(lengths)
+    longest = got.max_seqlen
+    assert longest == max(lengths)
     o = mercury.varlen_attention(
         *mine, got.cu_seqlens, got.cu_seqlens, longest, longest, causal=causal,
         window_size=window,
@@ -112,6 +119,11 @@ def test_refusals_name_the_argument():
         mercury.balance_documents(torch.tensor([0, 5, 3], dtype=torch.int32), 2)
     with pytest.raises(TypeError, match="window_size must be a pair"):
         mercury.balance_documents(cu, 2, window_size=4)
+    for bad in (cu[None], torch.tensor(5), torch.tensor([0])):
+        with pytest.raises(ValueError, match="cu_seqlens must be 1-D with at least 2 entries"):
+            mercury.balance_documents(bad, 2)
+    with pytest.raises(ValueError, match="cu_seqlens is a meta tensor"):
+        mercury.balance_documents(cu.to("meta"), 2)
     # One rank: nothing to balance, the order as given.
     got = mercury.balance_documents(cu, 1)
     assert got.order.tolist() == [0, 1, 2] and got.before == got.after == 1.0

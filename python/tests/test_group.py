@@ -154,6 +154,11 @@ def _balanced(rank):
     dist.broadcast(lengths, 0)
     cu = prefix_sums(lengths.tolist())
     got = mercury.balance_documents(cu, balance="zigzag")
+    # A rank outside a group is told so (new_group gives it a marker, not a group).
+    sub = dist.new_group([0])
+    if rank != 0:
+        with pytest.raises(ValueError, match="a rank outside it"):
+            mercury.balance_documents(cu, group=sub)
     orders = [torch.empty_like(got.order) for _ in range(WORLD)]
     dist.all_gather(orders, got.order)
     assert all(torch.equal(o, orders[0]) for o in orders), orders

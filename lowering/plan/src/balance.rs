@@ -178,9 +178,9 @@ pub fn balance_documents(
     layout: &Layout,
     mask: RowMask,
 ) -> Result<Balanced, String> {
-    if layout.positions() > 1 << 31 {
+    if layout.positions() >= 1 << 31 {
         return Err(format!(
-            "{} positions: the balancer counts work in 64 bits, up to 2^31 positions",
+            "{} positions: the balancer takes fewer than 2^31 (int32 cu_seqlens)",
             layout.positions()
         ));
     }
@@ -196,11 +196,13 @@ pub fn balance_documents(
     let before = busiest_over_mean(&rank_work(lengths, &identity, layout, mask));
     let mut best = (cost(&identity), identity.clone());
     let n = lengths.len();
-    if n >= 2 && layout.ranks >= 2 {
+    if n >= 2 && layout.ranks >= 2 && best.0 > GOOD_ENOUGH {
         let mut longest = identity.clone();
         longest.sort_by_key(|&d| std::cmp::Reverse(lengths[d]));
-        // About 200 tries per document, within [2000, 40000]: tens of milliseconds at most.
-        let tries = (200 * n).clamp(2000, 40000);
+        // About 200 tries per document within [2000, 40000], at most about 2e7 steps of the
+        // evaluation per start (each costs documents + pieces): tens of milliseconds.
+        let per_try = n + layout.pieces.len();
+        let tries = (200 * n).clamp(2000, 40000).min((20_000_000 / per_try).max(300));
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x006d_6572_6375_7279);
         for start in [identity, longest] {
             let found = anneal(start, tries, &mut rng, &cost);

@@ -39,7 +39,10 @@ pub use candidates::{KernelCandidate, OutMode};
 use crate::memory::memory_report;
 use crate::sim::{simulate, SimOptions};
 use crate::topology::Topology;
-use candidates::{edge_outputs, operator_candidates, out_modes, par_candidate, parallel_axes};
+use candidates::{
+    edge_outputs, operator_candidates, out_modes, par2_candidate, par_candidate, parallel_axes,
+    splits1, splits2,
+};
 use mercury_commir::{DimBinding, Kernel, Placement, Role};
 use mercury_driver::{Compiler, Schedule};
 use mercury_ir::{print_op, Operation, PrintOptions};
@@ -117,11 +120,12 @@ pub struct LayerSearch {
 }
 
 impl LayerSearch {
-    /// Reads `text` (a module of several kernels on one one-level mesh) and generates every
-    /// kernel's candidates and out modes for `topo`.
+    /// Reads `text` (a module of several kernels on one mesh of one or two levels) and
+    /// generates every kernel's candidates and out modes for `topo` (on two levels `[n0, n1]`:
+    /// pairs of axes, one over each level, [`candidates::par2_candidate`]).
     ///
     /// # Errors
-    /// A parse or verify error; kernels on several meshes, a mesh of more than one level, or
+    /// A parse or verify error; kernels on several meshes, a mesh of more than two levels, or
     /// one whose device count differs from the topology's; a kernel already scheduled.
     pub fn new(text: &str, origin: &str, topo: &Topology) -> Result<LayerSearch, LayerError> {
         let compiler = Compiler::new();
@@ -141,12 +145,12 @@ impl LayerSearch {
                 k.name, k.mesh.shape, first.name
             )));
         }
-        if mesh.len() != 1 {
+        if mesh.is_empty() || mesh.len() > 2 {
             return Err(unsupported(format!(
-                "the layer search takes a one-level mesh (the module's is {mesh:?})"
+                "the layer search takes a mesh of one or two levels (the module's is {mesh:?})"
             )));
         }
-        let n = mesh[0];
+        let n: usize = mesh.iter().product();
         if n != topo.num_devices() {
             return Err(unsupported(format!(
                 "the module's mesh has {n} devices, topology '{}' has {}",
@@ -169,13 +173,32 @@ impl LayerSearch {
         let mut inputs = Vec::new();
         let mut read_later = Vec::new();
         for (at, k) in kernels.iter().enumerate() {
-            let axes = parallel_axes(k, n);
-            let mut c: Vec<KernelCandidate> = axes.iter().map(|a| par_candidate(k, a, n)).collect();
+            let both = parallel_axes(k, n);
+            let (mut c, splits): (Vec<KernelCandidate>, _) = match mesh[..] {
+                [_] => (
+                    both.iter().map(|a| par_candidate(k, a, n)).collect(),
+                    splits1(&both),
+                ),
+                [n0, n1] => {
+                    let (axes0, axes1) = (parallel_axes(k, n0), parallel_axes(k, n1));
+                    let mut c: Vec<KernelCandidate> = both
+                        .iter()
+                        .map(|a| par2_candidate(k, a, a, n0, n1))
+                        .collect();
+                    for a in &axes0 {
+                        for b in axes1.iter().filter(|b| *b != a) {
+                            c.push(par2_candidate(k, a, b, n0, n1));
+                        }
+                    }
+                    (c, splits2(&axes0, &axes1, &both))
+                }
+                _ => unreachable!("checked above: one or two levels"),
+            };
             c.extend(operator_candidates(text, origin, k, topo));
             candidates.push(c);
             let edges = edge_outputs(&kernels, at);
             read_later.push(!edges.is_empty());
-            outs.push(out_modes(k, &edges, &axes));
+            outs.push(out_modes(k, &edges, &splits));
             inputs.push(
                 k.buffers
                     .iter()

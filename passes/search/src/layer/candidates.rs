@@ -13,8 +13,12 @@ pub struct KernelCandidate {
     /// `par(i)` (the axis distributed over the mesh), or the operator search's name
     /// (`mesh 8: L0=ring`).
     pub name: String,
-    /// The axis a `par(..)` candidate distributes; `None` for the operator search's.
+    /// The axis a `par(..)` candidate distributes (over mesh level 0 of a two-level mesh);
+    /// `None` for the operator search's.
     pub axis: Option<String>,
+    /// On a two-level mesh, the axis distributed over level 1 (the same as `axis` when one
+    /// axis spans both levels); `None` on a one-level mesh and for the operator search's.
+    pub axis1: Option<String>,
     pub script: String,
 }
 
@@ -56,9 +60,42 @@ pub fn par_candidate(k: &Kernel, axis: &str, n: usize) -> KernelCandidate {
     KernelCandidate {
         name: format!("par({axis})"),
         axis: Some(axis.to_string()),
+        axis1: None,
         script: format!(
             "tile{{kernel={name} axis={axis} factor={n} outer={axis}_p inner={axis}_t}}\nparallelize{{kernel={name} axis={axis}_p level=0}}\n"
         ),
+    }
+}
+
+/// On a two-level mesh `[n0, n1]`: `a` tiled by `n0` and distributed over level 0, `b` by
+/// `n1` over level 1 (`par(a@L0, b@L1)`: Megatron's context parallelism over level 0 and tensor
+/// parallelism over level 1 when `a` is the tokens and `b` the heads); with `a == b` the axis
+/// spans both levels (`par(a)`, level 0 major), as [`par_candidate`] on a one-level mesh.
+pub fn par2_candidate(k: &Kernel, a: &str, b: &str, n0: usize, n1: usize) -> KernelCandidate {
+    let name = &k.name;
+    let outer = format!(
+        "tile{{kernel={name} axis={a} factor={n0} outer={a}_p inner={a}_t}}\nparallelize{{kernel={name} axis={a}_p level=0}}\n"
+    );
+    let (label, inner) = if a == b {
+        (
+            format!("par({a})"),
+            format!(
+                "tile{{kernel={name} axis={a}_t factor={n1} outer={a}_q inner={a}_u}}\nparallelize{{kernel={name} axis={a}_q level=1}}\n"
+            ),
+        )
+    } else {
+        (
+            format!("par({a}@L0, {b}@L1)"),
+            format!(
+                "tile{{kernel={name} axis={b} factor={n1} outer={b}_p inner={b}_t}}\nparallelize{{kernel={name} axis={b}_p level=1}}\n"
+            ),
+        )
+    };
+    KernelCandidate {
+        name: label,
+        axis: Some(a.to_string()),
+        axis1: Some(b.to_string()),
+        script: outer + &inner,
     }
 }
 
@@ -82,6 +119,7 @@ pub fn operator_candidates(
         .map(|c| KernelCandidate {
             name: c.name.clone(),
             axis: None,
+            axis1: None,
             script: name_kernel(&c.transform_script, &k.name),
         })
         .collect()
@@ -112,11 +150,39 @@ pub fn name_kernel(script: &str, kernel: &str) -> String {
     out
 }
 
-/// The out modes of kernel `k`: `declared`, `replicated`, and `by(AXIS)` for every axis of
-/// `axes` that leads a dimension of some edge output (`edge_outs`); duplicates (the same
-/// placements under another name) are dropped, as are placements the buffer's extents or the
-/// mesh cannot take.
-pub fn out_modes(k: &Kernel, edge_outs: &[String], axes: &[String]) -> Vec<OutMode> {
+/// How an out mode splits: each axis with the mesh levels it is split over.
+pub type Split = Vec<(String, Vec<usize>)>;
+
+/// The splits of a one-level mesh: each axis of `axes` over level 0.
+pub fn splits1(axes: &[String]) -> Vec<(String, Split)> {
+    axes.iter()
+        .map(|a| (format!("by({a})"), vec![(a.clone(), vec![0])]))
+        .collect()
+}
+
+/// The splits of a two-level mesh: each pair of `axes0` (level 0) and `axes1` (level 1),
+/// `by(a@L0, b@L1)`, and each axis of `both` over both levels, `by(a)`.
+pub fn splits2(axes0: &[String], axes1: &[String], both: &[String]) -> Vec<(String, Split)> {
+    let mut out: Vec<(String, Split)> = both
+        .iter()
+        .map(|a| (format!("by({a})"), vec![(a.clone(), vec![0, 1])]))
+        .collect();
+    for a in axes0 {
+        for b in axes1.iter().filter(|b| *b != a) {
+            out.push((
+                format!("by({a}@L0, {b}@L1)"),
+                vec![(a.clone(), vec![0]), (b.clone(), vec![1])],
+            ));
+        }
+    }
+    out
+}
+
+/// The out modes of kernel `k`: `declared`, `replicated`, and one per split of `splits` (an
+/// axis with its mesh levels, [`splits1`], [`splits2`]) whose axes lead a dimension of some
+/// edge output (`edge_outs`); duplicates (the same placements under another name) are dropped,
+/// as are placements the buffer's extents or the mesh cannot take.
+pub fn out_modes(k: &Kernel, edge_outs: &[String], splits: &[(String, Split)]) -> Vec<OutMode> {
     let decl = |b: &str| k.buffer(b).map(|x| x.placement());
     let mut modes = vec![OutMode {
         name: "declared".into(),
@@ -140,25 +206,30 @@ pub fn out_modes(k: &Kernel, edge_outs: &[String], axes: &[String]) -> Vec<OutMo
             modes.push(OutMode { name, placements });
         }
     };
-    for a in axes {
+    for (name, split) in splits {
         let mut any = false;
         let placements: Vec<(String, Placement)> = edge_outs
             .iter()
             .filter_map(|b| {
                 let x = k.buffer(b)?;
-                Some(match leading_dim(&x.dims, a) {
-                    Some(d) => {
-                        any = true;
-                        let mut levels = vec![vec![]; x.dims.len()];
-                        levels[d] = vec![0];
-                        (b.clone(), Placement::from(levels))
+                let mut levels = vec![vec![]; x.dims.len()];
+                let mut led = false;
+                for (a, ls) in split {
+                    if let Some(d) = leading_dim(&x.dims, a) {
+                        levels[d] = ls.clone();
+                        led = true;
                     }
-                    None => (b.clone(), x.placement()),
+                }
+                any |= led;
+                Some(if led {
+                    (b.clone(), Placement::from(levels))
+                } else {
+                    (b.clone(), x.placement())
                 })
             })
             .collect();
         if any {
-            add(format!("by({a})"), placements, &mut modes);
+            add(name.clone(), placements, &mut modes);
         }
     }
     let replicated: Vec<(String, Placement)> = edge_outs

@@ -65,6 +65,50 @@ pub fn search(
     Ok(s)
 }
 
+/// The factorizations of the 8 devices the product configurations take, `[n0, n1]`: context
+/// parallelism over level 0, tensor parallelism over level 1 (TP 4 x CP 2, TP 2 x CP 4).
+pub const PRODUCT_MESHES: [[usize; 2]; 2] = [[2, 4], [4, 2]];
+
+/// `text` (a module on the one-level mesh `[8]`, sequence-sharded `S(0)`) on the two-level
+/// mesh `[n0, n1]`, every `S(0)` over both levels (`S(0, 1)`: the same shards, level 0 major).
+///
+/// # Errors
+/// A module whose mesh line is not the one-level one this rewrites.
+pub fn on_two_levels(text: &str, n0: usize, n1: usize) -> Result<String, String> {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("commir.mesh "))
+        .ok_or("the module declares no commir.mesh")?;
+    let Some(bw) = line
+        .split("bandwidth [")
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .filter(|_| line.contains("shape [8]"))
+    else {
+        return Err(format!("expected a one-level mesh of 8: {line}"));
+    };
+    let two = format!(
+        "commir.mesh @mesh shape [{n0}, {n1}] names [\"cp\", \"tp\"] bandwidth [{bw}, {bw}]"
+    );
+    Ok(text.replacen(line, &two, 1).replace("S(0)", "S(0, 1)"))
+}
+
+/// The product configurations' searches of `model` at `tokens` (batch 1) on `topo`, one per
+/// mesh of [`PRODUCT_MESHES`].
+fn product_searches(model: &Model, topo: &str, tokens: usize) -> Vec<([usize; 2], LayerSearch)> {
+    PRODUCT_MESHES
+        .iter()
+        .filter_map(|&[n0, n1]| {
+            let text = on_two_levels(model.text, n0, n1).ok()?;
+            let m = Model {
+                text: Box::leak(text.into_boxed_str()),
+                ..*model
+            };
+            Some(([n0, n1], search(&m, topo, tokens, 1).ok()?))
+        })
+        .collect()
+}
+
 fn tokens_label(t: usize) -> String {
     if t >= 1 << 20 && t.is_multiple_of(1 << 20) {
         format!("{}M", t >> 20)
@@ -131,20 +175,36 @@ pub fn layer_table(model: &Model, topologies: &[&str], tokens: &[usize]) -> Stri
             };
             let usable = s.topology().usable_hbm_bytes();
             let pick = s.best();
-            let base: Vec<Option<LayerPick>> =
-                baselines().iter().map(|b| s.baseline(b, usable)).collect();
+            let products = product_searches(model, topo, t);
+            // Per configuration: its fastest fitting pick (on the product meshes, the faster
+            // of the two, with its sizes), and whether any lowers at all.
+            let runs =
+                |b: &mercury_search::layer::Baseline, cap: u64| -> Option<(LayerPick, String)> {
+                    if b.levels == 1 {
+                        return s.baseline(b, cap).map(|p| (p, String::new()));
+                    }
+                    products
+                        .iter()
+                        .filter_map(|([n0, n1], ps)| {
+                            Some((ps.baseline(b, cap)?, format!(" (TP{n1}xCP{n0})")))
+                        })
+                        .min_by(|a, b| a.0.seconds.total_cmp(&b.0.seconds))
+                };
+            let base: Vec<Option<(LayerPick, String)>> =
+                baselines().iter().map(|b| runs(b, usable)).collect();
             let best = base
                 .iter()
                 .enumerate()
                 .filter_map(|(i, p)| Some((i, p.as_ref()?)))
-                .min_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds));
+                .min_by(|a, b| a.1 .0.seconds.total_cmp(&b.1 .0.seconds))
+                .map(|(i, (p, sizes))| (i, p, sizes.clone()));
             // "n/a": no choice of the configuration lowers at all (DP at batch 1).
             let cols: Vec<String> = base
                 .iter()
                 .zip(baselines())
                 .map(|(p, b)| match p {
-                    Some(p) => ms(p),
-                    None if s.baseline(&b, u64::MAX).is_some() => "does not fit".into(),
+                    Some((p, sizes)) => format!("{}{sizes}", ms(p)),
+                    None if runs(&b, u64::MAX).is_some() => "does not fit".into(),
                     None => "n/a".into(),
                 })
                 .collect();
@@ -153,15 +213,18 @@ pub fn layer_table(model: &Model, topologies: &[&str], tokens: &[usize]) -> Stri
                 Err(e) => ("-".into(), "-".into(), e.to_string()),
             };
             let (bname, bms, bgb, speed) = match (best, &pick) {
-                (Some((i, b)), Ok(p)) => (
-                    names[i].to_string(),
+                (Some((i, b, sizes)), Ok(p)) => (
+                    format!("{}{sizes}", names[i]),
                     ms(b),
                     gb(b.memory_bytes),
                     format!("{:.2}x", b.seconds / p.seconds),
                 ),
-                (Some((i, b)), Err(_)) => {
-                    (names[i].to_string(), ms(b), gb(b.memory_bytes), "-".into())
-                }
+                (Some((i, b, sizes)), Err(_)) => (
+                    format!("{}{sizes}", names[i]),
+                    ms(b),
+                    gb(b.memory_bytes),
+                    "-".into(),
+                ),
                 (None, _) => ("none fits".into(), "-".into(), "-".into(), "-".into()),
             };
             let _ = writeln!(
