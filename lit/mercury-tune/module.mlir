@@ -9,6 +9,15 @@
 // RUN: %mercury-run %repo/examples/small/llama3_layer.mlir --module --schedule %t/a/layer.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
 // RUN: %mercury-tune %repo/examples/small/llama3_layer.mlir --module --topology h100-1x8 --out %t/b > %t/b.log
 // RUN: %mercury-run %repo/examples/small/llama3_layer.mlir --module --schedule %t/b/layer.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
+// The same layer on a two-level mesh [2, 4] (the activations over both levels): the search
+// also takes pairs of axes (one per level), and the configurations are the products, tensor
+// parallelism over level 1 times context parallelism over level 0; the pick and both products'
+// schedules equal the unscheduled module in f64.
+// RUN: sed -e 's/shape \[8\] names \["gpu"\] bandwidth \[450.0\]/shape [2, 4] names ["cp", "tp"] bandwidth [450.0, 450.0]/' -e 's/S(0)/S(0, 1)/g' %repo/examples/small/llama3_layer.mlir > %t/layer_2x4.mlir
+// RUN: %mercury-tune %t/layer_2x4.mlir --module --topology h100-2x4 --layers 32 --out %t/d | FileCheck %s --check-prefix=PRODUCT
+// RUN: %mercury-run %t/layer_2x4.mlir --module --schedule %t/d/layer.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
+// RUN: %mercury-run %t/layer_2x4.mlir --module --schedule %t/d/baseline-tpxcp-ring.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
+// RUN: %mercury-run %t/layer_2x4.mlir --module --schedule %t/d/baseline-tpxcp-all-gather.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
 // RUN: %exit-status %mercury-tune %repo/examples/small/llama3_layer.mlir --module --kernel attention --topology h100-1x8 --out %t/c 2>&1 | FileCheck %s --check-prefix=FLAGS
 // RUN: %exit-status %mercury-tune %repo/examples/small/llama3_layer.mlir --module --topology h100-4x4 --out %t/c 2>&1 | FileCheck %s --check-prefix=DEVICES
 // RUN: printf "kind = \"attention\"\n" > %t/op.toml && %exit-status %mercury-tune %t/op.toml --module --topology h100-1x8 --out %t/c 2>&1 | FileCheck %s --check-prefix=TOML
@@ -26,6 +35,12 @@
 // CHECK-NEXT: Ulysses: {{[0-9.]+}} ms
 // CHECK-NEXT: DP: none lowers and fits
 // CHECK-NEXT: wrote {{.*}}layer.sched (run it: mercury-run
+
+// PRODUCT: module {{.*}}layer_2x4.mlir on h100-2x4 (8 kernels; usable 76.0 GB per device)
+// PRODUCT: 3D-parallel configurations (the same model):
+// PRODUCT-NEXT: TPxCP ring: {{[0-9.]+}} ms, {{.*}} (pick {{[0-9.]+}}x)
+// PRODUCT-NEXT: TPxCP all-gather: {{[0-9.]+}} ms, {{.*}} (pick {{[0-9.]+}}x)
+// PRODUCT: wrote the configurations' schedules: {{.*}}baseline-tpxcp-ring.sched, {{.*}}baseline-tpxcp-all-gather.sched
 
 // SCHED: # The layer search's pick for {{.*}}llama3_layer.mlir on h100-2x4: predicted
 // SCHED: # @attn_norm:

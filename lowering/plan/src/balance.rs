@@ -202,7 +202,9 @@ pub fn balance_documents(
         // About 200 tries per document within [2000, 40000], at most about 2e7 steps of the
         // evaluation per start (each costs documents + pieces): tens of milliseconds.
         let per_try = n + layout.pieces.len();
-        let tries = (200 * n).clamp(2000, 40000).min((20_000_000 / per_try).max(300));
+        let tries = (200 * n)
+            .clamp(2000, 40000)
+            .min((20_000_000 / per_try).max(300));
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x006d_6572_6375_7279);
         for start in [identity, longest] {
             let found = anneal(start, tries, &mut rng, &cost);

@@ -296,6 +296,12 @@ impl LayerSearch {
         &self.kernels
     }
 
+    /// The levels of the module's mesh (1 or 2): the 3D-parallel configurations that apply
+    /// ([`Baseline::levels`]).
+    pub fn mesh_levels(&self) -> usize {
+        self.kernels.first().map_or(1, |k| k.mesh.shape.len())
+    }
+
     /// The topology the search prices on.
     pub fn topology(&self) -> &Topology {
         &self.topo

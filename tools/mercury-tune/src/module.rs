@@ -2,8 +2,11 @@
 //! (`mercury_search::layer`): every kernel's schedule and every edge's placement chosen
 //! together, weights charged `--layers` times per device, the fastest that fits in the
 //! topology's usable HBM. Writes `DIR/layer.sched` (run it with `mercury-run FILE --module
-//! --schedule DIR/layer.sched`) and `DIR/layer.txt` (the pick per kernel, the memory frontier and
-//! the 3D-parallel configurations priced by the same model), and prints the report.
+//! --schedule DIR/layer.sched`), `DIR/layer.txt` (the pick per kernel, the memory frontier and
+//! the 3D-parallel configurations priced by the same model: on a one-level mesh TP+SP, CP,
+//! Ulysses and DP over all the devices; on a two-level mesh `[n0, n1]` their products, tensor
+//! parallelism over level 1 times context parallelism over level 0) and `DIR/baseline-NAME.sched`
+//! for each configuration that lowers and fits, and prints the report.
 
 use crate::{Args, Failure};
 use mercury_search::layer::{baselines, LayerError, LayerPick, LayerSearch};
@@ -89,9 +92,14 @@ pub fn run(args: &Args, topo: &Topology) -> Result<(), Failure> {
         let _ = writeln!(out, "  {}", line(&s, &p));
     }
     let _ = writeln!(out, "3D-parallel configurations (the same model):");
-    for b in baselines() {
+    let mut configured = Vec::new();
+    for b in baselines()
+        .into_iter()
+        .filter(|b| b.levels == s.mesh_levels())
+    {
         match s.baseline(&b, usable) {
             Some(p) => {
+                configured.push((slug(b.name), format!("{}: {}", b.name, b.how), p.clone()));
                 let _ = writeln!(
                     out,
                     "  {}: {} (pick {:.2}x)",
@@ -114,13 +122,40 @@ pub fn run(args: &Args, topo: &Topology) -> Result<(), Failure> {
     };
     write("layer.sched", &s.script(&pick))?;
     write("layer.txt", &out)?;
+    // Each configuration's schedule beside the pick's, its first line saying which it is.
+    let mut names = Vec::new();
+    for (name, what, p) in &configured {
+        let script = s.script(p);
+        let body = script.split_once('\n').map_or("", |(_, rest)| rest);
+        let file = format!("baseline-{name}.sched");
+        write(&file, &format!("# {what}\n{body}"))?;
+        names.push(args.out.join(file).display().to_string());
+    }
     let sched = args.out.join("layer.sched");
     // A standard output closed early (`| head`) stops the print quietly.
     let _ = writeln!(
         std::io::stdout().lock(),
-        "{out}wrote {} (run it: mercury-run {origin} --module --schedule {} --backend cpu --check)",
+        "{out}wrote {} (run it: mercury-run {origin} --module --schedule {} --backend cpu --check){}",
         sched.display(),
-        sched.display()
+        sched.display(),
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!("\nwrote the configurations' schedules: {}", names.join(", "))
+        }
     );
     Ok(())
+}
+
+/// A configuration's name as a file name: `TP+SP` -> `tp-sp`, `TPxCP ring` -> `tpxcp-ring`.
+fn slug(name: &str) -> String {
+    let mut s = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            s.push(c.to_ascii_lowercase());
+        } else if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    s.trim_matches('-').to_string()
 }

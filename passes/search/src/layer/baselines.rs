@@ -145,7 +145,7 @@ impl LayerSearch {
     /// or fits (a batch the devices do not divide, for DP), or where the module's mesh has
     /// another number of levels than `b` takes.
     pub fn baseline(&self, b: &Baseline, cap: u64) -> Option<LayerPick> {
-        if self.kernels.first().map(|k| k.mesh.shape.len()) != Some(b.levels) {
+        if self.mesh_levels() != b.levels {
             return None;
         }
         let allow =
