@@ -42,6 +42,10 @@ enum Command {
         /// Tokens per sequence (repeatable; default: 4096 32768 131072).
         #[arg(long = "tokens", value_name = "N", value_parser = clap::value_parser!(u64).range(8..))]
         tokens: Vec<u64>,
+        /// The joint pick on the one-level mesh only (the products over two mesh levels still
+        /// priced as configurations): much faster, as the two-level searches dominate the time.
+        #[arg(long)]
+        one_level_pick: bool,
     },
     /// The document balancer on long-tail batches of causal documents: busiest rank's work
     /// over the mean as drawn and reordered, contiguous and zigzag shards, and its host time.
@@ -66,7 +70,11 @@ fn main() -> ExitCode {
     };
     use mercury_study::study::layer;
     let text = match args.command {
-        Some(Command::Layer { topologies, tokens }) => {
+        Some(Command::Layer {
+            topologies,
+            tokens,
+            one_level_pick,
+        }) => {
             if let Some(bad) = topologies
                 .iter()
                 .find(|t| !matches!(mercury_search::Topology::preset(t), Some(Ok(_))))
@@ -84,7 +92,7 @@ fn main() -> ExitCode {
             } else {
                 tokens.iter().map(|&t| t as usize).collect()
             };
-            layer::layer_study(&topologies, &tokens)
+            layer::layer_study(&topologies, &tokens, !one_level_pick)
         }
         Some(Command::Balance {
             tokens,

@@ -162,7 +162,12 @@ pub fn summary(s: &LayerSearch, p: &LayerPick) -> String {
 /// The table of `model` on `topologies` at `tokens` (batch 1): the joint pick against every
 /// 3D-parallel configuration, each the fastest of its kind that fits in the topology's usable
 /// HBM with the weights of all `model.layers` layers.
-pub fn layer_table(model: &Model, topologies: &[&str], tokens: &[usize]) -> String {
+pub fn layer_table(
+    model: &Model,
+    topologies: &[&str],
+    tokens: &[usize],
+    product_picks: bool,
+) -> String {
     let mut out = String::new();
     let names: Vec<&str> = baselines().iter().map(|b| b.name).collect();
     let _ = writeln!(
@@ -186,11 +191,10 @@ pub fn layer_table(model: &Model, topologies: &[&str], tokens: &[usize]) -> Stri
             // product mesh (every kernel's schedule and edge placement chosen together on it).
             let mut joint: Vec<(String, &LayerSearch, LayerPick)> = Vec::new();
             let mut failed = None;
-            for (label, ls) in std::iter::once((String::new(), &s)).chain(
-                products
-                    .iter()
-                    .map(|([n0, n1], ps)| (format!("mesh {n0}x{n1}: "), ps)),
-            ) {
+            let searched = products.iter().filter(|_| product_picks);
+            for (label, ls) in std::iter::once((String::new(), &s))
+                .chain(searched.map(|([n0, n1], ps)| (format!("mesh {n0}x{n1}: "), ps)))
+            {
                 match ls.best() {
                     Ok(p) => joint.push((label, ls, p)),
                     Err(e) => failed = failed.or(Some(e)),
@@ -328,7 +332,7 @@ pub fn frontier_table(model: &Model, topologies: &[&str], tokens: usize, micro: 
 
 /// Every layer table of docs/simulation.md, restricted to `topologies` and `tokens` (the
 /// frontier runs at 2M tokens on the topologies given).
-pub fn layer_study(topologies: &[&str], tokens: &[usize]) -> String {
+pub fn layer_study(topologies: &[&str], tokens: &[usize], product_picks: bool) -> String {
     let mut out = String::new();
     for m in &MODELS {
         let _ = writeln!(
@@ -336,7 +340,7 @@ pub fn layer_study(topologies: &[&str], tokens: &[usize]) -> String {
             "### Graph level: the {} layer as one module, batch 1 ({}; {} layers' weights per device)\n",
             m.name, m.origin, m.layers
         );
-        out += &layer_table(m, topologies, tokens);
+        out += &layer_table(m, topologies, tokens, product_picks);
         out.push('\n');
     }
     let m = &MODELS[0];
