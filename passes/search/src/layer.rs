@@ -3,8 +3,8 @@
 //! simulator the operator search uses, with the weights charged to memory per rank.
 //!
 //! **What is chosen.** Per kernel, a schedule ([`KernelCandidate`]): `par(AXIS)` for every axis
-//! the one-level mesh can distribute, plus the operator search's candidates for an attention
-//! or GEMM kernel ([`crate::commir_source::CommirSource`] on the declared mesh: ring, heads,
+//! the mesh can distribute (on a two-level mesh also `par(A@L0, B@L1)`, one axis per level),
+//! plus the operator search's candidates for an attention or GEMM kernel ([`crate::commir_source::CommirSource`] on the declared mesh: ring, heads,
 //! gather, tree, ...); and where it leaves the buffers later kernels read ([`OutMode`]: as
 //! declared, replicated, or sharded along one of its axes), written as `place-edge` passes.
 //! What a kernel's schedule then reads in another placement, `reshard-edges` moves at its start,
