@@ -405,8 +405,44 @@ def _attention_op_backward(ctx, do, _dlse):
             "but a gradient is wanted: call mercury.attention, which asks for it when any input "
             "requires grad"
         )
-    dq, dk, dv = _attention_bwd(ctx.opts, ctx.saved_tensors, do)
+    q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+    *opts, window = ctx.opts
+    dq, dk, dv = _attention_backward_op(
+        q, k, v, o, lse, _dense(do), *opts, None if window is None else list(window), cu_q, cu_k
+    )
     return (dq, dk, dv) + (None,) * 11
+
+
+@torch.library.custom_op("mercury::attention_backward", mutates_args=())
+def _attention_backward_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    causal: bool,
+    softmax_scale: Optional[float],
+    layout: str,
+    balance: Optional[str],
+    schedule: str,
+    topology: Optional[str],
+    group_name: Optional[str],
+    window: Optional[list[int]] = None,
+    cu_seqlens_q: Optional[torch.Tensor] = None,
+    cu_seqlens_k: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward of ``mercury::attention`` as an op of its own (opaque to torch.compile's
+    tracing of the backward graph, which must not run the executor on fake tensors):
+    ``(dq, dk, dv)`` in q's, k's and v's layouts."""
+    opts = (causal, softmax_scale, layout, balance, schedule, topology, group_name,
+            None if window is None else tuple(window))  # fmt: skip
+    return _attention_bwd(opts, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k), do)
+
+
+@_attention_backward_op.register_fake
+def _(q, k, v, o, lse, do, *_args, **_kwargs):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 _attention_op.register_autograd(_attention_op_backward, setup_context=_attention_setup)

@@ -266,6 +266,23 @@ def test_under_torch_compile():
         torch.testing.assert_close(f(q, cu), want, **TOL)
 
 
+def test_gradients_under_torch_compile_aot():
+    # AOTAutograd traces the backward graph (as inductor does): the masked backward is an op
+    # of its own, traced opaque, and run on the boundaries of each call.
+    q, k, v = (fresh(32, 2, 8).requires_grad_() for _ in range(3))
+
+    def block(q, k, v, cu):
+        return (mercury.varlen_attention(q, k, v, cu, cu, 32, 32, causal=True) * 3).sum()
+
+    f = torch.compile(block, backend="aot_eager", fullgraph=True)
+    for lengths in ([5, 7, 20], [32]):
+        cu = prefix_sums(lengths)
+        got = torch.autograd.grad(f(q, k, v, cu), (q, k, v))
+        want = torch.autograd.grad(block(q, k, v, cu), (q, k, v))
+        for a, b_ in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b_, **TOL)
+
+
 def test_cuda_runs_hand_their_boundaries_to_the_executor_before_the_launch():
     # On CUDA tensors the binding sets the run's boundaries on the executor (which refills its
     # masked blocks' row bounds) before it binds and launches anything.
