@@ -110,10 +110,8 @@ def balance_documents(
         world_size, _, _ = _group.resolve(group)
     elif not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, not {world_size!r}")
-    elif group is not None and world_size != _group.resolve(group)[0]:
-        raise ValueError(
-            f"world_size {world_size} but the group has {_group.resolve(group)[0]} ranks"
-        )
+    elif group is not None and world_size != (ranks := _group.resolve(group)[0]):
+        raise ValueError(f"world_size {world_size} but the group has {ranks} ranks")
     total = int(cu_seqlens[-1])
     b = _mask.boundaries("cu_seqlens", cu_seqlens, total, 1)
     lengths = [b[i + 1] - b[i] for i in range(len(b) - 1)]

@@ -153,6 +153,12 @@ def _lse_dtype(dtype: torch.dtype) -> torch.dtype:
 Options = tuple
 
 
+def _options(causal, scale, layout, balance, schedule, topology, group_name, window) -> Options:
+    """:data:`Options` from the custom ops' arguments (``window`` a list there, a tuple here)."""
+    window = None if window is None else tuple(window)
+    return (causal, scale, layout, balance, schedule, topology, group_name, window)
+
+
 class _Attention:
     """An attention signature: its forward call (with or without the log-sum-exp output) and,
     built on first use, its backward call. ``documents``: ``"none"``, ``"shared"`` (boundaries
@@ -375,8 +381,7 @@ def _attention_op(
     cu_seqlens_q: Optional[torch.Tensor] = None,
     cu_seqlens_k: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    opts = (causal, softmax_scale, layout, balance, schedule, topology, group_name,
-            None if window is None else tuple(window))  # fmt: skip
+    opts = _options(causal, softmax_scale, layout, balance, schedule, topology, group_name, window)
     o, lse = _attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, opts, return_lse)
     return o, (lse if lse is not None else q.new_empty((0,), dtype=_lse_dtype(q.dtype)))
 
@@ -435,8 +440,7 @@ def _attention_backward_op(
     """The backward of ``mercury::attention`` as an op of its own (opaque to torch.compile's
     tracing of the backward graph, which must not run the executor on fake tensors):
     ``(dq, dk, dv)`` in q's, k's and v's layouts."""
-    opts = (causal, softmax_scale, layout, balance, schedule, topology, group_name,
-            None if window is None else tuple(window))  # fmt: skip
+    opts = _options(causal, softmax_scale, layout, balance, schedule, topology, group_name, window)
     return _attention_bwd(opts, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k), do)
 
 

@@ -194,8 +194,9 @@ pub fn balance_documents(
     }
     let identity: Vec<usize> = (0..lengths.len()).collect();
     let cost = |o: &[usize]| score(&rank_work(lengths, o, layout, mask));
-    let before = busiest_over_mean(&rank_work(lengths, &identity, layout, mask));
-    let mut best = (cost(&identity), identity.clone());
+    let given = rank_work(lengths, &identity, layout, mask);
+    let before = busiest_over_mean(&given);
+    let mut best = (score(&given), identity.clone());
     let n = lengths.len();
     if n >= 2 && layout.ranks >= 2 && best.0 > GOOD_ENOUGH {
         let mut longest = identity.clone();
