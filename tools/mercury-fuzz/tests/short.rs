@@ -87,27 +87,39 @@ fn schedules_compute_the_operator_on_fixed_and_fresh_seeds() {
 /// Random legal schedules of the attention backward (random shapes, GQA, value head dims,
 /// causal or not, random placements of all nine buffers), patch and naive forms, compute the
 /// unscheduled backward.
+///
+/// The share that reaches the executor is asserted on the fixed draws (deterministic; 40 of 40
+/// patch-form and 20 of 30 naive-form cases execute today). The fresh draws look for wrong
+/// numbers only: about a third of the naive form's random schedules are refused by the
+/// lowering (67% of 300 seeds lowered), so 15 fresh cases fell under half about one time in ten.
 #[test]
 fn backward_schedules_compute_the_backward_on_fixed_and_fresh_seeds() {
     on_main_sized_stack(|| {
         let fresh = fresh_seed();
-        for (family, base, n) in [
-            (operators::Family::AttentionBwd, 0xBAC4_0000u64, 40u64),
-            (operators::Family::AttentionBwd, fresh, 20),
-            (operators::Family::AttentionBwdNaive, 0xBAC5_0000u64, 30),
-            (operators::Family::AttentionBwdNaive, fresh, 15),
+        for (family, fixed, n_fixed, n_fresh) in [
+            (
+                operators::Family::AttentionBwd,
+                0xBAC4_0000u64,
+                40u64,
+                20u64,
+            ),
+            (operators::Family::AttentionBwdNaive, 0xBAC5_0000u64, 30, 15),
         ] {
-            let (stats, found) = run_schedules_of(base..base + n, Some(family), || {});
-            println!("backward schedules, seed base {base}: {stats:?}");
-            if !found.is_empty() {
-                fail("schedule", base, &stats, &found);
+            for (base, n) in [(fixed, n_fixed), (fresh, n_fresh)] {
+                let (stats, found) = run_schedules_of(base..base + n, Some(family), || {});
+                println!("backward schedules {family:?}, seed base {base}: {stats:?}");
+                if !found.is_empty() {
+                    fail("schedule", base, &stats, &found);
+                }
+                // Most fixed cases must get through to the executor, or the comparison proves
+                // nothing.
+                assert!(
+                    base != fixed || stats.checked * 2 > stats.execs,
+                    "only {} of {} {family:?} schedules were executed (seed base {base})",
+                    stats.checked,
+                    stats.execs
+                );
             }
-            assert!(
-                stats.checked * 2 > stats.execs,
-                "only {} of {} backward schedules were executed (seed base {base})",
-                stats.checked,
-                stats.execs
-            );
         }
     });
 }
