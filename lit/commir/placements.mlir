@@ -1,5 +1,6 @@
-// Zigzag and striped placements: the custom form prints back as written, the generic form
-// spells each level as a mesh dimension or ["zigzag", level] / ["striped", level, block],
+// Zigzag (one round or over chunks) and striped placements: the custom form prints back as
+// written, the generic form spells each level as a mesh dimension or ["zigzag", level],
+// ["zigzag", level, chunk] / ["striped", level, block],
 // reads back, and upstream mlir-opt 22 accepts it through the IRDL definition.
 // RUN: %mercury-opt %s | FileCheck %s
 // RUN: %mercury-opt %s | %mercury-opt | FileCheck %s
@@ -17,6 +18,7 @@ commir.kernel @k on @m {
   commir.buffer @K : [@b, @j, 8] f32 in sharding [S(0), S(striped(1, 4)), R]
   commir.buffer @V : [@b, @j, 8] f32 in sharding [R, S(0, zigzag(1)), R]
   commir.buffer @O : [@b, @i, 8] f32 out sharding [R, S(striped(0, 8), 1), R]
+  commir.buffer @T : [@b, @i, 8] f32 temp sharding [R, S(zigzag(0, 4), 1), R]
   commir.reshard @Q to [R, S(0, 1), R]
   %q = commir.load @Q[@b, @i] : !commir.tile<f32>
   %k = commir.load @K[@b, @j] : !commir.tile<f32>
@@ -29,11 +31,14 @@ commir.kernel @k on @m {
 // CHECK: commir.buffer @K : [@b, @j, 8] f32 in sharding [S(0), S(striped(1, 4)), R]
 // CHECK: commir.buffer @V : [@b, @j, 8] f32 in sharding [R, S(0, zigzag(1)), R]
 // CHECK: commir.buffer @O : [@b, @i, 8] f32 out sharding [R, S(striped(0, 8), 1), R]
+// CHECK: commir.buffer @T : [@b, @i, 8] f32 temp sharding [R, S(zigzag(0, 4), 1), R]
 // CHECK: commir.reshard @Q to [R, S(0, 1), R]
 
 // GENERIC: sharding = {{\[}}[], {{\[}}["zigzag", 0], ["zigzag", 1]], []]
 // GENERIC: sharding = {{\[}}[0], {{\[}}["striped", 1, 4]], []]
 // GENERIC: sharding = {{\[}}[], [0, ["zigzag", 1]], []]
 // GENERIC: sharding = {{\[}}[], {{\[}}["striped", 0, 8], 1], []]
+// GENERIC: sharding = {{\[}}[], {{\[}}["zigzag", 0, 4], 1], []]
 
 // UPSTREAM: "commir.buffer"() {{.*}}sharding = {{\[}}[], {{\[}}["zigzag", 0], ["zigzag", 1]], []]
+// UPSTREAM: "commir.buffer"() {{.*}}sharding = {{\[}}[], {{\[}}["zigzag", 0, 4], 1], []]

@@ -1,4 +1,5 @@
 // RUN: %mercury-opt --tile="axis=i factor=4 outer=i0 inner=i_t" --parallelize="axis=i0 level=0 placement=zigzag" %s | FileCheck %s --check-prefix=PAR
+// RUN: %mercury-opt --tile="axis=i factor=4 outer=i0 inner=i_t" --parallelize="axis=i0 level=0 placement=zigzag(2)" %s | FileCheck %s --check-prefix=CHUNKS
 // RUN: %mercury-opt --pass-pipeline='builtin.module(tile{axis=i factor=4 outer=i0 inner=i_t}, parallelize{axis=i0 level=0 placement=zigzag}, tile{axis=j factor=4 outer=j0 inner=j_t}, shift{axis=j0 by=i0}, shard{buffer=K axis=j0 placement=zigzag}, shard{buffer=V axis=j0 placement=striped(2)}, commir-print-comm-plan)' %s | FileCheck %s --check-prefix=RING
 // RUN: %mercury-opt --pass-pipeline='builtin.module(reshard{buffer=K sharding=R,S(zigzag(0)),R}, reshard{buffer=V sharding=R,S(zigzag(0)),R}, tile{axis=i factor=4 outer=i0 inner=i_t}, parallelize{axis=i0 level=0 placement=zigzag}, tile{axis=j factor=4 outer=j0 inner=j_t}, shift{axis=j0 by=i0}, commir-print-comm-plan)' %s | FileCheck %s --check-prefix=PERM
 // RUN: not %mercury-opt --tile="axis=i factor=4 outer=i0 inner=i_t" --parallelize="axis=i0 level=0 placement=spiral" %s 2>&1 | FileCheck %s --check-prefix=BADOPT
@@ -28,6 +29,9 @@ commir.kernel @attn on @m {
 // PAR: commir.buffer @O : [@h, @i0 * @i_t, 4] f32 out{{$}}
 // PAR: commir.for @i0 parallel(0) {
 
+// Zigzag over chunks of 2 positions: 2 rounds of 8 chunks over the 4 GPUs.
+// CHUNKS: commir.buffer @Q : [@h, @i0 * @i_t, 4] f32 in sharding [R, S(zigzag(0, 2)), R]
+
 // A ring over zigzag queries and keys and striped values: 3 transfer stages on 4 GPUs, and
 // the values (striped, not aligned with the keys' zigzag order) permuted once at the start;
 // the output, declared replicated, delivered to every rank in one last stage.
@@ -50,6 +54,6 @@ commir.kernel @attn on @m {
 // PERM: //   @K: placed [R, S(zigzag(0)), R], declared [R, R, R] (moved at the start)
 // PERM: causal attention work: busiest rank 1.00x the mean
 
-// BADOPT: option 'placement': a placement is block, zigzag or striped(B), got 'spiral'
+// BADOPT: option 'placement': a placement is block, zigzag, zigzag(C) or striped(B), got 'spiral'
 
-// BADSHARD: placement.mlir:[[@LINE-41]]:3: error: shard: dimension 1 of '@K' (size 32): 32 positions do not divide into rounds of 4 striped blocks of 16 of mesh level 0
+// BADSHARD: placement.mlir:[[@LINE-44]]:3: error: shard: dimension 1 of '@K' (size 32): 32 positions do not divide into rounds of 4 striped blocks of 16 of mesh level 0

@@ -455,33 +455,63 @@ fn forward_masks_under_every_schedule_equal_the_definition() {
                     inputs.retain(|k, _| !k.starts_with('D'));
                 }
                 let got = run(plan, &inputs);
-                let e = error(&got["O"], &want);
-                assert!(
-                    e <= 1e-9,
-                    "seed {seed}: {m:?} sq {sq} under {name}, boundaries {bq:?} / {bk:?}: error {e:e}"
-                );
+                assert_close(&got["O"], &want, || {
+                    format!("seed {seed}: {m:?} sq {sq} under {name}, boundaries {bq:?} / {bk:?}")
+                });
                 *ran.entry(name.clone()).or_default() += 1;
             }
         }
     }
-    for must in [
-        "none",
-        "shift-shard",
-        "ring_attention.sched",
-        "zigzag_ring.sched",
-        "striped_ring.sched",
-        "tree_attention.sched",
-        "context_parallel.sched",
-        "ulysses.sched",
-        "usp.sched",
-        "loongtrain.sched",
-    ] {
+    assert_ran(
+        &ran,
+        &[
+            "none",
+            "shift-shard",
+            "ring_attention.sched",
+            "zigzag_ring.sched",
+            "striped_ring.sched",
+            "tree_attention.sched",
+            "context_parallel.sched",
+            "ulysses.sched",
+            "usp.sched",
+            "loongtrain.sched",
+        ],
+        15,
+        18,
+        seed,
+    );
+}
+
+/// Holds a plan's output to the definition's (relative error at most 1e-9).
+fn assert_close(got: &[f64], want: &[f64], what: impl FnOnce() -> String) {
+    let e = error(got, want);
+    assert!(e <= 1e-9, "{}: error {e:e}", what());
+}
+
+/// Every schedule of `must` ran at least `least` of the `of` cases.
+fn assert_ran(ran: &HashMap<String, usize>, must: &[&str], least: usize, of: usize, seed: u64) {
+    for name in must {
         assert!(
-            ran.get(must).is_some_and(|n| *n >= 15),
-            "{must} ran {:?} times of 18 (seed {seed}); ran: {ran:?}",
-            ran.get(must)
+            ran.get(*name).is_some_and(|n| *n >= least),
+            "{name} ran {:?} times of {of} (seed {seed}); ran: {ran:?}",
+            ran.get(*name)
         );
     }
+}
+
+/// Document masks of the backward tests: causal, causal with a window, a two-sided window.
+fn document_masks() -> [Mask; 3] {
+    let m = |causal, window| Mask {
+        causal,
+        window,
+        documents: true,
+        lower_right: false,
+    };
+    [
+        m(true, None),
+        m(true, Some((16, 0))),
+        m(false, Some((3, 3))),
+    ]
 }
 
 /// The backward under every backward schedule, three batches of boundaries each.
@@ -490,26 +520,7 @@ fn backward_masks_under_every_schedule_equal_the_definition() {
     let seed = fresh_seed() ^ 0xb0d;
     let mut rng = Rng(seed);
     let s = 256;
-    let masks = [
-        Mask {
-            causal: true,
-            window: None,
-            documents: true,
-            lower_right: false,
-        },
-        Mask {
-            causal: true,
-            window: Some((16, 0)),
-            documents: true,
-            lower_right: false,
-        },
-        Mask {
-            causal: false,
-            window: Some((3, 3)),
-            documents: true,
-            lower_right: false,
-        },
-    ];
+    let masks = document_masks();
     let mut ran: HashMap<String, usize> = HashMap::new();
     for m in masks {
         let texts = [backward(s, &m, false), backward(s, &m, true)];
@@ -542,32 +553,115 @@ fn backward_masks_under_every_schedule_equal_the_definition() {
             for (name, plan) in &plans {
                 let got = run(plan, &x);
                 for (out, want) in ["dQ", "dK", "dV"].iter().zip(&want) {
-                    let e = error(&got[*out], want);
-                    assert!(
-                        e <= 1e-9,
-                        "seed {seed}: {m:?} under {name}, {out}, boundaries {b:?}: error {e:e}"
-                    );
+                    assert_close(&got[*out], want, || {
+                        format!("seed {seed}: {m:?} under {name}, {out}, boundaries {b:?}")
+                    });
                 }
                 *ran.entry(name.clone()).or_default() += 1;
             }
         }
     }
-    for must in [
-        "none",
-        "shift-shard",
-        "ring_attention_bwd.sched",
-        "zigzag_ring_bwd.sched",
-        "striped_ring_bwd.sched",
-        "ulysses_bwd.sched",
-        "usp_bwd.sched",
-        "loongtrain_bwd.sched",
-    ] {
-        assert!(
-            ran.get(must).is_some_and(|n| *n == 9),
-            "{must} ran {:?} times of 9 (seed {seed}); ran: {ran:?}",
-            ran.get(must)
-        );
+    assert_ran(
+        &ran,
+        &[
+            "none",
+            "shift-shard",
+            "ring_attention_bwd.sched",
+            "zigzag_ring_bwd.sched",
+            "striped_ring_bwd.sched",
+            "ulysses_bwd.sched",
+            "usp_bwd.sched",
+            "loongtrain_bwd.sched",
+        ],
+        9,
+        9,
+        seed,
+    );
+}
+
+/// Shards declared zigzag over chunks (`S(zigzag(0, 4))`: 4 rounds of 16 chunks over 8 ranks,
+/// the layout that balances packed batches of a few long documents): forward and backward,
+/// documents with causal and windowed masks, under every schedule that takes the declared
+/// placement, equal the definition; the ring, tree and context-parallel schedules and
+/// `shift-shard` must take it (the zigzag and striped rings reshard contiguous inputs).
+#[test]
+fn chunked_zigzag_shards_under_every_schedule_equal_the_definition() {
+    let seed = fresh_seed() ^ 0x21c;
+    let mut rng = Rng(seed);
+    let s = 256;
+    let chunked = |t: String| t.replace("S(0)", "S(zigzag(0, 4))");
+    let masks = document_masks();
+    let mut ran: HashMap<String, usize> = HashMap::new();
+    for m in masks {
+        let fwd = chunked(forward(s, s, &m, false));
+        let bwd = chunked(backward(s, &m, false));
+        assert!(fwd.contains("S(zigzag(0, 4))") && bwd.contains("S(zigzag(0, 4))"));
+        let plans: Vec<(String, bool, Plan)> = schedules()
+            .into_iter()
+            .filter_map(|(name, schedule)| {
+                let backward = name.ends_with("_bwd.sched");
+                let text = if backward { &bwd } else { &fwd };
+                let plan = compile("chunked.mlir", text, &schedule).ok()?;
+                Some((name, backward, plan))
+            })
+            .chain(
+                compile("chunked_bwd.mlir", &bwd, &Schedule::shift_shard())
+                    .ok()
+                    .map(|p| ("shift-shard (backward)".to_string(), true, p)),
+            )
+            .collect();
+        for kind in 1..3 {
+            let docs = if kind == 1 {
+                1 + rng.below(6)
+            } else {
+                100 + rng.below(s - 100)
+            };
+            let b = boundaries(&mut rng, s, docs, kind);
+            let mut x = HashMap::new();
+            for name in ["Q", "K", "V", "O", "dO"] {
+                x.insert(name.to_string(), draw(&mut rng, HEADS * s * D));
+            }
+            x.insert("LSE".into(), draw(&mut rng, HEADS * s));
+            x.insert("Dq".into(), b.iter().map(|&v| v as f64).collect());
+            let want_o = forward_ref(&m, &x, (s, s), (Some(&b), Some(&b)));
+            let want_bwd = backward_ref(&m, &x, s, Some(&b));
+            for (name, backward, plan) in &plans {
+                let mut inputs = x.clone();
+                if *backward {
+                    let got = run(plan, &inputs);
+                    for (out, want) in ["dQ", "dK", "dV"].iter().zip(&want_bwd) {
+                        assert_close(&got[*out], want, || {
+                            format!("seed {seed}: {m:?} under {name}, {out}, boundaries {b:?}")
+                        });
+                    }
+                } else {
+                    inputs.retain(|k, _| ["Q", "K", "V", "Dq"].contains(&k.as_str()));
+                    let got = run(plan, &inputs);
+                    assert_close(&got["O"], &want_o, || {
+                        format!("seed {seed}: {m:?} under {name}, boundaries {b:?}")
+                    });
+                }
+                *ran.entry(name.clone()).or_default() += 1;
+            }
+        }
     }
+    assert_ran(
+        &ran,
+        &[
+            "none",
+            "shift-shard",
+            "shift-shard (backward)",
+            "ring_attention.sched",
+            "ring_attention_bwd.sched",
+            "ring_flash_attn_bwd.sched",
+            "loongtrain_bwd.sched",
+            "context_parallel.sched",
+            "tree_attention.sched",
+        ],
+        6,
+        6,
+        seed,
+    );
 }
 
 /// A sequence that does not divide into the mesh's shards is refused with a located error,

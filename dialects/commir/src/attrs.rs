@@ -169,12 +169,19 @@ fn level_from_attr(x: &Attribute) -> Result<(usize, Split), String> {
         return Ok((level(v)?, Split::Block));
     }
     let items = x.as_array().ok_or_else(|| {
-        format!("sharding level '{x}' must be a mesh dimension or [\"zigzag\", level] / [\"striped\", level, block]")
+        format!("sharding level '{x}' must be a mesh dimension or [\"zigzag\", level(, chunk)] / [\"striped\", level, block]")
     })?;
     match items {
         [k, l] if k.as_str() == Some("zigzag") => {
             let l = l.as_int().ok_or_else(|| format!("'{l}' is not a mesh dimension"))?;
             Ok((level(l)?, Split::Zigzag))
+        }
+        [k, l, c] if k.as_str() == Some("zigzag") => {
+            let l = l.as_int().ok_or_else(|| format!("'{l}' is not a mesh dimension"))?;
+            match c.as_int() {
+                Some(c) if c > 0 => Ok((level(l)?, Split::ZigzagChunks(c as usize))),
+                _ => Err(format!("the zigzag chunk '{c}' must be a positive integer")),
+            }
         }
         [k, l, b] if k.as_str() == Some("striped") => {
             let l = l.as_int().ok_or_else(|| format!("'{l}' is not a mesh dimension"))?;
@@ -184,7 +191,7 @@ fn level_from_attr(x: &Attribute) -> Result<(usize, Split), String> {
             }
         }
         _ => Err(format!(
-            "sharding level '{x}' must be a mesh dimension or [\"zigzag\", level] / [\"striped\", level, block]"
+            "sharding level '{x}' must be a mesh dimension or [\"zigzag\", level(, chunk)] / [\"striped\", level, block]"
         )),
     }
 }
@@ -243,6 +250,11 @@ pub fn sharding_to_attr(p: &Placement) -> Attribute {
                                 Attribute::int(l as i64),
                                 Attribute::int(b as i64),
                             ]),
+                            Split::ZigzagChunks(c) => Attribute::Array(vec![
+                                Attribute::str("zigzag"),
+                                Attribute::int(l as i64),
+                                Attribute::int(c as i64),
+                            ]),
                         })
                         .collect(),
                 )
@@ -251,7 +263,7 @@ pub fn sharding_to_attr(p: &Placement) -> Attribute {
     )
 }
 
-/// One level inside `S(...)`: `0`, `zigzag(0)` or `striped(0, 64)`.
+/// One level inside `S(...)`: `0`, `zigzag(0)`, `zigzag(0, 512)` or `striped(0, 64)`.
 fn parse_level(run: &[Tok]) -> Result<(usize, Split), String> {
     let number = |t: &Tok| match &t.kind {
         TokKind::Number(n) => parse_int_as::<usize>(n)
@@ -273,31 +285,35 @@ fn parse_level(run: &[Tok]) -> Result<(usize, Split), String> {
             ..
         }] => {
             let args = comma_items(inner)?;
+            // Held as an i64 (`sharding_to_attr`): at most i64::MAX, not wrapped.
+            let size = |b: &Tok, what: &str| {
+                match &b.kind {
+                    TokKind::Number(n) => parse_int_as::<i64>(n)
+                        .ok()
+                        .filter(|b| *b > 0)
+                        .and_then(|b| usize::try_from(b).ok()),
+                    _ => None,
+                }
+                .ok_or_else(|| format!("the {what} must be a positive integer, found {}", b.describe()))
+            };
             match (w.word(), args.as_slice()) {
                 (Some("zigzag"), [l]) => Ok((number(l)?, Split::Zigzag)),
+                (Some("zigzag"), [l, c]) => Ok((
+                    number(l)?,
+                    Split::ZigzagChunks(size(c, "zigzag chunk")?),
+                )),
                 (Some("striped"), [l, b]) => {
-                    let b = match &b.kind {
-                        // Held as an i64 (`sharding_to_attr`): at most i64::MAX, not wrapped.
-                        TokKind::Number(n) => parse_int_as::<i64>(n)
-                            .ok()
-                            .filter(|b| *b > 0)
-                            .and_then(|b| usize::try_from(b).ok()),
-                        _ => None,
-                    }
-                    .ok_or_else(|| {
-                        format!(
-                            "the striped block must be a positive integer, found {}",
-                            b.describe()
-                        )
-                    })?;
-                    Ok((number(l)?, Split::Striped(b)))
+                    Ok((number(l)?, Split::Striped(size(b, "striped block")?)))
                 }
-                (Some("zigzag"), _) => Err("zigzag takes one mesh dimension: zigzag(0)".into()),
+                (Some("zigzag"), _) => Err(
+                    "zigzag takes a mesh dimension and optionally a chunk: zigzag(0) or zigzag(0, 512)"
+                        .into(),
+                ),
                 (Some("striped"), _) => {
                     Err("striped takes a mesh dimension and a block: striped(0, 64)".into())
                 }
                 _ => Err(format!(
-                    "expected a mesh dimension, zigzag(level) or striped(level, block), found {}",
+                    "expected a mesh dimension, zigzag(level), zigzag(level, chunk) or striped(level, block), found {}",
                     w.describe()
                 )),
             }
@@ -309,7 +325,7 @@ fn parse_level(run: &[Tok]) -> Result<(usize, Split), String> {
             t.describe()
         )),
         [t, ..] => Err(format!(
-            "expected a mesh dimension, zigzag(level) or striped(level, block), found {}",
+            "expected a mesh dimension, zigzag(level), zigzag(level, chunk) or striped(level, block), found {}",
             t.describe()
         )),
         [] => Err("expected a mesh dimension".into()),

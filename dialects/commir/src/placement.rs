@@ -7,6 +7,7 @@
 //! | block | `S(0)` | block `c` of `m` contiguous blocks |
 //! | zigzag | `S(zigzag(0))` | chunks `c` and `2m-1-c` of `2m` (torch context parallel's head-tail load balancing) |
 //! | striped | `S(striped(0, 64))` | blocks `c`, `c+m`, `c+2m`, ... of 64 positions (Striped Attention) |
+//! | zigzag chunks | `S(zigzag(0, 512))` | chunks `c` and `2m-1-c` of every round of `2m` chunks of 512 positions |
 //!
 //! A rank keeps the positions it holds in increasing order (its *local order*). Splitting a
 //! dimension over several levels applies the splits one after the other to what the previous
@@ -29,6 +30,12 @@ pub enum Split {
     Zigzag,
     /// Round-robin blocks of this many positions: coordinate `c` holds blocks `c`, `c+m`, ...
     Striped(usize),
+    /// Zigzag repeated over chunks of this many positions: the dimension is cut into rounds of
+    /// `2m` chunks and coordinate `c` holds chunks `c` and `2m-1-c` of every round. Zigzag is
+    /// one round; more rounds also balance causal documents shorter than the sequence (a
+    /// document spanning a round gives every rank the same share of it), which is what
+    /// [`crate::placement`]'s users pick for packed batches of a few long documents.
+    ZigzagChunks(usize),
 }
 
 impl Split {
@@ -38,36 +45,51 @@ impl Split {
             Split::Block => "block",
             Split::Zigzag => "zigzag",
             Split::Striped(_) => "striped",
+            Split::ZigzagChunks(_) => "zigzag",
         }
     }
 
-    /// Parses a pass option value: `block`, `zigzag` or `striped(B)` / `striped:B`.
+    /// Parses a pass option value: `block`, `zigzag`, `zigzag(C)` / `zigzag:C` (chunks of
+    /// `C` positions) or `striped(B)` / `striped:B`.
     pub fn parse(v: &str) -> Result<Split, String> {
         let v = v.trim();
-        let striped = v
-            .strip_prefix("striped(")
-            .and_then(|r| r.strip_suffix(')'))
-            .or_else(|| v.strip_prefix("striped:"));
-        match (v, striped) {
-            ("block" | "contiguous", _) => Ok(Split::Block),
-            ("zigzag" | "head-tail", _) => Ok(Split::Zigzag),
-            (_, Some(b)) => match b.trim().parse::<usize>() {
-                Ok(b) if b > 0 => Ok(Split::Striped(b)),
-                _ => Err(format!("the block of '{v}' must be a positive integer")),
-            },
+        let arg = |word: &str| {
+            v.strip_prefix(word)
+                .and_then(|r| {
+                    r.strip_prefix('(')
+                        .and_then(|r| r.strip_suffix(')'))
+                        .or_else(|| r.strip_prefix(':'))
+                })
+                .map(|n| match n.trim().parse::<usize>() {
+                    Ok(n) if n > 0 => Ok(n),
+                    _ => Err(format!("the block of '{v}' must be a positive integer")),
+                })
+        };
+        match (v, arg("striped"), arg("zigzag")) {
+            ("block" | "contiguous", _, _) => Ok(Split::Block),
+            ("zigzag" | "head-tail", _, _) => Ok(Split::Zigzag),
+            (_, Some(b), _) => b.map(Split::Striped),
+            (_, _, Some(c)) => c.map(Split::ZigzagChunks),
             _ => Err(format!(
-                "a placement is block, zigzag or striped(B), got '{v}'"
+                "a placement is block, zigzag, zigzag(C) or striped(B), got '{v}'"
             )),
         }
     }
 
-    /// The spelling of one level under this split: `0`, `zigzag(0)`, `striped(0, 64)`.
+    /// The spelling of one level under this split: `0`, `zigzag(0)`, `zigzag(0, 512)`,
+    /// `striped(0, 64)`.
     pub fn spell(self, level: usize) -> String {
         match self {
             Split::Block => level.to_string(),
             Split::Zigzag => format!("zigzag({level})"),
             Split::Striped(b) => format!("striped({level}, {b})"),
+            Split::ZigzagChunks(c) => format!("zigzag({level}, {c})"),
         }
+    }
+
+    /// Whether the split is a zigzag (one round or chunked).
+    pub fn is_zigzag(self) -> bool {
+        matches!(self, Split::Zigzag | Split::ZigzagChunks(_))
     }
 }
 
@@ -152,8 +174,9 @@ impl Placement {
 }
 
 /// Checks that dimension `d` of `size` positions divides under `levels` of `mesh`: each block
-/// level into equal blocks, each zigzag level into `2m` equal chunks, each striped level into
-/// whole rounds of `m` blocks. `Err` names the level that does not divide.
+/// level into equal blocks, each zigzag level into `2m` equal chunks (chunked: whole rounds of
+/// `2m` chunks), each striped level into whole rounds of `m` blocks. `Err` names the level
+/// that does not divide.
 pub fn check_dim(size: usize, levels: &[(usize, Split)], mesh: &[usize]) -> Result<(), String> {
     let mut seg = size;
     for &(l, s) in levels {
@@ -165,6 +188,11 @@ pub fn check_dim(size: usize, levels: &[(usize, Split)], mesh: &[usize]) -> Resu
             Split::Striped(b) => (
                 m.saturating_mul(b),
                 format!("rounds of {m} striped blocks of {b}"),
+            ),
+            Split::ZigzagChunks(0) => return Err("a zigzag chunk must be positive".into()),
+            Split::ZigzagChunks(c) => (
+                m.saturating_mul(2).saturating_mul(c),
+                format!("rounds of {} zigzag chunks of {c}", 2 * m),
             ),
         };
         if unit == 0 || !seg.is_multiple_of(unit) {
@@ -238,6 +266,13 @@ pub fn dim_runs(
                     select(&runs, &starts, (round * m + c) * b, b, &mut next);
                 }
             }
+            Split::ZigzagChunks(ch) => {
+                for round in 0..seg / (2 * m * ch) {
+                    let at = round * 2 * m * ch;
+                    select(&runs, &starts, at + c * ch, ch, &mut next);
+                    select(&runs, &starts, at + (2 * m - 1 - c) * ch, ch, &mut next);
+                }
+            }
         }
         runs = next;
         seg /= m;
@@ -267,8 +302,9 @@ pub fn dim_order(size: usize, levels: &[(usize, Split)], mesh: &[usize]) -> Vec<
 }
 
 /// The per-level splits that give `split` over the group of `levels` flattened into one (the
-/// first level most significant): zigzag on every level, or striped with each level's block
-/// the flat block times the devices of the levels after it. Block stays block.
+/// first level most significant): zigzag on every level, or striped (chunked zigzag) with each
+/// level's block (chunk) the flat one times the devices of the levels after it. Block stays
+/// block.
 pub fn flatten_splits(split: Split, levels: &[usize], mesh: &[usize]) -> Vec<(usize, Split)> {
     levels
         .iter()
@@ -278,6 +314,9 @@ pub fn flatten_splits(split: Split, levels: &[usize], mesh: &[usize]) -> Vec<(us
                 Split::Striped(b) => {
                     Split::Striped(b * levels[i + 1..].iter().map(|x| mesh[*x]).product::<usize>())
                 }
+                Split::ZigzagChunks(c) => Split::ZigzagChunks(
+                    c * levels[i + 1..].iter().map(|x| mesh[*x]).product::<usize>(),
+                ),
                 other => other,
             };
             (l, s)
@@ -305,6 +344,24 @@ mod tests {
     }
 
     #[test]
+    fn zigzag_chunks_repeat_head_and_tail() {
+        // 2 ranks, 16 positions, chunks of 2: rounds of 4 chunks; rank 0 holds chunks 0 and 3
+        // of each round.
+        let r = dim_runs(16, &[(0, Split::ZigzagChunks(2))], &[2], &[0]);
+        assert_eq!(r, vec![(0, 2), (6, 4), (14, 2)]);
+        // One round is the zigzag.
+        for c in 0..4 {
+            assert_eq!(
+                dim_runs(16, &[(0, Split::ZigzagChunks(2))], &[4], &[c]),
+                dim_runs(16, &[(0, Split::Zigzag)], &[4], &[c])
+            );
+        }
+        assert!(check_dim(24, &[(0, Split::ZigzagChunks(2))], &[4]).is_err());
+        assert!(check_dim(32, &[(0, Split::ZigzagChunks(2))], &[4]).is_ok());
+        assert!(check_dim(32, &[(0, Split::ZigzagChunks(0))], &[4]).is_err());
+    }
+
+    #[test]
     fn striped_is_round_robin() {
         let r = dim_runs(16, &[(0, Split::Striped(2))], &[2], &[1]);
         assert_eq!(r, vec![(2, 2), (6, 2), (10, 2), (14, 2)]);
@@ -318,7 +375,12 @@ mod tests {
         for mesh in [vec![2, 4], vec![4, 2], vec![2, 2, 2], vec![3, 2]] {
             let n: usize = mesh.iter().product();
             let levels: Vec<usize> = (0..mesh.len()).collect();
-            for split in [Split::Zigzag, Split::Striped(2), Split::Block] {
+            for split in [
+                Split::Zigzag,
+                Split::Striped(2),
+                Split::ZigzagChunks(2),
+                Split::Block,
+            ] {
                 let size = 8 * n;
                 let hier = flatten_splits(split, &levels, &mesh);
                 check_dim(size, &hier, &mesh).unwrap();
@@ -356,6 +418,10 @@ mod tests {
     fn options_and_spelling() {
         assert_eq!(Split::parse("striped(64)"), Ok(Split::Striped(64)));
         assert_eq!(Split::parse("zigzag"), Ok(Split::Zigzag));
+        assert_eq!(Split::parse("zigzag(512)"), Ok(Split::ZigzagChunks(512)));
+        assert_eq!(Split::parse("zigzag:8"), Ok(Split::ZigzagChunks(8)));
+        assert!(Split::parse("zigzag(0)").is_err());
+        assert_eq!(Split::ZigzagChunks(8).spell(1), "zigzag(1, 8)");
         assert!(Split::parse("striped(0)").is_err());
         assert!(Split::parse("spiral").is_err());
         let p = Placement::new(

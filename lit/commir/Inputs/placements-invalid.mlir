@@ -40,6 +40,33 @@ commir.kernel @k on @m {
 
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
+  commir.axis @i = 48 spatial
+  // expected-error@+1 {{dimension 0 of '@A' (size 48): 48 positions do not divide into rounds of 8 zigzag chunks of 4 of mesh level 0}}
+  commir.buffer @A : [@i] f32 in sharding [S(zigzag(0, 4))]
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 16 spatial
+  // expected-error@+1 {{the zigzag chunk must be a positive integer, found number '0'}}
+  commir.buffer @A : [@i] f32 in sharding [S(zigzag(0, 0))]
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
+  commir.axis @i = 16 spatial
+  // expected-error@+1 {{zigzag takes a mesh dimension and optionally a chunk: zigzag(0) or zigzag(0, 512)}}
+  commir.buffer @A : [@i] f32 in sharding [S(zigzag(0, 2, 2))]
+}
+
+// -----
+
+commir.mesh @m shape [4]
+commir.kernel @k on @m {
   commir.axis @i = 16 spatial
   // expected-error@+1 {{the striped block must be a positive integer, found number '0'}}
   commir.buffer @A : [@i] f32 in sharding [S(striped(0, 0))]
@@ -50,7 +77,7 @@ commir.kernel @k on @m {
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 16 spatial
-  // expected-error@+1 {{expected a mesh dimension, zigzag(level) or striped(level, block), found 'spiral'}}
+  // expected-error@+1 {{expected a mesh dimension, zigzag(level), zigzag(level, chunk) or striped(level, block), found 'spiral'}}
   commir.buffer @A : [@i] f32 in sharding [S(spiral(0))]
 }
 
@@ -64,22 +91,14 @@ commir.kernel @k on @m {
   commir.buffer @A : [@i] f32 in sharding [S(0|1)]
 }
 
-// -----
-
-commir.mesh @m shape [4]
-commir.kernel @k on @m {
-  commir.axis @i = 16 spatial
-  // expected-error@+1 {{zigzag takes one mesh dimension: zigzag(0)}}
-  commir.buffer @A : [@i] f32 in sharding [S(zigzag(0, 1))]
-}
 
 // -----
 
 commir.mesh @m shape [4]
 commir.kernel @k on @m {
   commir.axis @i = 16 spatial
-  // expected-error@+1 {{sharding level '["zigzag", 0, 2]' must be a mesh dimension or ["zigzag", level] / ["striped", level, block]}}
-  "commir.buffer"() {sym_name = "A", dims = [[@i]], dtype = f32, role = "in", sharding = [[["zigzag", 0, 2]]]} : () -> ()
+  // expected-error@+1 {{sharding level '["zigzag", 0, 2, 2]' must be a mesh dimension or ["zigzag", level(, chunk)] / ["striped", level, block]}}
+  "commir.buffer"() {sym_name = "A", dims = [[@i]], dtype = f32, role = "in", sharding = [[["zigzag", 0, 2, 2]]]} : () -> ()
 }
 
 // -----

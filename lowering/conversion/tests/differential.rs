@@ -43,7 +43,7 @@ fn sharding(dims: usize, seq_dim: Option<usize>, p: &Place) -> String {
     format!(" sharding {}", Placement::new(levels, splits).to_custom())
 }
 
-/// A random split of `levels` for a dimension of `size`: a flat zigzag or striped one over all
+/// A random split of `levels` for a dimension of `size`: a flat zigzag (one round or chunked) or striped one over all
 /// of them, a per-level mix, or contiguous blocks; contiguous when the draw does not divide.
 fn random_splits(
     rng: &mut ChaCha8Rng,
@@ -73,6 +73,7 @@ fn random_splits(
                 vec![]
             };
         }
+        4 => Split::ZigzagChunks(*[1usize, 2].choose(rng).unwrap()),
         _ => return vec![],
     };
     let s = flatten_splits(flat, levels, mesh);

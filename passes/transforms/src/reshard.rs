@@ -134,7 +134,24 @@ pub fn parse_sharding_option(s: &str) -> Result<Placement, String> {
             let (l, split) = if let Some(a) =
                 lv.strip_prefix("zigzag(").and_then(|r| r.strip_suffix(')'))
             {
-                (num(a)?, Split::Zigzag)
+                let parts: Vec<&str> = a
+                    .split([',', ';', '|', ' '])
+                    .filter(|x| !x.is_empty())
+                    .collect();
+                match parts.as_slice() {
+                    [l] => (num(l)?, Split::Zigzag),
+                    [l, c] => {
+                        let chunk = c.parse::<usize>().ok().filter(|c| *c > 0).ok_or_else(|| {
+                            format!("the zigzag chunk '{c}' of '{lv}' must be a positive integer (zigzag(L;C): mesh level L, chunks of C positions)")
+                        })?;
+                        (num(l)?, Split::ZigzagChunks(chunk))
+                    }
+                    _ => {
+                        return Err(format!(
+                            "zigzag takes a level and optionally a chunk, zigzag(L) or zigzag(L;C), got '{lv}'"
+                        ))
+                    }
+                }
             } else if let Some(a) = lv
                 .strip_prefix("striped(")
                 .and_then(|r| r.strip_suffix(')'))

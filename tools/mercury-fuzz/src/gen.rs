@@ -1,7 +1,7 @@
 //! Structure-aware generation of CommIR modules for the parser target: a `commir.mesh` and a
 //! `commir.kernel` with random axes (extents, kinds, `min`), buffers (dimensions bound to axes,
-//! products of axes or fixed sizes; roles; shardings with contiguous, `zigzag(l)` and
-//! `striped(l, b)` levels), loop nests (`parallel(l)`, `shift(@p)`), loads with index
+//! products of axes or fixed sizes; roles; shardings with contiguous, `zigzag(l)`,
+//! `zigzag(l, c)` and `striped(l, b)` levels), loop nests (`parallel(l)`, `shift(@p)`), loads with index
 //! expressions (`(@j + @p) mod N`, `@a * 4 + @b`), compute ops, patches and reductions or
 //! stores. Symbols are sometimes quoted (`@"a b"`). The draws lean towards valid kernels, so
 //! that the printer and the verifier's deeper rules are reached, but nothing forces validity:
@@ -62,9 +62,10 @@ fn sharding_entry(rng: &mut ChaCha8Rng, levels: usize) -> String {
         .map(|&l| {
             // Sometimes a level the mesh does not have.
             let l = if rng.gen_range(0..25) == 0 { l + 3 } else { l };
-            match rng.gen_range(0..5) {
+            match rng.gen_range(0..6) {
                 0 => format!("zigzag({l})"),
                 1 => format!("striped({l}, {})", [1, 2, 4, 0].choose(rng).unwrap()),
+                2 => format!("zigzag({l}, {})", [1, 2, 0].choose(rng).unwrap()),
                 _ => l.to_string(),
             }
         })

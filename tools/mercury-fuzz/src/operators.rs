@@ -78,7 +78,7 @@ fn draw_mesh(rng: &mut ChaCha8Rng) -> Vec<usize> {
 }
 
 /// `S(...)` of one dimension of `size` over every level of `mesh`: contiguous blocks, zigzag
-/// or striped (flat over the levels, or one per level); contiguous when the draw does not
+/// (one round per level, or chunked on one level) or striped (on one level); contiguous when the draw does not
 /// divide `size`. `R` with probability one half.
 fn placement(rng: &mut ChaCha8Rng, mesh: &[usize], size: usize) -> String {
     if rng.gen_bool(0.45) {
@@ -113,6 +113,15 @@ fn placement(rng: &mut ChaCha8Rng, mesh: &[usize], size: usize) -> String {
             let b = *[1usize, 2].choose(rng).unwrap();
             if size.is_multiple_of(n * b) && mesh.len() == 1 {
                 format!("S(striped(0, {b}))")
+            } else {
+                plain
+            }
+        }
+        // Zigzag over chunks (several rounds) on one level.
+        3 => {
+            let c = *[1usize, 2].choose(rng).unwrap();
+            if size.is_multiple_of(2 * n * c) && mesh.len() == 1 {
+                format!("S(zigzag(0, {c}))")
             } else {
                 plain
             }

@@ -318,6 +318,7 @@ fn sharding_option(p: &mercury_commir::Placement) -> String {
                     Split::Block => l.to_string(),
                     Split::Zigzag => format!("zigzag({l})"),
                     Split::Striped(b) => format!("striped({l};{b})"),
+                    Split::ZigzagChunks(c) => format!("zigzag({l};{c})"),
                 })
                 .collect();
             format!("S({})", items.join("|"))
