@@ -62,6 +62,32 @@ impl Layout {
         Ok(Layout { pieces, ranks })
     }
 
+    /// `positions` in rounds of `2 * ranks` chunks of `chunk` positions, rank `r` holding
+    /// chunks `r` and `2 * ranks - 1 - r` of every round (CommIR's `zigzag(l, chunk)`,
+    /// `mercury.shard_sequence`'s `chunk_size`; one round is [`Layout::new`]'s zigzag). An
+    /// error when the rounds do not divide `positions` or `ranks` or `chunk` is 0.
+    pub fn zigzag_chunks(positions: usize, ranks: usize, chunk: usize) -> Result<Layout, String> {
+        if ranks == 0 || chunk == 0 {
+            return Err(
+                "a layout needs at least one rank and chunks of at least one position".into(),
+            );
+        }
+        let n = 2 * ranks;
+        if !positions.is_multiple_of(n * chunk) {
+            return Err(format!(
+                "{positions} positions do not split into rounds of {n} zigzag chunks of {chunk} over {ranks} ranks"
+            ));
+        }
+        let pieces = (0..positions / chunk)
+            .map(|p| {
+                let i = p % n;
+                let r = if i < ranks { i } else { n - 1 - i };
+                (p * chunk..(p + 1) * chunk, r)
+            })
+            .collect();
+        Ok(Layout { pieces, ranks })
+    }
+
     /// A layout from position ranges with their ranks: in order, from position 0, each
     /// starting where the last ended, every rank below `ranks`.
     pub fn from_pieces(pieces: Vec<(Range<usize>, usize)>, ranks: usize) -> Result<Layout, String> {
@@ -336,6 +362,13 @@ mod tests {
         assert_eq!(ranks, [0, 1, 1, 0]);
         assert_eq!(z.pieces[2].0, 8..12);
         assert!(Layout::new(10, 4, false).is_err());
+        // One round of chunks is the zigzag; two rounds repeat it.
+        assert_eq!(Layout::zigzag_chunks(16, 2, 4).unwrap(), z);
+        let two = Layout::zigzag_chunks(16, 2, 2).unwrap();
+        let ranks: Vec<usize> = two.pieces.iter().map(|p| p.1).collect();
+        assert_eq!(ranks, vec![0, 1, 1, 0, 0, 1, 1, 0]);
+        assert!(Layout::zigzag_chunks(16, 2, 3).is_err());
+        assert!(Layout::zigzag_chunks(16, 2, 0).is_err());
         assert!(Layout::new(8, 0, false).is_err());
     }
 

@@ -36,7 +36,7 @@ pub fn long_tail(
 }
 
 /// The table: for each total in `tokens`, `seeds` batches (seeds 0..), causal documents on
-/// `ranks` ranks, contiguous and zigzag shards.
+/// `ranks` ranks, contiguous, zigzag and chunked zigzag shards.
 pub fn balance_study(tokens: &[usize], ranks: usize, seeds: u64) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -53,12 +53,12 @@ pub fn balance_study(tokens: &[usize], ranks: usize, seeds: u64) -> String {
         ..Default::default()
     };
     for &total in tokens {
-        for zigzag in [false, true] {
-            let Ok(layout) = Layout::new(total, ranks, zigzag) else {
+        for (name, layout) in layouts(total, ranks) {
+            let Ok(layout) = layout else {
                 let _ = writeln!(
                     out,
-                    "| {total} | {} | - | does not split | | | |",
-                    name(zigzag)
+                    "| {} | {name} | - | does not split | | | |",
+                    tokens_text(total)
                 );
                 continue;
             };
@@ -83,9 +83,8 @@ pub fn balance_study(tokens: &[usize], ranks: usize, seeds: u64) -> String {
             let (a0, a1) = range(&after);
             let _ = writeln!(
                 out,
-                "| {} | {} | {}-{} | {b0:.3}-{b1:.3}x | {a0:.3}-{a1:.3}x | {a1:.3}x | {ms:.1} |",
+                "| {} | {name} | {}-{} | {b0:.3}-{b1:.3}x | {a0:.3}-{a1:.3}x | {a1:.3}x | {ms:.1} |",
                 tokens_text(total),
-                name(zigzag),
                 docs.iter().min().unwrap_or(&0),
                 docs.iter().max().unwrap_or(&0),
             );
@@ -94,19 +93,31 @@ pub fn balance_study(tokens: &[usize], ranks: usize, seeds: u64) -> String {
     out
 }
 
+/// The shard layouts of the table: contiguous, zigzag (one round), and zigzag over chunks in
+/// [`ROUNDS`] rounds.
+fn layouts(total: usize, ranks: usize) -> Vec<(String, Result<Layout, String>)> {
+    let mut out = vec![
+        ("contiguous".to_string(), Layout::new(total, ranks, false)),
+        ("zigzag".to_string(), Layout::new(total, ranks, true)),
+    ];
+    for rounds in ROUNDS {
+        let chunk = total / (2 * ranks * rounds).max(1);
+        out.push((
+            format!("zigzag, {rounds} rounds (chunks of {chunk})"),
+            Layout::zigzag_chunks(total, ranks, chunk),
+        ));
+    }
+    out
+}
+
+/// The rounds of the chunked zigzag rows.
+pub const ROUNDS: [usize; 2] = [4, 8];
+
 fn tokens_text(n: usize) -> String {
     if n.is_multiple_of(1024) {
         format!("{}K", n / 1024)
     } else {
         n.to_string()
-    }
-}
-
-fn name(zigzag: bool) -> &'static str {
-    if zigzag {
-        "zigzag"
-    } else {
-        "contiguous"
     }
 }
 
@@ -128,7 +139,9 @@ mod tests {
     fn the_table_has_a_row_per_total_and_layout() {
         let t = balance_study(&[16384, 1000], 8, 2);
         assert!(
-            t.contains("| 16K | contiguous |") && t.contains("| 16K | zigzag |"),
+            t.contains("| 16K | contiguous |")
+                && t.contains("| 16K | zigzag |")
+                && t.contains("| 16K | zigzag, 8 rounds (chunks of 128) |"),
             "{t}"
         );
         assert!(t.contains("| 1000 | zigzag | - | does not split |"), "{t}");
