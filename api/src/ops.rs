@@ -4,7 +4,8 @@
 //!
 //! Every operator is global (unsharded) over a one-level mesh of `world` devices, its inputs
 //! and outputs placed as the callers hold them: attention's q, k, v and o sharded along the
-//! sequence (contiguous, or ring-flash-attn's zigzag: rank r holds chunks r and 2W-1-r of 2W),
+//! sequence (contiguous, or ring-flash-attn's zigzag: rank r holds chunks r and 2W-1-r of 2W,
+//! once or in every round of 2W chunks of a given size),
 //! the all-gather GEMM's `x` by rows and `w`, `out` by columns (AsyncTP's
 //! `fused_all_gather_matmul`), the GEMM reduce-scatter's `x` by columns, `w` by rows and `out`
 //! by rows (`fused_matmul_reduce_scatter`).
@@ -40,6 +41,10 @@ pub struct AttentionSpec {
     pub world: usize,
     /// The shards are ring-flash-attn's zigzag layout instead of contiguous blocks.
     pub zigzag: bool,
+    /// With `zigzag`: the zigzag repeats over chunks of this many positions (rank r holds
+    /// chunks r and 2W-1-r of every round of 2W; CommIR's `zigzag(0, chunk)`). `None`: one
+    /// round (chunks of `seq / 2W`).
+    pub zigzag_chunk: Option<usize>,
     /// The forward keeps its log-sum-exp in an output `L [batch, heads, seq]` (f32; f64 for
     /// f64 operands): natural log of each row's sum of `exp(scale q.k)` over the keys it sees.
     pub lse: bool,
@@ -114,16 +119,23 @@ impl AttentionSpec {
                 self.heads, self.kv_heads
             ));
         }
-        let blocks = if self.zigzag {
-            2 * self.world
-        } else {
-            self.world
+        let (blocks, parts) = match (self.zigzag, self.zigzag_chunk) {
+            (false, None) => (self.world, "equal shards".to_string()),
+            (true, None) => (2 * self.world, "equal zigzag chunks".to_string()),
+            (true, Some(c)) if c > 0 => (
+                2 * self.world * c,
+                format!("rounds of {} zigzag chunks of {c}", 2 * self.world),
+            ),
+            (true, Some(_)) => return bad("attention: a zigzag chunk of 0 positions".into()),
+            (false, Some(_)) => {
+                return bad("attention: a zigzag chunk without the zigzag layout".into())
+            }
         };
         for (what, n) in [("query", self.seq), ("key/value", self.kv_seq)] {
             if !n.is_multiple_of(blocks) {
                 return bad(format!(
-                    "attention: the {what} sequence of {n} tokens does not split into {blocks} equal {} over {} ranks",
-                    if self.zigzag { "zigzag chunks" } else { "shards" },
+                    "attention: the {what} sequence of {n} tokens does not split into {} over {} ranks",
+                    if self.zigzag_chunk.is_some() { parts.clone() } else { format!("{blocks} {parts}") },
                     self.world
                 ));
             }
@@ -166,7 +178,11 @@ impl AttentionSpec {
         String,
     ) {
         let g = self.heads / self.kv_heads;
-        let seq_sharding = if self.zigzag { "S(zigzag(0))" } else { "S(0)" };
+        let seq_sharding = match (self.zigzag, self.zigzag_chunk) {
+            (true, Some(c)) => format!("S(zigzag(0, {c}))"),
+            (true, None) => "S(zigzag(0))".to_string(),
+            (false, _) => "S(0)".to_string(),
+        };
         let sh4 = format!("sharding [R, R, {seq_sharding}, R]");
         let sh3 = format!("sharding [R, R, {seq_sharding}]");
         let mut s = String::new();
@@ -430,6 +446,7 @@ mod tests {
             dtype: DType::F64,
             world: 2,
             zigzag: false,
+            zigzag_chunk: None,
             lse: true,
             window: Some((3, -1)),
             documents: Documents::Split,
@@ -481,5 +498,40 @@ mod tests {
         };
         let e = uneven.commir().unwrap_err().message().to_string();
         assert!(e.contains("key/value sequence of 15 tokens"), "{e}");
+    }
+
+    /// Zigzag over chunks declares `S(zigzag(0, C))`; chunks that do not make whole rounds, a
+    /// chunk of 0 and a chunk without the zigzag layout are refused.
+    #[test]
+    fn zigzag_chunks_are_declared_and_checked() {
+        let s = AttentionSpec {
+            seq: 16,
+            kv_seq: 16,
+            zigzag: true,
+            zigzag_chunk: Some(2),
+            ..spec()
+        };
+        let text = s.commir().unwrap();
+        assert!(
+            text.contains("sharding [R, R, S(zigzag(0, 2)), R]"),
+            "{text}"
+        );
+        for (chunk, zigzag, says) in [
+            (
+                3,
+                true,
+                "does not split into rounds of 4 zigzag chunks of 3 over 2 ranks",
+            ),
+            (0, true, "a zigzag chunk of 0 positions"),
+            (2, false, "a zigzag chunk without the zigzag layout"),
+        ] {
+            let bad = AttentionSpec {
+                zigzag,
+                zigzag_chunk: Some(chunk),
+                ..s
+            };
+            let e = bad.commir().unwrap_err().message().to_string();
+            assert!(e.contains(says), "{e}");
+        }
     }
 }

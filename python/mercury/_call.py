@@ -9,11 +9,12 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from . import _cuda, _group
+from . import _cuda, _group, _sequence
 from ._compile import Op
 
-#: Sharding of a buffer: ``(dim, kind)``, kind ``"block"`` (rank r holds block r of ``world``)
-#: or ``"zigzag"`` (chunks r and 2W-1-r of 2W, concatenated); ``None``: every rank holds all.
+#: Sharding of a buffer: ``(dim, kind)``, kind ``"block"`` (rank r holds block r of ``world``),
+#: ``"zigzag"`` (chunks r and 2W-1-r of 2W, concatenated) or ``"zigzag:C"`` (chunks r and
+#: 2W-1-r of every round of 2W chunks of C positions); ``None``: every rank holds all.
 Sharding = Optional[tuple[int, str]]
 
 
@@ -28,18 +29,14 @@ def pieces(shape, sharding: Sharding, world: int, rank: int) -> tuple:
     def at(v, i):
         return tuple(i if d == dim else x for d, x in enumerate(v))
 
-    if kind == "block":
-        n = shape[dim] // world
-        return ((at(zero, rank * n), at(shape, n), zero),)
-    c = shape[dim] // (2 * world)
-    if rank == world - 1:
-        # Chunks W-1 and W are adjacent in the sequence as in the local tensor: one region (a
-        # plan reads them as one, and a use must lie inside one bound region).
-        return ((at(zero, rank * c), at(shape, 2 * c), zero),)
-    return (
-        (at(zero, rank * c), at(shape, c), zero),
-        (at(zero, (2 * world - 1 - rank) * c), at(shape, c), at(zero, c)),
-    )
+    # Chunks adjacent in the sequence are adjacent in the local tensor too, and are one region
+    # (a plan reads them as one, and a use must lie inside one bound region).
+    layout = None if kind == "block" else kind
+    out, local = [], 0
+    for start, length in _sequence.runs(shape[dim], world, rank, layout, f"dimension {dim}"):
+        out.append((at(zero, start), at(shape, length), at(zero, local)))
+        local += length
+    return tuple(out)
 
 
 def local_shape(shape, sharding: Sharding, world: int) -> tuple:

@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from . import _cuda, _group, _mask, _mercury
+from . import _cuda, _group, _mask, _mercury, _sequence
 from ._call import Call
 from ._compile import Op, compile
 
@@ -136,10 +136,11 @@ def _attention_shapes(q, k, v, layout, cross: bool = False):
     return b, s, hq, hk, d, v.shape[3], k.shape[s_dim]
 
 
-def attention_shardings(zigzag: bool) -> dict:
+def attention_shardings(balance: Optional[str]) -> dict:
     """Sharding of every buffer of the attention operators (forward and backward): the
-    sequence (dimension 2 of the bhsd buffers), in blocks or ring-flash-attn's zigzag."""
-    kind = "zigzag" if zigzag else "block"
+    sequence (dimension 2 of the bhsd buffers), in blocks or ring-flash-attn's zigzag (once, or
+    over chunks: ``balance`` as :func:`mercury._sequence.layout` gives it)."""
+    kind = balance or "block"
     return {n: (2, kind) for n in ("Q", "K", "V", "O", "L", "dO", "dQ", "dK", "dV")}
 
 
@@ -183,8 +184,10 @@ class _Attention:
             scale=scale,
             dtype=str(q.dtype),
             world=world,
-            zigzag=balance == "zigzag",
+            zigzag=_sequence.parse(balance)[0],
+            zigzag_chunk=_sequence.parse(balance)[1],
         )
+        self.balance = balance
         self.topology = topology
         self.group_name = group_name
         self.local = (b, hq, s, dv)
@@ -200,7 +203,7 @@ class _Attention:
         self._bwd: Optional[Call] = None
 
     def _shardings(self) -> dict:
-        return attention_shardings(self.spec["zigzag"])
+        return attention_shardings(self.balance)
 
     def bwd(self) -> Call:
         if self._bwd is None:
@@ -501,7 +504,7 @@ def attention_entry(
     ranks' agreement (on ``signature`` too), then the custom op (under torch.compile), the
     autograd function (a gradient wanted) or the forward alone."""
     _check_args(q, k, v, causal, softmax_scale)
-    if balance not in (None, "zigzag"):
+    if balance not in (None, "zigzag") and not str(balance).startswith("zigzag:"):
         raise ValueError(f"balance must be None or 'zigzag', not {balance!r}")
     world, _, group_name = _group.resolve(group)
     if world > 1:
@@ -551,6 +554,7 @@ def attention(
     return_lse: bool = False,
     topology: Optional[str] = None,
     window_size: tuple[int, int] = (-1, -1),
+    chunk_size: Optional[int] = None,
 ):
     """Softmax attention over a sequence sharded across ``group``: this rank's output shard.
 
@@ -561,7 +565,8 @@ def attention(
     ``window_size=(left, right)`` (flash-attn's sliding window) lets query ``i`` see keys
     ``i - left`` to ``i + right`` only, ``-1`` unbounded on that side (with ``causal`` the right
     side is 0). ``softmax_scale`` defaults to ``1/sqrt(head_dim)``. ``balance="zigzag"``: the
-    shards are laid out as :func:`mercury.shard_sequence` with ``balance="zigzag"`` makes them.
+    shards are laid out as :func:`mercury.shard_sequence` with ``balance="zigzag"`` (and the same
+    ``chunk_size``: the zigzag over chunks of that many positions) makes them.
     ``group`` defaults to the world group (world size 1 without torch.distributed). ``schedule``
     as in :func:`mercury.compile`. Returns the output in q's layout and dtype, and with
     ``return_lse=True`` also the log-sum-exp ``[batch, heads, seq_local]`` (float32; float64
@@ -571,6 +576,7 @@ def attention(
     """
     # A cached shape at world size 1 on CUDA, eager, no gradient: straight to the executor.
     softmax_scale = _scale(softmax_scale)
+    balance = _sequence.layout(balance, chunk_size)
     _check_args(q, k, v, causal, softmax_scale)
     fast = None
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)

@@ -1,4 +1,5 @@
-"""Sequence shards: contiguous blocks, or ring-flash-attn's zigzag (load-balanced causal)."""
+"""Sequence shards: contiguous blocks, or ring-flash-attn's zigzag (load-balanced causal), once
+or in every round of chunks of ``chunk_size`` positions."""
 
 from typing import Optional
 
@@ -12,50 +13,119 @@ _BALANCES = (None, "zigzag")
 
 def _check_balance(balance: Optional[str]) -> None:
     if balance not in _BALANCES:
-        raise ValueError(f"balance must be None (contiguous shards) or 'zigzag', not {balance!r}")
+        raise ValueError(
+            f"balance must be None or 'zigzag' (None: contiguous shards), not {balance!r}"
+        )
+
+
+def layout(balance: Optional[str], chunk_size: Optional[int]) -> Optional[str]:
+    """The shard layout of ``balance`` and ``chunk_size`` as the ops carry it: ``None``
+    (contiguous), ``"zigzag"`` (one round) or ``"zigzag:C"`` (chunks of C positions).
+    ``ValueError`` naming the argument otherwise."""
+    _check_balance(balance)
+    if chunk_size is None:
+        return balance
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int (positions), not {chunk_size!r}")
+    if balance != "zigzag":
+        raise ValueError(
+            "chunk_size needs balance='zigzag' (the zigzag repeated over chunks of chunk_size "
+            "positions)"
+        )
+    return f"zigzag:{chunk_size}"
+
+
+def parse(layout_: Optional[str]) -> tuple[bool, Optional[int]]:
+    """``(zigzag, chunk)`` of a layout from :func:`layout`."""
+    if layout_ is None:
+        return False, None
+    _, _, chunk = layout_.partition(":")
+    return True, int(chunk) if chunk else None
+
+
+def runs(n: int, world: int, rank: int, layout_: Optional[str], what: str) -> list:
+    """``[(start, length), ...]``: the positions of a sequence of ``n`` that ``rank`` of
+    ``world`` holds under ``layout_``, in its local order, adjacent runs merged (as the plans
+    read them). ``ValueError`` (starting with ``what``) when ``n`` does not split."""
+    zigzag, chunk = parse(layout_)
+    parts = 2 * world if zigzag else world
+    if chunk is None:
+        if n % parts != 0:
+            raise ValueError(
+                f"{what} of length {n} does not split into {parts} equal "
+                f"{'zigzag chunks' if zigzag else 'shards'} over {world} ranks"
+            )
+        chunk = n // parts
+    elif n % (parts * chunk) != 0:
+        raise ValueError(
+            f"{what} of length {n} does not split into rounds of {parts} zigzag chunks of "
+            f"{chunk} over {world} ranks"
+        )
+    if not zigzag:
+        return [(rank * chunk, chunk)]
+    out: list = []
+    for at in range(0, n, parts * chunk):
+        for c in (rank, parts - 1 - rank):
+            start = at + c * chunk
+            if out and out[-1][0] + out[-1][1] == start:
+                out[-1] = (out[-1][0], out[-1][1] + chunk)
+            else:
+                out.append((start, chunk))
+    return out
 
 
 def shard_sequence(
-    x: torch.Tensor, group=None, *, balance: Optional[str] = None, dim: int = 1
+    x: torch.Tensor,
+    group=None,
+    *,
+    balance: Optional[str] = None,
+    dim: int = 1,
+    chunk_size: Optional[int] = None,
 ) -> torch.Tensor:
     """This rank's sequence shard of the full tensor ``x`` along ``dim``.
 
     ``balance=None``: block ``rank`` of ``world`` equal blocks. ``balance="zigzag"``: ``x`` cut
     into ``2 * world`` chunks, this rank holding chunks ``rank`` and ``2 * world - 1 - rank``
     (ring-flash-attn's ``zigzag_ring_flash_attn_func`` layout, torch context parallel's load
-    balancing), concatenated. The length must divide evenly; returns a new contiguous tensor.
+    balancing), concatenated. With ``chunk_size``, the zigzag repeats over chunks of that many
+    positions: this rank holds chunks ``rank`` and ``2 * world - 1 - rank`` of every round of
+    ``2 * world`` chunks, in sequence order (packed batches of a few long documents balance
+    better in several rounds: about 8 with :func:`mercury.balance_documents`). The length must
+    divide evenly; returns a new contiguous tensor.
     """
-    _check_balance(balance)
+    lay = layout(balance, chunk_size)
     world, rank, _ = _group.resolve(group)
     n = x.shape[dim]
-    parts = 2 * world if balance == "zigzag" else world
-    if n % parts != 0:
-        raise ValueError(
-            f"shard_sequence: dimension {dim} of length {n} does not split into {parts} equal "
-            f"{'zigzag chunks' if balance else 'shards'} over {world} ranks"
-        )
-    chunks = x.chunk(parts, dim)
-    if balance == "zigzag":
-        return torch.cat([chunks[rank], chunks[parts - 1 - rank]], dim).contiguous()
-    return chunks[rank].contiguous()
+    pieces = runs(n, world, rank, lay, f"shard_sequence: dimension {dim}")
+    return torch.cat([x.narrow(dim, s, c) for s, c in pieces], dim).contiguous()
 
 
 def unshard_sequence(
-    x: torch.Tensor, group=None, *, balance: Optional[str] = None, dim: int = 1
+    x: torch.Tensor,
+    group=None,
+    *,
+    balance: Optional[str] = None,
+    dim: int = 1,
+    chunk_size: Optional[int] = None,
 ) -> torch.Tensor:
-    """The full tensor from every rank's shard ``x`` (the inverse of :func:`shard_sequence`):
-    an all-gather over ``group`` and the chunks put back in sequence order."""
-    _check_balance(balance)
+    """The full tensor from every rank's shard ``x`` (the inverse of :func:`shard_sequence`
+    with the same ``balance`` and ``chunk_size``): an all-gather over ``group`` and the chunks
+    put back in sequence order."""
+    lay = layout(balance, chunk_size)
     world, _, _ = _group.resolve(group)
+    n = x.shape[dim] * world
+    where = [runs(n, world, r, lay, f"unshard_sequence: {world} shards of dimension {dim}")
+             for r in range(world)]  # fmt: skip
     if world == 1:
         return x.contiguous().clone()
     g = dist.group.WORLD if group is None else group
     shards = [torch.empty_like(x) for _ in range(world)]
     dist.all_gather(shards, x.contiguous(), group=g)
-    if balance != "zigzag":
-        return torch.cat(shards, dim)
-    if x.shape[dim] % 2 != 0:
-        raise ValueError(f"unshard_sequence: a zigzag shard of odd length {x.shape[dim]}")
-    heads = [s.chunk(2, dim)[0] for s in shards]
-    tails = [s.chunk(2, dim)[1] for s in reversed(shards)]
-    return torch.cat(heads + tails, dim)
+    placed = []
+    for shard, rs in zip(shards, where, strict=True):
+        at = 0
+        for start, length in rs:
+            placed.append((start, shard.narrow(dim, at, length)))
+            at += length
+    placed.sort(key=lambda p: p[0])
+    return torch.cat([t for _, t in placed], dim)

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from . import _group, _mask
+from . import _group, _mask, _sequence
 from ._ops import _eager, _scale, attention_entry
 
 
@@ -47,6 +47,7 @@ def varlen_attention(
     schedule: str = "auto",
     return_lse: bool = False,
     topology: Optional[str] = None,
+    chunk_size: Optional[int] = None,
 ):
     """Attention on packed sequences, as flash-attn's ``flash_attn_varlen_func`` takes them
     (the same positional arguments: swap the call), over the sequence sharded across ``group``.
@@ -69,9 +70,12 @@ def varlen_attention(
 
     Over a process group (``group``, default the world group) each rank passes its shard of
     the packed tokens: block ``rank`` of ``world`` equal blocks (``balance=None``) or chunks
-    ``rank`` and ``2*world-1-rank`` of ``2*world`` (``balance="zigzag"``), as
+    ``rank`` and ``2*world-1-rank`` of ``2*world`` (``balance="zigzag"``; with ``chunk_size``,
+    of every round of ``2*world`` chunks of that many tokens), as
     :func:`mercury.shard_sequence` makes them with ``dim=0``; sequence lengths need not divide
-    anything, the total tokens must divide into the shards.
+    anything, the total tokens must divide into the shards. A few documents longer than a
+    shard balance over the ranks with :func:`mercury.balance_documents`'s order and the zigzag
+    in several rounds (``chunk_size = total // (16 * world)``: 8 rounds).
 
     Returns the output ``[total_q, heads, v_head_dim]`` in q's dtype and, with
     ``return_lse=True``, also the log-sum-exp ``[heads, total_q]`` (flash-attn's
@@ -105,6 +109,7 @@ def varlen_attention(
     if k.shape[0] != v.shape[0]:
         raise ValueError(f"k has {k.shape[0]} tokens but v {v.shape[0]}: they pair up")
     window = _mask.window(window_size)
+    balance = _sequence.layout(balance, chunk_size)
     world, _, _ = _group.resolve(group)
     signature = ()
     if _eager():

@@ -452,7 +452,7 @@ fn compile(
 /// is flash-attn's `window_size`; `documents` is `"none"`, `"shared"` (boundaries `D` for
 /// queries and keys) or `"split"` (`Dq` and `Dk`, aligned at each document's end).
 #[pyfunction]
-#[pyo3(signature = (*, batch, heads, kv_heads, seq, head_dim, v_head_dim, causal, scale, dtype, world, zigzag, lse=false, backward=false, kv_seq=None, window=None, documents="none"))]
+#[pyo3(signature = (*, batch, heads, kv_heads, seq, head_dim, v_head_dim, causal, scale, dtype, world, zigzag, lse=false, backward=false, kv_seq=None, window=None, documents="none", zigzag_chunk=None))]
 #[allow(clippy::too_many_arguments)]
 fn attention_commir(
     batch: usize,
@@ -471,6 +471,7 @@ fn attention_commir(
     kv_seq: Option<usize>,
     window: Option<(i64, i64)>,
     documents: &str,
+    zigzag_chunk: Option<usize>,
 ) -> PyResult<(String, String)> {
     let dtype = dtype_of(dtype)
         .ok_or_else(|| PyValueError::new_err(format!("attention: dtype {dtype} is not a floating-point type mercury computes in (float64, float32, float16, bfloat16)")))?;
@@ -499,6 +500,7 @@ fn attention_commir(
         dtype,
         world,
         zigzag,
+        zigzag_chunk,
         lse,
     };
     let text = if backward {
@@ -511,11 +513,11 @@ fn attention_commir(
 
 /// An order of packed documents (`lengths`, tokens each, packed from position 0 of a sequence
 /// of `positions`) that balances attention work over `ranks` sequence shards (contiguous, or
-/// zigzag), as `mercury_plan::balance::balance_documents`: `(order, before, after)`, the
+/// zigzag, over chunks of `chunk` positions when given), as `mercury_plan::balance::balance_documents`: `(order, before, after)`, the
 /// document indices in packing order and the busiest rank's work over the mean before and after.
 /// `ValueError` when the shards do not split `positions` evenly or the documents overflow it.
 #[pyfunction]
-#[pyo3(signature = (lengths, *, positions, ranks, zigzag, causal, left=None, right=None))]
+#[pyo3(signature = (lengths, *, positions, ranks, zigzag, causal, left=None, right=None, chunk=None))]
 #[allow(clippy::too_many_arguments)]
 fn balance_documents(
     py: Python<'_>,
@@ -526,9 +528,15 @@ fn balance_documents(
     causal: bool,
     left: Option<usize>,
     right: Option<usize>,
+    chunk: Option<usize>,
 ) -> PyResult<(Vec<usize>, f64, f64)> {
     use mercury_plan::balance;
-    let layout = balance::Layout::new(positions, ranks, zigzag).map_err(PyValueError::new_err)?;
+    let layout = match chunk {
+        Some(c) if zigzag => balance::Layout::zigzag_chunks(positions, ranks, c),
+        Some(_) => Err("a chunk size needs the zigzag layout".to_string()),
+        None => balance::Layout::new(positions, ranks, zigzag),
+    }
+    .map_err(PyValueError::new_err)?;
     let mask = balance::RowMask {
         causal,
         left,

@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 from conftest import fresh, masked64, prefix_sums, random_lengths, sdpa64, varlen_mask
 
 import mercury
-from mercury import _call, _mercury, _ops
+from mercury import _call, _mercury, _ops, _sequence
 
 WORLD = 2
 
@@ -36,36 +36,42 @@ def _block(t, rank, dim=0):
     return t.chunk(WORLD, dim)[rank]
 
 
-def _attention(rank, balance):
+def _attention(rank, balance, chunk=None):
     q, k, v = (_shared(1, 32, 2, 8) for _ in range(3))
     for t in (q, k, v):
         t.requires_grad_(True)
     shards = [
-        mercury.shard_sequence(t.detach(), balance=balance).requires_grad_(True) for t in (q, k, v)
+        mercury.shard_sequence(t.detach(), balance=balance, chunk_size=chunk).requires_grad_(True)
+        for t in (q, k, v)
     ]
-    o = mercury.attention(*shards, causal=True, balance=balance)
+    o = mercury.attention(*shards, causal=True, balance=balance, chunk_size=chunk)
+    # The plan reads only this layout's shards (the CPU path gathers every rank's, so the
+    # numbers alone would not tell a plan compiled for another layout).
+    layout = _sequence.layout(balance, chunk)
+    assert _outside_shards(_ops.last_op, _ops.attention_shardings(layout), WORLD) == []
     want = sdpa64(*(t.transpose(1, 2) for t in (q, k, v)), causal=True).transpose(1, 2)
-    mine = mercury.shard_sequence(want.detach(), balance=balance)
+    mine = mercury.shard_sequence(want.detach(), balance=balance, chunk_size=chunk)
     torch.testing.assert_close(o, mine, rtol=1e-9, atol=1e-12)
     # Gradients: the same upstream gradient everywhere, each rank its shard of it.
     do = _shared(*want.shape)
     want.backward(do)
-    o.backward(mercury.shard_sequence(do, balance=balance))
+    o.backward(mercury.shard_sequence(do, balance=balance, chunk_size=chunk))
     for name, full, shard in zip("qkv", (q, k, v), shards, strict=True):
         torch.testing.assert_close(
             shard.grad,
-            mercury.shard_sequence(full.grad, balance=balance),
+            mercury.shard_sequence(full.grad, balance=balance, chunk_size=chunk),
             rtol=1e-9,
             atol=1e-12,
             msg=lambda m, name=name: f"rank {rank}: d{name} ({balance}): {m}",
         )
 
 
-def _varlen(rank, balance):
+def _varlen(rank, balance, chunk=None):
     """Packed sequences over the group: each rank its shard of the packed tokens (contiguous or
-    zigzag, ``shard_sequence(dim=0)``) with the global cu_seqlens; fresh lengths drawn by rank
-    0 (a sequence longer than a shard, one token each, many short), causal and windows,
-    grouped-query heads, forward, lse and gradients against the pairwise reference."""
+    zigzag, once or over chunks of ``chunk`` tokens, ``shard_sequence(dim=0)``) with the
+    global cu_seqlens; fresh lengths drawn by rank 0 (a sequence longer than a shard, one token
+    each, many short), causal and windows, grouped-query heads, forward, lse and gradients
+    against the pairwise reference."""
     total = 32
     for kind, causal, window in (
         ("long", True, (-1, -1)),
@@ -81,32 +87,34 @@ def _varlen(rank, balance):
         cu = prefix_sums(lengths.tolist())
         q, k, v = _shared(total, 4, 8), _shared(total, 2, 8), _shared(total, 2, 6)
         shards = [
-            mercury.shard_sequence(t, balance=balance, dim=0).requires_grad_(True)
+            mercury.shard_sequence(t, balance=balance, chunk_size=chunk, dim=0).requires_grad_(True)
             for t in (q, k, v)
         ]
         longest = int((cu[1:] - cu[:-1]).max())
         o, lse = mercury.varlen_attention(
             *shards, cu, cu, longest, longest, causal=causal, window_size=window,
-            balance=balance, return_lse=True,
+            balance=balance, chunk_size=chunk, return_lse=True,
         )  # fmt: skip
+        layout = _sequence.layout(balance, chunk)
+        assert _outside_shards(_ops.last_op, _ops.attention_shardings(layout), WORLD) == []
         refs = [t.clone().requires_grad_(True) for t in (q, k, v)]
         want, want_lse = masked64(*refs, varlen_mask(cu, cu, causal=causal, window=window))
         what = f"rank {rank}, {balance}, {kind}, causal={causal}, window={window}, {cu.tolist()}"
-        mine = mercury.shard_sequence(want.detach(), balance=balance, dim=0)
+        mine = mercury.shard_sequence(want.detach(), balance=balance, chunk_size=chunk, dim=0)
         torch.testing.assert_close(
             o, mine, rtol=1e-9, atol=1e-12, msg=lambda m, w=what: f"{w}: {m}"
         )
-        mine = mercury.shard_sequence(want_lse.detach(), balance=balance, dim=1)
+        mine = mercury.shard_sequence(want_lse.detach(), balance=balance, chunk_size=chunk, dim=1)
         torch.testing.assert_close(
             lse, mine, rtol=1e-9, atol=1e-12, msg=lambda m, w=what: f"{w}: {m}"
         )
         do = _shared(*want.shape)
         want.backward(do)
-        o.backward(mercury.shard_sequence(do, balance=balance, dim=0))
+        o.backward(mercury.shard_sequence(do, balance=balance, chunk_size=chunk, dim=0))
         for name, ref, shard in zip("qkv", refs, shards, strict=True):
             torch.testing.assert_close(
                 shard.grad,
-                mercury.shard_sequence(ref.grad, balance=balance, dim=0),
+                mercury.shard_sequence(ref.grad, balance=balance, chunk_size=chunk, dim=0),
                 rtol=1e-9,
                 atol=1e-12,
                 msg=lambda m, name=name, w=what: f"{w}: d{name}: {m}",
@@ -115,36 +123,38 @@ def _varlen(rank, balance):
     cu_q, cu_k = prefix_sums([5, 1, 6, 0, 4]), prefix_sums([2, 7, 6, 3, 6])
     q, k, v = _shared(16, 4, 8), _shared(24, 2, 8), _shared(24, 2, 6)
     shards = [
-        mercury.shard_sequence(t, balance=balance, dim=0).requires_grad_(True) for t in (q, k, v)
+        mercury.shard_sequence(t, balance=balance, chunk_size=chunk, dim=0).requires_grad_(True)
+        for t in (q, k, v)
     ]
     o = mercury.varlen_attention(*shards, cu_q, cu_k, 6, 7, causal=True, window_size=(3, -1),
-                                 balance=balance)  # fmt: skip
+                                 balance=balance, chunk_size=chunk)  # fmt: skip
     refs = [t.clone().requires_grad_(True) for t in (q, k, v)]
     want, _ = masked64(*refs, varlen_mask(cu_q, cu_k, causal=True, window=(3, -1)))
-    mine = mercury.shard_sequence(want.detach(), balance=balance, dim=0)
+    mine = mercury.shard_sequence(want.detach(), balance=balance, chunk_size=chunk, dim=0)
     torch.testing.assert_close(o, mine, rtol=1e-9, atol=1e-12)
     # unshard_sequence puts every rank's packed tokens back in order.
-    whole = mercury.unshard_sequence(o.detach(), balance=balance, dim=0)
+    whole = mercury.unshard_sequence(o.detach(), balance=balance, chunk_size=chunk, dim=0)
     torch.testing.assert_close(whole, want, rtol=1e-9, atol=1e-12)
     do = _shared(*want.shape)
     want.backward(do)
-    o.backward(mercury.shard_sequence(do, balance=balance, dim=0))
+    o.backward(mercury.shard_sequence(do, balance=balance, chunk_size=chunk, dim=0))
     for ref, shard in zip(refs, shards, strict=True):
-        mine = mercury.shard_sequence(ref.grad, balance=balance, dim=0)
+        mine = mercury.shard_sequence(ref.grad, balance=balance, chunk_size=chunk, dim=0)
         torch.testing.assert_close(shard.grad, mine, rtol=1e-9, atol=1e-12)
     # A rank's local cu_seqlens (ring-flash-attn's per-document layout) is refused, naming it.
     q = fresh(8, 2, 8)
     local = prefix_sums([3, 5])
     with pytest.raises(ValueError, match="pass the global cu_seqlens"):
-        mercury.varlen_attention(q, q, q, local, local, 5, 5, balance=balance)
+        mercury.varlen_attention(q, q, q, local, local, 5, 5, balance=balance, chunk_size=chunk)
     # Ranks that disagree on the boundaries are refused on every rank.
     cu = prefix_sums([4, 12] if rank == 0 else [8, 8])
     with pytest.raises(ValueError, match="mercury.varlen_attention: the ranks disagree"):
-        mercury.varlen_attention(q, q, q, cu, cu, 12, 12, balance=balance)
+        mercury.varlen_attention(q, q, q, cu, cu, 12, 12, balance=balance, chunk_size=chunk)
 
 
-def _balanced(rank):
-    """The documents reordered by mercury.balance_documents (the group's size, zigzag shards):
+def _balanced(rank, chunk=None):
+    """The documents reordered by mercury.balance_documents (the group's size, zigzag shards,
+    over chunks of ``chunk`` tokens when given):
     every rank computes the same order; reorder, shard, attend, unshard, restore equals the
     reference on the batch as given."""
     lengths = torch.tensor(random_lengths(64, "many"))
@@ -153,7 +163,7 @@ def _balanced(rank):
     lengths = lengths if rank == 0 else torch.zeros(int(n), dtype=lengths.dtype)
     dist.broadcast(lengths, 0)
     cu = prefix_sums(lengths.tolist())
-    got = mercury.balance_documents(cu, balance="zigzag")
+    got = mercury.balance_documents(cu, balance="zigzag", chunk_size=chunk)
     # A rank outside a group is told so (new_group gives it a marker, not a group).
     sub = dist.new_group([0])
     if rank != 0:
@@ -164,13 +174,17 @@ def _balanced(rank):
     assert all(torch.equal(o, orders[0]) for o in orders), orders
     q, k, v = _shared(64, 4, 8), _shared(64, 2, 8), _shared(64, 2, 8)
     shards = [
-        mercury.shard_sequence(got.apply(t), balance="zigzag", dim=0).requires_grad_(True)
+        mercury.shard_sequence(
+            got.apply(t), balance="zigzag", chunk_size=chunk, dim=0
+        ).requires_grad_(True)
         for t in (q, k, v)
     ]
     longest = int(lengths.max())
     o = mercury.varlen_attention(*shards, got.cu_seqlens, got.cu_seqlens, longest, longest,
-                                 causal=True, balance="zigzag")  # fmt: skip
-    whole = got.restore(mercury.unshard_sequence(o.detach(), balance="zigzag", dim=0))
+                                 causal=True, balance="zigzag", chunk_size=chunk)  # fmt: skip
+    whole = got.restore(
+        mercury.unshard_sequence(o.detach(), balance="zigzag", chunk_size=chunk, dim=0)
+    )
     want, _ = masked64(q, k, v, varlen_mask(cu, cu, causal=True))
     torch.testing.assert_close(whole, want, rtol=1e-9, atol=1e-12)
 
@@ -263,9 +277,12 @@ def _worker(rank, init_file):
     try:
         _attention(rank, None)
         _attention(rank, "zigzag")
+        _attention(rank, "zigzag", 4)
         _varlen(rank, None)
         _varlen(rank, "zigzag")
+        _varlen(rank, "zigzag", 2)
         _balanced(rank)
+        _balanced(rank, 4)
         _gemms(rank)
         _disagreements(rank)
         _orchestration(rank)
@@ -374,12 +391,13 @@ def _outside_shards(op, shardings: dict, world: int) -> list:
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_every_rank_uses_only_its_shards(world):
-    for zigzag in (False, True):
+    for balance in (None, "zigzag", "zigzag:2"):
+        zigzag, chunk = _sequence.parse(balance)
         for causal, hk in ((True, 4), (False, 2)):
             spec = dict(batch=1, heads=4, kv_heads=hk, seq=16 * world, head_dim=8, v_head_dim=8,
                         causal=causal, scale=None, dtype="torch.float64", world=world,
-                        zigzag=zigzag)  # fmt: skip
-            sh = _ops.attention_shardings(zigzag)
+                        zigzag=zigzag, zigzag_chunk=chunk)  # fmt: skip
+            sh = _ops.attention_shardings(balance)
             text, bwd_schedule = _mercury.attention_commir(**spec, lse=True)
             fwd = mercury.compile(text, schedule="auto")
             assert _outside_shards(fwd, sh, world) == [], (spec, fwd.decision)

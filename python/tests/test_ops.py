@@ -237,3 +237,52 @@ def test_shard_sequence_zigzag_layout():
     assert mercury.shard_sequence(x, balance="zigzag").tolist() == x.tolist()
     with pytest.raises(ValueError, match="balance must be"):
         mercury.shard_sequence(x, balance="striped")
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_zigzag_chunks_hold_head_and_tail_of_every_round(world):
+    """Each rank's positions under the chunked zigzag, against the definition: chunks r and
+    2W-1-r of every round of 2W chunks, in sequence order; every position on exactly one
+    rank; one round is the zigzag."""
+    from mercury import _sequence
+
+    n = 48 * world
+    for chunk in (1, 2, 3, 6, 24):
+        held = []
+        for r in range(world):
+            got = [
+                p
+                for s, c in _sequence.runs(n, world, r, f"zigzag:{chunk}", "x")
+                for p in range(s, s + c)
+            ]
+            want = [p for p in range(n) if (p // chunk) % (2 * world) in (r, 2 * world - 1 - r)]
+            assert got == want, (world, chunk, r)
+            held += got
+        assert sorted(held) == list(range(n))
+    for r in range(world):
+        assert _sequence.runs(n, world, r, f"zigzag:{n // (2 * world)}", "x") == _sequence.runs(
+            n, world, r, "zigzag", "x"
+        )
+
+
+def test_chunk_size_refusals_name_the_argument():
+    x = torch.arange(12).reshape(1, 12)
+    with pytest.raises(ValueError, match="chunk_size needs balance='zigzag'"):
+        mercury.shard_sequence(x, chunk_size=2)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+            mercury.shard_sequence(x, balance="zigzag", chunk_size=bad)
+    with pytest.raises(ValueError, match="does not split into rounds of 2 zigzag chunks of 5"):
+        mercury.shard_sequence(x, balance="zigzag", chunk_size=5)
+    q = fresh(1, 12, 2, 4)
+    with pytest.raises(ValueError, match="chunk_size needs balance='zigzag'"):
+        mercury.attention(q, q, q, chunk_size=2)
+    with pytest.raises(ValueError, match="rounds of 2 zigzag chunks of 5"):
+        mercury.attention(q, q, q, balance="zigzag", chunk_size=5)
+    with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+        mercury.balance_documents(torch.tensor([0, 5, 12]), 1, balance="zigzag", chunk_size=0)
+    with pytest.raises(ValueError, match="rounds of 2 zigzag chunks of 5"):
+        mercury.balance_documents(torch.tensor([0, 5, 12]), 1, balance="zigzag", chunk_size=5)
+    # At world size 1 the chunked zigzag holds the whole sequence in order.
+    o = mercury.attention(q, q, q, causal=True, balance="zigzag", chunk_size=3)
+    torch.testing.assert_close(o, mercury.attention(q, q, q, causal=True), rtol=0, atol=0)
