@@ -286,6 +286,11 @@ if [[ ",$parts," == *",masks,"* ]]; then
     --device-kernels $C/device_kernels.ptx --balance --routes cudnn \
     --out-dir "$out/packed_balanced" --out "$out/packed_balanced.json" \
     | tee "$out/packed_balanced.log" || status=1
+  echo "== packed documents, reordered, on zigzag shards in 8 rounds (--balance --rounds 8)"
+  PYTHONUNBUFFERED=1 python3 scripts/bench/packed_vs_flex.py --mercury-run $C/mercury-run \
+    --device-kernels $C/device_kernels.ptx --balance --rounds 8 --routes cudnn \
+    --out-dir "$out/packed_rounds" --out "$out/packed_rounds.json" \
+    | tee "$out/packed_rounds.log" || status=1
 fi
 # The same schedules with their ranks on 2 and on 8 device ids aliasing GPU 0 (--alias): every
 # transfer between ids takes the placed executor's peer-copy paths, and collectives whose group

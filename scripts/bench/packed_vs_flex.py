@@ -81,10 +81,10 @@ commir.kernel @attention on @mesh {{
   commir.axis @h = {heads} spatial
   commir.axis @i = {total} spatial min 128
   commir.axis @j = {total} managed min 128
-  commir.buffer @Q : [@b, @h, @i, {dim}] bf16 in sharding [R, R, S(0), R]
-  commir.buffer @K : [@b, @h, @j, {dim}] bf16 in sharding [R, R, S(0), R]
-  commir.buffer @V : [@b, @h, @j, {dim}] bf16 in sharding [R, R, S(0), R]
-  commir.buffer @O : [@b, @h, @i, {dim}] bf16 out sharding [R, R, S(0), R]
+  commir.buffer @Q : [@b, @h, @i, {dim}] bf16 in sharding [R, R, {seq}, R]
+  commir.buffer @K : [@b, @h, @j, {dim}] bf16 in sharding [R, R, {seq}, R]
+  commir.buffer @V : [@b, @h, @j, {dim}] bf16 in sharding [R, R, {seq}, R]
+  commir.buffer @O : [@b, @h, @i, {dim}] bf16 out sharding [R, R, {seq}, R]
   commir.documents @docs positions {total}
   %q = commir.load @Q[@b, @h, @i] : !commir.tile<bf16>
   %k = commir.load @K[@b, @h, @j] : !commir.tile<bf16>
@@ -100,7 +100,9 @@ def ours(args, lens, total, tag, route):
     os.makedirs(d, exist_ok=True)
     op = os.path.join(d, "packed.mlir")
     with open(op, "w") as f:
-        f.write(OPERATOR.format(total=total, heads=args.heads, dim=args.dim))
+        # --rounds: the shards declared zigzag over chunks (rounds of 16 chunks over 8 ranks).
+        seq = f"S(zigzag(0, {total // (16 * args.rounds)}))" if args.rounds else "S(0)"
+        f.write(OPERATOR.format(total=total, heads=args.heads, dim=args.dim, seq=seq))
     bounds = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     bf = os.path.join(d, "docs.txt")
     with open(bf, "w") as f:
@@ -156,6 +158,11 @@ def main():
         "--balance", action="store_true",
         help="reorder the documents for the ring's ranks first (mercury-run --balance-documents; "
         "the single-device row takes the same order)",
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=0,
+        help="declare the shards zigzag over chunks in this many rounds (0: contiguous shards); "
+        "with --balance, the layout the balancer evens (docs/perf.md, the balancer's table)",
     )
     ap.add_argument("--out-dir", default=os.environ.get("OUT", "."))
     ap.add_argument("--out", default=None)
