@@ -17,7 +17,7 @@ pub use model::{
     kernel_names, kernels, Access, Axis, AxisKind, Buffer, Compute, DocumentsDecl, ForLoop, Kernel,
     MaskKind, Mesh, ReduceKind, Role, Stmt,
 };
-pub use ops::{trailing_operand, MAX_DEVICES, MAX_EXTENT};
+pub use ops::{outer_batches, trailing_operand, MAX_DEVICES, MAX_EXTENT};
 pub use placement::{Placement, Split};
 
 use mercury_ir::Registry;

@@ -70,9 +70,10 @@ commir.kernel @k on @m {
   commir.axis @i = 8 spatial
   commir.axis @e = 4 managed
   commir.buffer @X : [@b, @i, @e] f32 in
-  commir.buffer @W : [@h, @e, 4] f32 in
+  commir.buffer @W : [@b, @h, @e, 4] f32 in
   %x = commir.load @X[@b, @i, @e] : !commir.tile<f32>
-  %w = commir.load @W[@h, @e] : !commir.tile<f32>
-  // expected-error@+1 {{commir.matmul: batch dimension 0 of b covers @h at [], which is neither a's (@b at []), a leading part of it (grouped heads), nor one element, and a's is not one element either}}
+  %w = commir.load @W[@b, @h, @e] : !commir.tile<f32>
+  // Batch axes shared (@b) but out of line: neither right-aligned nor a product over both.
+  // expected-error@+1 {{commir.matmul: batch dimension 1 of b covers @h at [], which is neither a's (@b at []), a leading part of it (grouped heads), nor one element, and a's is not one element either}}
   %q = commir.matmul %x, %w : (!commir.tile<f32>, !commir.tile<f32>) -> !commir.tile<f32>
 }

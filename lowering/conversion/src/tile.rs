@@ -16,7 +16,7 @@ use crate::context::{err, to_dtype, Event, Lowering};
 use crate::order::Seg;
 use mercury_commir::{Compute, MaskKind};
 use mercury_ir::{Diagnostic, ValueId};
-use mercury_plan::tile::{matmul_batches, matmul_shape, Instr};
+use mercury_plan::tile::{matmul_batches, matmul_shape, outer_operand, Instr};
 use mercury_plan::{ComputeOp, SlotInit, TileOp, View};
 
 impl Lowering<'_> {
@@ -60,15 +60,28 @@ impl Lowering<'_> {
                 transpose_a,
                 transpose_b,
             } => {
-                let s = matmul_shape(&shapes[0], &shapes[1], *transpose_a, *transpose_b)
+                // Over both operands' batch dimensions (the verifier's rule): a is read as if
+                // it had one-element dimensions for b's after its own.
+                let outer = match (self.k.tiles.get(&inputs[0]), self.k.tiles.get(&inputs[1])) {
+                    (Some(a), Some(b)) => mercury_commir::outer_batches(a, b),
+                    _ => false,
+                };
+                let (sa, mut pa) = (shapes[0].clone(), pos(0));
+                let (sa, pb) = if outer {
+                    let rb = shapes[1].len() - 2;
+                    let at = pa.len() - 2;
+                    pa.splice(at..at, std::iter::repeat_n(Some(0), rb));
+                    (outer_operand(&sa, &shapes[1]), pos(1))
+                } else {
+                    (sa, pos(1))
+                };
+                let s = matmul_shape(&sa, &shapes[1], *transpose_a, *transpose_b)
                     .map_err(|m| err(loc, m))?;
                 pos_known = known(0) && known(1);
-                let (pa, pb) = (pos(0), pos(1));
                 let (ra, rb) = (pa.len() - 2, pb.len() - 2);
                 // Batch positions from the operand the output takes each dimension from (b's
                 // where a is broadcast over it).
-                let dims =
-                    matmul_batches(&shapes[0][..ra], &shapes[1][..rb]).map_err(|m| err(loc, m))?;
+                let dims = matmul_batches(&sa[..ra], &shapes[1][..rb]).map_err(|m| err(loc, m))?;
                 let nb = dims.len();
                 let mut p: Vec<Option<usize>> = (0..nb)
                     .map(|d| match (d + ra).checked_sub(nb) {
@@ -81,6 +94,7 @@ impl Lowering<'_> {
                 let t = TileOp::Matmul {
                     transpose_a: *transpose_a,
                     transpose_b: *transpose_b,
+                    outer,
                 };
                 (t, s, p)
             }

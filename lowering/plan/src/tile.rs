@@ -14,7 +14,10 @@
 //!   `a`'s batch dimensions may also be of one element where `b`'s are not, or all missing:
 //!   `a` is then broadcast over them (one projection matrix per head applied to the same
 //!   rows), and the output takes `b`'s; an `a` with some but fewer batch dimensions than
-//!   `b` is refused.
+//!   `b` is refused. With `outer`, the output's batch dimensions are `a`'s followed by `b`'s
+//!   (`a [bt, m, k]` rows of every batch entry times `b [h, k, n]` per-head weights is
+//!   `[bt, h, m, n]`): as if `a` had one-element dimensions for `b`'s after its own
+//!   ([`outer_operand`]).
 //! - [`TileOp::RowReduce`]: `x [.., n]` to out `[..]` (the last dimension reduced).
 //! - [`TileOp::Elementwise`]: out has the view's shape; each input has that shape, is a *row*
 //!   operand of the shape without its last dimension (one value per row, broadcast along it),
@@ -240,6 +243,9 @@ pub enum TileOp {
         transpose_a: bool,
         #[serde(default, skip_serializing_if = "is_false")]
         transpose_b: bool,
+        /// The output's batch dimensions are `a`'s, then `b`'s (see the module docs).
+        #[serde(default, skip_serializing_if = "is_false")]
+        outer: bool,
     },
     /// A reduction of every row (the last dimension).
     RowReduce { reduce: RowReduceKind },
@@ -274,11 +280,17 @@ impl TileOp {
             TileOp::Matmul {
                 transpose_a,
                 transpose_b,
+                outer,
             } => {
                 let [a, b] = inputs else {
                     return Err(format!("matmul takes 2 tiles, got {}", inputs.len()));
                 };
-                let want = matmul_shape(a, b, *transpose_a, *transpose_b)?;
+                let a = if *outer {
+                    outer_operand(a, b)
+                } else {
+                    a.clone()
+                };
+                let want = matmul_shape(&a, b, *transpose_a, *transpose_b)?;
                 if numel(&want) != numel(output) {
                     return Err(format!(
                         "matmul of {a:?} and {b:?} gives {want:?}, the output is {output:?}"
@@ -427,6 +439,16 @@ pub fn matmul_batches(a: &[usize], b: &[usize]) -> Result<Vec<(usize, usize, usi
         }
     }
     Ok(out)
+}
+
+/// `a`'s shape under an `outer` matmul with `b`: one-element dimensions for `b`'s batch
+/// dimensions inserted after `a`'s own (so the right-aligned rule broadcasts `a` over them).
+pub fn outer_operand(a: &[usize], b: &[usize]) -> Vec<usize> {
+    let (ra, rb) = (a.len().saturating_sub(2), b.len().saturating_sub(2));
+    let mut s = a[..ra].to_vec();
+    s.extend(std::iter::repeat_n(1, rb));
+    s.extend_from_slice(&a[ra..]);
+    s
 }
 
 /// The output shape of a batched matmul (see the module docs), or why the operands do not fit.

@@ -346,8 +346,69 @@ fn matmul(a: &Tile, b: &Tile, ta: bool, tb: bool) -> Result<Tile, String> {
             at_text(&kb.at)
         ));
     }
-    // Batch dimensions aligned from the right: b's is a's, a leading part of it (grouped
-    // heads) or one element; or a's is one element (or missing) and a is broadcast over b's.
+    let batch = match aligned_batches(a, b) {
+        Ok(batch) => batch,
+        // a's batch dimensions and b's cover different axes (rows of every batch entry times
+        // a projection per head): the product is over both, a's first.
+        Err(_) if outer_batches(a, b) => a.dims[..ra - 2]
+            .iter()
+            .chain(&b.dims[..rb - 2])
+            .cloned()
+            .collect(),
+        Err(e) => return Err(e),
+    };
+    let both: Vec<&String> = sums(&a.partial)
+        .into_iter()
+        .filter(|l| sums(&b.partial).contains(l))
+        .collect();
+    if let Some(l) = both.first() {
+        return Err(format!(
+            "both operands are partial sums over loop '{}'; their product is not a partial result of the product",
+            axis_ref(l)
+        ));
+    }
+    let mut partial = union(&a.partial, &b.partial);
+    let block = a
+        .partial
+        .iter()
+        .chain(&b.partial)
+        .any(|(_, k)| *k == ReduceKind::LseMerge);
+    add_split(&mut partial, &ka.at, block, "the contracted dimension")?;
+    let mut dims: Vec<TileDim> = batch;
+    dims.push(a.dims[am].clone());
+    dims.push(b.dims[bn].clone());
+    Ok(Tile { dims, partial })
+}
+
+/// Whether a matmul of `a` and `b` takes the product over both operands' batch dimensions
+/// (its output's batch dimensions are a's, then b's): the right-aligned rule does not fit, and
+/// no axis of a's batch dimensions is in b's (`[@b, @i, @e]` rows times `[@h, @e, @d]`
+/// per-head weights is `[@b, @h, @i, @d]`). The plan's matmul carries it as `outer`.
+pub fn outer_batches(a: &Tile, b: &Tile) -> bool {
+    let (ra, rb) = (a.dims.len(), b.dims.len());
+    if ra < 3 || rb < 3 || aligned_batches(a, b).is_ok() {
+        return false;
+    }
+    // The axes of the dimensions that are not one element (a block of a parallel loop is one
+    // position of a larger axis: it counts).
+    let axes = |dims: &[TileDim]| -> Vec<Atom> {
+        dims.iter()
+            .filter(|d| !(d.size() == 1 && d.at.is_empty()))
+            .flat_map(|d| d.atoms.iter().cloned())
+            .collect()
+    };
+    let (xa, ya) = (axes(&a.dims[..ra - 2]), axes(&b.dims[..rb - 2]));
+    let shared = xa.iter().any(|x| {
+        ya.iter()
+            .any(|y| atoms_match(std::slice::from_ref(x), std::slice::from_ref(y)))
+    });
+    !xa.is_empty() && !ya.is_empty() && !shared
+}
+
+/// Batch dimensions aligned from the right: b's is a's, a leading part of it (grouped heads)
+/// or one element; or a's is one element (or missing) and a is broadcast over b's.
+fn aligned_batches(a: &Tile, b: &Tile) -> Result<Vec<TileDim>, String> {
+    let (ra, rb) = (a.dims.len(), b.dims.len());
     let nb = (ra - 2).max(rb - 2);
     let mut batch: Vec<TileDim> = Vec::with_capacity(nb);
     for d in 0..nb {
@@ -376,27 +437,7 @@ fn matmul(a: &Tile, b: &Tile, ta: bool, tb: bool) -> Result<Tile, String> {
             _ => unreachable!("a missing dimension is one element"),
         }
     }
-    let both: Vec<&String> = sums(&a.partial)
-        .into_iter()
-        .filter(|l| sums(&b.partial).contains(l))
-        .collect();
-    if let Some(l) = both.first() {
-        return Err(format!(
-            "both operands are partial sums over loop '{}'; their product is not a partial result of the product",
-            axis_ref(l)
-        ));
-    }
-    let mut partial = union(&a.partial, &b.partial);
-    let block = a
-        .partial
-        .iter()
-        .chain(&b.partial)
-        .any(|(_, k)| *k == ReduceKind::LseMerge);
-    add_split(&mut partial, &ka.at, block, "the contracted dimension")?;
-    let mut dims: Vec<TileDim> = batch;
-    dims.push(a.dims[am].clone());
-    dims.push(b.dims[bn].clone());
-    Ok(Tile { dims, partial })
+    Ok(batch)
 }
 
 fn binary(f: BinaryFn, a: &Tile, b: &Tile) -> Result<Tile, String> {

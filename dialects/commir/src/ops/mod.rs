@@ -9,7 +9,7 @@ mod compute;
 mod decl;
 mod loops;
 
-pub use compute::{compute_stmt, trailing_operand};
+pub use compute::{compute_stmt, outer_batches, trailing_operand};
 pub use decl::{check_placement, check_sharding, MAX_DEVICES, MAX_EXTENT};
 
 use crate::attrs::{

@@ -345,8 +345,14 @@ fn resolve_tile(
     if let TileOp::Matmul {
         transpose_a,
         transpose_b,
+        outer,
     } = tile
     {
+        if *outer {
+            return Err(unsupported(
+                "tile op matmul over both operands' batch dimensions (rows of every batch entry times per-head weights): no device code; run it on the CPU executor".to_string(),
+            ));
+        }
         return resolve_tile_matmul(mem, rank, inputs, output, *transpose_a, *transpose_b);
     }
     let mut dts = Vec::with_capacity(inputs.len());

@@ -646,6 +646,7 @@ fn tile_matmul_on_the_gemm_patch() {
         tile: TileOp::Matmul {
             transpose_a: true,
             transpose_b: true,
+            outer: false,
         },
         inputs: vec![v(1, &[0, 0], &[32, 48]), v(0, &[0, 0], &[64, 32])],
         output: v(2, &[0, 0, 0], &[1, 48, 48]),
@@ -659,6 +660,7 @@ fn tile_matmul_on_the_gemm_patch() {
         tile: TileOp::Matmul {
             transpose_a: true,
             transpose_b: true,
+            outer: false,
         },
         inputs: vec![v(1, &[0, 0], &[32, 48]), v(0, &[0, 0], &[48, 32])],
         output: v(2, &[0, 0, 0], &[1, 48, 48]),
@@ -676,6 +678,7 @@ fn tile_matmul_on_the_gemm_patch() {
         tile: TileOp::Matmul {
             transpose_a: false,
             transpose_b: true,
+            outer: false,
         },
         inputs: vec![
             v(3, &[0, 0, 0, 0], &[1, 4, 256, 128]),
