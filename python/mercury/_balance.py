@@ -118,6 +118,8 @@ def balance_documents(
     elif group is not None and world_size != (ranks := _group.resolve(group)[0]):
         raise ValueError(f"world_size {world_size} but the group has {ranks} ranks")
     total = int(cu_seqlens[-1])
+    if chunk is not None:
+        _sequence.runs(total, world_size, 0, lay, "mercury.balance_documents: the documents")
     b = _mask.boundaries("cu_seqlens", cu_seqlens, total, 1)
     lengths = [b[i + 1] - b[i] for i in range(len(b) - 1)]
     left, right = (None, None) if win is None else win

@@ -507,6 +507,11 @@ def attention_entry(
     if balance not in (None, "zigzag") and not str(balance).startswith("zigzag:"):
         raise ValueError(f"balance must be None or 'zigzag', not {balance!r}")
     world, _, group_name = _group.resolve(group)
+    if _sequence.parse(balance)[1] is not None:
+        # Whole rounds of chunks over the group: said here, naming chunk_size and the call.
+        _, s, _, _, _, _, sk = _attention_shapes(q, k, v, layout, cu_q is not None)
+        for side, n in (("query", s * world), ("key/value", sk * world)):
+            _sequence.runs(n, world, 0, balance, f"{what}: the {side} sequence")
     if world > 1:
         _attention_shapes(q, k, v, layout, cu_q is not None)
         _group.check_same_across_ranks(
@@ -521,7 +526,7 @@ def attention_entry(
                 causal,
                 softmax_scale,
                 layout,
-                balance,
+                _sequence.describe(balance),
                 schedule,
                 return_lse,
                 window,

@@ -21,11 +21,16 @@ def _check_balance(balance: Optional[str]) -> None:
 def layout(balance: Optional[str], chunk_size: Optional[int]) -> Optional[str]:
     """The shard layout of ``balance`` and ``chunk_size`` as the ops carry it: ``None``
     (contiguous), ``"zigzag"`` (one round) or ``"zigzag:C"`` (chunks of C positions).
-    ``ValueError`` naming the argument otherwise."""
+    ``TypeError``/``ValueError`` naming the argument otherwise."""
     _check_balance(balance)
     if chunk_size is None:
         return balance
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+        raise TypeError(
+            f"chunk_size must be a positive int (positions), not {type(chunk_size).__name__} "
+            f"{chunk_size!r}"
+        )
+    if chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int (positions), not {chunk_size!r}")
     if balance != "zigzag":
         raise ValueError(
@@ -33,6 +38,14 @@ def layout(balance: Optional[str], chunk_size: Optional[int]) -> Optional[str]:
             "positions)"
         )
     return f"zigzag:{chunk_size}"
+
+
+def describe(layout_: Optional[str]) -> str:
+    """The user's spelling of a layout from :func:`layout` (in messages)."""
+    zigzag, chunk = parse(layout_)
+    if chunk is not None:
+        return f"balance='zigzag', chunk_size={chunk}"
+    return "balance='zigzag'" if zigzag else "balance=None"
 
 
 def parse(layout_: Optional[str]) -> tuple[bool, Optional[int]]:
@@ -49,17 +62,19 @@ def runs(n: int, world: int, rank: int, layout_: Optional[str], what: str) -> li
     read them). ``ValueError`` (starting with ``what``) when ``n`` does not split."""
     zigzag, chunk = parse(layout_)
     parts = 2 * world if zigzag else world
+    ranks = f"{world} rank{'' if world == 1 else 's'}"
     if chunk is None:
         if n % parts != 0:
             raise ValueError(
                 f"{what} of length {n} does not split into {parts} equal "
-                f"{'zigzag chunks' if zigzag else 'shards'} over {world} ranks"
+                f"{'zigzag chunks' if zigzag else 'shards'} over {ranks}"
             )
         chunk = n // parts
     elif n % (parts * chunk) != 0:
         raise ValueError(
             f"{what} of length {n} does not split into rounds of {parts} zigzag chunks of "
-            f"{chunk} over {world} ranks"
+            f"chunk_size={chunk} over {ranks} (the length must be a multiple of "
+            f"{parts * chunk})"
         )
     if not zigzag:
         return [(rank * chunk, chunk)]
@@ -119,6 +134,20 @@ def unshard_sequence(
     if world == 1:
         return x.contiguous().clone()
     g = dist.group.WORLD if group is None else group
+    # Ranks that disagree on the layout or the shard's length would put the chunks back in
+    # the wrong places: refused on every rank.
+    zigzag, chunk = parse(lay)
+    mine = torch.tensor([int(zigzag), chunk or 0, x.shape[dim]], device=x.device)
+    every = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(every, mine, group=g)
+    if any(not torch.equal(t, every[0]) for t in every):
+
+        def spelled(t):
+            lay_ = None if not t[0] else "zigzag" + (f":{int(t[1])}" if t[1] else "")
+            return f"{describe(lay_)} with {int(t[2])} positions"
+
+        said = ", ".join(f"rank {r}: {spelled(t)}" for r, t in enumerate(every))
+        raise ValueError(f"unshard_sequence: the ranks disagree on their shards ({said})")
     shards = [torch.empty_like(x) for _ in range(world)]
     dist.all_gather(shards, x.contiguous(), group=g)
     placed = []

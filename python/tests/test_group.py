@@ -210,6 +210,15 @@ def _disagreements(rank):
     q = fresh(1, 16, 2, 8)
     with pytest.raises(ValueError, match="the ranks disagree"):
         mercury.attention(q, q, q, causal=rank == 0)
+    # Chunk sizes that differ: refused by attention (named as the user spelled them) and by
+    # unshard_sequence, which would otherwise put the chunks back in the wrong places.
+    chunk = 2 if rank == 0 else 4
+    with pytest.raises(ValueError, match=r"chunk_size=2.*chunk_size=4"):
+        mercury.attention(q, q, q, balance="zigzag", chunk_size=chunk)
+    with pytest.raises(ValueError, match=r"unshard_sequence: the ranks disagree on their shards"):
+        mercury.unshard_sequence(q, balance="zigzag", chunk_size=chunk)
+    with pytest.raises(ValueError, match=r"rank 1: balance=None with 16 positions"):
+        mercury.unshard_sequence(q, balance="zigzag" if rank == 0 else None)
     # A shard the group cannot split: odd rows for the reduce-scatter.
     with pytest.raises(ValueError, match="does not split"):
         mercury.matmul_reduce_scatter(fresh(3, 6), fresh(6, 4))

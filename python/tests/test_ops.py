@@ -269,19 +269,23 @@ def test_chunk_size_refusals_name_the_argument():
     x = torch.arange(12).reshape(1, 12)
     with pytest.raises(ValueError, match="chunk_size needs balance='zigzag'"):
         mercury.shard_sequence(x, chunk_size=2)
-    for bad in (0, -1, 2.0, True):
-        with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+    for bad, error in ((0, ValueError), (-1, ValueError), (2.0, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="chunk_size must be a positive int"):
             mercury.shard_sequence(x, balance="zigzag", chunk_size=bad)
-    with pytest.raises(ValueError, match="does not split into rounds of 2 zigzag chunks of 5"):
+    says = "of length 12 does not split into rounds of 2 zigzag chunks of chunk_size=5 over 1 rank "
+    with pytest.raises(ValueError, match="shard_sequence: dimension 1 " + says):
         mercury.shard_sequence(x, balance="zigzag", chunk_size=5)
     q = fresh(1, 12, 2, 4)
     with pytest.raises(ValueError, match="chunk_size needs balance='zigzag'"):
         mercury.attention(q, q, q, chunk_size=2)
-    with pytest.raises(ValueError, match="rounds of 2 zigzag chunks of 5"):
+    with pytest.raises(ValueError, match="mercury.attention: the query sequence " + says):
         mercury.attention(q, q, q, balance="zigzag", chunk_size=5)
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+    with pytest.raises(ValueError, match="mercury.varlen_attention: the query sequence " + says):
+        mercury.varlen_attention(q[0], q[0], q[0], cu, cu, 7, 7, balance="zigzag", chunk_size=5)
     with pytest.raises(ValueError, match="chunk_size must be a positive int"):
         mercury.balance_documents(torch.tensor([0, 5, 12]), 1, balance="zigzag", chunk_size=0)
-    with pytest.raises(ValueError, match="rounds of 2 zigzag chunks of 5"):
+    with pytest.raises(ValueError, match="mercury.balance_documents: the documents " + says):
         mercury.balance_documents(torch.tensor([0, 5, 12]), 1, balance="zigzag", chunk_size=5)
     # At world size 1 the chunked zigzag holds the whole sequence in order.
     o = mercury.attention(q, q, q, causal=True, balance="zigzag", chunk_size=3)

@@ -53,7 +53,7 @@ impl Split {
     /// `C` positions) or `striped(B)` / `striped:B`.
     pub fn parse(v: &str) -> Result<Split, String> {
         let v = v.trim();
-        let arg = |word: &str| {
+        let arg = |word: &str, what: &str| {
             v.strip_prefix(word)
                 .and_then(|r| {
                     r.strip_prefix('(')
@@ -62,10 +62,10 @@ impl Split {
                 })
                 .map(|n| match n.trim().parse::<usize>() {
                     Ok(n) if n > 0 => Ok(n),
-                    _ => Err(format!("the block of '{v}' must be a positive integer")),
+                    _ => Err(format!("the {what} of '{v}' must be a positive integer")),
                 })
         };
-        match (v, arg("striped"), arg("zigzag")) {
+        match (v, arg("striped", "block"), arg("zigzag", "chunk")) {
             ("block" | "contiguous", _, _) => Ok(Split::Block),
             ("zigzag" | "head-tail", _, _) => Ok(Split::Zigzag),
             (_, Some(b), _) => b.map(Split::Striped),
@@ -420,7 +420,10 @@ mod tests {
         assert_eq!(Split::parse("zigzag"), Ok(Split::Zigzag));
         assert_eq!(Split::parse("zigzag(512)"), Ok(Split::ZigzagChunks(512)));
         assert_eq!(Split::parse("zigzag:8"), Ok(Split::ZigzagChunks(8)));
-        assert!(Split::parse("zigzag(0)").is_err());
+        assert_eq!(
+            Split::parse("zigzag(0)"),
+            Err("the chunk of 'zigzag(0)' must be a positive integer".into())
+        );
         assert_eq!(Split::ZigzagChunks(8).spell(1), "zigzag(1, 8)");
         assert!(Split::parse("striped(0)").is_err());
         assert!(Split::parse("spiral").is_err());

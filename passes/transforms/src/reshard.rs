@@ -138,8 +138,10 @@ pub fn parse_sharding_option(s: &str) -> Result<Placement, String> {
                     .split([',', ';', '|', ' '])
                     .filter(|x| !x.is_empty())
                     .collect();
+                // `zigzag(0;)`: a chunk left out is an error, not one round.
+                let trailing = a.trim_end().ends_with([',', ';', '|']);
                 match parts.as_slice() {
-                    [l] => (num(l)?, Split::Zigzag),
+                    [l] if !trailing => (num(l)?, Split::Zigzag),
                     [l, c] => {
                         let chunk = c.parse::<usize>().ok().filter(|c| *c > 0).ok_or_else(|| {
                             format!("the zigzag chunk '{c}' of '{lv}' must be a positive integer (zigzag(L;C): mesh level L, chunks of C positions)")
