@@ -18,6 +18,11 @@
 // RUN: %mercury-run %t/layer_2x4.mlir --module --schedule %t/d/layer.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
 // RUN: %mercury-run %t/layer_2x4.mlir --module --schedule %t/d/baseline-tpxcp-ring.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
 // RUN: %mercury-run %t/layer_2x4.mlir --module --schedule %t/d/baseline-tpxcp-all-gather.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
+// The layer at batch 2 (the QKV projection a product over the batch and the heads): the pick
+// equals the unscheduled module in f64.
+// RUN: sed -e 's/commir.axis @b = 1 spatial/commir.axis @b = 2 spatial/' %repo/examples/small/llama3_layer.mlir > %t/layer_b2.mlir
+// RUN: %mercury-tune %t/layer_b2.mlir --module --topology h100-1x8 --out %t/e > %t/e.log
+// RUN: %mercury-run %t/layer_b2.mlir --module --schedule %t/e/layer.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
 // RUN: %exit-status %mercury-tune %repo/examples/small/llama3_layer.mlir --module --kernel attention --topology h100-1x8 --out %t/c 2>&1 | FileCheck %s --check-prefix=FLAGS
 // RUN: %exit-status %mercury-tune %repo/examples/small/llama3_layer.mlir --module --topology h100-4x4 --out %t/c 2>&1 | FileCheck %s --check-prefix=DEVICES
 // RUN: printf "kind = \"attention\"\n" > %t/op.toml && %exit-status %mercury-tune %t/op.toml --module --topology h100-1x8 --out %t/c 2>&1 | FileCheck %s --check-prefix=TOML

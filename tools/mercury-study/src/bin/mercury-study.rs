@@ -47,6 +47,19 @@ enum Command {
         #[arg(long)]
         one_level_pick: bool,
     },
+    /// The Llama-3-8B layer's memory frontier alone: batch 1 and a batch run as micro-batches
+    /// of every size dividing it (each a compiled module), per topology.
+    Frontier {
+        /// A topology preset (repeatable; default: h100-1x8 h100-2x4 h100-4x2 a100-2x4 h200-1x8).
+        #[arg(long = "topology", value_name = "NAME")]
+        topologies: Vec<String>,
+        /// Tokens per sequence.
+        #[arg(long, default_value_t = 1 << 21, value_parser = clap::value_parser!(u64).range(8..))]
+        tokens: u64,
+        /// The batch of the second row per topology.
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        batch: u64,
+    },
     /// The document balancer on long-tail batches of causal documents: busiest rank's work
     /// over the mean as drawn and reordered, contiguous and zigzag shards, and its host time.
     Balance {
@@ -93,6 +106,25 @@ fn main() -> ExitCode {
                 tokens.iter().map(|&t| t as usize).collect()
             };
             layer::layer_study(&topologies, &tokens, !one_level_pick)
+        }
+        Some(Command::Frontier {
+            topologies,
+            tokens,
+            batch,
+        }) => {
+            if let Some(bad) = topologies
+                .iter()
+                .find(|t| !matches!(mercury_search::Topology::preset(t), Some(Ok(_))))
+            {
+                eprintln!("mercury-study: error: --topology: no preset '{bad}'");
+                return ExitCode::from(1);
+            }
+            let topologies: Vec<&str> = if topologies.is_empty() {
+                layer::LAYER_TOPOLOGIES.to_vec()
+            } else {
+                topologies.iter().map(String::as_str).collect()
+            };
+            layer::frontier_study(&topologies, tokens as usize, batch as usize)
         }
         Some(Command::Balance {
             tokens,

@@ -272,58 +272,91 @@ pub fn layer_table(
 
 /// The memory frontier of `model` at `tokens` tokens on `topologies`: per topology the
 /// smallest plan, the fastest plan and the fastest that fits, and how many points of the
-/// (latency, bytes per device) Pareto front fit, at batch 1 and at batch `micro` run as `micro`
-/// sequential passes of batch 1 (the module takes batch 1: its QKV projection, rows times
-/// per-head weights, refuses a batch; a pass holds one sequence's activations, so the bytes
-/// are batch 1's and the time `micro` times it).
-pub fn frontier_table(model: &Model, topologies: &[&str], tokens: usize, micro: usize) -> String {
+/// (latency, bytes per device) Pareto front fit, at batch 1 and at batch `batch` (one compiled
+/// module of batch `m` run `batch / m` times in a row, for every `m` dividing `batch`: micro-batches
+/// trade time for memory, a pass holding `m` sequences' activations; the front is over every
+/// `m` and every plan).
+pub fn frontier_table(model: &Model, topologies: &[&str], tokens: usize, batch: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| topology | batch | usable GB | fastest plan ms (GB/device) | smallest plan GB/device (ms) | fastest that fits ms (GB/device) | front points that fit | the smallest plan |"
+        "| topology | batch | usable GB | fastest plan ms (GB/device) | smallest plan GB/device (ms) | fastest that fits ms (GB/device) | front points that fit | the fastest plan that fits |"
     );
     let _ = writeln!(out, "|{}", " --- |".repeat(8));
+    let t = |m: f64| {
+        if m >= 100.0 {
+            format!("{m:.1}")
+        } else {
+            format!("{m:.3}")
+        }
+    };
     for topo in topologies {
-        let s = match search(model, topo, tokens, 1) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = writeln!(out, "| {topo} | 1 | {e} |");
-                continue;
+        for whole in [1, batch] {
+            // (seconds for the whole batch, bytes, micro-batch, plan summary) of every point.
+            let mut points: Vec<(f64, u64, usize, String)> = Vec::new();
+            let mut usable = None;
+            let mut failed = None;
+            for m in (1..=whole).filter(|m| whole % m == 0) {
+                match search(model, topo, tokens, m) {
+                    Ok(s) => {
+                        usable = Some(s.topology().usable_hbm_bytes());
+                        for p in s.frontier(u64::MAX) {
+                            let reps = (whole / m) as f64;
+                            points.push((p.seconds * reps, p.memory_bytes, m, summary(&s, &p)));
+                        }
+                    }
+                    Err(e) => failed = Some(e),
+                }
             }
-        };
-        let usable = s.topology().usable_hbm_bytes();
-        let front = s.frontier(u64::MAX);
-        let (Some(fast), Some(small)) = (front.first(), front.last()) else {
-            let _ = writeln!(out, "| {topo} | 1 | no plan lowers |");
-            continue;
-        };
-        let fits: Vec<&LayerPick> = front.iter().filter(|p| p.memory_bytes <= usable).collect();
-        for (batch, times) in [
-            ("1".to_string(), 1.0),
-            (format!("{micro} (as {micro} x 1)"), micro as f64),
-        ] {
-            let t = |p: &LayerPick| {
-                let m = p.seconds * 1e3 * times;
-                if m >= 100.0 {
-                    format!("{m:.1}")
+            let Some(usable) = usable else {
+                let _ = writeln!(
+                    out,
+                    "| {topo} | {whole} | {} |",
+                    failed.unwrap_or_else(|| "no plan lowers".into())
+                );
+                continue;
+            };
+            // The Pareto front over every micro-batch: faster first, each smaller than those
+            // before it.
+            points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let mut front: Vec<&(f64, u64, usize, String)> = Vec::new();
+            for p in &points {
+                if front.last().is_none_or(|q| p.1 < q.1) {
+                    front.push(p);
+                }
+            }
+            let (Some(fast), Some(small)) = (front.first(), front.last()) else {
+                let _ = writeln!(out, "| {topo} | {whole} | no plan lowers |");
+                continue;
+            };
+            let fits: Vec<_> = front.iter().filter(|p| p.1 <= usable).collect();
+            let label = |p: &(f64, u64, usize, String)| {
+                if whole == 1 {
+                    "1".to_string()
                 } else {
-                    format!("{m:.3}")
+                    format!("{whole} ({} x {})", whole / p.2, p.2)
                 }
             };
-            let fit = fits.first().map_or("none fits".to_string(), |p| {
-                format!("{} ({})", t(p), gb(p.memory_bytes))
-            });
+            let (fit, plan) =
+                fits.first()
+                    .map_or(("none fits".to_string(), "-".to_string()), |p| {
+                        (
+                            format!("{} ({}, {})", t(p.0 * 1e3), gb(p.1), label(p)),
+                            p.3.clone(),
+                        )
+                    });
             let _ = writeln!(
                 out,
-                "| {topo} | {batch} | {} | {} ({}) | {} ({}) | {fit} | {} of {} | {} |",
+                "| {topo} | {whole} | {} | {} ({}, {}) | {} ({}, {}) | {fit} | {} of {} | {plan} |",
                 gb(usable),
-                t(fast),
-                gb(fast.memory_bytes),
-                gb(small.memory_bytes),
-                t(small),
+                t(fast.0 * 1e3),
+                gb(fast.1),
+                label(fast),
+                gb(small.1),
+                t(small.0 * 1e3),
+                label(small),
                 fits.len(),
                 front.len(),
-                summary(&s, small)
             );
         }
     }
@@ -343,13 +376,26 @@ pub fn layer_study(topologies: &[&str], tokens: &[usize], product_picks: bool) -
         out += &layer_table(m, topologies, tokens, product_picks);
         out.push('\n');
     }
+    out += &frontier_study(topologies, FRONTIER_TOKENS, FRONTIER_BATCH);
+    out
+}
+
+/// Tokens per sequence of the memory frontier (2M).
+pub const FRONTIER_TOKENS: usize = 1 << 21;
+/// The batch of the memory frontier's second row per topology.
+pub const FRONTIER_BATCH: usize = 16;
+
+/// The memory frontier table of docs/simulation.md (the 8B layer) with its heading.
+pub fn frontier_study(topologies: &[&str], tokens: usize, batch: usize) -> String {
     let m = &MODELS[0];
-    let _ = writeln!(
-        out,
-        "### Graph level: the {} layer at 2M tokens, the memory frontier ({}; {} layers' weights per device)\n",
-        m.name, m.origin, m.layers
+    let mut out = format!(
+        "### Graph level: the {} layer at {} tokens, the memory frontier ({}; {} layers' weights per device)\n\n",
+        m.name,
+        tokens_label(tokens),
+        m.origin,
+        m.layers
     );
-    out += &frontier_table(m, topologies, 1 << 21, 16);
+    out += &frontier_table(m, topologies, tokens, batch);
     out
 }
 
@@ -366,5 +412,18 @@ mod tests {
         assert!(!t.contains("S(0)") && t.contains("S(0, 1)"));
         let e = on_two_levels(&t, 4, 2).unwrap_err();
         assert!(e.contains("expected a one-level mesh of 8"), "{e}");
+    }
+
+    /// The batch row's front joins the micro-batches' plans: the whole batch at once is the
+    /// fastest, one sequence a pass the smallest (its activations are half the pair's).
+    #[test]
+    fn the_batch_row_is_a_front_over_micro_batches() {
+        let t = frontier_table(&MODELS[0], &["h100-1x8"], 4096, 2);
+        let row = t
+            .lines()
+            .find(|l| l.starts_with("| h100-1x8 | 2 |"))
+            .unwrap_or_else(|| panic!("{t}"));
+        assert!(row.contains(", 2 (1 x 2))") && row.contains(", 2 (2 x 1))"), "{row}");
+        assert!(t.lines().any(|l| l.starts_with("| h100-1x8 | 1 |")), "{t}");
     }
 }
