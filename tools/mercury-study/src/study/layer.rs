@@ -423,7 +423,10 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("| h100-1x8 | 2 |"))
             .unwrap_or_else(|| panic!("{t}"));
-        assert!(row.contains(", 2 (1 x 2))") && row.contains(", 2 (2 x 1))"), "{row}");
+        assert!(
+            row.contains(", 2 (1 x 2))") && row.contains(", 2 (2 x 1))"),
+            "{row}"
+        );
         assert!(t.lines().any(|l| l.starts_with("| h100-1x8 | 1 |")), "{t}");
     }
 }
