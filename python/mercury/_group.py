@@ -1,6 +1,7 @@
 """Process groups: world size and rank of the group an op runs in, its name for custom ops,
 and small host values exchanged over it."""
 
+import hashlib
 import pickle
 import weakref
 from typing import Optional
@@ -93,14 +94,27 @@ def all_gather_objects(group, obj) -> list:
 def check_same_across_ranks(group, what: str, signature: tuple) -> None:
     """Raises ValueError on every rank when the ranks of ``group`` disagree on ``signature``
     (shapes, dtypes, options): detected before anything is launched, never a hang in a
-    collective of mismatched sizes. A no-op at world size 1."""
+    collective of mismatched sizes. A no-op at world size 1.
+
+    One all-gather of an 8-byte digest of the signature per call (one host synchronisation);
+    only when the digests differ, a second exchange of the signatures themselves for the
+    message (every rank sees the same digests, so every rank takes the same path)."""
     world = dist.get_world_size(group)
     if world == 1:
         return
+    data = pickle.dumps(signature)
+    digest = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
+    mine = torch.tensor([digest], dtype=torch.int64, device=_device(group))
+    every = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(every, mine, group=group)
+    if all(int(d.item()) == digest for d in every):
+        return
     gathered = all_gather_objects(group, signature)
     odd = [r for r, s in enumerate(gathered) if s != gathered[0]]
-    if odd:
-        raise ValueError(
-            f"{what}: the ranks disagree: rank 0 has {gathered[0]}, "
-            + ", ".join(f"rank {r} has {gathered[r]}" for r in odd)
-        )
+    if not odd:
+        # Equal values pickled apart (1 and 1.0, say): the same signature.
+        return
+    raise ValueError(
+        f"{what}: the ranks disagree: rank 0 has {gathered[0]}, "
+        + ", ".join(f"rank {r} has {gathered[r]}" for r in odd)
+    )

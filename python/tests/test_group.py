@@ -210,6 +210,8 @@ def _disagreements(rank):
     q = fresh(1, 16, 2, 8)
     with pytest.raises(ValueError, match="the ranks disagree"):
         mercury.attention(q, q, q, causal=rank == 0)
+    # Equal values of different types (digests differ, values agree): not a disagreement.
+    mercury.attention(q, q, q, softmax_scale=1 if rank == 0 else 1.0)
     # Chunk sizes that differ: refused by attention (named as the user spelled them) and by
     # unshard_sequence, which would otherwise put the chunks back in the wrong places.
     chunk = 2 if rank == 0 else 4
