@@ -16,7 +16,8 @@
 // CHECK: | h100-1x8 | 4K | {{[0-9.]+}} | {{[0-9.]+}} | {{TP\+SP|TPxCP [a-z -]+ \(TP[24]xCP[24]\)}} | {{[0-9.]+}} | {{[0-9.]+}} | {{[0-9.]+}}x | {{[0-9.]+}} | does not fit | does not fit | does not fit | n/a | {{[0-9.]+}} (TP{{[24]}}xCP{{[24]}}) |
 // CHECK: ### Graph level: the Llama-3-8B layer at 2M tokens, the memory frontier
 // CHECK: | h100-1x8 | 1 | 76.0 |
-// CHECK: | h100-1x8 | 16 (as 16 x 1) | 76.0 |
+// Batch 16 as micro-batches (passes x sequences): all at once does not fit, one a pass does.
+// CHECK: | h100-1x8 | 16 | 76.0 | {{[0-9.]+}} ({{[0-9.]+}}, 16 (1 x 16)) | {{[0-9.]+}} ({{[0-9.]+}}, 16 (16 x 1)) | {{[0-9.]+}} ({{[0-9.]+}}, 16 (16 x 1)) | {{[0-9]+}} of {{[0-9]+}} | attn_norm
 
 // BAD: mercury-study: error: --topology: no preset 'h100-9x9'
 // BAD: exit status 1

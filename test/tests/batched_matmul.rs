@@ -37,6 +37,21 @@ commir.kernel @proj on @mesh {{
     )
 }
 
+/// The kernel's body inside hand-written loops over the axes `over` names (`b`, `h`), so the
+/// looped operands' batch dimensions are one position of their axis (`1 at [@h]`).
+fn looped_over(text: &str, over: &str) -> String {
+    let (head, body) = text.split_at(text.find("  %x = ").expect("the body"));
+    let body = body.trim_end().strip_suffix('}').expect("the kernel's end");
+    let mut body: String = body.lines().map(|l| format!("  {l}\n")).collect();
+    for a in over.chars().rev() {
+        body = format!("  commir.for @{a} {{\n{body}  }}\n");
+    }
+    if over.is_empty() {
+        return text.to_string();
+    }
+    format!("{head}{body}}}\n")
+}
+
 fn fresh(n: usize, seed: &mut u64) -> Vec<f64> {
     (0..n)
         .map(|_| {
@@ -54,8 +69,14 @@ fn rows_of_every_batch_entry_times_per_head_weights() {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64);
     let start = seed;
-    for transpose_b in [false, true] {
-        let text = kernel(transpose_b);
+    for (transpose_b, looped) in [
+        (false, ""),
+        (true, ""),
+        (false, "h"),
+        (false, "b"),
+        (true, "bh"),
+    ] {
+        let text = looped_over(&kernel(transpose_b), looped);
         let x = fresh(B * I * E, &mut seed);
         let w = fresh(H * E * D, &mut seed);
         // Q[b, h, i, d] = sum_e X[b, i, e] W[h, e, d] (W[h, d, e] transposed).
@@ -88,7 +109,17 @@ fn rows_of_every_batch_entry_times_per_head_weights() {
                     "tile{axis=h factor=4 outer=h0 inner=h_t}\nparallelize{axis=h0 level=0 shard=false}\n",
                 ),
             ),
-        ] {
+            // One batch entry and one head per block on both sides (data x tensor parallel).
+            (
+                "batch and heads in blocks of one",
+                Schedule::script(
+                    "tile{axis=b factor=2 outer=b0 inner=b_t}\ntile{axis=h factor=4 outer=h0 inner=h_t}\nparallelize{axis=h0 level=0 shard=false}\n",
+                ),
+            ),
+        ]
+        .into_iter()
+        .filter(|(name, _)| looped.is_empty() || *name == "none")
+        {
             let plan = Compiler::new()
                 .compile("proj.mlir", &text, &schedule)
                 .unwrap_or_else(|d| panic!("{name}: {}", d.message));
@@ -101,14 +132,14 @@ fn rows_of_every_batch_entry_times_per_head_weights() {
                 .fold(0.0, f64::max);
             assert!(
                 e <= 1e-12,
-                "{name}, transpose_b {transpose_b} (seed {start}): max error {e:e}"
+                "{name}, transpose_b {transpose_b}, loops over {looped:?} (seed {start}): max error {e:e}"
             );
         }
     }
 }
 
 /// Operands whose batch dimensions share an axis but do not line up are still refused (the
-/// product over both applies only to disjoint axes).
+/// product over both applies only to disjoint axes), looped or not.
 #[test]
 fn batch_dimensions_sharing_an_axis_out_of_line_are_refused() {
     let text = kernel(false)
@@ -120,8 +151,11 @@ fn batch_dimensions_sharing_an_axis_out_of_line_are_refused() {
             "%w = commir.load @W[@h, @e]",
             "%w = commir.load @W[@b, @h, @e]",
         );
-    let e = Compiler::new()
-        .compile("proj.mlir", &text, &Schedule::default())
-        .expect_err("mixed batch axes");
-    assert!(e.message.contains("batch dimension"), "{}", e.message);
+    // Also when a loop picks one position of the shared axis on both sides.
+    for text in [text.clone(), looped_over(&text, "b")] {
+        let e = Compiler::new()
+            .compile("proj.mlir", &text, &Schedule::default())
+            .expect_err("mixed batch axes");
+        assert!(e.message.contains("batch dimension"), "{}", e.message);
+    }
 }

@@ -389,19 +389,25 @@ pub fn outer_batches(a: &Tile, b: &Tile) -> bool {
     if ra < 3 || rb < 3 || aligned_batches(a, b).is_ok() {
         return false;
     }
-    // The axes of the dimensions that are not one element (a block of a parallel loop is one
-    // position of a larger axis: it counts).
-    let axes = |dims: &[TileDim]| -> Vec<Atom> {
+    // The axes each side's batch dimensions cover, by name: whole axes and the axes a loop or
+    // a block picks one position of (`1 at [@h]` in a loop over @h, `@h_t at [@h0]` after
+    // tiling); a dimension of one element that no loop picks names none.
+    let axes = |dims: &[TileDim]| -> Vec<String> {
         dims.iter()
             .filter(|d| !(d.size() == 1 && d.at.is_empty()))
-            .flat_map(|d| d.atoms.iter().cloned())
+            .flat_map(|d| {
+                d.atoms
+                    .iter()
+                    .filter_map(|t| match t {
+                        Atom::Axis(n, _) => Some(n.clone()),
+                        Atom::Fixed(_) => None,
+                    })
+                    .chain(d.at.iter().map(|x| x.slot.clone()))
+            })
             .collect()
     };
     let (xa, ya) = (axes(&a.dims[..ra - 2]), axes(&b.dims[..rb - 2]));
-    let shared = xa.iter().any(|x| {
-        ya.iter()
-            .any(|y| atoms_match(std::slice::from_ref(x), std::slice::from_ref(y)))
-    });
+    let shared = xa.iter().any(|x| ya.contains(x));
     !xa.is_empty() && !ya.is_empty() && !shared
 }
 
