@@ -89,8 +89,10 @@ def balance_documents(
     Documents are moved whole, so one longer than a shard's piece keeps some imbalance
     (``result.after`` says how much) unless the zigzag runs in several rounds: with
     ``balance="zigzag", chunk_size=total // (16 * world_size)`` (8 rounds) long-tail batches
-    of 32K to 512K tokens on 8 ranks came within 1.013x of the mean (docs/perf.md). The
-    search takes milliseconds of host time (tens at hundreds of documents).
+    of 32K to 512K tokens on 8 ranks came within 1.013x of the mean (docs/perf.md); rounds
+    cut the ring's steps into more attention blocks, a cost not measured on a GPU yet
+    (docs/python.md). The search takes milliseconds of host time (tens at hundreds of
+    documents).
 
     Raises ``TypeError``/``ValueError`` naming the argument; ``ValueError`` when the total does
     not split into the shards.

@@ -75,7 +75,8 @@ def varlen_attention(
     :func:`mercury.shard_sequence` makes them with ``dim=0``; sequence lengths need not divide
     anything, the total tokens must divide into the shards. A few documents longer than a
     shard balance over the ranks with :func:`mercury.balance_documents`'s order and the zigzag
-    in several rounds (``chunk_size = total // (16 * world)``: 8 rounds).
+    in several rounds (``chunk_size = total // (16 * world)``: 8 rounds; each round adds
+    attention blocks to every ring step, docs/python.md).
 
     Returns the output ``[total_q, heads, v_head_dim]`` in q's dtype and, with
     ``return_lse=True``, also the log-sum-exp ``[heads, total_q]`` (flash-attn's
