@@ -23,6 +23,12 @@
 // RUN: sed -e 's/commir.axis @b = 1 spatial/commir.axis @b = 2 spatial/' %repo/examples/small/llama3_layer.mlir > %t/layer_b2.mlir
 // RUN: %mercury-tune %t/layer_b2.mlir --module --topology h100-1x8 --out %t/e > %t/e.log
 // RUN: %mercury-run %t/layer_b2.mlir --module --schedule %t/e/layer.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
+// At batch 8 data parallelism lowers (the batch split over the 8 ranks, activations kept
+// batch-split between kernels); its schedule equals the unscheduled module in f64.
+// RUN: sed -e 's/commir.axis @b = 1 spatial/commir.axis @b = 8 spatial/' %repo/examples/small/llama3_layer.mlir > %t/layer_b8.mlir
+// RUN: %mercury-tune %t/layer_b8.mlir --module --topology h100-1x8 --out %t/f | FileCheck %s --check-prefix=DATA
+// RUN: %mercury-run %t/layer_b8.mlir --module --schedule %t/f/baseline-dp.sched --backend cpu --check | FileCheck %s --check-prefix=PICK
+// RUN: FileCheck %s --check-prefix=DPSCHED < %t/f/baseline-dp.sched
 // RUN: %exit-status %mercury-tune %repo/examples/small/llama3_layer.mlir --module --kernel attention --topology h100-1x8 --out %t/c 2>&1 | FileCheck %s --check-prefix=FLAGS
 // RUN: %exit-status %mercury-tune %repo/examples/small/llama3_layer.mlir --module --topology h100-4x4 --out %t/c 2>&1 | FileCheck %s --check-prefix=DEVICES
 // RUN: printf "kind = \"attention\"\n" > %t/op.toml && %exit-status %mercury-tune %t/op.toml --module --topology h100-1x8 --out %t/c 2>&1 | FileCheck %s --check-prefix=TOML
@@ -64,3 +70,6 @@
 // TOML: exit status 1
 // LAYERS: error: the following required arguments were not provided:
 // LAYERS: --module
+
+// DATA: DP: {{[0-9.]+}} ms, {{[0-9.]+}} GB per device
+// DPSCHED: # @attn_norm: par(b), outputs by(b)

@@ -123,7 +123,9 @@ pub fn baselines() -> Vec<Baseline> {
             name: "DP",
             how: "data parallelism (the batch split; needs a batch divisible by the devices)",
             levels: 1,
-            allow: |c, o, _| axis_is(c, "b") && o.name == "declared",
+            // Activations stay batch-split between kernels (`by(b)`), as a data-parallel
+            // model keeps them; the module's own output leaves as declared.
+            allow: |c, o, _| axis_is(c, "b") && (o.name == "declared" || o.name == "by(b)"),
         },
         Baseline {
             name: "TPxCP ring",
