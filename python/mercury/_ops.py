@@ -170,6 +170,7 @@ class _Attention:
         causal, scale, layout, balance, schedule, topology, group_name, window = opts
         b, s, hq, hk, d, dv, sk = _attention_shapes(q, k, v, layout, documents == "split")
         world = _world(group_name)
+        zigzag, chunk = _sequence.parse(balance)
         self.spec = dict(
             batch=b,
             heads=hq,
@@ -184,8 +185,8 @@ class _Attention:
             scale=scale,
             dtype=str(q.dtype),
             world=world,
-            zigzag=_sequence.parse(balance)[0],
-            zigzag_chunk=_sequence.parse(balance)[1],
+            zigzag=zigzag,
+            zigzag_chunk=chunk,
         )
         self.balance = balance
         self.topology = topology
@@ -502,18 +503,17 @@ def attention_entry(
 ):
     """The one path of :func:`attention` and :func:`mercury.varlen_attention`: checks, the
     ranks' agreement (on ``signature`` too), then the custom op (under torch.compile), the
-    autograd function (a gradient wanted) or the forward alone."""
+    autograd function (a gradient wanted) or the forward alone. ``balance`` is a layout as
+    :func:`mercury._sequence.layout` returns it (checked by the callers)."""
     _check_args(q, k, v, causal, softmax_scale)
-    if balance not in (None, "zigzag") and not str(balance).startswith("zigzag:"):
-        raise ValueError(f"balance must be None or 'zigzag', not {balance!r}")
     world, _, group_name = _group.resolve(group)
+    if world > 1 or _sequence.parse(balance)[1] is not None:
+        _, s, _, _, _, _, sk = _attention_shapes(q, k, v, layout, cu_q is not None)
     if _sequence.parse(balance)[1] is not None:
         # Whole rounds of chunks over the group: said here, naming chunk_size and the call.
-        _, s, _, _, _, _, sk = _attention_shapes(q, k, v, layout, cu_q is not None)
         for side, n in (("query", s * world), ("key/value", sk * world)):
             _sequence.runs(n, world, 0, balance, f"{what}: the {side} sequence")
     if world > 1:
-        _attention_shapes(q, k, v, layout, cu_q is not None)
         _group.check_same_across_ranks(
             _group.by_name(group_name),
             what,

@@ -6,7 +6,7 @@
 
 use crate::cpu::{round_to, Storage};
 use mercury_plan::tile::{
-    matmul_batches, matmul_shape, outer_operand, trailing_dims, Instr, RowReduceKind,
+    matmul_a_shape, matmul_batches, matmul_shape, trailing_dims, Instr, RowReduceKind,
 };
 use mercury_plan::TileOp;
 
@@ -39,21 +39,14 @@ pub fn run_tile_with(
             transpose_a,
             transpose_b,
             outer,
-        } => {
-            let sa = if *outer {
-                outer_operand(&shapes[0], &shapes[1])
-            } else {
-                shapes[0].clone()
-            };
-            Ok(matmul(
-                &inputs[0],
-                &sa,
-                &inputs[1],
-                &shapes[1],
-                *transpose_a,
-                *transpose_b,
-            )?)
-        }
+        } => Ok(matmul(
+            &inputs[0],
+            &matmul_a_shape(&shapes[0], &shapes[1], *outer),
+            &inputs[1],
+            &shapes[1],
+            *transpose_a,
+            *transpose_b,
+        )?),
         TileOp::RowReduce { reduce } => {
             let last = shapes[0].last().copied().unwrap_or(1).max(1);
             Ok(inputs[0]

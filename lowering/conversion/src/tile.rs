@@ -16,7 +16,7 @@ use crate::context::{err, to_dtype, Event, Lowering};
 use crate::order::Seg;
 use mercury_commir::{Compute, MaskKind};
 use mercury_ir::{Diagnostic, ValueId};
-use mercury_plan::tile::{matmul_batches, matmul_shape, outer_operand, Instr};
+use mercury_plan::tile::{matmul_a_shape, matmul_batches, matmul_shape, Instr};
 use mercury_plan::{ComputeOp, SlotInit, TileOp, View};
 
 impl Lowering<'_> {
@@ -66,15 +66,14 @@ impl Lowering<'_> {
                     (Some(a), Some(b)) => mercury_commir::outer_batches(a, b),
                     _ => false,
                 };
-                let (sa, mut pa) = (shapes[0].clone(), pos(0));
-                let (sa, pb) = if outer {
-                    let rb = shapes[1].len() - 2;
-                    let at = pa.len() - 2;
-                    pa.splice(at..at, std::iter::repeat_n(Some(0), rb));
-                    (outer_operand(&sa, &shapes[1]), pos(1))
-                } else {
-                    (sa, pos(1))
-                };
+                let sa = matmul_a_shape(&shapes[0], &shapes[1], outer);
+                let (mut pa, pb) = (pos(0), pos(1));
+                // a's positions likewise: position 0 along the inserted dimensions.
+                let at = pa.len() - 2;
+                pa.splice(
+                    at..at,
+                    std::iter::repeat_n(Some(0), sa.len() - shapes[0].len()),
+                );
                 let s = matmul_shape(&sa, &shapes[1], *transpose_a, *transpose_b)
                     .map_err(|m| err(loc, m))?;
                 pos_known = known(0) && known(1);

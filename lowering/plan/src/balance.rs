@@ -53,12 +53,11 @@ impl Layout {
             ));
         }
         let c = positions / n;
-        let pieces = (0..n)
-            .map(|p| {
-                let r = if p < ranks { p } else { n - 1 - p };
-                (p * c..(p + 1) * c, r)
-            })
-            .collect();
+        if zigzag {
+            // One round of chunks.
+            return Layout::zigzag_chunks(positions, ranks, c.max(1));
+        }
+        let pieces = (0..n).map(|p| (p * c..(p + 1) * c, p)).collect();
         Ok(Layout { pieces, ranks })
     }
 

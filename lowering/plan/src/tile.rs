@@ -17,7 +17,7 @@
 //!   `b` is refused. With `outer`, the output's batch dimensions are `a`'s followed by `b`'s
 //!   (`a [bt, m, k]` rows of every batch entry times `b [h, k, n]` per-head weights is
 //!   `[bt, h, m, n]`): as if `a` had one-element dimensions for `b`'s after its own
-//!   ([`outer_operand`]).
+//!   ([`matmul_a_shape`]).
 //! - [`TileOp::RowReduce`]: `x [.., n]` to out `[..]` (the last dimension reduced).
 //! - [`TileOp::Elementwise`]: out has the view's shape; each input has that shape, is a *row*
 //!   operand of the shape without its last dimension (one value per row, broadcast along it),
@@ -285,12 +285,8 @@ impl TileOp {
                 let [a, b] = inputs else {
                     return Err(format!("matmul takes 2 tiles, got {}", inputs.len()));
                 };
-                let a = if *outer {
-                    outer_operand(a, b)
-                } else {
-                    a.clone()
-                };
-                let want = matmul_shape(&a, b, *transpose_a, *transpose_b)?;
+                let want =
+                    matmul_shape(&matmul_a_shape(a, b, *outer), b, *transpose_a, *transpose_b)?;
                 if numel(&want) != numel(output) {
                     return Err(format!(
                         "matmul of {a:?} and {b:?} gives {want:?}, the output is {output:?}"
@@ -441,9 +437,13 @@ pub fn matmul_batches(a: &[usize], b: &[usize]) -> Result<Vec<(usize, usize, usi
     Ok(out)
 }
 
-/// `a`'s shape under an `outer` matmul with `b`: one-element dimensions for `b`'s batch
-/// dimensions inserted after `a`'s own (so the right-aligned rule broadcasts `a` over them).
-pub fn outer_operand(a: &[usize], b: &[usize]) -> Vec<usize> {
+/// The shape a matmul reads `a` as: `a` itself, or under `outer` with one-element dimensions
+/// for `b`'s batch dimensions inserted after `a`'s own (so the right-aligned rule broadcasts
+/// `a` over them).
+pub fn matmul_a_shape(a: &[usize], b: &[usize], outer: bool) -> Vec<usize> {
+    if !outer {
+        return a.to_vec();
+    }
     let (ra, rb) = (a.len().saturating_sub(2), b.len().saturating_sub(2));
     let mut s = a[..ra].to_vec();
     s.extend(std::iter::repeat_n(1, rb));

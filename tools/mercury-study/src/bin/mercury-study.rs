@@ -75,6 +75,23 @@ enum Command {
     },
 }
 
+/// The `--topology` presets given (the layer tables' five when none), or `None` after saying
+/// which is not a preset.
+fn presets(given: &[String]) -> Option<Vec<&str>> {
+    if let Some(bad) = given
+        .iter()
+        .find(|t| !matches!(mercury_search::Topology::preset(t), Some(Ok(_))))
+    {
+        eprintln!("mercury-study: error: --topology: no preset '{bad}'");
+        return None;
+    }
+    Some(if given.is_empty() {
+        mercury_study::study::layer::LAYER_TOPOLOGIES.to_vec()
+    } else {
+        given.iter().map(String::as_str).collect()
+    })
+}
+
 fn main() -> ExitCode {
     // Help and version exit 0, usage errors 1.
     let args: Args = match mercury_driver::cli::parse() {
@@ -88,17 +105,8 @@ fn main() -> ExitCode {
             tokens,
             one_level_pick,
         }) => {
-            if let Some(bad) = topologies
-                .iter()
-                .find(|t| !matches!(mercury_search::Topology::preset(t), Some(Ok(_))))
-            {
-                eprintln!("mercury-study: error: --topology: no preset '{bad}'");
+            let Some(topologies) = presets(&topologies) else {
                 return ExitCode::from(1);
-            }
-            let topologies: Vec<&str> = if topologies.is_empty() {
-                layer::LAYER_TOPOLOGIES.to_vec()
-            } else {
-                topologies.iter().map(String::as_str).collect()
             };
             let tokens: Vec<usize> = if tokens.is_empty() {
                 layer::LAYER_TOKENS.to_vec()
@@ -112,17 +120,8 @@ fn main() -> ExitCode {
             tokens,
             batch,
         }) => {
-            if let Some(bad) = topologies
-                .iter()
-                .find(|t| !matches!(mercury_search::Topology::preset(t), Some(Ok(_))))
-            {
-                eprintln!("mercury-study: error: --topology: no preset '{bad}'");
+            let Some(topologies) = presets(&topologies) else {
                 return ExitCode::from(1);
-            }
-            let topologies: Vec<&str> = if topologies.is_empty() {
-                layer::LAYER_TOPOLOGIES.to_vec()
-            } else {
-                topologies.iter().map(String::as_str).collect()
             };
             layer::frontier_study(&topologies, tokens as usize, batch as usize)
         }
